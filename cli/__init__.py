@@ -1,0 +1,1 @@
+"""Command-line interface (typer), file discovery, configuration and rendering."""

@@ -1,0 +1,1 @@
+"""Static half of autograd-fix: rules (libcst visitors) and the engine that runs them."""

@@ -1,0 +1,215 @@
+"""Runs rules over one source text: findings, then fixes applied until nothing changes.
+
+Flow: prefilter (no rule's trigger text in the file -> no parse at all) -> one libcst
+parse -> every selected rule in one batched traversal -> `# noqa` filtering -> fixes
+applied (all of them, nested ones compose; re-run until stable, bounded) -> the result
+must compile and a fresh run must find nothing left to fix, otherwise the file is left
+alone and the failure reported.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import add_imports
+from autograd_fix.codemods.model import Applicability, Finding, Fix
+from autograd_fix.codemods.rule import Rule, RuleContext
+
+MAX_FIX_ROUNDS = 10
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+\d+(?:\s*,\s*[A-Za-z]+\d+)*))?", re.I)
+
+
+class EngineError(Exception):
+    """The source could not be analysed or its fixes could not be made safe."""
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    unsafe_fixes: bool = False
+
+    def allows(self, fix: Fix | None) -> bool:
+        return fix is not None and (fix.applicability is Applicability.SAFE or self.unsafe_fixes)
+
+
+@dataclass
+class SourceResult:
+    """Findings in the original text and, when fixes apply, the fixed text."""
+
+    findings: list[Finding] = field(default_factory=list)
+    fixed: str | None = None
+    #: set when fixes were computed but had to be dropped (the file stays as it was).
+    fix_error: str | None = None
+    parsed: bool = False
+
+
+def parse_module(text: str) -> cst.Module:
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as error:
+        raise EngineError(f"syntax error at {error.raw_line}:{error.raw_column + 1}: {error.message}") from None
+    except RecursionError:
+        raise EngineError("source nests too deeply to parse") from None
+
+
+def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:
+    """Rules whose trigger text occurs in `text` (others cannot fire; skip the parse)."""
+    return tuple(rule for rule in rules if any(token in text for token in rule.triggers))
+
+
+def run_rules(module: cst.Module, rules: Sequence[type[Rule]], path: str) -> list[Finding]:
+    """All findings of `rules` on `module`, in one batched traversal, noqa applied."""
+    if not rules:
+        return []
+    context = RuleContext(path, module)
+    instances = [rule(context) for rule in rules]
+    cst.visit_batched(module, instances)
+    findings = [finding for rule in instances for finding in rule.findings]
+    suppressed = _noqa_map(module.code)
+    kept = [f for f in findings if not _is_suppressed(f, suppressed)]
+    kept.sort(key=lambda f: (f.span.line, f.span.column, f.code))
+    return kept
+
+
+def _noqa_map(text: str) -> dict[int, frozenset[str] | None]:
+    """line -> codes suppressed there (None = every code)."""
+    result: dict[int, frozenset[str] | None] = {}
+    if "noqa" not in text:
+        return result
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _NOQA.search(line)
+        if match:
+            codes = match.group("codes")
+            result[number] = None if codes is None else frozenset(c.strip().upper() for c in codes.split(","))
+    return result
+
+
+def _is_suppressed(finding: Finding, suppressed: dict[int, frozenset[str] | None]) -> bool:
+    if finding.span.line not in suppressed:
+        return False
+    codes = suppressed[finding.span.line]
+    return codes is None or finding.code in codes
+
+
+class _EditApplier(cst.CSTTransformer):
+    def __init__(self, fixes: Iterable[Fix]) -> None:
+        super().__init__()
+        self.replacements: dict[int, list] = {}
+        for fix in fixes:
+            for edit in fix.edits:
+                self.replacements.setdefault(id(edit.target), []).append(edit.replace)
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+        replacers = self.replacements.get(id(original_node))
+        if not replacers:
+            return updated_node
+        result = updated_node
+        for replace in replacers:
+            if not isinstance(result, cst.CSTNode):
+                break  # already removed or flattened: later edits have nothing to act on
+            result = replace(result)
+        return result
+
+
+def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
+    """Source text of `module` with every edit of `fixes` applied in one pass."""
+    if not fixes:
+        return module.code
+    rewritten = module.visit(_EditApplier(fixes))
+    imports = [statement for fix in fixes for statement in fix.required_imports]
+    if imports:
+        rewritten = add_imports(rewritten, imports)
+    return rewritten.code
+
+
+def check_source(
+    text: str,
+    rules: Sequence[type[Rule]],
+    *,
+    path: str = "<stdin>",
+    options: FixOptions = FixOptions(),
+    compute_fix: bool = True,
+) -> SourceResult:
+    """Lint `text`; with `compute_fix`, also produce the fixed text (or why not)."""
+    active = triggered(rules, text)
+    if not active:
+        return SourceResult()
+    module = parse_module(text)
+    findings = run_rules(module, active, path)
+    result = SourceResult(findings=findings, parsed=True)
+    if compute_fix and any(options.allows(f.fix) for f in findings):
+        try:
+            result.fixed = fix_until_stable(module, active, path, options, findings)
+        except EngineError as error:
+            result.fix_error = str(error)
+    return result
+
+
+def fix_until_stable(
+    module: cst.Module,
+    rules: Sequence[type[Rule]],
+    path: str,
+    options: FixOptions,
+    findings: list[Finding] | None = None,
+) -> str:
+    """Apply fixes round after round until a run finds nothing left to fix.
+
+    `findings` are those of `module` when the caller already has them (saves a run).
+    """
+    text = module.code
+    for _ in range(MAX_FIX_ROUNDS):
+        if findings is None:
+            findings = run_rules(module, rules, path)
+        fixes = [f.fix for f in findings if options.allows(f.fix)]
+        if not fixes:
+            validate_python(text)
+            return text
+        try:
+            text = apply_fixes(module, fixes)  # type: ignore[arg-type]
+        except Exception as error:  # a rule's replacement built an invalid tree
+            raise EngineError(f"a fix could not be applied ({type(error).__name__}: {error}); file left unchanged") from None
+        findings = None
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError:
+            raise EngineError("a fix produced code that does not parse; file left unchanged") from None
+    raise EngineError(f"fixes did not converge after {MAX_FIX_ROUNDS} rounds; file left unchanged")
+
+
+def validate_python(text: str) -> None:
+    try:
+        compile(text, "<autograd-fix>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as error:
+        raise EngineError(f"a fix produced code that does not compile ({error}); file left unchanged") from None
+
+
+def single_fix_diff(module: cst.Module, finding: Finding, path: str) -> str:
+    """Unified diff of `finding`'s fix applied alone (the JSON output's per-finding diff)."""
+    if finding.fix is None:
+        return ""
+    after = apply_fixes(module, [finding.fix])
+    return unified_diff(module.code, after, path)
+
+
+def unified_diff(before: str, after: str, path: str) -> str:
+    """A `git apply`-compatible unified diff with `a/` and `b/` prefixes."""
+    name = path.replace("\\", "/")
+    while name.startswith("./"):
+        name = name[2:]
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{name}",
+        tofile=f"b/{name}",
+    )
+    out = []
+    for line in lines:
+        if not line.endswith("\n"):
+            line += "\n\\ No newline at end of file\n"
+        out.append(line)
+    return "".join(out)

@@ -1,0 +1,190 @@
+"""Qualified names from a module's imports, without libcst's (slow) scope analysis.
+
+Rules match `torch.no_grad`, not the text `no_grad`: `import torch as T`,
+`from torch import no_grad as ng`, `import torch.nn.functional as F` all resolve.
+Only module-level and function-level import statements are read; a local variable that
+shadows an imported name is not tracked (a documented limitation: rules fail closed on
+anything they cannot resolve).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for Name/Attribute chains, None for anything else (calls, subscripts)."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _module_name(node: cst.BaseExpression) -> str:
+    name = dotted_name(node)
+    if name is None:  # pragma: no cover - libcst only puts Name/Attribute here
+        raise ValueError("unexpected import target")
+    return name
+
+
+@dataclass
+class ImportIndex:
+    """Maps local names bound by imports to the fully qualified names they denote."""
+
+    bindings: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_module(cls, module: cst.Module) -> "ImportIndex":
+        index = cls()
+        collector = _ImportCollector(index)
+        module.visit(collector)
+        return index
+
+    def qualified_name(self, node: cst.BaseExpression) -> str | None:
+        """Fully qualified name of a Name/Attribute chain, through import aliases.
+
+        Returns None when the head of the chain is not bound by an import (a local
+        variable, `self`, a parameter): such names are never claimed to be torch APIs.
+        """
+        name = dotted_name(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        target = self.bindings.get(head)
+        if target is None:
+            return None
+        return f"{target}.{rest}" if rest else target
+
+    def is_name(self, node: cst.BaseExpression, *qualified: str) -> bool:
+        return self.qualified_name(node) in qualified
+
+    def local_name_for(self, qualified: str) -> str | None:
+        """Shortest local spelling of `qualified` through existing imports, if any."""
+        best: str | None = None
+        for local, target in self.bindings.items():
+            if qualified == target:
+                candidate = local
+            elif qualified.startswith(target + "."):
+                candidate = local + qualified[len(target):]
+            else:
+                continue
+            if best is None or len(candidate) < len(best):
+                best = candidate
+        return best
+
+    def expression_for(self, qualified: str) -> tuple[cst.BaseExpression, tuple[str, ...]]:
+        """An expression naming `qualified`, and the imports it needs (if any).
+
+        Prefers what the file already imports (`T.no_grad` under `import torch as T`,
+        `no_grad` under `from torch import no_grad`); otherwise spells it from the top
+        package and asks for `import <package>`.
+        """
+        local = self.local_name_for(qualified)
+        needs: tuple[str, ...] = ()
+        if local is None:
+            local = qualified
+            top = qualified.split(".", 1)[0]
+            needs = (f"import {top}",)
+        return cst.parse_expression(local), needs
+
+
+class _ImportCollector(cst.CSTVisitor):
+    def __init__(self, index: ImportIndex) -> None:
+        self.index = index
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            full = _module_name(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.index.bindings[alias.asname.name.value] = full
+            else:
+                # `import torch.nn` binds `torch` to the top package.
+                top = full.split(".", 1)[0]
+                self.index.bindings.setdefault(top, top)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return False
+        base = _module_name(node.module)
+        for alias in node.names:
+            imported = _module_name(alias.name)
+            local = imported
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.index.bindings[local] = f"{base}.{imported}"
+        return False
+
+
+def add_imports(module: cst.Module, statements: tuple[str, ...] | list[str]) -> cst.Module:
+    """Insert `import x` statements the module lacks, next to its existing imports.
+
+    New imports go before the first top-level import (after the docstring and any
+    `from __future__` imports), so they read as part of the import block.
+    """
+    index = ImportIndex.from_module(module)
+    missing: list[str] = []
+    for statement in dict.fromkeys(statements):
+        parsed = cst.parse_statement(statement)
+        node = parsed.body[0] if isinstance(parsed, cst.SimpleStatementLine) else None
+        if isinstance(node, cst.Import) and all(
+            alias.asname is None and _module_name(alias.name) in index.bindings for alias in node.names
+        ):
+            continue
+        missing.append(statement)
+    if not missing:
+        return module
+    body = list(module.body)
+    position = _insertion_point(body)
+    new_lines = [cst.parse_statement(s) for s in missing]
+    if position < len(body) and _is_import(body[position]):
+        # take over the leading comments/blank lines of the first import
+        first = body[position]
+        new_lines[0] = new_lines[0].with_changes(leading_lines=first.leading_lines)
+        body[position] = first.with_changes(leading_lines=())
+    body[position:position] = new_lines
+    return module.with_changes(body=body)
+
+
+def _is_import(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
+    )
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _is_future_import(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and any(
+            isinstance(s, cst.ImportFrom) and s.module is not None and dotted_name(s.module) == "__future__"
+            for s in statement.body
+        )
+    )
+
+
+def _insertion_point(body: list[cst.BaseStatement]) -> int:
+    position = 0
+    if body and _is_docstring(body[0]):
+        position = 1
+    while position < len(body) and _is_future_import(body[position]):
+        position += 1
+    for index in range(position, len(body)):
+        if _is_import(body[index]):
+            return index
+        break
+    return position

@@ -1,0 +1,103 @@
+"""The rule base class: one rule = one class in `codemods/rules/agfNNN_<pattern>.py`.
+
+A rule is a libcst `BatchableCSTVisitor`: the engine parses a file once and runs every
+selected rule in a single traversal (`libcst.visit_batched`). Rules that need the whole
+module first (a call graph, say) do their work in `visit_Module`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.model import Applicability, Example, Finding, Fix, Span
+
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Verification")
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What must hold between the original and the rewritten run of a patch.
+
+    `checks` name probes the verification stage implements (see
+    `autograd_fix.verification.contracts`); `description` is the human sentence shown
+    by `--explain` and in verdicts.
+    """
+
+    description: str
+    checks: tuple[str, ...]
+
+
+class RuleContext:
+    """What a rule may know about the file it is looking at."""
+
+    def __init__(self, path: str, module: cst.Module) -> None:
+        self.path = path
+        self.module = module
+        self.imports = ImportIndex.from_module(module)
+        self._positions: dict[cst.CSTNode, object] | None = None
+
+    def span(self, node: cst.CSTNode) -> Span:
+        """1-based line/column span of `node` (computed lazily, once per file)."""
+        if self._positions is None:
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = dict(wrapper.resolve(PositionProvider))
+        position = self._positions[node]
+        start, end = position.start, position.end  # type: ignore[attr-defined]
+        return Span(start.line, start.column + 1, end.line, end.column)
+
+
+class Rule(cst.BatchableCSTVisitor):
+    """Base class of all rules. Subclasses set the class attributes and report findings."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    safety: ClassVar[Applicability]
+    #: default message; `report` may pass a more specific one.
+    message: ClassVar[str]
+    contract: ClassVar[Contract]
+    #: cheap text prefilter: the file is parsed for this rule only if one occurs.
+    triggers: ClassVar[tuple[str, ...]] = ("torch",)
+    VALID: ClassVar[list[Example]] = []
+    INVALID: ClassVar[list[Example]] = []
+
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__()
+        self.context = context
+        self.findings: list[Finding] = []
+
+    def report(self, node: cst.CSTNode, message: str | None = None, fix: Fix | None = None) -> None:
+        self.findings.append(
+            Finding(
+                code=self.code,
+                name=self.name,
+                message=message or self.message,
+                span=self.context.span(node),
+                fix=fix,
+                node=node,
+            )
+        )
+
+    @classmethod
+    def documentation(cls) -> str:
+        """The rule's docstring, dedented: the source of `--explain` and the README."""
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        """First paragraph of the 'What it does' section, on one line."""
+        text = cls.documentation()
+        match = re.search(r"## What it does\s*\n(.*?)(?:\n\s*\n|\Z)", text, re.S)
+        first = match.group(1) if match else text.split("\n\n", 1)[0]
+        return " ".join(first.split())
+
+    @classmethod
+    def missing_doc_sections(cls) -> list[str]:
+        text = cls.documentation()
+        return [section for section in DOC_SECTIONS if f"## {section}" not in text]

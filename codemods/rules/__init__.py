@@ -1,0 +1,1 @@
+"""One rule per module, `agfNNN_<pattern>.py`; discovered by `codemods.registry`."""

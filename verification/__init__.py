@@ -1,0 +1,1 @@
+"""Differential execution: run the original and the rewritten code, compare, decide."""
