@@ -143,6 +143,11 @@ def add_imports(module: cst.Module, statements: tuple[str, ...] | list[str]) -> 
     body = list(module.body)
     position = _insertion_point(body)
     new_lines = [cst.parse_statement(s) for s in missing]
+    if position < len(body) and not _is_import(body[position]) and not body[position].leading_lines:
+        # no import block to join: separate the new imports from the code (PEP 8)
+        following = body[position]
+        blank_lines = 2 if isinstance(following, (cst.FunctionDef, cst.ClassDef)) else 1
+        body[position] = following.with_changes(leading_lines=[cst.EmptyLine()] * blank_lines)
     if position < len(body) and _is_import(body[position]):
         # take over the leading comments/blank lines of the first import
         first = body[position]

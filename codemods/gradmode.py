@@ -1,0 +1,139 @@
+"""Shared facts about grad mode: is a scope already under `no_grad`, does it use gradients?
+
+Several rules must stay silent where autograd is off (`no_grad`, `inference_mode`,
+`set_grad_enabled(False)`) or where the code needs gradients (`.backward(`,
+`torch.autograd.grad`, `torch.func`, `.grad` reads, optimizer steps). Both answers come
+from qualified names, so aliases (`import torch as T`, `from torch import no_grad`) work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.names import name_tokens
+
+NO_GRAD_NAMES = frozenset(
+    {
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.autograd.no_grad",
+        "torch.autograd.inference_mode",
+        "torch.autograd.grad_mode.no_grad",
+        "torch.autograd.grad_mode.inference_mode",
+    }
+)
+SET_GRAD_ENABLED_NAMES = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
+ENABLE_GRAD_NAMES = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
+
+#: method calls that only make sense when gradients are wanted
+GRAD_METHODS = frozenset(
+    {"backward", "manual_backward", "zero_grad", "requires_grad_", "retain_grad", "register_hook", "grad"}
+)
+#: attributes whose reads or writes mean the code cares about gradients
+GRAD_ATTRIBUTES = frozenset({"grad", "grad_fn", "requires_grad", "is_leaf", "_grad"})
+#: receivers of `.step()` that are not optimizers (schedulers step on metrics)
+_NON_OPTIMIZER_STEP_TOKENS = frozenset({"sched", "scheduler", "lr", "schedule", "warmup", "swa", "progress", "pbar", "env"})
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def disables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
+    """True for `torch.no_grad()`, `torch.no_grad`, `inference_mode()`, `set_grad_enabled(False)`.
+
+    `inference_mode(False)` and `set_grad_enabled(<anything but False>)` do not count.
+    """
+    if isinstance(expression, cst.Call):
+        name = imports.qualified_name(expression.func)
+        if name in NO_GRAD_NAMES:
+            if name.endswith("inference_mode") and expression.args and _is_false(expression.args[0].value):
+                return False
+            return True
+        if name in SET_GRAD_ENABLED_NAMES:
+            return bool(expression.args) and _is_false(expression.args[0].value)
+        return False
+    return imports.qualified_name(expression) in NO_GRAD_NAMES
+
+
+def enables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
+    """True for `enable_grad()` and `set_grad_enabled(x)` with x not literally False."""
+    target = expression.func if isinstance(expression, cst.Call) else expression
+    name = imports.qualified_name(target)
+    if name in ENABLE_GRAD_NAMES:
+        return True
+    if name in SET_GRAD_ENABLED_NAMES and isinstance(expression, cst.Call):
+        return not (expression.args and _is_false(expression.args[0].value))
+    return False
+
+
+def with_disables_grad(node: cst.With, imports: ImportIndex) -> bool:
+    return any(disables_grad(item.item, imports) for item in node.items)
+
+
+def function_disables_grad(node: cst.FunctionDef, imports: ImportIndex) -> bool:
+    return any(disables_grad(decorator.decorator, imports) for decorator in node.decorators)
+
+
+def is_optimizer_step(call: cst.Call) -> bool:
+    """`optimizer.step()`, `scaler.step(opt)`, `self.opt.step()`; not `scheduler.step()`."""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "step"):
+        return False
+    receiver = dotted_name(call.func.value)
+    if receiver is None:
+        return True  # unknown receiver: assume the worst (fail closed)
+    tokens = set(name_tokens(receiver.replace(".", "_")))
+    return not tokens & _NON_OPTIMIZER_STEP_TOKENS
+
+
+@dataclass
+class GradUse:
+    """What in a subtree uses gradients, and which same-file functions it calls."""
+
+    direct: list[cst.CSTNode] = field(default_factory=list)
+    #: names of called functions (`foo`) and methods on self (`self.foo`)
+    calls: set[str] = field(default_factory=set)
+
+
+class GradUseFinder(cst.CSTVisitor):
+    """Collects gradient evidence in a subtree (nested defs included: fail closed)."""
+
+    def __init__(self, imports: ImportIndex) -> None:
+        super().__init__()
+        self.imports = imports
+        self.result = GradUse()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.imports.qualified_name(node.func)
+        if qualified is not None and (
+            qualified.startswith(("torch.autograd.", "torch.func.", "functorch"))
+            and qualified not in NO_GRAD_NAMES
+            and qualified not in SET_GRAD_ENABLED_NAMES
+            and not qualified.startswith("torch.autograd.Function")
+        ):
+            self.result.direct.append(node)
+        elif enables_grad(node, self.imports):
+            self.result.direct.append(node)
+        elif isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method in GRAD_METHODS or (method == "step" and is_optimizer_step(node)):
+                self.result.direct.append(node)
+        for argument in node.args:
+            if argument.keyword is not None and argument.keyword.value == "requires_grad" and not _is_false(argument.value):
+                self.result.direct.append(node)
+        name = dotted_name(node.func)
+        if name is not None:
+            self.result.calls.add(name)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in GRAD_ATTRIBUTES:
+            self.result.direct.append(node)
+
+
+def find_grad_use(node: cst.CSTNode, imports: ImportIndex) -> GradUse:
+    finder = GradUseFinder(imports)
+    node.visit(finder)
+    return finder.result

@@ -1,0 +1,74 @@
+"""Identifier heuristics shared by rules: what a name says about its role.
+
+Rules use these only as *supporting* evidence (a loop over `val_loader` that calls a
+model); a name alone never triggers a rewrite.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import dotted_name
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def name_tokens(identifier: str) -> tuple[str, ...]:
+    """`valDataLoader` / `val_data_loader` -> ('val', 'data', 'loader')."""
+    parts = []
+    for chunk in identifier.split("_"):
+        parts.extend(piece.lower() for piece in _CAMEL.split(chunk) if piece)
+    return tuple(parts)
+
+
+def last_segment(node: cst.BaseExpression) -> str | None:
+    """`self.model.encoder` -> 'encoder'; `model` -> 'model'; anything else -> None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+def expression_tokens(node: cst.BaseExpression) -> set[str]:
+    """Tokens of every identifier and string key in a Name/Attribute/Subscript/Call chain.
+
+    `self.loaders["val"]` -> {'self', 'loaders', 'val'}; `dm.val_dataloader()` ->
+    {'dm', 'val', 'dataloader'}.
+    """
+    tokens: set[str] = set()
+    current: cst.BaseExpression | None = node
+    while current is not None:
+        if isinstance(current, cst.Name):
+            tokens.update(name_tokens(current.value))
+            current = None
+        elif isinstance(current, cst.Attribute):
+            tokens.update(name_tokens(current.attr.value))
+            current = current.value
+        elif isinstance(current, cst.Subscript):
+            for element in current.slice:
+                index = element.slice
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                    tokens.update(name_tokens(index.value.evaluated_value if isinstance(index.value.evaluated_value, str) else ""))
+            current = current.value
+        elif isinstance(current, cst.Call):
+            current = current.func
+        else:
+            current = None
+    return tokens
+
+
+def receiver_name(call: cst.Call) -> str | None:
+    """`model.eval()` -> 'model'; `self.net.eval()` -> 'self.net'."""
+    if isinstance(call.func, cst.Attribute):
+        return dotted_name(call.func.value)
+    return None
+
+
+def method_name(call: cst.Call) -> str | None:
+    """`x.backward()` -> 'backward'; plain calls -> None."""
+    if isinstance(call.func, cst.Attribute):
+        return call.func.attr.value
+    return None

@@ -1,0 +1,1294 @@
+"""AGF001 eval-forward-without-no-grad: evaluation forward passes that build a graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from autograd_fix.codemods.gradmode import disables_grad, find_grad_use, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.names import expression_tokens, last_segment, name_tokens
+from autograd_fix.codemods.rule import Contract, Rule
+
+#: a function named with one of these tokens is an evaluation scope
+EVAL_NAME_TOKENS = frozenset(
+    {"validate", "validation", "val", "valid", "evaluate", "evaluation", "eval", "predict", "prediction",
+     "predictions", "infer", "inference", "test", "testing"}
+)
+#: an iterable named with one of these tokens yields evaluation batches
+EVAL_DATA_TOKENS = frozenset({"val", "valid", "validation", "test", "testing", "eval", "evaluation", "holdout"})
+#: a callable named with one of these tokens is (probably) a model
+MODEL_TOKENS = frozenset(
+    {"model", "models", "net", "network", "encoder", "decoder", "backbone", "classifier", "detector",
+     "segmenter", "segmentor", "generator", "discriminator", "teacher", "student", "policy", "critic",
+     "actor", "unet", "vae", "ema"}
+)
+#: ... unless it is a factory or a utility about a model
+NOT_A_FORWARD_TOKENS = frozenset(
+    {"get", "build", "create", "make", "load", "init", "setup", "save", "export", "prepare", "wrap",
+     "compile", "copy", "freeze", "unfreeze", "summary", "count", "print", "log", "register", "to"}
+)
+#: `self.forward`, `model.forward`: explicit forward calls
+FORWARD_METHODS = frozenset({"forward"})
+#: Lightning runs these hooks under no_grad/inference_mode itself
+LIGHTNING_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
+_WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "zip", "iter", "list", "islice", "track", "tqdm_notebook"})
+
+
+@dataclass
+class _Function:
+    node: cst.FunctionDef
+    class_name: str | None
+    module_like_class: bool
+    direct_grad: bool
+    calls: set[str]
+    decorated_no_grad: bool
+    enclosed_no_grad: bool
+    call_sites: list[tuple["_Function | None", bool]] = field(default_factory=list)
+    uses_grad: bool = False
+    called_under_no_grad: bool = False
+    called_from_grad_scope: bool = False
+
+
+class EvalForwardWithoutNoGrad(Rule):
+    """
+    ## What it does
+    Finds evaluation or inference forward passes (a validation loop, an `evaluate` /
+    `predict` / `test` function, a loop after `model.eval()`) that run while autograd is
+    recording, and wraps them in `torch.no_grad()`.
+
+    ## Why is this bad?
+    `model.eval()` switches Dropout and BatchNorm to inference behaviour; it does not turn
+    autograd off. Every output keeps its graph (nodes plus saved activations) alive for as
+    long as the output lives: appending outputs or losses to a list over a validation set
+    keeps hundreds of MiB of activations that nobody will backpropagate through, and the
+    forward itself runs slower.
+
+    ## Example
+    ```python
+    def evaluate(model, val_loader):
+        model.eval()
+        preds = []
+        for images, _ in val_loader:
+            preds.append(model(images))
+        return torch.cat(preds)
+    ```
+
+    ## Use instead
+    ```python
+    @torch.no_grad()
+    def evaluate(model, val_loader):
+        ...
+    ```
+    or `with torch.no_grad():` around the evaluation loop when the function also trains.
+
+    ## Fix safety
+    The loop wrap is safe: the rule fires only when nothing in the scope (or in the
+    same-file functions it calls) uses gradients (`.backward(`, `torch.autograd`,
+    `torch.func`, `.grad`, `requires_grad`, optimizer steps) and no value made in the loop
+    flows into a later gradient computation in the same function. Decorating a function
+    that returns values is unsafe: a caller in another file could backpropagate through
+    what it returns. The rule stays silent under `no_grad`, `inference_mode` or
+    `set_grad_enabled(False)` (decorator, `with`, or a same-file caller), in Lightning's
+    `validation_step`/`test_step`/`predict_step` (Lightning already disables grad), in
+    pytest tests, and in functions that training code in the same file calls.
+    `no_grad` is used rather than `inference_mode`, whose tensors cannot later be saved
+    for backward.
+
+    ## Verification
+    Outputs equal; every parameter's `.grad` untouched; retained graph memory lower or
+    equal, strictly lower when the original retained any.
+    """
+
+    code = "AGF001"
+    name = "eval-forward-without-no-grad"
+    safety = Applicability.SAFE
+    message = "evaluation forward pass runs with autograd recording"
+    triggers = ("torch", ".eval()")
+    contract = Contract(
+        description="outputs equal; parameters' .grad untouched; retained graph memory lower or equal "
+        "(strictly lower when the original retained any)",
+        checks=("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any"),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        analysis = _Analysis(self.context.imports, self.context.path)
+        analysis.collect(node)
+        for target, kind in analysis.find(node):
+            self._report(target, kind)
+        return False
+
+    def _report(self, target: cst.CSTNode, kind: str) -> None:
+        imports = self.context.imports
+        no_grad, needs = imports.expression_for("torch.no_grad")
+        call = cst.Call(func=no_grad)
+        if kind == "function":
+            assert isinstance(target, cst.FunctionDef)
+            returns_value = _returns_value(target)
+            fix = Fix(
+                applicability=Applicability.UNSAFE if returns_value else Applicability.SAFE,
+                edits=(Edit(target, lambda updated: _decorate(updated, call)),),
+                description="decorate with @torch.no_grad()",
+                required_imports=needs,
+            )
+            self.report(
+                target,
+                f"`{target.name.value}` runs the model for evaluation with autograd recording; "
+                "decorate it with `@torch.no_grad()`",
+                fix,
+            )
+        else:
+            fix = Fix(
+                applicability=Applicability.SAFE,
+                edits=(Edit(target, lambda updated: _wrap_in_with(updated, call)),),
+                description="wrap the loop in `with torch.no_grad():`",
+                required_imports=needs,
+            )
+            self.report(
+                target,
+                "evaluation loop runs the model with autograd recording; wrap it in `with torch.no_grad():`",
+                fix,
+            )
+
+    VALID = [
+        # 1. the classic MNIST test(): already under no_grad
+        valid(
+            """
+import torch
+import torch.nn.functional as F
+
+def test(model, device, test_loader):
+    model.eval()
+    test_loss = 0
+    with torch.no_grad():
+        for data, target in test_loader:
+            data, target = data.to(device), target.to(device)
+            output = model(data)
+            test_loss += F.nll_loss(output, target, reduction="sum").item()
+    return test_loss / len(test_loader.dataset)
+"""
+        ),
+        # 2. decorator with an alias
+        valid(
+            """
+import torch as T
+
+@T.no_grad()
+def evaluate(model, val_loader):
+    model.eval()
+    return [model(x) for x, _ in val_loader]
+"""
+        ),
+        # 3. inference_mode, imported by name
+        valid(
+            """
+from torch import inference_mode
+
+@inference_mode()
+def predict(model, loader):
+    model.eval()
+    outs = []
+    for batch in loader:
+        outs.append(model(batch))
+    return outs
+"""
+        ),
+        # 4. saliency map: eval mode, but gradients w.r.t. the input are the goal
+        valid(
+            """
+import torch
+
+def saliency(model, image, label):
+    model.eval()
+    image = image.clone().requires_grad_(True)
+    score = model(image)[0, label]
+    score.backward()
+    return image.grad.abs().amax(dim=1)
+"""
+        ),
+        # 5. FGSM adversarial examples on the test set
+        valid(
+            """
+import torch
+import torch.nn.functional as F
+
+def test_fgsm(model, test_loader, epsilon):
+    model.eval()
+    correct = 0
+    for data, target in test_loader:
+        data.requires_grad = True
+        output = model(data)
+        loss = F.nll_loss(output, target)
+        model.zero_grad()
+        loss.backward()
+        perturbed = data + epsilon * data.grad.sign()
+        correct += (model(perturbed).argmax(1) == target).sum().item()
+    return correct
+"""
+        ),
+        # 6. a training loop
+        valid(
+            """
+import torch
+
+def train_one_epoch(model, train_loader, optimizer, criterion):
+    model.train()
+    for inputs, targets in train_loader:
+        optimizer.zero_grad()
+        loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+        # 7. Lightning already runs validation_step under no_grad
+        valid(
+            """
+import torch
+import pytorch_lightning as pl
+
+class LitClassifier(pl.LightningModule):
+    def forward(self, x):
+        return self.net(x)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        self.log("val_loss", torch.nn.functional.cross_entropy(logits, y))
+"""
+        ),
+        # 8. a caller in the same file already disables grad
+        valid(
+            """
+import torch
+
+def run_validation(model, val_loader):
+    model.eval()
+    return sum(model(x).sum().item() for x in val_loader)
+
+def main(model, val_loader):
+    with torch.no_grad():
+        print(run_validation(model, val_loader))
+"""
+        ),
+        # 9. gradient penalty (WGAN-GP) during evaluation uses torch.autograd.grad
+        valid(
+            """
+import torch
+
+def evaluate_critic(critic, real, fake):
+    critic.eval()
+    alpha = torch.rand(real.size(0), 1, 1, 1)
+    mixed = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    scores = critic(mixed)
+    grads = torch.autograd.grad(scores.sum(), mixed, create_graph=True)[0]
+    return ((grads.norm(2, dim=1) - 1) ** 2).mean()
+"""
+        ),
+        # 10. test-time training: an optimizer steps inside the test loop
+        valid(
+            """
+import torch
+
+def test_time_adapt(model, test_loader, optimizer):
+    model.eval()
+    for x in test_loader:
+        loss = model(x).softmax(1).mul(-1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+        # 11. a helper that training code in the same file calls
+        valid(
+            """
+import torch
+
+def predict(model, x):
+    return model(x)
+
+def train_step(model, x, y, optimizer):
+    loss = torch.nn.functional.mse_loss(predict(model, x), y)
+    loss.backward()
+    optimizer.step()
+"""
+        ),
+        # 12. set_grad_enabled(False) around a while-next loop
+        valid(
+            """
+import torch
+
+def evaluate(model, val_loader):
+    model.eval()
+    it = iter(val_loader)
+    with torch.set_grad_enabled(False):
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            model(batch)
+"""
+        ),
+        # 13. a pytest test that checks the output's grad_fn
+        valid(
+            """
+import torch
+
+def test_forward_shape(model):
+    model.eval()
+    out = model(torch.randn(2, 3))
+    assert out.shape == (2, 4)
+""",
+            filename="tests/test_model.py",
+        ),
+        # 14. the validation loop's outputs are backpropagated later (distillation targets)
+        valid(
+            """
+import torch
+
+def fit(model, val_loader, optimizer):
+    model.eval()
+    outs = []
+    for x in val_loader:
+        outs.append(model(x))
+    model.train()
+    loss = torch.stack(outs).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. segmentation validation function: decorate (returns a value -> unsafe fix)
+        invalid(
+            """
+import torch
+
+def validate(model, val_loader, criterion):
+    model.eval()
+    total = 0.0
+    for images, masks in val_loader:
+        logits = model(images)
+        total += criterion(logits, masks).item()
+    return total / len(val_loader)
+""",
+            """
+import torch
+
+@torch.no_grad()
+def validate(model, val_loader, criterion):
+    model.eval()
+    total = 0.0
+    for images, masks in val_loader:
+        logits = model(images)
+        total += criterion(logits, masks).item()
+    return total / len(val_loader)
+""",
+        ),
+        # 2. train and validate in one function: wrap only the validation loop
+        invalid(
+            """
+import torch
+
+def fit(model, train_loader, val_loader, optimizer, criterion, epochs):
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        # validation
+        val_loss = 0.0
+        for x, y in val_loader:
+            val_loss += criterion(model(x), y).item()
+        print(epoch, val_loss)
+""",
+            """
+import torch
+
+def fit(model, train_loader, val_loader, optimizer, criterion, epochs):
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        # validation
+        val_loss = 0.0
+        with torch.no_grad():
+            for x, y in val_loader:
+                val_loss += criterion(model(x), y).item()
+        print(epoch, val_loss)
+""",
+        ),
+        # 3. alias `import torch as T`
+        invalid(
+            """
+import torch as T
+
+def evaluate(net, loader):
+    net.eval()
+    for x in loader:
+        net(x)
+""",
+            """
+import torch as T
+
+@T.no_grad()
+def evaluate(net, loader):
+    net.eval()
+    for x in loader:
+        net(x)
+""",
+        ),
+        # 4. `from torch import no_grad` is reused
+        invalid(
+            """
+from torch import no_grad, nn
+
+def run_inference(model: nn.Module, batches):
+    model.eval()
+    for batch in batches:
+        model(batch)
+""",
+            """
+from torch import no_grad, nn
+
+@no_grad()
+def run_inference(model: nn.Module, batches):
+    model.eval()
+    for batch in batches:
+        model(batch)
+""",
+        ),
+        # 5. no `import torch` yet: it is added
+        invalid(
+            """
+def evaluate(model, loader):
+    model.eval()
+    for x in loader:
+        model(x)
+""",
+            """
+import torch
+
+
+@torch.no_grad()
+def evaluate(model, loader):
+    model.eval()
+    for x in loader:
+        model(x)
+""",
+        ),
+        # 6. `while True: next(it)` over a validation iterator in a script
+        invalid(
+            """
+import torch
+
+model = torch.nn.Linear(4, 2)
+model.eval()
+val_iter = iter([torch.randn(3, 4) for _ in range(5)])
+logits = []
+while True:
+    try:
+        batch = next(val_iter)
+    except StopIteration:
+        break
+    logits.append(model(batch))
+""",
+            """
+import torch
+
+model = torch.nn.Linear(4, 2)
+model.eval()
+val_iter = iter([torch.randn(3, 4) for _ in range(5)])
+logits = []
+with torch.no_grad():
+    while True:
+        try:
+            batch = next(val_iter)
+        except StopIteration:
+            break
+        logits.append(model(batch))
+""",
+        ),
+        # 7. a trainer's evaluate method (HF-style batches)
+        invalid(
+            """
+import torch
+
+class Trainer:
+    def __init__(self, model, eval_dataloader):
+        self.model = model
+        self.eval_dataloader = eval_dataloader
+
+    def evaluate(self):
+        self.model.eval()
+        losses = []
+        for batch in self.eval_dataloader:
+            outputs = self.model(**batch)
+            losses.append(outputs.loss)
+        return torch.stack(losses).mean()
+""",
+            """
+import torch
+
+class Trainer:
+    def __init__(self, model, eval_dataloader):
+        self.model = model
+        self.eval_dataloader = eval_dataloader
+
+    @torch.no_grad()
+    def evaluate(self):
+        self.model.eval()
+        losses = []
+        for batch in self.eval_dataloader:
+            outputs = self.model(**batch)
+            losses.append(outputs.loss)
+        return torch.stack(losses).mean()
+""",
+        ),
+        # 8. Lightning-style step in a hand-written loop (not a LightningModule)
+        invalid(
+            """
+import torch
+from torch import nn
+
+class Seq2Seq(nn.Module):
+    def forward(self, src):
+        return self.decoder(self.encoder(src))
+
+    def validation_step(self, batch):
+        src, tgt = batch
+        logits = self(src)
+        return nn.functional.cross_entropy(logits, tgt).item()
+""",
+            """
+import torch
+from torch import nn
+
+class Seq2Seq(nn.Module):
+    def forward(self, src):
+        return self.decoder(self.encoder(src))
+
+    @torch.no_grad()
+    def validation_step(self, batch):
+        src, tgt = batch
+        logits = self(src)
+        return nn.functional.cross_entropy(logits, tgt).item()
+""",
+        ),
+        # 9. nested loops: only the outer loop is wrapped; comments stay
+        invalid(
+            """
+import torch
+
+def main(detector, loaders):
+    detector.eval()
+    results = {}
+    for name, test_loader in loaders.items():  # one loader per split
+        for images, boxes in test_loader:
+            # forward only
+            results.setdefault(name, []).append(detector(images))
+    return results
+""",
+            """
+import torch
+
+def main(detector, loaders):
+    detector.eval()
+    results = {}
+    with torch.no_grad():
+        for name, test_loader in loaders.items():  # one loader per split
+            for images, boxes in test_loader:
+                # forward only
+                results.setdefault(name, []).append(detector(images))
+    return results
+""",
+        ),
+        # 10. a loop over a validation loader inside a larger script function (no eval())
+        invalid(
+            """
+import torch
+
+def report(model, val_loader, history):
+    history.append("epoch done")
+    correct = 0
+    for x, y in enumerate(val_loader):
+        correct += (model(x).argmax(-1) == y).sum().item()
+    history.append(correct)
+""",
+            """
+import torch
+
+def report(model, val_loader, history):
+    history.append("epoch done")
+    correct = 0
+    with torch.no_grad():
+        for x, y in enumerate(val_loader):
+            correct += (model(x).argmax(-1) == y).sum().item()
+    history.append(correct)
+""",
+        ),
+        # 11. a predict method with other decorators: no_grad goes innermost
+        invalid(
+            """
+import functools
+import torch
+
+class Classifier(torch.nn.Module):
+    @functools.lru_cache(maxsize=None)
+    def predict_proba(self, x):
+        self.eval()
+        return self.forward(x).softmax(-1)
+""",
+            """
+import functools
+import torch
+
+class Classifier(torch.nn.Module):
+    @functools.lru_cache(maxsize=None)
+    @torch.no_grad()
+    def predict_proba(self, x):
+        self.eval()
+        return self.forward(x).softmax(-1)
+""",
+        ),
+        # 12. inference_mode(False) does not disable grad
+        invalid(
+            """
+import torch
+
+def infer(model, test_loader):
+    model.eval()
+    with torch.inference_mode(False):
+        for x in test_loader:
+            model(x)
+""",
+            """
+import torch
+
+@torch.no_grad()
+def infer(model, test_loader):
+    model.eval()
+    with torch.inference_mode(False):
+        for x in test_loader:
+            model(x)
+""",
+        ),
+        # 13. module-level script after model.eval() with a docstring: import goes after it
+        invalid(
+            '''
+"""Evaluate a checkpoint."""
+from mypkg import build_model, val_loader
+
+model = build_model()
+model.eval()
+for x, y in val_loader:
+    print(model(x).argmax(1).eq(y).float().mean())
+''',
+            '''
+"""Evaluate a checkpoint."""
+import torch
+from mypkg import build_model, val_loader
+
+model = build_model()
+model.eval()
+with torch.no_grad():
+    for x, y in val_loader:
+        print(model(x).argmax(1).eq(y).float().mean())
+''',
+        ),
+    ]
+
+
+def _returns_value(function: cst.FunctionDef) -> bool:
+    finder = _ReturnFinder()
+    function.body.visit(finder)
+    return finder.found
+
+
+class _ReturnFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # returns of nested functions are theirs
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.found = True
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        self.found = True
+
+
+def _decorate(function: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
+    assert isinstance(function, cst.FunctionDef)
+    return function.with_changes(decorators=[*function.decorators, cst.Decorator(decorator=call)])
+
+
+def _wrap_in_with(loop: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
+    assert isinstance(loop, (cst.For, cst.While))
+    inner = loop.with_changes(leading_lines=())
+    return cst.With(
+        items=[cst.WithItem(item=call)],
+        body=cst.IndentedBlock(body=[inner]),
+        leading_lines=loop.leading_lines,
+    )
+
+
+class _Analysis:
+    """Whole-module analysis: functions, their callers, gradient use, then findings."""
+
+    def __init__(self, imports: ImportIndex, path: str) -> None:
+        self.imports = imports
+        self.path = path.replace("\\", "/")
+        self.functions: dict[int, _Function] = {}
+        self.by_key: dict[tuple[str | None, str], list[_Function]] = {}
+
+    # -- collection -------------------------------------------------------------------
+    def collect(self, module: cst.Module) -> None:
+        collector = _Collector(self)
+        module.visit(collector)
+        for caller, under_no_grad, name in collector.call_sites:
+            for callee in self.resolve(name, caller.class_name if caller else None):
+                callee.call_sites.append((caller, under_no_grad))
+        self._propagate()
+
+    def resolve(self, name: str, caller_class: str | None) -> list[_Function]:
+        if name.startswith(("self.", "cls.")) and name.count(".") == 1:
+            return self.by_key.get((caller_class, name.split(".", 1)[1]), [])
+        if "." not in name:
+            return self.by_key.get((None, name), [])
+        return []
+
+    def _propagate(self) -> None:
+        functions = list(self.functions.values())
+        for function in functions:
+            function.uses_grad = function.direct_grad
+        changed = True
+        while changed:
+            changed = False
+            for function in functions:
+                if not function.uses_grad and any(
+                    callee.uses_grad for name in function.calls for callee in self.resolve(name, function.class_name)
+                ):
+                    function.uses_grad = changed = True
+        changed = True
+        while changed:
+            changed = False
+            for function in functions:
+                for caller, under_no_grad in function.call_sites:
+                    no_grad = under_no_grad or (caller is not None and (caller.decorated_no_grad or caller.called_under_no_grad))
+                    if no_grad and not function.called_under_no_grad:
+                        function.called_under_no_grad = changed = True
+                    if caller is not None and caller.uses_grad and not function.called_from_grad_scope:
+                        function.called_from_grad_scope = changed = True
+                    if caller is not None and caller.called_from_grad_scope and not function.called_from_grad_scope:
+                        function.called_from_grad_scope = changed = True
+
+    # -- queries ------------------------------------------------------------------------
+    def uses_grad(self, node: cst.CSTNode, class_name: str | None) -> bool:
+        use = find_grad_use(node, self.imports)
+        if use.direct:
+            return True
+        return any(callee.uses_grad for name in use.calls for callee in self.resolve(name, class_name))
+
+    # -- findings -----------------------------------------------------------------------
+    def find(self, module: cst.Module) -> list[tuple[cst.CSTNode, str]]:
+        found: list[tuple[cst.CSTNode, str]] = []
+        _Finder(self, found).block(module.body, _Scope(None, None, False, set()))
+        return found
+
+
+@dataclass
+class _Scope:
+    function: _Function | None
+    class_name: str | None
+    module_like_class: bool
+    eval_receivers: set[str]
+
+    def child(self) -> "_Scope":
+        return _Scope(self.function, self.class_name, self.module_like_class, set(self.eval_receivers))
+
+
+class _Collector(cst.CSTVisitor):
+    """Records every function (with its grad use) and every same-file call site."""
+
+    def __init__(self, analysis: _Analysis) -> None:
+        super().__init__()
+        self.analysis = analysis
+        self.classes: list[tuple[str, bool]] = []
+        self.functions: list[_Function] = []
+        self.no_grad_depth = 0
+        #: (calling function or None at module level, under no_grad there, callee name)
+        self.call_sites: list[tuple[_Function | None, bool, str]] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append((node.name.value, _is_module_like(node, self.analysis.imports)))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        imports = self.analysis.imports
+        in_class = bool(self.classes) and (not self.functions or self.functions[-1].class_name != self.classes[-1][0])
+        class_name, module_like = self.classes[-1] if self.classes and in_class else (None, False)
+        use = find_grad_use(node.body, imports)
+        decorated = function_disables_grad(node, imports)
+        function = _Function(
+            node=node,
+            class_name=class_name,
+            module_like_class=module_like,
+            direct_grad=bool(use.direct),
+            calls=use.calls,
+            decorated_no_grad=decorated,
+            enclosed_no_grad=self.no_grad_depth > 0,
+        )
+        self.analysis.functions[id(node)] = function
+        self.analysis.by_key.setdefault((class_name, node.name.value), []).append(function)
+        self.functions.append(function)
+        if decorated:
+            self.no_grad_depth += 1
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        function = self.functions.pop()
+        if function.decorated_no_grad:
+            self.no_grad_depth -= 1
+
+    def visit_With(self, node: cst.With) -> None:
+        if with_disables_grad(node, self.analysis.imports):
+            self.no_grad_depth += 1
+
+    def leave_With(self, original_node: cst.With) -> None:
+        if with_disables_grad(original_node, self.analysis.imports):
+            self.no_grad_depth -= 1
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = dotted_name(node.func)
+        if name is None:
+            return
+        caller = self.functions[-1] if self.functions else None
+        self.call_sites.append((caller, self.no_grad_depth > 0, name))
+
+
+def _is_module_like(node: cst.ClassDef, imports: ImportIndex) -> bool:
+    for base in node.bases:
+        qualified = imports.qualified_name(base.value) or dotted_name(base.value) or ""
+        if qualified.endswith("Module"):
+            return True
+    return any(
+        isinstance(statement, cst.FunctionDef) and statement.name.value == "forward" for statement in node.body.body
+    )
+
+
+def _is_lightning_module(node: cst.ClassDef, imports: ImportIndex) -> bool:
+    return any((imports.qualified_name(b.value) or "").endswith("LightningModule") for b in node.bases)
+
+
+class _Finder:
+    """Walks statements in order, tracking `.eval()`/`.train()` state, and decides."""
+
+    def __init__(self, analysis: _Analysis, found: list[tuple[cst.CSTNode, str]]) -> None:
+        self.analysis = analysis
+        self.imports = analysis.imports
+        self.found = found
+
+    def block(self, statements, scope: _Scope, lightning: bool = False) -> None:
+        for statement in statements:
+            self.statement(statement, scope, lightning)
+
+    def statement(self, statement: cst.CSTNode, scope: _Scope, lightning: bool = False) -> None:
+        if isinstance(statement, cst.SimpleStatementLine):
+            _update_eval_state(statement, scope.eval_receivers)
+        elif isinstance(statement, cst.FunctionDef):
+            self.function(statement, lightning)
+        elif isinstance(statement, cst.ClassDef):
+            inner = _Scope(None, statement.name.value, _is_module_like(statement, self.imports), set())
+            self.block(statement.body.body, inner, _is_lightning_module(statement, self.imports))
+        elif isinstance(statement, cst.With):
+            if not with_disables_grad(statement, self.imports):
+                self.block(statement.body.body, scope.child())
+        elif isinstance(statement, (cst.For, cst.While)):
+            self.loop(statement, scope)
+        elif isinstance(statement, (cst.If, cst.Try, cst.TryStar)):
+            for body in _child_blocks(statement):
+                self.block(body, scope.child())
+
+    def function(self, node: cst.FunctionDef, lightning: bool) -> None:
+        function = self.analysis.functions[id(node)]
+        if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
+            return
+        name = node.name.value
+        if lightning and name in LIGHTNING_HOOKS:
+            return
+        if self._is_pytest_test(name, function):
+            return
+        scope = _Scope(function, function.class_name, function.module_like_class, set())
+        eval_named = bool(set(name_tokens(name)) & EVAL_NAME_TOKENS) and name not in {"eval", "train"}
+        if eval_named and not function.uses_grad:
+            if function.called_from_grad_scope:
+                return  # a helper training code also calls: leave it alone
+            receivers = _eval_receivers_anywhere(node.body)
+            if _has_unguarded_model_call(node.body, scope, receivers, self.imports):
+                self.found.append((node, "function"))
+            return
+        if eval_named:
+            return  # evaluation-named but uses gradients (saliency, TTT): leave it alone
+        self.block(node.body.body, scope)
+
+    def _is_pytest_test(self, name: str, function: _Function) -> bool:
+        file_name = self.analysis.path.rsplit("/", 1)[-1]
+        test_file = file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{self.analysis.path}"
+        in_test_class = function.class_name is not None and function.class_name.startswith("Test")
+        return (test_file or in_test_class) and name.startswith("test")
+
+    def loop(self, node: cst.For | cst.While, scope: _Scope) -> None:
+        if self._qualifies(node, scope):
+            self.found.append((node, "loop"))
+            return
+        inner = scope.child()
+        self.block(node.body.body, inner)
+        if node.orelse is not None:
+            self.block(node.orelse.body.body, scope.child())
+
+    def _qualifies(self, node: cst.For | cst.While, scope: _Scope) -> bool:
+        function = scope.function
+        if function is not None and function.called_from_grad_scope and _returns_value(function.node):
+            return False
+        if _contains_grad_mode_change(node, self.imports) or _calls_method(node.body, "train"):
+            return False
+        evidence_iterable = _iterates_eval_data(node)
+        receivers = scope.eval_receivers
+        if evidence_iterable:
+            calls_model = _has_unguarded_model_call(node.body, scope, receivers, self.imports)
+        elif receivers:
+            calls_model = _has_unguarded_model_call(node.body, scope, receivers, self.imports, only_receivers=True)
+        else:
+            return False
+        if not calls_model:
+            return False
+        if self.analysis.uses_grad(node, scope.class_name):
+            return False
+        container = function.node if function is not None else None
+        return not _feeds_later_gradient(node, container, self.analysis, scope.class_name)
+
+
+def _child_blocks(statement: cst.CSTNode):
+    if isinstance(statement, cst.If):
+        yield statement.body.body
+        orelse = statement.orelse
+        if isinstance(orelse, cst.If):
+            yield [orelse]
+        elif orelse is not None:
+            yield orelse.body.body
+    else:
+        yield statement.body.body
+        for handler in statement.handlers:
+            yield handler.body.body
+        if statement.orelse is not None:
+            yield statement.orelse.body.body
+        if statement.finalbody is not None:
+            yield statement.finalbody.body.body
+
+
+def _update_eval_state(statement: cst.SimpleStatementLine, receivers: set[str]) -> None:
+    for small in statement.body:
+        if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+            continue
+        call = small.value
+        if not isinstance(call.func, cst.Attribute):
+            continue
+        receiver = dotted_name(call.func.value)
+        if receiver is None:
+            continue
+        method = call.func.attr.value
+        if method == "eval" and not call.args:
+            receivers.add(receiver)
+        elif method == "train":
+            if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False":
+                receivers.add(receiver)
+            else:
+                receivers.discard(receiver)
+
+
+def _eval_receivers_anywhere(node: cst.CSTNode) -> set[str]:
+    finder = _MethodCallFinder({"eval"})
+    node.visit(finder)
+    return {receiver for receiver in finder.receivers}
+
+
+class _MethodCallFinder(cst.CSTVisitor):
+    def __init__(self, methods: set[str]) -> None:
+        super().__init__()
+        self.methods = methods
+        self.receivers: list[str] = []
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.methods:
+            self.found = True
+            receiver = dotted_name(node.func.value)
+            if receiver is not None:
+                self.receivers.append(receiver)
+
+
+def _calls_method(node: cst.CSTNode | list, method: str) -> bool:
+    finder = _MethodCallFinder({method})
+    for item in node if isinstance(node, (list, tuple)) else [node]:
+        item.visit(finder)
+    return finder.found
+
+
+def _contains_grad_mode_change(node: cst.CSTNode, imports: ImportIndex) -> bool:
+    """A `with` that disables grad inside the loop: the author handled it; fail closed."""
+    finder = _GradModeWithFinder(imports)
+    node.visit(finder)
+    return finder.found
+
+
+class _GradModeWithFinder(cst.CSTVisitor):
+    def __init__(self, imports: ImportIndex) -> None:
+        super().__init__()
+        self.imports = imports
+        self.found = False
+
+    def visit_With(self, node: cst.With) -> None:
+        if with_disables_grad(node, self.imports):
+            self.found = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if disables_grad(node, self.imports) and self.imports.qualified_name(node.func) != "torch.no_grad":
+            self.found = True  # set_grad_enabled(False) as a statement
+
+
+def _iterates_eval_data(node: cst.For | cst.While) -> bool:
+    if isinstance(node, cst.For):
+        return bool(_iterable_tokens(node.iter) & EVAL_DATA_TOKENS)
+    finder = _NextFinder()
+    node.body.visit(finder)
+    return any(_iterable_tokens(argument) & EVAL_DATA_TOKENS for argument in finder.arguments)
+
+
+class _NextFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.arguments: list[cst.BaseExpression] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "next" and node.args:
+            self.arguments.append(node.args[0].value)
+
+
+def _iterable_tokens(node: cst.BaseExpression) -> set[str]:
+    """Tokens naming what a loop iterates, looking through enumerate/tqdm/zip/iter."""
+    if isinstance(node, cst.Call) and last_segment(node.func) in _WRAPPING_ITERATORS:
+        tokens: set[str] = set()
+        for argument in node.args:
+            if argument.keyword is None:
+                tokens |= _iterable_tokens(argument.value)
+        return tokens
+    return expression_tokens(node)
+
+
+def _has_unguarded_model_call(
+    body: cst.CSTNode,
+    scope: _Scope,
+    receivers: set[str],
+    imports: ImportIndex,
+    only_receivers: bool = False,
+) -> bool:
+    finder = _ModelCallFinder(scope, receivers, imports, only_receivers)
+    body.visit(finder)
+    return finder.found
+
+
+class _ModelCallFinder(cst.CSTVisitor):
+    """Is a model called outside any nested no_grad block?"""
+
+    def __init__(self, scope: _Scope, receivers: set[str], imports: ImportIndex, only_receivers: bool) -> None:
+        super().__init__()
+        self.scope = scope
+        self.receivers = receivers
+        self.imports = imports
+        self.only_receivers = only_receivers
+        self.found = False
+
+    def visit_With(self, node: cst.With) -> bool:
+        return not with_disables_grad(node, self.imports)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.found:
+            return
+        callee = dotted_name(node.func)
+        if callee is None or self.imports.qualified_name(node.func) is not None:
+            return  # an imported API (torch.*, F.*), not a model instance
+        owner, _, method = callee.rpartition(".")
+        if method in FORWARD_METHODS and owner:
+            callee = owner
+        if callee in self.receivers:
+            self.found = True
+        elif self.only_receivers:
+            return
+        elif callee == "self":
+            self.found = self.scope.module_like_class
+        elif _looks_like_model(callee.rsplit(".", 1)[-1]):
+            self.found = True
+
+
+def _looks_like_model(identifier: str) -> bool:
+    tokens = set(name_tokens(identifier))
+    return bool(tokens & MODEL_TOKENS) and not tokens & NOT_A_FORWARD_TOKENS
+
+
+def _feeds_later_gradient(
+    loop: cst.For | cst.While, container: cst.FunctionDef | None, analysis: _Analysis, class_name: str | None
+) -> bool:
+    """Do names the loop binds flow into a gradient computation later in the same scope?
+
+    A forward taint over the statements after the loop, in source order: assignments from
+    tainted names taint their targets, rebinding without them clears the taint.
+    """
+    if container is None:
+        return False  # module level: a script; later training would be its own loop
+    statements = _simple_statements_after(container.body, loop)
+    if not statements:
+        return False
+    tainted = _bound_names(loop)
+    for statement in statements:
+        reads = _read_names(statement)
+        if reads & tainted:
+            if analysis.uses_grad(statement, class_name):
+                return True
+            tainted |= _assigned_names(statement)
+        else:
+            tainted -= _assigned_names(statement)
+    return False
+
+
+def _simple_statements_after(body: cst.CSTNode, loop: cst.CSTNode) -> list[cst.CSTNode]:
+    collector = _StatementOrder(loop)
+    body.visit(collector)
+    return collector.after
+
+
+class _StatementOrder(cst.CSTVisitor):
+    def __init__(self, loop: cst.CSTNode) -> None:
+        super().__init__()
+        self.loop = loop
+        self.seen_loop = False
+        self.after: list[cst.CSTNode] = []
+
+    def visit_For(self, node: cst.For) -> bool:
+        if node is self.loop:
+            self.seen_loop = True
+            return False
+        if self.seen_loop:
+            self.after.append(node.target)
+        return True
+
+    def visit_While(self, node: cst.While) -> bool:
+        if node is self.loop:
+            self.seen_loop = True
+            return False
+        return True
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        if self.seen_loop:
+            self.after.append(node)
+        return False
+
+
+def _bound_names(node: cst.CSTNode) -> set[str]:
+    finder = _NameFinder()
+    node.visit(finder)
+    return finder.bound
+
+
+def _assigned_names(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, cst.BaseAssignTargetExpression) or isinstance(node, (cst.Name, cst.Tuple, cst.List)):
+        finder = _NameFinder()
+        node.visit(finder)
+        return finder.read  # a for-target: every name in it is (re)bound
+    finder = _NameFinder()
+    node.visit(finder)
+    return finder.bound
+
+
+def _read_names(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, (cst.Name, cst.Tuple, cst.List)):
+        return set()
+    finder = _NameFinder()
+    node.visit(finder)
+    return finder.read
+
+
+class _NameFinder(cst.CSTVisitor):
+    """Names bound (assignment/for/with targets, mutated receivers) and read in a subtree."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bound: set[str] = set()
+        self.read: set[str] = set()
+
+    def _targets(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name):
+            self.bound.add(node.value)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            for element in node.elements:
+                self._targets(element.value)
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            base = node
+            while isinstance(base, (cst.Attribute, cst.Subscript)):
+                base = base.value
+            if isinstance(base, cst.Name):
+                self.bound.add(base.value)
+        elif isinstance(node, cst.StarredElement):
+            self._targets(node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._targets(target.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._targets(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._targets(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._targets(node.name)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # `outputs.append(x)`, `metrics.update(...)`: the receiver may be mutated
+        if isinstance(node.func, cst.Attribute):
+            base = node.func.value
+            while isinstance(base, (cst.Attribute, cst.Subscript, cst.Call)):
+                base = base.func if isinstance(base, cst.Call) else base.value
+            if isinstance(base, cst.Name):
+                self.bound.add(base.value)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.read.add(node.value)
