@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from autograd_fix.codemods.dataflow import assigned_names, bound_names, read_names, simple_statements_after
 from autograd_fix.codemods.gradmode import disables_grad, find_grad_use, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
@@ -1169,126 +1170,16 @@ def _feeds_later_gradient(
     """
     if container is None:
         return False  # module level: a script; later training would be its own loop
-    statements = _simple_statements_after(container.body, loop)
+    statements = simple_statements_after(container.body, loop)
     if not statements:
         return False
-    tainted = _bound_names(loop)
+    tainted = bound_names(loop)
     for statement in statements:
-        reads = _read_names(statement)
+        reads = read_names(statement)
         if reads & tainted:
             if analysis.uses_grad(statement, class_name):
                 return True
-            tainted |= _assigned_names(statement)
+            tainted |= assigned_names(statement)
         else:
-            tainted -= _assigned_names(statement)
+            tainted -= assigned_names(statement)
     return False
-
-
-def _simple_statements_after(body: cst.CSTNode, loop: cst.CSTNode) -> list[cst.CSTNode]:
-    collector = _StatementOrder(loop)
-    body.visit(collector)
-    return collector.after
-
-
-class _StatementOrder(cst.CSTVisitor):
-    def __init__(self, loop: cst.CSTNode) -> None:
-        super().__init__()
-        self.loop = loop
-        self.seen_loop = False
-        self.after: list[cst.CSTNode] = []
-
-    def visit_For(self, node: cst.For) -> bool:
-        if node is self.loop:
-            self.seen_loop = True
-            return False
-        if self.seen_loop:
-            self.after.append(node.target)
-        return True
-
-    def visit_While(self, node: cst.While) -> bool:
-        if node is self.loop:
-            self.seen_loop = True
-            return False
-        return True
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
-        if self.seen_loop:
-            self.after.append(node)
-        return False
-
-
-def _bound_names(node: cst.CSTNode) -> set[str]:
-    finder = _NameFinder()
-    node.visit(finder)
-    return finder.bound
-
-
-def _assigned_names(node: cst.CSTNode) -> set[str]:
-    if isinstance(node, cst.BaseAssignTargetExpression) or isinstance(node, (cst.Name, cst.Tuple, cst.List)):
-        finder = _NameFinder()
-        node.visit(finder)
-        return finder.read  # a for-target: every name in it is (re)bound
-    finder = _NameFinder()
-    node.visit(finder)
-    return finder.bound
-
-
-def _read_names(node: cst.CSTNode) -> set[str]:
-    if isinstance(node, (cst.Name, cst.Tuple, cst.List)):
-        return set()
-    finder = _NameFinder()
-    node.visit(finder)
-    return finder.read
-
-
-class _NameFinder(cst.CSTVisitor):
-    """Names bound (assignment/for/with targets, mutated receivers) and read in a subtree."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bound: set[str] = set()
-        self.read: set[str] = set()
-
-    def _targets(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Name):
-            self.bound.add(node.value)
-        elif isinstance(node, (cst.Tuple, cst.List)):
-            for element in node.elements:
-                self._targets(element.value)
-        elif isinstance(node, (cst.Attribute, cst.Subscript)):
-            base = node
-            while isinstance(base, (cst.Attribute, cst.Subscript)):
-                base = base.value
-            if isinstance(base, cst.Name):
-                self.bound.add(base.value)
-        elif isinstance(node, cst.StarredElement):
-            self._targets(node.value)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._targets(target.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._targets(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._targets(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._targets(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._targets(node.name)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        # `outputs.append(x)`, `metrics.update(...)`: the receiver may be mutated
-        if isinstance(node.func, cst.Attribute):
-            base = node.func.value
-            while isinstance(base, (cst.Attribute, cst.Subscript, cst.Call)):
-                base = base.func if isinstance(base, cst.Call) else base.value
-            if isinstance(base, cst.Name):
-                self.bound.add(base.value)
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.read.add(node.value)
