@@ -45,7 +45,8 @@ class SourceResult:
     fixed: str | None = None
     #: set when fixes were computed but had to be dropped (the file stays as it was).
     fix_error: str | None = None
-    parsed: bool = False
+    #: the parsed original (None when no rule's trigger occurred); findings point into it
+    module: cst.Module | None = None
 
 
 def parse_module(text: str) -> cst.Module:
@@ -141,7 +142,7 @@ def check_source(
         return SourceResult()
     module = parse_module(text)
     findings = run_rules(module, active, path)
-    result = SourceResult(findings=findings, parsed=True)
+    result = SourceResult(findings=findings, module=module)
     if compute_fix and any(options.allows(f.fix) for f in findings):
         try:
             result.fixed = fix_until_stable(module, active, path, options, findings)

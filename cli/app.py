@@ -1,0 +1,239 @@
+"""`autograd-fix [--diff | --apply | --check] PATH...` — the command-line tool.
+
+Exit codes: 0 fine; 1 findings remain under `--check`; 2 usage error, or a file that
+could not be read, parsed or safely fixed (each reported by name; the run goes on).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from autograd_fix import __version__
+from autograd_fix.cli.config import Config, ConfigError, load_config
+from autograd_fix.cli.discovery import discover
+from autograd_fix.cli.render import file_diff, json_document, print_diff, print_findings, summary_line
+from autograd_fix.cli.rules_doc import explain_text, rules_table_text
+from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
+from autograd_fix.codemods.registry import rule_by_code, unknown_codes
+from autograd_fix.codemods.source import write_atomic
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class Color(str, enum.Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+class OutputFormat(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
+app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+def _split_codes(values: list[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    return [code.strip().upper() for value in values for code in value.split(",") if code.strip()]
+
+
+def _console(color: Color, stderr: bool = False) -> Console:
+    force = {Color.always: True, Color.never: False}.get(color)
+    no_color = color is Color.never or (color is Color.auto and "NO_COLOR" in os.environ)
+    return Console(stderr=stderr, force_terminal=force, no_color=no_color, highlight=False, soft_wrap=True)
+
+
+def _display_path(path: Path) -> str:
+    if path.is_absolute():
+        try:
+            return path.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return path.as_posix()
+    return path.as_posix()
+
+
+def _usage_error(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(EXIT_ERROR)
+
+
+@app.command()
+def check(
+    paths: Optional[list[str]] = typer.Argument(None, help="Files or folders (recursive over .py); '-' reads stdin."),
+    diff: bool = typer.Option(False, "--diff", help="Show the fixes as a unified diff; write nothing."),
+    apply: bool = typer.Option(False, "--apply", help="Write the fixes (with '-': fixed source to stdout)."),
+    check_mode: bool = typer.Option(False, "--check", help="Exit 1 when any finding remains."),
+    select: Optional[list[str]] = typer.Option(None, "--select", help="Only these codes or prefixes (AGF0)."),
+    ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Skip these codes or prefixes."),
+    unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="text or json."),
+    color: Color = typer.Option(Color.auto, "--color", help="auto, always or never."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: all cores)."),
+    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="Name for source read from stdin."),
+    list_rules: bool = typer.Option(False, "--list-rules", help="List every rule and exit."),
+    explain: Optional[str] = typer.Option(None, "--explain", metavar="CODE", help="Show a rule's documentation."),
+    version: bool = typer.Option(False, "--version", help="Show the version and exit."),
+) -> None:
+    """Find PyTorch autograd pitfalls and fix them."""
+    out = _console(color)
+    if version:
+        typer.echo(f"autograd-fix {__version__}")
+        raise typer.Exit(EXIT_OK)
+    if list_rules:
+        typer.echo(rules_table_text())
+        raise typer.Exit(EXIT_OK)
+    if explain is not None:
+        rule = rule_by_code(explain)
+        if rule is None:
+            raise _usage_error(f"unknown rule code {explain!r} (see --list-rules)")
+        typer.echo(explain_text(rule))
+        raise typer.Exit(EXIT_OK)
+    if diff and apply:
+        raise _usage_error("--diff and --apply cannot be combined")
+    if not paths:
+        raise _usage_error("no PATH given (try: autograd-fix --diff src/)")
+    use_stdin = paths == ["-"]
+    if "-" in paths and not use_stdin:
+        raise _usage_error("'-' (stdin) cannot be combined with other paths")
+
+    config_start = Path(stdin_filename).parent if (use_stdin and stdin_filename) else Path(paths[0] if not use_stdin else ".")
+    try:
+        config = load_config(config_start if config_start.exists() else Path.cwd())
+    except ConfigError as error:
+        raise _usage_error(str(error))
+    selected = _split_codes(select) if select is not None else config.select
+    ignored = (_split_codes(ignore) or []) + config.ignore
+    for prefixes in (selected or [], ignored):
+        bad = unknown_codes(prefixes)
+        if bad:
+            raise _usage_error(f"unknown rule code or prefix: {', '.join(bad)} (see --list-rules)")
+    unsafe = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
+    mode = "apply" if apply else "diff" if diff else "report"
+    as_json = output_format is OutputFormat.json
+
+    def make_job(path: str, data: bytes | None = None) -> Job:
+        per_file = config.ignored_codes_for(Path(path))
+        return Job(
+            path=path,
+            select=tuple(selected) if selected else None,
+            ignore=tuple(ignored + per_file),
+            unsafe_fixes=unsafe,
+            compute_fix=mode != "report" or as_json,
+            fix_diffs=as_json,
+            data=data,
+        )
+
+    errors: list[tuple[str, str]] = []
+    if use_stdin:
+        job_list = [make_job(stdin_filename or "-", sys.stdin.buffer.read())]
+    else:
+        found = discover(paths, config.exclude, config.root)
+        errors.extend((missing, "no such file or folder") for missing in found.missing)
+        job_list = [make_job(_display_path(path)) for path in found.files]
+    outcomes = run_jobs(job_list, jobs or os.cpu_count() or 1)
+    outcomes.sort(key=lambda outcome: outcome.path)
+    errors.extend((o.path, o.error) for o in outcomes if o.error)
+
+    code = _emit(outcomes, errors, mode=mode, as_json=as_json, out=out, color=color, use_stdin=use_stdin)
+    if check_mode and code == EXIT_OK:
+        remaining = [f for o in outcomes for f in o.findings if not (mode == "apply" and f.fix_applies and o.fixed)]
+        if remaining:
+            code = EXIT_FINDINGS
+    raise typer.Exit(code)
+
+
+def _emit(
+    outcomes: list[FileOutcome],
+    errors: list[tuple[str, str]],
+    *,
+    mode: str,
+    as_json: bool,
+    out: Console,
+    color: Color,
+    use_stdin: bool,
+) -> int:
+    err = _console(color, stderr=True)
+    records = [record for outcome in outcomes for record in outcome.findings]
+    fixable = sum(1 for r in records if r.fix_applies)
+    hidden_unsafe = sum(1 for r in records if r.fix_applicability and not r.fix_applies)
+    fixed = files_fixed = 0
+    if mode == "apply":
+        for outcome in outcomes:
+            if outcome.fixed is None or outcome.error:
+                continue
+            if use_stdin:
+                continue
+            try:
+                write_atomic(outcome.path, _encode(outcome))
+            except OSError as error:
+                errors.append((outcome.path, f"cannot write: {error.strerror or error}"))
+                continue
+            files_fixed += 1
+            fixed += sum(1 for r in outcome.findings if r.fix_applies)
+    for path, message in errors:
+        err.print(f"error: {path}: {message}", highlight=False, markup=False)
+    status = EXIT_ERROR if errors else EXIT_OK
+
+    if mode == "apply" and use_stdin:
+        outcome = outcomes[0]
+        text = outcome.fixed if outcome.fixed is not None else outcome.original
+        if text is not None:
+            sys.stdout.buffer.write(_encode(outcome, text))
+            sys.stdout.buffer.flush()
+        return status
+
+    if as_json:
+        summary = {
+            "files": len(outcomes),
+            "findings": len(records),
+            "fixable": fixable,
+            "fixed": fixed,
+            "errors": [{"path": path, "message": message} for path, message in errors],
+        }
+        typer.echo(json_document(outcomes, summary))
+        return status
+
+    if mode == "diff":
+        for outcome in outcomes:
+            text = file_diff(outcome)
+            if text:
+                print_diff(out, text)
+        err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
+        return status
+    if mode == "apply":
+        remaining = [r for o in outcomes for r in o.findings if not (r.fix_applies and o.fixed and not o.error)]
+        print_findings(out, remaining)
+        out.print(
+            summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, fixed=fixed, files_fixed=files_fixed),
+            highlight=False,
+        )
+        return status
+    print_findings(out, records)
+    out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
+    return status
+
+
+def _encode(outcome: FileOutcome, text: str | None = None) -> bytes:
+    body = (text if text is not None else outcome.fixed or "").encode(outcome.encoding)
+    return (b"\xef\xbb\xbf" + body) if outcome.bom else body
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point; `autograd-fix verify ...` goes to the verify command."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "verify":
+        from autograd_fix.cli.verify_command import verify_app
+
+        verify_app(args=args[1:], prog_name="autograd-fix verify")
+        return
+    app(args=args, prog_name="autograd-fix")

@@ -1,0 +1,104 @@
+"""Turns results into text, JSON and diffs. The only place that formats output.
+
+Text findings are `path:line:col: CODE [*] message` (1-based), the format editors and CI
+problem matchers understand. `[*]` marks a finding whose fix `--apply` would apply with
+the current options. Diffs are plain unified diffs (`git apply` accepts them); rich only
+adds colour when writing to a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.text import Text
+
+from autograd_fix.cli.runner import FileOutcome, FindingRecord
+from autograd_fix.codemods.engine import unified_diff
+
+
+def finding_line(record: FindingRecord) -> Text:
+    text = Text()
+    text.append(f"{record.path}:{record.line}:{record.column}:", style="bold")
+    text.append(" ")
+    text.append(record.code, style="bold red")
+    if record.fix_applies:
+        text.append(" [*]", style="cyan")
+    text.append(f" {record.message}")
+    return text
+
+
+def print_findings(console: Console, records: Iterable[FindingRecord]) -> None:
+    for record in records:
+        console.print(finding_line(record), soft_wrap=True, highlight=False)
+
+
+def file_diff(outcome: FileOutcome) -> str:
+    if outcome.original is None or outcome.fixed is None:
+        return ""
+    return unified_diff(outcome.original, outcome.fixed, outcome.path)
+
+
+def print_diff(console: Console, diff: str) -> None:
+    """Colour a unified diff line by line (plain when the console has no colour)."""
+    for line in diff.splitlines(keepends=True):
+        body = line.rstrip("\n")
+        style = None
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        console.print(Text(body, style=style or ""), soft_wrap=True, highlight=False, markup=False)
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def summary_line(
+    findings: int, fixable: int, hidden_unsafe: int, errors: int, *, mode: str, fixed: int = 0, files_fixed: int = 0
+) -> str:
+    parts: list[str] = []
+    if mode == "apply":
+        parts.append(f"Fixed {plural(fixed, 'finding')} in {plural(files_fixed, 'file')}")
+        remaining = findings - fixed
+        parts.append(f"{remaining} remaining" if remaining else "nothing left to fix")
+    elif mode == "diff":
+        parts.append(f"Would fix {plural(fixable, 'finding')} of {findings}")
+    elif findings:
+        parts.append(f"Found {plural(findings, 'finding')}")
+        if fixable:
+            parts.append(f"{fixable} fixable with --apply")
+    else:
+        parts.append("No findings")
+    if hidden_unsafe:
+        parts.append(f"{hidden_unsafe} more fixable with --unsafe-fixes")
+    if errors:
+        parts.append(f"{plural(errors, 'file')} could not be checked")
+    return "; ".join(parts) + "."
+
+
+def json_document(outcomes: list[FileOutcome], summary: dict[str, Any]) -> str:
+    findings = []
+    for outcome in outcomes:
+        for record in outcome.findings:
+            entry: dict[str, Any] = {
+                "path": record.path,
+                "line": record.line,
+                "column": record.column,
+                "end_line": record.end_line,
+                "end_column": record.end_column,
+                "code": record.code,
+                "name": record.name,
+                "message": record.message,
+                "fix": None,
+            }
+            if record.fix_applicability is not None:
+                entry["fix"] = {"applicability": record.fix_applicability, "diff": record.fix_diff or ""}
+            findings.append(entry)
+    return json.dumps({"findings": findings, "summary": summary}, indent=2)

@@ -1,0 +1,110 @@
+"""Checks files (in a process pool when there are many) and returns plain results.
+
+Workers return only picklable, plain data: the libcst trees stay in the worker.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, single_fix_diff
+from autograd_fix.codemods.registry import select_rules
+from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_source
+
+#: below this many files a pool costs more (worker start-up) than it saves
+POOL_THRESHOLD = 8
+
+
+@dataclass(frozen=True)
+class Job:
+    """What to do with one file; `text` is set for stdin input."""
+
+    path: str
+    select: tuple[str, ...] | None
+    ignore: tuple[str, ...]
+    unsafe_fixes: bool
+    compute_fix: bool
+    fix_diffs: bool
+    data: bytes | None = None
+
+
+@dataclass
+class FindingRecord:
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    message: str
+    fix_applicability: str | None
+    #: the fix would be applied with the current options
+    fix_applies: bool
+    fix_diff: str | None = None
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    findings: list[FindingRecord] = field(default_factory=list)
+    original: str | None = None
+    fixed: str | None = None
+    encoding: str = "utf-8"
+    bom: bool = False
+    error: str | None = None
+
+
+def check_file(job: Job) -> FileOutcome:
+    """Read, lint and (optionally) fix one file; every failure becomes `error`."""
+    outcome = FileOutcome(path=job.path)
+    try:
+        source: SourceText = decode_source(job.data) if job.data is not None else read_source(job.path)
+    except SourceError as error:
+        outcome.error = str(error)
+        return outcome
+    outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
+    rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
+    options = FixOptions(unsafe_fixes=job.unsafe_fixes)
+    try:
+        result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix)
+    except EngineError as error:
+        outcome.error = str(error)
+        return outcome
+    except RecursionError:
+        outcome.error = "source nests too deeply to analyse"
+        return outcome
+    for finding in result.findings:
+        diff = None
+        if job.fix_diffs and finding.fix is not None and result.module is not None:
+            diff = single_fix_diff(result.module, finding, job.path)
+        outcome.findings.append(
+            FindingRecord(
+                path=job.path,
+                line=finding.span.line,
+                column=finding.span.column,
+                end_line=finding.span.end_line,
+                end_column=finding.span.end_column,
+                code=finding.code,
+                name=finding.name,
+                message=finding.message,
+                fix_applicability=finding.fix.applicability.value if finding.fix else None,
+                fix_applies=options.allows(finding.fix),
+                fix_diff=diff,
+            )
+        )
+    if result.fix_error:
+        outcome.error = result.fix_error
+    elif result.fixed is not None and result.fixed != source.text:
+        outcome.fixed = result.fixed
+    return outcome
+
+
+def run_jobs(jobs: list[Job], workers: int) -> list[FileOutcome]:
+    if workers <= 1 or len(jobs) < POOL_THRESHOLD:
+        return [check_file(job) for job in jobs]
+    workers = min(workers, len(jobs), os.cpu_count() or 1)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(check_file, jobs, chunksize=max(1, len(jobs) // (workers * 4))))
