@@ -179,6 +179,7 @@ def fix_until_stable(
             module = cst.parse_module(text)
         except cst.ParserSyntaxError:
             raise EngineError("a fix produced code that does not parse; file left unchanged") from None
+        validate_python(text)
     raise EngineError(f"fixes did not converge after {MAX_FIX_ROUNDS} rounds; file left unchanged")
 
 

@@ -1,0 +1,129 @@
+"""Engine behaviour with stand-in rules: composition, safety nets, imports, noqa."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autograd_fix.codemods.engine import FixOptions, check_source
+from autograd_fix.codemods.imports import ImportIndex, add_imports
+from autograd_fix.codemods.model import Applicability, Edit, Fix
+from autograd_fix.codemods.rule import Contract, Rule
+
+CONTRACT = Contract(description="test", checks=("outputs_equal",))
+
+
+class RenameLoss(Rule):
+    """Renames every `loss` name to `loss_value` (a stand-in safe fix)."""
+
+    code, name, safety, message, contract = "AGF900", "rename-loss", Applicability.SAFE, "rename", CONTRACT
+    triggers = ("loss",)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == "loss":
+            self.report(node, fix=Fix(Applicability.SAFE, (Edit(node, lambda n: n.with_changes(value="loss_value")),), "rename"))
+
+
+class WrapCalls(Rule):
+    """Turns every call `f(a)` into `g(h(a))`, nested calls included."""
+
+    code, name, safety, message, contract = "AGF901", "wrap-calls", Applicability.SAFE, "wrap", CONTRACT
+    triggers = ("f(",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == "f":
+            edit = Edit(node, lambda n: cst.Call(func=cst.Name("g"), args=[cst.Arg(n.with_changes(func=cst.Name("h")))]))
+            self.report(node, fix=Fix(Applicability.SAFE, (edit,), "wrap"))
+
+
+class BreakCode(Rule):
+    """Produces an invalid tree (a `return` at module level compiles to an error)."""
+
+    code, name, safety, message, contract = "AGF902", "break-code", Applicability.SAFE, "break", CONTRACT
+    triggers = ("x",)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if isinstance(node.body[0], cst.Return):
+            return
+        edit = Edit(node, lambda n: cst.SimpleStatementLine(body=[cst.Return(value=cst.Name("x"))]))
+        self.report(node, fix=Fix(Applicability.SAFE, (edit,), "break"))
+
+
+class NeverDone(Rule):
+    """Always finds something to fix: the engine must give up, not loop forever."""
+
+    code, name, safety, message, contract = "AGF903", "never-done", Applicability.SAFE, "grow", CONTRACT
+    triggers = ("x",)
+
+    def visit_Integer(self, node: cst.Integer) -> None:
+        edit = Edit(node, lambda n: n.with_changes(value=str(int(n.value) + 1)))
+        self.report(node, fix=Fix(Applicability.SAFE, (edit,), "grow"))
+
+
+class NeedsTorch(Rule):
+    """Replaces `pass` with `torch.no_grad` usage that needs an import."""
+
+    code, name, safety, message, contract = "AGF904", "needs-torch", Applicability.UNSAFE, "import", CONTRACT
+    triggers = ("pass",)
+
+    def visit_Pass(self, node: cst.Pass) -> None:
+        expression, needs = self.context.imports.expression_for("torch.no_grad")
+        edit = Edit(node, lambda n: cst.Expr(cst.Call(func=expression)))
+        self.report(node, fix=Fix(Applicability.UNSAFE, (edit,), "use torch", needs))
+
+
+def test_fixes_of_several_rules_and_nested_places_all_apply() -> None:
+    result = check_source("loss = f(f(loss))\n", [RenameLoss, WrapCalls])
+    assert result.fixed == "loss_value = g(h(g(h(loss_value))))\n"
+    assert len(result.findings) == 4
+
+
+def test_fix_that_does_not_compile_leaves_file_alone() -> None:
+    result = check_source("x = 1\n", [BreakCode])
+    assert result.fixed is None
+    assert "does not compile" in (result.fix_error or "")
+
+
+def test_non_converging_fixes_are_dropped() -> None:
+    result = check_source("x = 1\n", [NeverDone])
+    assert result.fixed is None
+    assert "did not converge" in (result.fix_error or "")
+
+
+def test_unsafe_fixes_need_the_option_and_imports_are_added() -> None:
+    source = '"""Doc."""\nfrom __future__ import annotations\nimport os\n\npass\n'
+    assert check_source(source, [NeedsTorch]).fixed is None
+    fixed = check_source(source, [NeedsTorch], options=FixOptions(unsafe_fixes=True)).fixed
+    assert fixed == '"""Doc."""\nfrom __future__ import annotations\nimport torch\nimport os\n\ntorch.no_grad()\n'
+
+
+def test_existing_alias_is_reused_instead_of_importing() -> None:
+    fixed = check_source("import torch as T\npass\n", [NeedsTorch], options=FixOptions(unsafe_fixes=True)).fixed
+    assert fixed == "import torch as T\nT.no_grad()\n"
+
+
+def test_prefilter_skips_parsing() -> None:
+    result = check_source("this is not python (\n", [RenameLoss])
+    assert result.findings == [] and result.module is None
+
+
+def test_crlf_survives_fixes() -> None:
+    result = check_source("a = loss\r\nb = 2\r\n", [RenameLoss])
+    assert result.fixed == "a = loss_value\r\nb = 2\r\n"
+
+
+def test_qualified_names_through_aliases() -> None:
+    module = cst.parse_module(
+        "import torch as T\nfrom torch import no_grad as ng\nimport torch.nn.functional as F\nimport torch.autograd\n"
+    )
+    index = ImportIndex.from_module(module)
+    assert index.qualified_name(cst.parse_expression("T.no_grad")) == "torch.no_grad"
+    assert index.qualified_name(cst.parse_expression("ng")) == "torch.no_grad"
+    assert index.qualified_name(cst.parse_expression("F.relu")) == "torch.nn.functional.relu"
+    assert index.qualified_name(cst.parse_expression("torch.autograd.grad")) == "torch.autograd.grad"
+    assert index.qualified_name(cst.parse_expression("model.eval")) is None
+    assert index.local_name_for("torch.no_grad") == "ng"
+
+
+def test_add_imports_is_idempotent() -> None:
+    module = cst.parse_module("import torch\nx = 1\n")
+    assert add_imports(module, ["import torch"]).code == "import torch\nx = 1\n"
