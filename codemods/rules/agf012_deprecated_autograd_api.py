@@ -1,0 +1,763 @@
+"""AGF012 deprecated-autograd-api: `torch.cuda.amp.*`, `torch.cpu.amp.*`, `Variable`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from autograd_fix.codemods.dataflow import assigned_names
+from autograd_fix.codemods.expressions import method_call, method_chain, parenthesized
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.names import expression_tokens, last_segment
+from autograd_fix.codemods.rule import Contract, Rule
+
+
+@dataclass(frozen=True)
+class _AmpTarget:
+    """Where a deprecated `torch.<device>.amp` API moved, and how its arguments map."""
+
+    new: str
+    device: str
+    kind: str  # "autocast" | "scaler" | "custom"
+
+
+_AMP: dict[str, _AmpTarget] = {}
+for _device in ("cuda", "cpu"):
+    for _path in (f"torch.{_device}.amp.autocast", f"torch.{_device}.amp.autocast_mode.autocast"):
+        _AMP[_path] = _AmpTarget("torch.amp.autocast", _device, "autocast")
+    for _path in (f"torch.{_device}.amp.GradScaler", f"torch.{_device}.amp.grad_scaler.GradScaler"):
+        _AMP[_path] = _AmpTarget("torch.amp.GradScaler", _device, "scaler")
+for _name in ("custom_fwd", "custom_bwd"):
+    for _path in (f"torch.cuda.amp.{_name}", f"torch.cuda.amp.autocast_mode.{_name}"):
+        _AMP[_path] = _AmpTarget(f"torch.amp.{_name}", "cuda", "custom")
+
+#: positional parameters of the old `torch.<device>.amp.autocast(enabled, dtype, cache_enabled)`
+_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+
+VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+
+#: torch functions whose result never requires grad unless asked with `requires_grad=`
+_FACTORIES = frozenset(
+    f"torch.{name}"
+    for name in (
+        "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn", "randint",
+        "randperm", "arange", "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like",
+        "full_like", "rand_like", "randn_like", "randint_like", "Tensor", "FloatTensor", "DoubleTensor",
+        "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "ByteTensor", "BoolTensor",
+        "cuda.FloatTensor", "cuda.LongTensor", "cuda.DoubleTensor", "cuda.HalfTensor", "cuda.ByteTensor",
+    )
+)
+#: tensor methods that keep "does not require grad" (conversions, copies to a device)
+_CONVERSIONS = frozenset(
+    {"cuda", "cpu", "to", "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte",
+     "type", "contiguous", "pin_memory", "squeeze", "unsqueeze", "view", "reshape", "permute", "t"}
+)
+#: tokens of an iterable that yields data batches (`train_loader`, `enumerate(dataloader)`)
+_DATA_TOKENS = frozenset(
+    {"loader", "loaders", "dataloader", "data", "dataset", "batches", "batch", "samples", "iterator",
+     "train", "val", "valid", "test", "trainloader", "testloader"}
+)
+_WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "iter", "islice", "track"})
+
+
+class DeprecatedAutogradApi(Rule):
+    """
+    ## What it does
+    Finds deprecated autograd-adjacent APIs and rewrites them to their current spelling:
+    `torch.cuda.amp.autocast(...)` / `torch.cpu.amp.autocast(...)` become
+    `torch.amp.autocast("cuda" | "cpu", ...)`, `torch.cuda.amp.GradScaler(...)` becomes
+    `torch.amp.GradScaler("cuda", ...)`, `torch.cuda.amp.custom_fwd/custom_bwd` become
+    `torch.amp.custom_fwd/custom_bwd(device_type="cuda", ...)`, and
+    `torch.autograd.Variable(x)` becomes what it really computes.
+
+    ## Why is this bad?
+    The `torch.cuda.amp` / `torch.cpu.amp` entry points emit a `FutureWarning` on every
+    call since PyTorch 2.4 and are slated for removal. `Variable` has been a no-op wrapper
+    since 0.4, and it hides a graph break: `Variable(x)` returns `x.detach()` (a new leaf
+    sharing `x`'s storage, with `requires_grad=False`), so gradients silently stop there.
+    `volatile=True` has had no effect since 0.4: code relying on it builds a full graph.
+
+    ## Example
+    ```python
+    from torch.autograd import Variable
+
+    scaler = torch.cuda.amp.GradScaler()
+    for images, labels in train_loader:
+        images = Variable(images.cuda())
+        with torch.cuda.amp.autocast(True):
+            loss = criterion(model(images), labels)
+    ```
+
+    ## Use instead
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    for images, labels in train_loader:
+        images = images.cuda()
+        with torch.amp.autocast("cuda", enabled=True):
+            loss = criterion(model(images), labels)
+    ```
+
+    ## Fix safety
+    Safe. The old AMP constructors forward to the new ones with the device filled in;
+    positional arguments of the old `autocast(enabled, dtype, cache_enabled)` are passed
+    by keyword, because the new signature orders them differently. (The old `autocast()`
+    passes `dtype=torch.float16` / `bfloat16` explicitly where the new one reads
+    `torch.get_autocast_dtype(device)`: they differ only after a global
+    `torch.set_autocast_dtype`.) `Variable(x)` becomes `x.detach()`, which is exactly what
+    it computes, or plain `x` when `x` visibly cannot require grad (a freshly made tensor,
+    a `.data` read, a batch from a data loader, or conversions of those);
+    `Variable(x, requires_grad=True)` becomes `x.detach().requires_grad_()`.
+    Report-only: `volatile=True` (it does nothing today; the intent was `torch.no_grad()`,
+    which changes behaviour, so a person decides), a non-literal `requires_grad=`, extra
+    positional arguments, and `*args` passed to `autocast`. Now-unused imports are left
+    alone.
+
+    ## Verification
+    Outputs equal and every parameter's `.grad` equal between the original and the
+    rewritten run.
+    """
+
+    code = "AGF012"
+    name = "deprecated-autograd-api"
+    safety = Applicability.SAFE
+    message = "deprecated autograd API"
+    triggers = ("amp", "Variable")
+    contract = Contract(
+        description="outputs equal; every parameter's .grad equal",
+        checks=("outputs_equal", "grads_equal"),
+    )
+
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        #: enclosing `for` loops: (target names, the loop) innermost last
+        self._loops: list[cst.For] = []
+
+    # --- traversal -------------------------------------------------------------------
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loops.append(node)
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self._loops.pop()
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        decorator = node.decorator
+        if isinstance(decorator, cst.Call):
+            return  # handled by visit_Call
+        target = _AMP.get(self.context.imports.qualified_name(decorator) or "")
+        if target is None or target.kind != "custom":
+            return
+        self._report_amp(decorator, target, lambda updated: _bare_custom(updated, target, self.context.imports))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.context.imports.qualified_name(node.func)
+        if qualified is None:
+            return
+        target = _AMP.get(qualified)
+        if target is not None:
+            self._amp_call(node, target)
+        elif qualified in VARIABLE_NAMES:
+            self._variable_call(node)
+
+    # --- AMP -----------------------------------------------------------------------
+
+    def _amp_call(self, node: cst.Call, target: _AmpTarget) -> None:
+        imports = self.context.imports
+        if target.kind == "autocast" and not _autocast_args_mappable(node):
+            old = f"torch.{target.device}.amp.autocast"
+            self.report(
+                node,
+                f"`{old}` is deprecated; use `torch.amp.autocast({target.device!r}, ...)` "
+                "(positional arguments here cannot be mapped safely: pass them by keyword)",
+            )
+            return
+        if target.kind == "custom" and any(a.star for a in node.args):
+            self.report(node, f"`torch.cuda.amp.{target.new.rsplit('.', 1)[1]}` is deprecated; use `{target.new}(..., device_type=\"cuda\")`")
+            return
+        self._report_amp(node, target, lambda updated: _rewrite_amp_call(updated, target, imports))
+
+    def _report_amp(self, node: cst.BaseExpression, target: _AmpTarget, replace) -> None:  # type: ignore[no-untyped-def]
+        _, needs = self.context.imports.expression_for(target.new)
+        old = f"torch.{target.device}.amp.{target.new.rsplit('.', 1)[1]}"
+        if target.kind == "custom":
+            new = f'{target.new}(device_type="{target.device}", ...)'
+        else:
+            new = f'{target.new}("{target.device}", ...)'
+        fix = Fix(
+            applicability=Applicability.SAFE,
+            edits=(Edit(node, replace),),
+            description=f"use `{new}`",
+            required_imports=needs,
+        )
+        self.report(node, f"`{old}` is deprecated (FutureWarning since PyTorch 2.4); use `{new}`", fix)
+
+    # --- Variable --------------------------------------------------------------------
+
+    def _variable_call(self, node: cst.Call) -> None:
+        positional = [a for a in node.args if a.keyword is None]
+        keywords = {a.keyword.value: a for a in node.args if a.keyword is not None}
+        if len(positional) != 1 or positional[0].star or set(keywords) - {"requires_grad", "volatile"}:
+            self.report(node, "`Variable` is deprecated: it returns `x.detach()`; use the tensor itself (or `x.detach()`)")
+            return
+        volatile = keywords.get("volatile")
+        if volatile is not None and not _is_literal(volatile.value, "False"):
+            self.report(
+                node,
+                "`volatile=True` has had no effect since PyTorch 0.4: this code builds a graph; "
+                "run it under `with torch.no_grad():` and drop `Variable`",
+            )
+            return
+        requires_grad = keywords.get("requires_grad")
+        if requires_grad is not None and not (
+            _is_literal(requires_grad.value, "True") or _is_literal(requires_grad.value, "False")
+        ):
+            self.report(node, "`Variable` is deprecated; `Variable(x, requires_grad=r)` is `x.detach().requires_grad_(r)`")
+            return
+        wants_grad = requires_grad is not None and _is_literal(requires_grad.value, "True")
+        data = positional[0].value
+        grad_free = self._grad_free(data)
+        if wants_grad:
+            fresh = _fresh_factory(data, self.context.imports)
+            replacement = "x.requires_grad_()" if fresh else "x.detach().requires_grad_()"
+            build = _requires_grad_builder(fresh)
+        elif grad_free:
+            replacement = "x"
+            build = _identity_builder()
+        else:
+            replacement = "x.detach()"
+            build = _detach_builder()
+        fix = Fix(
+            applicability=Applicability.SAFE,
+            edits=(Edit(node, build),),
+            description=f"replace `Variable(x{', requires_grad=True' if wants_grad else ''})` with `{replacement}`",
+        )
+        self.report(node, f"`Variable` is deprecated since PyTorch 0.4; this call is `{replacement}`", fix)
+
+    def _grad_free(self, node: cst.BaseExpression) -> bool:
+        """Can `node` visibly not require grad (so `Variable(node)` is just `node`)?"""
+        imports = self.context.imports
+        root, links = method_chain(node)
+        # `x.data`, `x.detach()`, anywhere in the chain, and only conversions after it
+        for index in range(len(links) - 1, -1, -1):
+            name, call = links[index]
+            if (name == "data" and call is None) or (name == "detach" and call is not None):
+                return all(n in _CONVERSIONS and c is not None for n, c in links[index + 1:])
+        if not all(n in _CONVERSIONS and c is not None for n, c in links):
+            return False
+        if isinstance(root, cst.Call):
+            return _fresh_factory(root, imports)
+        if isinstance(root, cst.Name):
+            return self._is_batch_name(root.value)
+        return False
+
+    def _is_batch_name(self, name: str) -> bool:
+        """A target of an enclosing `for ... in <data loader>` loop, rebound only by conversions."""
+        for loop in reversed(self._loops):
+            if name not in assigned_names(loop.target):
+                continue
+            if not _iterable_tokens(loop.iter) & _DATA_TOKENS:
+                return False
+            return _rebound_only_by_conversions(loop.body, name, self)
+        return False
+
+    VALID = [
+        # 1. the current AMP API
+        valid(
+            """
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+
+def train_step(model, batch, optimizer):
+    with torch.amp.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(batch).mean()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+"""
+        ),
+        # 2. `torch.autocast` is not deprecated
+        valid(
+            """
+import torch
+
+def forward_bf16(model, x):
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        return model(x)
+"""
+        ),
+        # 3. a project's own `Variable` class (not torch's)
+        valid(
+            """
+from sympy import Variable
+
+def symbols(names):
+    return [Variable(n) for n in names]
+"""
+        ),
+        # 4. isinstance check against Variable: not a call, leave it
+        valid(
+            """
+import torch
+from torch.autograd import Variable
+
+def is_tensor_like(x):
+    return isinstance(x, (torch.Tensor, Variable))
+"""
+        ),
+        # 5. a local `amp` helper module named like torch's
+        valid(
+            """
+from mypkg import amp
+
+def run(model, x):
+    with amp.autocast():
+        return model(x)
+"""
+        ),
+        # 6. apex amp (a different library)
+        valid(
+            """
+from apex import amp
+
+model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+with amp.scale_loss(loss, optimizer) as scaled_loss:
+    scaled_loss.backward()
+"""
+        ),
+        # 7. new-style custom_fwd on a custom Function
+        valid(
+            """
+import torch
+
+class ScaledMM(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a @ b
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad @ b.t(), a.t() @ grad
+"""
+        ),
+        # 8. the name `autocast` from the current API, imported by name
+        valid(
+            """
+from torch.amp import GradScaler, autocast
+
+scaler = GradScaler("cuda")
+with autocast("cuda"):
+    pass
+"""
+        ),
+        # 9. Variable mentioned in a string and a comment only
+        valid(
+            """
+import torch
+
+# torch.autograd.Variable is gone; plain tensors track gradients
+HELP = "Variable(x) is deprecated"
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. classic AMP training loop, attribute spelling
+        invalid(
+            """
+import torch
+
+scaler = torch.cuda.amp.GradScaler()
+
+def train_step(model, images, labels, optimizer, criterion):
+    optimizer.zero_grad()
+    with torch.cuda.amp.autocast():
+        loss = criterion(model(images), labels)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            """
+import torch
+
+scaler = torch.amp.GradScaler("cuda")
+
+def train_step(model, images, labels, optimizer, criterion):
+    optimizer.zero_grad()
+    with torch.amp.autocast("cuda"):
+        loss = criterion(model(images), labels)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        ),
+        # 2. `from torch.cuda.amp import autocast, GradScaler`, keyword and positional args
+        invalid(
+            """
+import torch
+from torch.cuda.amp import GradScaler, autocast
+
+scaler = GradScaler(2.0**14, enabled=use_amp)
+with autocast(use_amp, torch.bfloat16):
+    out = model(x)
+""",
+            """
+import torch
+from torch.cuda.amp import GradScaler, autocast
+
+scaler = torch.amp.GradScaler("cuda", 2.0**14, enabled=use_amp)
+with torch.amp.autocast("cuda", enabled=use_amp, dtype=torch.bfloat16):
+    out = model(x)
+""",
+        ),
+        # 3. no `import torch` yet: it is added
+        invalid(
+            """
+from torch.cuda.amp import autocast
+
+
+def forward_half(model, x):
+    with autocast(enabled=True):
+        return model(x)
+""",
+            """
+import torch
+from torch.cuda.amp import autocast
+
+
+def forward_half(model, x):
+    with torch.amp.autocast("cuda", enabled=True):
+        return model(x)
+""",
+        ),
+        # 4. CPU autocast through an alias
+        invalid(
+            """
+import torch as T
+
+def predict(model, x):
+    with T.cpu.amp.autocast(dtype=T.bfloat16):
+        return model(x)
+""",
+            """
+import torch as T
+
+def predict(model, x):
+    with T.amp.autocast("cpu", dtype=T.bfloat16):
+        return model(x)
+""",
+        ),
+        # 5. custom Function with the old custom_fwd / custom_bwd decorators
+        invalid(
+            """
+import torch
+from torch.cuda.amp import custom_bwd, custom_fwd
+
+class MyMM(torch.autograd.Function):
+    @staticmethod
+    @custom_fwd(cast_inputs=torch.float32)
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a.mm(b)
+
+    @staticmethod
+    @custom_bwd
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad.mm(b.t()), a.t().mm(grad)
+""",
+            """
+import torch
+from torch.cuda.amp import custom_bwd, custom_fwd
+
+class MyMM(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a.mm(b)
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad.mm(b.t()), a.t().mm(grad)
+""",
+        ),
+        # 6. Variable around loader batches (0.3-era training loop): just the tensor
+        invalid(
+            """
+import torch
+from torch.autograd import Variable
+
+def train(model, train_loader, optimizer, criterion):
+    for i, (images, labels) in enumerate(train_loader):
+        images = Variable(images.cuda())
+        labels = Variable(labels.cuda())
+        optimizer.zero_grad()
+        loss = criterion(model(images), labels)
+        loss.backward()
+        optimizer.step()
+""",
+            """
+import torch
+from torch.autograd import Variable
+
+def train(model, train_loader, optimizer, criterion):
+    for i, (images, labels) in enumerate(train_loader):
+        images = images.cuda()
+        labels = labels.cuda()
+        optimizer.zero_grad()
+        loss = criterion(model(images), labels)
+        loss.backward()
+        optimizer.step()
+""",
+        ),
+        # 7. Variable of a value that may require grad: it detaches, say so
+        invalid(
+            """
+import torch
+
+def features(encoder, x):
+    h = torch.autograd.Variable(encoder(x) + 1)
+    return h
+""",
+            """
+import torch
+
+def features(encoder, x):
+    h = (encoder(x) + 1).detach()
+    return h
+""",
+        ),
+        # 8. Variable(..., requires_grad=True): a fresh tensor and a named one
+        invalid(
+            """
+import torch
+from torch.autograd import Variable
+
+w = Variable(torch.randn(10, 1) * 0.01, requires_grad=True)
+b = Variable(torch.zeros(1), requires_grad=True)
+z = Variable(noise, requires_grad=True)
+""",
+            """
+import torch
+from torch.autograd import Variable
+
+w = (torch.randn(10, 1) * 0.01).detach().requires_grad_()
+b = torch.zeros(1).requires_grad_()
+z = noise.detach().requires_grad_()
+""",
+        ),
+        # 9. volatile=True: report only (the intent was no_grad)
+        invalid(
+            """
+import torch
+from torch.autograd import Variable
+
+def evaluate(model, x):
+    x = Variable(x, volatile=True)
+    return model(x)
+"""
+        ),
+        # 10. autocast(*args): cannot map positions, report only
+        invalid(
+            """
+import torch
+
+def run(model, x, amp_args):
+    with torch.cuda.amp.autocast(*amp_args):
+        return model(x)
+"""
+        ),
+        # 11. `from torch.cuda import amp`; `.data` read wrapped in Variable
+        invalid(
+            """
+import torch
+from torch.cuda import amp
+from torch.autograd import Variable
+
+scaler = amp.GradScaler(enabled=True)
+target = Variable(teacher_out.data)
+""",
+            """
+import torch
+from torch.cuda import amp
+from torch.autograd import Variable
+
+scaler = torch.amp.GradScaler("cuda", enabled=True)
+target = teacher_out.data
+""",
+        ),
+    ]
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def _is_literal(node: cst.BaseExpression, value: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == value
+
+
+def _device_string(device: str) -> cst.SimpleString:
+    return cst.SimpleString(f'"{device}"')
+
+
+def _autocast_args_mappable(node: cst.Call) -> bool:
+    """Can every positional argument of the old autocast be passed by keyword?"""
+    if any(a.star == "*" for a in node.args):
+        return False
+    positional = [a for a in node.args if a.keyword is None and not a.star]
+    return len(positional) <= len(_AUTOCAST_POSITIONAL)
+
+
+def _rewrite_amp_call(updated: cst.CSTNode, target: _AmpTarget, imports: ImportIndex) -> cst.CSTNode:
+    if not isinstance(updated, cst.Call):
+        return updated
+    func, _ = imports.expression_for(target.new)
+    device = _device_string(target.device)
+    args = list(updated.args)
+    if target.kind == "custom":
+        keyword = cst.Arg(
+            value=device,
+            keyword=cst.Name("device_type"),
+            equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        )
+        position = next((i for i, a in enumerate(args) if a.keyword is not None or a.star), len(args))
+        args.insert(position, keyword)
+    else:
+        if target.kind == "autocast":
+            args = _keyword_positionals(args)
+        args.insert(0, cst.Arg(value=device))
+    return updated.with_changes(func=func, args=_with_commas(args))
+
+
+def _keyword_positionals(args: list[cst.Arg]) -> list[cst.Arg]:
+    """Old `autocast(enabled, dtype, cache_enabled)` positions become keywords."""
+    result = []
+    position = 0
+    for arg in args:
+        if arg.keyword is None and not arg.star:
+            arg = arg.with_changes(
+                keyword=cst.Name(_AUTOCAST_POSITIONAL[position]),
+                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+            )
+            position += 1
+        result.append(arg)
+    return result
+
+
+def _with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
+    """Every argument but the last gets a comma (keeping an existing one and its spacing)."""
+    fixed = []
+    for index, arg in enumerate(args):
+        last = index == len(args) - 1
+        if not last and arg.comma is cst.MaybeSentinel.DEFAULT:
+            arg = arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        fixed.append(arg)
+    return fixed
+
+
+def _bare_custom(updated: cst.CSTNode, target: _AmpTarget, imports: ImportIndex) -> cst.CSTNode:
+    if isinstance(updated, cst.Call):
+        return updated
+    func, _ = imports.expression_for(target.new)
+    keyword = cst.Arg(
+        value=_device_string(target.device),
+        keyword=cst.Name("device_type"),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
+    return cst.Call(func=func, args=[keyword])
+
+
+def _fresh_factory(node: cst.BaseExpression, imports: ImportIndex) -> bool:
+    """`torch.randn(...)`-style call that makes a new tensor not requiring grad."""
+    if not isinstance(node, cst.Call) or imports.qualified_name(node.func) not in _FACTORIES:
+        return False
+    for arg in node.args:
+        if arg.star == "**":
+            return False
+        if arg.keyword is not None and arg.keyword.value == "requires_grad" and not _is_literal(arg.value, "False"):
+            return False
+    return True
+
+
+def _iterable_tokens(node: cst.BaseExpression) -> set[str]:
+    if isinstance(node, cst.Call) and last_segment(node.func) in _WRAPPERS:
+        tokens: set[str] = set()
+        for arg in node.args:
+            if arg.keyword is None:
+                tokens |= _iterable_tokens(arg.value)
+        return tokens
+    return expression_tokens(node)
+
+
+def _rebound_only_by_conversions(body: cst.CSTNode, name: str, rule: DeprecatedAutogradApi) -> bool:
+    checker = _RebindChecker(name, rule.context.imports)
+    body.visit(checker)
+    return checker.ok
+
+
+class _RebindChecker(cst.CSTVisitor):
+    """Every assignment to `name` is `name = [Variable(]name.<conversions>()[)]`."""
+
+    def __init__(self, name: str, imports: ImportIndex) -> None:
+        super().__init__()
+        self.name = name
+        self.imports = imports
+        self.ok = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if any(self.name in assigned_names(t.target) for t in node.targets):
+            value = node.value
+            if isinstance(value, cst.Call) and self.imports.qualified_name(value.func) in VARIABLE_NAMES and value.args:
+                value = value.args[0].value
+            root, links = method_chain(value)
+            if not (isinstance(root, cst.Name) and root.value == self.name and all(
+                n in _CONVERSIONS and c is not None for n, c in links
+            )):
+                self.ok = False
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.name in assigned_names(node.target):
+            self.ok = False
+
+    def visit_For(self, node: cst.For) -> None:
+        if self.name in assigned_names(node.target):
+            self.ok = False
+
+
+def _identity_builder():  # type: ignore[no-untyped-def]
+    def build(updated: cst.CSTNode) -> cst.CSTNode:
+        if not isinstance(updated, cst.Call) or not updated.args:
+            return updated
+        return parenthesized(updated.args[0].value.with_changes())
+
+    return build
+
+
+def _detach_builder():  # type: ignore[no-untyped-def]
+    def build(updated: cst.CSTNode) -> cst.CSTNode:
+        if not isinstance(updated, cst.Call) or not updated.args:
+            return updated
+        return method_call(updated.args[0].value, "detach")
+
+    return build
+
+
+def _requires_grad_builder(fresh: bool):  # type: ignore[no-untyped-def]
+    def build(updated: cst.CSTNode) -> cst.CSTNode:
+        if not isinstance(updated, cst.Call) or not updated.args:
+            return updated
+        receiver = updated.args[0].value
+        if not fresh:
+            receiver = method_call(receiver, "detach")
+        return method_call(receiver, "requires_grad_")
+
+    return build
