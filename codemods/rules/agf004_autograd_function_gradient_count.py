@@ -1,0 +1,1013 @@
+"""AGF004 autograd-function-gradient-count: `backward` returns the wrong number (or kind) of gradients."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from autograd_fix.codemods.autograd_function import (
+    SCALAR_KEYWORDS,
+    ApplyCalls,
+    CustomFunction,
+    TensorFacts,
+    apply_calls,
+    ctx_attribute,
+    custom_functions,
+    expected_gradients,
+    is_saved_tensors,
+    is_scalar_literal,
+    is_zero_literal,
+    own_nodes,
+    return_statements,
+    returned_elements,
+    save_for_backward_calls,
+)
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.rule import Contract, Rule
+
+
+class AutogradFunctionGradientCount(Rule):
+    """
+    ## What it does
+    Checks that the `backward` of a custom `torch.autograd.Function` returns one gradient
+    per input of `forward` (excluding `ctx`), and that it never returns a Python `0` where
+    autograd wants a tensor or `None`. Missing gradients of inputs that are certainly not
+    tensors (an `int`/`float`/`bool`/`str` annotation, a literal default, literal
+    arguments at every `apply` call, a use as `dim=` or in `range()`) are padded with
+    `None`; a returned `0` becomes `None`; a conditional expression on a tensor
+    (`g if x > 0 else 0`) becomes `torch.where`.
+
+    ## Why is this bad?
+    Autograd checks the tuple `backward` returns against the inputs `apply` received and
+    raises `function XBackward returned an incorrect number of gradients (expected 2,
+    got 1)` on the first backward pass. A Python `0` fails with `expected Variable or
+    None (got int)`, or with `returned a gradient different than None at position 2, but
+    the corresponding forward input was not a Variable`. A Python `if` on a tensor with
+    more than one element raises `Boolean value of Tensor with more than one value is
+    ambiguous`.
+
+    ## Example
+    ```python
+    class GradReverse(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, alpha: float):
+            ctx.alpha = alpha
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output.neg() * ctx.alpha
+    ```
+
+    ## Use instead
+    ```python
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output.neg() * ctx.alpha, None
+    ```
+
+    ## Fix safety
+    `None` is the right gradient only for an input that needs none, so padding happens
+    only at positions the rule can show hold non-tensors. When a missing position could
+    be a tensor that needs a gradient, or `backward` has no `return` at all, the finding
+    is reported without a fix: padding would silently drop that gradient. With the
+    combined `forward(ctx, ...)` style, autograd counts the arguments actually passed to
+    `apply`; when `forward` has defaults and the file's call sites disagree (or there are
+    none), the finding is report-only. Padding justified only by an input being kept as a
+    ctx attribute and used as a plain factor in `backward` is marked unsafe. `0 -> None`
+    is safe (both mean "zero gradient"); `torch.where` is used only when the condition
+    compares a tensor and the other branch is a tensor.
+
+    ## Verification
+    The original error is gone and the fixed Function passes `torch.autograd.gradcheck`
+    in float64.
+    """
+
+    code = "AGF004"
+    name = "autograd-function-gradient-count"
+    safety = Applicability.SAFE
+    message = "custom autograd Function's backward returns the wrong number of gradients"
+    triggers = ("Function",)
+    contract = Contract(
+        description="the 'incorrect number of gradients' / 'expected Variable or None' error is gone and the "
+        "Function passes torch.autograd.gradcheck in float64",
+        checks=("original_error_gone", "gradcheck_passes"),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        imports = self.context.imports
+        functions = custom_functions(node, imports)
+        if not functions:
+            return False
+        calls = apply_calls(node, functions)
+        for function in functions:
+            _Checker(self, function, calls.get(function.name), imports).run()
+        return False
+
+    VALID = [
+        # 1. the PyTorch docs' LinearFunction: three inputs, three gradients
+        valid(
+            """
+import torch
+from torch.autograd import Function
+
+class LinearFunction(Function):
+    @staticmethod
+    def forward(ctx, input, weight, bias=None):
+        ctx.save_for_backward(input, weight, bias)
+        output = input.mm(weight.t())
+        if bias is not None:
+            output += bias.unsqueeze(0).expand_as(output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, weight, bias = ctx.saved_tensors
+        grad_input = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_input = grad_output.mm(weight)
+        if ctx.needs_input_grad[1]:
+            grad_weight = grad_output.t().mm(input)
+        if bias is not None and ctx.needs_input_grad[2]:
+            grad_bias = grad_output.sum(0)
+        return grad_input, grad_weight, grad_bias
+"""
+        ),
+        # 2. gradient reversal done right
+        valid(
+            """
+import torch
+
+class GradReverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.neg() * ctx.alpha, None
+"""
+        ),
+        # 3. combined style with a default that no call site passes: one gradient is right
+        valid(
+            """
+import torch
+
+class ScaledSigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale=2.0):
+        y = torch.sigmoid(x * scale)
+        ctx.save_for_backward(y)
+        ctx.scale = scale
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * y * (1 - y) * ctx.scale
+
+def scaled_sigmoid(x):
+    return ScaledSigmoid.apply(x)
+"""
+        ),
+        # 4. extra trailing Nones are accepted by autograd
+        valid(
+            """
+import torch
+
+class Identity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, None
+"""
+        ),
+        # 5. setup_context style, one gradient per declared input
+        valid(
+            """
+import torch
+
+class MulConstant(torch.autograd.Function):
+    @staticmethod
+    def forward(x, k: float = 2.0):
+        return x * k
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, k = inputs
+        ctx.k = k
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.k, None
+"""
+        ),
+        # 6. backward returns a helper's tuple: count unknown, left alone
+        valid(
+            """
+import torch
+
+def _conv_grads(ctx, grad):
+    return grad, grad, None
+
+class MyConv(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w, stride):
+        return torch.nn.functional.conv2d(x, w, stride=stride)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _conv_grads(ctx, grad)
+"""
+        ),
+        # 7. a class that is not an autograd Function (its own `Function` base)
+        valid(
+            """
+class Function:
+    pass
+
+class Step(Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 0
+"""
+        ),
+        # 8. backward that only raises: the Function is forward-only on purpose
+        valid(
+            """
+import torch
+
+class Quantize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, bits: int):
+        return torch.round(x * 2 ** bits) / 2 ** bits
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        raise NotImplementedError("Quantize is not differentiable")
+"""
+        ),
+        # 9. clamp with tensor bounds: the bounds get None (they are saved tensors, no gradient wanted)
+        valid(
+            """
+import torch.autograd as ag
+
+class Clip(ag.Function):
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x, lo, hi)
+        return x.clamp(lo, hi)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, lo, hi = ctx.saved_tensors
+        mask = (x >= lo) & (x <= hi)
+        return g * mask, None, None
+"""
+        ),
+        # 10. where() already used for a tensor condition
+        valid(
+            """
+import torch
+
+class LeakyStep(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x > 0).float()
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return torch.where(x.abs() < 1, g, torch.zeros_like(g))
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. gradient reversal layer (DANN): alpha annotated float
+        invalid(
+            """
+import torch
+
+class GradReverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha: float):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.neg() * ctx.alpha
+""",
+            """
+import torch
+
+class GradReverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha: float):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.neg() * ctx.alpha, None
+""",
+        ),
+        # 2. `from torch.autograd import Function`, literal at every call site
+        invalid(
+            """
+import torch
+from torch.autograd import Function
+
+class ScaleGrad(Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad * ctx.scale,)
+
+def head(features):
+    return ScaleGrad.apply(features, 0.1)
+""",
+            """
+import torch
+from torch.autograd import Function
+
+class ScaleGrad(Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (grad * ctx.scale, None)
+
+def head(features):
+    return ScaleGrad.apply(features, 0.1)
+""",
+        ),
+        # 3. setup_context style: the default is bound, so two gradients are expected
+        invalid(
+            """
+import torch
+
+class MulConstant(torch.autograd.Function):
+    @staticmethod
+    def forward(x, k=2.0):
+        return x * k
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, k = inputs
+        ctx.k = k
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.k
+""",
+            """
+import torch
+
+class MulConstant(torch.autograd.Function):
+    @staticmethod
+    def forward(x, k=2.0):
+        return x * k
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, k = inputs
+        ctx.k = k
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.k, None
+""",
+        ),
+        # 4. a Python 0 for the non-tensor input
+        invalid(
+            """
+import torch
+
+class TopKMask(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scores, k: int):
+        idx = scores.topk(k, dim=-1).indices
+        mask = torch.zeros_like(scores).scatter(-1, idx, 1.0)
+        ctx.save_for_backward(mask)
+        return scores * mask
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (mask,) = ctx.saved_tensors
+        return grad_output * mask, 0
+""",
+            """
+import torch
+
+class TopKMask(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scores, k: int):
+        idx = scores.topk(k, dim=-1).indices
+        mask = torch.zeros_like(scores).scatter(-1, idx, 1.0)
+        ctx.save_for_backward(mask)
+        return scores * mask
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (mask,) = ctx.saved_tensors
+        return grad_output * mask, None
+""",
+        ),
+        # 5. ReLU-like backward written with a Python conditional on a tensor
+        invalid(
+            """
+import torch
+
+class MyReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+        return input.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, = ctx.saved_tensors
+        return grad_output if input > 0 else 0
+""",
+            """
+import torch
+
+class MyReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        ctx.save_for_backward(input)
+        return input.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, = ctx.saved_tensors
+        return torch.where(input > 0, grad_output, 0)
+""",
+        ),
+        # 6. the missing input is a weight tensor: padding would drop its gradient
+        invalid(
+            """
+import torch
+
+class Bilinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return x.mm(weight)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, weight = ctx.saved_tensors
+        return grad_output.mm(weight.t())
+"""
+        ),
+        # 7. backward without any return: every gradient silently missing
+        invalid(
+            """
+import torch
+
+class Normalize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, eps):
+        ctx.save_for_backward(x)
+        ctx.eps = eps
+        return x / (x.norm() + eps)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        grad = grad_output / (x.norm() + ctx.eps)
+"""
+        ),
+        # 8. import alias `ag.Function`, ints used as `dim=`, multi-line tuple
+        invalid(
+            """
+import torch
+import torch.autograd as ag
+
+class SoftmaxDim(ag.Function):
+    @staticmethod
+    def forward(ctx, x, dim, temperature):
+        y = torch.softmax(x / temperature, dim=dim)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        ctx.temperature = temperature
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        dot = (grad_output * y).sum(dim=ctx.dim, keepdim=True)
+        return (
+            y * (grad_output - dot) / ctx.temperature,
+        )
+
+def attention(scores):
+    return SoftmaxDim.apply(scores, -1, 0.5)
+""",
+            """
+import torch
+import torch.autograd as ag
+
+class SoftmaxDim(ag.Function):
+    @staticmethod
+    def forward(ctx, x, dim, temperature):
+        y = torch.softmax(x / temperature, dim=dim)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        ctx.temperature = temperature
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        dot = (grad_output * y).sum(dim=ctx.dim, keepdim=True)
+        return (
+            y * (grad_output - dot) / ctx.temperature,
+            None,
+            None,
+        )
+
+def attention(scores):
+    return SoftmaxDim.apply(scores, -1, 0.5)
+""",
+        ),
+        # 9. combined style with defaults and call sites that disagree: report only
+        invalid(
+            """
+import torch
+
+class Smooth(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, beta=1.0):
+        ctx.save_for_backward(x)
+        ctx.beta = beta
+        return torch.nn.functional.smooth_l1_loss(x, torch.zeros_like(x), beta=beta)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * x.clamp(-ctx.beta, ctx.beta) / ctx.beta
+
+a = Smooth.apply(torch.randn(3, requires_grad=True))
+b = Smooth.apply(torch.randn(3, requires_grad=True), 0.5)
+"""
+        ),
+        # 10. straight-through estimator: `0` behind a Python condition (needs_input_grad)
+        invalid(
+            """
+import torch
+
+class BinarizeSTE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, w, threshold: float = 0.0):
+        ctx.save_for_backward(w)
+        return (w > threshold).float()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        w, = ctx.saved_tensors
+        grad_w = grad_output * (w.abs() <= 1).to(grad_output.dtype)
+        return grad_w if ctx.needs_input_grad[0] else 0, 0
+""",
+            """
+import torch
+
+class BinarizeSTE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, w, threshold: float = 0.0):
+        ctx.save_for_backward(w)
+        return (w > threshold).float()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        w, = ctx.saved_tensors
+        grad_w = grad_output * (w.abs() <= 1).to(grad_output.dtype)
+        return grad_w if ctx.needs_input_grad[0] else None, None
+""",
+        ),
+    ]
+
+
+@dataclass
+class _Checker:
+    rule: AutogradFunctionGradientCount
+    function: CustomFunction
+    calls: ApplyCalls | None
+    imports: ImportIndex
+
+    def run(self) -> None:
+        backward = self.function.backward
+        assert backward is not None
+        self.facts = _backward_facts(self.function, self.imports)
+        self._check_count(backward)
+        self._check_zeros(backward)
+
+    # -- count ---------------------------------------------------------------------------
+
+    def _check_count(self, backward: cst.FunctionDef) -> None:
+        expected, certain = expected_gradients(self.function, self.calls)
+        if expected is None:
+            return
+        returns = [r for r in return_statements(backward) if r.value is not None]
+        if not returns:
+            self._check_no_return(backward, expected, certain)
+            return
+        for node in returns:
+            got = self._count(node)
+            if got is None or got >= expected:
+                continue
+            if not certain and not self._certainly_short(got):
+                continue
+            self._report_short(node, got, expected, certain)
+
+    def _check_no_return(self, backward: cst.FunctionDef, expected: int, certain: bool) -> None:
+        if own_nodes(backward, cst.Raise):
+            return
+        minimum = expected if certain else self._required()
+        if minimum < 2:
+            return
+        self.rule.report(
+            backward.name,
+            f"`{self.function.name}.backward` returns nothing but `forward` takes {expected} inputs: autograd "
+            "raises 'returned an incorrect number of gradients'; return one gradient (or None) per input",
+        )
+
+    def _required(self) -> int:
+        inputs = self.function.forward_inputs() or ()
+        return sum(1 for p in inputs if p.default is None)
+
+    def _certainly_short(self, got: int) -> bool:
+        """Uncertain count: short for sure if below the required inputs or a call site's count."""
+        if got < self._required():
+            return True
+        return self.calls is not None and any(count > got for count in self.calls.counts)
+
+    def _count(self, node: cst.Return) -> int | None:
+        elements = returned_elements(node)
+        if elements is None:
+            return None
+        if isinstance(node.value, cst.Tuple):
+            return len(elements)
+        value = elements[0]
+        if _is_none(value) or is_zero_literal(value) or self.facts.is_tensor(value):
+            return 1
+        if isinstance(value, cst.IfExp) and all(
+            _is_none(b) or is_zero_literal(b) or self.facts.is_tensor(b) for b in (value.body, value.orelse)
+        ):
+            return 1
+        return None
+
+    def _report_short(self, node: cst.Return, got: int, expected: int, certain: bool) -> None:
+        inputs = self.function.forward_inputs() or ()
+        missing = list(range(got, expected))
+        names = [inputs[i].name.value for i in missing]
+        head = (
+            f"`{self.function.name}.backward` returns {got} gradient{'s' if got != 1 else ''} but `forward` takes "
+            f"{expected} input{'s' if expected != 1 else ''}"
+        )
+        if not certain:
+            self.rule.report(
+                node,
+                f"{head} at some call sites: `apply` is called with different argument counts; return one "
+                "gradient (or None) per input `forward` declares",
+            )
+            return
+        verdicts = [_input_evidence(self.function, i, self.calls, self.imports) for i in missing]
+        unproven = [name for name, verdict in zip(names, verdicts) if verdict is None]
+        if unproven:
+            listed = ", ".join(f"`{n}`" for n in unproven)
+            self.rule.report(
+                node,
+                f"{head}; {listed} may need a gradient, so padding with None could silently drop it: "
+                "return its gradient (or None if it needs none)",
+            )
+            return
+        applicability = Applicability.UNSAFE if "unsafe" in verdicts else Applicability.SAFE
+        count = len(missing)
+        fix = Fix(
+            applicability=applicability,
+            edits=(Edit(node, lambda updated: _pad_return(updated, count)),),
+            description=f"return None for the non-tensor input{'s' if count > 1 else ''} "
+            + ", ".join(f"`{n}`" for n in names),
+        )
+        self.rule.report(node, f"{head}; return None for the non-tensor " + ", ".join(f"`{n}`" for n in names), fix)
+
+    # -- zeros ---------------------------------------------------------------------------
+
+    def _check_zeros(self, backward: cst.FunctionDef) -> None:
+        for node in return_statements(backward):
+            for element in returned_elements(node) or ():
+                if is_zero_literal(element):
+                    self._report_zero(element)
+                elif isinstance(element, cst.IfExp) and not self._tensor_ifexp(element):
+                    self._python_ifexp(element)
+        for node in own_nodes(backward, cst.IfExp):
+            if self._tensor_ifexp(node):
+                self._report_where(node)
+
+    def _report_zero(self, node: cst.BaseExpression) -> None:
+        fix = Fix(
+            applicability=Applicability.SAFE,
+            edits=(Edit(node, lambda updated: cst.Name("None")),),
+            description="return None instead of a Python 0",
+        )
+        self.rule.report(
+            node,
+            f"`{self.function.name}.backward` returns a Python `0`: autograd wants a tensor or None "
+            "(None means a zero gradient)",
+            fix,
+        )
+
+    def _python_ifexp(self, node: cst.IfExp) -> None:
+        branches = [b for b in (node.body, node.orelse) if is_zero_literal(b)]
+        if not branches:
+            return
+        if not _is_python_condition(node.test, self.facts, self.function.backward_ctx() or "ctx"):
+            self.rule.report(
+                node,
+                f"`{self.function.name}.backward` may return a Python `0`: autograd wants a tensor or None",
+            )
+            return
+        for branch in branches:
+            self._report_zero(branch)
+
+    def _tensor_ifexp(self, node: cst.IfExp) -> bool:
+        """`g if x > 0 else 0` with `x` a tensor and `g` a tensor."""
+        test = node.test
+        if not (isinstance(test, cst.Comparison) and self.facts.is_tensor(test)):
+            return False
+        if is_zero_literal(node.orelse):
+            return self.facts.is_tensor(node.body)
+        if is_zero_literal(node.body):
+            return self.facts.is_tensor(node.orelse)
+        return False
+
+    def _report_where(self, node: cst.IfExp) -> None:
+        where, needs = self.imports.expression_for("torch.where")
+
+        def replace(updated: cst.CSTNode) -> cst.CSTNode:
+            assert isinstance(updated, cst.IfExp)
+            test = updated.test.with_changes(lpar=(), rpar=())
+            return cst.Call(
+                func=where,
+                args=[cst.Arg(test), cst.Arg(updated.body), cst.Arg(updated.orelse)],
+                lpar=updated.lpar,
+                rpar=updated.rpar,
+            )
+
+        fix = Fix(
+            applicability=Applicability.SAFE,
+            edits=(Edit(node, replace),),
+            description="use torch.where for the element-wise condition",
+            required_imports=needs,
+        )
+        self.rule.report(
+            node,
+            f"`{self.function.name}.backward` branches on a tensor with a Python conditional expression "
+            "(ambiguous for more than one element, and the other branch is a Python 0); use torch.where",
+            fix,
+        )
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _is_python_condition(test: cst.BaseExpression, facts: TensorFacts, ctx: str) -> bool:
+    """Conditions that are plain Python bools: `is None` tests, `ctx.needs_input_grad[i]`, flags."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _is_python_condition(test.expression, facts, ctx)
+    if isinstance(test, cst.BooleanOperation):
+        return _is_python_condition(test.left, facts, ctx) and _is_python_condition(test.right, facts, ctx)
+    if isinstance(test, cst.Comparison):
+        return all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in test.comparisons)
+    if isinstance(test, cst.Subscript):
+        return ctx_attribute(test.value, ctx) == "needs_input_grad"
+    return facts.is_non_tensor(test)
+
+
+def _backward_facts(function: CustomFunction, imports: ImportIndex) -> TensorFacts:
+    """Tensor facts in backward: grad outputs and unpacked saved tensors are tensors."""
+    backward = function.backward
+    assert backward is not None
+    ctx = function.backward_ctx() or "ctx"
+    tensors = set(function.backward_grad_names())
+    for assign in own_nodes(backward, cst.Assign):
+        if is_saved_tensors(assign.value, ctx):
+            for target in assign.targets:
+                if isinstance(target.target, (cst.Tuple, cst.List)):
+                    tensors |= {e.value.value for e in target.target.elements if isinstance(e.value, cst.Name)}
+        elif isinstance(assign.value, cst.Subscript) and is_saved_tensors(assign.value.value, ctx):
+            tensors |= {t.target.value for t in assign.targets if isinstance(t.target, cst.Name)}
+    return TensorFacts(backward, imports, tensors=tensors, skip_params=1)
+
+
+def _pad_return(updated: cst.CSTNode, count: int) -> cst.CSTNode:
+    """`return g` -> `return g, None`; `return (g,)` -> `return (g, None)`; keeps multi-line layout."""
+    assert isinstance(updated, cst.Return) and updated.value is not None
+    value = updated.value
+    if isinstance(value, cst.Tuple) and value.elements:
+        elements = list(value.elements)
+        last = elements[-1]
+        trailing = last.comma
+        multiline = bool(value.lpar) and isinstance(value.lpar[0].whitespace_after, cst.ParenthesizedWhitespace)
+        if len(elements) >= 2 and isinstance(elements[-2].comma, cst.Comma):
+            separator = elements[-2].comma
+        elif multiline:
+            separator = cst.Comma(whitespace_after=value.lpar[0].whitespace_after)
+        else:
+            separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        final = trailing if multiline or len(elements) >= 2 else cst.MaybeSentinel.DEFAULT
+        elements[-1] = last.with_changes(comma=separator)
+        for index in range(count):
+            comma = final if index == count - 1 else separator
+            elements.append(cst.Element(cst.Name("None"), comma=comma))
+        return updated.with_changes(value=value.with_changes(elements=elements))
+    separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    elements = [cst.Element(value, comma=separator)]
+    for index in range(count):
+        elements.append(cst.Element(cst.Name("None"), comma=separator if index < count - 1 else cst.MaybeSentinel.DEFAULT))
+    return updated.with_changes(value=cst.Tuple(elements=elements, lpar=(), rpar=()))
+
+
+# ---------------------------------------------------------------------------------------
+# is forward input `index` certainly not a tensor?
+
+
+def _input_evidence(function: CustomFunction, index: int, calls: ApplyCalls | None, imports: ImportIndex) -> str | None:
+    """'safe' / 'unsafe' when input `index` is shown to be a non-tensor, else None."""
+    inputs = function.forward_inputs() or ()
+    forward = function.forward
+    assert forward is not None
+    param = inputs[index]
+    name = param.name.value
+    facts = TensorFacts(forward, imports, skip_params=1 if function.combined else 0)
+    if name in facts.tensors or _saved(function, index, name):
+        return None
+    if name in facts.non_tensors:
+        return "safe"
+    if calls is not None and not calls.unknown and _literal_at_every_call(calls, index, param):
+        return "safe"
+    if name in _scalar_uses(forward):
+        return "safe"
+    attributes = _ctx_attributes_of(function, index, name)
+    backward = function.backward
+    ctx = function.backward_ctx()
+    if not attributes or backward is None or ctx is None:
+        return None
+    scalar_attrs = {a for a in _scalar_uses(backward, ctx) if a in attributes}
+    if scalar_attrs:
+        return "safe"
+    if all(_only_arithmetic_factor(backward, ctx, a) for a in attributes):
+        return "unsafe"
+    return None
+
+
+def _literal_at_every_call(calls: ApplyCalls, index: int, param: cst.Param) -> bool:
+    passed = [args[index] for args in calls.arguments if index < len(args)]
+    if not passed:
+        return False
+    return all(is_scalar_literal(arg) for arg in passed)
+
+
+def _saved(function: CustomFunction, index: int, name: str) -> bool:
+    """Is the input passed to save_for_backward (then it is a tensor or None)?"""
+    holder = function.ctx_function()
+    ctx = function.forward_ctx()
+    if holder is None or ctx is None:
+        return True
+    names = {name} | _setup_context_aliases(function, index)
+    for call in save_for_backward_calls(holder, ctx):
+        for arg in call.args:
+            if arg.star or (isinstance(arg.value, cst.Name) and arg.value.value in names):
+                return True
+    return False
+
+
+def _setup_context_aliases(function: CustomFunction, index: int) -> set[str]:
+    """Names `setup_context` gives input `index` (`x, k = inputs` -> {'k'} for index 1)."""
+    setup = function.setup_context
+    if setup is None:
+        return set()
+    params = tuple(setup.params.posonly_params) + tuple(setup.params.params)
+    if len(params) < 2:
+        return set()
+    inputs_name = params[1].name.value
+    names: set[str] = set()
+    for assign in own_nodes(setup, cst.Assign):
+        value = assign.value
+        for target in assign.targets:
+            node = target.target
+            if isinstance(value, cst.Name) and value.value == inputs_name and isinstance(node, (cst.Tuple, cst.List)):
+                elements = node.elements
+                if index < len(elements) and isinstance(elements[index].value, cst.Name):
+                    names.add(elements[index].value.value)
+            elif (
+                isinstance(value, cst.Subscript)
+                and isinstance(value.value, cst.Name)
+                and value.value.value == inputs_name
+                and isinstance(node, cst.Name)
+                and len(value.slice) == 1
+                and isinstance(value.slice[0].slice, cst.Index)
+                and isinstance(value.slice[0].slice.value, cst.Integer)
+                and value.slice[0].slice.value.evaluated_value == index
+            ):
+                names.add(node.value)
+    return names
+
+
+def _ctx_attributes_of(function: CustomFunction, index: int, name: str) -> set[str]:
+    """ctx attributes that hold input `index` (`ctx.alpha = alpha`)."""
+    holder = function.ctx_function()
+    ctx = function.forward_ctx()
+    if holder is None or ctx is None:
+        return set()
+    names = {name} if function.combined else _setup_context_aliases(function, index)
+    found: set[str] = set()
+    for assign in own_nodes(holder, cst.Assign):
+        if isinstance(assign.value, cst.Name) and assign.value.value in names:
+            for target in assign.targets:
+                attribute = ctx_attribute(target.target, ctx)
+                if attribute is not None:
+                    found.add(attribute)
+    return found
+
+
+def _scalar_uses(function: cst.FunctionDef, ctx: str | None = None) -> set[str]:
+    """Names (or, with `ctx`, ctx attributes) used where only Python ints/bools fit."""
+    finder = _ScalarUseFinder(ctx)
+    function.body.visit(finder)
+    return finder.found
+
+
+class _ScalarUseFinder(cst.CSTVisitor):
+    def __init__(self, ctx: str | None) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.found: set[str] = set()
+
+    def _key(self, node: cst.BaseExpression) -> str | None:
+        if self.ctx is None:
+            return node.value if isinstance(node, cst.Name) else None
+        return ctx_attribute(node, self.ctx)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value in SCALAR_KEYWORDS:
+                key = self._key(arg.value)
+                if key is not None:
+                    self.found.add(key)
+        if isinstance(node.func, cst.Name) and node.func.value == "range":
+            for arg in node.args:
+                key = self._key(arg.value)
+                if key is not None:
+                    self.found.add(key)
+
+
+def _only_arithmetic_factor(function: cst.FunctionDef, ctx: str, attribute: str) -> bool:
+    """Every read of `ctx.<attribute>` is an operand of `*`, `/`, `+`, `-` (a plain factor)."""
+    finder = _FactorUseFinder(ctx, attribute)
+    function.body.visit(finder)
+    return finder.uses > 0 and finder.uses == finder.factor_uses
+
+
+class _FactorUseFinder(cst.CSTVisitor):
+    _ARITHMETIC = (cst.Multiply, cst.Divide, cst.Add, cst.Subtract)
+
+    def __init__(self, ctx: str, attribute: str) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.attribute = attribute
+        self.uses = 0
+        self.factor_uses = 0
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, self._ARITHMETIC):
+            for operand in (node.left, node.right):
+                if ctx_attribute(operand, self.ctx) == self.attribute:
+                    self.factor_uses += 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if ctx_attribute(node, self.ctx) == self.attribute:
+            self.uses += 1
