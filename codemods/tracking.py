@@ -1,0 +1,950 @@
+"""Is this tensor tracked by autograd here? Is this position one where autograd is off?
+
+A per-module, source-order data-flow analysis shared by the rules that must know what
+autograd records (in-place ops, `.data`, graph breaks, hidden state). Usage:
+
+    analysis = TrackingAnalysis.build(module, imports)
+    for site in analysis.sites():             # every simple statement, in source order
+        fact = analysis.tracked(expr, site.statement)   # Tracked | None
+        site.position.grad_disabled, site.position.exempt
+
+`tracked(expr, statement)` answers for the names as they are just *before* `statement`.
+A `Tracked` says why the value is tracked (`Kind`), whether it is a leaf (an intended
+update of it belongs under `no_grad`), whether autograd *saved* it for backward (a later
+in-place op breaks backward), and whether another name or a view may share its storage
+(an out-of-place rewrite would then change what the other name sees).
+
+Sources of tracking: loops over `X.parameters()` / `X.named_parameters()`;
+`nn.Parameter(...)`; torch factories with `requires_grad=True`; `.requires_grad_()` and
+`.requires_grad = True`; `X.weight` / `X.bias` of known modules (`nn.*` constructors,
+in-file `nn.Module` subclasses, `self.<attr>` modules of such classes, loop targets over
+`.modules()`, first parameter of functions passed to `.apply(...)`, `isinstance(m, nn.X)`
+guards); `self.<attr> = nn.Parameter(...)` / `register_parameter` attributes; inputs of a
+module's `forward`; values unpacked from `ctx.saved_tensors`; results of tensor operations
+on tracked values and of calls of known modules. Buffers (`register_buffer`) and running
+statistics are never tracked.
+
+Positions: `grad_disabled` under `no_grad` / `inference_mode` / `set_grad_enabled(False)`
+(`with`, decorator, or a same-file caller doing so), inside `torch.autograd.Function`
+methods (autograd runs them with grad off); `exempt` names code whose purpose is to
+mutate tensors: `"optimizer"` (methods of `torch.optim.Optimizer` subclasses),
+`"initializer"` (functions whose name ends in `_`, like `nn.init.*`).
+
+Everything here is an *under*-approximation on purpose (fail closed): branches meet (a
+name is tracked after an `if` only when tracked on every path), unknown callables return
+untracked values, files that freeze parameters (`requires_grad = False`,
+`requires_grad_(False)`) get no parameter facts at all.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_fix.codemods.gradmode import disables_grad, enables_grad, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.names import name_tokens
+
+
+class Kind(str, enum.Enum):
+    """Why a value is tracked."""
+
+    PARAMETER = "parameter"  # nn.Parameter, module weights, `.parameters()` loop targets
+    REQUIRES_GRAD = "requires_grad"  # factory with requires_grad=True, requires_grad_()
+    DERIVED = "derived"  # result of an op on a tracked value or of a module call
+    FORWARD_INPUT = "forward_input"  # an input of nn.Module.forward
+    SAVED_BY_CTX = "saved_by_ctx"  # unpacked from ctx.saved_tensors
+
+
+LEAF_KINDS = frozenset({Kind.PARAMETER, Kind.REQUIRES_GRAD})
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """What is known about a tracked value at one point of the program."""
+
+    kind: Kind
+    #: autograd saved this value for backward: an in-place op on it breaks backward
+    saved: bool = False
+    #: another name, a container or a caller may hold the same tensor
+    aliased: bool = False
+    #: it is (or may be) a view of another tensor
+    view: bool = False
+    #: from a `for p in X.parameters()` loop (an update of it is intended)
+    parameter_loop: bool = False
+
+    @property
+    def leaf(self) -> bool:
+        return self.kind in LEAF_KINDS
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a statement sits: its function, class, and the grad mode there."""
+
+    function: cst.FunctionDef | None
+    class_name: str | None
+    grad_disabled: bool
+    #: "optimizer" | "initializer" | None: code whose purpose is to mutate tensors
+    exempt: str | None
+    #: inside `for p in X.parameters()` (or named_parameters)
+    in_parameter_loop: bool = False
+
+
+@dataclass
+class State:
+    """Names known at one point: tracked tensors and module objects."""
+
+    tensors: dict[str, Tracked] = field(default_factory=dict)
+    modules: dict[str, str | None] = field(default_factory=dict)
+
+    def copy(self) -> "State":
+        return State(dict(self.tensors), dict(self.modules))
+
+
+@dataclass(frozen=True)
+class Site:
+    """One simple statement with the facts holding just before it."""
+
+    statement: cst.SimpleStatementLine
+    state: State
+    position: Position
+    #: the statement list it belongs to (by identity) and its index there
+    block: int
+    index: int
+
+
+@dataclass
+class ClassInfo:
+    name: str
+    module_like: bool
+    optimizer: bool
+    autograd_function: bool
+    parameters: set[str] = field(default_factory=set)
+    modules: dict[str, str | None] = field(default_factory=dict)
+    buffers: set[str] = field(default_factory=set)
+
+
+# -- vocabulary ------------------------------------------------------------------------
+#: methods whose result carries no gradient (or is not a tensor)
+NON_DIFFERENTIABLE_METHODS = frozenset(
+    {"detach", "detach_", "item", "tolist", "numpy", "size", "dim", "numel", "argmax", "argmin", "argsort",
+     "long", "int", "bool", "byte", "short", "char", "nonzero", "eq", "ne", "lt", "le", "gt", "ge",
+     "isnan", "isinf", "isfinite", "sign", "data_ptr", "stride", "storage", "untyped_storage",
+     "is_contiguous", "element_size", "all", "any", "equal", "allclose", "zero_grad", "named_parameters",
+     "parameters", "state_dict", "keys", "values", "items", "split", "chunk", "unbind", "max", "min",
+     "sort", "topk", "kthvalue", "mode", "median", "tensor_split", "sum_to_size", "new_zeros", "new_ones",
+     "new_empty", "new_full", "new_tensor", "zeros_like", "cpu_", "type", "get_device", "backward",
+     "register_hook", "retain_grad", "requires_grad_", "apply", "modules", "children", "eval", "train"}
+)
+#: methods returning a view of the receiver
+VIEW_METHODS = frozenset(
+    {"view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "squeeze", "unsqueeze", "expand",
+     "expand_as", "narrow", "select", "unfold", "as_strided", "diagonal", "flatten", "unflatten", "movedim",
+     "swapaxes", "swapdims", "real", "imag", "T", "mT", "H", "mH", "contiguous", "__getitem__"}
+)
+#: torch functions whose result carries no gradient
+NON_DIFFERENTIABLE_FUNCTIONS = frozenset(
+    {"zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "randint_like", "full_like",
+     "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
+     "nonzero", "bucketize", "searchsorted", "numel", "is_tensor", "equal", "allclose", "sign",
+     "split", "chunk", "unbind", "max", "min", "sort", "topk", "kthvalue", "mode", "median", "where_",
+     "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "tensor_split", "meshgrid",
+     "broadcast_tensors", "unique", "histc", "bincount"}
+)
+#: torch functions returning a view of their first argument
+VIEW_FUNCTIONS = frozenset(
+    {"transpose", "t", "permute", "squeeze", "unsqueeze", "narrow", "select", "diagonal", "flatten",
+     "reshape", "movedim", "swapaxes", "swapdims", "view_as_real", "view_as_complex", "as_strided"}
+)
+#: ops that save their *output* for backward (sigmoid'(x) = y (1 - y), ...)
+OUTPUT_SAVING_OPS = frozenset({"sigmoid", "tanh", "exp", "softmax", "log_softmax", "relu", "sqrt", "rsqrt", "reciprocal"})
+#: ops that save their (first) *input* for backward
+INPUT_SAVING_OPS = frozenset(
+    {"log", "log1p", "log2", "log10", "sin", "cos", "tan", "abs", "erf", "atan", "asin", "acos", "pow",
+     "square", "norm", "sinh", "cosh", "layer_norm", "batch_norm", "group_norm", "instance_norm",
+     "conv1d", "conv2d", "conv3d", "softplus", "gelu", "silu", "mish", "elu", "leaky_relu", "hardtanh",
+     "relu6", "logsigmoid", "prod", "cumprod"}
+)
+#: ops with two tensor operands that save each operand when the other requires grad
+BILINEAR_OPS = frozenset({"mul", "matmul", "mm", "bmm", "mv", "dot", "outer", "einsum", "div", "linear"})
+#: nn modules that save their output
+OUTPUT_SAVING_MODULES = frozenset({"Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Softmax2d"})
+#: nn modules that save their input (with weights that require grad)
+INPUT_SAVING_MODULES = frozenset(
+    {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+     "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
+     "InstanceNorm3d", "LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d", "RMSNorm", "GELU", "SiLU",
+     "Softplus", "ELU", "LeakyReLU", "Mish", "Hardtanh", "ReLU6", "PReLU"}
+)
+#: nn modules whose call returns a tuple or a PackedSequence, not a tensor
+NON_TENSOR_MODULES = frozenset(
+    {"LSTM", "GRU", "RNN", "LSTMCell", "MultiheadAttention", "AdaptiveLogSoftmaxWithLoss", "ModuleList",
+     "ModuleDict", "ParameterList", "ParameterDict", "Identity", "Flatten", "Unflatten", "Dropout"}
+)
+_PARAMETER_ITERATORS = frozenset({"parameters", "named_parameters"})
+_MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children"})
+_PARAMETER_NAMES = ("weight", "bias")
+_NUMBER = (cst.Integer, cst.Float, cst.Imaginary)
+
+
+def _last(name: str | None) -> str:
+    return (name or "").rsplit(".", 1)[-1]
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def keyword(call: cst.Call, name: str) -> cst.Arg | None:
+    """The `name=` argument of `call`, if given."""
+    for argument in call.args:
+        if argument.keyword is not None and argument.keyword.value == name:
+            return argument
+    return None
+
+
+def positional(call: cst.Call) -> list[cst.BaseExpression]:
+    return [a.value for a in call.args if a.keyword is None and not a.star]
+
+
+def is_module_function(call: cst.Call, imports: ImportIndex) -> bool:
+    """`torch.relu(x)`, `F.relu(x)`, `nn.init.normal_(w)`: a function of an imported module."""
+    return imports.qualified_name(call.func) is not None
+
+
+# -- the analysis ----------------------------------------------------------------------
+class TrackingAnalysis:
+    """Tracking facts and positions for every simple statement of one module."""
+
+    def __init__(self, module: cst.Module, imports: ImportIndex) -> None:
+        self.module = module
+        self.imports = imports
+        self.classes: dict[str, ClassInfo] = {}
+        self._sites: list[Site] = []
+        self._by_statement: dict[int, Site] = {}
+        self.freezes_parameters = False
+        self.no_grad_callees: set[str] = set()
+        self.apply_functions: set[str] = set()
+
+    @classmethod
+    def build(cls, module: cst.Module, imports: ImportIndex) -> "TrackingAnalysis":
+        analysis = cls(module, imports)
+        prepass = _PrePass(analysis)
+        module.visit(prepass)
+        _Walker(analysis).run(module)
+        return analysis
+
+    # -- queries -----------------------------------------------------------------------
+    def sites(self) -> Iterator[Site]:
+        """Every simple statement, in source order, with its facts."""
+        return iter(self._sites)
+
+    def site(self, statement: cst.CSTNode) -> Site | None:
+        return self._by_statement.get(id(statement))
+
+    def tracked(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> Tracked | None:
+        """Is `expression` tracked by autograd just before `statement`? (None: not shown)"""
+        site = self.site(statement)
+        if site is None:
+            return None
+        return _Evaluator(self, site.state, site.position).value(expression)
+
+    def is_module(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> bool:
+        """Is `expression` known to be an `nn.Module` instance just before `statement`?"""
+        site = self.site(statement)
+        if site is None:
+            return False
+        return _Evaluator(self, site.state, site.position).module_of(expression) is not False
+
+    def position(self, statement: cst.CSTNode) -> Position | None:
+        site = self.site(statement)
+        return site.position if site is not None else None
+
+    def module_constructor(self, call: cst.BaseExpression) -> str | None:
+        """`nn.Linear(...)` -> 'Linear'; in-file nn.Module subclasses -> their name."""
+        if not isinstance(call, cst.Call):
+            return None
+        qualified = self.imports.qualified_name(call.func)
+        if qualified is not None:
+            if qualified.startswith("torch.nn.") and not qualified.startswith(("torch.nn.functional", "torch.nn.init", "torch.nn.utils")):
+                last = _last(qualified)
+                if last[:1].isupper() and last not in {"Parameter", "Module"}:
+                    return last
+            return None
+        name = dotted_name(call.func)
+        info = self.classes.get(name or "")
+        if info is not None and info.module_like:
+            return name
+        return None
+
+    def is_parameter_constructor(self, call: cst.BaseExpression) -> bool:
+        """`nn.Parameter(t)` (not `requires_grad=False`)."""
+        if not isinstance(call, cst.Call):
+            return False
+        qualified = self.imports.qualified_name(call.func)
+        if qualified not in {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}:
+            return False
+        flag = keyword(call, "requires_grad")
+        args = positional(call)
+        if flag is not None:
+            return _is_true(flag.value)
+        if len(args) >= 2:
+            return _is_true(args[1])
+        return True
+
+
+# -- pre-pass: classes, freezes, no_grad callers, .apply(fn) ----------------------------
+class _PrePass(cst.CSTVisitor):
+    def __init__(self, analysis: TrackingAnalysis) -> None:
+        super().__init__()
+        self.analysis = analysis
+        self.no_grad_depth = 0
+        self.classes: list[ClassInfo] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        imports = self.analysis.imports
+        bases = [imports.qualified_name(b.value) or dotted_name(b.value) or "" for b in node.bases]
+        module_like = any(b.endswith("Module") for b in bases) or any(
+            isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in node.body.body
+        )
+        optimizer = any(b.endswith("Optimizer") or b.startswith("torch.optim") for b in bases)
+        function = any(b in {"torch.autograd.Function", "torch.autograd.function.Function"} for b in bases)
+        info = ClassInfo(node.name.value, module_like and not function, optimizer, function)
+        self.analysis.classes[info.name] = info
+        self.classes.append(info)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if function_disables_grad(node, self.analysis.imports):
+            self.no_grad_depth += 1
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if function_disables_grad(original_node, self.analysis.imports):
+            self.no_grad_depth -= 1
+
+    def visit_With(self, node: cst.With) -> None:
+        if with_disables_grad(node, self.analysis.imports):
+            self.no_grad_depth += 1
+
+    def leave_With(self, original_node: cst.With) -> None:
+        if with_disables_grad(original_node, self.analysis.imports):
+            self.no_grad_depth -= 1
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        for target in node.targets:
+            t = target.target
+            if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and not _is_true(value):
+                self.analysis.freezes_parameters = True
+            if self.classes and isinstance(t, cst.Attribute) and dotted_name(t.value) == "self":
+                info = self.classes[-1]
+                if self.analysis.is_parameter_constructor(value):
+                    info.parameters.add(t.attr.value)
+                else:
+                    constructor = self.analysis.module_constructor(value)
+                    if constructor is not None:
+                        info.modules[t.attr.value] = constructor
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if method == "requires_grad_":
+            args = [a.value for a in node.args]
+            if args and not _is_true(args[0]):
+                self.analysis.freezes_parameters = True
+        if method == "apply" and node.args and isinstance(node.args[0].value, cst.Name):
+            self.analysis.apply_functions.add(node.args[0].value.value)
+        if method in {"register_parameter", "register_buffer"} and self.classes and dotted_name(func.value) == "self":
+            args = positional(node)
+            if args and isinstance(args[0], cst.SimpleString) and isinstance(args[0].evaluated_value, str):
+                attribute = args[0].evaluated_value
+                if method == "register_buffer":
+                    self.classes[-1].buffers.add(attribute)
+                elif len(args) > 1 and self.analysis.is_parameter_constructor(args[1]):
+                    self.classes[-1].parameters.add(attribute)
+        if self.no_grad_depth > 0:
+            name = dotted_name(func)
+            if name is not None:
+                self.analysis.no_grad_callees.add(_last(name))
+            for argument in node.args:
+                if isinstance(argument.value, cst.Name):
+                    self.analysis.no_grad_callees.add(argument.value.value)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for info in self.analysis.classes.values():
+            info.parameters -= info.buffers
+            for name in info.buffers:
+                info.modules.pop(name, None)
+
+
+# -- expression evaluation -------------------------------------------------------------
+class _Evaluator:
+    """Evaluates an expression against a `State`: tracked value, module, or nothing."""
+
+    def __init__(self, analysis: TrackingAnalysis, state: State, position: Position) -> None:
+        self.analysis = analysis
+        self.imports = analysis.imports
+        self.state = state
+        self.position = position
+
+    @property
+    def class_info(self) -> ClassInfo | None:
+        return self.analysis.classes.get(self.position.class_name or "")
+
+    def module_of(self, node: cst.BaseExpression) -> str | None | bool:
+        """The constructor name (or None when unknown) of a known module; False if not one."""
+        if isinstance(node, cst.Name):
+            if node.value in self.state.modules:
+                return self.state.modules[node.value]
+            if node.value == "self" and self.class_info is not None and self.class_info.module_like:
+                return self.class_info.name
+            return False
+        if isinstance(node, cst.Attribute):
+            if dotted_name(node.value) == "self":
+                info = self.class_info
+                if info is not None and node.attr.value in info.modules:
+                    return info.modules[node.attr.value]
+                return False
+            if node.attr.value not in _PARAMETER_NAMES and self.module_of(node.value) is not False:
+                return None  # `model.fc`: a submodule of a known module
+        return False
+
+    def parameter_attribute(self, node: cst.Attribute) -> bool:
+        """`self.w` registered as a Parameter, or `X.weight` / `X.bias` of a known module."""
+        if self.analysis.freezes_parameters:
+            return False
+        info = self.class_info
+        if dotted_name(node.value) == "self" and info is not None and info.module_like:
+            if node.attr.value in info.parameters:
+                return True
+        if node.attr.value in _PARAMETER_NAMES:
+            owner = self.module_of(node.value)
+            return owner is not False and owner not in NON_TENSOR_MODULES - {"LSTM", "GRU", "RNN"}
+        return False
+
+    def value(self, node: cst.BaseExpression) -> Tracked | None:
+        if isinstance(node, cst.Name):
+            return self.state.tensors.get(node.value)
+        if isinstance(node, cst.Attribute):
+            if node.attr.value in {"T", "mT", "H", "mH"}:
+                base = self.value(node.value)
+                return replace(base, view=True, aliased=True) if base is not None else None
+            if self.parameter_attribute(node):
+                return Tracked(Kind.PARAMETER)
+            return None
+        if isinstance(node, cst.Subscript):
+            base = self.value(node.value)
+            return replace(base, view=True, aliased=True, kind=_derived_kind(base)) if base is not None else None
+        if isinstance(node, cst.Call):
+            return self.call(node)
+        if isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, (cst.FloorDivide, cst.BitAnd, cst.BitOr, cst.BitXor, cst.LeftShift, cst.RightShift)):
+                return None
+            if self.value(node.left) is not None or self.value(node.right) is not None:
+                return Tracked(Kind.DERIVED)
+            return None
+        if isinstance(node, cst.UnaryOperation):
+            if isinstance(node.operator, (cst.Minus, cst.Plus)) and self.value(node.expression) is not None:
+                return Tracked(Kind.DERIVED)
+            return None
+        if isinstance(node, cst.IfExp):
+            return _meet_fact(self.value(node.body), self.value(node.orelse))
+        return None
+
+    def call(self, node: cst.Call) -> Tracked | None:
+        imports = self.imports
+        if self.analysis.is_parameter_constructor(node):
+            return Tracked(Kind.PARAMETER)
+        qualified = imports.qualified_name(node.func)
+        flag = keyword(node, "requires_grad")
+        if qualified is not None and qualified.startswith("torch.") and flag is not None and _is_true(flag.value):
+            return Tracked(Kind.REQUIRES_GRAD)
+        if qualified is not None:
+            if not qualified.startswith("torch.") or qualified.startswith(("torch.nn.utils", "torch.nn.init", "torch.autograd", "torch.utils", "torch.optim", "torch.cuda", "torch.distributed", "torch.jit")):
+                return None
+            last = _last(qualified)
+            if last in NON_DIFFERENTIABLE_FUNCTIONS or last[:1].isupper() or last.endswith("_"):
+                return None
+            args = [self.value(a.value) for a in node.args]
+            if not any(args):
+                return None
+            if _inplace_keyword(node) and args[0] is not None:
+                return replace(args[0], aliased=True)  # `F.relu(x, inplace=True)` is x
+            if last in VIEW_FUNCTIONS and args and args[0] is not None:
+                return Tracked(Kind.DERIVED, view=True, aliased=True)
+            return Tracked(Kind.DERIVED)
+        owner = self.module_of(node.func)
+        if owner is not False:
+            return self._module_call(owner)
+        if isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            receiver = node.func.value
+            if method == "requires_grad_":
+                if node.args and not _is_true(node.args[0].value):
+                    return None
+                return Tracked(Kind.REQUIRES_GRAD)
+            if method == "forward" and self.module_of(receiver) is not False:
+                return self._module_call(self.module_of(receiver))
+            base = self.value(receiver)
+            if base is None:
+                return None  # an unknown object's method (fail closed)
+            if method in NON_DIFFERENTIABLE_METHODS:
+                return None
+            if method in VIEW_METHODS:
+                return Tracked(Kind.DERIVED, view=True, aliased=True)
+            if method.endswith("_"):
+                return replace(base, aliased=True)  # in-place returns its receiver
+            return Tracked(Kind.DERIVED)
+        return None
+
+    def _module_call(self, owner: str | None | bool) -> Tracked | None:
+        if isinstance(owner, str) and owner in NON_TENSOR_MODULES:
+            return None
+        return Tracked(Kind.DERIVED)
+
+    # -- what autograd saves ------------------------------------------------------------
+    def saves_output(self, node: cst.BaseExpression) -> bool:
+        """Does the op computing `node` save its own output (sigmoid, tanh, exp, softmax)?"""
+        if not isinstance(node, cst.Call):
+            return False
+        qualified = self.imports.qualified_name(node.func)
+        if qualified is not None:
+            return qualified.startswith("torch.") and _last(qualified) in OUTPUT_SAVING_OPS and any(
+                self.value(a) is not None for a in positional(node)[:1]
+            )
+        if isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method in OUTPUT_SAVING_OPS and self.value(node.func.value) is not None:
+                return True
+        owner = self.module_of(node.func)
+        return isinstance(owner, str) and owner in OUTPUT_SAVING_MODULES and any(
+            self.value(a) is not None for a in positional(node)[:1]
+        )
+
+    def saved_inputs(self, node: cst.CSTNode) -> set[str]:
+        """Names whose current values the ops inside `node` save for backward."""
+        finder = _SavedInputFinder(self)
+        node.visit(finder)
+        return finder.saved
+
+
+def _derived_kind(base: Tracked) -> Kind:
+    return base.kind if base.kind in LEAF_KINDS else Kind.DERIVED
+
+
+def _meet_fact(a: Tracked | None, b: Tracked | None) -> Tracked | None:
+    """A fact holding on both paths (None when either path shows nothing)."""
+    if a is None or b is None or a.leaf != b.leaf:
+        return None
+    return Tracked(
+        kind=a.kind if a.kind == b.kind else Kind.DERIVED if not a.leaf else Kind.REQUIRES_GRAD,
+        saved=a.saved and b.saved,
+        aliased=a.aliased or b.aliased,
+        view=a.view or b.view,
+        parameter_loop=a.parameter_loop and b.parameter_loop,
+    )
+
+
+def meet(a: State, b: State) -> State:
+    """Facts holding on both paths."""
+    tensors = {}
+    for name in a.tensors.keys() & b.tensors.keys():
+        fact = _meet_fact(a.tensors[name], b.tensors[name])
+        if fact is not None:
+            tensors[name] = fact
+    modules = {n: a.modules[n] for n in a.modules.keys() & b.modules.keys()}
+    return State(tensors, modules)
+
+
+class _SavedInputFinder(cst.CSTVisitor):
+    def __init__(self, evaluator: _Evaluator) -> None:
+        super().__init__()
+        self.evaluator = evaluator
+        self.saved: set[str] = set()
+
+    def _mark(self, node: cst.BaseExpression) -> None:
+        if isinstance(node, cst.Name) and self.evaluator.value(node) is not None:
+            self.saved.add(node.value)
+
+    def _pair(self, left: cst.BaseExpression, right: cst.BaseExpression, divide: bool = False) -> None:
+        """`a * b` saves each operand when the other requires grad; `a / b` also saves b."""
+        value = self.evaluator.value
+        if value(right) is not None:
+            self._mark(left)
+            if divide:
+                self._mark(right)
+        if value(left) is not None:
+            self._mark(right)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, (cst.Multiply, cst.MatrixMultiply)):
+            self._pair(node.left, node.right)
+        elif isinstance(node.operator, cst.Divide):
+            self._pair(node.left, node.right, divide=True)
+        elif isinstance(node.operator, cst.Power):
+            exponent = node.right
+            if not (isinstance(exponent, cst.Integer) and exponent.value in {"0", "1"}):
+                self._mark(node.left)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        evaluator = self.evaluator
+        qualified = evaluator.imports.qualified_name(node.func)
+        args = positional(node)
+        if qualified is not None:
+            if not qualified.startswith("torch."):
+                return
+            last = _last(qualified)
+            if last in INPUT_SAVING_OPS and args:
+                self._mark(args[0])
+            elif last in BILINEAR_OPS and len(args) >= 2:
+                self._pair(args[0], args[1], divide=last == "div")
+            return
+        if isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            receiver = node.func.value
+            if evaluator.value(receiver) is not None:
+                if method in INPUT_SAVING_OPS:
+                    self._mark(receiver)
+                elif method in BILINEAR_OPS and args:
+                    self._pair(receiver, args[0], divide=method == "div")
+                return
+        owner = evaluator.module_of(node.func)
+        if isinstance(owner, str) and owner in INPUT_SAVING_MODULES and args:
+            self._mark(args[0])
+
+
+# -- the walker ------------------------------------------------------------------------
+class _Walker:
+    """Walks statements in source order, carrying a `State`, recording every site."""
+
+    def __init__(self, analysis: TrackingAnalysis) -> None:
+        self.analysis = analysis
+        self.imports = analysis.imports
+
+    def run(self, module: cst.Module) -> None:
+        position = Position(None, None, False, None)
+        self.block(module.body, State(), position)
+
+    def block(self, statements, state: State, position: Position) -> State:
+        for index, statement in enumerate(statements):
+            state = self.statement(statement, state, position, id(statements), index)
+        return state
+
+    def statement(self, node: cst.CSTNode, state: State, position: Position, block: int, index: int) -> State:
+        if isinstance(node, cst.SimpleStatementLine):
+            site = Site(node, state.copy(), position, block, index)
+            self.analysis._sites.append(site)
+            self.analysis._by_statement[id(node)] = site
+            for small in node.body:
+                state = self.small(small, state, position)
+            return state
+        if isinstance(node, cst.FunctionDef):
+            self.function(node, state, position)
+            state = state.copy()
+            state.tensors.pop(node.name.value, None)
+            return state
+        if isinstance(node, cst.ClassDef):
+            inner = Position(None, node.name.value, position.grad_disabled, position.exempt)
+            self.block(node.body.body, State(), inner)
+            return state
+        if isinstance(node, cst.If):
+            after_body = self.block(node.body.body, state.copy(), position)
+            orelse = node.orelse
+            if orelse is None:
+                return meet(state, after_body)
+            if isinstance(orelse, cst.If):
+                after_else = self.statement(orelse, state.copy(), position, block, index)
+            else:
+                after_else = self.block(orelse.body.body, state.copy(), position)
+            return meet(after_body, after_else)
+        if isinstance(node, cst.For):
+            return self.for_loop(node, state, position)
+        if isinstance(node, cst.While):
+            after = self.block(node.body.body, state.copy(), position)
+            result = meet(state, after)
+            if node.orelse is not None:
+                result = self.block(node.orelse.body.body, result, position)
+            return result
+        if isinstance(node, cst.With):
+            inner = position
+            if with_disables_grad(node, self.imports):
+                inner = replace(position, grad_disabled=True)
+            elif any(enables_grad(item.item, self.imports) for item in node.items):
+                inner = replace(position, grad_disabled=False)
+            state = state.copy()
+            for item in node.items:
+                if item.asname is not None:
+                    for name in _target_names(item.asname.name):
+                        state.tensors.pop(name, None)
+                        state.modules.pop(name, None)
+            return self.block(node.body.body, state, inner)
+        if isinstance(node, (cst.Try, cst.TryStar)):
+            after = self.block(node.body.body, state.copy(), position)
+            result = meet(state, after)
+            for handler in node.handlers:
+                result = meet(result, self.block(handler.body.body, result.copy(), position))
+            if node.orelse is not None:
+                result = meet(result, self.block(node.orelse.body.body, after.copy(), position))
+            if node.finalbody is not None:
+                result = self.block(node.finalbody.body.body, result, position)
+            return result
+        # match statements and anything newer: walk each body, keep only common facts
+        result = state
+        for child in node.children:
+            if isinstance(child, cst.IndentedBlock):
+                result = meet(result, self.block(child.body, state.copy(), position))
+        return result
+
+    def function(self, node: cst.FunctionDef, outer: State, position: Position) -> None:
+        analysis = self.analysis
+        class_name = position.class_name
+        info = analysis.classes.get(class_name or "") if position.function is None else None
+        name = node.name.value
+        grad_disabled = position.grad_disabled or function_disables_grad(node, self.imports) or name in analysis.no_grad_callees
+        exempt = position.exempt
+        if info is not None and info.optimizer:
+            exempt = "optimizer"
+        elif name.endswith("_") and not name.startswith("__"):
+            exempt = "initializer"
+        if info is not None and info.autograd_function:
+            grad_disabled = True
+        inner = Position(node, class_name, grad_disabled, exempt)
+        state = outer.copy() if position.function is not None else State(modules=dict(outer.modules))
+        parameters = [p for p in node.params.params]
+        for parameter in parameters + list(node.params.kwonly_params) + list(node.params.posonly_params):
+            state.tensors.pop(parameter.name.value, None)
+            state.modules.pop(parameter.name.value, None)
+        if info is not None and info.module_like and name == "forward":
+            for parameter in parameters[1:]:
+                if parameter.default is None and _may_be_tensor(parameter):
+                    state.tensors[parameter.name.value] = Tracked(Kind.FORWARD_INPUT, aliased=True)
+        if name in analysis.apply_functions and parameters:
+            state.modules[parameters[0].name.value] = None
+        self.block(node.body.body, state, inner)
+
+    def for_loop(self, node: cst.For, state: State, position: Position) -> State:
+        body_state = state.copy()
+        names = _target_names(node.target)
+        for name in names:
+            body_state.tensors.pop(name, None)
+            body_state.modules.pop(name, None)
+        iterator = node.iter
+        if isinstance(iterator, cst.Call) and dotted_name(iterator.func) == "enumerate" and iterator.args:
+            iterator = iterator.args[0].value
+            target = node.target
+            target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
+        else:
+            target = node.target
+        inner = position
+        if isinstance(iterator, cst.Call) and isinstance(iterator.func, cst.Attribute) and target is not None:
+            method = iterator.func.attr.value
+            if method in _PARAMETER_ITERATORS and not iterator.args and not self.analysis.freezes_parameters:
+                bound = target
+                if method == "named_parameters":
+                    bound = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
+                if isinstance(bound, cst.Name):
+                    body_state.tensors[bound.value] = Tracked(Kind.PARAMETER, parameter_loop=True)
+                    inner = replace(position, in_parameter_loop=True)
+            elif method in _MODULE_ITERATORS:
+                bound = target
+                if method.startswith("named_"):
+                    bound = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
+                if isinstance(bound, cst.Name):
+                    body_state.modules[bound.value] = None
+        after = self.block(node.body.body, body_state, inner)
+        result = meet(state, after)
+        for name in names:
+            result.tensors.pop(name, None)
+        if node.orelse is not None:
+            result = self.block(node.orelse.body.body, result, position)
+        return result
+
+    # -- simple statements ---------------------------------------------------------------
+    def small(self, node: cst.BaseSmallStatement, state: State, position: Position) -> State:
+        evaluator = _Evaluator(self.analysis, state, position)
+        state = state.copy()
+        saved = evaluator.saved_inputs(node)
+        for name in saved:
+            state.tensors[name] = replace(state.tensors[name], saved=True)
+        if isinstance(node, cst.Assign):
+            value_fact = evaluator.value(node.value)
+            output_saved = evaluator.saves_output(node.value)
+            module = self.analysis.module_constructor(node.value)
+            self._mark_aliases(node.value, state, evaluator)
+            for target in node.targets:
+                self.bind(target.target, node.value, value_fact, output_saved, module, state)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self._mark_aliases(node.value, state, evaluator)
+            self.bind(node.target, node.value, evaluator.value(node.value), evaluator.saves_output(node.value),
+                      self.analysis.module_constructor(node.value), state)
+        elif isinstance(node, cst.AugAssign):
+            if isinstance(node.target, cst.Name) and node.target.value not in state.tensors:
+                if evaluator.value(node.value) is not None:
+                    state.tensors[node.target.value] = Tracked(Kind.DERIVED)
+        elif isinstance(node, cst.Expr):
+            self._expression_statement(node.value, state, evaluator)
+
+        elif isinstance(node, (cst.Return,)) and node.value is not None:
+            self._mark_aliases(node.value, state, evaluator)
+        elif isinstance(node, cst.Del):
+            for name in _target_names(node.target):
+                state.tensors.pop(name, None)
+                state.modules.pop(name, None)
+        return state
+
+    def _expression_statement(self, value: cst.BaseExpression, state: State, evaluator: _Evaluator) -> None:
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            method = value.func.attr.value
+            receiver = value.func.value
+            if method == "requires_grad_" and isinstance(receiver, cst.Name):
+                if value.args and not _is_true(value.args[0].value):
+                    state.tensors.pop(receiver.value, None)
+                else:
+                    state.tensors[receiver.value] = Tracked(Kind.REQUIRES_GRAD)
+                return
+            if method == "save_for_backward":
+                for argument in positional(value):
+                    if isinstance(argument, cst.Name) and argument.value in state.tensors:
+                        state.tensors[argument.value] = replace(state.tensors[argument.value], saved=True)
+                return
+        self._mark_aliases(value, state, evaluator, bound=False)
+
+    def _mark_aliases(self, value: cst.BaseExpression, state: State, evaluator: _Evaluator, bound: bool = True) -> None:
+        """Names that now share storage with something else: bound whole, passed away, viewed.
+
+        `bound` is False for expression statements, whose value is dropped.
+        """
+        finder = _AliasFinder(evaluator)
+        if bound:
+            finder.escapes(value)
+        value.visit(finder)
+        receiver = value if bound else None
+        while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value.endswith("_"):
+            receiver = receiver.func.value  # `y = x.add_(1)`: y is x
+        if receiver is not value:
+            finder.escapes(receiver)
+        for name in finder.aliased:
+            if name in state.tensors:
+                state.tensors[name] = replace(state.tensors[name], aliased=True)
+
+    def bind(self, target: cst.BaseExpression, value: cst.BaseExpression, fact: Tracked | None, output_saved: bool,
+             module: str | None, state: State) -> None:
+        if isinstance(target, cst.Name):
+            name = target.value
+            state.tensors.pop(name, None)
+            state.modules.pop(name, None)
+            if module is not None:
+                state.modules[name] = module
+            if fact is not None:
+                if isinstance(value, cst.Name):
+                    fact = replace(fact, aliased=True)
+                state.tensors[name] = replace(fact, saved=output_saved or (fact.saved and isinstance(value, cst.Name)))
+            return
+        if isinstance(target, (cst.Tuple, cst.List)):
+            names = _target_names(target)
+            for name in names:
+                state.tensors.pop(name, None)
+                state.modules.pop(name, None)
+            if isinstance(value, cst.Attribute) and value.attr.value == "saved_tensors":
+                for name in names:
+                    state.tensors[name] = Tracked(Kind.SAVED_BY_CTX, saved=True, aliased=True)
+            return
+        if isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and isinstance(target.value, cst.Name):
+            if _is_true(value):
+                state.tensors[target.value.value] = Tracked(Kind.REQUIRES_GRAD)
+            else:
+                state.tensors.pop(target.value.value, None)
+
+
+#: builtins that read a value without keeping a reference to it
+_NON_ESCAPING_CALLS = frozenset({"print", "len", "isinstance", "float", "int", "bool", "str", "repr", "type", "id", "hasattr", "format"})
+
+
+class _AliasFinder(cst.CSTVisitor):
+    """Tracked names in an expression that escape: passed to unknown code or viewed."""
+
+    def __init__(self, evaluator: _Evaluator) -> None:
+        super().__init__()
+        self.evaluator = evaluator
+        self.aliased: set[str] = set()
+
+    def escapes(self, node: cst.BaseExpression) -> None:
+        """`node` itself (a bare name, or one inside a tuple/list/dict display) is kept."""
+        if isinstance(node, cst.Name):
+            self.aliased.add(node.value)
+        elif isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+            for element in node.elements:
+                self.escapes(element.value)
+        elif isinstance(node, cst.Dict):
+            for element in node.elements:
+                if isinstance(element, cst.DictElement):
+                    self.escapes(element.value)
+        elif isinstance(node, cst.StarredElement):
+            self.escapes(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        evaluator = self.evaluator
+        qualified = evaluator.imports.qualified_name(node.func)
+        if qualified is not None and qualified.startswith("torch."):
+            if _last(qualified) in VIEW_FUNCTIONS or _inplace_keyword(node):
+                for argument in positional(node)[:1]:
+                    self.escapes(argument)
+            return
+        if isinstance(node.func, cst.Attribute) and evaluator.value(node.func.value) is not None:
+            if node.func.attr.value in VIEW_METHODS:
+                self.escapes(node.func.value)
+            return  # a tensor method: its arguments are read, not kept
+        if evaluator.module_of(node.func) is not False:
+            return
+        if isinstance(node.func, cst.Name) and node.func.value in _NON_ESCAPING_CALLS:
+            return
+        for argument in node.args:  # an unknown callable may keep what it is given
+            self.escapes(argument.value)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        self.escapes(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in {"T", "mT", "H", "mH"}:
+            self.escapes(node.value)
+
+
+def _inplace_keyword(call: cst.Call) -> bool:
+    flag = keyword(call, "inplace")
+    return flag is not None and _is_true(flag.value)
+
+
+def _target_names(node: cst.BaseExpression) -> list[str]:
+    if isinstance(node, cst.Name):
+        return [node.value]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for e in node.elements for n in _target_names(e.value)]
+    if isinstance(node, cst.StarredElement):
+        return _target_names(node.value)
+    return []
+
+
+def _may_be_tensor(parameter: cst.Param) -> bool:
+    """A forward parameter that could hold a tensor (no default, no non-tensor annotation)."""
+    if parameter.star:
+        return False
+    annotation = parameter.annotation
+    if annotation is None:
+        return True
+    text = dotted_name(annotation.annotation) or ""
+    return _last(text) == "Tensor"
+
+
+def has_name_tokens(name: str, tokens: frozenset[str]) -> bool:
+    """Does identifier `name` contain one of `tokens` (`running_mean` has 'running')?"""
+    return bool(set(name_tokens(name)) & tokens)
