@@ -1,0 +1,905 @@
+"""AGF010 hidden-state-not-detached: recurrent state carried across training iterations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from autograd_fix.codemods.dataflow import assigned_names
+from autograd_fix.codemods.gradmode import with_disables_grad
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.rule import Contract, Rule
+
+#: a name with one of these tokens holds recurrent state
+STATE_TOKENS = frozenset(
+    {"hidden", "hiddens", "hid", "h", "hx", "h0", "hn", "ht", "c", "cx", "c0", "cn", "ct", "cell", "state",
+     "states", "memory", "memories", "mem", "mems", "carry", "hc"}
+)
+#: torch functions that make a single fresh tensor (the state is a tensor, not a tuple)
+_TENSOR_FACTORIES = frozenset(
+    f"torch.{name}"
+    for name in ("zeros", "ones", "randn", "rand", "empty", "full", "zeros_like", "ones_like", "randn_like",
+                 "empty_like", "full_like", "tensor")
+)
+_TENSOR_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "detach", "clone"})
+#: calls that run a backward pass on their (first) argument
+_BACKWARD_FUNCTIONS = frozenset({"manual_backward"})
+
+
+@dataclass
+class _Carry:
+    """One recurrent call in a loop that feeds its own state back in."""
+
+    loop: cst.For | cst.While
+    statement: cst.Assign
+    names: tuple[str, ...]
+    #: the state is unpacked as separate names, `(h, c)`, rather than one name
+    unpacked: bool
+
+
+class HiddenStateNotDetached(Rule):
+    """
+    ## What it does
+    Finds recurrent state (`hidden`, `h`, `(h, c)`, `state`, `memory`) that an RNN / LSTM /
+    GRU / model call returns inside a training loop and that is fed back into the same
+    call in the next iteration without being detached, and detaches it at the top of the
+    iteration (truncated backpropagation through time).
+
+    ## Why is this bad?
+    The state returned in iteration *k* carries the graph of iteration *k*. After
+    `loss.backward()` frees that graph, iteration *k + 1* backpropagates through the state
+    into it again and fails with `Trying to backward through the graph a second time`.
+    Adding `retain_graph=True` hides the error but keeps every batch's graph alive (memory
+    grows each step) and, once the optimizer has updated the weights in place, fails with
+    `one of the variables needed for gradient computation has been modified by an inplace
+    operation`.
+
+    ## Example
+    ```python
+    hidden = model.init_hidden(batch_size)
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        output, hidden = model(inputs, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    hidden = model.init_hidden(batch_size)
+    for inputs, targets in batches:
+        hidden = tuple(h.detach() for h in hidden)  # LSTM (h, c); `hidden.detach()` for GRU/RNN
+        ...
+    ```
+
+    ## Fix safety
+    The rule fires only when the loop runs a backward pass unconditionally in every
+    iteration (not under an `if`, so not a chunked TBPTT loop that detaches every k
+    steps), after the recurrent call, and the state is neither re-initialised, detached
+    (`.detach()`, `.detach_()`, a `repackage_hidden` helper), nor passed to any other call
+    in the loop. The detach goes first in the loop body and follows how the code shapes
+    the state: `h, c = h.detach(), c.detach()` for unpacked names,
+    `hidden = tuple(h.detach() for h in hidden)` for a tuple built before the loop,
+    `hidden = hidden.detach()` for a tensor made by a torch factory. These fixes are safe:
+    the original fails at the second iteration. When the state's shape is unknown
+    (`model.init_hidden(...)`), the fix handles a tensor or a tuple of tensors
+    (`hidden.detach() if isinstance(hidden, torch.Tensor) else tuple(...)`) and is
+    unsafe (a nested structure would need a recursive helper). With `retain_graph=True`
+    the original may run, and detaching changes its gradients (it truncates the history
+    by design): unsafe. A state initialised to `None`, or not initialised in view
+    (a parameter), is reported without a fix.
+
+    ## Verification
+    The original's error (`Trying to backward through the graph a second time`, or the
+    in-place version error) is gone in the rewritten run, and its peak memory is not
+    higher.
+    """
+
+    code = "AGF010"
+    name = "hidden-state-not-detached"
+    safety = Applicability.SAFE
+    message = "recurrent state carried across training iterations without .detach()"
+    triggers = ("backward",)
+    contract = Contract(
+        description="the original's 'backward through the graph a second time' (or in-place version) error is "
+        "gone; peak memory not higher",
+        checks=("original_error_gone", "peak_memory_not_higher"),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        for scope in _scopes(node):
+            for carry, initial in _find_carries(scope, self.context.imports):
+                self._report(carry, initial)
+        return False
+
+    def _report(self, carry: _Carry, initial: dict[str, cst.BaseExpression | None]) -> None:
+        imports = self.context.imports
+        shown = f"({', '.join(carry.names)})" if carry.unpacked else carry.names[0]
+        message = (
+            f"`{shown}` is carried into the next iteration of a training loop without `.detach()`: the next "
+            "backward() runs into the previous batch's graph ('Trying to backward through the graph a second time')"
+        )
+        body = carry.loop.body
+        if not isinstance(body, cst.IndentedBlock) or any(initial.get(n) is None for n in carry.names):
+            self.report(carry.statement, message + "; detach it at the top of the loop")
+            return
+        statement, applicability, needs = _detach_statement(carry, initial, imports)
+        if _retains_graph(carry.loop):
+            applicability = Applicability.UNSAFE
+        fix = Fix(
+            applicability=applicability,
+            edits=(Edit(body, lambda updated: _prepend(updated, statement)),),
+            description=f"detach `{shown}` at the top of the loop body",
+            required_imports=needs,
+        )
+        self.report(carry.statement, message, fix)
+
+    VALID = [
+        # 1. word_language_model: repackage_hidden at the top of each batch
+        valid(
+            """
+import torch
+
+def repackage_hidden(h):
+    if isinstance(h, torch.Tensor):
+        return h.detach()
+    return tuple(repackage_hidden(v) for v in h)
+
+def train(model, train_data, criterion, optimizer, bptt):
+    hidden = model.init_hidden(20)
+    for batch, i in enumerate(range(0, train_data.size(0) - 1, bptt)):
+        data, targets = get_batch(train_data, i)
+        model.zero_grad()
+        hidden = repackage_hidden(hidden)
+        output, hidden = model(data, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+        # 2. detached in the call itself
+        valid(
+            """
+import torch
+
+def train(rnn, batches, optimizer):
+    h = torch.zeros(1, 8, 32)
+    for x, y in batches:
+        optimizer.zero_grad()
+        out, h = rnn(x, h.detach())
+        loss = (out - y).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+        # 3. state re-initialised every batch
+        valid(
+            """
+import torch
+
+def train(model, loader, optimizer, criterion):
+    for x, y in loader:
+        hidden = model.init_hidden(x.size(0))
+        optimizer.zero_grad()
+        out, hidden = model(x, hidden)
+        criterion(out, y).backward()
+        optimizer.step()
+"""
+        ),
+        # 4. no backward in the loop: text generation
+        valid(
+            """
+import torch
+
+@torch.no_grad()
+def generate(model, start, steps):
+    hidden = model.init_hidden(1)
+    token = start
+    for _ in range(steps):
+        logits, hidden = model(token, hidden)
+        token = logits.argmax(-1)
+    return token
+"""
+        ),
+        # 5. chunked TBPTT: backward every k steps under an `if`, detach there
+        valid(
+            """
+import torch
+
+def train(cell, xs, ys, optimizer, k):
+    h = torch.zeros(4, 16)
+    loss = 0
+    for t in range(len(xs)):
+        h = cell(xs[t], h)
+        loss = loss + (h - ys[t]).pow(2).mean()
+        if (t + 1) % k == 0:
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            h = h.detach()
+            loss = 0
+"""
+        ),
+        # 6. in-place detach_ on the LSTM tuple
+        valid(
+            """
+import torch
+
+def train(lstm, head, loader, optimizer):
+    h = torch.zeros(1, 4, 8)
+    c = torch.zeros(1, 4, 8)
+    for x, y in loader:
+        h.detach_()
+        c.detach_()
+        out, (h, c) = lstm(x, (h, c))
+        loss = (head(out) - y).abs().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+        # 7. the state is not fed back (a fresh zero state each call)
+        valid(
+            """
+import torch
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        out, hidden = model(x, None)
+        loss = (out - y).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+        ),
+        # 8. a helper detaches the state in place
+        valid(
+            """
+import torch
+
+def train(model, loader, optimizer):
+    hidden = model.init_hidden(8)
+    for x, y in loader:
+        detach_hidden(hidden)
+        out, hidden = model(x, hidden)
+        model.loss(out, y).backward()
+        optimizer.step()
+"""
+        ),
+        # 9. the recurrent call itself is under no_grad (warm-up), backward elsewhere
+        valid(
+            """
+import torch
+
+def train(model, loader, optimizer):
+    memory = model.initial_memory()
+    for x, y in loader:
+        with torch.no_grad():
+            _, memory = model(x, memory)
+        loss = model.loss(x, y)
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. LSTM language model with an unpacked (h, c) state
+        invalid(
+            """
+import torch
+from torch import nn
+
+def train(lstm, decoder, batches, optimizer):
+    h = torch.zeros(2, 16, 64)
+    c = torch.zeros(2, 16, 64)
+    for x, y in batches:
+        optimizer.zero_grad()
+        out, (h, c) = lstm(x, (h, c))
+        loss = nn.functional.cross_entropy(decoder(out).flatten(0, 1), y.flatten())
+        loss.backward()
+        optimizer.step()
+""",
+            """
+import torch
+from torch import nn
+
+def train(lstm, decoder, batches, optimizer):
+    h = torch.zeros(2, 16, 64)
+    c = torch.zeros(2, 16, 64)
+    for x, y in batches:
+        h, c = h.detach(), c.detach()
+        optimizer.zero_grad()
+        out, (h, c) = lstm(x, (h, c))
+        loss = nn.functional.cross_entropy(decoder(out).flatten(0, 1), y.flatten())
+        loss.backward()
+        optimizer.step()
+""",
+        ),
+        # 2. GRU with a tensor state made by torch.zeros
+        invalid(
+            """
+import torch
+
+def train(gru, head, loader, optimizer, criterion):
+    hidden = torch.zeros(1, 32, 128)
+    for inputs, targets in loader:
+        # forward
+        output, hidden = gru(inputs, hidden)
+        loss = criterion(head(output), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
+            """
+import torch
+
+def train(gru, head, loader, optimizer, criterion):
+    hidden = torch.zeros(1, 32, 128)
+    for inputs, targets in loader:
+        hidden = hidden.detach()
+        # forward
+        output, hidden = gru(inputs, hidden)
+        loss = criterion(head(output), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
+        ),
+        # 3. LSTM state kept as one tuple built before the loop
+        invalid(
+            """
+import torch
+
+def fit(model, loader, optimizer):
+    state = (torch.zeros(1, 4, 8), torch.zeros(1, 4, 8))
+    for x, y in loader:
+        pred, state = model(x, state)
+        loss = (pred - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
+            """
+import torch
+
+def fit(model, loader, optimizer):
+    state = (torch.zeros(1, 4, 8), torch.zeros(1, 4, 8))
+    for x, y in loader:
+        state = tuple(h.detach() for h in state)
+        pred, state = model(x, state)
+        loss = (pred - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
+        ),
+        # 4. init_hidden of unknown shape: tensor-or-tuple detach (unsafe fix)
+        invalid(
+            """
+import torch
+
+def train_epoch(model, corpus, criterion, optimizer):
+    model.train()
+    hidden = model.init_hidden(20)
+    for data, targets in corpus:
+        model.zero_grad()
+        output, hidden = model(data, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizer.step()
+""",
+            """
+import torch
+
+def train_epoch(model, corpus, criterion, optimizer):
+    model.train()
+    hidden = model.init_hidden(20)
+    for data, targets in corpus:
+        hidden = hidden.detach() if isinstance(hidden, torch.Tensor) else tuple(h.detach() for h in hidden)
+        model.zero_grad()
+        output, hidden = model(data, hidden)
+        loss = criterion(output, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        optimizer.step()
+""",
+        ),
+        # 5. a script at module level with a while loop and a GRUCell
+        invalid(
+            """
+import torch
+
+cell = torch.nn.GRUCell(8, 16)
+opt = torch.optim.Adam(cell.parameters())
+h = torch.zeros(4, 16)
+step = 0
+while step < 100:
+    x = torch.randn(4, 8)
+    h = cell(x, h)
+    loss = h.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    step += 1
+""",
+            """
+import torch
+
+cell = torch.nn.GRUCell(8, 16)
+opt = torch.optim.Adam(cell.parameters())
+h = torch.zeros(4, 16)
+step = 0
+while step < 100:
+    h = h.detach()
+    x = torch.randn(4, 8)
+    h = cell(x, h)
+    loss = h.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    step += 1
+""",
+        ),
+        # 6. retain_graph=True added to silence the error: fix is unsafe
+        invalid(
+            """
+import torch
+
+def train(rnn, loader, optimizer):
+    hx = torch.zeros(1, 2, 10)
+    for x, y in loader:
+        out, hx = rnn(x, hx)
+        loss = torch.nn.functional.mse_loss(out, y)
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+""",
+            """
+import torch
+
+def train(rnn, loader, optimizer):
+    hx = torch.zeros(1, 2, 10)
+    for x, y in loader:
+        hx = hx.detach()
+        out, hx = rnn(x, hx)
+        loss = torch.nn.functional.mse_loss(out, y)
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+""",
+        ),
+        # 7. state initialised to None: report only (cannot detach None)
+        invalid(
+            """
+import torch
+
+def train(model, loader, optimizer):
+    hidden = None
+    for x, y in loader:
+        out, hidden = model(x, hidden)
+        loss = (out - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+        # 8. a trainer method: timesteps in an inner loop, backward once per batch, AMP
+        invalid(
+            """
+import torch
+
+class Trainer:
+    def train_epoch(self, loader):
+        memory = torch.zeros(self.batch_size, self.dim)
+        for seq, target in loader:
+            for t in range(seq.size(1)):
+                memory = self.cell(seq[:, t], memory)
+            with torch.autocast("cpu"):
+                loss = self.head(memory).sub(target).pow(2).mean()
+            self.optimizer.zero_grad()
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+""",
+            """
+import torch
+
+class Trainer:
+    def train_epoch(self, loader):
+        memory = torch.zeros(self.batch_size, self.dim)
+        for seq, target in loader:
+            memory = memory.detach()
+            for t in range(seq.size(1)):
+                memory = self.cell(seq[:, t], memory)
+            with torch.autocast("cpu"):
+                loss = self.head(memory).sub(target).pow(2).mean()
+            self.optimizer.zero_grad()
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+""",
+        ),
+        # 9. state is a function parameter: shape and None-ness unknown, report only
+        invalid(
+            """
+import torch
+
+def train(model, loader, optimizer, hidden):
+    for x, y in loader:
+        out, hidden = model(x, hidden)
+        loss = (out - y).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return hidden
+"""
+        ),
+    ]
+
+
+# --- analysis --------------------------------------------------------------------------
+
+
+def _scopes(module: cst.Module) -> list[cst.Module | cst.FunctionDef]:
+    finder = _FunctionFinder()
+    module.visit(finder)
+    return [module, *finder.functions]
+
+
+class _FunctionFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.functions: list[cst.FunctionDef] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(node)
+
+
+class _ScopeWalker(cst.CSTVisitor):
+    """Loops of one scope, in source order, with the assignments seen before each one."""
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        super().__init__()
+        self.root = root
+        self.events: list[tuple[str, cst.CSTNode]] = []
+
+    def _nested(self, node: cst.CSTNode) -> bool:
+        return node is not self.root
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return not self._nested(node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_For(self, node: cst.For) -> None:
+        self.events.append(("loop", node))
+
+    def visit_While(self, node: cst.While) -> None:
+        self.events.append(("loop", node))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.events.append(("assign", node))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self.events.append(("assign", node))
+
+
+def _find_carries(
+    scope: cst.Module | cst.FunctionDef, imports: ImportIndex
+) -> list[tuple[_Carry, dict[str, cst.BaseExpression | None]]]:
+    walker = _ScopeWalker(scope)
+    scope.visit(walker)
+    results = []
+    seen: set[int] = set()
+    for position, (kind, node) in enumerate(walker.events):
+        if kind != "loop":
+            continue
+        assert isinstance(node, (cst.For, cst.While))
+        for carry in _loop_carries(node, imports):
+            if id(carry.statement) in seen:
+                continue  # an outer loop already owns this call
+            seen.add(id(carry.statement))
+            initial = _initial_values(walker.events[:position], carry.names)
+            results.append((carry, initial))
+    return results
+
+
+def _loop_carries(loop: cst.For | cst.While, imports: ImportIndex) -> list[_Carry]:
+    """Recurrent calls in `loop` whose state is fed back with no detach in between."""
+    if not isinstance(loop.body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+        return []
+    statements = list(loop.body.body)
+    backward_at = _unconditional_backward_index(statements, imports)
+    if backward_at is None:
+        return []
+    carries = []
+    for index, assign in _reachable_assigns(statements, imports):
+        if index >= backward_at:
+            continue
+        state = _fed_back_state(assign, imports)
+        if state is None:
+            continue
+        names, unpacked = state
+        if all(_untouched_elsewhere(loop, assign, name) for name in names):
+            carries.append(_Carry(loop, assign, names, unpacked))
+    return carries
+
+
+def _unconditional_backward_index(statements, imports: ImportIndex) -> int | None:  # type: ignore[no-untyped-def]
+    """Index of the first top-level statement (through `with`) that runs a backward pass."""
+    for index, statement in enumerate(statements):
+        if _has_backward(statement, imports, through_with=True):
+            return index
+    return None
+
+
+def _has_backward(statement: cst.CSTNode, imports: ImportIndex, through_with: bool) -> bool:
+    if isinstance(statement, cst.With):
+        if with_disables_grad(statement, imports):
+            return False
+        return any(_has_backward(s, imports, through_with) for s in _block(statement.body))
+    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        finder = _BackwardFinder(imports)
+        statement.visit(finder)
+        return finder.found
+    return False
+
+
+class _BackwardFinder(cst.CSTVisitor):
+    def __init__(self, imports: ImportIndex) -> None:
+        super().__init__()
+        self.imports = imports
+        self.found = False
+        self.retains = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.imports.qualified_name(node.func)
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if qualified == "torch.autograd.backward" or method == "backward" or method in _BACKWARD_FUNCTIONS:
+            self.found = True
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "retain_graph":
+                    if not (isinstance(arg.value, cst.Name) and arg.value.value in {"False", "None"}):
+                        self.retains = True
+
+
+def _retains_graph(loop: cst.For | cst.While) -> bool:
+    finder = _BackwardFinder(ImportIndex())
+    loop.body.visit(finder)
+    return finder.retains
+
+
+def _block(body: cst.BaseSuite) -> list[cst.CSTNode]:
+    return list(body.body)
+
+
+def _reachable_assigns(statements, imports: ImportIndex):  # type: ignore[no-untyped-def]
+    """(top-level index, Assign) for assignments reached through `with` and inner loops.
+
+    Assignments under `if`/`try` are skipped (a conditional state update: fail closed),
+    as are those under a grad-disabling `with`.
+    """
+    for index, statement in enumerate(statements):
+        for assign in _assigns_in(statement, imports):
+            yield index, assign
+
+
+def _assigns_in(statement: cst.CSTNode, imports: ImportIndex) -> list[cst.Assign]:
+    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return [s for s in statement.body if isinstance(s, cst.Assign)]
+    if isinstance(statement, cst.With):
+        if with_disables_grad(statement, imports):
+            return []
+        return [a for s in _block(statement.body) for a in _assigns_in(s, imports)]
+    if isinstance(statement, (cst.For, cst.While)):
+        return [a for s in _block(statement.body) for a in _assigns_in(s, imports)]
+    return []
+
+
+def _fed_back_state(assign: cst.Assign, imports: ImportIndex) -> tuple[tuple[str, ...], bool] | None:
+    """The state names a recurrent call reads and rebinds: `out, h = rnn(x, h)`."""
+    if len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
+        return None
+    call = assign.value
+    callee = dotted_name(call.func)
+    if callee is None or imports.qualified_name(call.func) is not None:
+        return None  # a torch API or a computed callee, not a model instance
+    target = assign.targets[0].target
+    for arg in call.args:
+        if arg.star:
+            continue
+        names = _names_of(arg.value)
+        if names is None or not all(_looks_like_state(n) for n in names):
+            continue
+        if _binds_pattern(target, arg.value):
+            return names, isinstance(arg.value, (cst.Tuple, cst.List))
+    return None
+
+
+def _names_of(node: cst.BaseExpression) -> tuple[str, ...] | None:
+    if isinstance(node, cst.Name):
+        return (node.value,)
+    if isinstance(node, (cst.Tuple, cst.List)) and node.elements:
+        names = []
+        for element in node.elements:
+            if not isinstance(element.value, cst.Name) or isinstance(element, cst.StarredElement):
+                return None
+            names.append(element.value.value)
+        return tuple(names)
+    return None
+
+
+def _binds_pattern(target: cst.BaseExpression, pattern: cst.BaseExpression) -> bool:
+    """Is `pattern` (a name or a tuple of names) the target or one element of it?"""
+    if target.deep_equals(pattern) or _same_names(target, pattern):
+        return True
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_binds_pattern(e.value, pattern) for e in target.elements)
+    return False
+
+
+def _same_names(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    if isinstance(a, (cst.Tuple, cst.List)) and isinstance(b, (cst.Tuple, cst.List)):
+        return _names_of(a) is not None and _names_of(a) == _names_of(b)
+    return False
+
+
+def _looks_like_state(name: str) -> bool:
+    return bool(set(name_tokens(name)) & STATE_TOKENS)
+
+
+def _untouched_elsewhere(loop: cst.For | cst.While, statement: cst.Assign, name: str) -> bool:
+    """`name` is not rebound, detached in place, or handed to another call in the loop."""
+    checker = _TouchChecker(statement, name)
+    loop.body.visit(checker)
+    if isinstance(loop, cst.For) and name in assigned_names(loop.target):
+        return False
+    return not checker.touched
+
+
+class _TouchChecker(cst.CSTVisitor):
+    def __init__(self, statement: cst.Assign, name: str) -> None:
+        super().__init__()
+        self.statement = statement
+        self.name = name
+        self.touched = False
+
+    def visit_Assign(self, node: cst.Assign) -> bool:
+        if node is self.statement:
+            return False
+        if any(self.name in assigned_names(t.target) for t in node.targets):
+            self.touched = True
+        return True
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.name in assigned_names(node.target):
+            self.touched = True
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self.name in assigned_names(node.target):
+            self.touched = True
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        if self.name in assigned_names(node.target):
+            self.touched = True
+
+    def visit_For(self, node: cst.For) -> None:
+        if self.name in assigned_names(node.target):
+            self.touched = True
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        if self.name in assigned_names(node.name):
+            self.touched = True
+
+    def visit_Del(self, node: cst.Del) -> None:
+        if self.name in assigned_names(node.target):
+            self.touched = True
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        # `detach_hidden(hidden)`: a call whose result is dropped works by side effect
+        call = node.value
+        if isinstance(call, cst.Call) and any(_mentions(arg.value, self.name) for arg in call.args):
+            self.touched = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        callee = (dotted_name(node.func) or "").rsplit(".", 1)[-1].lower()
+        if ("detach" in callee or "repackage" in callee) and any(_mentions(a.value, self.name) for a in node.args):
+            self.touched = True
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_"):
+            if isinstance(node.func.value, cst.Name) and node.func.value.value == self.name:
+                self.touched = True  # `h.detach_()`, `h.zero_()`
+
+
+def _mentions(node: cst.BaseExpression, name: str) -> bool:
+    """`name` itself, or inside a tuple/list display (`(h, c)`), not deeper expressions."""
+    if isinstance(node, cst.Name):
+        return node.value == name
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return any(_mentions(e.value, name) for e in node.elements)
+    return False
+
+
+def _initial_values(events, names: tuple[str, ...]) -> dict[str, cst.BaseExpression | None]:  # type: ignore[no-untyped-def]
+    """The last value assigned to each name before the loop (None: unknown or `None`)."""
+    values: dict[str, cst.BaseExpression | None] = {}
+    for kind, node in events:
+        if kind != "assign":
+            continue
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        value = node.value
+        for target in targets:
+            for name in names:
+                if name in assigned_names(target):
+                    values[name] = _value_for(target, name, value)
+    return values
+
+
+def _value_for(target: cst.BaseExpression, name: str, value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """The expression bound to `name`: the whole value, or its element when unpacked.
+
+    `h, c = torch.zeros(...), torch.zeros(...)` -> the first `torch.zeros`; an unpacked
+    call result (`h, c = model.init_hidden()`) -> the call (its element is a tensor).
+    """
+    if value is None or (isinstance(value, cst.Name) and value.value == "None"):
+        return None
+    if isinstance(target, cst.Name):
+        return value
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+        for element, item in zip(target.elements, value.elements):
+            if name in assigned_names(element.value):
+                return _value_for(element.value, name, item.value)
+        return None
+    return value
+
+
+# --- the fix ---------------------------------------------------------------------------
+
+
+def _detach_statement(
+    carry: _Carry, initial: dict[str, cst.BaseExpression | None], imports: ImportIndex
+) -> tuple[cst.SimpleStatementLine, Applicability, tuple[str, ...]]:
+    if carry.unpacked:
+        left = ", ".join(carry.names)
+        right = ", ".join(f"{n}.detach()" for n in carry.names)
+        return cst.parse_statement(f"{left} = {right}"), Applicability.SAFE, ()  # type: ignore[return-value]
+    name = carry.names[0]
+    value = initial[name]
+    loop_var = "t" if name == "h" else "h"
+    if isinstance(value, (cst.Tuple, cst.List)):
+        text = f"{name} = tuple({loop_var}.detach() for {loop_var} in {name})"
+        return cst.parse_statement(text), Applicability.SAFE, ()  # type: ignore[return-value]
+    if value is not None and _makes_tensor(value, imports):
+        return cst.parse_statement(f"{name} = {name}.detach()"), Applicability.SAFE, ()  # type: ignore[return-value]
+    tensor, needs = imports.expression_for("torch.Tensor")
+    tensor_text = cst.Module(body=[]).code_for_node(tensor)
+    text = (
+        f"{name} = {name}.detach() if isinstance({name}, {tensor_text}) "
+        f"else tuple({loop_var}.detach() for {loop_var} in {name})"
+    )
+    return cst.parse_statement(text), Applicability.UNSAFE, needs  # type: ignore[return-value]
+
+
+def _makes_tensor(value: cst.BaseExpression, imports: ImportIndex) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    if imports.qualified_name(value.func) in _TENSOR_FACTORIES:
+        return True
+    return isinstance(value.func, cst.Attribute) and value.func.attr.value in _TENSOR_METHODS and (
+        imports.qualified_name(value.func) is None
+    )
+
+
+def _prepend(updated: cst.CSTNode, statement: cst.SimpleStatementLine) -> cst.CSTNode:
+    if not isinstance(updated, cst.IndentedBlock):
+        return updated
+    return updated.with_changes(body=[statement, *updated.body])
