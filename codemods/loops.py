@@ -1,0 +1,401 @@
+"""Training-loop facts shared by rules: scopes, parents, backward calls, bindings, statement order.
+
+AGF002 (missing zero_grad), AGF006 (history accumulated across iterations) and AGF011
+(unneeded `retain_graph=True`) all reason about "a loop that runs backward": which calls
+backpropagate and through which tensor, which names a loop body binds and where, which
+statements run unconditionally in each iteration, and whether a value is broken off the
+graph (`.item()`, `.detach()`). Everything here is syntactic and conservative: rules use it
+to rule rewrites *out*; a question it cannot answer gets the answer that keeps code as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.names import name_tokens
+
+#: methods that backpropagate (`loss.backward()`, Lightning's `self.manual_backward(loss)`)
+BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+#: receivers whose `.backward(loss)` takes the loss as argument (Accelerate, Fabric, DeepSpeed)
+_WRAPPER_BACKWARD_TOKENS = frozenset({"accelerator", "fabric", "engine", "trainer", "strategy", "self", "amp"})
+#: calls that read or build gradients without going through `.backward()`
+_AUTOGRAD_PREFIXES = ("torch.autograd.", "torch.func.", "functorch")
+#: attributes / calls that return a value cut off the autograd graph
+BREAKING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "data", "detach_"})
+BREAKING_FUNCTIONS = frozenset({"float", "int", "bool", "str", "len"})
+#: receivers of `.step()` that are optimizers (by the name the code gives them)
+OPTIMIZER_TOKENS = frozenset({"opt", "optim", "optimizer", "optimiser", "optimizers", "optimisers", "optimizer1", "optimizer2"})
+_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def parent_map(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
+    """`id(child) -> parent` for every node under `root` (cheaper than libcst metadata)."""
+    collector = _ParentCollector()
+    root.visit(collector)
+    return collector.parents
+
+
+class _ParentCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parents: dict[int, cst.CSTNode] = {}
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.parents[id(node)] = self.stack[-1]
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+
+
+def ancestors(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> Iterator[cst.CSTNode]:
+    """Parents of `node`, nearest first, up to the module."""
+    current = parents.get(id(node))
+    while current is not None:
+        yield current
+        current = parents.get(id(current))
+
+
+def enclosing_scope(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.CSTNode:
+    """The innermost function around `node`, or the module (a script)."""
+    last = node
+    for parent in ancestors(node, parents):
+        if isinstance(parent, (cst.FunctionDef, cst.Lambda)):
+            return parent
+        last = parent
+    return last
+
+
+def innermost_loop(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.For | cst.While | None:
+    """The nearest loop whose body holds `node`, not looking past a function boundary."""
+    child = node
+    for parent in ancestors(node, parents):
+        if isinstance(parent, _NESTED_SCOPES):
+            return None
+        if isinstance(parent, (cst.For, cst.While)) and child is parent.body:
+            return parent
+        child = parent
+    return None
+
+
+def local_nodes(root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
+    """Nodes of `types` under `root` in source order, not inside nested defs, classes or lambdas."""
+    collector = _LocalCollector(types, root)
+    root.visit(collector)
+    return collector.found
+
+
+class _LocalCollector(cst.CSTVisitor):
+    def __init__(self, types: type | tuple[type, ...], root: cst.CSTNode) -> None:
+        super().__init__()
+        self.types = types
+        self.root = root
+        self.found: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node is not self.root and isinstance(node, _NESTED_SCOPES):
+            if isinstance(node, self.types):
+                self.found.append(node)
+            return False
+        if isinstance(node, self.types):
+            self.found.append(node)
+        return True
+
+
+def all_nodes(root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
+    """Nodes of `types` anywhere under `root`, nested defs included (for fail-closed checks)."""
+    collector = _AllCollector(types)
+    root.visit(collector)
+    return collector.found
+
+
+class _AllCollector(cst.CSTVisitor):
+    def __init__(self, types: type | tuple[type, ...]) -> None:
+        super().__init__()
+        self.types = types
+        self.found: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.types):
+            self.found.append(node)
+        return True
+
+
+def has_keyword(call: cst.Call, keyword: str) -> cst.Arg | None:
+    for argument in call.args:
+        if argument.keyword is not None and argument.keyword.value == keyword:
+            return argument
+    return None
+
+
+def is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def is_backward_call(call: cst.Call, imports: ImportIndex) -> bool:
+    """`x.backward(...)`, `self.manual_backward(x)`, `accelerator.backward(x)`, `torch.autograd.backward(x)`."""
+    if imports.qualified_name(call.func) in {"torch.autograd.backward"}:
+        return True
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in BACKWARD_METHODS
+
+
+def is_gradient_call(call: cst.Call, imports: ImportIndex) -> bool:
+    """Any call that backpropagates or computes gradients (backward, autograd.grad, torch.func)."""
+    if is_backward_call(call, imports):
+        return True
+    qualified = imports.qualified_name(call.func)
+    return qualified is not None and qualified.startswith(_AUTOGRAD_PREFIXES) and qualified not in {
+        "torch.autograd.Function",
+        "torch.autograd.Variable",
+    } and not qualified.startswith(("torch.autograd.grad_mode", "torch.autograd.no_grad", "torch.autograd.set_grad"))
+
+
+def backward_root(call: cst.Call, imports: ImportIndex) -> cst.BaseExpression | None:
+    """The tensor a backward call backpropagates from, or None when unclear.
+
+    `loss.backward()` -> `loss`; `scaler.scale(loss).backward()` -> `loss`;
+    `accelerator.backward(loss)` / `self.manual_backward(loss)` /
+    `torch.autograd.backward(loss)` -> `loss`.
+    """
+    if imports.qualified_name(call.func) == "torch.autograd.backward":
+        return _first_positional(call)
+    if not isinstance(call.func, cst.Attribute):
+        return None
+    receiver = call.func.value
+    if call.func.attr.value == "manual_backward":
+        return _first_positional(call)
+    receiver_name = dotted_name(receiver)
+    if receiver_name is not None and set(name_tokens(receiver_name.replace(".", "_"))) & _WRAPPER_BACKWARD_TOKENS:
+        return _first_positional(call)
+    if (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Attribute)
+        and receiver.func.attr.value == "scale"
+        and len(receiver.args) == 1
+        and receiver.args[0].keyword is None
+    ):
+        return receiver.args[0].value  # GradScaler: scaler.scale(loss).backward()
+    return receiver
+
+
+def backward_has_gradient_argument(call: cst.Call, imports: ImportIndex) -> bool:
+    """Does the call pass an explicit `gradient` (so the root may be non-scalar)?"""
+    if has_keyword(call, "gradient") or has_keyword(call, "grad_tensors") or any(a.star for a in call.args):
+        return True
+    positional = [a for a in call.args if a.keyword is None]
+    root = backward_root(call, imports)
+    root_is_argument = bool(positional) and root is positional[0].value
+    return len(positional) > (1 if root_is_argument else 0)
+
+
+def _first_positional(call: cst.Call) -> cst.BaseExpression | None:
+    for argument in call.args:
+        if argument.keyword is None and argument.star == "":
+            return argument.value
+    return None
+
+
+def breaks_graph(node: cst.CSTNode) -> bool:
+    """Does the expression contain `.detach()`, `.item()`, `.data`, `float(...)` & co. anywhere?
+
+    Used to rule out "this value carries a graph": any cut anywhere means we do not know.
+    """
+    for attribute in all_nodes(node, cst.Attribute):
+        assert isinstance(attribute, cst.Attribute)
+        if attribute.attr.value in BREAKING_METHODS:
+            return True
+    for call in all_nodes(node, cst.Call):
+        assert isinstance(call, cst.Call)
+        if isinstance(call.func, cst.Name) and call.func.value in BREAKING_FUNCTIONS:
+            return True
+    return False
+
+
+def read_name_nodes(node: cst.CSTNode) -> list[cst.Name]:
+    """Every `Name` read in an expression (attribute names and keywords excluded)."""
+    collector = _ReadNames()
+    node.visit(collector)
+    return collector.names
+
+
+class _ReadNames(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[cst.Name] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.append(node)
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+@dataclass
+class Binding:
+    """One place a name is (re)bound: the statement, its kind and the assigned value."""
+
+    name: str
+    kind: str  # "assign", "augassign", "annassign", "for", "with", "walrus", "del", "import", "def"
+    statement: cst.CSTNode
+    value: cst.BaseExpression | None = None
+
+
+def bindings(root: cst.CSTNode) -> list[Binding]:
+    """Where names are bound under `root` (local only: nested defs bind their own names)."""
+    collector = _BindingCollector(root)
+    root.visit(collector)
+    return collector.found
+
+
+class _BindingCollector(cst.CSTVisitor):
+    def __init__(self, root: cst.CSTNode) -> None:
+        super().__init__()
+        self.root = root
+        self.found: list[Binding] = []
+
+    def _targets(self, target: cst.BaseExpression, kind: str, statement: cst.CSTNode, value) -> None:
+        if isinstance(target, cst.Name):
+            self.found.append(Binding(target.value, kind, statement, value))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._targets(element.value, kind, statement, value)
+        elif isinstance(target, cst.StarredElement):
+            self._targets(target.value, kind, statement, value)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node is not self.root and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self.found.append(Binding(node.name.value, "def", node))
+            return False
+        if node is not self.root and isinstance(node, cst.Lambda):
+            return False
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                self._targets(target.target, "assign", node, node.value)
+        elif isinstance(node, cst.AugAssign):
+            self._targets(node.target, "augassign", node, node.value)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self._targets(node.target, "annassign", node, node.value)
+        elif isinstance(node, cst.For):
+            self._targets(node.target, "for", node, node.iter)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            self._targets(node.asname.name, "with", node, node.item)
+        elif isinstance(node, cst.NamedExpr):
+            self._targets(node.target, "walrus", node, node.value)
+        elif isinstance(node, cst.Del):
+            self._targets(node.target, "del", node, None)
+        elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+            self._targets(node.name.name, "with", node, None)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                local = alias.asname.name if alias.asname is not None else alias.name
+                if isinstance(local, cst.Name):
+                    self.found.append(Binding(local.value, "import", node))
+                elif isinstance(local, cst.Attribute):
+                    head = dotted_name(local)
+                    if head:
+                        self.found.append(Binding(head.split(".")[0], "import", node))
+        return True
+
+
+def declared_global(scope: cst.CSTNode) -> set[str]:
+    """Names a scope declares `global` or `nonlocal` (their bindings escape the scope)."""
+    names: set[str] = set()
+    for node in local_nodes(scope, (cst.Global, cst.Nonlocal)):
+        assert isinstance(node, (cst.Global, cst.Nonlocal))
+        names.update(item.name.value for item in node.names)
+    return names
+
+
+def runs_every_iteration(node: cst.CSTNode, loop: cst.For | cst.While, parents: dict[int, cst.CSTNode]) -> bool:
+    """Is `node` reached on every iteration of `loop` (only `with` blocks between them)?"""
+    child = node
+    for parent in ancestors(node, parents):
+        if parent is loop:
+            return child is loop.body
+        if isinstance(parent, (cst.If, cst.Try, cst.TryStar, cst.For, cst.While, cst.Match, cst.ExceptHandler,
+                               cst.Else, cst.Finally, cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(parent, (cst.BooleanOperation, cst.IfExp, cst.CompFor)):
+            return False
+        child = parent
+    return False
+
+
+def statement_line(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.SimpleStatementLine | None:
+    """The `SimpleStatementLine` holding `node` when that line sits in an indented block or the module."""
+    for parent in ancestors(node, parents):
+        if isinstance(parent, cst.SimpleStatementLine):
+            holder = parents.get(id(parent))
+            return parent if isinstance(holder, (cst.IndentedBlock, cst.Module)) else None
+        if isinstance(parent, (cst.BaseCompoundStatement, cst.SimpleStatementSuite)):
+            return None
+    return None
+
+
+def expression_statement_call(line: cst.SimpleStatementLine) -> cst.Call | None:
+    """The call of a line that is exactly one call statement (`opt.step()`), else None."""
+    if len(line.body) == 1 and isinstance(line.body[0], cst.Expr) and isinstance(line.body[0].value, cst.Call):
+        return line.body[0].value
+    return None
+
+
+def block_statements(line: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> list[cst.CSTNode]:
+    """The statements of the block (indented block or module) that holds `line`."""
+    holder = parents.get(id(line))
+    if isinstance(holder, (cst.IndentedBlock, cst.Module)):
+        return list(holder.body)
+    return []
+
+
+def is_optimizer_name(name: str | None) -> bool:
+    """`optimizer`, `self.opt`, `opt_g`, `g_optimizer`, `optimizerD`: named as an optimizer."""
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1]
+    return bool(set(name_tokens(last)) & OPTIMIZER_TOKENS)
+
+
+@dataclass
+class StatementOrder:
+    """Source-order index of every node under a root (pre-order), for before/after questions."""
+
+    index: dict[int, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, root: cst.CSTNode) -> "StatementOrder":
+        order = cls()
+        counter = _Counter(order.index)
+        root.visit(counter)
+        return order
+
+    def position(self, node: cst.CSTNode) -> int:
+        return self.index.get(id(node), -1)
+
+
+class _Counter(cst.CSTVisitor):
+    def __init__(self, index: dict[int, int]) -> None:
+        super().__init__()
+        self.index = index
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.index[id(node)] = len(self.index)
+        return True

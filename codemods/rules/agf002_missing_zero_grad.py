@@ -1,0 +1,786 @@
+"""AGF002 missing-zero-grad: a training loop that steps but never zeroes gradients."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from autograd_fix.codemods.gradmode import with_disables_grad
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.loops import (
+    all_nodes,
+    ancestors,
+    bindings,
+    block_statements,
+    expression_statement_call,
+    is_backward_call,
+    is_optimizer_name,
+    local_nodes,
+    parent_map,
+    statement_line,
+)
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.rule import Contract, Rule
+
+_CLEAR_TOKENS = frozenset({"zero", "zeros", "clear", "reset", "none", "flush", "zeroes"})
+_GRAD_TOKENS = frozenset({"grad", "grads", "gradient", "gradients"})
+_GRAD_ATTRIBUTES = frozenset({"grad", "_grad", "main_grad"})
+_LOOPS = (cst.For, cst.While)
+
+
+@dataclass
+class _Step:
+    """One `optimizer.step()` (or `scaler.step(optimizer)`) statement in the loop."""
+
+    call: cst.Call
+    optimizer: str
+    scaler: str | None = None
+
+
+@dataclass
+class _Update:
+    """One hand-written update of a tensor from its own `.grad` (`w -= lr * w.grad`)."""
+
+    line: cst.SimpleStatementLine
+    tensor: str
+
+
+@dataclass
+class _LoopFacts:
+    backwards: list[cst.Call] = field(default_factory=list)
+    steps: list[_Step] = field(default_factory=list)
+    updates: list[_Update] = field(default_factory=list)
+    #: something we do not understand (closure step, unknown optimizer receiver): stay silent
+    unclear: bool = False
+
+
+class MissingZeroGrad(Rule):
+    """
+    ## What it does
+    Finds training loops that call `backward()` and update the weights (an optimizer's
+    `step()`, or `w -= lr * w.grad` by hand) but never zero the gradients between steps,
+    and inserts `optimizer.zero_grad()` right after the `step()` (inside the `if` of a
+    gradient-accumulation loop), or `w.grad = None` after a hand-written update.
+
+    ## Why is this bad?
+    `backward()` adds into `.grad`; it never overwrites. Without zeroing, the step after
+    `n` batches uses the sum of all `n` batches' gradients, so the effective learning rate
+    grows every iteration and training diverges or crawls. Zeroing once per epoch, before
+    the batch loop, is the same bug.
+
+    ## Example
+    ```python
+    optimizer.zero_grad()
+    for x, y in train_loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+    optimizer.zero_grad()
+    for x, y in train_loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+    With gradient accumulation (`if (i + 1) % k == 0: optimizer.step()`) the zeroing goes
+    inside that `if`, after the step: zeroing every micro-batch would defeat the
+    accumulation, and zeroing between `backward()` and `step()` would step on zeros.
+
+    ## Fix safety
+    The fix is unsafe: it changes the training trajectory, by design. It is placed where
+    every `step()` sees exactly the gradients of the backward passes since the previous
+    step. The rule stays silent when any zeroing already exists in the loop, in any form
+    (`optimizer.zero_grad()`, `model.zero_grad()`, `set_to_none`, `p.grad = None`,
+    `p.grad.zero_()`, a same-file helper the loop calls), when `.grad` is written by hand,
+    when `step` receives a closure (LBFGS: the closure zeroes), when the optimizer is
+    created inside the loop, and when the stepped object is not named as an optimizer
+    (DeepSpeed engines zero inside `step()`). Several optimizers with several backward
+    passes (a GAN) are reported without a fix: which gradients each step should see is a
+    modelling decision.
+
+    ## Verification
+    At every optimizer step, each parameter's `.grad` equals the sum of the gradient
+    contributions of the backward passes since the previous step.
+    """
+
+    code = "AGF002"
+    name = "missing-zero-grad"
+    safety = Applicability.UNSAFE
+    message = "training loop never zeroes gradients: every backward adds to the previous ones"
+    triggers = ("backward",)
+    contract = Contract(
+        description="at every optimizer step, each parameter's .grad equals the sum of the gradient "
+        "contributions of the backward passes since the previous step",
+        checks=("step_grads_match_contributions",),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        parents = parent_map(node)
+        imports = self.context.imports
+        helpers = _zeroing_helpers(node)
+        loops = [loop for loop in all_nodes(node, _LOOPS)]
+        facts = {id(loop): _loop_facts(loop, imports, parents) for loop in loops}
+        for loop in loops:
+            fact = facts[id(loop)]
+            if not _trains(fact) or fact.unclear:
+                continue
+            if any(_trains(facts[id(inner)]) for inner in local_nodes(loop.body, _LOOPS)):
+                continue  # the innermost training loop is the one to fix
+            if _zeroes(loop, helpers):
+                continue
+            self._report(loop, fact, parents)
+        return False
+
+    def _report(self, loop: cst.For | cst.While, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
+        if fact.steps and fact.updates:
+            return  # optimizer and hand-written updates mixed: not understood
+        if fact.steps:
+            if any(_is_bound_in(step.optimizer, loop) for step in fact.steps):
+                return  # a fresh optimizer (and usually model) per iteration
+            self._report_steps(fact, parents)
+        else:
+            self._report_updates(fact, parents)
+
+    def _report_steps(self, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
+        optimizers = list(dict.fromkeys(step.optimizer for step in fact.steps))
+        names = ", ".join(f"`{name}`" for name in optimizers)
+        message = (
+            f"{names} step{'s' if len(optimizers) == 1 else ''} in a loop that never zeroes gradients: "
+            "every backward adds to the previous ones; zero them after each step"
+        )
+        anchor = fact.steps[0].call
+        insertions = _step_insertions(fact, parents)
+        if insertions is None:
+            self.report(anchor, message + " (several optimizers and backward passes: not fixed automatically)")
+            return
+        edits = tuple(Edit(line, _inserter(statements)) for line, statements in insertions)
+        fix = Fix(Applicability.UNSAFE, edits, f"insert `{optimizers[0]}.zero_grad()` after the step")
+        self.report(anchor, message, fix)
+
+    def _report_updates(self, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
+        by_block: dict[int, list[_Update]] = {}
+        for update in fact.updates:
+            by_block.setdefault(id(parents[id(update.line)]), []).append(update)
+        edits = []
+        for updates in by_block.values():
+            tensors = list(dict.fromkeys(update.tensor for update in updates))
+            statements = [f"{tensor}.grad = None" for tensor in tensors]
+            edits.append(Edit(updates[-1].line, _inserter(statements)))
+        tensors = ", ".join(f"`{t}`" for t in dict.fromkeys(u.tensor for u in fact.updates))
+        fix = Fix(Applicability.UNSAFE, tuple(edits), "reset `.grad` to None after the hand-written update")
+        self.report(
+            fact.updates[0].line,
+            f"{tensors} updated from `.grad` in a loop that never zeroes it: every backward adds to the "
+            "previous gradients; set `.grad = None` after the update",
+            fix,
+        )
+
+    VALID = [
+        # 1. the canonical loop
+        valid(
+            """
+import torch
+
+def train(model, train_loader, optimizer, criterion):
+    model.train()
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+        # 2. gradient accumulation done right
+        valid(
+            """
+def train(model, loader, optimizer, criterion, accum_steps=4):
+    optimizer.zero_grad(set_to_none=True)
+    for i, (x, y) in enumerate(loader):
+        loss = criterion(model(x), y) / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+"""
+        ),
+        # 3. model.zero_grad() counts
+        valid(
+            """
+for epoch in range(10):
+    for data, target in loader:
+        net.zero_grad()
+        loss = F.nll_loss(net(data), target)
+        loss.backward()
+        opt.step()
+"""
+        ),
+        # 4. manual zeroing of parameter grads
+        valid(
+            """
+for x, y in loader:
+    for p in model.parameters():
+        p.grad = None
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""
+        ),
+        # 5. LBFGS: the closure zeroes; step receives it
+        valid(
+            """
+import torch
+
+optimizer = torch.optim.LBFGS(model.parameters(), lr=1)
+for i in range(20):
+    def closure():
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        return loss
+    optimizer.step(closure)
+"""
+        ),
+        # 6. zeroing in a same-file helper the loop calls
+        valid(
+            """
+def reset(model):
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.zero_()
+
+def fit(model, loader, optimizer):
+    for x, y in loader:
+        reset(model)
+        loss = (model(x) - y).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+        # 7. .grad assigned by hand (torch.autograd.grad + manual assignment)
+        valid(
+            """
+import torch
+
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    for p in model.parameters():
+        p.grad = p.grad.clamp(-1, 1)
+    optimizer.step()
+"""
+        ),
+        # 8. DeepSpeed: the engine zeroes inside step()
+        valid(
+            """
+for step, batch in enumerate(data_loader):
+    loss = model_engine(batch)
+    model_engine.backward(loss)
+    model_engine.step()
+"""
+        ),
+        # 9. full-batch gradient descent: accumulate over the whole epoch, then step and zero
+        valid(
+            """
+for epoch in range(100):
+    for x, y in loader:
+        criterion(model(x), y).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+        ),
+        # 10. manual SGD that zeroes (the PyTorch tutorial)
+        valid(
+            """
+import torch
+
+for t in range(500):
+    loss = (x @ w - y).pow(2).sum()
+    loss.backward()
+    with torch.no_grad():
+        w -= learning_rate * w.grad
+        w.grad.zero_()
+"""
+        ),
+        # 11. Lightning manual optimization: zero_grad through the wrapped optimizer
+        valid(
+            """
+class Lit(pl.LightningModule):
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        for _ in range(3):
+            opt.zero_grad()
+            loss = self.compute_loss(batch)
+            self.manual_backward(loss)
+            opt.step()
+"""
+        ),
+        # 12. hyper-parameter search: a fresh model and optimizer every iteration
+        valid(
+            """
+for lr in [1e-1, 1e-2, 1e-3]:
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    results[lr] = evaluate(model)
+"""
+        ),
+        # 13. AMP with the zeroing written as set_to_none on the model
+        valid(
+            """
+for batch in loader:
+    with torch.autocast("cuda"):
+        loss = model(batch).mean()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    model.zero_grad(set_to_none=True)
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. zeroed once, before the loop
+        invalid(
+            """
+import torch
+
+def train(model, train_loader, optimizer, criterion):
+    optimizer.zero_grad()
+    for x, y in train_loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+""",
+            """
+import torch
+
+def train(model, train_loader, optimizer, criterion):
+    optimizer.zero_grad()
+    for x, y in train_loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        ),
+        # 2. zeroing once per epoch, outside the batch loop
+        invalid(
+            """
+for epoch in range(args.epochs):
+    model.zero_grad()
+    for batch_idx, (data, target) in enumerate(train_loader):
+        output = model(data)
+        loss = F.nll_loss(output, target)
+        loss.backward()
+        opt.step()  # update
+        if batch_idx % 10 == 0:
+            print(loss.item())
+""",
+            """
+for epoch in range(args.epochs):
+    model.zero_grad()
+    for batch_idx, (data, target) in enumerate(train_loader):
+        output = model(data)
+        loss = F.nll_loss(output, target)
+        loss.backward()
+        opt.step()  # update
+        opt.zero_grad()
+        if batch_idx % 10 == 0:
+            print(loss.item())
+""",
+        ),
+        # 3. gradient accumulation: zero inside the `if`, after the step
+        invalid(
+            """
+def train(model, loader, optimizer, criterion, accumulation_steps):
+    for i, (inputs, labels) in enumerate(loader):
+        loss = criterion(model(inputs), labels) / accumulation_steps
+        loss.backward()
+        if (i + 1) % accumulation_steps == 0:
+            optimizer.step()
+            scheduler.step()
+""",
+            """
+def train(model, loader, optimizer, criterion, accumulation_steps):
+    for i, (inputs, labels) in enumerate(loader):
+        loss = criterion(model(inputs), labels) / accumulation_steps
+        loss.backward()
+        if (i + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+            scheduler.step()
+""",
+        ),
+        # 4. a trainer class with AMP: after scaler.update()
+        invalid(
+            """
+import torch
+
+class Trainer:
+    def train_epoch(self):
+        for batch in self.train_loader:
+            with torch.autocast("cuda"):
+                loss = self.model(**batch).loss
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+""",
+            """
+import torch
+
+class Trainer:
+    def train_epoch(self):
+        for batch in self.train_loader:
+            with torch.autocast("cuda"):
+                loss = self.model(**batch).loss
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad()
+""",
+        ),
+        # 5. manual SGD without zeroing: reset the grads the loop updates
+        invalid(
+            """
+import torch
+
+w = torch.randn(3, 1, requires_grad=True)
+b = torch.zeros(1, requires_grad=True)
+for step in range(100):
+    loss = ((x @ w + b - y) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        w -= lr * w.grad
+        b -= lr * b.grad
+""",
+            """
+import torch
+
+w = torch.randn(3, 1, requires_grad=True)
+b = torch.zeros(1, requires_grad=True)
+for step in range(100):
+    loss = ((x @ w + b - y) ** 2).mean()
+    loss.backward()
+    with torch.no_grad():
+        w -= lr * w.grad
+        b -= lr * b.grad
+        w.grad = None
+        b.grad = None
+""",
+        ),
+        # 6. manual update over parameters()
+        invalid(
+            """
+import torch
+
+def sgd_epoch(model, loader, lr):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.sub_(lr * p.grad)
+""",
+            """
+import torch
+
+def sgd_epoch(model, loader, lr):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.sub_(lr * p.grad)
+                p.grad = None
+""",
+        ),
+        # 7. one backward, two optimizers (encoder/decoder): zero both after the last step
+        invalid(
+            """
+while step < max_steps:
+    x = next(batches)
+    recon = decoder(encoder(x))
+    loss = (recon - x).abs().mean()
+    loss.backward()
+    enc_optimizer.step()
+    dec_optimizer.step()
+    step += 1
+""",
+            """
+while step < max_steps:
+    x = next(batches)
+    recon = decoder(encoder(x))
+    loss = (recon - x).abs().mean()
+    loss.backward()
+    enc_optimizer.step()
+    dec_optimizer.step()
+    enc_optimizer.zero_grad()
+    dec_optimizer.zero_grad()
+    step += 1
+""",
+        ),
+        # 8. a GAN without zeroing: reported, not fixed (which grads each step sees is a choice)
+        invalid(
+            """
+for real in loader:
+    fake = G(torch.randn(real.size(0), 100))
+    d_loss = bce(D(real), ones) + bce(D(fake.detach()), zeros)
+    d_loss.backward()
+    opt_d.step()
+    g_loss = bce(D(fake), ones)
+    g_loss.backward()
+    opt_g.step()
+"""
+        ),
+        # 9. step in both branches of an if/else
+        invalid(
+            """
+for it, (x, y) in enumerate(loader):
+    loss = criterion(net(x), y)
+    loss.backward()
+    if it < warmup:
+        optimizer.step()
+    else:
+        clip_grad_norm_(net.parameters(), 1.0)
+        optimizer.step()
+""",
+            """
+for it, (x, y) in enumerate(loader):
+    loss = criterion(net(x), y)
+    loss.backward()
+    if it < warmup:
+        optimizer.step()
+        optimizer.zero_grad()
+    else:
+        clip_grad_norm_(net.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+        ),
+    ]
+
+
+def _trains(fact: _LoopFacts) -> bool:
+    return bool(fact.backwards) and bool(fact.steps or fact.updates)
+
+
+def _loop_facts(loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> _LoopFacts:
+    """Backward calls, optimizer steps and hand-written updates in the loop (not in nested defs)."""
+    fact = _LoopFacts()
+    for call in local_nodes(loop.body, cst.Call):
+        assert isinstance(call, cst.Call)
+        if is_backward_call(call, imports):
+            fact.backwards.append(call)
+        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "step":
+            _classify_step(call, fact)
+    for line in local_nodes(loop.body, cst.SimpleStatementLine):
+        assert isinstance(line, cst.SimpleStatementLine)
+        tensor = _updated_from_grad(line)
+        if tensor is not None and _update_is_intended(line, imports, parents):
+            fact.updates.append(_Update(line, tensor))
+    return fact
+
+
+def _classify_step(call: cst.Call, fact: _LoopFacts) -> None:
+    receiver = dotted_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
+    if receiver is None:
+        fact.unclear = True  # `self.optimizers()[0].step()`: cannot name what to zero
+        return
+    if is_optimizer_name(receiver):
+        if call.args:
+            fact.unclear = True  # step(closure): LBFGS-style, the closure zeroes
+        else:
+            fact.steps.append(_Step(call, receiver))
+        return
+    if "scaler" in name_tokens(receiver.rsplit(".", 1)[-1]) and len(call.args) == 1 and call.args[0].keyword is None:
+        optimizer = dotted_name(call.args[0].value)
+        if is_optimizer_name(optimizer):
+            fact.steps.append(_Step(call, optimizer, scaler=receiver))  # type: ignore[arg-type]
+        else:
+            fact.unclear = True
+
+
+def _updated_from_grad(line: cst.SimpleStatementLine) -> str | None:
+    """`w -= lr * w.grad`, `p.data.add_(p.grad, alpha=-lr)`, `p.sub_(lr * p.grad)` -> the tensor."""
+    if len(line.body) != 1:
+        return None
+    small = line.body[0]
+    if isinstance(small, cst.AugAssign) and isinstance(small.operator, (cst.SubtractAssign, cst.AddAssign)):
+        tensor = _strip_data(small.target)
+        return tensor if tensor is not None and _reads_grad_of(small.value, tensor) else None
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in {"sub_", "add_"}:
+            tensor = _strip_data(call.func.value)
+            if tensor is not None and any(_reads_grad_of(argument.value, tensor) for argument in call.args):
+                return tensor
+    return None
+
+
+def _strip_data(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+        node = node.value
+    return dotted_name(node)
+
+
+def _reads_grad_of(node: cst.CSTNode, tensor: str) -> bool:
+    for attribute in all_nodes(node, cst.Attribute):
+        assert isinstance(attribute, cst.Attribute)
+        if attribute.attr.value == "grad" and dotted_name(attribute.value) == tensor:
+            return True
+    return False
+
+
+def _update_is_intended(line: cst.SimpleStatementLine, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> bool:
+    """A hand-written update runs under no_grad or through `.data` (otherwise it raises anyway)."""
+    if "data" in {a.attr.value for a in all_nodes(line, cst.Attribute)}:  # type: ignore[union-attr]
+        return True
+    return any(isinstance(parent, cst.With) and with_disables_grad(parent, imports) for parent in ancestors(line, parents))
+
+
+def _zeroing_helpers(module: cst.Module) -> set[str]:
+    """Names of same-file functions that zero gradients, directly or through each other."""
+    functions = [f for f in all_nodes(module, cst.FunctionDef)]
+    zeroing: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for function in functions:
+            assert isinstance(function, cst.FunctionDef)
+            name = function.name.value
+            if name not in zeroing and _zeroes(function.body, zeroing):
+                zeroing.add(name)
+                changed = True
+    return zeroing
+
+
+def _zeroes(node: cst.CSTNode, helpers: set[str]) -> bool:
+    """Any zeroing or hand-written `.grad` write under `node`, nested defs included."""
+    for attribute in all_nodes(node, cst.Attribute):
+        assert isinstance(attribute, cst.Attribute)
+        if attribute.attr.value == "zero_grad":
+            return True
+    for target in _written_targets(node):
+        if _touches_grad(target):
+            return True
+    for call in all_nodes(node, cst.Call):
+        assert isinstance(call, cst.Call)
+        name = dotted_name(call.func)
+        if name is not None:
+            last = name.rsplit(".", 1)[-1]
+            tokens = set(name_tokens(last))
+            if last in helpers or last == "zero_grad" or (tokens & _CLEAR_TOKENS and tokens & _GRAD_TOKENS):
+                return True
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value.endswith("_"):
+            if _touches_grad(call.func.value):
+                return True  # p.grad.zero_(), p.grad.data.mul_(0), p.grad.detach_()
+            if any(_touches_grad(argument.value) for argument in call.args) and not _is_parameter_update(call):
+                return True  # torch._foreach_zero_([p.grad ...])
+        elif name is not None and name.rsplit(".", 1)[-1].endswith("_"):
+            if any(_touches_grad(argument.value) for argument in call.args):
+                return True
+    return False
+
+
+def _is_parameter_update(call: cst.Call) -> bool:
+    """`p.add_(p.grad, alpha=-lr)` reads .grad; it does not write it."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in {"add_", "sub_", "addcdiv_", "addcmul_"} and not _touches_grad(call.func.value)
+
+
+def _written_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    targets: list[cst.BaseExpression] = []
+    for statement in all_nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del)):
+        if isinstance(statement, cst.Assign):
+            targets.extend(t.target for t in statement.targets)
+        elif isinstance(statement, (cst.AugAssign, cst.AnnAssign, cst.Del)):
+            targets.append(statement.target)
+    flat: list[cst.BaseExpression] = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (cst.Tuple, cst.List)):
+            targets.extend(e.value for e in target.elements)
+        else:
+            flat.append(target)
+    return flat
+
+
+def _touches_grad(node: cst.CSTNode) -> bool:
+    """Is there a `.grad` (or `.main_grad`) attribute in this Attribute/Subscript chain?"""
+    current = node
+    while isinstance(current, (cst.Attribute, cst.Subscript)):
+        if isinstance(current, cst.Attribute) and current.attr.value in _GRAD_ATTRIBUTES:
+            return True
+        current = current.value
+    return False
+
+
+def _is_bound_in(optimizer: str, loop: cst.For | cst.While) -> bool:
+    head = optimizer.split(".", 1)[0]
+    if "." in optimizer:
+        return False
+    return any(binding.name == head for binding in bindings(loop.body))
+
+
+def _step_insertions(
+    fact: _LoopFacts, parents: dict[int, cst.CSTNode]
+) -> list[tuple[cst.SimpleStatementLine, list[str]]] | None:
+    """(line after which to insert, statements) for each step; None when no fix is clear."""
+    sites: list[tuple[cst.SimpleStatementLine, _Step]] = []
+    for step in fact.steps:
+        line = statement_line(step.call, parents)
+        if line is None or expression_statement_call(line) is not step.call:
+            return None
+        sites.append((_after_scaler_update(line, step, parents), step))
+    optimizers = list(dict.fromkeys(step.optimizer for step in fact.steps))
+    if len(optimizers) == 1:
+        unique: dict[int, tuple[cst.SimpleStatementLine, list[str]]] = {}
+        for line, step in sites:
+            unique.setdefault(id(line), (line, [f"{step.optimizer}.zero_grad()"]))
+        return list(unique.values())
+    # several optimizers: only one backward feeding them all, steps side by side
+    holders = {id(parents[id(line)]) for line, _ in sites}
+    if len(fact.backwards) != 1 or len(holders) != 1:
+        return None
+    block = block_statements(sites[0][0], parents)
+    last = max((line for line, _ in sites), key=lambda line: next(i for i, s in enumerate(block) if s is line))
+    return [(last, [f"{name}.zero_grad()" for name in optimizers])]
+
+
+def _after_scaler_update(
+    line: cst.SimpleStatementLine, step: _Step, parents: dict[int, cst.CSTNode]
+) -> cst.SimpleStatementLine:
+    """With AMP, `scaler.step(opt)` is followed by `scaler.update()`: insert after that."""
+    if step.scaler is None:
+        return line
+    block = block_statements(line, parents)
+    for index, statement in enumerate(block):
+        if statement is line and index + 1 < len(block):
+            following = block[index + 1]
+            if isinstance(following, cst.SimpleStatementLine):
+                call = expression_statement_call(following)
+                if (
+                    call is not None
+                    and isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value == "update"
+                    and dotted_name(call.func.value) == step.scaler
+                ):
+                    return following
+    return line
+
+
+def _inserter(statements: list[str]):
+    """An edit that keeps the line and appends `statements` after it in the same block."""
+    parsed = [cst.parse_statement(f"{statement}\n") for statement in statements]
+
+    def replace(updated: cst.CSTNode) -> cst.FlattenSentinel:
+        return cst.FlattenSentinel([updated, *parsed])
+
+    return replace
