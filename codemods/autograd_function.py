@@ -669,3 +669,210 @@ class _TensorUseFinder(cst.CSTVisitor):
                 if first.keyword is None and not first.star and isinstance(first.value, cst.Name):
                     self.names.add(first.value.value)
                 return
+
+
+# ---------------------------------------------------------------------------------------
+# setup_context, ctx.saved_tensors, and editing helpers
+
+
+def setup_context_aliases(function: CustomFunction, index: int) -> set[str]:
+    """Names `setup_context` gives input `index` (`x, k = inputs` -> {'k'} for index 1)."""
+    setup = function.setup_context
+    if setup is None:
+        return set()
+    params = tuple(setup.params.posonly_params) + tuple(setup.params.params)
+    if len(params) < 2:
+        return set()
+    inputs_name = params[1].name.value
+    names: set[str] = set()
+    for assign in own_nodes(setup, cst.Assign):
+        value = assign.value
+        for target in assign.targets:
+            node = target.target
+            if isinstance(value, cst.Name) and value.value == inputs_name and isinstance(node, (cst.Tuple, cst.List)):
+                elements = node.elements
+                if index < len(elements) and isinstance(elements[index].value, cst.Name):
+                    names.add(elements[index].value.value)
+            elif isinstance(node, cst.Name) and _integer_index(value, inputs_name) == index:
+                names.add(node.value)
+    return names
+
+
+def _integer_index(node: cst.BaseExpression, base: str) -> int | None:
+    """`base[3]` -> 3; anything else -> None."""
+    if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == base):
+        return None
+    return subscript_index(node)
+
+
+def subscript_index(node: cst.Subscript) -> int | None:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    value = node.slice[0].slice.value
+    if isinstance(value, cst.Integer):
+        return int(value.evaluated_value)
+    return None
+
+
+def ctx_holder_facts(function: CustomFunction, imports: ImportIndex) -> TensorFacts | None:
+    """Tensor facts in the method that receives ctx during forward (forward or setup_context).
+
+    In the setup_context style, the names unpacked from `inputs` inherit what `forward`'s
+    parameters are known to be.
+    """
+    forward = function.forward
+    if forward is None:
+        return None
+    forward_facts = TensorFacts(forward, imports, skip_params=1 if function.combined else 0)
+    if function.combined:
+        return forward_facts
+    setup = function.setup_context
+    inputs = function.forward_inputs()
+    if setup is None or inputs is None:
+        return None
+    tensors: set[str] = set()
+    non_tensors: set[str] = set()
+    for index, param in enumerate(inputs):
+        aliases = setup_context_aliases(function, index)
+        if param.name.value in forward_facts.tensors:
+            tensors |= aliases
+        elif param.name.value in forward_facts.non_tensors:
+            non_tensors |= aliases
+    return TensorFacts(setup, imports, tensors=tensors, non_tensors=non_tensors, skip_params=3)
+
+
+@dataclass
+class SavedTensorsReads:
+    """How `backward` reads `ctx.saved_tensors`: one tuple unpacking and/or `[i]` subscripts."""
+
+    #: the top-level statement `a, b = ctx.saved_tensors`, if any
+    line: cst.SimpleStatementLine | None = None
+    target: cst.Tuple | cst.List | None = None
+    subscripts: list[tuple[cst.Subscript, int]] = field(default_factory=list)
+    #: False when some read has another shape (`saved = ctx.saved_tensors`, `*rest`, a loop)
+    understood: bool = True
+    #: position of `line` in backward's top-level body
+    position: int = -1
+
+
+def saved_tensors_reads(backward: cst.FunctionDef, ctx: str) -> SavedTensorsReads:
+    reads = SavedTensorsReads()
+    accounted: set[int] = set()
+    for position, statement in enumerate(top_level_body(backward)):
+        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+            continue
+        assign = statement.body[0]
+        if not (isinstance(assign, cst.Assign) and is_saved_tensors(assign.value, ctx) and len(assign.targets) == 1):
+            continue
+        target = assign.targets[0].target
+        if (
+            reads.line is not None
+            or not isinstance(target, (cst.Tuple, cst.List))
+            or not all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements)
+        ):
+            reads.understood = False
+            continue
+        reads.line, reads.target, reads.position = statement, target, position
+        accounted.add(id(assign.value))
+    finder = _SavedTensorsFinder(ctx)
+    backward.body.visit(finder)
+    for subscript in finder.subscripts:
+        index = subscript_index(subscript)
+        if index is None or index < 0:
+            reads.understood = False
+        else:
+            reads.subscripts.append((subscript, index))
+            accounted.add(id(subscript.value))
+    if finder.other or any(id(node) not in accounted for node in finder.attributes):
+        reads.understood = False
+    return reads
+
+
+class _SavedTensorsFinder(cst.CSTVisitor):
+    def __init__(self, ctx: str) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.attributes: list[cst.Attribute] = []
+        self.subscripts: list[cst.Subscript] = []
+        self.other = False
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if is_saved_tensors(node.value, self.ctx):
+            self.subscripts.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        attribute = ctx_attribute(node, self.ctx)
+        if attribute == "saved_tensors":
+            self.attributes.append(node)
+        elif attribute in ("saved_variables", "to_save"):
+            self.other = True
+
+
+def statement_of_call(function: cst.FunctionDef, call: cst.Call) -> tuple[int, cst.SimpleStatementLine] | None:
+    """The top-level line of `function` that is exactly `call` as a statement, and its index."""
+    for position, statement in enumerate(top_level_body(function)):
+        if (
+            isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and statement.body[0].value is call
+        ):
+            return position, statement
+    return None
+
+
+def without_args(call: cst.Call, indices: set[int]) -> cst.Call:
+    """`call` minus the positional arguments at `indices`, commas tidied."""
+    kept = [arg for index, arg in enumerate(call.args) if index not in indices]
+    if kept and call.args:
+        kept[-1] = kept[-1].with_changes(comma=call.args[-1].comma)
+    return call.with_changes(args=kept)
+
+
+def with_args(call: cst.Call, extra: list[cst.BaseExpression]) -> cst.Call:
+    """`call` with `extra` positional arguments appended."""
+    args = list(call.args)
+    separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    if args:
+        trailing = args[-1].comma
+        args[-1] = args[-1].with_changes(comma=separator)
+    else:
+        trailing = cst.MaybeSentinel.DEFAULT
+    for number, value in enumerate(extra):
+        last = number == len(extra) - 1
+        args.append(cst.Arg(value, comma=trailing if last else separator))
+    return call.with_changes(args=args)
+
+
+def tuple_without(target: cst.Tuple | cst.List, indices: set[int]) -> cst.Tuple | cst.List | None:
+    """Unpacking target minus `indices`; a single survivor keeps a trailing comma; None if empty."""
+    kept = [e for index, e in enumerate(target.elements) if index not in indices]
+    if not kept:
+        return None
+    if len(kept) == 1 and isinstance(target, cst.Tuple):
+        kept[0] = kept[0].with_changes(comma=cst.Comma())
+    else:
+        kept[-1] = kept[-1].with_changes(comma=target.elements[-1].comma)
+    return target.with_changes(elements=kept)
+
+
+def tuple_with(target: cst.Tuple | cst.List, names: list[str]) -> cst.Tuple | cst.List:
+    """Unpacking target with `names` appended (`x, = ...` -> `x, out = ...`)."""
+    elements = list(target.elements)
+    separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    trailing = elements[-1].comma if elements else cst.MaybeSentinel.DEFAULT
+    if len(elements) == 1 and isinstance(target, cst.Tuple):
+        trailing = cst.MaybeSentinel.DEFAULT  # `x, = ...` needed its comma; `x, out = ...` does not
+    if elements:
+        elements[-1] = elements[-1].with_changes(comma=separator)
+    for number, name in enumerate(names):
+        last = number == len(names) - 1
+        elements.append(cst.Element(cst.Name(name), comma=trailing if last else separator))
+    return target.with_changes(elements=elements)
+
+
+def simple_line(code: str, like: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+    """A new statement line from `code`, without `like`'s comments or blank lines."""
+    line = cst.parse_statement(code)
+    assert isinstance(line, cst.SimpleStatementLine)
+    return line

@@ -22,6 +22,7 @@ from autograd_fix.codemods.autograd_function import (
     return_statements,
     returned_elements,
     save_for_backward_calls,
+    setup_context_aliases,
 )
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
@@ -897,44 +898,12 @@ def _saved(function: CustomFunction, index: int, name: str) -> bool:
     ctx = function.forward_ctx()
     if holder is None or ctx is None:
         return True
-    names = {name} | _setup_context_aliases(function, index)
+    names = {name} | setup_context_aliases(function, index)
     for call in save_for_backward_calls(holder, ctx):
         for arg in call.args:
             if arg.star or (isinstance(arg.value, cst.Name) and arg.value.value in names):
                 return True
     return False
-
-
-def _setup_context_aliases(function: CustomFunction, index: int) -> set[str]:
-    """Names `setup_context` gives input `index` (`x, k = inputs` -> {'k'} for index 1)."""
-    setup = function.setup_context
-    if setup is None:
-        return set()
-    params = tuple(setup.params.posonly_params) + tuple(setup.params.params)
-    if len(params) < 2:
-        return set()
-    inputs_name = params[1].name.value
-    names: set[str] = set()
-    for assign in own_nodes(setup, cst.Assign):
-        value = assign.value
-        for target in assign.targets:
-            node = target.target
-            if isinstance(value, cst.Name) and value.value == inputs_name and isinstance(node, (cst.Tuple, cst.List)):
-                elements = node.elements
-                if index < len(elements) and isinstance(elements[index].value, cst.Name):
-                    names.add(elements[index].value.value)
-            elif (
-                isinstance(value, cst.Subscript)
-                and isinstance(value.value, cst.Name)
-                and value.value.value == inputs_name
-                and isinstance(node, cst.Name)
-                and len(value.slice) == 1
-                and isinstance(value.slice[0].slice, cst.Index)
-                and isinstance(value.slice[0].slice.value, cst.Integer)
-                and value.slice[0].slice.value.evaluated_value == index
-            ):
-                names.add(node.value)
-    return names
 
 
 def _ctx_attributes_of(function: CustomFunction, index: int, name: str) -> set[str]:
@@ -943,7 +912,7 @@ def _ctx_attributes_of(function: CustomFunction, index: int, name: str) -> set[s
     ctx = function.forward_ctx()
     if holder is None or ctx is None:
         return set()
-    names = {name} if function.combined else _setup_context_aliases(function, index)
+    names = {name} if function.combined else setup_context_aliases(function, index)
     found: set[str] = set()
     for assign in own_nodes(holder, cst.Assign):
         if isinstance(assign.value, cst.Name) and assign.value.value in names:
