@@ -1,0 +1,152 @@
+"""Public entry points: verify one patch, many patches in parallel, or gradcheck a file.
+
+The cli calls these; without an explicit `verifier` each call starts (and closes) its
+own warm worker, so a caller verifying many patches should either pass them all to
+`verify_many` or hold one `Verifier` open and pass it in.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .client import Verifier, WorkerError
+from .config import ConfigError, load_config
+from .units import UnitError, find_units
+from .verdict import ACCEPTED, UNVERIFIED, UnitResult, Verdict, combine
+
+DEFAULT_MEMORY_MB = 4096
+
+
+def default_jobs() -> int:
+    """Two runs per patch go in parallel already: half the CPUs, at least one."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def _request(pair: dict[str, Any], defaults: dict[str, Any]) -> tuple[dict[str, Any] | None, Verdict | None]:
+    """A worker request for one pair, or the verdict when nothing needs to run."""
+    merged = {**defaults, **{k: v for k, v in pair.items() if v is not None}}
+    path = merged.get("path") or "<string>"
+    rule = merged.get("rule")
+    try:
+        units = find_units(merged["original"], merged["rewritten"], path=path, entry=merged.get("entry"))
+    except UnitError as exc:
+        return None, Verdict(UNVERIFIED, str(exc), rule, ())
+    if not units:
+        return None, Verdict(ACCEPTED, "no code change (the two versions' syntax trees are equal)", rule, ())
+    try:
+        config = load_config(path if path != "<string>" else None, config_dir=merged.get("config_dir"))
+    except ConfigError as exc:
+        return None, Verdict(UNVERIFIED, str(exc), rule, ())
+    checks = merged.get("checks")
+    request = {
+        "op": "verify",
+        "path": path,
+        "rule": rule,
+        "checks": list(checks) if checks else None,
+        "units": [unit.to_json() for unit in units],
+        "device": merged.get("device", "auto"),
+        "timeout": float(merged.get("timeout", 20.0)),
+        "memory_mb": int(merged.get("memory_mb", DEFAULT_MEMORY_MB)),
+        "factories": config.factories,
+        "factory_root": config.root,
+        "threads": int(merged.get("threads", 1)),
+    }
+    return request, None
+
+
+def _verdict(answer: dict[str, Any], rule: str | None) -> Verdict:
+    if not answer.get("ok"):
+        return Verdict(UNVERIFIED, f"verification failed: {answer.get('error')}", rule, ())
+    units = [UnitResult(**unit) for unit in answer["result"]["units"]]
+    return combine(units, rule)
+
+
+def verify_many(
+    pairs: list[dict[str, Any]],
+    *,
+    jobs: int | None = None,
+    device: str = "auto",
+    timeout: float = 20.0,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    config_dir: str | None = None,
+    verifier: Verifier | None = None,
+) -> list[Verdict]:
+    """Verify independent patches, up to `jobs` at a time, on one warm worker.
+
+    Each pair is a dict with ``original`` and ``rewritten`` sources and optionally
+    ``path``, ``rule``, ``entry``, ``checks``, ``device``, ``timeout``, ``config_dir``
+    (per-pair values win over the keyword defaults). Verdicts come back in order.
+    """
+    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir}
+    verdicts: list[Verdict | None] = []
+    requests: list[dict[str, Any]] = []
+    slots: list[int] = []
+    for pair in pairs:
+        request, verdict = _request(pair, defaults)
+        verdicts.append(verdict)
+        if request is not None:
+            slots.append(len(verdicts) - 1)
+            requests.append(request)
+    if requests:
+        own = verifier is None
+        try:
+            worker = verifier or Verifier()
+        except WorkerError as exc:
+            for slot in slots:
+                verdicts[slot] = Verdict(UNVERIFIED, f"verification worker unavailable: {exc}", pairs[slot].get("rule"), ())
+            return [v for v in verdicts if v is not None]
+        try:
+            answers = worker.run_many(requests, jobs=jobs or default_jobs())
+        except WorkerError as exc:
+            answers = [{"ok": False, "error": str(exc)} for _ in requests]
+        finally:
+            if own:
+                worker.close()
+        for slot, answer in zip(slots, answers):
+            verdicts[slot] = _verdict(answer, pairs[slot].get("rule"))
+    return [v for v in verdicts if v is not None]
+
+
+def verify_pair(
+    original: str,
+    rewritten: str,
+    *,
+    path: str = "<string>",
+    rule: str | None = None,
+    entry: str | None = None,
+    device: str = "auto",
+    timeout: float = 20.0,
+    checks: tuple[str, ...] | None = None,
+    config_dir: str | None = None,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    verifier: Verifier | None = None,
+) -> Verdict:
+    """Run both versions of one file and judge the patch under `checks` (or generic)."""
+    pair = {"original": original, "rewritten": rewritten, "path": path, "rule": rule, "entry": entry, "checks": checks}
+    return verify_many(
+        [pair], jobs=1, device=device, timeout=timeout, memory_mb=memory_mb, config_dir=config_dir, verifier=verifier
+    )[0]
+
+
+def gradcheck_file(source: str, *, path: str, timeout: float = 20.0, verifier: Verifier | None = None) -> list[dict]:
+    """gradcheck every custom ``torch.autograd.Function`` in `source`, float64 inputs.
+
+    One dict per Function: ``{"name", "passed": bool | None, "error", "inputs"}``
+    (``passed`` is None when no inputs could be synthesized). A module that cannot be
+    loaded yields a single entry named ``<module>`` with the error.
+    """
+    request = {"op": "gradcheck", "source": source, "path": path, "timeout": timeout, "memory_mb": DEFAULT_MEMORY_MB}
+    own = verifier is None
+    worker = verifier or Verifier()
+    try:
+        (answer,) = worker.run_many([request])
+    finally:
+        if own:
+            worker.close()
+    if not answer.get("ok"):
+        return [{"name": "<module>", "passed": None, "error": answer.get("error"), "inputs": None}]
+    result = answer["result"]
+    if result.get("error"):
+        return [{"name": "<module>", "passed": None, "error": result["error"], "inputs": None}]
+    return list(result["functions"])

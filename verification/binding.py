@@ -1,0 +1,435 @@
+"""Bind a function unit's parameters and free names to values, by role.
+
+Runs inside a run child (it builds tensors). Both sides of a patch bind after identical
+seeding, so they receive identical values.
+
+Roles come from, in order: a user factory (see `autograd_fix.verification.config`), the
+parameter's default value, its annotation, then its name (and, for tensors, its use:
+a parameter whose ``.grad`` the body reads gets ``requires_grad=True``). Models are bound
+first because the other roles take their shapes from them at run time: the input shape
+from the first Linear/Conv/Embedding/RNN/LayerNorm, the target shape (and whether targets
+are class indices) from the model's output and the loss the code names.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+BATCH = 4
+N_BATCHES = 3
+
+_MODEL = re.compile(
+    r"(^|_)(model|net|network|module|classifier|encoder|decoder|backbone|generator|discriminator|policy|critic|"
+    r"actor|teacher|student|head|mlp|cnn|rnn|lstm|transformer)s?($|_)|^m$"
+)
+_LOADER = re.compile(r"loader|batches|dataset|(^|_)data($|_)|(^|_)ds($|_)|iterator|(^|_)iter($|_)|samples|stream")
+_OPTIM = re.compile(r"^opt$|optim|^sgd$|^adam")
+_SCHED = re.compile(r"sched")
+_CRIT = re.compile(r"criterion|loss_fn|loss_func|lossfn|objective|^criteria$|^loss_function$|^crit$")
+_DEVICE = re.compile(r"^(device|dev)$|_device$")
+_TARGET = re.compile(r"^(y|t|target|targets|label|labels|gt|y_true|yb|truth)$")
+_LOSS = re.compile(r"^(loss|total_loss|objective_value)$")
+_TENSOR = re.compile(
+    r"^(x|xs|x_\w+|xb|inp|input|inputs|image|images|img|imgs|batch|features|feats|feat|h|hidden|z|a|b|u|v|w|"
+    r"weight|weights|bias|tensor|t_\w+|logits|pred|preds|prediction|predictions|out|output|outputs|grad_output|"
+    r"grad|grads|src|tgt|seq|tokens|emb|embeddings|q|k_|query|key|value|mask|sample)$"
+)
+_BOOL = re.compile(r"^(is_|use_|do_|has_|should_|enable|disable|verbose|debug|amp|inplace|train$|training$|shuffle|flag|return_|dry_run)")
+_FLOAT = re.compile(
+    r"lr|learning_rate|alpha|beta|gamma|eps|epsilon|momentum|weight_decay|decay|scale|temperature|temp$|tau|clip|"
+    r"max_norm|threshold|margin|dropout|^p$|ratio|factor|lambda|^lam$|coef|std|sigma|noise|step_size|smoothing"
+)
+_INT = re.compile(
+    r"epoch|steps$|^n$|^k$|^n_|^num_|iters?$|iterations|accum|interval|every|batch_size|^bs$|size$|dim$|^dim|count|"
+    r"classes|^seed$|^i$|^idx$|^index$|horizon|depth|width|channels|patience|^rank$|^world_size$|^max_"
+)
+
+_CE_HINT = re.compile(r"cross_entropy|CrossEntropy|nll_loss|NLLLoss|argmax|num_classes|accuracy")
+_REG_HINT = re.compile(r"mse|MSELoss|l1_loss|L1Loss|smooth_l1|huber|Huber")
+_BCE_HINT = re.compile(r"binary_cross|BCELoss|BCEWithLogits")
+
+
+class Unbindable(Exception):
+    """A name got no value; `name` and `why` go into the `unverified` verdict."""
+
+    def __init__(self, name: str, why: str) -> None:
+        super().__init__(f"cannot bind {name!r}: {why}")
+        self.name = name
+        self.why = why
+
+
+@dataclass
+class Binder:
+    """Builds values for names; one per run child."""
+
+    namespace: dict[str, Any]
+    source: str
+    device: torch.device
+    factories: dict[str, str] = field(default_factory=dict)
+    factory_root: str | None = None
+    dtype: torch.dtype = torch.float32
+    values: dict[str, Any] = field(default_factory=dict)
+    described: dict[str, str] = field(default_factory=dict)
+    _model: nn.Module | None = None
+    _shapes: dict[str, Any] | None = None
+
+    # -- public -------------------------------------------------------------------
+    def bind_call(self, fn: Callable, names: list[str], skip_first: bool = False) -> tuple[list[Any], dict[str, Any]]:
+        """Positional/keyword arguments for `fn`; globals in `names` go into the namespace."""
+        sig = inspect.signature(fn)
+        params = list(sig.parameters.values())
+        if skip_first and params:
+            params = params[1:]
+        # models first: everything else takes shapes from them
+        ordered = sorted(params, key=lambda p: 0 if self._looks_like_model(p.name, p.annotation) else 1)
+        bound: dict[str, Any] = {}
+        for param in ordered:
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if param.name not in self.factories and param.default is not inspect.Parameter.empty:
+                continue
+            bound[param.name] = self.value(param.name, param.annotation)
+        for name in sorted(names, key=lambda n: 0 if self._looks_like_model(n, inspect.Parameter.empty) else 1):
+            if name not in self.namespace:
+                self.namespace[name] = self.value(name, inspect.Parameter.empty)
+        args, kwargs = [], {}
+        for param in params:
+            if param.name not in bound:
+                continue
+            if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+                args.append(bound[param.name])
+            else:
+                kwargs[param.name] = bound[param.name]
+        return args, kwargs
+
+    def value(self, name: str, annotation: Any = inspect.Parameter.empty) -> Any:
+        if name in self.values:
+            return self.values[name]
+        value = self._build(name, annotation)
+        self.values[name] = value
+        return value
+
+    # -- roles --------------------------------------------------------------------
+    def _looks_like_model(self, name: str, annotation: Any) -> bool:
+        text = self._annotation_text(annotation)
+        return bool(_MODEL.search(name.lower())) or text.endswith("Module") or text in self._module_classes_names()
+
+    @staticmethod
+    def _annotation_text(annotation: Any) -> str:
+        if annotation is inspect.Parameter.empty:
+            return ""
+        if isinstance(annotation, str):
+            return annotation
+        return getattr(annotation, "__qualname__", None) or getattr(annotation, "__name__", "") or str(annotation)
+
+    def _build(self, name: str, annotation: Any) -> Any:
+        if name in self.factories:
+            return self._from_factory(name)
+        lowered = name.lower()
+        ann = self._annotation_text(annotation)
+        if ann:
+            by_annotation = self._by_annotation(name, ann)
+            if by_annotation is not None:
+                return by_annotation
+        if _DEVICE.search(lowered):
+            self.described[name] = f"device {self.device}"
+            return self.device
+        if self._looks_like_model(name, annotation):
+            return self._bind_model(name)
+        if _OPTIM.search(lowered):
+            model = self.model()
+            if "adam" in lowered:
+                opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            else:
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            self.described[name] = f"{type(opt).__name__} over the model's parameters"
+            return opt
+        if _SCHED.search(lowered):
+            opt = next((v for v in self.values.values() if isinstance(v, torch.optim.Optimizer)), None)
+            if opt is None:
+                opt = self.value("optimizer")
+            self.described[name] = "StepLR(step_size=1)"
+            return torch.optim.lr_scheduler.StepLR(opt, step_size=1)
+        if _CRIT.search(lowered):
+            return self._criterion(name)
+        if _LOADER.search(lowered):
+            return self._loader(name)
+        if _TARGET.search(lowered):
+            shapes = self.shapes()
+            self.described[name] = f"targets {list(shapes['target'].shape)}"
+            return shapes["target"].clone()
+        if _LOSS.search(lowered):
+            shapes = self.shapes()
+            model = self.model()
+            loss = model(shapes["x"]).float().pow(2).mean()
+            self.described[name] = "scalar loss of the model on one batch (with graph)"
+            return loss
+        if _BOOL.search(lowered):
+            value = lowered in ("train", "training")
+            self.described[name] = repr(value)
+            return value
+        if _FLOAT.search(lowered):
+            return self._number(name, float)
+        if _INT.search(lowered):
+            return self._number(name, int)
+        if _TENSOR.search(lowered):
+            return self._tensor(name)
+        raise Unbindable(
+            name,
+            "no role inferred from its name, annotation or default; add a factory under "
+            f"[tool.autograd-fix.verify] in pyproject.toml, e.g. {name} = \"mypkg.testing:make_{name}\"",
+        )
+
+    def _by_annotation(self, name: str, ann: str) -> Any:
+        short = ann.split(".")[-1].split("[")[0]
+        if short in ("Module", "Sequential") or short in self._module_classes_names():
+            return self._bind_model(name, preferred=short if short in self._module_classes_names() else None)
+        if short == "Tensor":
+            return self._tensor(name)
+        if short in ("Optimizer", "SGD", "Adam", "AdamW"):
+            return self._build(name if _OPTIM.search(name.lower()) else "optimizer", inspect.Parameter.empty)
+        if short in ("DataLoader", "Iterable", "Iterator", "Sequence", "list"):
+            return self._loader(name)
+        if short == "device":
+            self.described[name] = f"device {self.device}"
+            return self.device
+        if short == "bool":
+            return _BOOL.search(name.lower()) is not None and name.lower() in ("train", "training")
+        if short == "int":
+            return self._number(name, int)
+        if short == "float":
+            return self._number(name, float)
+        return None
+
+    def _number(self, name: str, kind: type) -> Any:
+        lowered = name.lower()
+        table_float = [
+            (r"lr|learning_rate|step_size", 0.1),
+            (r"eps|epsilon", 1e-6),
+            (r"momentum|beta", 0.9),
+            (r"weight_decay|decay|dropout|^p$|noise|smoothing", 0.0),
+            (r"max_norm|clip|threshold|margin|temperature|temp$|tau|scale|factor|std|sigma", 1.0),
+        ]
+        table_int = [
+            (r"epoch", 2),
+            (r"accum", 2),
+            (r"interval|every", 1),
+            (r"batch_size|^bs$", BATCH),
+            (r"seed|rank|^i$|^idx$|^index$", 0),
+            (r"world_size", 1),
+            (r"classes", None),
+        ]
+        value: Any = None
+        if kind is float:
+            value = next((v for pattern, v in table_float if re.search(pattern, lowered)), 0.5)
+        else:
+            for pattern, v in table_int:
+                if re.search(pattern, lowered):
+                    value = v if v is not None else int(self.shapes()["classes"])
+                    break
+            else:
+                value = 2
+        self.described[name] = repr(value)
+        return value
+
+    # -- models -------------------------------------------------------------------
+    def _module_classes(self) -> list[type]:
+        module_name = self.namespace.get("__name__")
+        return [
+            value
+            for value in self.namespace.values()
+            if isinstance(value, type)
+            and issubclass(value, nn.Module)
+            and value.__module__ == module_name
+        ]
+
+    def _module_classes_names(self) -> set[str]:
+        return {cls.__name__ for cls in self._module_classes()}
+
+    def _construct(self, cls: type) -> nn.Module | None:
+        try:
+            sig = inspect.signature(cls.__init__)
+            kwargs = {}
+            for param in list(sig.parameters.values())[1:]:
+                if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.default is not inspect.Parameter.empty:
+                    continue
+                lowered = param.name.lower()
+                if _INT.search(lowered) or _FLOAT.search(lowered):
+                    kwargs[param.name] = 8 if _INT.search(lowered) else 0.1
+                else:
+                    return None
+            return cls(**kwargs)
+        except Exception:  # noqa: BLE001 - any failure just means "not this class"
+            return None
+
+    def _bind_model(self, name: str, preferred: str | None = None) -> nn.Module:
+        candidates = self._module_classes()
+        tokens = set(re.split(r"_+", name.lower()))
+        chosen: type | None = None
+        if preferred:
+            chosen = next((c for c in candidates if c.__name__ == preferred), None)
+        if chosen is None:
+            chosen = next((c for c in candidates if c.__name__.lower() in tokens or name.lower() in c.__name__.lower()), None)
+        model: nn.Module | None = None
+        if chosen is not None:
+            model = self._construct(chosen)
+        if model is None:
+            rng = torch.get_rng_state()
+            sizes = []
+            for cls in candidates:
+                instance = self._construct(cls)
+                if instance is not None:
+                    sizes.append((sum(p.numel() for p in instance.parameters()), cls))
+            torch.set_rng_state(rng)
+            if sizes:
+                best = max(sizes, key=lambda item: item[0])[1]
+                model = self._construct(best)
+        if model is None:
+            model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+            self.described[name] = "default MLP Linear(8,16)-ReLU-Linear(16,4)"
+        else:
+            self.described[name] = f"{type(model).__name__}()"
+        model = model.to(self.device)
+        if self.dtype != torch.float32:
+            model = model.to(self.dtype)
+        if self._model is None:
+            self._model = model
+        return model
+
+    def model(self) -> nn.Module:
+        if self._model is None:
+            self.values.setdefault("<implicit model>", self._bind_model("model"))
+        assert self._model is not None
+        return self._model
+
+    # -- shapes -------------------------------------------------------------------
+    def shapes(self) -> dict[str, Any]:
+        """One input batch and its target, shaped from the model's first layer."""
+        if self._shapes is not None:
+            return self._shapes
+        model = self.model()
+        x = self._input_for(model)
+        probe = copy.deepcopy(model)
+        with torch.no_grad():
+            try:
+                out = probe(x)
+            except Exception as exc:  # noqa: BLE001
+                raise Unbindable("inputs", f"the model rejected a synthesized batch of shape {list(x.shape)}: {exc}") from exc
+        while isinstance(out, (tuple, list)) and out:
+            out = out[0]
+        if isinstance(out, dict) and out:
+            out = next(iter(out.values()))
+        if not isinstance(out, torch.Tensor):
+            raise Unbindable("targets", f"the model's output is a {type(out).__name__}, not a tensor")
+        classes = out.shape[-1] if out.dim() >= 2 else 1
+        loss_kind = self._loss_kind(out)
+        if loss_kind == "ce":
+            target = torch.randint(0, max(int(classes), 1), tuple(out.shape[:-1]), device=self.device)
+        elif loss_kind == "bce":
+            target = torch.rand(out.shape, device=self.device, dtype=out.dtype)
+        else:
+            target = torch.randn(out.shape, device=self.device, dtype=out.dtype)
+        self._shapes = {"x": x, "target": target, "classes": classes, "loss": loss_kind}
+        return self._shapes
+
+    def _loss_kind(self, out: torch.Tensor) -> str:
+        if _BCE_HINT.search(self.source):
+            return "bce"
+        if _REG_HINT.search(self.source):
+            return "mse"
+        if _CE_HINT.search(self.source):
+            return "ce"
+        return "ce" if out.dim() >= 2 and out.shape[-1] > 1 else "mse"
+
+    def _input_for(self, model: nn.Module) -> torch.Tensor:
+        kw = {"device": self.device}
+        for layer in model.modules():
+            if isinstance(layer, nn.Linear):
+                return torch.randn(BATCH, layer.in_features, dtype=self.dtype, **kw)
+            if isinstance(layer, nn.Conv1d):
+                return torch.randn(BATCH, layer.in_channels, 32, dtype=self.dtype, **kw)
+            if isinstance(layer, nn.Conv2d):
+                return torch.randn(BATCH, layer.in_channels, 16, 16, dtype=self.dtype, **kw)
+            if isinstance(layer, nn.Conv3d):
+                return torch.randn(BATCH, layer.in_channels, 8, 8, 8, dtype=self.dtype, **kw)
+            if isinstance(layer, nn.Embedding):
+                return torch.randint(0, layer.num_embeddings, (BATCH, 6), **kw)
+            if isinstance(layer, nn.RNNBase):
+                shape = (BATCH, 5, layer.input_size) if layer.batch_first else (5, BATCH, layer.input_size)
+                return torch.randn(*shape, dtype=self.dtype, **kw)
+            if isinstance(layer, nn.LayerNorm):
+                return torch.randn(BATCH, *layer.normalized_shape, dtype=self.dtype, **kw)
+        return torch.randn(BATCH, 8, dtype=self.dtype, **kw)
+
+    # -- other roles --------------------------------------------------------------
+    def _loader(self, name: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        first = self.shapes()
+        batches = [(first["x"].clone(), first["target"].clone())]
+        model = self.model()
+        for _ in range(N_BATCHES - 1):
+            x = self._input_for(model)
+            target = first["target"]
+            if first["loss"] == "ce":
+                y = torch.randint(0, max(int(first["classes"]), 1), tuple(target.shape), device=self.device)
+            elif first["loss"] == "bce":
+                y = torch.rand(target.shape, device=self.device, dtype=target.dtype)
+            else:
+                y = torch.randn(target.shape, device=self.device, dtype=target.dtype)
+            batches.append((x, y))
+        self.described[name] = f"{N_BATCHES} batches of (x {list(first['x'].shape)}, y {list(first['target'].shape)})"
+        return batches
+
+    def _criterion(self, name: str) -> nn.Module:
+        kind = self.shapes()["loss"]
+        crit = {"ce": nn.CrossEntropyLoss, "bce": nn.BCEWithLogitsLoss}.get(kind, nn.MSELoss)()
+        self.described[name] = f"{type(crit).__name__}()"
+        return crit
+
+    def _tensor(self, name: str) -> torch.Tensor:
+        if self._model is not None or any(isinstance(v, nn.Module) for v in self.values.values()) or self._module_classes():
+            try:
+                base = self.shapes()["x"].clone()
+            except Unbindable:
+                base = torch.randn(BATCH, 8, device=self.device, dtype=self.dtype)
+        else:
+            base = torch.randn(BATCH, 8, device=self.device, dtype=self.dtype)
+        needs_grad = bool(re.search(rf"\b{re.escape(name)}\.grad\b", self.source)) and not re.search(
+            rf"\b{re.escape(name)}\.requires_grad", self.source
+        )
+        if needs_grad and base.is_floating_point():
+            base.requires_grad_(True)
+        self.described[name] = f"tensor {list(base.shape)}{' requires_grad' if base.requires_grad else ''}"
+        return base
+
+    def _from_factory(self, name: str) -> Any:
+        spec = self.factories[name]
+        module_name, _, attr = spec.partition(":")
+        if self.factory_root and self.factory_root not in sys.path:
+            sys.path.insert(0, self.factory_root)
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except Exception as exc:  # noqa: BLE001
+            raise Unbindable(name, f"factory {spec} could not be imported: {type(exc).__name__}: {exc}") from exc
+        kwargs = {}
+        for param in inspect.signature(factory).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            if param.name in self.values or param.name in self.factories or param.default is inspect.Parameter.empty:
+                kwargs[param.name] = self.value(param.name, param.annotation)
+        try:
+            value = factory(**kwargs)
+        except Exception as exc:  # noqa: BLE001
+            raise Unbindable(name, f"factory {spec} raised {type(exc).__name__}: {exc}") from exc
+        if isinstance(value, nn.Module) and self._model is None:
+            self._model = value
+        self.described[name] = f"factory {spec}"
+        return value

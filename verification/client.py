@@ -1,0 +1,134 @@
+"""The tool-side handle on the warm worker (no torch import here).
+
+`Verifier` starts ``python -m autograd_fix.verification.worker`` once and sends it
+requests; `run_many` keeps up to `jobs` requests in flight (the worker forks one job per
+request, so independent patches run in parallel). The worker ends when its stdin closes:
+on `close`, at interpreter exit (a `weakref.finalize`), or when this process dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+import weakref
+from typing import Any, Iterable
+
+READY_TIMEOUT_S = 120.0
+
+
+class WorkerError(RuntimeError):
+    """The worker could not start or stopped answering."""
+
+
+def _shutdown(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        if proc.stdin:
+            proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=3)
+
+
+class Verifier:
+    """One warm worker; use as a context manager or call `close`."""
+
+    def __init__(self, *, debug: bool | None = None) -> None:
+        env = dict(os.environ)
+        env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+        env.setdefault("OMP_NUM_THREADS", "1")
+        if debug is None:
+            debug = bool(os.environ.get("AUTOGRAD_FIX_VERIFY_DEBUG"))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "autograd_fix.verification.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None if debug else subprocess.DEVNULL,
+            env=env,
+            close_fds=True,
+        )
+        self._finalizer = weakref.finalize(self, _shutdown, self._proc)
+        self._buffer = b""
+        self._next_id = 0
+        self._pending: dict[int, dict[str, Any]] = {}
+        ready = self._read_message(time.monotonic() + READY_TIMEOUT_S)
+        if not ready.get("ready"):
+            self.close()
+            raise WorkerError(f"the verification worker did not start: {ready}")
+        self.worker_pid = ready.get("pid")
+
+    # -- lifecycle ----------------------------------------------------------------
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> "Verifier":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    # -- protocol -----------------------------------------------------------------
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write((json.dumps(message) + "\n").encode())
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise WorkerError("the verification worker is gone") from exc
+
+    def _read_message(self, deadline: float) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WorkerError("the verification worker did not answer in time")
+            ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise WorkerError("the verification worker exited unexpectedly")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def run_many(self, requests: Iterable[dict[str, Any]], *, jobs: int = 1, deadline_s: float | None = None) -> list[dict[str, Any]]:
+        """Send requests with at most `jobs` in flight; answers in request order."""
+        queue = list(requests)
+        answers: dict[int, dict[str, Any]] = {}
+        ids: list[int] = []
+        in_flight = 0
+        position = 0
+        per_request = max((float(r.get("timeout", 20.0)) * 2 * max(1, len(r.get("units") or [None])) for r in queue), default=60.0)
+        while position < len(queue) or in_flight:
+            while position < len(queue) and in_flight < max(1, jobs):
+                request = dict(queue[position])
+                request["id"] = self._next_id
+                self._next_id += 1
+                ids.append(request["id"])
+                self._send(request)
+                in_flight += 1
+                position += 1
+            limit = deadline_s if deadline_s is not None else per_request + 60.0
+            message = self._read_message(time.monotonic() + limit)
+            if "id" in message and message["id"] in ids:
+                answers[message["id"]] = message
+                in_flight -= 1
+        return [answers[i] for i in ids]
+
+    def ping(self) -> bool:
+        return self.run_many([{"op": "ping"}])[0].get("result") == "pong"

@@ -1,0 +1,497 @@
+"""Contracts: what must hold between the original and the rewritten run.
+
+Each check in `CHECKS` is implemented here by name; a rule's ``contract.checks`` names
+some of them. Without a rule's checks the generic equivalence contract applies: outputs
+and gradients equal, retained graph memory not higher; when the original raised an
+autograd error the rewritten must run clean (and, where the unit has tensor inputs, its
+gradients must match finite differences in float64).
+
+Tolerances (documented, stable):
+
+* tensors: ``torch.testing.assert_close`` defaults per dtype, float32 rtol=1.3e-6,
+  atol=1e-5; float64 rtol=1e-7, atol=1e-7; integer and bool tensors exactly. dtype and
+  shape must match; ``requires_grad``/``grad_fn`` are not compared (a fix that detaches a
+  value keeps its meaning).
+* Python floats: the float32 tolerances above (they usually come from ``.item()``).
+* gradient at a step vs. the sum of contributions since the previous step: rtol=1e-4,
+  atol=1e-6 (each contribution is a difference of two float32 accumulations).
+* finite differences: ``torch.autograd.gradcheck`` defaults in float64 (eps=1e-6,
+  atol=1e-5, rtol=1e-3).
+* peak memory: the rewritten may exceed the original by 5 % + 64 kB (sampling noise).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .sandbox import Outcome
+from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult, format_bytes
+
+GENERIC = ("outputs_equal", "grads_equal", "retained_graph_not_higher")
+FLOAT_RTOL, FLOAT_ATOL = 1.3e-6, 1e-5
+PEAK_SLACK_RATIO, PEAK_SLACK_BYTES = 0.05, 64 * 1024
+MAX_MISMATCHES = 5
+
+PASS, FAIL, NA, UNKNOWN = "pass", "fail", "n/a", "unverified"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str
+    status: str  # pass | fail | n/a | unverified
+    detail: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"check": self.check, "status": self.status, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Sides:
+    """The two records (and outcomes) a check looks at."""
+
+    original: dict[str, Any]
+    rewritten: dict[str, Any]
+    orig_outcome: Outcome
+    rew_outcome: Outcome
+    mode: str
+
+
+# -- value comparison ----------------------------------------------------------------
+def compare(a: Any, b: Any, where: str, *, lenient: bool = False) -> list[str]:
+    """Differences between two serialized values (empty when equal within tolerance)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if lenient and _is_number(a) != _is_number(b) and (_is_number(a) or _is_number(b)):
+            a, b = _as_number(a), _as_number(b)
+            if a is None or b is None:
+                return [f"{where}: tensor vs number of more than one element"]
+            return [] if _close_numbers(a, b) else [f"{where}: {a!r} != {b!r}"]
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return [f"{where}: {type(a).__name__} vs {type(b).__name__}"]
+        if a.shape != b.shape:
+            return [f"{where}: shape {list(a.shape)} vs {list(b.shape)}"]
+        if a.dtype != b.dtype:
+            if not lenient:
+                return [f"{where}: dtype {a.dtype} vs {b.dtype}"]
+            b = b.to(a.dtype)
+        try:
+            torch.testing.assert_close(b, a, equal_nan=True)
+        except AssertionError:
+            diff = (b.double() - a.double()).abs()
+            finite = diff[torch.isfinite(diff)]
+            worst = float(finite.max()) if finite.numel() else float("nan")
+            return [f"{where}: values differ (max abs diff {worst:.3g})"]
+        return []
+    if isinstance(a, dict) and isinstance(b, dict):
+        if "__seq__" in a and "__seq__" in b:
+            if a["length"] != b["length"]:
+                return [f"{where}: length {a['length']} vs {b['length']}"]
+            out: list[str] = []
+            for i, (x, y) in enumerate(zip(a["items"], b["items"])):
+                out += compare(x, y, f"{where}[{i}]", lenient=lenient)
+                if len(out) >= MAX_MISMATCHES:
+                    break
+            return out
+        if "__dict__" in a and "__dict__" in b:
+            return _compare_maps(a["__dict__"], b["__dict__"], where, lenient)
+        if "__module__" in a and "__module__" in b:
+            return _compare_maps(a["state"], b["state"], where, lenient)
+        if "__object__" in a and "__object__" in b:
+            return [] if a["__object__"] == b["__object__"] else [f"{where}: {a['__object__']} vs {b['__object__']}"]
+        return _compare_maps(a, b, where, lenient)
+    if _is_number(a) and _is_number(b) and not isinstance(a, bool) and not isinstance(b, bool):
+        return [] if _close_numbers(float(a), float(b)) else [f"{where}: {a!r} != {b!r}"]
+    if type(a) is not type(b):
+        return [f"{where}: {type(a).__name__} vs {type(b).__name__}"]
+    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+
+
+def _compare_maps(a: dict, b: dict, where: str, lenient: bool) -> list[str]:
+    out: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        label = f"{where}.{key}" if where else str(key)
+        if key not in a or key not in b:
+            out.append(f"{label}: only in the {'rewritten' if key not in a else 'original'} run")
+        else:
+            out += compare(a[key], b[key], label, lenient=lenient)
+        if len(out) >= MAX_MISMATCHES:
+            break
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, torch.Tensor):
+        return float(value.item()) if value.numel() == 1 else None
+    return float(value)
+
+
+def _close_numbers(a: float, b: float) -> bool:
+    if math.isnan(a) and math.isnan(b):
+        return True
+    return abs(a - b) <= FLOAT_ATOL + FLOAT_RTOL * abs(a)
+
+
+def _grad_maps(a: dict, b: dict, label: str) -> list[str]:
+    out = []
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name), b.get(name)
+        if x is None and y is None:
+            continue
+        if x is None or y is None:
+            out.append(f"{label} {name}: {'None' if x is None else 'set'} in the original, {'None' if y is None else 'set'} in the rewritten")
+        else:
+            out += compare(x, y, f"{label} {name}")
+        if len(out) >= MAX_MISMATCHES:
+            break
+    return out
+
+
+# -- checks ----------------------------------------------------------------------------
+def _original_values_missing(s: Sides) -> bool:
+    exc = s.original.get("exception")
+    return exc is not None and exc.get("phase") in ("run", "import", "compile") and s.mode != "autograd_function"
+
+
+def _outputs(s: Sides, *, lenient: bool) -> list[str]:
+    diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "", lenient=lenient)
+    if s.mode in ("function", "method"):
+        diffs += _compare_maps(s.original.get("params_final", {}), s.rewritten.get("params_final", {}), "param", lenient)
+    return diffs
+
+
+def check_outputs_equal(s: Sides) -> CheckResult:
+    if _original_values_missing(s):
+        return CheckResult("outputs_equal", NA, "the original raised before producing values")
+    diffs = _outputs(s, lenient=False)
+    if diffs:
+        return CheckResult("outputs_equal", FAIL, "outputs differ: " + "; ".join(diffs[:3]))
+    return CheckResult("outputs_equal", PASS, "outputs equal")
+
+
+def check_accumulated_values_equal(s: Sides) -> CheckResult:
+    if _original_values_missing(s):
+        return CheckResult("accumulated_values_equal", NA, "the original raised before producing values")
+    diffs = _outputs(s, lenient=True)
+    if diffs:
+        return CheckResult("accumulated_values_equal", FAIL, "accumulated values differ: " + "; ".join(diffs[:3]))
+    return CheckResult("accumulated_values_equal", PASS, "accumulated values equal")
+
+
+def check_forward_values_equal(s: Sides) -> CheckResult:
+    if _original_values_missing(s):
+        return CheckResult("forward_values_equal", NA, "the original raised before its forward values existed")
+    diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "")
+    if diffs:
+        return CheckResult("forward_values_equal", FAIL, "forward values differ: " + "; ".join(diffs[:3]))
+    return CheckResult("forward_values_equal", PASS, "forward values equal")
+
+
+def check_grads_untouched(s: Sides) -> CheckResult:
+    diffs = _grad_maps(s.original.get("leaf_grads", {}), s.rewritten.get("leaf_grads", {}), ".grad of")
+    if diffs:
+        return CheckResult("grads_untouched", FAIL, "parameters' .grad changed: " + "; ".join(diffs[:3]))
+    return CheckResult("grads_untouched", PASS, ".grad untouched")
+
+
+def check_grads_equal(s: Sides) -> CheckResult:
+    if _original_values_missing(s):
+        return CheckResult("grads_equal", NA, "the original raised before producing gradients")
+    o, r = s.original, s.rewritten
+    diffs = _grad_maps(o.get("leaf_grads", {}), r.get("leaf_grads", {}), "final .grad of")
+    o_steps, r_steps = o.get("steps", []), r.get("steps", [])
+    if o.get("measures", {}).get("optimizer_steps") != r.get("measures", {}).get("optimizer_steps"):
+        diffs.append(
+            f"optimizer steps: {o.get('measures', {}).get('optimizer_steps')} vs {r.get('measures', {}).get('optimizer_steps')}"
+        )
+    for a, b in zip(o_steps, r_steps):
+        diffs += _grad_maps(a["grads"], b["grads"], f"step {a['step']} .grad of")
+        if len(diffs) >= MAX_MISMATCHES:
+            break
+    if o.get("output_grads") is not None and r.get("output_grads") is not None:
+        diffs += _grad_maps(o["output_grads"], r["output_grads"], "d(outputs)/d")
+    if diffs:
+        return CheckResult("grads_equal", FAIL, "gradients differ: " + "; ".join(diffs[:3]))
+    return CheckResult("grads_equal", PASS, "gradients equal")
+
+
+def _retained(record: dict[str, Any]) -> int | None:
+    return record.get("measures", {}).get("retained_graph_bytes")
+
+
+def check_retained_graph_not_higher(s: Sides) -> CheckResult:
+    a, b = _retained(s.original), _retained(s.rewritten)
+    if a is None or b is None:
+        return CheckResult("retained_graph_not_higher", UNKNOWN, "retained graph memory was not measured")
+    text = f"retained graph {format_bytes(a)} -> {format_bytes(b)}"
+    return CheckResult("retained_graph_not_higher", PASS if b <= a else FAIL, text if b <= a else f"{text}: higher")
+
+
+def check_retained_graph_lower_if_any(s: Sides) -> CheckResult:
+    a, b = _retained(s.original), _retained(s.rewritten)
+    if a is None or b is None:
+        return CheckResult("retained_graph_lower_if_any", UNKNOWN, "retained graph memory was not measured")
+    text = f"retained graph {format_bytes(a)} -> {format_bytes(b)}"
+    if a == 0:
+        return CheckResult("retained_graph_lower_if_any", PASS if b == 0 else FAIL, text)
+    return CheckResult("retained_graph_lower_if_any", PASS if b < a else FAIL, text if b < a else f"{text}: not lower")
+
+
+def check_step_grads_match_contributions(s: Sides) -> CheckResult:
+    r = s.rewritten
+    steps = r.get("measures", {}).get("optimizer_steps", 0)
+    if not steps:
+        return CheckResult("step_grads_match_contributions", UNKNOWN, "no optimizer.step() ran in the rewritten version")
+    count = r.get("step_violation_count", 0)
+    orig_count = s.original.get("stale_steps", 0)
+    if count:
+        first = r["step_violations"][0]
+        return CheckResult(
+            "step_grads_match_contributions",
+            FAIL,
+            f"at step {first['step']} {first['param']}: {first['detail']} ({count} violation(s) over {steps} steps)",
+        )
+    tail = f"; original: {orig_count} step(s) saw stale gradients" if orig_count else ""
+    return CheckResult("step_grads_match_contributions", PASS, f"every step's .grad = contributions since the previous step ({steps} steps){tail}")
+
+
+def check_original_error_gone(s: Sides) -> CheckResult:
+    exc = s.original.get("exception")
+    if exc is None:
+        return CheckResult("original_error_gone", NA, "the original raised nothing")
+    if s.rewritten.get("exception") is not None:
+        return CheckResult("original_error_gone", FAIL, f"still raises {_exc_text(s.rewritten['exception'])}")
+    return CheckResult("original_error_gone", PASS, f"original {exc['type']} gone")
+
+
+def check_gradients_match_finite_differences(s: Sides) -> CheckResult:
+    gc_result = s.rewritten.get("gradcheck")
+    if gc_result is not None:
+        status = PASS if gc_result["passed"] else FAIL
+        return CheckResult("gradients_match_finite_differences", status, "gradcheck passes" if gc_result["passed"] else gc_result["error"])
+    fd = s.rewritten.get("finite_differences")
+    if not fd or not fd.get("applicable"):
+        return CheckResult("gradients_match_finite_differences", NA, (fd or {}).get("detail", "not applicable to this unit"))
+    return CheckResult("gradients_match_finite_differences", PASS if fd["passed"] else FAIL, fd["detail"] if not fd["passed"] else "gradients match finite differences")
+
+
+def check_gradcheck_passes(s: Sides) -> CheckResult:
+    results = []
+    if s.rewritten.get("gradcheck") is not None:
+        results.append(("unit", s.rewritten["gradcheck"]))
+    for item in s.rewritten.get("gradcheck_all") or []:
+        results.append((item["name"], item))
+    if not results:
+        return CheckResult("gradcheck_passes", UNKNOWN, "no custom autograd.Function ran in this unit")
+    failed = [(name, r) for name, r in results if not r.get("passed")]
+    if failed:
+        name, r = failed[0]
+        return CheckResult("gradcheck_passes", FAIL, f"gradcheck fails{'' if name == 'unit' else ' for ' + name}: {r.get('error')}")
+    return CheckResult("gradcheck_passes", PASS, "gradcheck passes (float64)")
+
+
+def check_ctx_freed_without_gc(s: Sides) -> CheckResult:
+    r, o = s.rewritten.get("measures", {}), s.original.get("measures", {})
+    if not r.get("ctx_created"):
+        return CheckResult("ctx_freed_without_gc", UNKNOWN, "no custom autograd.Function ran in the rewritten version")
+    leaked = r.get("ctx_freed_only_by_gc", 0)
+    text = f"ctx objects freed only by the cyclic GC: {o.get('ctx_freed_only_by_gc', 0)} -> {leaked}"
+    return CheckResult("ctx_freed_without_gc", PASS if leaked == 0 else FAIL, text)
+
+
+def check_peak_memory_not_higher(s: Sides) -> CheckResult:
+    a = s.original.get("measures", {}).get("peak_bytes")
+    b = s.rewritten.get("measures", {}).get("peak_bytes")
+    if a is None or b is None:
+        return CheckResult("peak_memory_not_higher", UNKNOWN, "peak memory could not be measured")
+    text = f"peak {format_bytes(a)} -> {format_bytes(b)}"
+    ok = b <= a * (1 + PEAK_SLACK_RATIO) + PEAK_SLACK_BYTES
+    return CheckResult("peak_memory_not_higher", PASS if ok else FAIL, text if ok else f"{text}: higher")
+
+
+def check_parameters_change_as_intended(s: Sides) -> CheckResult:
+    o, r = s.original, s.rewritten
+    if o.get("exception") is None and o.get("params_final"):
+        diffs = _compare_maps(o["params_final"], r.get("params_final", {}), "param", False)
+        if diffs:
+            return CheckResult("parameters_change_as_intended", FAIL, "parameters end differently: " + "; ".join(diffs[:3]))
+        return CheckResult("parameters_change_as_intended", PASS, "parameters end as in the original")
+    initial, final, grads = r.get("params_initial", {}), r.get("params_final", {}), r.get("leaf_grads", {})
+    unchanged = []
+    checked = 0
+    for name, start in initial.items():
+        grad = grads.get(name)
+        if grad is None or not bool(grad.abs().sum() > 0) or name not in final:
+            continue
+        checked += 1
+        if torch.equal(start, final[name]):
+            unchanged.append(name)
+    if not checked:
+        return CheckResult("parameters_change_as_intended", UNKNOWN, "no parameter with a gradient to watch")
+    if unchanged:
+        return CheckResult(
+            "parameters_change_as_intended",
+            FAIL,
+            f"{len(unchanged)} of {checked} parameter(s) with a gradient never changed ({unchanged[0]}): the update has no effect",
+        )
+    return CheckResult("parameters_change_as_intended", PASS, f"all {checked} parameter(s) with a gradient were updated")
+
+
+CHECKS: dict[str, Callable[[Sides], CheckResult]] = {
+    "outputs_equal": check_outputs_equal,
+    "grads_untouched": check_grads_untouched,
+    "retained_graph_not_higher": check_retained_graph_not_higher,
+    "retained_graph_lower_if_any": check_retained_graph_lower_if_any,
+    "grads_equal": check_grads_equal,
+    "step_grads_match_contributions": check_step_grads_match_contributions,
+    "original_error_gone": check_original_error_gone,
+    "forward_values_equal": check_forward_values_equal,
+    "gradients_match_finite_differences": check_gradients_match_finite_differences,
+    "parameters_change_as_intended": check_parameters_change_as_intended,
+    "gradcheck_passes": check_gradcheck_passes,
+    "ctx_freed_without_gc": check_ctx_freed_without_gc,
+    "peak_memory_not_higher": check_peak_memory_not_higher,
+    "accumulated_values_equal": check_accumulated_values_equal,
+}
+
+#: checks that expect the original to fail and the rewritten to run clean
+_ERROR_FIXING = {"original_error_gone"}
+
+
+# -- evidence and verdict ------------------------------------------------------------------
+def _exc_text(exc: dict[str, Any]) -> str:
+    message = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
+    where = f" at {exc['where']}" if exc.get("where") else ""
+    return f"{exc['type']}: {message[:200]}{where}"
+
+
+def _summarize_value(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return f"tensor{list(value.shape)} {str(value.dtype).replace('torch.', '')}"
+    if isinstance(value, dict):
+        if "__seq__" in value:
+            return f"{value['__seq__']} of {value['length']}"
+        if "__module__" in value:
+            return f"{value['__module__']} ({len(value['state'])} tensors)"
+        if "__object__" in value:
+            return value["__object__"]
+        if "__dict__" in value:
+            return f"dict of {len(value['__dict__'])}"
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, (int, bool, str)) or value is None:
+        return value if not isinstance(value, str) else value[:80]
+    return type(value).__name__
+
+
+def side_evidence(outcome: Outcome) -> dict[str, Any]:
+    evidence: dict[str, Any] = {
+        "status": outcome.status,
+        "detail": outcome.detail,
+        "wall_s": outcome.duration_s,
+        "stdout_bytes": outcome.output_bytes,
+        "stdout_tail": outcome.output[-400:],
+    }
+    record = outcome.record
+    if record is None:
+        return evidence
+    measures = record.get("measures", {})
+    evidence.update(
+        {
+            "device": record.get("device"),
+            "exception": record.get("exception"),
+            "unbound": record.get("unbound"),
+            "bound": record.get("bound"),
+            "outputs": {k: _summarize_value(v) for k, v in (record.get("outputs") or {}).items()},
+            "measured": measures,
+            "step_violations": record.get("step_violation_count", 0),
+            "stale_steps": record.get("stale_steps", 0),
+        }
+    )
+    if record.get("gradcheck") is not None:
+        evidence["gradcheck"] = record["gradcheck"]
+    if record.get("finite_differences") is not None:
+        evidence["finite_differences"] = record["finite_differences"]
+    return evidence
+
+
+def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outcome, checks: tuple[str, ...] | None) -> UnitResult:
+    """The unit's verdict from its two outcomes under the given (or generic) contract."""
+    evidence: dict[str, Any] = {"original": side_evidence(original), "rewritten": side_evidence(rewritten), "checks": []}
+    generic = not checks
+    names = tuple(checks) if checks else GENERIC
+
+    def result(verdict: str, reason: str) -> UnitResult:
+        evidence["contract"] = "generic equivalence" if generic else list(names)
+        return UnitResult(name=name, mode=mode, verdict=verdict, reason=reason, evidence=evidence)
+
+    # 1. the sandbox: did both runs finish and report?
+    if original.status != "ok":
+        return result(UNVERIFIED, f"original run {original.detail}; nothing to compare")
+    if rewritten.status != "ok":
+        if rewritten.status == "harness_error":
+            return result(UNVERIFIED, f"rewritten run: {rewritten.detail}")
+        if rewritten.status == "timeout":
+            limit = rewritten.duration_s
+            if original.duration_s * 2 >= limit:
+                return result(UNVERIFIED, f"rewritten run {rewritten.detail}; the original took {original.duration_s:.1f} s")
+        return result(REJECTED, f"rewritten run {rewritten.detail} (the original finished in {original.duration_s:.2f} s)")
+    o, r = original.record or {}, rewritten.record or {}
+    for record in (o, r):
+        if record.get("setup_error"):
+            return result(UNVERIFIED, record["setup_error"])
+    for side, record in (("original", o), ("rewritten", r)):
+        if record.get("unbound"):
+            unbound = record["unbound"]
+            return result(UNVERIFIED, f"cannot bind {unbound['name']!r} ({side}): {unbound['why']}")
+
+    # 2. exceptions
+    eo, er = o.get("exception"), r.get("exception")
+    for side, exc in (("original", eo), ("rewritten", er)):
+        if exc is not None and exc.get("memory"):
+            verdict = UNVERIFIED if side == "original" or (eo and eo.get("memory")) else REJECTED
+            return result(verdict, f"{side} run ran out of memory: {_exc_text(exc)}")
+    expects_error = bool(set(names) & _ERROR_FIXING) or (generic and eo is not None and eo.get("autograd"))
+    if eo is None and er is not None:
+        return result(REJECTED, f"rewritten raises {_exc_text(er)} ({er['phase']}); the original ran clean")
+    if eo is not None:
+        same = er is not None and er["type"] == eo["type"] and er["message"] == eo["message"]
+        if er is not None:
+            if same and not expects_error:
+                return result(UNVERIFIED, f"both versions raise {_exc_text(eo)}; nothing to compare")
+            prefix = "the original's error persists" if same else f"rewritten raises {_exc_text(er)}"
+            return result(REJECTED, f"{prefix}" + ("" if same else f" (original: {eo['type']})") + (f": {_exc_text(er)}" if same else ""))
+        if not expects_error:
+            return result(UNVERIFIED, f"the original raises {_exc_text(eo)}; this contract compares clean runs")
+        if generic:
+            names = ("original_error_gone", "gradients_match_finite_differences", *names)
+
+    # 3. the contract's checks
+    sides = Sides(o, r, original, rewritten, kind)
+    outcomes: list[CheckResult] = []
+    for check in dict.fromkeys(names):
+        implementation = CHECKS.get(check)
+        if implementation is None:
+            outcomes.append(CheckResult(check, UNKNOWN, f"unknown check {check!r}; known: {', '.join(sorted(CHECKS))}"))
+            continue
+        try:
+            outcomes.append(implementation(sides))
+        except Exception as exc:  # noqa: BLE001 - a broken check must not pass silently
+            outcomes.append(CheckResult(check, UNKNOWN, f"check {check} failed to run: {type(exc).__name__}: {exc}"))
+    evidence["checks"] = [c.to_json() for c in outcomes]
+    failed = [c for c in outcomes if c.status == FAIL]
+    if failed:
+        return result(REJECTED, failed[0].detail)
+    unknown = [c for c in outcomes if c.status == UNKNOWN]
+    if unknown:
+        return result(UNVERIFIED, unknown[0].detail)
+    passed = [c.detail for c in outcomes if c.status == PASS]
+    return result(ACCEPTED, ", ".join(passed) if passed else "no check applied")

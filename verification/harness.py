@@ -1,0 +1,398 @@
+"""What a run child does: load one side of a unit, bind inputs, run it under probes, and
+write a record (``torch.save``) the job process compares.
+
+Everything here happens in a forked child of the warm worker: it may monkeypatch torch,
+disable the GC, change directory, and die in any way; the parent only trusts the record
+file, and only if the child exited normally.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import math
+import random
+import re
+import sys
+import traceback
+import types
+from typing import Any
+
+import torch
+from torch import nn
+
+from .binding import Binder, Unbindable
+from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
+from .probes import Probes, iter_tensors
+
+#: probes whose checks need initial parameter values / ctx tracking
+_NEEDS_INITIAL = {"parameters_change_as_intended"}
+_NEEDS_CTX = {"ctx_freed_without_gc"}
+_AUTOGRAD_ERROR = re.compile(
+    r"leaf Variable that requires grad|modified by an inplace operation|does not require grad and does not have a grad_fn|"
+    r"backward through the graph a second time|incorrect number of gradients|returned an invalid gradient|"
+    r"expected Variable or None|save_for_backward can only save|is a view and is being modified inplace|"
+    r"A view was created in no_grad mode|Inference tensors cannot be saved|Inplace update to inference tensor|"
+    r"gradient different than None|grad can be implicitly created only for scalar"
+)
+_MEMORY_ERROR = re.compile(r"can't allocate memory|DefaultCPUAllocator|out of memory|OutOfMemoryError|Cannot allocate memory")
+_VOLATILE_GLOBAL = re.compile(r"time|elapsed|duration|^start$|^end$|^t0$|^t1$|^tic$|^toc$|^now$|timestamp")
+MAX_ITEMS = 1000
+
+
+def seed_all(seed: int) -> None:
+    """Identical RNG state for both sides: torch (CPU and CUDA), random, numpy."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError("CUDA was requested (--device cuda) but torch.cuda.is_available() is False")
+    return device
+
+
+def describe_exception(exc: BaseException, phase: str, path: str) -> dict[str, Any]:
+    message = str(exc)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    where = f"line {frames[-1].lineno}: {frames[-1].line}" if frames else None
+    return {
+        "type": type(exc).__name__,
+        "message": message[:2000],
+        "phase": phase,
+        "autograd": bool(_AUTOGRAD_ERROR.search(message)),
+        "memory": isinstance(exc, MemoryError) or bool(_MEMORY_ERROR.search(message)),
+        "where": where,
+    }
+
+
+def serialize(value: Any, depth: int = 0) -> Any:
+    """A picklable, comparable copy: tensors detached on CPU, containers recursively."""
+    if depth > 8:
+        return {"__object__": type(value).__name__}
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [serialize(v, depth + 1) for v in list(value)[:MAX_ITEMS]]
+        return {"__seq__": type(value).__name__, "items": items, "length": len(value)}
+    if isinstance(value, dict):
+        return {"__dict__": {str(k): serialize(v, depth + 1) for k, v in list(value.items())[:MAX_ITEMS]}}
+    if isinstance(value, nn.Module):
+        return {"__module__": type(value).__name__, "state": {k: v.detach().to("cpu", copy=True) for k, v in value.state_dict().items()}}
+    try:
+        import numpy
+
+        if isinstance(value, numpy.ndarray):
+            return torch.from_numpy(value.copy()) if value.dtype != object else {"__object__": "ndarray"}
+        if isinstance(value, numpy.generic):
+            return value.item()
+    except ImportError:  # pragma: no cover
+        pass
+    return {"__object__": type(value).__name__}
+
+
+def _script_outputs(namespace: dict[str, Any]) -> dict[str, Any]:
+    outputs = {}
+    for name, value in namespace.items():
+        if name.startswith("_") or isinstance(value, (types.ModuleType, types.FunctionType, type, types.BuiltinFunctionType)):
+            continue
+        if isinstance(value, (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)):
+            continue
+        if isinstance(value, float) and _VOLATILE_GLOBAL.search(name):
+            continue
+        outputs[name] = value
+    return outputs
+
+
+def _register_values(probes: Probes, values: dict[str, Any], kind: str) -> None:
+    for name, value in values.items():
+        if isinstance(value, nn.Module):
+            probes.register_module(value, name, kind)
+        elif isinstance(value, torch.Tensor) and value.is_leaf and value.requires_grad:
+            probes.register(value, name, kind)
+
+
+def run_side(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run one side of one unit; returns the record (tensors inside)."""
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    path = spec.get("path") or "<string>"
+    kind = spec["kind"]
+    checks = set(spec.get("checks") or ())
+    record: dict[str, Any] = {"kind": kind, "exception": None, "unbound": None, "bound": {}, "outputs": {}}
+    try:
+        device = resolve_device(spec.get("device", "auto"))
+    except RuntimeError as exc:
+        record["setup_error"] = str(exc)
+        return record
+    record["device"] = device
+    seed_all(0)
+    probes = Probes(
+        track_ctx=kind == "autograd_function" or bool(checks & _NEEDS_CTX),
+        snapshot_initial=bool(checks & _NEEDS_INITIAL) or not checks,
+        device=device,
+    )
+    if kind == "script":
+        _run_script(spec, record, probes, path)
+    elif kind == "autograd_function":
+        _run_function_class(spec, record, probes, path, device)
+    else:
+        _run_callable(spec, record, probes, path, device, checks)
+    return record
+
+
+def _run_script(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str) -> None:
+    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
+    sys.argv = [path]
+    try:
+        code = compile(spec["source"], path, "exec")
+    except SyntaxError as exc:
+        record["exception"] = describe_exception(exc, "compile", path)
+        return
+    probes.install()
+    try:
+        exec(code, namespace)  # noqa: S102 - running the user's code is the point
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            record["exception"] = describe_exception(exc, "run", path)
+            record["exception"]["message"] = f"sys.exit({exc.code!r})"
+    except BaseException as exc:  # noqa: BLE001
+        record["exception"] = describe_exception(exc, "run", path)
+    outputs = _script_outputs(namespace)
+    _register_values(probes, outputs, "global")
+    roots = list(iter_tensors(list(outputs.values())))
+    record["measures"] = probes.finish(roots)
+    del roots
+    record["outputs"] = {name: serialize(value) for name, value in outputs.items()}
+    _leaf_records(record, probes)
+
+
+def _leaf_records(record: dict[str, Any], probes: Probes) -> None:
+    grads, values, initial = probes.leaf_state()
+    record["leaf_grads"] = grads
+    record["params_final"] = values
+    record["params_initial"] = initial
+    record["steps"] = probes.step_records()
+    record["step_violations"] = probes.violation_records()
+    record["step_violation_count"] = probes.violation_count
+    record["stale_steps"] = probes.stale_steps
+
+
+def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str) -> dict[str, Any] | None:
+    namespace: dict[str, Any] = {"__name__": "__autograd_fix_unit__", "__file__": path, "__builtins__": builtins}
+    module = types.ModuleType("__autograd_fix_unit__")
+    module.__dict__.update(namespace)
+    sys.modules["__autograd_fix_unit__"] = module
+    try:
+        exec(compile(spec["source"], path, "exec"), module.__dict__)  # noqa: S102
+    except BaseException as exc:  # noqa: BLE001
+        record["exception"] = describe_exception(exc, "import", path)
+        return None
+    return module.__dict__
+
+
+def _resolve(namespace: dict[str, Any], qualname: str) -> Any:
+    obj: Any = namespace[qualname.split(".")[0]]
+    for part in qualname.split(".")[1:]:
+        obj = inspect.getattr_static(obj, part)
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+    return obj
+
+
+def _run_callable(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, device: str, checks: set[str]) -> None:
+    namespace = _load_module(spec, record, path)
+    if namespace is None:
+        return
+    qualname = spec["qualname"]
+    binder = Binder(
+        namespace=namespace,
+        source=spec["source"],
+        device=torch.device(device),
+        factories=dict(spec.get("factories") or {}),
+        factory_root=spec.get("factory_root"),
+    )
+    try:
+        target, args, kwargs = _bind(binder, namespace, qualname, spec.get("free_names") or ())
+    except Unbindable as exc:
+        record["unbound"] = {"name": exc.name, "why": exc.why}
+        return
+    except Exception as exc:  # noqa: BLE001 - e.g. a constructor that raises
+        record["unbound"] = {"name": qualname, "why": f"building its inputs raised {type(exc).__name__}: {exc}"}
+        return
+    record["bound"] = dict(binder.described)
+    named = {k: v for k, v in binder.values.items() if not k.startswith("<")}
+    if binder._model is not None and not any(v is binder._model for v in named.values()):
+        named["model"] = binder._model
+    _register_values(probes, named, "bound")
+    seed_all(1)
+    probes.install()
+    result: Any = None
+    try:
+        result = target(*args, **kwargs)
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, SystemExit) and exc.code in (None, 0):
+            pass
+        else:
+            record["exception"] = describe_exception(exc, "run", path)
+    roots = list(iter_tensors(result))
+    record["measures"] = probes.finish(roots)
+    record["outputs"] = {"return": serialize(result)}
+    if record["exception"] is None and probes.backward_count == 0:
+        _harness_backward(record, probes, roots, named, path)
+    del roots
+    _leaf_records(record, probes)
+    if "gradients_match_finite_differences" in checks:
+        record["finite_differences"] = _finite_differences(spec, path, device)
+
+
+def _bind(binder: Binder, namespace: dict[str, Any], qualname: str, free_names: Any) -> tuple[Any, list[Any], dict[str, Any]]:
+    parts = qualname.split(".")
+    if len(parts) == 1:
+        fn = namespace[parts[0]]
+        args, kwargs = binder.bind_call(fn, list(free_names))
+        return fn, args, kwargs
+    cls = namespace[parts[0]]
+    raw = inspect.getattr_static(cls, parts[1])
+    if isinstance(raw, staticmethod):
+        fn = raw.__func__
+        args, kwargs = binder.bind_call(fn, list(free_names))
+        return fn, args, kwargs
+    if isinstance(cls, type) and issubclass(cls, nn.Module):
+        instance = binder._bind_model("self", preferred=cls.__name__)
+        if type(instance) is not cls:
+            raise Unbindable("self", f"{cls.__name__}() could not be constructed without arguments")
+    else:
+        init_args, init_kwargs = binder.bind_call(cls.__init__, [], skip_first=True) if cls.__init__ is not object.__init__ else ([], {})
+        instance = cls(*init_args, **init_kwargs)
+    binder.values["self"] = instance
+    if isinstance(raw, classmethod):
+        fn = getattr(cls, parts[1])
+        args, kwargs = binder.bind_call(raw.__func__, list(free_names), skip_first=True)
+        return fn, args, kwargs
+    method = getattr(instance, parts[1])
+    args, kwargs = binder.bind_call(raw, list(free_names), skip_first=True)
+    return method, args, kwargs
+
+
+def _harness_backward(record: dict[str, Any], probes: Probes, roots: list[torch.Tensor], named: dict[str, Any], path: str) -> None:
+    """Backpropagate from the unit's outputs (when it did not itself) to reach autograd
+    errors hidden until backward, and compare gradients of its inputs."""
+    differentiable = [t for t in roots if t.requires_grad and t.grad_fn is not None and t.is_floating_point()]
+    if not differentiable:
+        return
+    leaves: dict[str, torch.Tensor] = {}
+    for name, value in named.items():
+        if isinstance(value, nn.Module):
+            for pname, param in value.named_parameters():
+                if param.requires_grad:
+                    leaves.setdefault(f"{name}.{pname}", param)
+        elif isinstance(value, torch.Tensor) and value.requires_grad and value.is_leaf:
+            leaves.setdefault(name, value)
+    try:
+        total = sum(t.float().sum() for t in differentiable)
+        if leaves:
+            grads = torch.autograd.grad(total, list(leaves.values()), allow_unused=True)
+            record["output_grads"] = {name: (None if g is None else g.detach().cpu()) for name, g in zip(leaves, grads)}
+        else:
+            torch.autograd.grad(total, [differentiable[0]], allow_unused=True)
+    except BaseException as exc:  # noqa: BLE001
+        record["exception"] = describe_exception(exc, "backward (from the unit's outputs)", path)
+
+
+def _finite_differences(spec: dict[str, Any], path: str, device: str) -> dict[str, Any]:
+    """gradcheck, in float64, of the unit w.r.t. its tensor inputs (where it has any)."""
+    scratch: dict[str, Any] = {}
+    namespace = _load_module(spec, scratch, path)
+    if namespace is None:
+        return {"applicable": False, "detail": "module failed to load"}
+    seed_all(0)
+    binder = Binder(namespace=namespace, source=spec["source"], device=torch.device(device), dtype=torch.float64,
+                    factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"))
+    try:
+        target, args, kwargs = _bind(binder, namespace, spec["qualname"], spec.get("free_names") or ())
+    except Exception as exc:  # noqa: BLE001
+        return {"applicable": False, "detail": f"inputs could not be bound in float64: {exc}"}
+    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    if not positions:
+        return {"applicable": False, "detail": "the unit has no floating-point tensor inputs"}
+    inputs = tuple(args[i].detach().double().requires_grad_(True) for i in positions)
+
+    def fn(*tensors: torch.Tensor):
+        full = list(args)
+        for index, tensor in zip(positions, tensors):
+            full[index] = tensor
+        out = target(*full, **kwargs)
+        outs = [t for t in iter_tensors(out) if t.is_floating_point()]
+        return tuple(outs) if outs else torch.zeros((), dtype=torch.float64)
+
+    try:
+        torch.autograd.gradcheck(fn, inputs, raise_exception=True)
+        return {"applicable": True, "passed": True, "detail": f"gradcheck passed for {len(inputs)} tensor input(s)"}
+    except Exception as exc:  # noqa: BLE001
+        return {"applicable": True, "passed": False, "detail": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"}
+
+
+def _run_function_class(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, device: str) -> None:
+    namespace = _load_module(spec, record, path)
+    if namespace is None:
+        return
+    cls = namespace.get(spec["qualname"])
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        record["unbound"] = {"name": spec["qualname"], "why": "not a torch.autograd.Function subclass"}
+        return
+    try:
+        args, names, description = synthesize(cls, device=device)
+    except ValueError as exc:
+        record["unbound"] = {"name": spec["qualname"], "why": str(exc)}
+        return
+    record["bound"] = {"inputs": description}
+    tensors = {name: a for name, a in zip(names, [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad])}
+    for name, tensor in tensors.items():
+        probes.register(tensor, name, "bound")
+    seed_all(1)
+    probes.install()
+    out: Any = None
+    try:
+        for _ in range(3):  # a few calls, as a training loop would make
+            for tensor in tensors.values():
+                tensor.grad = None
+            out = cls.apply(*args)
+            total = sum(t.sum() for t in iter_tensors(out) if t.requires_grad)
+            if isinstance(total, torch.Tensor):
+                total.backward()
+            del total
+    except BaseException as exc:  # noqa: BLE001
+        record["exception"] = describe_exception(exc, "run", path)
+    record["outputs"] = {"forward": serialize(out)}
+    out = None
+    record["measures"] = probes.finish([])
+    _leaf_records(record, probes)
+    seed_all(2)
+    record["gradcheck"] = run_gradcheck(cls, args)
+
+
+def run_gradcheck_file(spec: dict[str, Any]) -> dict[str, Any]:
+    """For ``verify FILE --gradcheck``: report every custom Function in the module."""
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    record: dict[str, Any] = {"exception": None}
+    namespace = _load_module(spec, record, spec.get("path") or "<string>")
+    if namespace is None:
+        return record
+    record["functions"] = gradcheck_namespace(namespace)
+    return record
+
+
+def is_close_number(a: float, b: float, rtol: float, atol: float) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return abs(a - b) <= atol + rtol * abs(b)

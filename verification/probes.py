@@ -1,0 +1,422 @@
+"""Instrumentation installed inside a run child (never in the tool's own process).
+
+What is observed, and why this way:
+
+* Gradients at each ``optimizer.step()``: a global step pre-hook
+  (``torch.optim.optimizer.register_optimizer_step_pre_hook``) sees every optimizer,
+  including ones the user built in ways we cannot predict.
+* Contribution of each backward pass: ``torch.autograd.backward`` (which
+  ``Tensor.backward`` calls) is wrapped; the leaves the pass reaches are found from the
+  graph's ``AccumulateGrad`` nodes and their ``.grad`` is diffed before/after. The sum of
+  contributions since a parameter's previous step is checked against its ``.grad`` at the
+  step online, so long loops cost no memory.
+* Retained graph memory: ``saved_tensors_hooks`` see every tensor autograd saves. The hook
+  stores ``t.detach()`` (no reference cycle) and a weak reference to it; what is still
+  alive at the end is what live objects keep reachable. Unique storages are counted,
+  leaves that require grad (parameters, inputs) excluded: they are saved by reference and
+  live anyway. Because a hook bypasses autograd's own version check on unpack, the hook
+  re-implements it, with autograd's wording, so in-place bugs still raise.
+* Peak memory: CUDA ``max_memory_allocated`` when the run uses CUDA (guarded by
+  ``is_available``: a CPU build returns 0). On CPU, glibc ``mallinfo2`` (heap in use plus
+  mmapped blocks: it sees torch's allocations, ``tracemalloc`` does not) sampled by a
+  thread every millisecond and at every forward/backward/step. The profiler's memory
+  view costs seconds per run and was rejected for that.
+* Custom Function contexts: ``Function.apply`` is wrapped to keep a weak reference to each
+  output's ``grad_fn`` (the ctx); counting the live ones before and after ``gc.collect()``
+  tells which were only freed by the cyclic collector.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import threading
+import time
+import weakref
+from typing import Any
+
+import torch
+import torch.optim.optimizer as _optimizer_module
+from torch import nn
+
+#: float32 gradients are compared to sums of per-backward differences; each difference
+#: loses a little precision, hence looser than assert_close's float32 defaults.
+CONTRIBUTION_RTOL = 1e-4
+CONTRIBUTION_ATOL = 1e-6
+MAX_STORED_STEPS = 50
+MAX_VIOLATIONS = 20
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+    ]
+
+
+def _heap_reader():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+    except (OSError, AttributeError):
+        return None
+
+    def used() -> int:
+        info = libc.mallinfo2()
+        return int(info.uordblks + info.hblkhd)
+
+    return used
+
+
+def iter_tensors(value: Any, depth: int = 0):
+    """Tensors inside nested lists/tuples/dicts (and one level of object attributes)."""
+    if depth > 6:
+        return
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for item in list(value)[:10000]:
+            yield from iter_tensors(item, depth + 1)
+    elif isinstance(value, dict):
+        for item in list(value.values())[:10000]:
+            yield from iter_tensors(item, depth + 1)
+    elif hasattr(value, "__dict__") and not isinstance(value, (type, nn.Module, torch.optim.Optimizer)) and depth < 2:
+        try:
+            attrs = vars(value)
+        except TypeError:
+            return
+        for item in list(attrs.values())[:1000]:
+            yield from iter_tensors(item, depth + 1)
+
+
+def graph_nodes_from(roots: list[torch.Tensor]) -> int:
+    """Autograd nodes reachable from the given tensors' grad_fn."""
+    seen: set[int] = set()
+    stack = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for nxt, _ in getattr(node, "next_functions", ()):
+            if nxt is not None:
+                stack.append(nxt)
+    return len(seen)
+
+
+def _leaves_of(tensors: Any, inputs: Any) -> list[torch.Tensor]:
+    if inputs is not None:
+        items = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
+        return [t for t in items if isinstance(t, torch.Tensor)]
+    roots = [tensors] if isinstance(tensors, torch.Tensor) else [t for t in tensors if isinstance(t, torch.Tensor)]
+    leaves: dict[int, torch.Tensor] = {}
+    seen: set[int] = set()
+    stack = []
+    for root in roots:
+        if root.grad_fn is None:
+            if root.requires_grad:
+                leaves[id(root)] = root
+        else:
+            stack.append(root.grad_fn)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves[id(variable)] = variable
+        for nxt, _ in getattr(node, "next_functions", ()):
+            if nxt is not None:
+                stack.append(nxt)
+    return list(leaves.values())
+
+
+def _snapshot(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t.detach().to("cpu", copy=True)
+
+
+class Probes:
+    """Every observation of one run; `install` before user code, `finish` after."""
+
+    NAME_PRIORITY = {"bound": 0, "global": 1, "module": 2, "optimizer": 3, "leaf": 4}
+
+    def __init__(self, *, track_ctx: bool = False, snapshot_initial: bool = False, device: str = "cpu") -> None:
+        self.track_ctx = track_ctx
+        self.snapshot_initial = snapshot_initial
+        self.device = device
+        self._names: dict[int, tuple[int, str]] = {}
+        self._keep: dict[int, torch.Tensor] = {}
+        self._initial: dict[int, torch.Tensor] = {}
+        self._module_seen: set[int] = set()
+        self._module_count: dict[str, int] = {}
+        self._optimizers: dict[int, int] = {}
+        self._pending: dict[int, torch.Tensor] = {}
+        self._saved: list[tuple[weakref.ref, bool]] = []
+        self._ctx_refs: list[weakref.ref] = []
+        self.steps: list[dict[str, Any]] = []
+        self.step_count = 0
+        self.violations: list[dict[str, Any]] = []
+        self.violation_count = 0
+        self.stale_steps = 0
+        self.backward_count = 0
+        self._handles: list[Any] = []
+        self._undo: list[Any] = []
+        self._heap = _heap_reader()
+        self._heap_base = 0
+        self._heap_peak = 0
+        self._sampling = False
+        self._sampler: threading.Thread | None = None
+        self._hooks_ctx: Any = None
+        self.started = 0.0
+
+    # -- naming ---------------------------------------------------------------------
+    def register(self, tensor: torch.Tensor, name: str, kind: str) -> None:
+        if not isinstance(tensor, torch.Tensor):
+            return
+        key = id(tensor)
+        priority = self.NAME_PRIORITY[kind]
+        current = self._names.get(key)
+        if current is None or priority < current[0]:
+            self._names[key] = (priority, name)
+        if key not in self._keep:
+            self._keep[key] = tensor
+            if self.snapshot_initial:
+                self._initial[key] = _snapshot(tensor)
+
+    def register_module(self, module: nn.Module, prefix: str, kind: str) -> None:
+        for pname, param in module.named_parameters(remove_duplicate=True):
+            self.register(param, f"{prefix}.{pname}", kind)
+
+    def name_of(self, tensor_id: int) -> str:
+        return self._names[tensor_id][1]
+
+    # -- install / uninstall --------------------------------------------------------
+    def install(self) -> None:
+        self.started = time.perf_counter()
+        hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        hooks.__enter__()
+        self._hooks_ctx = hooks
+        self._handles.append(nn.modules.module.register_module_forward_pre_hook(self._on_forward))
+        self._handles.append(_optimizer_module.register_optimizer_step_pre_hook(self._on_step))
+        original_backward = torch.autograd.backward
+
+        def backward(tensors, *args, **kwargs):
+            return self._on_backward(original_backward, tensors, *args, **kwargs)
+
+        torch.autograd.backward = backward
+        self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+        if self.track_ctx:
+            raw = torch.autograd.Function.__dict__["apply"]
+            probes = self
+
+            def apply(cls, *args, **kwargs):
+                out = raw.__func__(cls, *args, **kwargs)
+                for tensor in iter_tensors(out):
+                    if tensor.grad_fn is not None:
+                        try:
+                            probes._ctx_refs.append(weakref.ref(tensor.grad_fn))
+                        except TypeError:
+                            pass
+                        break
+                return out
+
+            torch.autograd.Function.apply = classmethod(apply)
+            self._undo.append(lambda: setattr(torch.autograd.Function, "apply", raw))
+            gc.disable()
+            self._undo.append(gc.enable)
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        if self._heap is not None:
+            self._heap_base = self._heap_peak = self._heap()
+            self._sampling = True
+            self._sampler = threading.Thread(target=self._sample_loop, daemon=True)
+            self._sampler.start()
+
+    def uninstall(self) -> None:
+        self._sampling = False
+        if self._sampler is not None:
+            self._sampler.join(timeout=1)
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        if self._hooks_ctx is not None:
+            self._hooks_ctx.__exit__(None, None, None)
+            self._hooks_ctx = None
+        while self._undo:
+            self._undo.pop()()
+
+    # -- hooks ----------------------------------------------------------------------
+    def _sample(self) -> None:
+        if self._heap is not None:
+            used = self._heap()
+            if used > self._heap_peak:
+                self._heap_peak = used
+
+    def _sample_loop(self) -> None:
+        while self._sampling:
+            self._sample()
+            time.sleep(0.001)
+
+    def _pack(self, tensor: torch.Tensor):
+        detached = tensor.detach()
+        excluded = tensor.is_leaf and tensor.requires_grad
+        self._saved.append((weakref.ref(detached), excluded))
+        if len(self._saved) % 20000 == 0:
+            self._saved = [(ref, ex) for ref, ex in self._saved if ref() is not None]
+        return detached, tensor._version
+
+    @staticmethod
+    def _unpack(packed):
+        detached, version = packed
+        if detached._version != version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{detached.type()} {list(detached.shape)}] is at version {detached._version}; "
+                f"expected version {version} instead."
+            )
+        return detached
+
+    def _on_forward(self, module: nn.Module, args: Any) -> None:
+        self._sample()
+        if id(module) in self._module_seen:
+            return
+        cls = type(module).__name__
+        index = self._module_count.get(cls, 0)
+        self._module_count[cls] = index + 1
+        for sub in module.modules():
+            self._module_seen.add(id(sub))
+        self.register_module(module, f"{cls}#{index}", "module")
+
+    def _on_backward(self, original, tensors, *args, **kwargs):
+        self._sample()
+        inputs = kwargs.get("inputs")
+        leaves = _leaves_of(tensors, inputs)
+        before = {id(leaf): _snapshot(leaf.grad) for leaf in leaves}
+        result = original(tensors, *args, **kwargs)
+        self.backward_count += 1
+        for index, leaf in enumerate(leaves):
+            self.register(leaf, f"leaf#{len(self._names)}", "leaf")
+            after = leaf.grad
+            if after is None:
+                continue
+            after = _snapshot(after)
+            prior = before[id(leaf)]
+            contribution = after if prior is None or prior.shape != after.shape else after - prior
+            pending = self._pending.get(id(leaf))
+            self._pending[id(leaf)] = contribution if pending is None else pending + contribution
+        self._sample()
+        return result
+
+    def _on_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._sample()
+        opt_index = self._optimizers.setdefault(id(optimizer), len(self._optimizers))
+        prefix = f"{type(optimizer).__name__}#{opt_index}"
+        grads: dict[int, torch.Tensor | None] = {}
+        contributions: dict[int, torch.Tensor | None] = {}
+        position = 0
+        stale = False
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                self.register(param, f"{prefix}.p{position}", "optimizer")
+                position += 1
+                grad = _snapshot(param.grad)
+                contribution = self._pending.pop(id(param), None)
+                grads[id(param)] = grad
+                contributions[id(param)] = contribution
+                problem = self._check_step(grad, contribution)
+                if problem is not None:
+                    kind, detail = problem
+                    stale = stale or kind == "stale"
+                    self.violation_count += 1
+                    if len(self.violations) < MAX_VIOLATIONS:
+                        self.violations.append({"step": self.step_count, "param": id(param), "kind": kind, "detail": detail})
+        self.stale_steps += int(stale)
+        if len(self.steps) < MAX_STORED_STEPS:
+            self.steps.append({"step": self.step_count, "optimizer": opt_index, "grads": grads, "contributions": contributions})
+        self.step_count += 1
+
+    @staticmethod
+    def _check_step(grad: torch.Tensor | None, contribution: torch.Tensor | None) -> tuple[str, str] | None:
+        """The AGF002 invariant for one parameter at one step (None when it holds)."""
+        nonzero = lambda t: t is not None and bool(t.abs().sum() > 0)  # noqa: E731
+        if grad is None and contribution is None:
+            return None
+        if grad is None:
+            return ("zeroed", "no gradient at step although backward contributed") if nonzero(contribution) else None
+        if contribution is None:
+            return ("stale", "gradient present at step but no backward since the previous step") if nonzero(grad) else None
+        if grad.shape != contribution.shape:
+            return "mismatch", f"shape {list(grad.shape)} vs contributions {list(contribution.shape)}"
+        if torch.allclose(grad.double(), contribution.double(), rtol=CONTRIBUTION_RTOL, atol=CONTRIBUTION_ATOL):
+            return None
+        diff = float((grad.double() - contribution.double()).abs().max())
+        if not nonzero(grad):
+            return "zeroed", f"gradient zero at step, contributions since previous step differ by {diff:.3g}"
+        kind = "stale" if float(grad.double().abs().sum()) > float(contribution.double().abs().sum()) else "mismatch"
+        return kind, f"gradient differs from the sum of contributions since the previous step by {diff:.3g}"
+
+    # -- end of run -----------------------------------------------------------------
+    def finish(self, live_roots: list[torch.Tensor]) -> dict[str, Any]:
+        """Measure what the finished run retains; call while its outputs are alive."""
+        self._sample()
+        duration = time.perf_counter() - self.started
+        ctx_alive_no_gc = sum(1 for ref in self._ctx_refs if ref() is not None)
+        self.uninstall()
+        gc.collect()
+        ctx_alive_after_gc = sum(1 for ref in self._ctx_refs if ref() is not None)
+        storages: dict[tuple[str, int], int] = {}
+        for ref, excluded in self._saved:
+            tensor = ref()
+            if tensor is None or excluded:
+                continue
+            try:
+                storage = tensor.untyped_storage()
+                storages[(str(tensor.device), storage.data_ptr())] = storage.nbytes()
+            except (RuntimeError, NotImplementedError):
+                continue
+        measures: dict[str, Any] = {
+            "retained_graph_bytes": int(sum(storages.values())),
+            "retained_storages": len(storages),
+            "graph_nodes": graph_nodes_from(live_roots),
+            "backward_passes": self.backward_count,
+            "optimizer_steps": self.step_count,
+            "duration_s": round(duration, 4),
+            "ctx_created": len(self._ctx_refs),
+            "ctx_alive_without_gc": ctx_alive_no_gc,
+            "ctx_freed_only_by_gc": ctx_alive_no_gc - ctx_alive_after_gc,
+        }
+        if self.device.startswith("cuda") and torch.cuda.is_available():
+            torch.cuda.synchronize()
+            measures["peak_bytes"] = int(torch.cuda.max_memory_allocated())
+            measures["peak_measure"] = "cuda max_memory_allocated"
+        elif self._heap is not None:
+            measures["peak_bytes"] = int(self._heap_peak - self._heap_base)
+            measures["peak_measure"] = "cpu heap (mallinfo2) peak"
+        else:
+            measures["peak_bytes"] = None
+            measures["peak_measure"] = "unavailable"
+        return measures
+
+    def named(self, mapping: dict[int, Any]) -> dict[str, Any]:
+        return {self.name_of(key): value for key, value in mapping.items() if key in self._names}
+
+    def leaf_state(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """(final .grad, final values, initial values) of every named leaf."""
+        grads, values, initial = {}, {}, {}
+        for key, tensor in self._keep.items():
+            name = self.name_of(key)
+            grads[name] = _snapshot(tensor.grad)
+            values[name] = _snapshot(tensor)
+            if key in self._initial:
+                initial[name] = self._initial[key]
+        return grads, values, initial
+
+    def step_records(self) -> list[dict[str, Any]]:
+        return [
+            {"step": s["step"], "optimizer": s["optimizer"], "grads": self.named(s["grads"]), "contributions": self.named(s["contributions"])}
+            for s in self.steps
+        ]
+
+    def violation_records(self) -> list[dict[str, Any]]:
+        return [{**v, "param": self.name_of(v["param"]) if v["param"] in self._names else "?"} for v in self.violations]

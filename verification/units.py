@@ -1,0 +1,345 @@
+"""Split a patch into runnable units: what changed, and the smallest thing that runs it.
+
+Pure `ast` work, no torch, so the cli can plan verification before the worker is warm.
+
+A *script* unit runs the whole file as ``__main__``; a *function* unit runs one function,
+method or custom ``torch.autograd.Function`` with bound inputs, inside a reduced module
+holding only the file's imports, its class/function definitions and the top-level
+assignments the unit reads (never other top-level statements: a module that trains on
+import must not train when we only want one function).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import symtable
+from dataclasses import dataclass, field
+
+MAIN_KEY = "__main__"
+SCRIPT_ENTRIES = {"__main__", "script", "<script>", "<module>"}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One runnable unit in both versions.
+
+    `kind` is ``script``, ``function``, ``method`` or ``autograd_function``; `mode` is
+    what the user sees (``script`` or ``function``). `original`/`rewritten` hold the
+    source each side executes. `free_names` are globals the unit reads that the reduced
+    module does not define: they are bound like parameters.
+    """
+
+    name: str
+    kind: str
+    original: str
+    rewritten: str
+    qualname: str | None = None
+    free_names: tuple[str, ...] = ()
+    #: full sources to fall back to when the function's inputs cannot be bound but the
+    #: file's script part calls it.
+    fallback_script: tuple[str, str] | None = None
+    problem: str | None = None  # set when the unit cannot run at all (reason)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def mode(self) -> str:
+        return "script" if self.kind == "script" else "function"
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "original": self.original,
+            "rewritten": self.rewritten,
+            "qualname": self.qualname,
+            "free_names": list(self.free_names),
+            "fallback_script": list(self.fallback_script) if self.fallback_script else None,
+            "problem": self.problem,
+        }
+
+
+class UnitError(ValueError):
+    """A version does not parse, or `entry` names nothing."""
+
+
+def _dump(node: ast.AST) -> str:
+    return ast.dump(node, annotate_fields=False, include_attributes=False)
+
+
+def _is_main_block(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
+def _is_import(node: ast.stmt) -> bool:
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    if isinstance(node, ast.Try):  # try: import x / except ImportError: ...
+        return all(isinstance(s, (ast.Import, ast.ImportFrom, ast.Pass, ast.Assign)) for s in node.body)
+    return False
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _assigned_names(node: ast.stmt) -> list[str]:
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    names = []
+    for target in targets:
+        for sub in ast.walk(target):
+            if isinstance(sub, ast.Name):
+                names.append(sub.id)
+    return names
+
+
+def _is_autograd_function(cls: ast.ClassDef) -> bool:
+    for base in cls.bases:
+        text = ast.unparse(base)
+        if text in ("Function", "autograd.Function", "torch.autograd.Function", "torch.autograd.function.Function"):
+            return True
+    return False
+
+
+def _is_script_statement(node: ast.stmt) -> bool:
+    """Top-level code that does something when the file runs (not a definition)."""
+    if _is_import(node) or _is_docstring(node) or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return False
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        value = node.value
+        return value is not None and any(isinstance(sub, ast.Call) for sub in ast.walk(value))
+    return True
+
+
+class _Module:
+    """Index of one version's top level."""
+
+    def __init__(self, source: str, path: str) -> None:
+        try:
+            self.tree = ast.parse(source, filename=path)
+        except SyntaxError as exc:
+            raise UnitError(f"{path}: does not parse: {exc.msg} (line {exc.lineno})") from exc
+        self.source = source
+        self.lines = source.splitlines(keepends=True)
+        self.path = path
+        self.defs: dict[str, ast.stmt] = {}
+        self.methods: dict[tuple[str, str], ast.stmt] = {}
+        self.class_bodies: dict[str, str] = {}
+        self.script_parts: list[ast.stmt] = []
+        for node in self.tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.defs[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                self.defs[node.name] = node
+                rest = []
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.methods[(node.name, item.name)] = item
+                    else:
+                        rest.append(_dump(item))
+                self.class_bodies[node.name] = "|".join([*(_dump(b) for b in node.bases), *(_dump(d) for d in node.decorator_list), *rest])
+            elif _is_main_block(node) or _is_script_statement(node):
+                self.script_parts.append(node)
+
+    @property
+    def is_script(self) -> bool:
+        return bool(self.script_parts)
+
+    def script_dump(self) -> str:
+        return "|".join(_dump(node) for node in self.tree.body if _is_main_block(node) or _is_script_statement(node))
+
+    def segment(self, node: ast.stmt) -> str:
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        return "".join(self.lines[start - 1 : node.end_lineno])
+
+    def script_mentions(self, name: str) -> bool:
+        for part in self.script_parts:
+            for sub in ast.walk(part):
+                if isinstance(sub, ast.Name) and sub.id == name:
+                    return True
+                if isinstance(sub, ast.Attribute) and sub.attr == name:
+                    return True
+        return False
+
+    def reduced(self, needed_roots: set[str]) -> str:
+        """Imports, every def/class, and the top-level assignments reachable from roots."""
+        assigns: list[tuple[ast.stmt, list[str]]] = []
+        for node in self.tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and not _is_main_block(node):
+                assigns.append((node, _assigned_names(node)))
+        needed = set(needed_roots)
+        for node in self.tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                needed |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        chosen: set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            for index, (node, names) in enumerate(assigns):
+                if index not in chosen and needed.intersection(names):
+                    chosen.add(index)
+                    needed |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                    changed = True
+        keep_assign = {id(assigns[i][0]) for i in chosen}
+        parts = []
+        for node in self.tree.body:
+            if _is_import(node) or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or id(node) in keep_assign:
+                parts.append(self.segment(node).rstrip("\n") + "\n")
+        return "".join(parts)
+
+    def defined_names(self, reduced_source: str) -> set[str]:
+        tree = ast.parse(reduced_source)
+        names: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.Try):
+                for sub in ast.walk(node):
+                    if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                        names |= {(a.asname or a.name).split(".")[0] for a in sub.names}
+            names |= set(_assigned_names(node))
+        return names
+
+
+def _global_reads(source: str, path: str, qualname: str) -> set[str]:
+    """Globals the function reads (symtable knows exactly), builtins excluded."""
+    table = symtable.symtable(source, path, "exec")
+    parts = qualname.split(".")
+    current = table
+    for part in parts:
+        children = [c for c in current.get_children() if c.get_name() == part]
+        if not children:
+            return set()
+        current = children[0]
+    found: set[str] = set()
+
+    def walk(t: symtable.SymbolTable) -> None:
+        for sym in t.get_symbols():
+            if sym.is_global() and sym.is_referenced():
+                found.add(sym.get_name())
+        for child in t.get_children():
+            walk(child)
+
+    walk(current)
+    return {name for name in found if not hasattr(builtins, name) and name not in {"__name__", "__file__"}}
+
+
+def _function_unit(orig: _Module, rew: _Module, name: str, kind: str, qualname: str) -> Unit:
+    root = qualname.split(".")[0]
+    sources = []
+    free: set[str] = set()
+    for module in (orig, rew):
+        reduced = module.reduced({root})
+        sources.append(reduced)
+        if kind != "autograd_function":
+            defined = module.defined_names(reduced)
+            try:
+                free |= _global_reads(module.source, module.path, qualname) - defined
+            except SyntaxError:  # pragma: no cover - already parsed once
+                pass
+    fallback = None
+    method = qualname.split(".")[-1]
+    if rew.is_script and orig.is_script and (orig.script_mentions(root) or orig.script_mentions(method)):
+        fallback = (orig.source, rew.source)
+    return Unit(
+        name=name,
+        kind=kind,
+        original=sources[0],
+        rewritten=sources[1],
+        qualname=qualname,
+        free_names=tuple(sorted(free)),
+        fallback_script=fallback,
+    )
+
+
+def _script_unit(orig: _Module, rew: _Module) -> Unit:
+    return Unit(name=MAIN_KEY, kind="script", original=orig.source, rewritten=rew.source)
+
+
+def find_units(original: str, rewritten: str, *, path: str = "<string>", entry: str | None = None) -> list[Unit]:
+    """The units to run for this patch; empty when the two versions' ASTs are equal."""
+    orig = _Module(original, path)
+    rew = _Module(rewritten, path)
+    if entry is not None:
+        return [_entry_unit(orig, rew, entry)]
+    if _dump(orig.tree) == _dump(rew.tree):
+        return []
+
+    units: list[Unit] = []
+    need_script = orig.script_dump() != rew.script_dump()
+    seen_classes: set[str] = set()
+    for key in list(dict.fromkeys([*orig.defs, *rew.defs])):
+        a, b = orig.defs.get(key), rew.defs.get(key)
+        if a is not None and b is not None and _dump(a) == _dump(b):
+            continue
+        if a is None or b is None or type(a) is not type(b):
+            need_script = True  # added/removed definition: only the script can tell
+            continue
+        if isinstance(a, ast.ClassDef):
+            assert isinstance(b, ast.ClassDef)
+            if _is_autograd_function(a) or _is_autograd_function(b):
+                units.append(_function_unit(orig, rew, key, "autograd_function", key))
+                continue
+            if orig.class_bodies.get(key) != rew.class_bodies.get(key):
+                need_script = True
+                continue
+            for (cls, meth) in dict.fromkeys([*orig.methods, *rew.methods]):
+                if cls != key:
+                    continue
+                ma, mb = orig.methods.get((cls, meth)), rew.methods.get((cls, meth))
+                if ma is None or mb is None:
+                    need_script = True
+                elif _dump(ma) != _dump(mb):
+                    units.append(_function_unit(orig, rew, f"{cls}.{meth}", "method", f"{cls}.{meth}"))
+            seen_classes.add(key)
+        else:
+            units.append(_function_unit(orig, rew, key, "function", key))
+    if need_script or not units:
+        if orig.is_script or rew.is_script:
+            units.insert(0, _script_unit(orig, rew))
+        elif not units:
+            units.append(
+                Unit(
+                    name="<module>",
+                    kind="script",
+                    original=original,
+                    rewritten=rewritten,
+                    problem="only imports or module-level definitions changed and the file has no script part; "
+                    "name a unit with --entry",
+                )
+            )
+    return units
+
+
+def _entry_unit(orig: _Module, rew: _Module, entry: str) -> Unit:
+    if entry in SCRIPT_ENTRIES:
+        return _script_unit(orig, rew)
+    parts = entry.split(".")
+    if len(parts) == 1:
+        node = orig.defs.get(entry) or rew.defs.get(entry)
+        if node is None:
+            raise UnitError(f"--entry {entry}: no function or class of that name in the file")
+        if isinstance(node, ast.ClassDef):
+            if _is_autograd_function(node):
+                return _function_unit(orig, rew, entry, "autograd_function", entry)
+            raise UnitError(f"--entry {entry}: a class; name one of its methods as {entry}.method")
+        return _function_unit(orig, rew, entry, "function", entry)
+    if len(parts) == 2 and ((parts[0], parts[1]) in orig.methods or (parts[0], parts[1]) in rew.methods):
+        return _function_unit(orig, rew, entry, "method", entry)
+    raise UnitError(f"--entry {entry}: no method of that name in the file")

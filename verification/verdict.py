@@ -1,0 +1,94 @@
+"""Result types of the verification stage: plain frozen dataclasses, JSON-ready.
+
+They carry no torch objects so the cli (which never imports torch itself) can render
+them; the evidence dicts hold only numbers, strings, lists and dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+UNVERIFIED = "unverified"
+
+#: exit code of `autograd-fix verify` per verdict (2 is reserved for usage errors).
+EXIT_CODES = {ACCEPTED: 0, REJECTED: 1, UNVERIFIED: 3}
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    """The verdict for one runnable unit (a script, a function, a method, a Function)."""
+
+    name: str
+    mode: str  # "script" | "function"
+    verdict: str
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "evidence": self.evidence,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict for one patch: the worst of its units' verdicts."""
+
+    verdict: str
+    reason: str
+    rule: str | None
+    units: tuple[UnitResult, ...] = ()
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == ACCEPTED
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.verdict, 3)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "rule": self.rule,
+            "units": [unit.to_json() for unit in self.units],
+        }
+
+    def summary(self) -> str:
+        """One line for diffs and findings, e.g. ``accepted: outputs equal, ...``."""
+        return f"{self.verdict}: {self.reason}"
+
+
+def combine(units: list[UnitResult] | tuple[UnitResult, ...], rule: str | None) -> Verdict:
+    """Rejected if any unit is rejected, else unverified if any is, else accepted."""
+    units = tuple(units)
+    if not units:
+        return Verdict(UNVERIFIED, "no runnable unit found", rule, units)
+    for wanted in (REJECTED, UNVERIFIED):
+        bad = [u for u in units if u.verdict == wanted]
+        if bad:
+            reason = bad[0].reason if len(units) == 1 else f"{bad[0].name}: {bad[0].reason}"
+            return Verdict(wanted, reason, rule, units)
+    if len(units) == 1:
+        return Verdict(ACCEPTED, units[0].reason, rule, units)
+    return Verdict(ACCEPTED, "; ".join(f"{u.name}: {u.reason}" for u in units), rule, units)
+
+
+def format_bytes(n: int | float | None) -> str:
+    """Human figure in decimal units (``17.1 MB``), as the design's examples read."""
+    if n is None:
+        return "n/a"
+    n = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(n) < 1000 or unit == "GB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"

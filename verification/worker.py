@@ -1,0 +1,328 @@
+"""The warm worker: imports torch once, then forks one job process per request.
+
+Protocol: one JSON object per line on stdin (requests) and on the original stdout
+(responses, matched by ``id``); the worker points its own fd 1 at stderr so that nothing
+else can write into the protocol stream. Requests: ``{"id", "op": "verify" | "gradcheck"
+| "ping", ...}``. EOF on stdin (the tool exited, however it died) kills every job's
+process group and ends the worker.
+
+Why fork per job, and fork again per run: a fork of a process that already imported torch
+costs milliseconds instead of the seconds of ``import torch``, and a job process can
+compare the two runs' records (torch tensors) without the tool importing torch. The
+worker never computes with torch itself (forking after OpenMP threads started is unsafe),
+and jobs pin torch to one thread before comparing, for the same reason.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import selectors
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+JOB_SLACK_S = 15.0
+
+
+def _save(record: Any, path: str) -> None:
+    import torch
+
+    torch.save(record, path)
+
+
+def _load(path: str) -> Any:
+    import torch
+
+    return torch.load(path, weights_only=False)
+
+
+def _limits(request: dict[str, Any]):
+    import torch
+
+    from .sandbox import Limits
+
+    device = str(request.get("device", "auto"))
+    # RLIMIT_AS breaks CUDA (it reserves huge virtual ranges): resident-memory watch only.
+    # The client sets PYTORCH_NVML_BASED_CUDA_CHECK=1, so this check does not initialize
+    # CUDA in a process that forks afterwards.
+    cuda_possible = device != "cpu" and torch.cuda.is_available()
+    return Limits(
+        timeout=float(request.get("timeout", 20.0)),
+        memory_mb=int(request.get("memory_mb", 4096)),
+        output_cap=int(request.get("output_cap", 64 * 1024)),
+        limit_address_space=not cuda_possible,
+    )
+
+
+def _side_spec(request: dict[str, Any], unit: dict[str, Any], source: str, kind: str) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "source": source,
+        "qualname": unit.get("qualname"),
+        "free_names": unit.get("free_names") or [],
+        "path": request.get("path") or "<string>",
+        "checks": request.get("checks") or [],
+        "device": request.get("device", "auto"),
+        "factories": request.get("factories") or {},
+        "factory_root": request.get("factory_root"),
+        "threads": request.get("threads", 1),
+    }
+
+
+def _run_pair(request: dict[str, Any], unit: dict[str, Any], kind: str, sources: tuple[str, str], close_fds: tuple[int, ...]):
+    from .harness import run_side
+    from .sandbox import spawn, wait_all
+
+    limits = _limits(request)
+    children = [
+        spawn(lambda src=src: run_side(_side_spec(request, unit, src, kind)), _save, limits, close_fds=close_fds)
+        for src in sources
+    ]
+    return wait_all(children, _load)
+
+
+def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Every unit of one patch: two runs each, then the contract."""
+    import torch
+
+    from .contracts import evaluate
+    from .verdict import UNVERIFIED, UnitResult
+
+    torch.set_num_threads(1)
+    checks = tuple(request.get("checks") or ()) or None
+    results = []
+    for unit in request["units"]:
+        mode = "script" if unit["kind"] == "script" else "function"
+        if unit.get("problem"):
+            results.append(UnitResult(unit["name"], mode, UNVERIFIED, unit["problem"], {}).to_json())
+            continue
+        kind = unit["kind"]
+        original, rewritten = _run_pair(request, unit, kind, (unit["original"], unit["rewritten"]), close_fds)
+        name = unit["name"]
+        unbound = any(o.record and o.record.get("unbound") for o in (original, rewritten))
+        if unbound and unit.get("fallback_script"):
+            why = next(o.record["unbound"] for o in (original, rewritten) if o.record and o.record.get("unbound"))
+            original, rewritten = _run_pair(request, unit, "script", tuple(unit["fallback_script"]), close_fds)
+            mode, kind = "script", "script"
+            name = f"{name} (via the script: cannot bind {why['name']!r})"
+        results.append(evaluate(name, mode, kind, original, rewritten, checks).to_json())
+    return {"units": results}
+
+
+def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+    from .harness import run_gradcheck_file
+    from .sandbox import spawn, wait_all
+
+    spec = {"source": request["source"], "path": request.get("path"), "threads": request.get("threads", 1)}
+    (outcome,) = wait_all([spawn(lambda: run_gradcheck_file(spec), _save, _limits(request), close_fds=close_fds)], _load)
+    if outcome.status != "ok" or outcome.record is None:
+        return {"error": f"gradcheck run {outcome.detail}", "functions": []}
+    record = outcome.record
+    if record.get("exception"):
+        exc = record["exception"]
+        return {"error": f"the module raised {exc['type']}: {exc['message'][:300]} while loading", "functions": []}
+    return {"error": None, "functions": record.get("functions", [])}
+
+
+def _job_deadline(request: dict[str, Any]) -> float:
+    units = max(1, len(request.get("units") or [None]))
+    return time.monotonic() + units * 2 * float(request.get("timeout", 20.0)) + JOB_SLACK_S
+
+
+def _prewarm() -> None:
+    """Import (without computing) everything a job and a run child need, once."""
+    import torch.optim.lr_scheduler  # noqa: F401
+    import torch.testing  # noqa: F401
+    import torch.autograd.gradcheck  # noqa: F401
+
+    from . import binding, contracts, gradcheck, harness, probes, sandbox  # noqa: F401
+
+    try:
+        import numpy  # noqa: F401
+    except ImportError:  # pragma: no cover
+        pass
+    _warm_up()
+
+
+_WARM_UP_SOURCE = """
+import torch
+from torch import nn
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x).relu()
+
+def _train(model, loader, optimizer, criterion):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    return loss.detach()
+"""
+
+
+def _warm_up() -> None:
+    """Run one tiny unit in-process so every fork inherits torch's first-call set-up
+    (dispatcher, kernels, serialization) instead of paying it per run. One thread, so
+    no OpenMP pool exists at fork time."""
+    import tempfile
+
+    import torch
+
+    from .contracts import evaluate
+    from .harness import run_side
+    from .sandbox import Outcome
+
+    torch.set_num_threads(1)
+    spec = {"kind": "function", "source": _WARM_UP_SOURCE, "qualname": "_train", "free_names": [], "path": "<warm-up>",
+            "checks": [], "device": "cpu"}
+    try:
+        record = run_side(spec)
+        with tempfile.TemporaryDirectory() as folder:
+            target = os.path.join(folder, "r.pt")
+            _save(record, target)
+            record = _load(target)
+        outcome = Outcome("ok", "finished", 0.0, "", 0, record=record)
+        evaluate("warm-up", "function", "function", outcome, outcome, None)
+    except Exception:  # noqa: BLE001 - warming is an optimization only
+        pass
+    sys.modules.pop("__autograd_fix_unit__", None)
+
+
+def main() -> None:
+    """Serve requests until stdin closes."""
+    import torch  # noqa: F401 - the point of a warm worker: pay for this once
+
+    _prewarm()
+    # Children would otherwise walk (and copy-on-write) every object torch created
+    # whenever they collect garbage: freeze them into the permanent generation.
+    gc.collect()
+    gc.freeze()
+
+    from .sandbox import die_with_parent
+
+    proto_out = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    stdin_fd = sys.stdin.fileno()
+    os.set_blocking(stdin_fd, False)
+    selector = selectors.DefaultSelector()
+    selector.register(stdin_fd, selectors.EVENT_READ, "stdin")
+    jobs: dict[int, dict[str, Any]] = {}  # fd -> job
+    buffer = b""
+
+    def send(message: dict[str, Any]) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        while data:
+            written = os.write(proto_out, data)
+            data = data[written:]
+
+    def start(request: dict[str, Any]) -> None:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.setpgid(0, 0)
+                die_with_parent()
+                for fd in (read_fd, stdin_fd, proto_out, *jobs):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                closing = (write_fd,)
+                if request["op"] == "verify":
+                    payload = run_verify_job(request, closing)
+                else:
+                    payload = run_gradcheck_job(request, closing)
+                response = {"id": request["id"], "ok": True, "result": payload}
+            except BaseException as exc:  # noqa: BLE001
+                response = {"id": request["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
+                code = 1
+            try:
+                data = (json.dumps(response, default=str) + "\n").encode()
+                while data:
+                    data = data[os.write(write_fd, data):]
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        jobs[read_fd] = {"pid": pid, "id": request["id"], "data": b"", "deadline": _job_deadline(request)}
+        selector.register(read_fd, selectors.EVENT_READ, "job")
+
+    def finish(fd: int, job: dict[str, Any], timed_out: bool = False) -> None:
+        selector.unregister(fd)
+        os.close(fd)
+        del jobs[fd]
+        try:
+            os.killpg(job["pid"], signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            os.waitpid(job["pid"], 0)
+        except ChildProcessError:
+            pass
+        if timed_out:
+            send({"id": job["id"], "ok": False, "error": "verification job exceeded its deadline and was killed"})
+            return
+        try:
+            send(json.loads(job["data"].decode()))
+        except ValueError:
+            send({"id": job["id"], "ok": False, "error": "verification job died without answering"})
+
+    send({"ready": True, "pid": os.getpid(), "torch": torch.__version__})
+    try:
+        while True:
+            for key, _ in selector.select(0.1):
+                if key.data == "stdin":
+                    try:
+                        chunk = os.read(stdin_fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        return
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        if not line.strip():
+                            continue
+                        request = json.loads(line)
+                        if request.get("op") == "ping":
+                            send({"id": request.get("id"), "ok": True, "result": "pong"})
+                        else:
+                            start(request)
+                else:
+                    fd = key.fd
+                    job = next(j for f, j in jobs.items() if f == fd)
+                    try:
+                        chunk = os.read(fd, 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if chunk:
+                        job["data"] += chunk
+                    else:
+                        finish(fd, job)
+            now = time.monotonic()
+            for fd, job in list(jobs.items()):
+                if now > job["deadline"]:
+                    finish(fd, job, timed_out=True)
+    finally:
+        for job in jobs.values():
+            try:
+                os.killpg(job["pid"], signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+if __name__ == "__main__":
+    main()
