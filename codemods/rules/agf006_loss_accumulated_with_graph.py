@@ -1,0 +1,836 @@
+"""AGF006 loss-accumulated-with-graph: tensors with graph history accumulated across iterations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from autograd_fix.codemods.gradmode import function_disables_grad, with_disables_grad
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.loops import (
+    Binding,
+    all_nodes,
+    ancestors,
+    backward_has_gradient_argument,
+    backward_root,
+    bindings,
+    breaks_graph,
+    declared_global,
+    enclosing_scope,
+    has_keyword,
+    innermost_loop,
+    is_false,
+    is_gradient_call,
+    local_nodes,
+    parent_map,
+    read_name_nodes,
+    runs_every_iteration,
+)
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.rule import Contract, Rule
+
+_LOOPS = (cst.For, cst.While)
+_LOSS_TOKENS = frozenset({"loss", "criterion", "crit", "objective"})
+_FUNCTIONAL_LOSSES = frozenset(
+    {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"}
+)
+#: functions that only format or print a number (a Python float works the same there)
+_NUMERIC_CONSUMERS = frozenset({"print", "round", "float", "str", "format", "abs", "int", "repr"})
+
+
+@dataclass
+class _Accumulation:
+    statement: cst.CSTNode
+    accumulator: str
+    #: the accumulated expressions to cut off the graph (one, or the tracked members of a literal)
+    values: list[cst.BaseExpression]
+    #: `acc += v` / `acc = acc + v` on a plain name (eligible for `.item()`)
+    numeric_form: bool
+
+
+class LossAccumulatedWithGraph(Rule):
+    """
+    ## What it does
+    Finds tensors that still carry their autograd graph being accumulated across the
+    iterations of a training loop (`total_loss += loss`, `losses.append(loss)`,
+    `history["loss"] += loss`, `stats.append({"loss": loss})`), and cuts them off the graph
+    with `.detach()` (or `.item()` where the accumulator is only ever used as a number).
+
+    ## Why is this bad?
+    Adding a loss that requires grad to a running total records the addition: the total
+    becomes a tensor whose graph reaches every iteration's loss and the graph behind it.
+    Nothing of it is ever freed while the total lives (the PyTorch FAQ: "Don't accumulate
+    history across your training loop"). Memory grows every iteration, and the logged
+    number is the same as with a detached value.
+
+    ## Example
+    ```python
+    total_loss = 0.0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss
+    print(f"epoch loss {total_loss / len(loader):.4f}")
+    ```
+
+    ## Use instead
+    ```python
+        total_loss += loss.item()
+    ```
+    or `loss.detach()` when the total is used as a tensor (returned, logged, stacked).
+
+    ## Fix safety
+    `.detach()` keeps the value, type and device, so it is safe; it is the default. The
+    rule fires only when the accumulated value is (or, through a loss function, feeds)
+    the tensor the same iteration backpropagates unconditionally without
+    `retain_graph`/`create_graph`: its saved tensors are freed by that backward, so no
+    later code can have backpropagated through the accumulator successfully. The rule
+    stays silent when the accumulator (or anything computed from it) is backpropagated or
+    differentiated in the same scope, when it is an attribute, a parameter or a `global`,
+    when it is reset every iteration, and under `no_grad`. `.item()` is used only when the
+    accumulator starts as a Python number, the accumulated value is the backpropagated
+    scalar itself, and every use of the accumulator is arithmetic, a comparison,
+    an f-string or `print`/`round`/`float`; it is marked unsafe because the accumulator
+    becomes a Python float.
+
+    ## Verification
+    Accumulated values equal (as numbers); outputs equal; retained graph memory lower or
+    equal.
+    """
+
+    code = "AGF006"
+    name = "loss-accumulated-with-graph"
+    safety = Applicability.SAFE
+    message = "a tensor with autograd history is accumulated across iterations"
+    triggers = ("backward",)
+    contract = Contract(
+        description="accumulated values equal; outputs equal; retained graph memory lower or equal",
+        checks=("accumulated_values_equal", "outputs_equal", "retained_graph_not_higher"),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        parents = parent_map(node)
+        imports = self.context.imports
+        for loop in all_nodes(node, _LOOPS):
+            assert isinstance(loop, (cst.For, cst.While))
+            if _grad_disabled(loop, imports, parents):
+                continue
+            analysis = _LoopAnalysis(loop, imports, parents)
+            if not analysis.tracked:
+                continue
+            for accumulation in analysis.accumulations():
+                self._check(accumulation, analysis)
+        return False
+
+    def _check(self, accumulation: _Accumulation, analysis: "_LoopAnalysis") -> None:
+        scope = analysis.scope
+        name = accumulation.accumulator
+        if name in declared_global(scope) or not analysis.accumulator_is_carried(accumulation):
+            return
+        if analysis.backpropagated_later(name):
+            return
+        use_item = (
+            accumulation.numeric_form
+            and len(accumulation.values) == 1
+            and isinstance(accumulation.values[0], cst.Name)
+            and accumulation.values[0].value in analysis.scalar
+            and analysis.starts_as_number(name)
+            and _numeric_uses(name, scope, analysis.parents, set())
+        )
+        method = "item" if use_item else "detach"
+        edits = tuple(Edit(value, _method_appender(method)) for value in accumulation.values)
+        fix = Fix(
+            Applicability.UNSAFE if use_item else Applicability.SAFE,
+            edits,
+            f"accumulate `.{method}()` so the graph of each iteration can be freed",
+        )
+        code = self.context.module.code_for_node(accumulation.values[0]).strip()
+        self.report(
+            accumulation.statement,
+            f"`{name}` accumulates `{code}` with its autograd graph across iterations, keeping every "
+            f"iteration's graph alive; accumulate `{code}.{method}()`" if len(accumulation.values) == 1 and isinstance(
+                accumulation.values[0], cst.Name
+            ) else f"`{name}` accumulates tensors with their autograd graph across iterations; "
+            f"accumulate them `.{method}()`-ed",
+            fix,
+        )
+
+    VALID = [
+        # 1. the fixed FAQ loop
+        valid(
+            """
+total_loss = 0.0
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss.item()
+"""
+        ),
+        # 2. the accumulated total is backpropagated (gradient accumulation by summing losses)
+        valid(
+            """
+def step(model, chunks, optimizer):
+    optimizer.zero_grad()
+    total = 0
+    for x, y in chunks:
+        loss = (model(x) - y).pow(2).mean()
+        total = total + loss
+    total.backward()
+    optimizer.step()
+"""
+        ),
+        # 3. multi-task: losses summed in a loop, then backpropagated through a derived name
+        valid(
+            """
+def training_step(self, batch):
+    losses = []
+    for head, target in zip(self.heads, batch["targets"]):
+        loss = self.criterion(head(batch["x"]), target)
+        losses.append(loss)
+    total = torch.stack(losses).sum()
+    total.backward()
+"""
+        ),
+        # 4. validation under no_grad: nothing is recorded
+        valid(
+            """
+import torch
+
+@torch.no_grad()
+def evaluate(model, loader, criterion):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        total += loss
+    return total / len(loader)
+"""
+        ),
+        # 5. detach already there
+        valid(
+            """
+epoch_losses = []
+for batch in loader:
+    loss = model(batch).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    epoch_losses.append(loss.detach())
+"""
+        ),
+        # 6. retain_graph: the graph may be used again, leave it alone
+        valid(
+            """
+running = 0
+for x in loader:
+    loss = model(x).sum()
+    loss.backward(retain_graph=True)
+    running += loss
+"""
+        ),
+        # 7. the list is reset every iteration: nothing accumulates across iterations
+        valid(
+            """
+for x, y in loader:
+    step_losses = []
+    loss = criterion(model(x), y)
+    loss.backward()
+    step_losses.append(loss)
+    log(step_losses)
+"""
+        ),
+        # 8. an attribute accumulator: who reads it is unknown here
+        valid(
+            """
+class Trainer:
+    def fit(self):
+        for x, y in self.loader:
+            loss = self.criterion(self.model(x), y)
+            loss.backward()
+            self.optimizer.step()
+            self.history.append(loss)
+"""
+        ),
+        # 9. backward only sometimes: the accumulated graphs may still be used
+        valid(
+            """
+total = 0
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    total += loss
+    if (i + 1) % 4 == 0:
+        total.backward()
+        total = 0
+"""
+        ),
+        # 10. the accumulated value is computed from an int count, not the loss
+        valid(
+            """
+correct = 0
+for x, y in loader:
+    logits = model(x)
+    loss = criterion(logits, y)
+    loss.backward()
+    optimizer.step()
+    correct += (logits.argmax(1) == y).sum()
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. the FAQ example: used only as a number -> .item()
+        invalid(
+            """
+total_loss = 0.0
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss
+print(f"epoch loss {total_loss / len(loader):.4f}")
+""",
+            """
+total_loss = 0.0
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss.item()
+print(f"epoch loss {total_loss / len(loader):.4f}")
+""",
+        ),
+        # 2. returned from a train_epoch function -> .detach() keeps it a tensor
+        invalid(
+            """
+def train_epoch(model, loader, optimizer, criterion):
+    model.train()
+    running_loss = 0.0
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss
+    return running_loss / len(loader)
+""",
+            """
+def train_epoch(model, loader, optimizer, criterion):
+    model.train()
+    running_loss = 0.0
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.detach()
+    return running_loss / len(loader)
+""",
+        ),
+        # 3. a list of losses, later stacked
+        invalid(
+            """
+import torch
+
+losses = []
+for step, batch in enumerate(train_loader):
+    loss = model(**batch).loss
+    accelerator.backward(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+    losses.append(loss)
+print(torch.stack(losses).mean())
+""",
+            """
+import torch
+
+losses = []
+for step, batch in enumerate(train_loader):
+    loss = model(**batch).loss
+    accelerator.backward(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+    losses.append(loss.detach())
+print(torch.stack(losses).mean())
+""",
+        ),
+        # 4. weighted by batch size: the whole product is detached
+        invalid(
+            """
+def fit(net, loader, opt, loss_fn):
+    epoch_loss = 0
+    for xb, yb in loader:
+        loss = loss_fn(net(xb), yb)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        epoch_loss = epoch_loss + loss * xb.size(0)
+    return epoch_loss
+""",
+            """
+def fit(net, loader, opt, loss_fn):
+    epoch_loss = 0
+    for xb, yb in loader:
+        loss = loss_fn(net(xb), yb)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        epoch_loss = epoch_loss + (loss * xb.size(0)).detach()
+    return epoch_loss
+""",
+        ),
+        # 5. a metrics dict: entries of a dict accumulated
+        invalid(
+            """
+from collections import defaultdict
+
+def train(model, loader, optimizer):
+    stats = defaultdict(float)
+    for batch in loader:
+        recon, kl = model.losses(batch)
+        loss = recon + kl
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        stats["loss"] += loss
+    return stats
+""",
+            """
+from collections import defaultdict
+
+def train(model, loader, optimizer):
+    stats = defaultdict(float)
+    for batch in loader:
+        recon, kl = model.losses(batch)
+        loss = recon + kl
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        stats["loss"] += loss.detach()
+    return stats
+""",
+        ),
+        # 6. history of dicts (step outputs kept)
+        invalid(
+            """
+history = []
+for epoch in range(epochs):
+    for x, y in loader:
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        history.append({"epoch": epoch, "loss": loss})
+""",
+            """
+history = []
+for epoch in range(epochs):
+    for x, y in loader:
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        history.append({"epoch": epoch, "loss": loss.detach()})
+""",
+        ),
+        # 7. AMP, and the per-component loss feeding the total
+        invalid(
+            """
+import torch
+
+def train(model, loader, optimizer, scaler, criterion):
+    ce_total = 0.0
+    for images, labels in loader:
+        with torch.autocast("cuda"):
+            logits = model(images)
+            ce = criterion(logits, labels)
+            loss = ce + 0.01 * model.l2()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        ce_total += ce
+    return ce_total
+""",
+            """
+import torch
+
+def train(model, loader, optimizer, scaler, criterion):
+    ce_total = 0.0
+    for images, labels in loader:
+        with torch.autocast("cuda"):
+            logits = model(images)
+            ce = criterion(logits, labels)
+            loss = ce + 0.01 * model.l2()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        ce_total += ce.detach()
+    return ce_total
+""",
+        ),
+        # 8. the running loss of the CIFAR tutorial, reset inside an if, printed
+        invalid(
+            """
+running_loss = 0.0
+for i, (inputs, labels) in enumerate(trainloader):
+    optimizer.zero_grad()
+    outputs = net(inputs)
+    loss = criterion(outputs, labels)
+    loss.backward()
+    optimizer.step()
+    running_loss += loss
+    if i % 2000 == 1999:
+        print(f"[{i + 1:5d}] loss: {running_loss / 2000:.3f}")
+        running_loss = 0.0
+""",
+            """
+running_loss = 0.0
+for i, (inputs, labels) in enumerate(trainloader):
+    optimizer.zero_grad()
+    outputs = net(inputs)
+    loss = criterion(outputs, labels)
+    loss.backward()
+    optimizer.step()
+    running_loss += loss.item()
+    if i % 2000 == 1999:
+        print(f"[{i + 1:5d}] loss: {running_loss / 2000:.3f}")
+        running_loss = 0.0
+""",
+        ),
+        # 9. model outputs kept for epoch metrics
+        invalid(
+            """
+all_logits = []
+for x, y in train_loader:
+    logits = model(x)
+    loss = criterion(logits, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    all_logits.append(logits)
+auroc = compute_auroc(torch.cat(all_logits))
+""",
+            """
+all_logits = []
+for x, y in train_loader:
+    logits = model(x)
+    loss = criterion(logits, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    all_logits.append(logits.detach())
+auroc = compute_auroc(torch.cat(all_logits))
+""",
+        ),
+    ]
+
+
+def _grad_disabled(loop: cst.CSTNode, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> bool:
+    for parent in ancestors(loop, parents):
+        if isinstance(parent, cst.With) and with_disables_grad(parent, imports):
+            return True
+        if isinstance(parent, cst.FunctionDef) and function_disables_grad(parent, imports):
+            return True
+    return False
+
+
+class _LoopAnalysis:
+    """Which names in one loop carry a graph that the same iteration frees by backward."""
+
+    def __init__(self, loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> None:
+        self.loop = loop
+        self.imports = imports
+        self.parents = parents
+        self.scope = enclosing_scope(loop, parents)
+        self.loop_bindings = bindings(loop.body)
+        #: names the iteration backpropagates from / that feed them through a loss function
+        self.tracked: set[str] = set()
+        #: tracked names known to be scalars (backward without a `gradient` argument)
+        self.scalar: set[str] = set()
+        self._find_tracked()
+
+    def _bindings_of(self, name: str) -> list[Binding]:
+        return [b for b in self.loop_bindings if b.name == name]
+
+    def _find_tracked(self) -> None:
+        calls = [c for c in local_nodes(self.loop.body, cst.Call) if is_gradient_call(c, self.imports)]  # type: ignore[arg-type]
+        for call in all_nodes(self.loop, cst.Call):
+            assert isinstance(call, cst.Call)
+            if is_gradient_call(call, self.imports) and _keeps_graph(call):
+                return  # retain_graph / create_graph: graphs may be used again
+        for call in calls:
+            assert isinstance(call, cst.Call)
+            root = backward_root(call, self.imports)
+            if not isinstance(root, cst.Name) or not runs_every_iteration(call, self.loop, self.parents):
+                continue
+            if root.value in self.tracked or not self._fresh_graph(root.value):
+                continue
+            self.tracked.add(root.value)
+            if not backward_has_gradient_argument(call, self.imports):
+                self.scalar.add(root.value)
+        for name in list(self.tracked):
+            self.tracked |= self._loss_inputs(name)
+
+    def _fresh_graph(self, name: str) -> bool:
+        """Bound in the loop by computations only (no for/with targets, no `.item()`-like cut)."""
+        found = self._bindings_of(name)
+        return bool(found) and all(
+            b.kind in {"assign", "augassign", "annassign"} and b.value is not None and not breaks_graph(b.value)
+            for b in found
+        )
+
+    def _loss_inputs(self, name: str) -> set[str]:
+        """`ce` in `loss = ce + reg`, `logits` in `loss = criterion(logits, y)`: freed with `name`'s graph."""
+        found = self._bindings_of(name)
+        if len(found) != 1 or not runs_every_iteration(found[0].statement, self.loop, self.parents):
+            return set()
+        value = found[0].value
+        assert value is not None
+        inputs: set[str] = set()
+        for read in read_name_nodes(value):
+            candidate = self._bindings_of(read.value)
+            if len(candidate) != 1 or candidate[0].kind != "assign" or candidate[0].value is None:
+                continue
+            if not runs_every_iteration(candidate[0].statement, self.loop, self.parents):
+                continue
+            if breaks_graph(candidate[0].value):
+                continue
+            if self._is_loss_call(candidate[0].value) or (
+                _is_model_call(candidate[0].value, self.imports) and self._passed_to_loss(read.value, value)
+            ):
+                inputs.add(read.value)
+        return inputs
+
+    def _is_loss_call(self, node: cst.BaseExpression) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
+        qualified = self.imports.qualified_name(node.func)
+        if qualified is not None:
+            last = qualified.rsplit(".", 1)[-1]
+            return qualified.startswith("torch.nn.functional.") and (last.endswith("_loss") or last in _FUNCTIONAL_LOSSES)
+        name = dotted_name(node.func)
+        return name is not None and bool(set(name_tokens(name.rsplit(".", 1)[-1])) & _LOSS_TOKENS)
+
+    def _passed_to_loss(self, name: str, value: cst.BaseExpression) -> bool:
+        """Is `name` a direct argument of a loss call in `value` (so it is a tensor)?"""
+        for call in all_nodes(value, cst.Call):
+            assert isinstance(call, cst.Call)
+            if self._is_loss_call(call) and any(
+                isinstance(a.value, cst.Name) and a.value.value == name for a in call.args
+            ):
+                return True
+        return False
+
+    def accumulations(self) -> list[_Accumulation]:
+        found: list[_Accumulation] = []
+        for statement in local_nodes(self.loop.body, (cst.AugAssign, cst.Assign, cst.Expr)):
+            if innermost_loop(statement, self.parents) is not self.loop:
+                continue
+            accumulation = self._accumulation(statement)
+            if accumulation is not None and accumulation.values:
+                found.append(accumulation)
+        return found
+
+    def _accumulation(self, statement: cst.CSTNode) -> _Accumulation | None:
+        if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
+            target = statement.target
+            if isinstance(target, cst.Name):
+                return self._single(statement, target.value, statement.value, True)
+            if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+                return self._single(statement, target.value.value, statement.value, False)
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            target = statement.targets[0].target
+            value = statement.value
+            if isinstance(target, cst.Name) and isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+                for mine, other in ((value.left, value.right), (value.right, value.left)):
+                    if isinstance(mine, cst.Name) and mine.value == target.value and not mine.lpar:
+                        return self._single(statement, target.value, other, True)
+        if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+            call = statement.value
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and len(call.args) == 1:
+                receiver = call.func.value
+                if isinstance(receiver, cst.Subscript):
+                    receiver = receiver.value
+                if isinstance(receiver, cst.Name) and call.args[0].keyword is None and not call.args[0].star:
+                    return self._single(statement, receiver.value, call.args[0].value, False)
+        return None
+
+    def _single(self, statement: cst.CSTNode, name: str, value: cst.BaseExpression, numeric: bool) -> _Accumulation | None:
+        if self._carries_graph(value):
+            return _Accumulation(statement, name, [value], numeric)
+        if isinstance(value, (cst.List, cst.Tuple)):
+            members = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+            return _Accumulation(statement, name, [m for m in members if self._carries_graph(m)], False)
+        if isinstance(value, cst.Dict):
+            members = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+            return _Accumulation(statement, name, [m for m in members if self._carries_graph(m)], False)
+        return None
+
+    def _carries_graph(self, value: cst.BaseExpression) -> bool:
+        """A tracked name, or arithmetic on one (`loss * x.size(0)`), with no cut anywhere."""
+        if isinstance(value, cst.Name):
+            return value.value in self.tracked
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not breaks_graph(value):
+            return any(leaf.value in self.tracked for leaf in _arithmetic_leaves(value))
+        return False
+
+    def accumulator_is_carried(self, accumulation: _Accumulation) -> bool:
+        """Bound before the loop in this scope, and not rebound in the loop except by the
+        accumulation itself or a conditional reset to a literal."""
+        name = accumulation.accumulator
+        for binding in self._bindings_of(name):
+            if binding.statement is accumulation.statement:
+                continue
+            if binding.kind == "assign" and _is_literal(binding.value) and not runs_every_iteration(
+                binding.statement, self.loop, self.parents
+            ):
+                continue
+            return False
+        loop_statements = {id(b.statement) for b in self.loop_bindings}
+        outside = [b for b in bindings(self.scope) if b.name == name and id(b.statement) not in loop_statements]
+        return bool(outside) and all(b.kind in {"assign", "annassign"} for b in outside)
+
+    def starts_as_number(self, name: str) -> bool:
+        found = [b for b in bindings(self.scope) if b.name == name and b.statement is not None]
+        return all(b.kind == "augassign" or _is_number(b.value) for b in found)
+
+    def backpropagated_later(self, name: str) -> bool:
+        """Does the accumulator, or anything computed from it, reach a gradient computation?"""
+        derived = {name}
+        scope_bindings = bindings(self.scope)
+        changed = True
+        while changed:
+            changed = False
+            for binding in scope_bindings:
+                if binding.name in derived or binding.value is None:
+                    continue
+                if {n.value for n in read_name_nodes(binding.value)} & derived:
+                    derived.add(binding.name)
+                    changed = True
+        for call in all_nodes(self.scope, cst.Call):
+            assert isinstance(call, cst.Call)
+            if is_gradient_call(call, self.imports) and {n.value for n in read_name_nodes(call)} & derived:
+                return True
+        for attribute in all_nodes(self.scope, cst.Attribute):
+            assert isinstance(attribute, cst.Attribute)
+            if attribute.attr.value in {"grad_fn", "requires_grad", "register_hook", "retain_grad"}:
+                if {n.value for n in read_name_nodes(attribute.value)} & derived:
+                    return True
+        return False
+
+
+def _keeps_graph(call: cst.Call) -> bool:
+    for keyword in ("retain_graph", "create_graph"):
+        argument = has_keyword(call, keyword)
+        if argument is not None and not is_false(argument.value):
+            return True
+    return False
+
+
+def _is_model_call(node: cst.BaseExpression, imports: ImportIndex) -> bool:
+    """`model(x)`, `self.net(x)`, `self(x)`: a call of a local (not imported) callable."""
+    if not isinstance(node, cst.Call):
+        return False
+    return dotted_name(node.func) is not None and imports.qualified_name(node.func) is None
+
+
+def _arithmetic_leaves(node: cst.BaseExpression) -> list[cst.Name]:
+    if isinstance(node, cst.BinaryOperation):
+        return _arithmetic_leaves(node.left) + _arithmetic_leaves(node.right)
+    if isinstance(node, cst.UnaryOperation):
+        return _arithmetic_leaves(node.expression)
+    return [node] if isinstance(node, cst.Name) else []
+
+
+def _is_number(node: cst.BaseExpression | None) -> bool:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
+def _is_literal(node: cst.BaseExpression | None) -> bool:
+    if _is_number(node):
+        return True
+    return isinstance(node, (cst.List, cst.Dict, cst.Tuple)) and not node.elements  # type: ignore[union-attr]
+
+
+def _numeric_uses(name: str, scope: cst.CSTNode, parents: dict[int, cst.CSTNode], seen: set[str]) -> bool:
+    """Is every read of `name` in the scope arithmetic, a comparison, an f-string or a print?
+
+    A read that is assigned to another name is followed (that name must be numeric too).
+    """
+    if name in seen:
+        return True
+    seen.add(name)
+    for node in all_nodes(scope, cst.Name):
+        assert isinstance(node, cst.Name)
+        if node.value != name or _is_binding_target(node, parents):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, cst.Attribute) and parent.attr is node:
+            continue  # `x.total`: another object's attribute
+        if isinstance(parent, (cst.Arg, cst.Param)) and getattr(parent, "keyword", None) is node:
+            continue
+        if not _numeric_context(node, name, scope, parents, seen):
+            return False
+    return True
+
+
+def _numeric_context(
+    node: cst.CSTNode, name: str, scope: cst.CSTNode, parents: dict[int, cst.CSTNode], seen: set[str]
+) -> bool:
+    current = node
+    parent = parents.get(id(current))
+    while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
+        current, parent = parent, parents.get(id(parent))
+    if isinstance(parent, cst.FormattedStringExpression):
+        return True
+    if isinstance(parent, (cst.If, cst.While)) and parent.test is current:
+        return True
+    if isinstance(parent, cst.AugAssign) and parent.value is current and isinstance(parent.target, cst.Name):
+        return _numeric_uses(parent.target.value, scope, parents, seen)
+    if isinstance(parent, cst.Assign) and parent.value is current:
+        targets = [t.target for t in parent.targets]
+        return all(isinstance(t, cst.Name) for t in targets) and all(
+            _numeric_uses(t.value, scope, parents, seen) for t in targets  # type: ignore[union-attr]
+        )
+    if isinstance(parent, cst.Arg) and parent.value is current:
+        call = parents.get(id(parent))
+        return (
+            isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in _NUMERIC_CONSUMERS
+        )
+    return False
+
+
+def _is_binding_target(node: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
+    parent = parents.get(id(node))
+    if isinstance(parent, cst.AssignTarget) and parent.target is node:
+        return True
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node:
+        return True
+    if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is node:
+        return True
+    if isinstance(parent, cst.Param) and parent.name is node:
+        return True
+    return False
+
+
+def _method_appender(method: str):
+    """`loss` -> `loss.detach()`; `loss * n` -> `(loss * n).detach()`."""
+
+    def replace(updated: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(updated, cst.BaseExpression)
+        receiver = updated
+        if not isinstance(updated, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not updated.lpar:
+            receiver = updated.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)))
+
+    return replace
