@@ -264,6 +264,22 @@ class TrackingAnalysis:
             return False
         return _Evaluator(self, site.state, site.position).module_of(expression) is not False
 
+    def saves_output(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> bool:
+        """Does the op computing `expression` save its own output (sigmoid, tanh, softmax)?"""
+        site = self.site(statement)
+        if site is None:
+            return False
+        return _Evaluator(self, site.state, site.position).saves_output(expression)
+
+    @classmethod
+    def for_context(cls, context: object) -> "TrackingAnalysis":
+        """The analysis of a `RuleContext`'s module, built once and shared by its rules."""
+        cached = getattr(context, "_autograd_fix_tracking", None)
+        if cached is None:
+            cached = cls.build(context.module, context.imports)  # type: ignore[attr-defined]
+            setattr(context, "_autograd_fix_tracking", cached)
+        return cached
+
     def position(self, statement: cst.CSTNode) -> Position | None:
         site = self.site(statement)
         return site.position if site is not None else None
@@ -479,7 +495,8 @@ class _Evaluator:
             if not any(args):
                 return None
             if _inplace_keyword(node) and args[0] is not None:
-                return replace(args[0], aliased=True)  # `F.relu(x, inplace=True)` is x
+                first = node.args[0].value  # `F.relu(x, inplace=True)` is x
+                return replace(args[0], aliased=args[0].aliased or isinstance(first, cst.Name))
             if last in VIEW_FUNCTIONS and args and args[0] is not None:
                 return Tracked(Kind.DERIVED, view=True, aliased=True)
             return Tracked(Kind.DERIVED)

@@ -1,0 +1,1034 @@
+"""AGF003 inplace-on-grad-tracked-tensor: in-place ops on tensors autograd tracks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
+from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.tracking import (
+    OUTPUT_SAVING_MODULES,
+    Kind,
+    Site,
+    Tracked,
+    TrackingAnalysis,
+    keyword,
+    positional,
+)
+
+#: in-place tensor methods whose out-of-place twin takes the same arguments
+OUT_OF_PLACE = frozenset(
+    {"add", "sub", "mul", "div", "pow", "clamp", "clamp_min", "clamp_max", "clip", "relu", "sigmoid", "tanh",
+     "exp", "log", "log1p", "sqrt", "rsqrt", "neg", "abs", "masked_fill", "addcmul", "addcdiv", "lerp",
+     "index_fill", "index_add", "scatter", "scatter_add", "masked_scatter", "sin", "cos", "reciprocal",
+     "square", "true_divide", "nan_to_num", "fmod", "remainder", "floor", "ceil", "round", "trunc",
+     "addmm", "baddbmm", "softmax", "sub", "subtract", "multiply", "divide", "exp2", "erf"}
+)
+#: methods that fill or initialise a tensor: an intended update when applied to a leaf
+FILL_METHODS = frozenset(
+    {"fill_", "zero_", "normal_", "uniform_", "copy_", "bernoulli_", "exponential_", "random_", "clamp_",
+     "clamp_min_", "clamp_max_", "log_normal_", "cauchy_", "geometric_", "fill_diagonal_", "index_fill_",
+     "masked_fill_", "clip_"}
+)
+#: trailing-underscore methods that are not tensor mutations autograd cares about
+NOT_INPLACE = frozenset({"requires_grad_", "share_memory_", "record_stream_", "retain_grad_", "pin_memory_"})
+#: F.* functions taking `inplace=True`
+INPLACE_FUNCTIONS = frozenset(
+    f"torch.nn.functional.{n}"
+    for n in ("relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "hardswish", "hardsigmoid",
+              "silu", "mish", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "threshold", "rrelu")
+)
+#: nn modules taking `inplace` (and the positional index of that argument)
+INPLACE_MODULES = {
+    "ReLU": 0, "ReLU6": 0, "SELU": 0, "SiLU": 0, "Mish": 0, "Hardswish": 0, "Hardsigmoid": 0,
+    "LeakyReLU": 1, "ELU": 1, "CELU": 1, "Dropout": 1, "Dropout1d": 1, "Dropout2d": 1, "Dropout3d": 1,
+    "AlphaDropout": 1, "Hardtanh": 2, "Threshold": 2,
+}
+_AUG_OPERATORS = {
+    cst.AddAssign: cst.Add, cst.SubtractAssign: cst.Subtract, cst.MultiplyAssign: cst.Multiply,
+    cst.DivideAssign: cst.Divide, cst.PowerAssign: cst.Power, cst.MatrixMultiplyAssign: cst.MatrixMultiply,
+    cst.ModuloAssign: cst.Modulo,
+}
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.SimpleString)
+_LEAF_ERROR = "'a leaf Variable that requires grad is being used in an in-place operation'"
+_VERSION_ERROR = "'one of the variables needed for gradient computation has been modified by an inplace operation'"
+
+
+@dataclass(frozen=True)
+class _Mutation:
+    """One statement that mutates a tensor in place."""
+
+    kind: str  # "method" | "augassign" | "setitem"
+    #: the tensor expression whose storage changes (subscripts stripped)
+    base: cst.BaseExpression
+    #: the mutation goes through a subscript (a view of `base`)
+    through_view: bool
+    methods: tuple[cst.Call, ...] = ()
+
+
+class InplaceOnGradTrackedTensor(Rule):
+    """
+    ## What it does
+    Finds in-place operations (methods ending in `_`, `+=` and friends, index
+    assignment, `inplace=True` activations) on tensors autograd tracks: parameters,
+    `requires_grad=True` tensors, and intermediate values autograd saved for backward.
+    Leaf updates go under `torch.no_grad()`; steps of a differentiable computation go
+    out of place.
+
+    ## Why is this bad?
+    A leaf that requires grad cannot be changed in place while autograd records:
+    `p -= lr * p.grad` raises `a leaf Variable that requires grad is being used in an
+    in-place operation`. An intermediate that an op saved for backward (the output of
+    `sigmoid`/`tanh`/`softmax`, the input of `Linear`, `x` in `x ** 2`) must not change
+    before backward: `one of the variables needed for gradient computation has been
+    modified by an inplace operation`. `nn.ReLU(inplace=True)` right after `nn.Sigmoid()`
+    is the classic case.
+
+    ## Example
+    ```python
+    for p in model.parameters():
+        p -= lr * p.grad
+
+    h = torch.sigmoid(self.fc1(x))
+    h.mul_(2)
+    ```
+
+    ## Use instead
+    ```python
+    for p in model.parameters():
+        with torch.no_grad():
+            p -= lr * p.grad
+
+    h = torch.sigmoid(self.fc1(x))
+    h = h.mul(2)
+    ```
+
+    ## Fix safety
+    The fix is chosen by intent. An update of a leaf (a loop over `parameters()`, a
+    module's weight, a statement reading `.grad`, filling a `requires_grad` tensor) is
+    wrapped in `with torch.no_grad():`; going out of place there would silently leave the
+    model unchanged. A step of a differentiable computation goes out of place:
+    `x = x.mul(2)`, `x = x + y`, `torch.zeros_like` / `torch.full_like` for `zero_` /
+    `fill_`, `x = x.clone()` before an index assignment, and `inplace=True` is dropped.
+    Out-of-place rewrites are unsafe: they change what other references to the tensor
+    see, promote dtypes and may broadcast to a larger shape, so the rule only offers them
+    when no other name, container, caller or view can share the tensor, and reports
+    without a fix otherwise. In-place ops on intermediates nothing saved are harmless and
+    not reported. Nothing is reported under `no_grad` / `inference_mode` (also through a
+    same-file caller), inside optimizers (`torch.optim.Optimizer` subclasses),
+    initializers (functions ending in `_`), custom `autograd.Function` methods, on
+    buffers and running statistics, or in files that freeze parameters.
+
+    ## Verification
+    The original error is gone; forward values are equal; gradients match finite
+    differences; parameters change as the original intended (an update under `no_grad`
+    still updates them).
+    """
+
+    code = "AGF003"
+    name = "inplace-on-grad-tracked-tensor"
+    safety = Applicability.UNSAFE
+    message = "in-place operation on a tensor autograd tracks"
+    triggers = ("torch",)
+    contract = Contract(
+        description="original autograd error gone; forward values equal; gradients match finite differences; "
+        "parameters change as the original intended",
+        checks=(
+            "original_error_gone",
+            "forward_values_equal",
+            "gradients_match_finite_differences",
+            "parameters_change_as_intended",
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        analysis = TrackingAnalysis.for_context(self.context)
+        leaf_updates: list[tuple[int, int, Site]] = []
+        for site in analysis.sites():
+            self._sequential(site, analysis)
+            if site.position.grad_disabled or site.position.exempt:
+                continue
+            self._inplace_keywords(site, analysis)
+            for small in site.statement.body:
+                mutation = _mutation(small, self.context.imports)
+                if mutation is None:
+                    continue
+                fact = analysis.tracked(mutation.base, site.statement)
+                if fact is None:
+                    continue
+                if fact.leaf:
+                    if len(site.statement.body) == 1 and _intended_update(mutation, fact, small, site):
+                        leaf_updates.append((site.block, site.index, site))
+                    else:
+                        self.report(small, _leaf_message(mutation) + "; decide whether it is an update (then "
+                                    "`with torch.no_grad():`) or part of the computation (then out of place)")
+                elif fact.saved and fact.kind is not Kind.SAVED_BY_CTX:
+                    self._saved_intermediate(site, small, mutation, fact)
+        for run in consecutive_runs(leaf_updates):
+            self._report_leaf_run(run)  # type: ignore[arg-type]
+        return False
+
+    # -- leaf updates ------------------------------------------------------------------
+    def _report_leaf_run(self, run: list[Site]) -> None:
+        statements = [site.statement for site in run]
+        edits, needs = no_grad_wrap_edits(statements, self.context.imports)
+        fix = Fix(Applicability.SAFE, edits, "wrap the update in `with torch.no_grad():`", needs)
+        first = statements[0].body[0]
+        mutation = _mutation(first, self.context.imports)
+        assert mutation is not None
+        self.report(first, _leaf_message(mutation) + "; wrap the update in `with torch.no_grad():`", fix)
+
+    # -- saved intermediates -----------------------------------------------------------
+    def _saved_intermediate(self, site: Site, small: cst.BaseSmallStatement, mutation: _Mutation, fact: Tracked) -> None:
+        base = mutation.base
+        label = _label(base)
+        message = (
+            f"in-place operation on `{label}`, which autograd saved for backward: backward raises {_VERSION_ERROR}"
+        )
+        if fact.aliased or fact.view or not isinstance(base, cst.Name) or len(site.statement.body) != 1:
+            self.report(small, message + "; another reference may share it, so go out of place by hand")
+            return
+        fix = self._out_of_place(site.statement, small, mutation, base)
+        if fix is None:
+            self.report(small, message + "; no out-of-place equivalent is certain here")
+            return
+        self.report(small, message + "; compute it out of place", fix)
+
+    def _out_of_place(
+        self, statement: cst.SimpleStatementLine, small: cst.BaseSmallStatement, mutation: _Mutation, base: cst.Name
+    ) -> Fix | None:
+        imports = self.context.imports
+        if mutation.through_view:
+            clone = cst.parse_statement(f"{base.value} = {base.value}.clone()")
+
+            def insert_clone(updated: cst.CSTNode) -> cst.FlattenSentinel:
+                assert isinstance(updated, cst.SimpleStatementLine)
+                first = clone.with_changes(leading_lines=updated.leading_lines)
+                return cst.FlattenSentinel([first, updated.with_changes(leading_lines=())])
+
+            return Fix(Applicability.UNSAFE, (Edit(statement, insert_clone),), f"clone `{base.value}` before mutating it")
+        if mutation.kind == "augassign":
+            assert isinstance(small, cst.AugAssign)
+            operator = _AUG_OPERATORS.get(type(small.operator))
+            if operator is None:
+                return None
+
+            def to_binary(updated: cst.CSTNode) -> cst.CSTNode:
+                assert isinstance(updated, cst.AugAssign)
+                value = updated.value
+                if not isinstance(value, _ATOMS) and not value.lpar:
+                    value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                return cst.Assign(
+                    targets=[cst.AssignTarget(target=updated.target)],
+                    value=cst.BinaryOperation(left=updated.target, operator=operator(), right=value),
+                )
+
+            return Fix(Applicability.UNSAFE, (Edit(small, to_binary),), "compute out of place")
+        if mutation.kind == "method":
+            assert isinstance(small, cst.Expr)
+            value = _out_of_place_chain(small.value, base, imports)
+            if value is None:
+                return None
+            expression, needs = value
+
+            def to_assign(updated: cst.CSTNode) -> cst.CSTNode:
+                return cst.Assign(targets=[cst.AssignTarget(target=base)], value=expression)
+
+            return Fix(Applicability.UNSAFE, (Edit(small, to_assign),), "compute out of place", needs)
+        return None
+
+    # -- inplace=True ------------------------------------------------------------------
+    def _inplace_keywords(self, site: Site, analysis: TrackingAnalysis) -> None:
+        imports = self.context.imports
+        for small in site.statement.body:
+            for call in _calls(small):
+                if imports.qualified_name(call.func) not in INPLACE_FUNCTIONS:
+                    continue
+                flag = keyword(call, "inplace")
+                args = positional(call)
+                if flag is None or not _is_true(flag.value) or not args:
+                    continue
+                argument = args[0]
+                harm = _inplace_harm(argument, site, analysis)
+                if harm is None:
+                    continue
+                fix = self._drop_inplace_fix(small, call, argument)
+                message = f"`inplace=True` overwrites {harm}"
+                if fix is None:
+                    self.report(call, message + "; other references see the change, so drop `inplace=True` by hand")
+                else:
+                    self.report(call, message + "; drop `inplace=True`", fix)
+
+    def _drop_inplace_fix(self, small: cst.BaseSmallStatement, call: cst.Call, argument: cst.BaseExpression) -> Fix | None:
+        if isinstance(small, cst.Expr) and small.value is call:
+            if not isinstance(argument, cst.Name):
+                return None
+
+            def to_assign(updated: cst.CSTNode) -> cst.CSTNode:
+                assert isinstance(updated, cst.Expr) and isinstance(updated.value, cst.Call)
+                return cst.Assign(targets=[cst.AssignTarget(target=argument)], value=_without_inplace(updated.value))
+
+            return Fix(Applicability.UNSAFE, (Edit(small, to_assign),), "drop `inplace=True` and rebind the result")
+        if isinstance(argument, cst.Name):
+            rebinds = (
+                isinstance(small, cst.Assign)
+                and small.value is call
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+                and small.targets[0].target.value == argument.value
+            )
+            if not rebinds:
+                return None
+        return Fix(
+            Applicability.UNSAFE,
+            (Edit(call, lambda updated: _without_inplace(updated)),),  # type: ignore[arg-type]
+            "drop `inplace=True`",
+        )
+
+    def _sequential(self, site: Site, analysis: TrackingAnalysis) -> None:
+        """`nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True), ...)`."""
+        imports = self.context.imports
+        for small in site.statement.body:
+            for call in _calls(small):
+                if imports.qualified_name(call.func) not in {"torch.nn.Sequential", "torch.nn.modules.container.Sequential"}:
+                    continue
+                layers = positional(call)
+                for previous, layer in zip(layers, layers[1:]):
+                    if not isinstance(previous, cst.Call) or not isinstance(layer, cst.Call):
+                        continue
+                    before = analysis.module_constructor(previous)
+                    kind = analysis.module_constructor(layer)
+                    if before not in OUTPUT_SAVING_MODULES or kind not in INPLACE_MODULES:
+                        continue
+                    where = _module_inplace_position(layer, INPLACE_MODULES[kind])
+                    if where is False:
+                        continue
+                    fix = Fix(
+                        Applicability.UNSAFE,
+                        (Edit(layer, lambda updated, w=where: _without_argument(updated, "inplace", w)),),  # type: ignore[misc]
+                        f"use `{kind}()` out of place",
+                    )
+                    self.report(
+                        layer,
+                        f"`{kind}(inplace=True)` overwrites the output of `{before}`, which autograd saved for "
+                        f"backward: backward raises {_VERSION_ERROR}; use it out of place",
+                        fix,
+                    )
+
+    VALID = [
+        # 1. manual SGD done right (the official "PyTorch: Tensors and autograd" tutorial)
+        valid(
+            """
+import torch
+
+w = torch.randn(3, 1, requires_grad=True)
+x, y = torch.randn(64, 3), torch.randn(64, 1)
+for t in range(100):
+    loss = (x @ w - y).pow(2).sum()
+    loss.backward()
+    with torch.no_grad():
+        w -= 1e-3 * w.grad
+        w.grad = None
+"""
+        ),
+        # 2. a custom optimizer's step mutates parameters in place: its whole purpose
+        valid(
+            """
+import torch
+
+class PlainSGD(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.01):
+        super().__init__(params, dict(lr=lr))
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"])
+"""
+        ),
+        # 3. Linear -> ReLU(inplace=True) is fine (addmm does not save its output)
+        valid(
+            """
+import torch.nn as nn
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(16, 32), nn.ReLU(inplace=True), nn.Linear(32, 1))
+
+    def forward(self, x):
+        return self.net(x)
+"""
+        ),
+        # 4. in-place on an intermediate nothing saved is harmless
+        valid(
+            """
+import torch
+import torch.nn as nn
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h += 1.0
+        h.mul_(0.5)
+        return h
+"""
+        ),
+        # 5. EMA of weights under @torch.no_grad()
+        valid(
+            """
+import torch
+
+class EMA:
+    def __init__(self, model, decay=0.999):
+        self.model = model
+        self.shadow = [p.detach().clone() for p in model.parameters()]
+        self.decay = decay
+
+    @torch.no_grad()
+    def update(self):
+        for s, p in zip(self.shadow, self.model.parameters()):
+            s.mul_(self.decay).add_(p, alpha=1 - self.decay)
+"""
+        ),
+        # 6. BatchNorm-style running statistics are buffers, not parameters
+        valid(
+            """
+import torch
+import torch.nn as nn
+
+class RunningNorm(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("running_mean", torch.zeros(n))
+
+    def forward(self, x):
+        if self.training:
+            self.running_mean.mul_(0.9).add_(x.mean(0), alpha=0.1)
+        return x - self.running_mean
+"""
+        ),
+        # 7. the update helper is called under no_grad from the same file
+        valid(
+            """
+import torch
+
+def sgd_update(model, lr):
+    for p in model.parameters():
+        p -= lr * p.grad
+
+def train(model, batches, lr):
+    for x, y in batches:
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        with torch.no_grad():
+            sgd_update(model, lr)
+        model.zero_grad()
+"""
+        ),
+        # 8. an initializer (name ends in `_`) and nn.init calls
+        valid(
+            """
+import torch
+import torch.nn as nn
+
+def init_weights_(module):
+    for p in module.parameters():
+        p.uniform_(-0.1, 0.1)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        nn.init.zeros_(self.fc.bias)
+"""
+        ),
+        # 9. a frozen backbone: parameters do not require grad, in-place is allowed
+        valid(
+            """
+import torch
+
+def shrink_backbone(backbone):
+    for p in backbone.parameters():
+        p.requires_grad = False
+    for p in backbone.parameters():
+        p.mul_(0.5)
+"""
+        ),
+        # 10. the saved tensor is cloned first, then mutated
+        valid(
+            """
+import torch
+import torch.nn as nn
+
+class Gate(nn.Module):
+    def forward(self, x):
+        g = torch.sigmoid(x)
+        out = g.clone()
+        out[:, 0] = 0.0
+        return out * x
+"""
+        ),
+        # 11. weight surgery under no_grad
+        valid(
+            """
+import torch
+import torch.nn as nn
+
+model = nn.Linear(10, 2)
+with torch.no_grad():
+    model.weight[:, 0] = 0.0
+    model.bias.fill_(0.1)
+"""
+        ),
+        # 12. a mutated alias of a forward input that nothing saved (ResNet-style)
+        valid(
+            """
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Basic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        out = self.bn(self.conv(x))
+        out += x
+        return F.relu(out, inplace=True)
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. manual SGD over model.parameters() without no_grad
+        invalid(
+            """
+import torch
+
+def train(model, loader, lr=0.01):
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        for p in model.parameters():
+            p -= lr * p.grad
+            p.grad.zero_()
+""",
+            """
+import torch
+
+def train(model, loader, lr=0.01):
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        for p in model.parameters():
+            with torch.no_grad():
+                p -= lr * p.grad
+            p.grad.zero_()
+""",
+        ),
+        # 2. linear regression from scratch: two consecutive updates share one `with`
+        invalid(
+            """
+import torch
+
+w = torch.randn(3, 1, requires_grad=True)
+b = torch.zeros(1, requires_grad=True)
+x, y = torch.randn(32, 3), torch.randn(32, 1)
+for epoch in range(10):
+    loss = ((x @ w + b - y) ** 2).mean()
+    loss.backward()
+    # gradient step
+    w -= 0.1 * w.grad
+    b -= 0.1 * b.grad
+    w.grad.zero_()
+    b.grad.zero_()
+""",
+            """
+import torch
+
+w = torch.randn(3, 1, requires_grad=True)
+b = torch.zeros(1, requires_grad=True)
+x, y = torch.randn(32, 3), torch.randn(32, 1)
+for epoch in range(10):
+    loss = ((x @ w + b - y) ** 2).mean()
+    loss.backward()
+    # gradient step
+    with torch.no_grad():
+        w -= 0.1 * w.grad
+        b -= 0.1 * b.grad
+    w.grad.zero_()
+    b.grad.zero_()
+""",
+        ),
+        # 3. weight surgery on a module: a view of a leaf (`import torch as T` is reused)
+        invalid(
+            """
+import torch as T
+from torch import nn
+
+head = nn.Linear(128, 10)
+head.weight[3] = 0.0
+head.bias.fill_(0.0)
+""",
+            """
+import torch as T
+from torch import nn
+
+head = nn.Linear(128, 10)
+with T.no_grad():
+    head.weight[3] = 0.0
+    head.bias.fill_(0.0)
+""",
+        ),
+        # 4. a Parameter attribute filled in forward-adjacent code
+        invalid(
+            """
+import torch
+import torch.nn as nn
+
+class Scale(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(n))
+
+    def reset(self):
+        self.gamma.fill_(1.0)  # back to identity
+""",
+            """
+import torch
+import torch.nn as nn
+
+class Scale(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(n))
+
+    def reset(self):
+        with torch.no_grad():
+            self.gamma.fill_(1.0)  # back to identity
+""",
+        ),
+        # 5. sigmoid saves its output; scaling it in place breaks backward
+        invalid(
+            """
+import torch
+import torch.nn as nn
+
+class Attention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.score = nn.Linear(d, 1)
+
+    def forward(self, x):
+        a = torch.sigmoid(self.score(x))
+        a.mul_(2.0)
+        return a * x
+""",
+            """
+import torch
+import torch.nn as nn
+
+class Attention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.score = nn.Linear(d, 1)
+
+    def forward(self, x):
+        a = torch.sigmoid(self.score(x))
+        a = a.mul(2.0)
+        return a * x
+""",
+        ),
+        # 6. `+=` on a tensor a Linear layer saved as its input
+        invalid(
+            """
+import torch
+import torch.nn as nn
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 8)
+        self.head_a = nn.Linear(8, 2)
+        self.head_b = nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = self.body(x)
+        a = self.head_a(h)
+        h += 1.0 - 0.5
+        return a, self.head_b(h)
+""",
+            """
+import torch
+import torch.nn as nn
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 8)
+        self.head_a = nn.Linear(8, 2)
+        self.head_b = nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = self.body(x)
+        a = self.head_a(h)
+        h = h + (1.0 - 0.5)
+        return a, self.head_b(h)
+""",
+        ),
+        # 7. masking softmax scores by index assignment: clone first
+        invalid(
+            """
+import torch
+import torch.nn as nn
+
+class Pool(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x, mask):
+        w = torch.softmax(self.proj(x), dim=-1)
+        w[mask] = 0.0
+        return (w * x).sum(1)
+""",
+            """
+import torch
+import torch.nn as nn
+
+class Pool(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x, mask):
+        w = torch.softmax(self.proj(x), dim=-1)
+        w = w.clone()
+        w[mask] = 0.0
+        return (w * x).sum(1)
+""",
+        ),
+        # 8. Sigmoid -> ReLU(inplace=True) in a Sequential
+        invalid(
+            """
+import torch.nn as nn
+
+gate = nn.Sequential(nn.Linear(16, 16), nn.Sigmoid(), nn.ReLU(inplace=True))
+""",
+            """
+import torch.nn as nn
+
+gate = nn.Sequential(nn.Linear(16, 16), nn.Sigmoid(), nn.ReLU())
+""",
+        ),
+        # 9. F.relu(..., inplace=True) on a tanh output
+        invalid(
+            """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        F.relu(h, inplace=True)
+        return h
+""",
+            """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        h = F.relu(h)
+        return h
+""",
+        ),
+        # 10. zero_ on a tensor saved by `x ** 2` -> zeros_like
+        invalid(
+            """
+import torch
+
+x = torch.randn(5, requires_grad=True)
+y = x * 3
+z = (y ** 2).sum()
+y.zero_()
+z.backward()
+""",
+            """
+import torch
+
+x = torch.randn(5, requires_grad=True)
+y = x * 3
+z = (y ** 2).sum()
+y = torch.zeros_like(y)
+z.backward()
+""",
+        ),
+        # 11. relu saves its result; adding the shortcut in place after it breaks backward
+        invalid(
+            """
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Basic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        out = F.relu(self.bn(self.conv(x)), inplace=True)
+        out += x
+        return out
+""",
+            """
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Basic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        out = F.relu(self.bn(self.conv(x)), inplace=True)
+        out = out + x
+        return out
+""",
+        ),
+        # 12. the saved tensor has another name: report only
+        invalid(
+            """
+import torch
+import torch.nn as nn
+
+class Res(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))
+        skip = h
+        h.add_(1.0)
+        return h + skip
+"""
+        ),
+        # 13. an in-place op on a requires_grad leaf with no sign of intent: report only
+        invalid(
+            """
+import torch
+
+x = torch.ones(3, requires_grad=True)
+x.add_(1.0)
+y = (x * x).sum()
+y.backward()
+"""
+        ),
+    ]
+
+
+# -- helpers ---------------------------------------------------------------------------
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _label(node: cst.BaseExpression) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def _strip_subscripts(node: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
+    through = False
+    while isinstance(node, cst.Subscript):
+        node, through = node.value, True
+    return node, through
+
+
+def _inplace_method(call: cst.Call, imports: ImportIndex) -> str | None:
+    if not isinstance(call.func, cst.Attribute) or imports.qualified_name(call.func) is not None:
+        return None
+    method = call.func.attr.value
+    if not method.endswith("_") or method.startswith("_") or method in NOT_INPLACE:
+        return None
+    return method
+
+
+def _mutation(small: cst.BaseSmallStatement, imports: ImportIndex) -> _Mutation | None:
+    """The in-place mutation `small` performs, if it is one (whole statement only)."""
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        calls: list[cst.Call] = []
+        node: cst.BaseExpression = small.value
+        while isinstance(node, cst.Call) and _inplace_method(node, imports) is not None:
+            calls.append(node)
+            node = node.func.value  # type: ignore[attr-defined]
+        if not calls:
+            return None
+        base, through = _strip_subscripts(node)
+        return _Mutation("method", base, through, tuple(reversed(calls)))
+    if isinstance(small, cst.AugAssign):
+        base, through = _strip_subscripts(small.target)
+        return _Mutation("augassign", base, through)
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
+        base, _ = _strip_subscripts(small.targets[0].target)
+        return _Mutation("setitem", base, True)
+    return None
+
+
+def _reads_grad(node: cst.CSTNode) -> bool:
+    finder = _GradReadFinder()
+    node.visit(finder)
+    return finder.found
+
+
+class _GradReadFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "grad":
+            self.found = True
+
+
+def _intended_update(mutation: _Mutation, fact: Tracked, small: cst.BaseSmallStatement, site: Site) -> bool:
+    """A leaf is being updated on purpose: a parameter, a `.grad` step, a fill, a setitem."""
+    if fact.kind is Kind.PARAMETER or site.position.in_parameter_loop or _reads_grad(small):
+        return True
+    if mutation.kind == "setitem":
+        return True
+    names = {c.func.attr.value for c in mutation.methods}  # type: ignore[attr-defined]
+    return mutation.kind == "method" and names <= FILL_METHODS
+
+
+def _leaf_message(mutation: _Mutation) -> str:
+    label = _label(mutation.base)
+    if mutation.through_view:
+        return f"in-place change of a view of `{label}`, a leaf that requires grad: raises 'a view of a leaf Variable that requires grad is being used in an in-place operation'"
+    return f"in-place change of `{label}`, a leaf that requires grad: raises {_LEAF_ERROR}"
+
+
+def _out_of_place_chain(
+    call: cst.BaseExpression, base: cst.Name, imports: ImportIndex
+) -> tuple[cst.BaseExpression, tuple[str, ...]] | None:
+    """`x.mul_(a).add_(b)` -> `x.mul(a).add(b)`; `x.zero_()` -> `torch.zeros_like(x)`."""
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+        return None
+    method = call.func.attr.value
+    if call.func.value is base or (isinstance(call.func.value, cst.Name) and call.func.value.value == base.value):
+        receiver: cst.BaseExpression = base
+        needs: tuple[str, ...] = ()
+    else:
+        inner = _out_of_place_chain(call.func.value, base, imports)
+        if inner is None:
+            return None
+        receiver, needs = inner
+    if method == "zero_" and not call.args and receiver is base:
+        function, more = imports.expression_for("torch.zeros_like")
+        return cst.Call(func=function, args=[cst.Arg(base)]), needs + more
+    if method == "fill_" and len(call.args) == 1 and receiver is base and _is_number(call.args[0].value):
+        function, more = imports.expression_for("torch.full_like")
+        return (
+            cst.Call(func=function, args=[cst.Arg(base, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(call.args[0].value)]),
+            needs + more,
+        )
+    twin = method[:-1]
+    if twin not in OUT_OF_PLACE:
+        return None
+    return call.with_changes(func=call.func.with_changes(value=receiver, attr=cst.Name(twin))), needs
+
+
+def _is_number(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
+def _calls(node: cst.CSTNode) -> list[cst.Call]:
+    finder = _CallFinder()
+    node.visit(finder)
+    return finder.calls
+
+
+class _CallFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[cst.Call] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _inplace_harm(argument: cst.BaseExpression, site: Site, analysis: TrackingAnalysis) -> str | None:
+    """Why overwriting `argument` in place breaks autograd (None: it does not, as far as shown)."""
+    if analysis.saves_output(argument, site.statement):
+        return f"`{_label(argument)}`, whose output autograd saved for backward: backward raises {_VERSION_ERROR}"
+    if isinstance(argument, cst.Name):
+        fact = analysis.tracked(argument, site.statement)
+        if fact is None:
+            return None
+        if fact.leaf:
+            return f"`{argument.value}`, a leaf that requires grad: raises {_LEAF_ERROR}"
+        if fact.saved and fact.kind is not Kind.SAVED_BY_CTX:
+            return f"`{argument.value}`, which autograd saved for backward: backward raises {_VERSION_ERROR}"
+    return None
+
+
+def _without_argument(call: cst.Call, name: str, position: int | None = None) -> cst.Call:
+    """`call` without its `name=` argument (or, when `position` is given, without the
+    positional argument there), commas tidied."""
+    index = None
+    positional_seen = 0
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == name:
+            index = i
+        elif arg.keyword is None and not arg.star:
+            if position is not None and positional_seen == position:
+                index = i
+            positional_seen += 1
+    if index is None:
+        return call
+    args = list(call.args[:index]) + list(call.args[index + 1:])
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)
+
+
+def _without_inplace(call: cst.Call) -> cst.Call:
+    return _without_argument(call, "inplace")
+
+
+def _module_inplace_position(call: cst.Call, position: int) -> int | None | bool:
+    """How an nn activation/dropout constructor sets `inplace=True`: None for the
+    keyword, the positional index otherwise; False when it does not."""
+    flag = keyword(call, "inplace")
+    if flag is not None:
+        return None if _is_true(flag.value) else False
+    args = [a for a in call.args if a.keyword is None]
+    if len(args) > position and _is_true(args[position].value):
+        return position
+    return False
