@@ -77,6 +77,8 @@ class Binder:
     factories: dict[str, str] = field(default_factory=dict)
     factory_root: str | None = None
     dtype: torch.dtype = torch.float32
+    #: give every floating tensor input requires_grad (contracts about gradients)
+    tensors_require_grad: bool = False
     values: dict[str, Any] = field(default_factory=dict)
     described: dict[str, str] = field(default_factory=dict)
     _model: nn.Module | None = None
@@ -405,7 +407,7 @@ class Binder:
         needs_grad = bool(re.search(rf"\b{re.escape(name)}\.grad\b", self.source)) and not re.search(
             rf"\b{re.escape(name)}\.requires_grad", self.source
         )
-        if needs_grad and base.is_floating_point():
+        if (needs_grad or self.tensors_require_grad) and base.is_floating_point():
             base.requires_grad_(True)
         self.described[name] = f"tensor {list(base.shape)}{' requires_grad' if base.requires_grad else ''}"
         return base

@@ -28,6 +28,7 @@ from .probes import Probes, iter_tensors
 #: probes whose checks need initial parameter values / ctx tracking
 _NEEDS_INITIAL = {"parameters_change_as_intended"}
 _NEEDS_CTX = {"ctx_freed_without_gc"}
+_NEEDS_GRAD_INPUTS = {"original_error_gone", "gradients_match_finite_differences", "forward_values_equal"}
 _AUTOGRAD_ERROR = re.compile(
     r"leaf Variable that requires grad|modified by an inplace operation|does not require grad and does not have a grad_fn|"
     r"backward through the graph a second time|incorrect number of gradients|returned an invalid gradient|"
@@ -220,6 +221,7 @@ def _run_callable(spec: dict[str, Any], record: dict[str, Any], probes: Probes, 
         device=torch.device(device),
         factories=dict(spec.get("factories") or {}),
         factory_root=spec.get("factory_root"),
+        tensors_require_grad=bool(checks & _NEEDS_GRAD_INPUTS),
     )
     try:
         target, args, kwargs = _bind(binder, namespace, qualname, spec.get("free_names") or ())

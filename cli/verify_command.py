@@ -1,0 +1,165 @@
+"""`autograd-fix verify`: run two versions of a file and judge the patch, or gradcheck
+every custom autograd.Function in one file.
+
+    autograd-fix verify ORIGINAL REWRITTEN [--rule CODE] [--entry NAME]
+                        [--device auto|cpu|cuda] [--timeout S] [--format text|json]
+    autograd-fix verify FILE --gradcheck
+
+Exit codes: 0 accepted (or every Function passes gradcheck), 1 rejected (or a Function
+fails), 3 unverified (or no Function could be checked), 2 usage error. The main app
+dispatches ``verify ...`` argv to `verify_app`.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, find_units, gradcheck_file, verify_pair
+from autograd_fix.verification.verdict import format_bytes
+
+EXIT_USAGE = 2
+_STYLE = {"accepted": "bold green", "rejected": "bold red", "unverified": "bold yellow"}
+
+verify_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Run the original and the rewritten version of a file and compare gradients, outputs and memory.",
+)
+
+
+class Device(str, enum.Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class Format(str, enum.Enum):
+    text = "text"
+    json = "json"
+
+
+def _usage(message: str) -> typer.Exit:
+    Console(stderr=True).print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    return typer.Exit(EXIT_USAGE)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _usage(f"cannot read {path}: {exc}") from exc
+
+
+def _checks_for(rule: str | None) -> tuple[str, ...] | None:
+    if rule is None:
+        return None
+    from autograd_fix.codemods.registry import rule_by_code
+
+    found = rule_by_code(rule)
+    if found is None:
+        raise _usage(f"--rule {rule}: no such rule")
+    contract = getattr(found, "contract", None)
+    return tuple(contract.checks) if contract is not None else None
+
+
+@verify_app.command()
+def verify(
+    files: list[Path] = typer.Argument(..., help="ORIGINAL REWRITTEN, or FILE with --gradcheck."),
+    rule: Optional[str] = typer.Option(None, "--rule", help="Judge by this rule's contract (e.g. AGF001)."),
+    entry: Optional[str] = typer.Option(None, "--entry", help="The unit to run: a function, Class.method, or __main__."),
+    device: Device = typer.Option(Device.auto, "--device", help="Where function-mode inputs live."),
+    timeout: float = typer.Option(20.0, "--timeout", min=0.1, help="Seconds allowed per run."),
+    output_format: Format = typer.Option(Format.text, "--format", help="text or json."),
+    gradcheck: bool = typer.Option(False, "--gradcheck", help="gradcheck every custom autograd.Function in FILE."),
+) -> None:
+    """Verify one patch (two versions of a file), or gradcheck one file."""
+    console = Console(highlight=False)
+    if gradcheck:
+        if len(files) != 1:
+            raise _usage("--gradcheck takes exactly one FILE")
+        raise typer.Exit(_gradcheck(files[0], timeout, output_format, console))
+    if len(files) != 2:
+        raise _usage("expected ORIGINAL and REWRITTEN (or FILE --gradcheck)")
+    original, rewritten = _read(files[0]), _read(files[1])
+    checks = _checks_for(rule)
+    try:
+        find_units(original, rewritten, path=str(files[0]), entry=entry)
+    except UnitError as exc:
+        if entry is not None:
+            raise _usage(str(exc)) from exc
+    verdict = verify_pair(
+        original,
+        rewritten,
+        path=str(files[0].resolve()),
+        rule=rule.upper() if rule else None,
+        entry=entry,
+        device=device.value,
+        timeout=timeout,
+        checks=checks,
+    )
+    if output_format is Format.json:
+        console.print_json(json.dumps(verdict.to_json(), default=str))
+    else:
+        render_verdict(verdict, console)
+    raise typer.Exit(EXIT_CODES.get(verdict.verdict, 3))
+
+
+def render_verdict(verdict: Verdict, console: Console) -> None:
+    """The verdict line, then per unit its checks and what each side measured."""
+    console.print(f"[{_STYLE[verdict.verdict]}]{verdict.verdict}[/]: {verdict.reason}")
+    for unit in verdict.units:
+        console.print(f"  [bold]{unit.name}[/] ({unit.mode}): [{_STYLE[unit.verdict]}]{unit.verdict}[/] - {unit.reason}")
+        checks = unit.evidence.get("checks") or []
+        if checks:
+            table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+            table.add_column("check")
+            table.add_column("result")
+            table.add_column("detail")
+            for check in checks:
+                style = {"pass": "green", "fail": "red"}.get(check["status"], "yellow")
+                table.add_row(check["check"], f"[{style}]{check['status']}[/]", check["detail"])
+            console.print(table)
+        sides = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+        sides.add_column("")
+        sides.add_column("original")
+        sides.add_column("rewritten")
+        orig, rew = unit.evidence.get("original", {}), unit.evidence.get("rewritten", {})
+        rows = [
+            ("run", lambda e: f"{e.get('status', '?')} in {e.get('wall_s', 0):.2f} s"),
+            ("device", lambda e: str(e.get("device") or "-")),
+            ("raised", lambda e: f"{e['exception']['type']}" if e.get("exception") else "-"),
+            ("retained graph", lambda e: format_bytes((e.get("measured") or {}).get("retained_graph_bytes"))),
+            ("graph nodes", lambda e: str((e.get("measured") or {}).get("graph_nodes", "-"))),
+            ("peak memory", lambda e: format_bytes((e.get("measured") or {}).get("peak_bytes"))),
+            ("backward / steps", lambda e: f"{(e.get('measured') or {}).get('backward_passes', '-')} / {(e.get('measured') or {}).get('optimizer_steps', '-')}"),
+        ]
+        if orig or rew:
+            for label, get in rows:
+                sides.add_row(label, get(orig), get(rew))
+            console.print(sides)
+
+
+def _gradcheck(path: Path, timeout: float, output_format: Format, console: Console) -> int:
+    reports = gradcheck_file(_read(path), path=str(path.resolve()), timeout=timeout)
+    if output_format is Format.json:
+        console.print_json(json.dumps({"file": str(path), "functions": reports}, default=str))
+    else:
+        if not reports:
+            console.print(f"{path}: no custom torch.autograd.Function found")
+        for report in reports:
+            state = {True: "[bold green]passed[/]", False: "[bold red]failed[/]", None: "[bold yellow]unchecked[/]"}[report.get("passed")]
+            tail = f" - {report['error']}" if report.get("error") else ""
+            inputs = f" ({report['inputs']})" if report.get("inputs") else ""
+            console.print(f"{report['name']}: {state}{inputs}{tail}")
+    if any(r.get("passed") is False for r in reports):
+        return EXIT_CODES["rejected"]
+    if not reports or any(r.get("passed") is None for r in reports):
+        return EXIT_CODES["unverified"]
+    return EXIT_CODES["accepted"]
