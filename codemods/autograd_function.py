@@ -738,7 +738,44 @@ def ctx_holder_facts(function: CustomFunction, imports: ImportIndex) -> TensorFa
             tensors |= aliases
         elif param.name.value in forward_facts.non_tensors:
             non_tensors |= aliases
+    params = tuple(setup.params.posonly_params) + tuple(setup.params.params)
+    returns = return_statements(forward)
+    if len(params) >= 3 and returns and all(
+        r.value is not None and not isinstance(r.value, cst.Tuple) and forward_facts.is_tensor(r.value) for r in returns
+    ):
+        tensors.add(params[2].name.value)  # `output`: forward returns one tensor
     return TensorFacts(setup, imports, tensors=tensors, non_tensors=non_tensors, skip_params=3)
+
+
+def rebound_names(statements: list[cst.CSTNode]) -> set[str]:
+    """Names (re)bound by assignment, loop, `with ... as`, walrus or `del` in `statements`."""
+    collector = _AssignmentCollector()
+    for statement in statements:
+        statement.visit(collector)
+    names = set(collector.values)
+    for statement in statements:
+        for node in all_nodes(statement, cst.Del):
+            names |= set(iter_names(node.target))
+    return names
+
+
+class _AllFinder(cst.CSTVisitor):
+    def __init__(self, kind: type, found: list) -> None:
+        super().__init__()
+        self.kind = kind
+        self.found = found
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, self.kind):
+            self.found.append(node)
+        return True
+
+
+def all_nodes(node: cst.CSTNode, kind: type) -> list:
+    """Every node of `kind` under `node`, nested functions and lambdas included."""
+    found: list = []
+    node.visit(_AllFinder(kind, found))
+    return found
 
 
 @dataclass
@@ -869,10 +906,3 @@ def tuple_with(target: cst.Tuple | cst.List, names: list[str]) -> cst.Tuple | cs
         last = number == len(names) - 1
         elements.append(cst.Element(cst.Name(name), comma=trailing if last else separator))
     return target.with_changes(elements=elements)
-
-
-def simple_line(code: str, like: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-    """A new statement line from `code`, without `like`'s comments or blank lines."""
-    line = cst.parse_statement(code)
-    assert isinstance(line, cst.SimpleStatementLine)
-    return line

@@ -1,0 +1,906 @@
+"""AGF005 tensor-saved-on-ctx: tensors kept as ctx attributes instead of `save_for_backward`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from autograd_fix.codemods.autograd_function import (
+    CustomFunction,
+    SavedTensorsReads,
+    TensorFacts,
+    all_nodes,
+    ctx_attribute,
+    ctx_holder_facts,
+    custom_functions,
+    is_docstring,
+    iter_names,
+    own_nodes,
+    rebound_names,
+    save_for_backward_calls,
+    saved_tensors_reads,
+    statement_of_call,
+    top_level_body,
+    tuple_with,
+    with_args,
+)
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.rule import Contract, Rule
+
+
+class TensorSavedOnCtx(Rule):
+    """
+    ## What it does
+    Finds tensors (inputs, outputs, intermediates) that the `forward` (or
+    `setup_context`) of a custom `torch.autograd.Function` stores as `ctx` attributes
+    and `backward` reads back, and saves them with one `ctx.save_for_backward(...)`
+    instead (merged with an existing call), unpacking them from `ctx.saved_tensors` at
+    the top of `backward`. Values that are not certainly tensors stay attributes.
+
+    ## Why is this bad?
+    Tensors saved with `save_for_backward` carry a version check: an in-place change
+    between forward and backward raises instead of producing silently wrong gradients.
+    A tensor kept on `ctx` gets no check, and storing the output on its own ctx creates a
+    reference cycle (output -> grad_fn -> ctx -> output) that only the cyclic garbage
+    collector frees, so activations outlive the step.
+
+    ## Example
+    ```python
+    class Exp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            out = x.exp()
+            ctx.out = out
+            return out
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output * ctx.out
+    ```
+
+    ## Use instead
+    ```python
+        @staticmethod
+        def forward(ctx, x):
+            out = x.exp()
+            ctx.save_for_backward(out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            out, = ctx.saved_tensors
+            return grad_output * out
+    ```
+
+    ## Fix safety
+    Safe. The rule moves a value only when it is certainly a tensor (a torch op's result,
+    a tensor method's result, a parameter used with torch-only methods or annotated
+    `Tensor`), is stored once at the top level of `forward`, and `backward` reads but
+    never writes it. The call goes where every saved value exists and before the
+    `return`; the values saved are the ones the attributes held. The only run-time
+    difference in code that worked is the version check: an in-place change of a saved
+    tensor before backward now raises instead of silently giving wrong gradients. The
+    fix is withheld (report only) when `backward` reads `ctx.saved_tensors` in a shape the
+    rule cannot extend exactly, when a name would clash, or when `forward` returns early.
+
+    ## Verification
+    The fixed Function passes `torch.autograd.gradcheck` in float64, gradients equal
+    the original's, and its ctx is freed without the cyclic garbage collector.
+    """
+
+    code = "AGF005"
+    name = "tensor-saved-on-ctx"
+    safety = Applicability.SAFE
+    message = "tensor stored as a ctx attribute instead of ctx.save_for_backward"
+    triggers = ("Function",)
+    contract = Contract(
+        description="the Function passes torch.autograd.gradcheck in float64, gradients equal the original's, and "
+        "its ctx objects are freed without the cyclic garbage collector",
+        checks=("gradcheck_passes", "ctx_freed_without_gc", "grads_equal"),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        imports = self.context.imports
+        for function in custom_functions(node, imports):
+            facts = ctx_holder_facts(function, imports)
+            if facts is not None:
+                _Planner(self, function, facts).run()
+        return False
+
+    VALID = [
+        # 1. the canonical pattern: tensors saved, the float on ctx
+        valid(
+            """
+import torch
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale: float):
+        ctx.scale = scale
+        ctx.save_for_backward(x)
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * ctx.scale, None
+"""
+        ),
+        # 2. shapes and dtypes on ctx are not tensors
+        valid(
+            """
+import torch
+
+class SumAll(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x.shape
+        ctx.dtype = x.dtype
+        return x.sum()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.expand(ctx.shape).to(ctx.dtype)
+"""
+        ),
+        # 3. an unannotated parameter that is never used as a tensor: unsure, left alone
+        valid(
+            """
+import torch
+
+class GradReverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.neg() * ctx.alpha, None
+"""
+        ),
+        # 4. a tensor on ctx that backward never reads (only used in forward)
+        valid(
+            """
+import torch
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.cache = x.clone()
+        return ctx.cache * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+"""
+        ),
+        # 5. a Python number from `.item()`
+        valid(
+            """
+import torch
+
+class MaxNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.peak = x.abs().max().item()
+        return x / ctx.peak
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / ctx.peak
+"""
+        ),
+        # 6. not an autograd Function
+        valid(
+            """
+import torch
+
+class Cache:
+    def forward(self, ctx, x):
+        ctx.out = torch.exp(x)
+        return ctx.out
+
+    def backward(self, ctx, g):
+        return g * ctx.out
+"""
+        ),
+        # 7. the attribute is stored conditionally: where to save is unclear
+        valid(
+            """
+import torch
+
+class MaybeMask(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, p: float):
+        ctx.mask = None
+        if p > 0:
+            ctx.mask = (torch.rand_like(x) > p).to(x.dtype)
+            return x * ctx.mask
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g if ctx.mask is None else g * ctx.mask), None
+"""
+        ),
+        # 8. backward frees the attribute itself (`del ctx.buf`): left alone
+        valid(
+            """
+import torch
+
+class Buffered(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.buf = torch.sigmoid(x)
+        return ctx.buf.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        s = ctx.buf
+        del ctx.buf
+        return g * s * (1 - s)
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. the output kept on ctx (reference cycle)
+        invalid(
+            """
+import torch
+
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = x.exp()
+        ctx.out = out
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.out
+""",
+            """
+import torch
+
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = x.exp()
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        out, = ctx.saved_tensors
+        return grad_output * out
+""",
+        ),
+        # 2. input and weight on ctx, merged with nothing, docstring in backward kept first
+        invalid(
+            """
+import torch
+from torch.autograd import Function
+
+class MyLinear(Function):
+    @staticmethod
+    def forward(ctx, input, weight):
+        ctx.input = input
+        ctx.weight = weight
+        return input.mm(weight.t())
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        \"\"\"Gradients of input @ weight.T.\"\"\"
+        grad_input = grad_output.mm(ctx.weight)
+        grad_weight = grad_output.t().mm(ctx.input)
+        return grad_input, grad_weight
+""",
+            """
+import torch
+from torch.autograd import Function
+
+class MyLinear(Function):
+    @staticmethod
+    def forward(ctx, input, weight):
+        ctx.save_for_backward(input, weight)
+        return input.mm(weight.t())
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        \"\"\"Gradients of input @ weight.T.\"\"\"
+        input, weight = ctx.saved_tensors
+        grad_input = grad_output.mm(weight)
+        grad_weight = grad_output.t().mm(input)
+        return grad_input, grad_weight
+""",
+        ),
+        # 3. merged with an existing save_for_backward; the float stays on ctx
+        invalid(
+            """
+import torch
+
+class SiLUScaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale: float):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        ctx.sig = torch.sigmoid(x)
+        return x * ctx.sig * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        s = ctx.sig
+        return g * ctx.scale * (s + x * s * (1 - s)), None
+""",
+            """
+import torch
+
+class SiLUScaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale: float):
+        ctx.scale = scale
+        sig = torch.sigmoid(x)
+        ctx.save_for_backward(x, sig)
+        return x * sig * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, sig = ctx.saved_tensors
+        s = sig
+        return g * ctx.scale * (s + x * s * (1 - s)), None
+""",
+        ),
+        # 4. import alias, a comment on the stored line moves with the save call
+        invalid(
+            """
+import torch
+import torch.autograd as ag
+
+class Tanh(ag.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        # backward needs the output
+        ctx.y = y
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (1 - ctx.y ** 2)
+""",
+            """
+import torch
+import torch.autograd as ag
+
+class Tanh(ag.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        # backward needs the output
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        y, = ctx.saved_tensors
+        return g * (1 - y ** 2)
+""",
+        ),
+        # 5. setup_context style: the input and the output
+        invalid(
+            """
+import torch
+
+class Softplus(torch.autograd.Function):
+    @staticmethod
+    def forward(x, beta: float = 1.0):
+        return torch.nn.functional.softplus(x, beta=beta)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, beta = inputs
+        ctx.x = x
+        ctx.beta = beta
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * torch.sigmoid(ctx.beta * ctx.x), None
+""",
+            """
+import torch
+
+class Softplus(torch.autograd.Function):
+    @staticmethod
+    def forward(x, beta: float = 1.0):
+        return torch.nn.functional.softplus(x, beta=beta)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, beta = inputs
+        ctx.save_for_backward(x)
+        ctx.beta = beta
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * torch.sigmoid(ctx.beta * x), None
+""",
+        ),
+        # 6. backward keeps the saved tuple in a variable: report only
+        invalid(
+            """
+import torch
+
+class Affine(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x)
+        ctx.w = w.clone()
+        return x.mm(w)
+
+    @staticmethod
+    def backward(ctx, g):
+        saved = ctx.saved_tensors
+        return g.mm(ctx.w.t()), saved[0].t().mm(g)
+"""
+        ),
+        # 7. an intermediate computed inline in the attribute assignment
+        invalid(
+            """
+import torch
+
+class LogSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits):
+        ctx.probs = torch.softmax(logits, dim=-1)
+        return torch.log_softmax(logits, dim=-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g - ctx.probs * g.sum(dim=-1, keepdim=True)
+""",
+            """
+import torch
+
+class LogSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits):
+        probs = torch.softmax(logits, dim=-1)
+        ctx.save_for_backward(probs)
+        return torch.log_softmax(logits, dim=-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        probs, = ctx.saved_tensors
+        return g - probs * g.sum(dim=-1, keepdim=True)
+""",
+        ),
+        # 8. forward returns early before the attribute is set: report only
+        invalid(
+            """
+import torch
+
+class Gate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, enabled: bool):
+        if not enabled:
+            return x.clone()
+        ctx.mask = (x > 0).to(x.dtype)
+        return x * ctx.mask
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.mask, None
+"""
+        ),
+        # 9. existing unpacking extended, saved before the return
+        invalid(
+            """
+import torch
+
+class Swish(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, beta):
+        ctx.save_for_backward(x, beta)
+        out = x * torch.sigmoid(beta * x)
+        ctx.out = out
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, beta = ctx.saved_tensors
+        s = torch.sigmoid(beta * x)
+        y = ctx.out
+        return g * (y * beta + s * (1 - beta * y)), g * (x * y - x * y * s)
+""",
+            """
+import torch
+
+class Swish(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, beta):
+        out = x * torch.sigmoid(beta * x)
+        ctx.save_for_backward(x, beta, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, beta, out = ctx.saved_tensors
+        s = torch.sigmoid(beta * x)
+        y = out
+        return g * (y * beta + s * (1 - beta * y)), g * (x * y - x * y * s)
+""",
+        ),
+    ]
+
+
+@dataclass
+class _Store:
+    """`ctx.<attribute> = <value>` at the top level of the holder."""
+
+    attribute: str
+    position: int
+    line: cst.SimpleStatementLine
+    value: cst.BaseExpression
+    #: name the value gets in forward: the stored Name, or a new local (`ctx.probs = ...` -> `probs`)
+    forward_name: str = ""
+    #: whether the line becomes `<forward_name> = <value>` (the value is not a plain name)
+    becomes_local: bool = False
+    backward_name: str = ""
+
+
+@dataclass
+class _Planner:
+    rule: TensorSavedOnCtx
+    function: CustomFunction
+    facts: TensorFacts
+    problems: list[str] = field(default_factory=list)
+
+    def run(self) -> None:
+        holder = self.function.ctx_function()
+        ctx = self.function.forward_ctx()
+        backward = self.function.backward
+        backward_ctx = self.function.backward_ctx()
+        if holder is None or ctx is None or backward is None or backward_ctx is None:
+            return
+        stores = self._candidate_stores(holder, ctx, backward, backward_ctx)
+        if not stores:
+            return
+        fix = self._plan(holder, ctx, backward, backward_ctx, stores)
+        listed = ", ".join(f"`{ctx}.{s.attribute}`" for s in stores)
+        message = (
+            f"`{self.function.name}` keeps tensor{'s' if len(stores) > 1 else ''} {listed} on ctx for backward: "
+            "no in-place version check, and an output kept there is a reference cycle only the garbage "
+            "collector frees; use `ctx.save_for_backward`"
+        )
+        self.rule.report(stores[0].line, message, fix)
+
+    # -- what is stored ------------------------------------------------------------------
+
+    def _candidate_stores(
+        self, holder: cst.FunctionDef, ctx: str, backward: cst.FunctionDef, backward_ctx: str
+    ) -> list[_Store]:
+        read_in_backward = _ctx_reads(backward, backward_ctx)
+        written_elsewhere = _ctx_writes(backward, backward_ctx) | self._other_method_attributes(holder, backward)
+        all_writes = _ctx_write_counts(holder, ctx)
+        stores = []
+        for position, statement in enumerate(top_level_body(holder)):
+            if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+                continue
+            assign = statement.body[0]
+            if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
+                continue
+            attribute = ctx_attribute(assign.targets[0].target, ctx)
+            if (
+                attribute is None
+                or attribute not in read_in_backward
+                or attribute in written_elsewhere
+                or all_writes.get(attribute, 0) != 1
+                or not self.facts.is_tensor(assign.value)
+            ):
+                continue
+            stores.append(_Store(attribute, position, statement, assign.value))
+        return stores
+
+    def _other_method_attributes(self, holder: cst.FunctionDef, backward: cst.FunctionDef) -> set[str]:
+        """Attributes touched by other methods of the class (jvp, vmap...): leave those alone."""
+        names: set[str] = set()
+        for statement in self.function.node.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement not in (holder, backward, self.function.forward):
+                names |= {node.attr.value for node in all_nodes(statement, cst.Attribute)}
+        return names
+
+    # -- the fix -------------------------------------------------------------------------
+
+    def _plan(
+        self,
+        holder: cst.FunctionDef,
+        ctx: str,
+        backward: cst.FunctionDef,
+        backward_ctx: str,
+        stores: list[_Store],
+    ) -> Fix | None:
+        if _ctx_method_called(holder, ctx, "mark_dirty"):
+            return None
+        body = top_level_body(holder)
+        existing_calls = save_for_backward_calls(holder, ctx)
+        existing: tuple[int, cst.SimpleStatementLine, cst.Call] | None = None
+        if len(existing_calls) > 1:
+            return None
+        if existing_calls:
+            located = statement_of_call(holder, existing_calls[0])
+            if located is None or any(a.star or a.keyword is not None for a in existing_calls[0].args):
+                return None
+            existing = (located[0], located[1], existing_calls[0])
+        last = max([s.position for s in stores] + ([existing[0]] if existing else []))
+        if any(own_returns_in(statement) for statement in body[: last + 1]):
+            return None
+        if not self._name_stores(holder, ctx, backward, stores, body, last):
+            return None
+        if existing is not None and rebound_names(body[existing[0] + 1 : last + 1]) & _read_names(existing[2]):
+            return None
+        reads = saved_tensors_reads(backward, backward_ctx)
+        existing_count = len(existing[2].args) if existing else 0
+        if not reads.understood or not self._backward_fits(backward, backward_ctx, reads, existing_count, stores):
+            return None
+        return self._fix(holder, ctx, backward, backward_ctx, stores, existing, last, reads)
+
+    def _name_stores(
+        self,
+        holder: cst.FunctionDef,
+        ctx: str,
+        backward: cst.FunctionDef,
+        stores: list[_Store],
+        body: list[cst.BaseStatement],
+        last: int,
+    ) -> bool:
+        holder_names = set(iter_names(holder))
+        backward_names = set(iter_names(backward))
+        holder_reads = _ctx_reads(holder, ctx)
+        for store in stores:
+            if isinstance(store.value, cst.Name):
+                store.forward_name = store.value.value
+                if store.attribute in holder_reads:
+                    return False  # forward reads ctx.<attr> too: keep it simple
+                if store.forward_name in rebound_names(body[store.position + 1 : last + 1]):
+                    return False
+            else:
+                store.forward_name = store.attribute
+                store.becomes_local = True
+                if store.attribute in holder_names:
+                    return False
+                if rebound_names(body[store.position + 1 : last + 1]) & _read_names(store.value):
+                    return False
+            store.backward_name = store.attribute
+            if store.backward_name in backward_names:
+                return False
+        return True
+
+    def _backward_fits(
+        self, backward: cst.FunctionDef, ctx: str, reads: SavedTensorsReads, existing_count: int, stores: list[_Store]
+    ) -> bool:
+        attributes = {s.attribute for s in stores}
+        if reads.target is not None:
+            if len(reads.target.elements) != existing_count:
+                return False
+            body = top_level_body(backward)
+            return not any(_ctx_reads(statement, ctx) & attributes for statement in body[: reads.position + 1])
+        return existing_count == 0 and not reads.subscripts
+
+    def _fix(
+        self,
+        holder: cst.FunctionDef,
+        ctx: str,
+        backward: cst.FunctionDef,
+        backward_ctx: str,
+        stores: list[_Store],
+        existing: tuple[int, cst.SimpleStatementLine, cst.Call] | None,
+        last: int,
+        reads: SavedTensorsReads,
+    ) -> Fix:
+        body = top_level_body(holder)
+        new_args = [cst.Name(s.forward_name) for s in stores]
+        moved_comments: list[cst.EmptyLine] = []
+        edits: list[Edit] = []
+        for store in stores:
+            if store.position == last:
+                continue
+            if store.becomes_local:
+                edits.append(Edit(store.line, lambda updated, s=store: _as_local(updated, s.forward_name)))
+            else:
+                moved_comments += _comments_of(store.line)
+                edits.append(Edit(store.line, lambda updated: cst.RemovalSentinel.REMOVE))
+        if existing is not None and existing[0] != last:
+            moved_comments += _comments_of(existing[1])
+            edits.append(Edit(existing[1], lambda updated: cst.RemovalSentinel.REMOVE))
+        existing_args = [a.value for a in existing[2].args] if existing else []
+        at_last = body[last]
+        last_store = next((s for s in stores if s.position == last), None)
+        save_expr = cst.Attribute(cst.Name(ctx), cst.Name("save_for_backward"))
+
+        def replace_last(updated: cst.CSTNode) -> cst.CSTNode:
+            assert isinstance(updated, cst.SimpleStatementLine)
+            if last_store is None:  # the existing call is last: append the new arguments
+                expr = updated.body[0]
+                assert isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
+                call = with_args(expr.value, new_args)
+                return updated.with_changes(
+                    leading_lines=[*updated.leading_lines, *moved_comments], body=[expr.with_changes(value=call)]
+                )
+            call = cst.Call(save_expr, args=[])
+            call = with_args(call, [*existing_args, *new_args])
+            save_line = cst.SimpleStatementLine([cst.Expr(call)])
+            if last_store.becomes_local:
+                local = _as_local(updated, last_store.forward_name)
+                return cst.FlattenSentinel([local, save_line.with_changes(leading_lines=moved_comments)])
+            return save_line.with_changes(
+                leading_lines=[*updated.leading_lines, *moved_comments], trailing_whitespace=updated.trailing_whitespace
+            )
+
+        edits.append(Edit(at_last, replace_last))
+        edits += _forward_read_edits(holder, ctx, [s for s in stores if s.becomes_local])
+        edits += self._backward_edits(backward, backward_ctx, stores, reads)
+        return Fix(
+            applicability=Applicability.SAFE,
+            edits=tuple(edits),
+            description="save the tensors with ctx.save_for_backward and unpack them from ctx.saved_tensors",
+        )
+
+    def _backward_edits(
+        self, backward: cst.FunctionDef, ctx: str, stores: list[_Store], reads: SavedTensorsReads
+    ) -> list[Edit]:
+        names = {s.attribute: s.backward_name for s in stores}
+        edits: list[Edit] = []
+        for node in all_nodes(backward.body, cst.Attribute):
+            attribute = ctx_attribute(node, ctx)
+            if attribute in names:
+                local = cst.Name(names[attribute])
+                edits.append(Edit(node, lambda updated, n=local: n.with_changes(lpar=updated.lpar, rpar=updated.rpar)))
+        new_names = [s.backward_name for s in stores]
+        if reads.line is not None and reads.target is not None:
+
+            def extend(updated: cst.CSTNode) -> cst.CSTNode:
+                assert isinstance(updated, cst.SimpleStatementLine)
+                assign = updated.body[0]
+                assert isinstance(assign, cst.Assign)
+                target = assign.targets[0].target
+                assert isinstance(target, (cst.Tuple, cst.List))
+                new_target = assign.targets[0].with_changes(target=tuple_with(target, new_names))
+                return updated.with_changes(body=[assign.with_changes(targets=[new_target])])
+
+            edits.append(Edit(reads.line, extend))
+        else:
+            unpack = _unpack_line(new_names, ctx)
+            edits.append(Edit(backward.body, lambda updated: _prepend(updated, unpack)))
+        return edits
+
+
+def _forward_read_edits(holder: cst.FunctionDef, ctx: str, stores: list[_Store]) -> list[Edit]:
+    """`ctx.probs` read in forward after `ctx.probs = ...` became a local -> `probs`."""
+    names = {s.attribute: s.forward_name for s in stores}
+    targets = {id(s.line.body[0].targets[0].target) for s in stores}  # type: ignore[attr-defined]
+    edits = []
+    for node in all_nodes(holder.body, cst.Attribute):
+        attribute = ctx_attribute(node, ctx)
+        if attribute in names and id(node) not in targets:
+            local = cst.Name(names[attribute])
+            edits.append(Edit(node, lambda updated, n=local: n.with_changes(lpar=updated.lpar, rpar=updated.rpar)))
+    return edits
+
+
+def own_returns_in(statement: cst.CSTNode) -> bool:
+    """Does the statement contain a `return` (outside nested functions)?"""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return any(isinstance(s, cst.Return) for s in statement.body)
+    finder = _ReturnFinder()
+    statement.visit(finder)
+    return finder.found
+
+
+class _ReturnFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self.found = True
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def _ctx_reads(node: cst.CSTNode, ctx: str) -> set[str]:
+    """Attributes read as `ctx.<name>` anywhere under `node` (stores excluded)."""
+    stored = {id(t) for t in _ctx_targets(node)}
+    return {
+        a.attr.value
+        for a in all_nodes(node, cst.Attribute)
+        if ctx_attribute(a, ctx) is not None and id(a) not in stored
+    }
+
+
+def _ctx_targets(node: cst.CSTNode) -> list[cst.CSTNode]:
+    targets: list[cst.CSTNode] = []
+    for assign in all_nodes(node, cst.Assign):
+        targets += [t.target for t in assign.targets]
+    targets += [a.target for a in all_nodes(node, cst.AugAssign)]
+    targets += [a.target for a in all_nodes(node, cst.AnnAssign)]
+    targets += [d.target for d in all_nodes(node, cst.Del)]
+    expanded: dict[int, cst.CSTNode] = {}
+    for target in targets:
+        for node in (target, *all_nodes(target, cst.Attribute)):
+            expanded[id(node)] = node
+    return list(expanded.values())
+
+
+def _ctx_writes(node: cst.CSTNode, ctx: str) -> set[str]:
+    return {name for t in _ctx_targets(node) if (name := ctx_attribute(t, ctx)) is not None}
+
+
+def _ctx_write_counts(node: cst.CSTNode, ctx: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for target in _ctx_targets(node):
+        name = ctx_attribute(target, ctx)
+        if name is not None:
+            counts[name] = counts.get(name, 0) + 1
+    for call in all_nodes(node, cst.Call):  # setattr(ctx, "x", ...) and friends: unknowable
+        if isinstance(call.func, cst.Name) and call.func.value in ("setattr", "delattr"):
+            for arg in call.args[1:2]:
+                if isinstance(arg.value, cst.SimpleString):
+                    counts[str(arg.value.evaluated_value)] = 99
+    return counts
+
+
+def _ctx_method_called(node: cst.CSTNode, ctx: str, method: str) -> bool:
+    return any(
+        isinstance(c.func, cst.Attribute) and ctx_attribute(c.func, ctx) == method for c in all_nodes(node, cst.Call)
+    )
+
+
+def _read_names(node: cst.CSTNode) -> set[str]:
+    return set(iter_names(node))
+
+
+def _comments_of(line: cst.SimpleStatementLine) -> list[cst.EmptyLine]:
+    """Comment lines of a removed statement (its own leading comments and trailing comment)."""
+    comments = [e for e in line.leading_lines if e.comment is not None]
+    trailing = line.trailing_whitespace.comment
+    if trailing is not None:
+        comments.append(cst.EmptyLine(indent=True, whitespace=cst.SimpleWhitespace(""), comment=trailing))
+    return comments
+
+
+def _as_local(updated: cst.CSTNode, name: str) -> cst.CSTNode:
+    """`ctx.probs = expr` -> `probs = expr` (comments kept)."""
+    assert isinstance(updated, cst.SimpleStatementLine)
+    assign = updated.body[0]
+    assert isinstance(assign, cst.Assign)
+    target = assign.targets[0].with_changes(target=cst.Name(name))
+    return updated.with_changes(body=[assign.with_changes(targets=[target])])
+
+
+def _unpack_line(names: list[str], ctx: str) -> cst.SimpleStatementLine:
+    elements = []
+    for number, name in enumerate(names):
+        last = number == len(names) - 1
+        comma = cst.Comma() if len(names) == 1 else (cst.MaybeSentinel.DEFAULT if last else cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elements.append(cst.Element(cst.Name(name), comma=comma))
+    target = cst.Tuple(elements, lpar=(), rpar=())
+    value = cst.Attribute(cst.Name(ctx), cst.Name("saved_tensors"))
+    return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], value)])
+
+
+def _prepend(updated: cst.CSTNode, line: cst.SimpleStatementLine) -> cst.CSTNode:
+    """Insert `line` first in a function body, after its docstring."""
+    assert isinstance(updated, cst.IndentedBlock)
+    statements = list(updated.body)
+    position = 1 if statements and is_docstring(statements[0]) else 0
+    statements.insert(position, line)
+    return updated.with_changes(body=statements)
