@@ -1,0 +1,692 @@
+"""AGF011 unneeded-retain-graph: `retain_graph=True` where the graph is never used again."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.loops import (
+    StatementOrder,
+    all_nodes,
+    ancestors,
+    bindings,
+    block_statements,
+    breaks_graph,
+    declared_global,
+    enclosing_scope,
+    expression_statement_call,
+    has_keyword,
+    innermost_loop,
+    is_gradient_call,
+    is_true,
+    local_nodes,
+    parent_map,
+    read_name_nodes,
+    runs_every_iteration,
+    statement_line,
+)
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.names import expression_tokens, last_segment, name_tokens
+from autograd_fix.codemods.rule import Contract, Rule
+
+#: an iterable named so yields fresh data batches (no graph carried in)
+_DATA_ITERABLE_TOKENS = frozenset({"loader", "dataloader", "loaders", "batches", "dataset", "ds", "data", "train", "minibatches"})
+_WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "zip", "iter", "islice", "track"})
+#: parameters named so hold input data, not a tensor with a graph from the caller
+_DATA_PARAMETER_TOKENS = frozenset(
+    {"batch", "x", "y", "xb", "yb", "inputs", "input", "targets", "target", "images", "image", "imgs", "img",
+     "labels", "label", "data", "sample", "samples", "device", "dtype"}
+)
+#: names that suggest state carried across iterations (TBPTT, memories): stay away
+_STATE_TOKENS = frozenset(
+    {"hidden", "hx", "cx", "h", "c", "state", "states", "memory", "memories", "mems", "carry", "prev", "previous", "cache"}
+)
+_STATE_CALL_TOKENS = frozenset({"hidden", "reset", "repackage", "detach", "state", "memory", "cache"})
+_PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type"})
+_GRAPH_ATTRIBUTES = frozenset({"grad_fn", "register_hook", "retain_grad", "next_functions"})
+
+
+class UnneededRetainGraph(Rule):
+    """
+    ## What it does
+    Finds `loss.backward(retain_graph=True)` where nothing backpropagates through that
+    graph again, and removes the argument; when `l1.backward(retain_graph=True)` is
+    directly followed by `l2.backward()` (two losses sharing one graph), it backpropagates
+    their sum once: `(l1 + l2).backward()`.
+
+    ## Why is this bad?
+    `retain_graph=True` keeps every saved activation of the graph alive after backward,
+    until the loss itself is dropped: peak memory grows for nothing. It is usually added
+    to silence `Trying to backward through the graph a second time`, whose real cause is a
+    graph carried across iterations (an RNN state that should be detached). Two backward
+    passes over a shared graph also traverse the shared part twice; one backward of the
+    sum gives the same gradients (backward is linear) in one pass.
+
+    ## Example
+    ```python
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward(retain_graph=True)
+        optimizer.step()
+    ```
+
+    ## Use instead
+    ```python
+        loss.backward()
+    ```
+    and `(loss_a + loss_b).backward()` instead of
+    `loss_a.backward(retain_graph=True); loss_b.backward()`.
+
+    ## Fix safety
+    Unsafe: the graph could still be used again through code the rule cannot see (a model
+    that keeps state between calls in another file). The rule fires only when the
+    enclosing function (or script) contains no other gradient computation (exactly one
+    backward, or exactly the two being merged), the graph is built fresh in the loop
+    body from a data loader's batches or from a function's data parameters (no name read
+    before it is assigned in the iteration, nothing named like a hidden state, no
+    in-file module whose `forward` stores tensors on `self`), and no tensor of the graph
+    escapes (returned, stored on an attribute or in a container, passed to another
+    function, declared global). The merge requires the two calls to be adjacent
+    statements with nothing between them (no `.grad` read, no step).
+
+    ## Verification
+    Gradients equal; outputs equal; peak memory not higher.
+    """
+
+    code = "AGF011"
+    name = "unneeded-retain-graph"
+    safety = Applicability.UNSAFE
+    message = "`retain_graph=True` keeps a graph that is never used again"
+    triggers = ("retain_graph",)
+    contract = Contract(
+        description="gradients equal; outputs equal; peak memory not higher",
+        checks=("grads_equal", "outputs_equal", "peak_memory_not_higher"),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        parents = parent_map(node)
+        imports = self.context.imports
+        if _stateful_module_in_file(node):
+            return False
+        for call in all_nodes(node, cst.Call):
+            assert isinstance(call, cst.Call)
+            if _is_retaining_backward(call):
+                self._check(call, imports, parents)
+        return False
+
+    def _check(self, call: cst.Call, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> None:
+        line = statement_line(call, parents)
+        if line is None or expression_statement_call(line) is not call:
+            return
+        assert isinstance(call.func, cst.Attribute)
+        root = call.func.value
+        if not isinstance(root, cst.Name):
+            return
+        scope = enclosing_scope(call, parents)
+        gradient_calls = [c for c in all_nodes(scope, cst.Call) if is_gradient_call(c, imports)]  # type: ignore[arg-type]
+        follower = _following_backward(line, root.value, parents)
+        if len(gradient_calls) == 1:
+            roots = [root.value]
+        elif len(gradient_calls) == 2 and follower is not None and len(call.args) == 1:
+            roots = [root.value, follower[1]]
+        else:
+            return
+        evidence = _Evidence(scope, call, parents)
+        if not evidence.graph_is_fresh(roots) or evidence.graph_escapes(roots, imports):
+            return
+        if len(roots) == 1:
+            fix = Fix(Applicability.UNSAFE, (Edit(call, _drop_retain_graph),), "remove `retain_graph=True`")
+            self.report(
+                call,
+                f"`retain_graph=True` keeps the graph of `{root.value}` alive, but nothing backpropagates "
+                "through it again; remove it",
+                fix,
+            )
+            return
+        assert follower is not None
+        second_line, second = follower
+        merged = cst.parse_expression(f"({root.value} + {second}).backward()")
+        fix = Fix(
+            Applicability.UNSAFE,
+            (
+                Edit(line, _merged_line(merged, second_line.leading_lines)),
+                Edit(second_line, lambda updated: cst.RemovalSentinel.REMOVE),
+            ),
+            f"backpropagate `({root.value} + {second})` once",
+        )
+        self.report(
+            call,
+            f"`{root.value}.backward(retain_graph=True)` followed by `{second}.backward()`: one backward of "
+            f"`({root.value} + {second})` gives the same gradients without keeping the graph",
+            fix,
+        )
+
+    VALID = [
+        # 1. no retain_graph at all
+        valid(
+            """
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""
+        ),
+        # 2. TBPTT: the hidden state carries the graph into the next iteration
+        valid(
+            """
+hidden = model.init_hidden(batch_size)
+for x, y in train_loader:
+    optimizer.zero_grad()
+    out, hidden = model(x, hidden)
+    loss = criterion(out, y)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+"""
+        ),
+        # 3. the graph is used again: second backward through a shared feature
+        valid(
+            """
+for x, y in loader:
+    feats = backbone(x)
+    loss_a = head_a(feats).mean()
+    loss_a.backward(retain_graph=True)
+    log_grads(model)
+    loss_b = head_b(feats).mean()
+    loss_b.backward()
+"""
+        ),
+        # 4. one shared feature, several heads in a loop: the graph of z is needed each time
+        valid(
+            """
+z = encoder(x)
+for head in heads:
+    loss = head(z).pow(2).mean()
+    loss.backward(retain_graph=True)
+"""
+        ),
+        # 5. WGAN-GP: autograd.grad then backward over the same graph
+        valid(
+            """
+import torch
+
+def critic_step(critic, real, fake, opt):
+    interp = (real + fake).requires_grad_(True)
+    score = critic(interp)
+    grads = torch.autograd.grad(score.sum(), interp, create_graph=True, retain_graph=True)[0]
+    loss = score.mean() + 10 * (grads.norm(2, dim=1) - 1).pow(2).mean()
+    loss.backward()
+    opt.step()
+"""
+        ),
+        # 6. the loss is returned: the caller may backpropagate again
+        valid(
+            """
+def train_step(model, batch, optimizer):
+    loss = model(batch).mean()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+    return loss
+"""
+        ),
+        # 7. a parameter that may carry the caller's graph (not a data batch)
+        valid(
+            """
+def head_step(head, features, target):
+    loss = (head(features) - target).pow(2).mean()
+    loss.backward(retain_graph=True)
+"""
+        ),
+        # 8. a stateful module in the same file: forward stores a tensor on self
+        valid(
+            """
+import torch
+
+class Memory(torch.nn.Module):
+    def forward(self, x):
+        self.last = self.proj(x) + self.last
+        return self.last
+
+for x, y in loader:
+    loss = (model(x) - y).pow(2).mean()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+"""
+        ),
+        # 9. something reads .grad between the two backward passes
+        valid(
+            """
+for x, y in loader:
+    out = model(x)
+    l1 = criterion(out, y)
+    l2 = out.pow(2).mean()
+    l1.backward(retain_graph=True)
+    g1 = [p.grad.clone() for p in model.parameters()]
+    l2.backward()
+"""
+        ),
+        # 10. iterating over tensors that share a graph (not data batches)
+        valid(
+            """
+parts = model(x).chunk(4)
+for part in parts:
+    part.sum().backward(retain_graph=True)
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. a plain training loop
+        invalid(
+            """
+for x, y in train_loader:
+    optimizer.zero_grad()
+    out = model(x)
+    loss = criterion(out, y)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+""",
+            """
+for x, y in train_loader:
+    optimizer.zero_grad()
+    out = model(x)
+    loss = criterion(out, y)
+    loss.backward()
+    optimizer.step()
+""",
+        ),
+        # 2. two losses sharing one graph, backpropagated back to back
+        invalid(
+            """
+for images, labels in loader:
+    optimizer.zero_grad()
+    logits, aux = model(images)
+    main_loss = criterion(logits, labels)
+    aux_loss = 0.4 * criterion(aux, labels)
+    main_loss.backward(retain_graph=True)
+    aux_loss.backward()
+    optimizer.step()
+""",
+            """
+for images, labels in loader:
+    optimizer.zero_grad()
+    logits, aux = model(images)
+    main_loss = criterion(logits, labels)
+    aux_loss = 0.4 * criterion(aux, labels)
+    (main_loss + aux_loss).backward()
+    optimizer.step()
+""",
+        ),
+        # 3. a trainer method with enumerate(tqdm(...)) and a device
+        invalid(
+            """
+import torch
+from tqdm import tqdm
+
+class Trainer:
+    def train_epoch(self, epoch):
+        self.model.train()
+        for step, (x, y) in enumerate(tqdm(self.train_loader)):
+            x, y = x.to(self.device), y.to(self.device)
+            self.optimizer.zero_grad()
+            loss = self.criterion(self.model(x), y)
+            loss.backward(retain_graph=True)  # "fixes" an error once seen
+            self.optimizer.step()
+            self.writer.add_scalar("loss", loss.item(), step)
+""",
+            """
+import torch
+from tqdm import tqdm
+
+class Trainer:
+    def train_epoch(self, epoch):
+        self.model.train()
+        for step, (x, y) in enumerate(tqdm(self.train_loader)):
+            x, y = x.to(self.device), y.to(self.device)
+            self.optimizer.zero_grad()
+            loss = self.criterion(self.model(x), y)
+            loss.backward()  # "fixes" an error once seen
+            self.optimizer.step()
+            self.writer.add_scalar("loss", loss.item(), step)
+""",
+        ),
+        # 4. a train_step function on one batch
+        invalid(
+            """
+def train_step(model, batch, optimizer, criterion):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), targets)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+    return loss.item()
+""",
+            """
+def train_step(model, batch, optimizer, criterion):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+""",
+        ),
+        # 5. merge in a function, keeping the comment of the second call
+        invalid(
+            """
+def training_step(model, batch, opt):
+    x, y = batch
+    recon, mu, logvar = model(x)
+    rec = (recon - x).pow(2).mean()
+    kld = -0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).mean()
+    opt.zero_grad()
+    rec.backward(retain_graph=True)
+    # regulariser
+    kld.backward()
+    opt.step()
+""",
+            """
+def training_step(model, batch, opt):
+    x, y = batch
+    recon, mu, logvar = model(x)
+    rec = (recon - x).pow(2).mean()
+    kld = -0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).mean()
+    opt.zero_grad()
+    # regulariser
+    (rec + kld).backward()
+    opt.step()
+""",
+        ),
+        # 6. range loop over synthetic batches in a script
+        invalid(
+            """
+import torch
+
+model = torch.nn.Linear(10, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for it in range(100):
+    xb = torch.randn(32, 10)
+    loss = model(xb).pow(2).mean()
+    opt.zero_grad()
+    loss.backward(retain_graph=True)
+    opt.step()
+""",
+            """
+import torch
+
+model = torch.nn.Linear(10, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for it in range(100):
+    xb = torch.randn(32, 10)
+    loss = model(xb).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+        ),
+        # 7. other arguments are kept (gradient given explicitly)
+        invalid(
+            """
+for batch in dataloader:
+    out = net(batch)
+    out.backward(torch.ones_like(out), retain_graph=True)
+    opt.step()
+    opt.zero_grad()
+""",
+            """
+for batch in dataloader:
+    out = net(batch)
+    out.backward(torch.ones_like(out))
+    opt.step()
+    opt.zero_grad()
+""",
+        ),
+        # 8. AMP-free multi-loss with a scalar weight, inside autocast
+        invalid(
+            """
+import torch
+
+for x, y in loader:
+    with torch.autocast("cpu"):
+        pred = model(x)
+        loss_cls = F.cross_entropy(pred, y)
+        loss_reg = pred.pow(2).mean()
+    loss_cls.backward(retain_graph=True)
+    loss_reg.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+            """
+import torch
+
+for x, y in loader:
+    with torch.autocast("cpu"):
+        pred = model(x)
+        loss_cls = F.cross_entropy(pred, y)
+        loss_reg = pred.pow(2).mean()
+    (loss_cls + loss_reg).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+        ),
+    ]
+
+
+def _is_retaining_backward(call: cst.Call) -> bool:
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"):
+        return False
+    argument = has_keyword(call, "retain_graph")
+    return argument is not None and is_true(argument.value) and has_keyword(call, "create_graph") is None
+
+
+def _following_backward(
+    line: cst.SimpleStatementLine, first: str, parents: dict[int, cst.CSTNode]
+) -> tuple[cst.SimpleStatementLine, str] | None:
+    """The very next statement, when it is `other.backward()` with no arguments."""
+    block = block_statements(line, parents)
+    for index, statement in enumerate(block):
+        if statement is line and index + 1 < len(block):
+            following = block[index + 1]
+            if not isinstance(following, cst.SimpleStatementLine) or following.trailing_whitespace.comment is not None:
+                return None
+            call = expression_statement_call(following)
+            if (
+                call is not None
+                and not call.args
+                and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value == "backward"
+                and isinstance(call.func.value, cst.Name)
+                and call.func.value.value != first
+            ):
+                return following, call.func.value.value
+    return None
+
+
+class _Evidence:
+    """Is the graph behind the roots built fresh here, and does any of it leave the scope?"""
+
+    def __init__(self, scope: cst.CSTNode, call: cst.Call, parents: dict[int, cst.CSTNode]) -> None:
+        self.scope = scope
+        self.call = call
+        self.parents = parents
+        self.loop = innermost_loop(call, parents)
+        self.region: cst.CSTNode = self.loop.body if self.loop is not None else _body(scope)
+        self.order = StatementOrder.of(self.region)
+        self.region_bindings = bindings(self.region)
+        self.allowed_outside = self._allowed_outside_names()
+        #: names of the graph bound in the region (roots and everything they are computed from)
+        self.graph: set[str] = set()
+
+    def _allowed_outside_names(self) -> set[str] | None:
+        """Names from outside the region that are data (loop targets over a loader, data params)."""
+        if self.loop is not None:
+            if not isinstance(self.loop, cst.For) or not _iterates_data(self.loop.iter):
+                return None
+            return {n.value for n in all_nodes(self.loop.target, cst.Name)}  # type: ignore[union-attr]
+        if isinstance(self.scope, cst.FunctionDef):
+            params = self.scope.params
+            every = [*params.posonly_params, *params.params, *params.kwonly_params]
+            return {p.name.value for p in every if set(name_tokens(p.name.value)) & _DATA_PARAMETER_TOKENS}
+        return set()  # a script's top level: everything is bound in the region
+
+    def graph_is_fresh(self, roots: list[str]) -> bool:
+        if self.allowed_outside is None or self._mentions_state():
+            return False
+        call_position = self.order.position(self.call)
+        pending = list(roots)
+        while pending:
+            name = pending.pop()
+            if name in self.graph:
+                continue
+            found = [b for b in self.region_bindings if b.name == name]
+            if not found:
+                return False  # a root or a value from outside the region that is not data
+            self.graph.add(name)
+            for binding in found:
+                if binding.kind not in {"assign", "augassign", "annassign"} or binding.value is None:
+                    return False
+                if not self._unconditional(binding.statement):
+                    return False
+                position = self.order.position(binding.statement)
+                if position > call_position:
+                    return False
+                for read in self._argument_reads(binding.value):
+                    if read == name and binding.kind == "augassign":
+                        continue
+                    local = [b for b in self.region_bindings if b.name == read]
+                    if local and min(self.order.position(b.statement) for b in local) < position:
+                        pending.append(read)
+                    elif read not in self.allowed_outside:
+                        return False  # from outside and not data, or carried from the last iteration
+        return True
+
+    def _unconditional(self, statement: cst.CSTNode) -> bool:
+        if self.loop is not None:
+            return runs_every_iteration(statement, self.loop, self.parents)
+        for parent in ancestors(statement, self.parents):
+            if parent is self.scope:
+                return True
+            if isinstance(parent, (cst.If, cst.Try, cst.For, cst.While, cst.Match, cst.FunctionDef, cst.Lambda)):
+                return False
+        return True
+
+    def _argument_reads(self, value: cst.BaseExpression) -> set[str]:
+        """Names read as values (not as the callee `model` in `model(x)` / `self.model(x)`)."""
+        callee_heads: set[int] = set()
+        for call in all_nodes(value, cst.Call):
+            assert isinstance(call, cst.Call)
+            head = call.func
+            while isinstance(head, cst.Attribute):
+                head = head.value
+            if isinstance(head, cst.Name):
+                callee_heads.add(id(head))
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PLACEMENT_METHODS:
+                for argument in call.args:  # `x.to(self.device)`: where, not what
+                    callee_heads.update(id(n) for n in read_name_nodes(argument.value))
+        return {n.value for n in read_name_nodes(value) if id(n) not in callee_heads and n.value not in {"True", "False", "None"}}
+
+    def _mentions_state(self) -> bool:
+        for name in all_nodes(self.region, cst.Name):
+            assert isinstance(name, cst.Name)
+            if set(name_tokens(name.value)) & _STATE_TOKENS:
+                return True
+        for call in all_nodes(self.region, cst.Call):
+            assert isinstance(call, cst.Call)
+            segment = last_segment(call.func)
+            if segment is not None and set(name_tokens(segment)) & _STATE_CALL_TOKENS:
+                return True
+        return False
+
+    def graph_escapes(self, roots: list[str], imports: ImportIndex) -> bool:
+        """Does a tensor of the graph leave the scope or meet another gradient API?"""
+        derived = set(self.graph)
+        if derived & declared_global(self.scope):
+            return True
+        scope_bindings = bindings(self.scope)
+        changed = True
+        while changed:
+            changed = False
+            for binding in scope_bindings:
+                if binding.name in derived or binding.value is None or breaks_graph(binding.value):
+                    continue
+                if {n.value for n in read_name_nodes(binding.value)} & derived:
+                    derived.add(binding.name)
+                    changed = True
+        for node in all_nodes(self.scope, (cst.Return, cst.Yield)):
+            value = node.value  # type: ignore[union-attr]
+            if value is not None and _reads_unbroken(value, derived):
+                return True
+        for node in all_nodes(self.scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
+            value = node.value  # type: ignore[union-attr]
+            if value is not None and any(isinstance(t, (cst.Attribute, cst.Subscript)) for t in targets):
+                if _reads_unbroken(value, derived):
+                    return True
+        for node in all_nodes(self.scope, cst.Expr):
+            assert isinstance(node, cst.Expr)
+            call = node.value
+            if not isinstance(call, cst.Call) or is_gradient_call(call, imports):
+                continue
+            if isinstance(call.func, cst.Name) and call.func.value == "print":
+                continue
+            if any(_reads_unbroken(a.value, derived) for a in call.args):
+                return True
+        for attribute in all_nodes(self.scope, cst.Attribute):
+            assert isinstance(attribute, cst.Attribute)
+            if attribute.attr.value in _GRAPH_ATTRIBUTES:
+                return True
+        return False
+
+
+def _reads_unbroken(node: cst.BaseExpression, names: set[str]) -> bool:
+    return not breaks_graph(node) and bool({n.value for n in read_name_nodes(node)} & names)
+
+
+def _body(scope: cst.CSTNode) -> cst.CSTNode:
+    if isinstance(scope, (cst.FunctionDef,)):
+        return scope.body
+    return scope
+
+
+def _iterates_data(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "range":
+        return True
+    if isinstance(node, cst.Call) and last_segment(node.func) in _WRAPPING_ITERATORS:
+        positional = [a.value for a in node.args if a.keyword is None]
+        return bool(positional) and all(_iterates_data(a) for a in positional)
+    return bool(expression_tokens(node) & _DATA_ITERABLE_TOKENS)
+
+
+def _stateful_module_in_file(module: cst.Module) -> bool:
+    """An in-file `forward` that assigns a tensor attribute on `self` may carry a graph."""
+    for function in all_nodes(module, cst.FunctionDef):
+        assert isinstance(function, cst.FunctionDef)
+        if function.name.value != "forward":
+            continue
+        for node in local_nodes(function.body, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
+            for target in targets:
+                if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                    return True
+    return False
+
+
+def _drop_retain_graph(updated: cst.CSTNode) -> cst.CSTNode:
+    assert isinstance(updated, cst.Call)
+    kept = [a for a in updated.args if not (a.keyword is not None and a.keyword.value == "retain_graph")]
+    if kept:
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return updated.with_changes(args=kept)
+
+
+def _merged_line(merged: cst.BaseExpression, extra_leading: tuple | list):
+    def replace(updated: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(updated, cst.SimpleStatementLine)
+        return updated.with_changes(
+            body=[cst.Expr(value=merged)],
+            leading_lines=[*updated.leading_lines, *extra_leading],
+        )
+
+    return replace
