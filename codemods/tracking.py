@@ -185,6 +185,11 @@ NON_TENSOR_MODULES = frozenset(
     {"LSTM", "GRU", "RNN", "LSTMCell", "MultiheadAttention", "AdaptiveLogSoftmaxWithLoss", "ModuleList",
      "ModuleDict", "ParameterList", "ParameterDict", "Identity", "Flatten", "Unflatten", "Dropout"}
 )
+#: a callable named with one of these tokens is taken for an nn.Module (with other evidence)
+MODEL_NAME_TOKENS = frozenset(
+    {"model", "net", "network", "encoder", "decoder", "backbone", "classifier", "generator", "discriminator",
+     "critic", "actor", "policy", "criterion", "netg", "netd", "unet"}
+)
 _PARAMETER_ITERATORS = frozenset({"parameters", "named_parameters"})
 _MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children"})
 _PARAMETER_NAMES = ("weight", "bias")
@@ -422,6 +427,8 @@ class _Evaluator:
         if isinstance(node, cst.Name):
             if node.value in self.state.modules:
                 return self.state.modules[node.value]
+            if node.value not in self.state.tensors and has_name_tokens(node.value, MODEL_NAME_TOKENS):
+                return None  # `model(x)`, `criterion(out, y)`: named as a module, called as one
             if node.value == "self" and self.class_info is not None and self.class_info.module_like:
                 return self.class_info.name
             return False
@@ -430,6 +437,10 @@ class _Evaluator:
                 info = self.class_info
                 if info is not None and node.attr.value in info.modules:
                     return info.modules[node.attr.value]
+                if (info is None or node.attr.value not in info.parameters | info.buffers) and has_name_tokens(
+                    node.attr.value, MODEL_NAME_TOKENS
+                ):
+                    return None  # `self.model` of a trainer
                 return False
             if node.attr.value not in _PARAMETER_NAMES and self.module_of(node.value) is not False:
                 return None  # `model.fc`: a submodule of a known module
