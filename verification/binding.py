@@ -44,14 +44,46 @@ _TENSOR = re.compile(
     r"grad|grads|src|tgt|seq|tokens|emb|embeddings|q|k_|query|key|value|mask|sample)$"
 )
 _BOOL = re.compile(r"^(is_|use_|do_|has_|should_|enable|disable|verbose|debug|amp|inplace|train$|training$|shuffle|flag|return_|dry_run)")
-_FLOAT = re.compile(
-    r"lr|learning_rate|alpha|beta|gamma|eps|epsilon|momentum|weight_decay|decay|scale|temperature|temp$|tau|clip|"
-    r"max_norm|threshold|margin|dropout|^p$|ratio|factor|lambda|^lam$|coef|std|sigma|noise|step_size|smoothing"
-)
-_INT = re.compile(
-    r"epoch|steps$|^n$|^k$|^n_|^num_|iters?$|iterations|accum|interval|every|batch_size|^bs$|size$|dim$|^dim|count|"
-    r"classes|^seed$|^i$|^idx$|^index$|horizon|depth|width|channels|patience|^rank$|^world_size$|^max_"
-)
+#: number roles are decided by the name's last token that reads as one ("accum_steps"
+#: is an int although it contains "eps"; "max_norm" a float although it starts with "max")
+_FLOAT_TOKENS = {
+    "lr", "learning", "rate", "alpha", "beta", "beta1", "beta2", "gamma", "eps", "epsilon", "momentum", "wd",
+    "decay", "scale", "temperature", "temp", "tau", "clip", "norm", "threshold", "margin", "dropout", "p", "ratio",
+    "factor", "lambda", "lam", "coef", "coeff", "std", "sigma", "noise", "smoothing", "mu",
+}
+_INT_TOKENS = {
+    "epoch", "epochs", "steps", "step", "n", "k", "num", "iters", "iterations", "accum", "accumulation", "interval",
+    "every", "bs", "size", "dim", "count", "classes", "seed", "i", "idx", "index", "horizon", "depth", "width",
+    "channels", "patience", "rank", "world", "len", "length", "layers", "heads", "freq", "frequency",
+}
+
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in re.split(r"_+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if t]
+
+
+def number_kind(name: str) -> type | None:
+    """``int`` or ``float`` when the name reads as a number, else None."""
+    for token in reversed(_tokens(name)):
+        if token in _INT_TOKENS:
+            return int
+        if token in _FLOAT_TOKENS:
+            return float
+    return None
+
+
+class _TokenPattern:
+    """`search` by number role, so the regex-style call sites read alike."""
+
+    def __init__(self, kind: type) -> None:
+        self.kind = kind
+
+    def search(self, name: str) -> bool:
+        return number_kind(name) is self.kind
+
+
+_FLOAT = _TokenPattern(float)
+_INT = _TokenPattern(int)
 
 _CE_HINT = re.compile(r"cross_entropy|CrossEntropy|nll_loss|NLLLoss|argmax|num_classes|accuracy")
 _REG_HINT = re.compile(r"mse|MSELoss|l1_loss|L1Loss|smooth_l1|huber|Huber")
@@ -213,33 +245,28 @@ class Binder:
         return None
 
     def _number(self, name: str, kind: type) -> Any:
-        lowered = name.lower()
-        table_float = [
-            (r"lr|learning_rate|step_size", 0.1),
-            (r"eps|epsilon", 1e-6),
-            (r"momentum|beta", 0.9),
-            (r"weight_decay|decay|dropout|^p$|noise|smoothing", 0.0),
-            (r"max_norm|clip|threshold|margin|temperature|temp$|tau|scale|factor|std|sigma", 1.0),
+        tokens = set(_tokens(name))
+        floats = [
+            ({"lr", "learning", "rate"}, 0.1),
+            ({"eps", "epsilon"}, 1e-6),
+            ({"momentum", "beta", "beta1", "beta2"}, 0.9),
+            ({"decay", "wd", "dropout", "p", "noise", "smoothing"}, 0.0),
         ]
-        table_int = [
-            (r"epoch", 2),
-            (r"accum", 2),
-            (r"interval|every", 1),
-            (r"batch_size|^bs$", BATCH),
-            (r"seed|rank|^i$|^idx$|^index$", 0),
-            (r"world_size", 1),
-            (r"classes", None),
+        ints = [
+            ({"epoch", "epochs"}, 2),
+            ({"accum", "accumulation"}, 2),
+            ({"interval", "every", "freq", "frequency"}, 1),
+            ({"bs", "batch"}, BATCH),
+            ({"seed", "rank", "i", "idx", "index"}, 0),
+            ({"world"}, 1),
         ]
-        value: Any = None
+        value: Any
         if kind is float:
-            value = next((v for pattern, v in table_float if re.search(pattern, lowered)), 0.5)
+            value = next((v for names, v in floats if tokens & names), 1.0)
+        elif "classes" in tokens:
+            value = int(self.shapes()["classes"])
         else:
-            for pattern, v in table_int:
-                if re.search(pattern, lowered):
-                    value = v if v is not None else int(self.shapes()["classes"])
-                    break
-            else:
-                value = 2
+            value = next((v for names, v in ints if tokens & names), 2)
         self.described[name] = repr(value)
         return value
 

@@ -152,6 +152,7 @@ class Probes:
         self._module_count: dict[str, int] = {}
         self._optimizers: dict[int, int] = {}
         self._pending: dict[int, torch.Tensor] = {}
+        self._ever_grad: set[int] = set()
         self._saved: list[tuple[weakref.ref, bool]] = []
         self._ctx_refs: list[weakref.ref] = []
         self.steps: list[dict[str, Any]] = []
@@ -303,6 +304,8 @@ class Probes:
             after = _snapshot(after)
             prior = before[id(leaf)]
             contribution = after if prior is None or prior.shape != after.shape else after - prior
+            if bool(contribution.abs().sum() > 0):
+                self._ever_grad.add(id(leaf))
             pending = self._pending.get(id(leaf))
             self._pending[id(leaf)] = contribution if pending is None else pending + contribution
         self._sample()
@@ -411,6 +414,10 @@ class Probes:
             if key in self._initial:
                 initial[name] = self._initial[key]
         return grads, values, initial
+
+    def ever_grad(self) -> list[str]:
+        """Leaves some backward pass gave a non-zero gradient (even if later cleared)."""
+        return sorted(self.name_of(key) for key in self._ever_grad if key in self._names)
 
     def step_records(self) -> list[dict[str, Any]]:
         return [

@@ -1,0 +1,435 @@
+"""Patch pairs modelled on real training / evaluation code: correct fixes are accepted,
+plausible wrong ones rejected, each under the contract its rule declares.
+
+All pairs run on one warm worker (module fixture); each verdict is checked for its
+verdict and for the evidence that justifies it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from autograd_fix.verification import Verifier, verify_pair
+
+AGF001 = ("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any")
+AGF002 = ("step_grads_match_contributions",)
+AGF003 = ("original_error_gone", "forward_values_equal", "gradients_match_finite_differences", "parameters_change_as_intended")
+AGF004 = ("original_error_gone", "gradcheck_passes")
+AGF005 = ("original_error_gone", "gradcheck_passes", "ctx_freed_without_gc")
+AGF006 = ("accumulated_values_equal", "outputs_equal", "retained_graph_not_higher", "retained_graph_lower_if_any")
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    with Verifier() as v:
+        yield v
+
+
+def run(verifier, original: str, rewritten: str, checks=None, **kw):
+    return verify_pair(textwrap.dedent(original), textwrap.dedent(rewritten), checks=checks, verifier=verifier, timeout=30, **kw)
+
+
+MODEL = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(10, 32)
+        self.fc2 = nn.Linear(32, 3)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+"""
+
+# -- AGF001: eval forward without no_grad ------------------------------------------------
+EVAL_ORIG = MODEL + """
+
+def evaluate(model, loader):
+    model.eval()
+    outputs = []
+    for x, y in loader:
+        outputs.append(model(x))
+    return torch.cat(outputs)
+"""
+EVAL_FIXED = MODEL + """
+
+def evaluate(model, loader):
+    model.eval()
+    outputs = []
+    with torch.no_grad():
+        for x, y in loader:
+            outputs.append(model(x))
+    return torch.cat(outputs)
+"""
+
+
+def test_eval_loop_wrapped_in_no_grad_is_accepted_with_lower_retained_graph(verifier):
+    verdict = run(verifier, EVAL_ORIG, EVAL_FIXED, AGF001, rule="AGF001")
+    assert verdict.verdict == "accepted", verdict.reason
+    (unit,) = verdict.units
+    assert unit.name == "evaluate" and unit.mode == "function"
+    orig = unit.evidence["original"]["measured"]["retained_graph_bytes"]
+    assert orig > 0 and unit.evidence["rewritten"]["measured"]["retained_graph_bytes"] == 0
+    assert "retained graph" in verdict.summary() and "-> 0 B" in verdict.summary()
+    assert unit.evidence["original"]["bound"]["model"] == "Net()"
+
+
+def test_decorated_eval_function_is_accepted(verifier):
+    fixed = EVAL_ORIG.replace("def evaluate", "@torch.no_grad()\ndef evaluate")
+    verdict = run(verifier, EVAL_ORIG, fixed, AGF001)
+    assert verdict.verdict == "accepted", verdict.reason
+
+
+EVAL_SCRIPT = MODEL + """
+
+model = Net()
+model.eval()
+data = [torch.randn(16, 10) for _ in range(5)]
+predictions = []
+for batch in data:
+    predictions.append(model(batch).argmax(dim=1))
+    logits = model(batch)
+print("done", len(predictions))
+"""
+
+
+def test_eval_script_wrapped_in_no_grad_is_accepted(verifier):
+    fixed = EVAL_SCRIPT.replace(
+        "for batch in data:\n    predictions.append(model(batch).argmax(dim=1))\n    logits = model(batch)",
+        "with torch.no_grad():\n    for batch in data:\n        predictions.append(model(batch).argmax(dim=1))\n        logits = model(batch)",
+    )
+    verdict = run(verifier, EVAL_SCRIPT, fixed, AGF001)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert verdict.units[0].mode == "script"
+    assert "done 5" in verdict.units[0].evidence["rewritten"]["stdout_tail"]
+
+
+SALIENCY = MODEL + """
+
+def saliency(model, image, target_class=1):
+    model.eval()
+    image = image.clone().requires_grad_(True)
+    score = model(image)[:, target_class].sum()
+    score.backward()
+    return image.grad.abs()
+"""
+
+
+def test_no_grad_around_saliency_is_rejected(verifier):
+    wrong = SALIENCY.replace(
+        "    score = model(image)[:, target_class].sum()\n    score.backward()",
+        "    with torch.no_grad():\n        score = model(image)[:, target_class].sum()\n    score.backward()",
+    )
+    verdict = run(verifier, SALIENCY, wrong, AGF001)
+    assert verdict.verdict == "rejected"
+    assert "does not require grad" in verdict.reason
+
+
+# -- AGF002: zero_grad placement ---------------------------------------------------------
+TRAIN_SCRIPT = MODEL + """
+
+torch.manual_seed(0)
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+batches = [(torch.randn(8, 10), torch.randint(0, 3, (8,))) for _ in range(4)]
+for epoch in range(2):
+    for x, y in batches:
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+    print(f"epoch {epoch} loss {loss.item():.4f}")
+"""
+
+
+def test_zero_grad_inserted_before_backward_is_accepted(verifier):
+    fixed = TRAIN_SCRIPT.replace("        loss = F.cross", "        optimizer.zero_grad()\n        loss = F.cross")
+    verdict = run(verifier, TRAIN_SCRIPT, fixed, AGF002, rule="AGF002")
+    assert verdict.verdict == "accepted", verdict.reason
+    evidence = verdict.units[0].evidence
+    assert evidence["original"]["stale_steps"] > 0 and evidence["rewritten"]["step_violations"] == 0
+    assert evidence["rewritten"]["measured"]["optimizer_steps"] == 8
+
+
+def test_zero_grad_after_step_is_accepted(verifier):
+    fixed = TRAIN_SCRIPT.replace("        optimizer.step()\n", "        optimizer.step()\n        optimizer.zero_grad()\n")
+    assert run(verifier, TRAIN_SCRIPT, fixed, AGF002).verdict == "accepted"
+
+
+def test_zero_grad_between_backward_and_step_is_rejected(verifier):
+    wrong = TRAIN_SCRIPT.replace("        optimizer.step()\n", "        optimizer.zero_grad()\n        optimizer.step()\n")
+    verdict = run(verifier, TRAIN_SCRIPT, wrong, AGF002)
+    assert verdict.verdict == "rejected"
+    assert "no gradient at step" in verdict.reason
+
+
+ACCUM = MODEL + """
+
+def train(model, loader, optimizer, criterion, accum_steps):
+    model.train()
+    for i, (x, y) in enumerate(loader * 2):
+        loss = criterion(model(x), y) / accum_steps
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+    return model
+"""
+
+
+def test_gradient_accumulation_zeroed_after_step_is_accepted(verifier):
+    fixed = ACCUM.replace(
+        "            optimizer.step()\n",
+        "            optimizer.step()\n            optimizer.zero_grad()\n",
+    ).replace("    model.train()\n", "    model.train()\n    optimizer.zero_grad()\n")
+    verdict = run(verifier, ACCUM, fixed, AGF002)
+    assert verdict.verdict == "accepted", verdict.reason
+    bound = verdict.units[0].evidence["rewritten"]["bound"]
+    assert bound["accum_steps"] == "2" and bound["criterion"] == "CrossEntropyLoss()"
+
+
+def test_zero_grad_every_micro_step_of_accumulation_is_rejected(verifier):
+    wrong = ACCUM.replace("        loss = criterion", "        optimizer.zero_grad()\n        loss = criterion")
+    verdict = run(verifier, ACCUM, wrong, AGF002)
+    assert verdict.verdict == "rejected"
+    assert "differs from the sum of contributions" in verdict.reason
+
+
+# -- AGF003: in-place on tensors autograd tracks -------------------------------------------
+MANUAL_SGD = MODEL + """
+
+def train(model, loader, lr):
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        for p in model.parameters():
+            p -= lr * p.grad
+            p.grad = None
+    return model
+"""
+
+
+def test_inplace_leaf_update_wrapped_in_no_grad_is_accepted(verifier):
+    fixed = MANUAL_SGD.replace(
+        "        for p in model.parameters():\n            p -= lr * p.grad\n            p.grad = None",
+        "        with torch.no_grad():\n            for p in model.parameters():\n                p -= lr * p.grad\n                p.grad = None",
+    )
+    verdict = run(verifier, MANUAL_SGD, fixed, AGF003)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "leaf Variable" in verdict.units[0].evidence["original"]["exception"]["message"]
+    assert "were updated" in verdict.reason
+
+
+def test_out_of_place_parameter_update_in_loop_is_rejected(verifier):
+    wrong = MANUAL_SGD.replace("            p -= lr * p.grad\n            p.grad = None", "            p = p - lr * p.grad")
+    verdict = run(verifier, MANUAL_SGD, wrong, AGF003)
+    assert verdict.verdict == "rejected"
+    assert "never changed" in verdict.reason
+
+
+ACTIVATION = """
+import torch
+
+
+def scaled_gate(x):
+    y = torch.sigmoid(x)
+    y.mul_(2)
+    return y * x
+"""
+
+
+def test_inplace_on_saved_output_made_out_of_place_is_accepted(verifier):
+    fixed = ACTIVATION.replace("    y.mul_(2)", "    y = y * 2")
+    verdict = run(verifier, ACTIVATION, fixed, AGF003)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "modified by an inplace operation" in verdict.units[0].evidence["original"]["exception"]["message"]
+    assert "gradients match finite differences" in verdict.reason
+
+
+def test_out_of_place_fix_with_wrong_formula_is_rejected(verifier):
+    wrong = ACTIVATION.replace("    y.mul_(2)", "    y = y * 2\n    y = y.detach()")
+    verdict = run(verifier, ACTIVATION, wrong, AGF003)
+    assert verdict.verdict == "rejected"
+    assert "finite differences" in verdict.reason or "gradcheck" in verdict.reason.lower() or "Jacobian" in verdict.reason
+
+
+# -- AGF004 / AGF005: custom autograd.Function ---------------------------------------------
+SCALE_FN = """
+import torch
+
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.factor
+"""
+
+
+def test_backward_padded_with_none_for_non_tensor_input_is_accepted(verifier):
+    fixed = SCALE_FN.replace("return grad_output * ctx.factor", "return grad_output * ctx.factor, None")
+    verdict = run(verifier, SCALE_FN, fixed, AGF004, rule="AGF004")
+    assert verdict.verdict == "accepted", verdict.reason
+    (unit,) = verdict.units
+    assert unit.name == "Scale"
+    assert "incorrect number of gradients" in unit.evidence["original"]["exception"]["message"]
+    assert unit.evidence["rewritten"]["gradcheck"]["passed"] is True
+
+
+MUL_FN = """
+import torch
+
+
+class Mul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return x * weight
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, weight = ctx.saved_tensors
+        return grad_output * weight
+"""
+
+
+def test_backward_padded_with_none_for_input_needing_grad_is_rejected(verifier):
+    wrong = MUL_FN.replace("return grad_output * weight", "return grad_output * weight, None")
+    verdict = run(verifier, MUL_FN, wrong, AGF004)
+    assert verdict.verdict == "rejected"
+    assert "gradcheck fails" in verdict.reason
+
+
+def test_backward_completed_correctly_is_accepted(verifier):
+    fixed = MUL_FN.replace("return grad_output * weight", "return grad_output * weight, grad_output * x")
+    assert run(verifier, MUL_FN, fixed, AGF004).verdict == "accepted"
+
+
+EXP_FN = """
+import torch
+
+
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        result = x.exp()
+        ctx.result = result
+        return result
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.result
+"""
+
+
+def test_ctx_attribute_moved_to_save_for_backward_is_accepted(verifier):
+    fixed = EXP_FN.replace("ctx.result = result", "ctx.save_for_backward(result)").replace(
+        "return grad_output * ctx.result", "(result,) = ctx.saved_tensors\n        return grad_output * result"
+    )
+    verdict = run(verifier, EXP_FN, fixed, AGF005)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert verdict.units[0].evidence["original"]["measured"]["ctx_freed_only_by_gc"] > 0
+    assert verdict.units[0].evidence["rewritten"]["measured"]["ctx_freed_only_by_gc"] == 0
+
+
+def test_gradcheck_catches_wrong_backward_formula_with_right_arity(verifier):
+    wrong = EXP_FN.replace("ctx.result = result", "ctx.save_for_backward(x)").replace(
+        "return grad_output * ctx.result", "(x,) = ctx.saved_tensors\n        return grad_output * x"
+    )
+    verdict = run(verifier, EXP_FN, wrong, AGF005)
+    assert verdict.verdict == "rejected"
+    assert "gradcheck fails" in verdict.reason
+
+
+# -- AGF006: history accumulated across iterations ------------------------------------------
+EPOCH = MODEL + """
+
+def train_epoch(model, loader, optimizer, criterion):
+    total_loss = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss
+    return total_loss / len(loader)
+"""
+
+
+def test_accumulated_loss_detached_is_accepted(verifier):
+    fixed = EPOCH.replace("total_loss += loss", "total_loss += loss.detach()")
+    verdict = run(verifier, EPOCH, fixed, AGF006, rule="AGF006")
+    assert verdict.verdict == "accepted", verdict.reason
+    evidence = verdict.units[0].evidence
+    assert evidence["original"]["measured"]["graph_nodes"] > evidence["rewritten"]["measured"]["graph_nodes"]
+
+
+def test_item_where_accumulator_is_backpropagated_is_rejected(verifier):
+    original = MODEL + """
+
+def multi_loss_step(model, loader, optimizer, criterion):
+    optimizer.zero_grad()
+    total = 0
+    for x, y in loader:
+        total += criterion(model(x), y)
+    total.backward()
+    optimizer.step()
+    return total.detach()
+"""
+    wrong = original.replace("total += criterion(model(x), y)", "total += criterion(model(x), y).item()")
+    verdict = run(verifier, original, wrong, AGF006)
+    assert verdict.verdict == "rejected"
+    assert "AttributeError" in verdict.reason
+
+
+def test_rewrite_that_changes_a_value_is_rejected(verifier):
+    changed = EPOCH.replace("return total_loss / len(loader)", "return total_loss.detach() / (len(loader) + 1)")
+    verdict = run(verifier, EPOCH, changed)
+    assert verdict.verdict == "rejected"
+    assert "differ" in verdict.reason
+
+
+# -- generic contract ------------------------------------------------------------------------
+def test_equivalent_refactor_is_accepted_under_the_generic_contract(verifier):
+    refactored = EPOCH.replace("        loss = criterion(model(x), y)\n", "        logits = model(x)\n        loss = criterion(logits, y)\n")
+    verdict = run(verifier, EPOCH, refactored)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert verdict.units[0].evidence["contract"] == "generic equivalence"
+
+
+def test_generic_contract_rejects_more_retained_graph(verifier):
+    verdict = run(verifier, EVAL_FIXED, EVAL_ORIG)
+    assert verdict.verdict == "rejected"
+    assert "higher" in verdict.reason
+
+
+def test_generic_contract_accepts_fix_of_autograd_error(verifier):
+    verdict = run(verifier, ACTIVATION, ACTIVATION.replace("    y.mul_(2)", "    y = y * 2"), None)
+    # no tensor needs grad without a rule saying so: both run clean, outputs equal
+    assert verdict.verdict == "accepted", verdict.reason
+
+
+def test_method_unit_forward_change(verifier):
+    changed = MODEL.replace("return self.fc2(torch.relu(self.fc1(x)))", "h = self.fc1(x)\n        return self.fc2(h.relu())")
+    verdict = run(verifier, MODEL, changed)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert verdict.units[0].name == "Net.forward"
+
+
+def test_unknown_check_is_unverified(verifier):
+    verdict = run(verifier, EVAL_ORIG, EVAL_FIXED, ("outputs_equal", "gradients_are_nice"))
+    assert verdict.verdict == "unverified"
+    assert "gradients_are_nice" in verdict.reason
+
+
+def test_identical_versions_need_no_run(verifier):
+    verdict = run(verifier, EVAL_ORIG, EVAL_ORIG + "\n# a comment\n")
+    assert verdict.verdict == "accepted" and verdict.units == ()
