@@ -133,6 +133,10 @@ class DeprecatedAutogradApi(Rule):
         super().__init__(context)
         #: enclosing `for` loops: (target names, the loop) innermost last
         self._loops: list[cst.For] = []
+        #: enclosing statement lists (module body, indented blocks), innermost last
+        self._blocks: list[cst.Module | cst.IndentedBlock] = []
+        #: `Variable(...)` calls already handled as a whole statement
+        self._handled: set[int] = set()
 
     # --- traversal -------------------------------------------------------------------
 
@@ -141,6 +145,45 @@ class DeprecatedAutogradApi(Rule):
 
     def leave_For(self, original_node: cst.For) -> None:
         self._loops.pop()
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._blocks.append(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._blocks.append(node)
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        self._blocks.pop()
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        """`x = Variable(x)` with `x` visibly grad-free: the whole line goes."""
+        if len(node.body) != 1 or not isinstance(node.body[0], cst.Assign) or not self._blocks:
+            return
+        assign = node.body[0]
+        call = assign.value
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+            return
+        if not (isinstance(call, cst.Call) and self.context.imports.qualified_name(call.func) in VARIABLE_NAMES):
+            return
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            return
+        data = call.args[0].value
+        if not (isinstance(data, cst.Name) and data.value == assign.targets[0].target.value and self._grad_free(data)):
+            return
+        body = list(self._blocks[-1].body)
+        index = next((i for i, s in enumerate(body) if s is node), None)
+        if index is None or index + 1 >= len(body):
+            return
+        following = body[index + 1]
+        moved = list(node.leading_lines)
+        if node.trailing_whitespace.comment is not None:
+            moved.append(cst.EmptyLine(comment=node.trailing_whitespace.comment))
+        edits = [Edit(node, lambda updated: cst.RemovalSentinel.REMOVE)]
+        if moved:
+            edits.append(Edit(following, lambda updated, m=tuple(moved): _with_leading(updated, m)))
+        self._handled.add(id(call))
+        fix = Fix(applicability=Applicability.SAFE, edits=tuple(edits), description=f"remove the no-op `{data.value} = Variable({data.value})`")
+        self.report(call, f"`Variable` is deprecated since PyTorch 0.4; `{data.value} = Variable({data.value})` does nothing here", fix)
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         decorator = node.decorator
@@ -158,7 +201,7 @@ class DeprecatedAutogradApi(Rule):
         target = _AMP.get(qualified)
         if target is not None:
             self._amp_call(node, target)
-        elif qualified in VARIABLE_NAMES:
+        elif qualified in VARIABLE_NAMES and id(node) not in self._handled:
             self._variable_call(node)
 
     # --- AMP -----------------------------------------------------------------------
@@ -221,13 +264,13 @@ class DeprecatedAutogradApi(Rule):
         if wants_grad:
             fresh = _fresh_factory(data, self.context.imports)
             replacement = "x.requires_grad_()" if fresh else "x.detach().requires_grad_()"
-            build = _requires_grad_builder(fresh)
+            build = _requires_grad_builder(fresh, self.context.imports)
         elif grad_free:
             replacement = "x"
-            build = _identity_builder()
+            build = _identity_builder(self.context.imports)
         else:
             replacement = "x.detach()"
-            build = _detach_builder()
+            build = _detach_builder(self.context.imports)
         fix = Fix(
             applicability=Applicability.SAFE,
             edits=(Edit(node, build),),
@@ -236,20 +279,24 @@ class DeprecatedAutogradApi(Rule):
         self.report(node, f"`Variable` is deprecated since PyTorch 0.4; this call is `{replacement}`", fix)
 
     def _grad_free(self, node: cst.BaseExpression) -> bool:
-        """Can `node` visibly not require grad (so `Variable(node)` is just `node`)?"""
-        imports = self.context.imports
-        root, links = method_chain(node)
-        # `x.data`, `x.detach()`, anywhere in the chain, and only conversions after it
-        for index in range(len(links) - 1, -1, -1):
-            name, call = links[index]
-            if (name == "data" and call is None) or (name == "detach" and call is not None):
-                return all(n in _CONVERSIONS and c is not None for n, c in links[index + 1:])
-        if not all(n in _CONVERSIONS and c is not None for n, c in links):
+        """Can `node` visibly not require grad (so `Variable(node)` is just `node`)?
+
+        A fresh torch factory call, a `.data` read, a `.detach()`, a loader batch, or
+        conversions (`.cuda()`, `.float()`, `.to(...)`) of one of those.
+        """
+        if _fresh_factory(node, self.context.imports):
+            return True
+        if isinstance(node, cst.Attribute) and node.attr.value == "data":
+            return True
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method == "detach" and not node.args:
+                return True
+            if method in _CONVERSIONS and self.context.imports.qualified_name(node.func) is None:
+                return self._grad_free(node.func.value)
             return False
-        if isinstance(root, cst.Call):
-            return _fresh_factory(root, imports)
-        if isinstance(root, cst.Name):
-            return self._is_batch_name(root.value)
+        if isinstance(node, cst.Name):
+            return self._is_batch_name(node.value)
         return False
 
     def _is_batch_name(self, name: str) -> bool:
@@ -595,6 +642,47 @@ scaler = torch.amp.GradScaler("cuda", enabled=True)
 target = teacher_out.data
 """,
         ),
+        # 12. volatile=False is a no-op: a fresh tensor needs no Variable at all
+        invalid(
+            """
+import torch
+from torch.autograd import Variable
+
+noise = Variable(torch.randn(16, 100).cuda(), volatile=False)
+""",
+            """
+import torch
+from torch.autograd import Variable
+
+noise = torch.randn(16, 100).cuda()
+""",
+        ),
+        # 13. `x = Variable(x)` on a loader batch is a no-op line: it goes (its comment stays)
+        invalid(
+            """
+import torch
+from torch.autograd import Variable
+
+def train(model, train_loader, optimizer):
+    for inputs, labels in train_loader:
+        # wrap for autograd
+        inputs = Variable(inputs)
+        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+""",
+            """
+import torch
+from torch.autograd import Variable
+
+def train(model, train_loader, optimizer):
+    for inputs, labels in train_loader:
+        # wrap for autograd
+        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+""",
+        ),
     ]
 
 
@@ -618,7 +706,7 @@ def _autocast_args_mappable(node: cst.Call) -> bool:
 
 
 def _rewrite_amp_call(updated: cst.CSTNode, target: _AmpTarget, imports: ImportIndex) -> cst.CSTNode:
-    if not isinstance(updated, cst.Call):
+    if not isinstance(updated, cst.Call) or imports.qualified_name(updated.func) not in _AMP:
         return updated
     func, _ = imports.expression_for(target.new)
     device = _device_string(target.device)
@@ -733,27 +821,38 @@ class _RebindChecker(cst.CSTVisitor):
             self.ok = False
 
 
-def _identity_builder():  # type: ignore[no-untyped-def]
+def _with_leading(updated: cst.CSTNode, moved: tuple[cst.EmptyLine, ...]) -> cst.CSTNode:
+    if not hasattr(updated, "leading_lines"):
+        return updated
+    return updated.with_changes(leading_lines=[*moved, *updated.leading_lines])  # type: ignore[attr-defined]
+
+
+def _still_variable(updated: cst.CSTNode, imports: ImportIndex) -> bool:
+    """The node is still the `Variable(...)` call (another rule may have rewritten it first)."""
+    return isinstance(updated, cst.Call) and bool(updated.args) and imports.qualified_name(updated.func) in VARIABLE_NAMES
+
+
+def _identity_builder(imports: ImportIndex):  # type: ignore[no-untyped-def]
     def build(updated: cst.CSTNode) -> cst.CSTNode:
-        if not isinstance(updated, cst.Call) or not updated.args:
+        if not _still_variable(updated, imports):
             return updated
         return parenthesized(updated.args[0].value.with_changes())
 
     return build
 
 
-def _detach_builder():  # type: ignore[no-untyped-def]
+def _detach_builder(imports: ImportIndex):  # type: ignore[no-untyped-def]
     def build(updated: cst.CSTNode) -> cst.CSTNode:
-        if not isinstance(updated, cst.Call) or not updated.args:
+        if not _still_variable(updated, imports):
             return updated
         return method_call(updated.args[0].value, "detach")
 
     return build
 
 
-def _requires_grad_builder(fresh: bool):  # type: ignore[no-untyped-def]
+def _requires_grad_builder(fresh: bool, imports: ImportIndex):  # type: ignore[no-untyped-def]
     def build(updated: cst.CSTNode) -> cst.CSTNode:
-        if not isinstance(updated, cst.Call) or not updated.args:
+        if not _still_variable(updated, imports):
             return updated
         receiver = updated.args[0].value
         if not fresh:

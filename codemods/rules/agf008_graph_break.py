@@ -1,0 +1,940 @@
+"""AGF008 graph-break: losses re-wrapped into fresh leaves, copies and numpy round trips."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from autograd_fix.codemods.dataflow import assigned_names, read_names
+from autograd_fix.codemods.expressions import method_chain, parenthesized
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
+from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.tracking import TrackingAnalysis
+
+VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+#: torch calls that copy a value into a new tensor with no history
+COPY_CALLS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor"})
+#: tensor methods/attributes that cut the history (their result has no grad_fn)
+BREAKING_LINKS = frozenset({"item", "data", "detach", "numpy", "tolist"})
+#: links that only copy or move (no extra break, but a fix must drop them too)
+COPY_LINKS = frozenset({"clone", "cpu", "cuda", "to", "float", "double", "contiguous"})
+#: chains whose value is exactly the tensor's (a fix may use the tensor itself)
+_FIXABLE_CHAINS = frozenset(
+    {("item",), ("data",), ("detach",), ("clone", "detach"), ("detach", "clone"), ("data", "clone"), ("data", "detach"), ()}
+)
+#: receivers of `.backward(loss)` that run the backward of their argument
+_BACKWARD_RUNNER_TOKENS = frozenset({"accelerator", "fabric", "engine", "deepspeed", "manual"})
+#: callees whose result is (part of) the graph: models, criteria
+_GRAPH_CALLEE_TOKENS = frozenset(
+    {"model", "net", "network", "encoder", "decoder", "backbone", "head", "classifier", "generator",
+     "discriminator", "criterion", "loss", "policy", "critic", "actor", "self"}
+)
+
+
+@dataclass
+class _Line:
+    """A simple statement of one scope, where it sits, and what is known there."""
+
+    node: cst.SimpleStatementLine
+    block: list[cst.BaseStatement]
+    index: int
+    grad_disabled: bool
+
+
+@dataclass
+class _Scope:
+    node: cst.Module | cst.FunctionDef
+    lines: list[_Line] = field(default_factory=list)
+
+
+class GraphBreak(Rule):
+    """
+    ## What it does
+    Finds losses whose gradient path is cut before `backward()`: a loss re-wrapped into a
+    fresh leaf (`torch.tensor(loss.item(), requires_grad=True)`,
+    `Variable(loss.data, requires_grad=True)`, `loss.detach().requires_grad_()`) and then
+    backpropagated, a tracked tensor copied with `torch.tensor(t)`, and numpy round trips
+    (`torch.from_numpy(out.detach().cpu().numpy())`) inside a loss computation. Where the
+    re-wrapped value is the loss tensor itself, the fix uses that tensor.
+
+    ## Why is this bad?
+    `.item()`, `.data`, `.detach()`, `.numpy()` and `torch.tensor(t)` return values with
+    no history. Re-wrapping one with `requires_grad=True` makes a brand-new leaf: its
+    `backward()` runs without any error and stops right there, so every parameter's
+    `.grad` stays `None` and the optimizer never changes the model. The usual story: the
+    loss "does not require grad" after a break upstream, and `requires_grad=True` silences
+    the error instead of fixing it.
+
+    ## Example
+    ```python
+    loss = criterion(model(x), y)
+    loss = torch.tensor(loss.item(), requires_grad=True)
+    loss.backward()
+    ```
+
+    ## Use instead
+    ```python
+    loss = criterion(model(x), y)
+    loss.backward()
+    ```
+
+    ## Fix safety
+    Unsafe: the fix makes gradients reach the parameters, so training changes (that is
+    its purpose). It applies only when the re-wrapped value is backpropagated directly
+    (`loss.backward()`, `scaler.scale(loss).backward()`, `manual_backward(loss)`, the
+    `training_step` return) and never used for its own `.grad`, when the wrapped value is
+    exactly the loss tensor (`loss.item()`, `loss.data`, `loss.detach()`, with or without
+    `.clone()`), when no `dtype=` conversion is asked for, and when nothing in view cuts
+    the loss's own history: its definition in the same scope contains no
+    `.item()`/`.detach()`/`.data`/`.numpy()`/`torch.tensor(...)`, and neither it nor the
+    re-wrap runs under `no_grad`. `x = x.detach().requires_grad_()` on an input (PGD
+    attacks, saliency) is not a loss and is never reported. Report-only:
+    `torch.tensor(t)` of a tracked tensor in a loss (`t.detach().clone()` keeps the copy
+    semantics but is still a break: a person decides whether gradient should flow),
+    numpy round trips (the numpy code must be ported to torch), sums of `.item()`s, and
+    re-wraps whose loss definition is not in view.
+
+    ## Verification
+    The rewritten run's loss values equal the original's; its parameters get non-None
+    gradients (the original leaves every parameter's `.grad` None), and those gradients
+    match finite differences of the loss.
+    """
+
+    code = "AGF008"
+    name = "graph-break"
+    safety = Applicability.UNSAFE
+    message = "the loss's gradient path is cut before backward()"
+    triggers = ("backward", "training_step")
+    contract = Contract(
+        description="loss values equal; the rewritten run gives parameters non-None gradients (the original "
+        "leaves every parameter's .grad None) that match finite differences of the loss",
+        checks=("outputs_equal", "gradients_match_finite_differences"),
+    )
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        imports = self.context.imports
+        analysis = TrackingAnalysis.build(node, imports)
+        for scope in _collect_scopes(node, analysis):
+            _ScopeCheck(self, scope, analysis).run()
+        return False
+
+    VALID = [
+        # 1. PGD attack: the input is re-wrapped on purpose, the loss is a real one
+        valid(
+            """
+import torch
+import torch.nn.functional as F
+
+def pgd(model, x, y, eps, alpha, steps):
+    x_adv = x.detach().clone().requires_grad_(True)
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x_adv), y)
+        loss.backward()
+        x_adv = (x_adv + alpha * x_adv.grad.sign()).clamp(x - eps, x + eps).detach().requires_grad_(True)
+    return x_adv
+"""
+        ),
+        # 2. logging the loss value (not backpropagated)
+        valid(
+            """
+import torch
+
+def train_step(model, x, y, optimizer, history):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    history.append(torch.tensor(loss.item()))
+"""
+        ),
+        # 3. a learnable temperature created from a config value
+        valid(
+            """
+import torch
+
+class Contrastive(torch.nn.Module):
+    def __init__(self, init_t):
+        super().__init__()
+        self.log_t = torch.nn.Parameter(torch.tensor(init_t).log())
+"""
+        ),
+        # 4. targets via numpy: the target carries no gradient anyway
+        valid(
+            """
+import numpy as np
+import torch
+
+def train_step(model, x, labels_np, optimizer):
+    target = torch.from_numpy(np.asarray(labels_np)).long()
+    loss = torch.nn.functional.cross_entropy(model(x), target)
+    loss.backward()
+    optimizer.step()
+"""
+        ),
+        # 5. a saliency map: gradient w.r.t. a detached copy of the input is the goal
+        valid(
+            """
+import torch
+
+def saliency(model, image, label):
+    image = image.detach().requires_grad_()
+    score = model(image)[0, label]
+    score.backward()
+    return image.grad.abs()
+"""
+        ),
+        # 6. the leaf's own gradient is read: a test of backward
+        valid(
+            """
+import torch
+
+def test_backward_of_scalar(value):
+    leaf = torch.tensor(value.item(), requires_grad=True)
+    leaf.backward()
+    assert leaf.grad == 1.0
+"""
+        ),
+        # 7. a user function named tensor, not torch's
+        valid(
+            """
+from mylib import tensor
+
+def step(loss):
+    loss = tensor(loss.item(), requires_grad=True)
+    loss.backward()
+"""
+        ),
+        # 8. intentional stop-gradient with detach (no copy, no rewrap)
+        valid(
+            """
+import torch
+
+def byol_loss(online, target_net, x1, x2):
+    with torch.no_grad():
+        z = target_net(x2)
+    p = online(x1)
+    loss = 2 - 2 * torch.nn.functional.cosine_similarity(p, z.detach(), dim=-1).mean()
+    loss.backward()
+"""
+        ),
+        # 9. the rewrapped value goes through the model (meta-learning style), not a loss
+        valid(
+            """
+import torch
+
+def inner_step(model, x, y):
+    w = torch.tensor(model.scale.item(), requires_grad=True)
+    out = model(x) * w
+    loss = (out - y).pow(2).mean()
+    loss.backward()
+    return w.grad
+"""
+        ),
+    ]
+
+    INVALID = [
+        # 1. the classic: torch.tensor(loss.item(), requires_grad=True)
+        invalid(
+            """
+import torch
+
+def train(model, loader, optimizer, criterion):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        # make backward happy
+        loss = torch.tensor(loss.item(), requires_grad=True)
+        loss.backward()
+        optimizer.step()
+""",
+            """
+import torch
+
+def train(model, loader, optimizer, criterion):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        # make backward happy
+        loss.backward()
+        optimizer.step()
+""",
+        ),
+        # 2. Variable(loss.data, requires_grad=True) around the criterion call
+        invalid(
+            """
+import torch
+from torch.autograd import Variable
+
+def train_step(net, images, labels, optimizer, criterion):
+    optimizer.zero_grad()
+    loss = Variable(criterion(net(images), labels).data, requires_grad=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+""",
+            """
+import torch
+from torch.autograd import Variable
+
+def train_step(net, images, labels, optimizer, criterion):
+    optimizer.zero_grad()
+    loss = criterion(net(images), labels)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+""",
+        ),
+        # 3. detach().requires_grad_() on a new name, AMP scaler backward
+        invalid(
+            """
+import torch
+
+def step(model, batch, optimizer, scaler):
+    with torch.autocast("cpu"):
+        raw = model(batch).mean()
+    total = raw.detach().requires_grad_()
+    scaler.scale(total).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+            """
+import torch
+
+def step(model, batch, optimizer, scaler):
+    with torch.autocast("cpu"):
+        raw = model(batch).mean()
+    total = raw
+    scaler.scale(total).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""",
+        ),
+        # 4. Lightning training_step returning a re-wrapped loss (clone().detach())
+        invalid(
+            """
+import torch
+import pytorch_lightning as pl
+
+class Lit(pl.LightningModule):
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self(x), y)
+        return loss.clone().detach().requires_grad_(True)
+""",
+            """
+import torch
+import pytorch_lightning as pl
+
+class Lit(pl.LightningModule):
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self(x), y)
+        return loss
+""",
+        ),
+        # 5. backward called on the rewrap directly, with device=, alias import
+        invalid(
+            """
+import torch as T
+
+def update(model, x, y, opt, device):
+    loss = (model(x) - y).abs().mean()
+    T.tensor(loss.item(), requires_grad=True, device=device).backward()
+    opt.step()
+""",
+            """
+import torch as T
+
+def update(model, x, y, opt, device):
+    loss = (model(x) - y).abs().mean()
+    loss.backward()
+    opt.step()
+""",
+        ),
+        # 6. the loss itself came from numpy: report only (the fix would raise)
+        invalid(
+            """
+import torch
+
+def train_step(model, x, target, optimizer, dice_np):
+    pred = model(x)
+    loss = torch.tensor(dice_np(pred.detach().cpu().numpy(), target.numpy()))
+    loss = torch.tensor(loss.item(), requires_grad=True)
+    loss.backward()
+    optimizer.step()
+"""
+        ),
+        # 7. torch.tensor(model_output) copied inside the loss: report only
+        invalid(
+            """
+import torch
+from torch import nn
+
+def train(loader, optimizer):
+    net = nn.Linear(4, 1)
+    for x, y in loader:
+        out = net(x)
+        loss = (torch.tensor(out) - y).pow(2).mean() + out.abs().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+        ),
+        # 8. numpy round trip of the model output inside the loss: report only
+        invalid(
+            """
+import torch
+from torch import nn
+
+model = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in batches:
+    out = model(x)
+    smoothed = torch.from_numpy(smooth(out.detach().cpu().numpy()))
+    loss = ((smoothed - y) ** 2).mean() + 0.1 * out.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+        ),
+        # 9. a sum of .item()s re-wrapped: report only (which terms? a person decides)
+        invalid(
+            """
+import torch
+
+def step(model, x, y, optimizer):
+    l1 = (model(x) - y).abs().mean()
+    l2 = model(x).pow(2).mean()
+    loss = torch.tensor(l1.item() + 0.1 * l2.item(), requires_grad=True)
+    loss.backward()
+    optimizer.step()
+"""
+        ),
+        # 10. a rewrap whose loss is computed under no_grad: report only
+        invalid(
+            """
+import torch
+
+def step(model, x, y, optimizer):
+    with torch.no_grad():
+        loss = (model(x) - y).pow(2).mean()
+    loss = loss.detach().requires_grad_()
+    loss.backward()
+    optimizer.step()
+"""
+        ),
+    ]
+
+
+# --- scopes and lines ------------------------------------------------------------------
+
+
+def _collect_scopes(module: cst.Module, analysis: TrackingAnalysis) -> list[_Scope]:
+    scopes: list[_Scope] = []
+    _walk_scope(_Scope(module), module.body, scopes, analysis)
+    return scopes
+
+
+def _walk_scope(scope: _Scope, body, scopes: list[_Scope], analysis: TrackingAnalysis) -> None:  # type: ignore[no-untyped-def]
+    scopes.append(scope)
+    _walk_block(scope, body, scopes, analysis)
+
+
+def _walk_block(scope: _Scope, statements, scopes: list[_Scope], analysis: TrackingAnalysis) -> None:  # type: ignore[no-untyped-def]
+    for index, statement in enumerate(statements):
+        if isinstance(statement, cst.SimpleStatementLine):
+            position = analysis.position(statement)
+            disabled = position.grad_disabled if position is not None else True
+            scope.lines.append(_Line(statement, statements, index, disabled))
+        elif isinstance(statement, cst.FunctionDef):
+            if isinstance(statement.body, cst.IndentedBlock):
+                _walk_scope(_Scope(statement), statement.body.body, scopes, analysis)
+        elif isinstance(statement, cst.ClassDef):
+            if isinstance(statement.body, cst.IndentedBlock):
+                for item in statement.body.body:
+                    if isinstance(item, cst.FunctionDef) and isinstance(item.body, cst.IndentedBlock):
+                        _walk_scope(_Scope(item), item.body.body, scopes, analysis)
+        else:
+            for block in _child_blocks(statement):
+                _walk_block(scope, block, scopes, analysis)
+
+
+def _child_blocks(statement: cst.CSTNode) -> list:  # type: ignore[type-arg]
+    blocks = []
+    for child in statement.children:
+        if isinstance(child, cst.IndentedBlock):
+            blocks.append(child.body)
+        elif isinstance(child, (cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler)):
+            blocks.extend(_child_blocks(child))
+        elif isinstance(child, cst.If):
+            blocks.extend(_child_blocks(child))
+    return blocks
+
+
+# --- the per-scope check ---------------------------------------------------------------
+
+
+class _ScopeCheck:
+    def __init__(self, rule: GraphBreak, scope: _Scope, analysis: TrackingAnalysis) -> None:
+        self.rule = rule
+        self.scope = scope
+        self.analysis = analysis
+        self.imports = rule.context.imports
+        self.training_step = isinstance(scope.node, cst.FunctionDef) and scope.node.name.value == "training_step"
+
+    def run(self) -> None:
+        sinks = self._sink_names()
+        if not sinks and not self._any_direct_sink():
+            return
+        grad_read = self._grad_read_names()
+        slice_names = self._backward_slice(sinks)
+        for position, line in enumerate(self.scope.lines):
+            finder = _CallFinder()
+            line.node.visit(finder)
+            reported: set[int] = set()
+            for call in finder.calls:
+                rewrap = _parse_rewrap(call, self.imports)
+                if rewrap is not None:
+                    reported.add(id(call))
+                    self._check_rewrap(call, rewrap, line, position, grad_read)
+            if not self._in_loss(line, slice_names):
+                continue
+            for call in finder.calls:
+                if id(call) in reported or not self._is_copy_call(call):
+                    continue
+                self._check_copy(call, line, position)
+
+    # -- re-wrapped losses ---------------------------------------------------------------
+
+    def _check_rewrap(self, call: cst.Call, rewrap: "_Rewrap", line: _Line, position: int, grad_read: set[str]) -> None:
+        use = self._loss_use(call, line, position)
+        if use is None:
+            return
+        target_name, direct = use
+        if target_name is not None and target_name in grad_read:
+            return
+        message = (
+            f"`{_code(call)}` makes a new leaf from the loss's value: backward() stops there and every "
+            "parameter's .grad stays None"
+        )
+        tensor = rewrap.tensor
+        fixable = (
+            rewrap.links in _FIXABLE_CHAINS
+            and not rewrap.converts
+            and not line.grad_disabled
+            and not _has_break(tensor, self.imports)
+            and self._history_in_view(tensor, position)
+        )
+        if not fixable:
+            self.rule.report(call, message + f"; backpropagate the loss tensor itself")
+            return
+        assert tensor is not None
+        removal = self._removal_edits(line, target_name, tensor) if not direct else None
+        if removal is not None:
+            edits = removal
+        else:
+            edits = (Edit(call, lambda updated, t=tensor, d=direct: _replace_call(updated, t, d)),)
+        fix = Fix(
+            applicability=Applicability.UNSAFE,
+            edits=edits,
+            description=f"backpropagate `{_code(tensor)}` itself",
+        )
+        self.rule.report(call, message + f"; use `{_code(tensor)}` itself", fix)
+
+    def _loss_use(self, call: cst.Call, line: _Line, position: int) -> tuple[str | None, bool] | None:
+        """(name the rewrap is bound to, used directly) when the rewrap is backpropagated."""
+        for small in line.node.body:
+            if isinstance(small, cst.Expr) and _sink_of_expression(small.value, self.imports) is call:
+                return None, True
+            if isinstance(small, cst.Return) and small.value is call and self.training_step:
+                return None, True
+            if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
+                target = small.targets[0].target
+                if isinstance(target, cst.Name) and self._backpropagated_later(target.value, position):
+                    return target.value, False
+        return None
+
+    def _backpropagated_later(self, name: str, position: int) -> bool:
+        for line in self.scope.lines[position + 1:]:
+            for small in line.node.body:
+                sink = _statement_sink(small, self.imports, self.training_step)
+                if isinstance(sink, cst.Name) and sink.value == name:
+                    return True
+            if name in assigned_names(line.node):
+                return False
+        return False
+
+    def _history_in_view(self, tensor: cst.BaseExpression | None, position: int) -> bool:
+        """The loss's own definition is in this scope, unbroken and with grad on."""
+        if tensor is None:
+            return False
+        if not isinstance(tensor, cst.Name):
+            return True  # an expression in place (checked by `_has_break`)
+        for line in reversed(self.scope.lines[:position]):
+            for small in line.node.body:
+                value = _assigned_value(small, tensor.value)
+                if value is not None:
+                    return not line.grad_disabled and not _has_break(value, self.imports)
+            if tensor.value in assigned_names(line.node):
+                return False  # bound some other way (unpacking, a for target): not in view
+        return False
+
+    def _removal_edits(self, line: _Line, target: str | None, tensor: cst.BaseExpression) -> tuple[Edit, ...] | None:
+        """`loss = torch.tensor(loss.item(), ...)` -> drop the line (comments move down)."""
+        if target is None or not (isinstance(tensor, cst.Name) and tensor.value == target):
+            return None
+        if len(line.node.body) != 1 or line.index + 1 >= len(line.block):
+            return None
+        following = line.block[line.index + 1]
+        comments = list(line.node.leading_lines)
+        trailing = line.node.trailing_whitespace.comment
+        if trailing is not None:
+            comments.append(cst.EmptyLine(comment=trailing))
+        edits = [Edit(line.node, lambda updated: cst.RemovalSentinel.REMOVE)]
+        if comments:
+            edits.append(Edit(following, lambda updated, moved=tuple(comments): _with_leading(updated, moved)))
+        return tuple(edits)
+
+    # -- copies and numpy round trips in a loss ------------------------------------------
+
+    def _is_copy_call(self, call: cst.Call) -> bool:
+        return self.imports.qualified_name(call.func) in COPY_CALLS and bool(call.args)
+
+    def _check_copy(self, call: cst.Call, line: _Line, position: int) -> None:
+        if line.grad_disabled:
+            return
+        argument = call.args[0].value
+        numpy_roots = _numpy_roots(argument)
+        numpy = bool(numpy_roots)
+        root, links = numpy_roots[0] if numpy else method_chain(argument)
+        names = [name for name, _ in links]
+        if self.imports.qualified_name(call.func) == "torch.from_numpy" and not numpy:
+            return
+        if any(a.keyword is not None and a.keyword.value == "requires_grad" for a in call.args):
+            return
+        if not self._graph_value(root, line, position):
+            return
+        if numpy:
+            message = (
+                f"`{_code(call)}` goes through numpy inside a loss: no gradient flows back into "
+                f"`{_code(root)}`; compute this part with torch ops (or `.detach()` it if the stop-gradient is "
+                "intended)"
+            )
+        elif not names or names[-1] not in BREAKING_LINKS:
+            message = (
+                f"`{_code(call)}` copies a tracked tensor without its history inside a loss: no gradient flows "
+                f"back into `{_code(root)}`; use the tensor itself (or `.detach().clone()` if a stop-gradient "
+                "copy is intended)"
+            )
+        else:
+            return  # an explicit detach/item before the copy: the author chose the stop-gradient
+        self.rule.report(call, message)
+
+    def _graph_value(self, root: cst.BaseExpression, line: _Line, position: int) -> bool:
+        """Is `root` a tracked tensor (tracking analysis) or a model/criterion output in view?"""
+        if self.analysis.tracked(root, line.node) is not None:
+            return True
+        if not isinstance(root, cst.Name):
+            return False
+        for earlier in reversed(self.scope.lines[:position]):
+            for small in earlier.node.body:
+                value = _assigned_value(small, root.value)
+                if value is not None:
+                    return not earlier.grad_disabled and _is_graph_call(value, self.imports)
+            if root.value in assigned_names(earlier.node):
+                return False
+        return False
+
+    def _in_loss(self, line: _Line, slice_names: set[str]) -> bool:
+        for small in line.node.body:
+            if _statement_sink(small, self.imports, self.training_step) is not None:
+                return True
+            if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and assigned_names(small) & slice_names:
+                return True
+        return False
+
+    # -- scope facts ---------------------------------------------------------------------
+
+    def _sink_names(self) -> set[str]:
+        names: set[str] = set()
+        for line in self.scope.lines:
+            for small in line.node.body:
+                sink = _statement_sink(small, self.imports, self.training_step)
+                if sink is not None:
+                    names |= read_names(sink) if not isinstance(sink, cst.Name) else {sink.value}
+        return names
+
+    def _any_direct_sink(self) -> bool:
+        return any(
+            _statement_sink(small, self.imports, self.training_step) is not None
+            for line in self.scope.lines
+            for small in line.node.body
+        )
+
+    def _backward_slice(self, sinks: set[str]) -> set[str]:
+        """Names whose values flow into a backpropagated value (order-insensitive closure)."""
+        result = set(sinks)
+        changed = True
+        while changed:
+            changed = False
+            for line in self.scope.lines:
+                for small in line.node.body:
+                    if not isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                        continue
+                    if assigned_names(small) & result:
+                        value = small.value
+                        extra = read_names(value) - result if value is not None else set()
+                        if extra:
+                            result |= extra
+                            changed = True
+        return result
+
+    def _grad_read_names(self) -> set[str]:
+        finder = _GradReadFinder()
+        for line in self.scope.lines:
+            line.node.visit(finder)
+        return finder.names
+
+
+# --- re-wrap parsing -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Rewrap:
+    #: the tensor whose value was re-wrapped (None: not a single tensor, e.g. a sum)
+    tensor: cst.BaseExpression | None
+    #: breaking/copying links between the tensor and the re-wrap, in order
+    links: tuple[str, ...]
+    #: a dtype conversion or a device move is part of the re-wrap
+    converts: bool
+
+
+def _parse_rewrap(call: cst.Call, imports: ImportIndex) -> _Rewrap | None:
+    """`torch.tensor(x.item(), requires_grad=True)`, `Variable(x.data, requires_grad=True)`,
+    `x.detach().requires_grad_()`: the re-wrapped tensor and how it was cut."""
+    qualified = imports.qualified_name(call.func)
+    if qualified in {"torch.tensor"} | VARIABLE_NAMES:
+        if not _keyword_true(call, "requires_grad") or not call.args or call.args[0].keyword is not None:
+            return None
+        if any(a.keyword is None for a in call.args[1:]) or any(a.star for a in call.args):
+            return None
+        converts = any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args)
+        if qualified in VARIABLE_NAMES and any(
+            a.keyword is not None and a.keyword.value not in {"requires_grad"} for a in call.args
+        ):
+            converts = True
+        return _unwrap(call.args[0].value, imports, converts, wrapped_in_copy=True)
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
+        if call.args and not (len(call.args) == 1 and _is_true(call.args[0].value)):
+            return None
+        receiver = call.func.value
+        rewrap = _unwrap(receiver, imports, False, wrapped_in_copy=False)
+        if rewrap is None or not (set(rewrap.links) & {"detach", "data", "item", "numpy", "tolist"} or rewrap.converts):
+            return None
+        return rewrap
+    return None
+
+
+def _unwrap(node: cst.BaseExpression, imports: ImportIndex, converts: bool, wrapped_in_copy: bool) -> _Rewrap | None:
+    """Strip breaking and copying links (and copy calls) off `node` down to the tensor."""
+    links: list[str] = []
+    current = node
+    while True:
+        if isinstance(current, cst.Call) and imports.qualified_name(current.func) in COPY_CALLS:
+            if not current.args or current.args[0].keyword is not None:
+                return None
+            converts = True
+            current = current.args[0].value
+            continue
+        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and not current.args:
+            name = current.func.attr.value
+            if name in BREAKING_LINKS or name in COPY_LINKS:
+                links.append(name)
+                current = current.func.value
+                continue
+        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and current.func.attr.value == "to":
+            links.append("to")
+            current = current.func.value
+            continue
+        if isinstance(current, cst.Attribute) and current.attr.value == "data":
+            links.append("data")
+            current = current.value
+            continue
+        break
+    links.reverse()
+    if not links and not wrapped_in_copy:
+        return None
+    if _is_expression_of_items(current):
+        return _Rewrap(None, tuple(links), converts)
+    if any(link in {"cpu", "cuda", "to", "float", "double", "numpy", "tolist"} for link in links):
+        converts = True
+    return _Rewrap(current, tuple(links), converts)
+
+
+def _numpy_roots(node: cst.BaseExpression) -> list[tuple[cst.BaseExpression, list[tuple[str, cst.Call | None]]]]:
+    """Every `x.<...>.numpy()` in `node`: its root `x` and the links up to `.numpy()`."""
+    finder = _CallFinder()
+    node.visit(finder)
+    roots = []
+    for call in finder.calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "numpy" and not call.args:
+            roots.append(method_chain(call))
+    return roots
+
+
+def _is_expression_of_items(node: cst.BaseExpression) -> bool:
+    """`l1.item() + 0.1 * l2.item()`: not one tensor."""
+    return isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.List, cst.Tuple))
+
+
+# --- sinks -----------------------------------------------------------------------------
+
+
+def _statement_sink(small: cst.BaseSmallStatement, imports: ImportIndex, training_step: bool) -> cst.BaseExpression | None:
+    """The expression a statement backpropagates (`loss` in `loss.backward()`), if any."""
+    if isinstance(small, cst.Expr):
+        return _sink_of_expression(small.value, imports)
+    if isinstance(small, cst.Return) and training_step and small.value is not None:
+        value = small.value
+        if isinstance(value, cst.Dict):
+            for element in value.elements:
+                if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                    if element.key.evaluated_value == "loss":
+                        return element.value
+            return None
+        return value
+    return None
+
+
+def _sink_of_expression(node: cst.BaseExpression, imports: ImportIndex) -> cst.BaseExpression | None:
+    if not isinstance(node, cst.Call):
+        return None
+    qualified = imports.qualified_name(node.func)
+    if qualified in {"torch.autograd.backward", "torch.autograd.grad"} and node.args:
+        return node.args[0].value
+    if not isinstance(node.func, cst.Attribute):
+        return None
+    method = node.func.attr.value
+    if method == "manual_backward" and node.args:
+        return node.args[0].value
+    if method != "backward":
+        return None
+    receiver = node.func.value
+    receiver_name = dotted_name(receiver) or ""
+    if node.args and set(name_tokens(receiver_name.replace(".", "_"))) & _BACKWARD_RUNNER_TOKENS:
+        return node.args[0].value
+    # `scaler.scale(loss).backward()`
+    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
+        if len(receiver.args) == 1:
+            return receiver.args[0].value
+    return receiver
+
+
+# --- small helpers ---------------------------------------------------------------------
+
+
+def _keyword_true(call: cst.Call, name: str) -> bool:
+    return any(a.keyword is not None and a.keyword.value == name and _is_true(a.value) for a in call.args)
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _code(node: cst.CSTNode) -> str:
+    text = cst.Module(body=[]).code_for_node(node)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _assigned_value(small: cst.BaseSmallStatement, name: str) -> cst.BaseExpression | None:
+    if isinstance(small, cst.Assign) and any(
+        isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
+    ):
+        return small.value
+    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
+        return small.value
+    if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
+        return small.value
+    return None
+
+
+def _has_break(node: cst.CSTNode | None, imports: ImportIndex) -> bool:
+    """Does `node` contain a history-cutting op (`.item()`, `.detach()`, `.data`, numpy, copies)?"""
+    if node is None:
+        return True
+    finder = _BreakFinder(imports)
+    node.visit(finder)
+    return finder.found
+
+
+class _BreakFinder(cst.CSTVisitor):
+    def __init__(self, imports: ImportIndex) -> None:
+        super().__init__()
+        self.imports = imports
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.imports.qualified_name(node.func)
+        if qualified in COPY_CALLS or qualified in VARIABLE_NAMES:
+            self.found = True
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in BREAKING_LINKS | {"requires_grad_"}:
+            self.found = True
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "data":
+            self.found = True
+
+
+def _is_graph_call(value: cst.BaseExpression, imports: ImportIndex) -> bool:
+    """`model(x)`, `self.net(x)`, `criterion(out, y)`: an in-file callable, not an API."""
+    if not isinstance(value, cst.Call):
+        return False
+    if imports.qualified_name(value.func) is not None:
+        return False
+    callee = dotted_name(value.func)
+    if callee is None:
+        return False
+    tokens = set(name_tokens(callee.rsplit(".", 1)[-1]))
+    return bool(tokens & _GRAPH_CALLEE_TOKENS)
+
+
+class _CallFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[cst.Call] = []
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+
+class _GradReadFinder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "grad" and isinstance(node.value, cst.Name):
+            self.names.add(node.value.value)
+
+
+def _replace_call(updated: cst.CSTNode, tensor: cst.BaseExpression, direct: bool) -> cst.CSTNode:
+    """The re-wrap call becomes the tensor (left alone if another fix already rewrote it)."""
+    if not isinstance(updated, cst.Call):
+        return updated
+    func = updated.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    if name not in {"tensor", "Variable", "requires_grad_"}:
+        return updated
+    return parenthesized(tensor) if direct else tensor
+
+
+def _with_leading(updated: cst.CSTNode, moved: tuple[cst.EmptyLine, ...]) -> cst.CSTNode:
+    if not hasattr(updated, "leading_lines"):
+        return updated
+    return updated.with_changes(leading_lines=[*moved, *updated.leading_lines])  # type: ignore[attr-defined]
