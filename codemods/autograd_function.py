@@ -515,6 +515,8 @@ class TensorFacts:
         if isinstance(node, cst.Call):
             function = self._torch_function(node)
             if function is not None:
+                if function == "where":  # where(cond) is a tuple; where(cond, a, b) one tensor
+                    return len(node.args) == 3
                 return function not in NOT_ONE_TENSOR and not function[:1].isupper()
             if isinstance(node.func, cst.Attribute):
                 method = node.func.attr.value

@@ -633,8 +633,10 @@ class _Planner:
             return None
         if existing_calls:
             located = statement_of_call(holder, existing_calls[0])
-            if located is None or any(a.star or a.keyword is not None for a in existing_calls[0].args):
-                return None
+            if located is None or any(
+                a.star or a.keyword is not None or self.facts.is_non_tensor(a.value) for a in existing_calls[0].args
+            ):
+                return None  # a non-tensor in the call is AGF007's to fix first
             existing = (located[0], located[1], existing_calls[0])
         last = max([s.position for s in stores] + ([existing[0]] if existing else []))
         if any(own_returns_in(statement) for statement in body[: last + 1]):

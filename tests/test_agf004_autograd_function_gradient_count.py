@@ -1,0 +1,120 @@
+"""AGF004 beyond the inline examples: apply aliases, import spellings, CRLF, several
+returns, fix applicability, and the example script actually running after the fix."""
+
+from __future__ import annotations
+
+import runpy
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograd_fix.codemods.engine import FixOptions, check_source
+from autograd_fix.codemods.model import Applicability
+from autograd_fix.codemods.rules.agf004_autograd_function_gradient_count import AutogradFunctionGradientCount as Rule
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _check(source: str, unsafe: bool = True):
+    return check_source(textwrap.dedent(source).lstrip("\n"), [Rule], options=FixOptions(unsafe_fixes=unsafe))
+
+
+GRL = """
+from torch.autograd.function import Function
+
+class GradReverse(Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.neg() * ctx.alpha
+"""
+
+
+def test_alias_of_apply_with_literal_arguments_is_fixed_safely() -> None:
+    result = _check(GRL + "\ngrad_reverse = GradReverse.apply\n\ndef head(h):\n    return grad_reverse(h, 0.3)\n")
+    assert [f.fix.applicability for f in result.findings] == [Applicability.SAFE]
+    assert "return grad_output.neg() * ctx.alpha, None" in result.fixed
+
+
+def test_attribute_used_only_as_a_factor_is_an_unsafe_fix() -> None:
+    result = _check(GRL)
+    assert [f.fix.applicability for f in result.findings] == [Applicability.UNSAFE]
+    assert _check(GRL, unsafe=False).fixed is None
+
+
+def test_apply_passed_around_with_defaults_is_left_alone() -> None:
+    source = """
+    import torch
+
+    class Smooth(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, beta=1.0):
+            ctx.beta = beta
+            return x * beta
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.beta
+
+    smooth = torch.compiler.disable(Smooth.apply)
+    """
+    # `apply` escapes: the argument count is unknown and one gradient may be right
+    assert _check(textwrap.dedent(source)).findings == []
+
+
+def test_each_short_return_is_reported_and_fixed() -> None:
+    source = """
+    import torch
+
+    class Clip(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, limit: float):
+            ctx.save_for_backward(x)
+            ctx.limit = limit
+            return x.clamp(-limit, limit)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            if ctx.needs_input_grad[0]:
+                return g * (x.abs() <= ctx.limit)
+            return None
+    """
+    result = _check(textwrap.dedent(source))
+    assert len(result.findings) == 2
+    assert "return g * (x.abs() <= ctx.limit), None" in result.fixed
+    assert "return None, None" in result.fixed
+
+
+def test_crlf_source_keeps_its_line_endings() -> None:
+    source = textwrap.dedent(GRL).lstrip("\n").replace("alpha):", "alpha: float):").replace("\n", "\r\n")
+    result = check_source(source, [Rule], options=FixOptions())
+    assert result.fixed is not None
+    assert "ctx.alpha, None\r\n" in result.fixed
+    assert "\n" not in result.fixed.replace("\r\n", "")
+
+
+def _load(path: Path, text: str, tmp_path: Path) -> dict:
+    target = tmp_path / path.name
+    target.write_text(text)
+    return runpy.run_path(str(target))
+
+
+def test_example_script_raises_before_and_trains_after_the_fix(tmp_path: Path) -> None:
+    path = REPO / "examples" / "autograd_function_gradient_count.py"
+    original = path.read_text()
+    namespace = _load(path, original, tmp_path)
+    with pytest.raises(RuntimeError, match="incorrect number of gradients"):
+        namespace["train"](steps=1)
+    fixed = check_source(original, [Rule], options=FixOptions()).fixed
+    assert fixed is not None
+    namespace = _load(path, fixed, tmp_path)
+    namespace["train"](steps=2)
+    x = torch.randn(4, 3, dtype=torch.float64).add(0.05).requires_grad_()
+    assert torch.autograd.gradcheck(lambda t: namespace["LeakyReLU"].apply(t, 0.1), (x,))
