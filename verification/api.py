@@ -12,7 +12,7 @@ from typing import Any
 
 from .client import Verifier, WorkerError
 from .config import ConfigError, load_config
-from .units import UnitError, find_units
+from .units import UnitError, _Module, find_units
 from .verdict import ACCEPTED, UNVERIFIED, UnitResult, Verdict, combine
 
 DEFAULT_MEMORY_MB = 4096
@@ -136,6 +136,11 @@ def gradcheck_file(source: str, *, path: str, timeout: float = 20.0, verifier: V
     (``passed`` is None when no inputs could be synthesized). A module that cannot be
     loaded yields a single entry named ``<module>`` with the error.
     """
+    try:
+        # imports and definitions only: a script's top-level code must not run here
+        source = _Module(source, path).reduced(set())
+    except UnitError as exc:
+        return [{"name": "<module>", "passed": None, "error": str(exc), "inputs": None}]
     request = {"op": "gradcheck", "source": source, "path": path, "timeout": timeout, "memory_mb": DEFAULT_MEMORY_MB}
     own = verifier is None
     worker = verifier or Verifier()

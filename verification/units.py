@@ -184,7 +184,7 @@ class _Module:
         needed = set(needed_roots)
         for node in self.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                needed |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                needed |= self.def_reads(node)
         chosen: set[int] = set()
         changed = True
         while changed:
@@ -200,6 +200,21 @@ class _Module:
             if _is_import(node) or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or id(node) in keep_assign:
                 parts.append(self.segment(node).rstrip("\n") + "\n")
         return "".join(parts)
+
+    def def_reads(self, node: ast.stmt) -> set[str]:
+        """Globals a definition reads: at definition time (decorators, bases, defaults,
+        annotations) and in its body (per symtable: parameters and locals excluded)."""
+        at_definition: list[ast.AST] = list(getattr(node, "decorator_list", []))
+        if isinstance(node, ast.ClassDef):
+            at_definition += [*node.bases, *(k.value for k in node.keywords)]
+        else:
+            at_definition += [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        names = {n.id for part in at_definition for n in ast.walk(part) if isinstance(n, ast.Name)}
+        try:
+            names |= _global_reads(self.source, self.path, node.name)
+        except SyntaxError:  # pragma: no cover - parsed already
+            pass
+        return names
 
     def defined_names(self, reduced_source: str) -> set[str]:
         tree = ast.parse(reduced_source)

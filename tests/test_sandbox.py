@@ -1,0 +1,154 @@
+"""User code that hangs, crashes, exits, floods or allocates without bound becomes a
+verdict; nothing it starts outlives the tool."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+
+import pytest
+
+from autograd_fix.verification import Verifier, verify_many, verify_pair
+
+BASE = """
+import torch
+x = torch.ones(3)
+total = float(x.sum())
+"""
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    v = Verifier()
+    pid = v.worker_pid
+    assert v.ping()
+    yield v
+    v.close()
+    # the worker (and with it every job and run) ends with its Verifier
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def pair(verifier, original: str, rewritten: str, **kw):
+    kw.setdefault("timeout", 5)
+    return verify_pair(textwrap.dedent(original), textwrap.dedent(rewritten), verifier=verifier, **kw)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_hang_in_the_original_is_unverified(verifier):
+    started = time.monotonic()
+    verdict = pair(verifier, BASE + "while True:\n    pass\n", BASE + "total += 0\nwhile True:\n    pass\n", timeout=1.5)
+    assert verdict.verdict == "unverified"
+    assert "did not finish within 1.5 s" in verdict.reason
+    assert time.monotonic() - started < 20
+
+
+def test_hang_only_in_the_rewritten_is_rejected(verifier):
+    verdict = pair(verifier, BASE, BASE + "while True:\n    pass\n", timeout=2)
+    assert verdict.verdict == "rejected"
+    assert "did not finish" in verdict.reason
+
+
+def test_segfault_becomes_a_verdict(verifier):
+    crash = BASE + "import ctypes\nctypes.string_at(0)\n"
+    verdict = pair(verifier, BASE, crash)
+    assert verdict.verdict == "rejected"
+    assert "SIGSEGV" in verdict.reason
+    assert pair(verifier, crash, crash + "total = 1\n").verdict == "unverified"
+
+
+def test_os_exit_becomes_a_verdict(verifier):
+    verdict = pair(verifier, BASE, BASE + "import os\nos._exit(3)\n")
+    assert verdict.verdict == "rejected"
+    assert "exited early with status 3" in verdict.reason
+
+
+def test_sys_exit_zero_is_a_normal_end_and_nonzero_an_error(verifier):
+    assert pair(verifier, BASE + "import sys\nsys.exit(0)\n", BASE + "total = total * 1\nimport sys\nsys.exit(0)\n").verdict == "accepted"
+    verdict = pair(verifier, BASE, BASE + "import sys\nsys.exit(2)\n")
+    assert verdict.verdict == "rejected"
+    assert "SystemExit" in verdict.reason and "sys.exit(2)" in verdict.reason
+
+
+def test_memory_blow_up_is_stopped(verifier):
+    hog = BASE + "chunks = []\nwhile True:\n    chunks.append(torch.ones(16 * 1024 * 1024))\n"
+    started = time.monotonic()
+    verdict = pair(verifier, hog, hog + "total = 2\n", memory_mb=300, timeout=20)
+    assert verdict.verdict == "unverified"
+    assert "memory" in verdict.reason
+    assert time.monotonic() - started < 30
+
+
+def test_output_flood_is_capped_and_does_not_block(verifier):
+    flood = BASE + "for _ in range(20000):\n    print('x' * 1000)\n"
+    verdict = pair(verifier, flood, flood.replace("total = float(x.sum())", "total = float(x.sum()) * 1.0"))
+    assert verdict.verdict == "accepted", verdict.reason
+    evidence = verdict.units[0].evidence["original"]
+    assert evidence["stdout_bytes"] >= 20000 * 1000
+    assert len(evidence["stdout_tail"]) <= 400
+
+
+def test_endless_flood_is_a_timeout_not_a_hang(verifier):
+    verdict = pair(verifier, BASE + "while True:\n    print('y' * 4096)\n", BASE + "while True:\n    print('z')\n", timeout=1.5)
+    assert verdict.verdict == "unverified"
+    assert "did not finish" in verdict.reason
+
+
+def test_no_grandchild_outlives_a_killed_run(verifier, tmp_path):
+    pid_file = tmp_path / "sleeper.pid"
+    spawner = BASE + textwrap.dedent(
+        f"""
+        import subprocess
+        proc = subprocess.Popen(["sleep", "300"])
+        open({str(pid_file)!r}, "w").write(str(proc.pid))
+        while True:
+            pass
+        """
+    )
+    verdict = pair(verifier, spawner, spawner + "total = 3\n", timeout=2)
+    assert verdict.verdict == "unverified"
+    sleeper = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(sleeper)
+
+
+def test_independent_patches_run_in_parallel_and_keep_their_order(verifier):
+    slow = BASE + "import time\ntime.sleep(1.0)\n"
+    pairs = [
+        {"original": slow, "rewritten": slow + f"marker = {i}\n" if i % 2 else slow.replace("time.sleep(1.0)", "time.sleep(1.0)\ntotal = 0.0")}
+        for i in range(4)
+    ]
+    started = time.monotonic()
+    verdicts = verify_many(pairs, jobs=4, verifier=verifier, timeout=10)
+    elapsed = time.monotonic() - started
+    # odd pairs add a global (an output only in the rewritten), even pairs change a value
+    assert all(v.verdict == "rejected" for v in verdicts)
+    assert "marker" in verdicts[1].reason and "total" in verdicts[0].reason
+    assert elapsed < 4 * 1.0 + 3  # four 1 s runs (x2 sides) did not run one after another
+
+
+def test_keyboard_interrupt_in_user_code_is_just_an_exception(verifier):
+    verdict = pair(verifier, BASE, BASE + "raise KeyboardInterrupt\n")
+    assert verdict.verdict == "rejected" and "KeyboardInterrupt" in verdict.reason
+
+
+def test_signal_to_self_is_a_crash(verifier):
+    verdict = pair(verifier, BASE, BASE + f"import os\nos.kill(os.getpid(), {int(signal.SIGABRT)})\n")
+    assert verdict.verdict == "rejected" and "SIGABRT" in verdict.reason
