@@ -18,9 +18,18 @@ from rich.console import Console
 from autograd_fix import __version__
 from autograd_fix.cli.config import Config, ConfigError, load_config
 from autograd_fix.cli.discovery import discover
-from autograd_fix.cli.render import file_diff, json_document, print_diff, print_findings, summary_line
+from autograd_fix.cli.render import (
+    file_diff,
+    json_document,
+    print_diff,
+    print_findings,
+    summary_line,
+    verdict_lines,
+    verification_summary,
+)
 from autograd_fix.cli.rules_doc import explain_text, rules_table_text
 from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
+from autograd_fix.cli.verify_patches import VerifySettings, verify_and_refix
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.source import write_atomic
 
@@ -31,6 +40,12 @@ class Color(str, enum.Enum):
     auto = "auto"
     always = "always"
     never = "never"
+
+
+class Device(str, enum.Enum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
 
 
 class OutputFormat(str, enum.Enum):
@@ -83,6 +98,9 @@ def check(
     list_rules: bool = typer.Option(False, "--list-rules", help="List every rule and exit."),
     explain: Optional[str] = typer.Option(None, "--explain", metavar="CODE", help="Show a rule's documentation."),
     version: bool = typer.Option(False, "--version", help="Show the version and exit."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Run original and fixed code before accepting a fix (--diff/--apply)."),
+    device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
+    verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
 ) -> None:
     """Find PyTorch autograd pitfalls and fix them."""
     out = _console(color)
@@ -121,6 +139,8 @@ def check(
     mode = "apply" if apply else "diff" if diff else "report"
     as_json = output_format is OutputFormat.json
 
+    verifying = verify and mode != "report"
+
     def make_job(path: str, data: bytes | None = None) -> Job:
         per_file = config.ignored_codes_for(Path(path))
         return Job(
@@ -128,9 +148,10 @@ def check(
             select=tuple(selected) if selected else None,
             ignore=tuple(ignored + per_file),
             unsafe_fixes=unsafe,
-            compute_fix=mode != "report" or as_json,
+            compute_fix=(mode != "report" or as_json) and not verifying,
             fix_diffs=as_json,
             data=data,
+            patches=verifying,
         )
 
     errors: list[tuple[str, str]] = []
@@ -140,7 +161,11 @@ def check(
         found = discover(paths, config.exclude, config.root)
         errors.extend((missing, "no such file or folder") for missing in found.missing)
         job_list = [make_job(_display_path(path)) for path in found.files]
-    outcomes = run_jobs(job_list, jobs or os.cpu_count() or 1)
+    workers = jobs or os.cpu_count() or 1
+    outcomes = run_jobs(job_list, workers)
+    if verifying:
+        settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs)
+        outcomes = verify_and_refix(outcomes, job_list, settings, unsafe, workers, _console(color, stderr=True))
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)
 
@@ -205,13 +230,19 @@ def _emit(
 
     if mode == "diff":
         for outcome in outcomes:
+            for line in verdict_lines(outcome):
+                out.print(line, style="dim", highlight=False, markup=False)
             text = file_diff(outcome)
             if text:
                 print_diff(out, text)
         err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
         return status
     if mode == "apply":
-        remaining = [r for o in outcomes for r in o.findings if not (r.fix_applies and o.fixed and not o.error)]
+        applied = [r for o in outcomes for r in o.findings if r.fix_applies and o.fixed and not o.error]
+        remaining = [r for o in outcomes for r in o.findings if r not in applied]
+        for record in applied:
+            note = f" [{verification_summary(record.verification)}]" if record.verification else ""
+            out.print(f"fixed {record.path}:{record.line}:{record.column}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
         out.print(
             summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, fixed=fixed, files_fixed=files_fixed),

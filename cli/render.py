@@ -26,7 +26,25 @@ def finding_line(record: FindingRecord) -> Text:
     if record.fix_applies:
         text.append(" [*]", style="cyan")
     text.append(f" {record.message}")
+    if record.verification:
+        text.append(f" [{verification_summary(record.verification)}]", style="dim")
     return text
+
+
+def verification_summary(verification: dict) -> str:
+    return f"{verification['verdict']}: {verification['reason']}"
+
+
+def verdict_lines(outcome: FileOutcome) -> list[str]:
+    """One line per verified patch of a file, printed above its diff.
+
+    They start with `#` so that `git apply` skips them as commentary.
+    """
+    return [
+        f"# {record.code} {record.path}:{record.line}:{record.column} {verification_summary(record.verification)}"
+        for record in outcome.findings
+        if record.verification
+    ]
 
 
 def print_findings(console: Console, records: Iterable[FindingRecord]) -> None:
@@ -97,6 +115,7 @@ def json_document(outcomes: list[FileOutcome], summary: dict[str, Any]) -> str:
                 "name": record.name,
                 "message": record.message,
                 "fix": None,
+                "verification": record.verification,
             }
             if record.fix_applicability is not None:
                 entry["fix"] = {"applicability": record.fix_applicability, "diff": record.fix_diff or ""}

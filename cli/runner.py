@@ -9,7 +9,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, single_fix_diff
+from autograd_fix.codemods.engine import EngineError, FixOptions, apply_fixes, check_source, single_fix_diff
 from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_source
 
@@ -28,6 +28,10 @@ class Job:
     compute_fix: bool
     fix_diffs: bool
     data: bytes | None = None
+    #: also return each fix applied alone (the patches verification runs)
+    patches: bool = False
+    #: verification's per-finding decisions, keyed (code, line, column)
+    decisions: tuple[tuple[tuple[str, int, int], bool], ...] = ()
 
 
 @dataclass
@@ -44,6 +48,10 @@ class FindingRecord:
     #: the fix would be applied with the current options
     fix_applies: bool
     fix_diff: str | None = None
+    #: the whole file with only this finding's fix applied (for verification)
+    patched: str | None = None
+    #: {"verdict", "reason", "evidence"} once verified
+    verification: dict | None = None
 
 
 @dataclass
@@ -67,7 +75,7 @@ def check_file(job: Job) -> FileOutcome:
         return outcome
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
-    options = FixOptions(unsafe_fixes=job.unsafe_fixes)
+    options = FixOptions(unsafe_fixes=job.unsafe_fixes, decisions=dict(job.decisions))
     try:
         result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix)
     except EngineError as error:
@@ -77,9 +85,11 @@ def check_file(job: Job) -> FileOutcome:
         outcome.error = "source nests too deeply to analyse"
         return outcome
     for finding in result.findings:
-        diff = None
+        diff = patched = None
         if job.fix_diffs and finding.fix is not None and result.module is not None:
             diff = single_fix_diff(result.module, finding, job.path)
+        if job.patches and finding.fix is not None and result.module is not None:
+            patched = _patched(result.module, finding)
         outcome.findings.append(
             FindingRecord(
                 path=job.path,
@@ -91,8 +101,9 @@ def check_file(job: Job) -> FileOutcome:
                 name=finding.name,
                 message=finding.message,
                 fix_applicability=finding.fix.applicability.value if finding.fix else None,
-                fix_applies=options.allows(finding.fix),
+                fix_applies=options.allows_finding(finding),
                 fix_diff=diff,
+                patched=patched,
             )
         )
     if result.fix_error:
@@ -100,6 +111,13 @@ def check_file(job: Job) -> FileOutcome:
     elif result.fixed is not None and result.fixed != source.text:
         outcome.fixed = result.fixed
     return outcome
+
+
+def _patched(module, finding) -> str | None:
+    try:
+        return apply_fixes(module, [finding.fix])
+    except Exception:  # a fix that cannot be applied alone is not verified (nor applied)
+        return None
 
 
 def run_jobs(jobs: list[Job], workers: int) -> list[FileOutcome]:
