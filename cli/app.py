@@ -190,7 +190,11 @@ def _emit(
     err = _console(color, stderr=True)
     records = [record for outcome in outcomes for record in outcome.findings]
     fixable = sum(1 for r in records if r.fix_applies)
-    hidden_unsafe = sum(1 for r in records if r.fix_applicability and not r.fix_applies)
+    hidden_unsafe = sum(
+        1
+        for r in records
+        if r.fix_applicability == "unsafe" and not r.fix_applies and (r.verification or {}).get("verdict") != "rejected"
+    )
     fixed = files_fixed = 0
     if mode == "apply":
         for outcome in outcomes:

@@ -62,8 +62,10 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def run(*args: str, input: bytes | None = None):
-    return CliRunner().invoke(app, list(args), input=input, catch_exceptions=False)
+def run(*args: str, input: bytes | None = None, verify: bool = False):
+    """Invoke the CLI; verification (slow, tested in test_cli_verification) off unless asked."""
+    extra = [] if verify or not {"--diff", "--apply"} & set(args) else ["--no-verify"]
+    return CliRunner().invoke(app, [*extra, *args], input=input, catch_exceptions=False)
 
 
 def test_report_lists_findings_in_editor_format(project: Path) -> None:
@@ -140,7 +142,7 @@ def test_apply_keeps_latin1_encoding(project: Path) -> None:
 def test_unparsable_and_binary_files_are_reported_and_the_run_goes_on(project: Path) -> None:
     (project / "src" / "broken.py").write_text("import torch\ndef f(:\n    pass\n")
     (project / "src" / "blob.py").write_bytes(b"\x00\x01torch\x02")
-    result = CliRunner().invoke(app, ["--apply", "src"], catch_exceptions=False)
+    result = run("--apply", "src")
     assert result.exit_code == 2
     assert "error: src/broken.py: syntax error" in result.stderr
     assert "error: src/blob.py: binary file" in result.stderr
@@ -233,7 +235,10 @@ def test_json_output_is_pinned(project: Path) -> None:
     document = json.loads(result.stdout)
     assert set(document) == {"findings", "summary"}
     (finding,) = document["findings"]
-    assert set(finding) == {"path", "line", "column", "end_line", "end_column", "code", "name", "message", "fix"}
+    assert set(finding) == {
+        "path", "line", "column", "end_line", "end_column", "code", "name", "message", "fix", "verification"
+    }
+    assert finding["verification"] is None  # verification runs only for --diff / --apply
     assert (finding["path"], finding["line"], finding["column"], finding["code"]) == ("src/train.py", 11, 5, "AGF001")
     assert finding["name"] == "eval-forward-without-no-grad"
     assert finding["fix"]["applicability"] == "safe"
@@ -278,3 +283,8 @@ def test_console_script_and_python_m(project: Path) -> None:
         completed = subprocess.run([*command, "--check", "src"], capture_output=True, text=True, env=env, cwd=project)
         assert completed.returncode == 1, completed.stderr
         assert "src/train.py:11:5: AGF001" in completed.stdout
+    completed = subprocess.run(
+        [str(script), "--apply", "-", "--stdin-filename", "x.py", "--no-verify"],
+        input=EVAL_LOOP, capture_output=True, text=True, env=env, cwd=project,
+    )
+    assert completed.returncode == 0 and completed.stdout == EVAL_LOOP_FIXED

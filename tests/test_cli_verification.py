@@ -1,0 +1,108 @@
+"""`--diff` / `--apply` verify every patch first; verdicts decide what is applied."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autograd_fix.cli.app import app
+from autograd_fix.cli.runner import FindingRecord
+from autograd_fix.cli.verify_patches import decide
+
+SCRIPT = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
+    val_loader = [torch.randn(4, 8) for _ in range(6)]
+    model.eval()
+    outputs = []
+    for batch in val_loader:
+        outputs.append(model(batch))
+    print(torch.cat(outputs).sum().item())
+    """
+)
+
+
+def record(applicability: str, verdict: str | None, patched: str | None = "x") -> FindingRecord:
+    return FindingRecord(
+        path="f.py", line=1, column=1, end_line=1, end_column=2, code="AGF001", name="n", message="m",
+        fix_applicability=applicability, fix_applies=True, patched=patched,
+        verification=None if verdict is None else {"verdict": verdict, "reason": "r", "evidence": {}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("applicability", "verdict", "unsafe", "applied"),
+    [
+        ("safe", "accepted", False, True),
+        ("safe", "unverified", False, True),
+        ("safe", "rejected", True, False),
+        ("unsafe", "accepted", False, True),
+        ("unsafe", "unverified", False, False),
+        ("unsafe", "unverified", True, True),
+        ("unsafe", "rejected", True, False),
+    ],
+)
+def test_policy(applicability: str, verdict: str, unsafe: bool, applied: bool) -> None:
+    assert decide(record(applicability, verdict), unsafe) is applied
+
+
+def test_a_patch_that_cannot_be_applied_alone_is_never_applied() -> None:
+    assert decide(record("safe", "accepted", patched=None), True) is False
+
+
+@pytest.fixture
+def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "evaluate.py"
+    path.write_text(SCRIPT)
+    return path
+
+
+@pytest.mark.slow
+def test_diff_shows_verdict_and_git_apply_still_accepts_it(script: Path) -> None:
+    result = CliRunner().invoke(app, ["--diff", "--color", "never", "evaluate.py"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("# AGF001 evaluate.py:9:1 accepted: ")
+    assert "+    for batch in val_loader:" in result.stdout
+    if shutil.which("git"):
+        subprocess.run(["git", "init", "-q"], cwd=script.parent, check=True)
+        (script.parent / "p.diff").write_text(result.stdout)
+        subprocess.run(["git", "apply", "p.diff"], cwd=script.parent, check=True)
+        assert "with torch.no_grad():" in script.read_text()
+
+
+@pytest.mark.slow
+def test_apply_reports_verdicts_in_text_and_json(script: Path) -> None:
+    result = CliRunner().invoke(app, ["--apply", "--format", "json", "evaluate.py"], catch_exceptions=False)
+    document = json.loads(result.stdout)
+    (finding,) = document["findings"]
+    assert finding["verification"]["verdict"] == "accepted"
+    assert document["summary"]["fixed"] == 1
+    assert "with torch.no_grad():" in script.read_text()
+
+
+@pytest.mark.slow
+def test_rejected_patch_is_not_applied(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the rule claims, a patch verification rejects never reaches the file."""
+    from autograd_fix import verification
+    from autograd_fix.verification import Verdict
+
+    def reject_all(pairs, **kwargs):
+        return [Verdict("rejected", "outputs differ: logits max abs diff 0.5", p.get("rule"), ()) for p in pairs]
+
+    monkeypatch.setattr(verification, "verify_many", reject_all)
+    result = CliRunner().invoke(app, ["--apply", "evaluate.py"], catch_exceptions=False)
+    assert script.read_text() == SCRIPT
+    assert "rejected: outputs differ" in result.stdout
+    assert "Fixed 0 findings in 0 files; 1 remaining." in result.stdout
