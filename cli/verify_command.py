@@ -7,7 +7,8 @@ every custom autograd.Function in one file.
 
 Exit codes: 0 accepted (or every Function passes gradcheck), 1 rejected (or a Function
 fails), 3 unverified (or no Function could be checked), 2 usage error. The main app
-dispatches ``verify ...`` argv to `verify_app`.
+dispatches ``verify ...`` argv to `verify_app`; it may pass a warm
+`autograd_fix.verification.Verifier` as click's context ``obj`` to reuse one worker.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, find_units, gradcheck_file, verify_pair
+from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, Verifier, find_units, gradcheck_file, verify_pair
 from autograd_fix.verification.verdict import format_bytes
 
 EXIT_USAGE = 2
@@ -71,6 +72,7 @@ def _checks_for(rule: str | None) -> tuple[str, ...] | None:
 
 @verify_app.command()
 def verify(
+    ctx: typer.Context,
     files: list[Path] = typer.Argument(..., help="ORIGINAL REWRITTEN, or FILE with --gradcheck."),
     rule: Optional[str] = typer.Option(None, "--rule", help="Judge by this rule's contract (e.g. AGF001)."),
     entry: Optional[str] = typer.Option(None, "--entry", help="The unit to run: a function, Class.method, or __main__."),
@@ -81,10 +83,12 @@ def verify(
 ) -> None:
     """Verify one patch (two versions of a file), or gradcheck one file."""
     console = Console(highlight=False)
+    # a caller holding a warm worker (the main app, tests) passes it as the context obj
+    verifier = ctx.obj if isinstance(ctx.obj, Verifier) else None
     if gradcheck:
         if len(files) != 1:
             raise _usage("--gradcheck takes exactly one FILE")
-        raise typer.Exit(_gradcheck(files[0], timeout, output_format, console))
+        raise typer.Exit(_gradcheck(files[0], timeout, output_format, console, verifier))
     if len(files) != 2:
         raise _usage("expected ORIGINAL and REWRITTEN (or FILE --gradcheck)")
     original, rewritten = _read(files[0]), _read(files[1])
@@ -103,6 +107,7 @@ def verify(
         device=device.value,
         timeout=timeout,
         checks=checks,
+        verifier=verifier,
     )
     if output_format is Format.json:
         console.print_json(json.dumps(verdict.to_json(), default=str))
@@ -146,8 +151,8 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
             console.print(sides)
 
 
-def _gradcheck(path: Path, timeout: float, output_format: Format, console: Console) -> int:
-    reports = gradcheck_file(_read(path), path=str(path.resolve()), timeout=timeout)
+def _gradcheck(path: Path, timeout: float, output_format: Format, console: Console, verifier: Verifier | None) -> int:
+    reports = gradcheck_file(_read(path), path=str(path.resolve()), timeout=timeout, verifier=verifier)
     if output_format is Format.json:
         console.print_json(json.dumps({"file": str(path), "functions": reports}, default=str))
     else:

@@ -7,6 +7,7 @@ import json
 import textwrap
 
 import pytest
+from test_verification_support import shared_verifier
 from typer.testing import CliRunner
 
 from autograd_fix.cli.verify_command import verify_app
@@ -56,10 +57,9 @@ SRC = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def verifier():
-    with Verifier() as v:
-        yield v
+    return shared_verifier()
 
 
 # -- units ----------------------------------------------------------------------------------
@@ -258,16 +258,16 @@ def files(tmp_path):
     return write
 
 
-def test_cli_accepted_text(files):
-    result = CliRunner().invoke(verify_app, [files("a.py", EVAL), files("b.py", EVAL_FIXED), "--rule", "AGF001"])
+def test_cli_accepted_text(files, verifier):
+    result = CliRunner().invoke(verify_app, [files("a.py", EVAL), files("b.py", EVAL_FIXED), "--rule", "AGF001"], obj=verifier)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("accepted:")
     assert "retained graph" in result.output
 
 
-def test_cli_rejected_json(files):
+def test_cli_rejected_json(files, verifier):
     changed = EVAL.replace("nn.Tanh()", "nn.ReLU()")
-    result = CliRunner().invoke(verify_app, [files("a.py", EVAL), files("b.py", changed), "--format", "json", "--device", "cpu"])
+    result = CliRunner().invoke(verify_app, [files("a.py", EVAL), files("b.py", changed), "--format", "json", "--device", "cpu"], obj=verifier)
     assert result.exit_code == 1, result.output
     data = json.loads(result.output)
     assert data["verdict"] == "rejected" and data["rule"] is None
@@ -278,7 +278,7 @@ def test_cli_rejected_json(files):
 
 def test_cli_unverified_exit_3(files):
     src = "import torch\n\ndef f(frobnicator):\n    return frobnicator\n"
-    result = CliRunner().invoke(verify_app, [files("a.py", src), files("b.py", src.replace("return frobnicator", "return frobnicator * 1"))])
+    result = CliRunner().invoke(verify_app, [files("a.py", src), files("b.py", src.replace("return frobnicator", "return frobnicator * 1"))])  # standalone: starts its own worker
     assert result.exit_code == 3, result.output
 
 
@@ -292,9 +292,9 @@ def test_cli_usage_errors_exit_2(files):
     assert runner.invoke(verify_app, [a, a + ".nope"]).exit_code == 2
 
 
-def test_cli_gradcheck(files):
+def test_cli_gradcheck(files, verifier):
     path = files("g.py", GRADCHECK_FILE)
-    result = CliRunner().invoke(verify_app, [path, "--gradcheck"])
+    result = CliRunner().invoke(verify_app, [path, "--gradcheck"], obj=verifier)
     assert result.exit_code == 1, result.output  # BadSquare fails
     assert "GoodSquare: passed" in result.output and "BadSquare: failed" in result.output
 
