@@ -123,10 +123,19 @@ def _register_values(probes: Probes, values: dict[str, Any], kind: str) -> None:
             probes.register(value, name, kind)
 
 
+def _importable_from(path: str) -> None:
+    """The file's own folder first on sys.path, as when it runs from there (local imports)."""
+    import os
+
+    if os.path.isfile(path):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+
+
 def run_side(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one side of one unit; returns the record (tensors inside)."""
     torch.set_num_threads(int(spec.get("threads", 1)))
     path = spec.get("path") or "<string>"
+    _importable_from(path)
     kind = spec["kind"]
     checks = set(spec.get("checks") or ())
     record: dict[str, Any] = {"kind": kind, "exception": None, "unbound": None, "bound": {}, "outputs": {}}
