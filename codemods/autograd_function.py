@@ -191,17 +191,24 @@ def custom_functions(module: cst.Module, imports: ImportIndex) -> list[CustomFun
     """
     finder = _ClassFinder(imports)
     module.visit(finder)
-    found = []
-    for node in finder.classes:
-        forward = _static_method(node, "forward")
-        backward = _static_method(node, "backward")
-        setup = _static_method(node, "setup_context")
-        if forward is None or backward is None:
-            continue
-        if setup is None and _defines(node, "setup_context"):
-            continue
-        found.append(CustomFunction(node, forward, backward, setup))
-    return found
+    return [function for node in finder.classes if (function := custom_function(node, imports)) is not None]
+
+
+def custom_function(node: cst.ClassDef, imports: ImportIndex) -> CustomFunction | None:
+    """`node` as a custom Function, or None (not one, or its methods are not plain static methods).
+
+    Rules call this from `visit_ClassDef`, so finding the classes costs no extra traversal.
+    """
+    if not is_function_subclass(node, imports):
+        return None
+    forward = _static_method(node, "forward")
+    backward = _static_method(node, "backward")
+    setup = _static_method(node, "setup_context")
+    if forward is None or backward is None:
+        return None
+    if setup is None and _defines(node, "setup_context"):
+        return None
+    return CustomFunction(node, forward, backward, setup)
 
 
 class _ClassFinder(cst.CSTVisitor):

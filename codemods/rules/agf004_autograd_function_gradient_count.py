@@ -13,7 +13,7 @@ from autograd_fix.codemods.autograd_function import (
     TensorFacts,
     apply_calls,
     ctx_attribute,
-    custom_functions,
+    custom_function,
     expected_gradients,
     is_saved_tensors,
     is_scalar_literal,
@@ -26,7 +26,7 @@ from autograd_fix.codemods.autograd_function import (
 )
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
-from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.rule import Contract, Rule, RuleContext
 
 
 class AutogradFunctionGradientCount(Rule):
@@ -97,15 +97,21 @@ class AutogradFunctionGradientCount(Rule):
         checks=("original_error_gone", "gradcheck_passes"),
     )
 
-    def visit_Module(self, node: cst.Module) -> bool:
-        imports = self.context.imports
-        functions = custom_functions(node, imports)
-        if not functions:
-            return False
-        calls = apply_calls(node, functions)
-        for function in functions:
-            _Checker(self, function, calls.get(function.name), imports).run()
-        return False
+    def __init__(self, context: RuleContext) -> None:
+        super().__init__(context)
+        self._functions: list[CustomFunction] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        function = custom_function(node, self.context.imports)
+        if function is not None:
+            self._functions.append(function)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if not self._functions:
+            return
+        calls = apply_calls(original_node, self._functions)
+        for function in self._functions:
+            _Checker(self, function, calls.get(function.name), self.context.imports).run()
 
     VALID = [
         # 1. the PyTorch docs' LinearFunction: three inputs, three gradients

@@ -13,7 +13,7 @@ from autograd_fix.codemods.autograd_function import (
     all_nodes,
     ctx_attribute,
     ctx_holder_facts,
-    custom_functions,
+    custom_function,
     is_docstring,
     iter_names,
     own_nodes,
@@ -100,13 +100,12 @@ class TensorSavedOnCtx(Rule):
         checks=("gradcheck_passes", "ctx_freed_without_gc", "grads_equal"),
     )
 
-    def visit_Module(self, node: cst.Module) -> bool:
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
         imports = self.context.imports
-        for function in custom_functions(node, imports):
-            facts = ctx_holder_facts(function, imports)
-            if facts is not None:
-                _Planner(self, function, facts).run()
-        return False
+        function = custom_function(node, imports)
+        facts = ctx_holder_facts(function, imports) if function is not None else None
+        if function is not None and facts is not None:
+            _Planner(self, function, facts).run()
 
     VALID = [
         # 1. the canonical pattern: tensors saved, the float on ctx

@@ -10,7 +10,7 @@ from autograd_fix.codemods.autograd_function import (
     SavedTensorsReads,
     ctx_attribute,
     ctx_holder_facts,
-    custom_functions,
+    custom_function,
     own_nodes,
     save_for_backward_calls,
     saved_tensors_reads,
@@ -91,23 +91,24 @@ class NonTensorInSaveForBackward(Rule):
         checks=("original_error_gone", "gradcheck_passes"),
     )
 
-    def visit_Module(self, node: cst.Module) -> bool:
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
         imports = self.context.imports
-        for function in custom_functions(node, imports):
-            holder = function.ctx_function()
-            ctx = function.forward_ctx()
-            facts = ctx_holder_facts(function, imports)
-            if holder is None or ctx is None or facts is None:
-                continue
-            calls = save_for_backward_calls(holder, ctx)
-            for call in calls:
-                bad = [
-                    index for index, arg in enumerate(call.args)
-                    if not arg.star and arg.keyword is None and facts.is_non_tensor(arg.value)
-                ]
-                if bad:
-                    self._report(function, holder, ctx, call, bad, single_call=len(calls) == 1)
-        return False
+        function = custom_function(node, imports)
+        if function is None:
+            return
+        holder = function.ctx_function()
+        ctx = function.forward_ctx()
+        facts = ctx_holder_facts(function, imports)
+        if holder is None or ctx is None or facts is None:
+            return
+        calls = save_for_backward_calls(holder, ctx)
+        for call in calls:
+            bad = [
+                index for index, arg in enumerate(call.args)
+                if not arg.star and arg.keyword is None and facts.is_non_tensor(arg.value)
+            ]
+            if bad:
+                self._report(function, holder, ctx, call, bad, single_call=len(calls) == 1)
 
     def _report(
         self,
