@@ -16,7 +16,6 @@ from autograd_fix.codemods.autograd_function import (
     custom_function,
     is_docstring,
     iter_names,
-    own_nodes,
     rebound_names,
     save_for_backward_calls,
     saved_tensors_reads,
