@@ -41,9 +41,22 @@ class ImportIndex:
 
     @classmethod
     def from_module(cls, module: cst.Module) -> "ImportIndex":
+        """Index every import statement, walking statements only (no expressions).
+
+        Imports sit in statement position (module, function and class bodies, `if`,
+        `try`, `with`), so skipping expressions keeps this pass cheap on large files.
+        """
         index = cls()
         collector = _ImportCollector(index)
-        module.visit(collector)
+        pending: list[cst.CSTNode] = list(reversed(module.body))  # a stack, in source order
+        while pending:
+            statement = pending.pop()
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                        small.visit(collector)
+            else:
+                pending.extend(reversed(_nested_statements(statement)))
         return index
 
     def qualified_name(self, node: cst.BaseExpression) -> str | None:
@@ -92,6 +105,20 @@ class ImportIndex:
             top = qualified.split(".", 1)[0]
             needs = (f"import {top}",)
         return cst.parse_expression(local), needs
+
+
+def _nested_statements(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """Statements directly inside a compound statement (bodies, else/except/finally)."""
+    found: list[cst.CSTNode] = []
+    for child in statement.children:
+        if isinstance(child, cst.BaseSuite):
+            body = child.body
+            found.extend(body if isinstance(body, (list, tuple)) else [])
+            if isinstance(child, cst.SimpleStatementSuite):
+                found.append(cst.SimpleStatementLine(body=child.body))
+        elif isinstance(child, (cst.BaseCompoundStatement, cst.ExceptHandler, cst.ExceptStarHandler, cst.Else, cst.Finally, cst.If)):
+            found.append(child)
+    return found
 
 
 class _ImportCollector(cst.CSTVisitor):
