@@ -801,7 +801,7 @@ class _Walker:
     def small(self, node: cst.BaseSmallStatement, state: State, position: Position) -> State:
         evaluator = _Evaluator(self.analysis, state, position)
         state = state.copy()
-        saved = evaluator.saved_inputs(node)
+        saved = evaluator.saved_inputs(node) if state.tensors else set()
         for name in saved:
             state.tensors[name] = replace(state.tensors[name], saved=True)
         if isinstance(node, cst.Assign):
@@ -852,6 +852,8 @@ class _Walker:
 
         `bound` is False for expression statements, whose value is dropped.
         """
+        if not state.tensors:
+            return  # nothing tracked: nothing can become aliased
         finder = _AliasFinder(evaluator)
         if bound:
             finder.escapes(value)

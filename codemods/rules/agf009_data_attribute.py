@@ -93,9 +93,10 @@ class DataAttribute(Rule):
                     self._mutation(site, small, mutation, analysis, updates)
                 elif isinstance(small, cst.Assign) and any(_is_data(t.target) for t in small.targets):
                     target = next(t.target for t in small.targets if _is_data(t.target))
-                    handled.add(id(target))
                     assert isinstance(target, cst.Attribute)
-                    if analysis.tracked(target.value, site.statement) is not None:
+                    handled.update(id(read) for read in _data_reads(small, set()))  # the whole statement is this finding
+                    swap = any(_same(read.value, target.value) for read in _data_reads(small.value, set()))
+                    if not swap and analysis.tracked(target.value, site.statement) is not None:
                         self.report(
                             target,
                             f"`{_label(target)} = ...` replaces the storage of a tracked tensor behind autograd's "
@@ -156,8 +157,8 @@ class DataAttribute(Rule):
             fix = Fix(Applicability.UNSAFE, (_strip(data),), "pass the tensor itself")
             self.report(data, f"`nn.init` already works under no_grad: pass `{label}`, not `{label}.data`", fix)
             return
-        if site.position.grad_disabled:
-            return
+        if site.position.grad_disabled or _stored_whole(site.statement, data):
+            return  # `obj.attr = p.data`: a deliberate storage alias (FSDP/DDP-style); leave it
         safe = not _bound_whole(site.statement, data)
         fix = Fix(
             Applicability.SAFE if safe else Applicability.UNSAFE,
@@ -292,6 +293,19 @@ def _bound_whole(statement: cst.SimpleStatementLine, data: cst.Attribute) -> boo
     return False
 
 
+def _stored_whole(statement: cst.SimpleStatementLine, data: cst.Attribute) -> bool:
+    """Is the `.data` tensor itself stored into an attribute or a container slot?"""
+    for small in statement.body:
+        if isinstance(small, cst.Assign) and _is_or_views(small.value, data):
+            if any(isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in small.targets):
+                return True
+    return False
+
+
+def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    return a.deep_equals(b)
+
+
 def _is_or_views(node: cst.BaseExpression, data: cst.Attribute) -> bool:
     if node is data:
         return True
@@ -421,6 +435,31 @@ class Points(Dataset):
 
     def __getitem__(self, i):
         return self.data[i]
+"""
+    ),
+]
+
+DataAttribute.VALID += [
+    # 10. Module._apply-style storage swap: casting a parameter in place of itself (torch.nn.cpp)
+    valid(
+        """
+import torch
+
+class Wrapper(torch.nn.Module):
+    def _apply(self, fn, recurse=True):
+        for param in self.parameters():
+            param.data = fn(param.data)
+        return self
+"""
+    ),
+    # 11. keeping a storage alias on an object on purpose (DDP/FSDP mixed precision)
+    valid(
+        """
+import torch
+
+def attach_full_precision(module):
+    for param in module.parameters():
+        param._fp_param = param.data
 """
     ),
 ]
