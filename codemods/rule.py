@@ -42,6 +42,9 @@ class RuleContext:
         self.module = module
         self.imports = ImportIndex.from_module(module)
         self._positions: dict[cst.CSTNode, object] | None = None
+        #: per-file analyses shared between rules (e.g. tracking.TrackingAnalysis),
+        #: keyed by the analysis' name; lives as long as this file's check.
+        self.cache: dict[str, object] = {}
 
     def span(self, node: cst.CSTNode) -> Span:
         """1-based line/column span of `node` (computed lazily, once per file)."""

@@ -40,13 +40,16 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
 from autograd_fix.codemods.gradmode import disables_grad, enables_grad, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+
+if TYPE_CHECKING:
+    from autograd_fix.codemods.rule import RuleContext
 
 
 class Kind(str, enum.Enum):
@@ -277,12 +280,12 @@ class TrackingAnalysis:
         return _Evaluator(self, site.state, site.position).saves_output(expression)
 
     @classmethod
-    def for_context(cls, context: object) -> "TrackingAnalysis":
+    def for_context(cls, context: "RuleContext") -> "TrackingAnalysis":
         """The analysis of a `RuleContext`'s module, built once and shared by its rules."""
-        cached = getattr(context, "_autograd_fix_tracking", None)
+        cached = context.cache.get("tracking")  # type: ignore[assignment]
         if cached is None:
-            cached = cls.build(context.module, context.imports)  # type: ignore[attr-defined]
-            setattr(context, "_autograd_fix_tracking", cached)
+            cached = cls.build(context.module, context.imports)
+            context.cache["tracking"] = cached
         return cached
 
     def position(self, statement: cst.CSTNode) -> Position | None:
