@@ -107,7 +107,8 @@ class EvalForwardWithoutNoGrad(Rule):
     name = "eval-forward-without-no-grad"
     safety = Applicability.SAFE
     message = "evaluation forward pass runs with autograd recording"
-    triggers = ("torch", ".eval()")
+    #: every kind of evidence (names, `.eval()`, `.train(False)`, loaders) contains one
+    triggers = ("eval", "val", "test", "predict", "infer", "holdout", "train(False)")
     contract = Contract(
         description="outputs equal; parameters' .grad untouched; retained graph memory lower or equal "
         "(strictly lower when the original retained any)",
