@@ -399,3 +399,45 @@ class _Counter(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.index[id(node)] = len(self.index)
         return True
+
+
+class RootTracker:
+    """Mixin for rules that analyse only where it matters, riding the engine's one traversal.
+
+    Full-module traversals cost about half a second each on a large file (libcst visits
+    are slow), so the rules here never walk the whole module themselves: during the
+    engine's batched traversal they note the outermost function around each call of
+    interest (`interesting(root)`), and in `leave_Module` analyse only those roots (the
+    module itself only for code at the top level, i.e. scripts).
+    """
+
+    def _init_tracker(self) -> None:
+        self._def_stack: list[cst.FunctionDef] = []
+        self._roots: dict[int, cst.CSTNode] = {}
+        self._module: cst.Module | None = None
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._module = node
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._def_stack.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._def_stack.pop()
+
+    @property
+    def enclosing_functions(self) -> list[cst.FunctionDef]:
+        """The functions around the node being visited, outermost first."""
+        return self._def_stack
+
+    def note_interesting(self) -> None:
+        """Remember the root (outermost function, or the module) around the current node."""
+        root: cst.CSTNode | None = self._def_stack[0] if self._def_stack else self._module
+        if root is not None:
+            self._roots.setdefault(id(root), root)
+
+    def interesting_roots(self) -> list[cst.CSTNode]:
+        """Roots to analyse; the module (if noted) swallows every function root."""
+        if self._module is not None and id(self._module) in self._roots:
+            return [self._module]
+        return list(self._roots.values())

@@ -17,6 +17,7 @@ from autograd_fix.codemods.loops import (
     is_backward_call,
     is_optimizer_name,
     local_nodes,
+    RootTracker,
     parent_map,
     statement_line,
 )
@@ -56,7 +57,7 @@ class _LoopFacts:
     unclear: bool = False
 
 
-class MissingZeroGrad(Rule):
+class MissingZeroGrad(RootTracker, Rule):
     """
     ## What it does
     Finds training loops that call `backward()` and update the weights (an optimizer's
@@ -120,11 +121,58 @@ class MissingZeroGrad(Rule):
         checks=("step_grads_match_contributions",),
     )
 
-    def visit_Module(self, node: cst.Module) -> bool:
-        parents = parent_map(node)
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._init_tracker()
+        #: same-file functions that zero gradients themselves, and what each one calls
+        self._zeroing: set[str] = set()
+        self._calls: dict[str, set[str]] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if is_backward_call(node, self.context.imports):
+            self.note_interesting()
+        functions = self.enclosing_functions
+        if not functions:
+            return
+        name = dotted_name(node.func)
+        if name is not None:
+            for function in functions:
+                self._calls.setdefault(function.name.value, set()).add(name.rsplit(".", 1)[-1])
+        if _call_zeroes(node, set()):
+            self._zeroing.update(function.name.value for function in functions)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "zero_grad":
+            self._zeroing.update(function.name.value for function in self.enclosing_functions)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._note_grad_writes(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._note_grad_writes(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._note_grad_writes(node)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._note_grad_writes(node)
+
+    def _note_grad_writes(self, node: cst.CSTNode) -> None:
+        if self.enclosing_functions and any(_touches_grad(t) for t in _direct_targets(node)):
+            self._zeroing.update(function.name.value for function in self.enclosing_functions)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        roots = self.interesting_roots()
+        if not roots:
+            return
+        helpers = _close_over_calls(self._zeroing, self._calls)
+        for root in roots:
+            self._analyse(root, helpers)
+
+    def _analyse(self, root: cst.CSTNode, helpers: set[str]) -> None:
+        parents = parent_map(root)
         imports = self.context.imports
-        helpers = _zeroing_helpers(node)
-        loops = [loop for loop in all_nodes(node, _LOOPS)]
+        loops = [loop for loop in all_nodes(root, _LOOPS)]
         facts = {id(loop): _loop_facts(loop, imports, parents) for loop in loops}
         for loop in loops:
             fact = facts[id(loop)]
@@ -135,7 +183,6 @@ class MissingZeroGrad(Rule):
             if _zeroes(loop, helpers):
                 continue
             self._report(loop, fact, parents)
-        return False
 
     def _report(self, loop: cst.For | cst.While, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
         if fact.steps and fact.updates:
@@ -646,18 +693,15 @@ def _update_is_intended(line: cst.SimpleStatementLine, imports: ImportIndex, par
     return any(isinstance(parent, cst.With) and with_disables_grad(parent, imports) for parent in ancestors(line, parents))
 
 
-def _zeroing_helpers(module: cst.Module) -> set[str]:
-    """Names of same-file functions that zero gradients, directly or through each other."""
-    functions = [f for f in all_nodes(module, cst.FunctionDef)]
-    zeroing: set[str] = set()
+def _close_over_calls(direct: set[str], calls: dict[str, set[str]]) -> set[str]:
+    """Functions that zero gradients directly or through same-file functions they call."""
+    zeroing = set(direct)
     changed = True
     while changed:
         changed = False
-        for function in functions:
-            assert isinstance(function, cst.FunctionDef)
-            name = function.name.value
-            if name not in zeroing and _zeroes(function.body, zeroing):
-                zeroing.add(name)
+        for function, callees in calls.items():
+            if function not in zeroing and callees & zeroing:
+                zeroing.add(function)
                 changed = True
     return zeroing
 
@@ -668,25 +712,25 @@ def _zeroes(node: cst.CSTNode, helpers: set[str]) -> bool:
         assert isinstance(attribute, cst.Attribute)
         if attribute.attr.value == "zero_grad":
             return True
-    for target in _written_targets(node):
-        if _touches_grad(target):
+    if any(_touches_grad(target) for target in _written_targets(node)):
+        return True
+    return any(_call_zeroes(call, helpers) for call in all_nodes(node, cst.Call))  # type: ignore[arg-type]
+
+
+def _call_zeroes(call: cst.Call, helpers: set[str]) -> bool:
+    """`zero_grad(...)`, `clear_grads(...)`, a zeroing helper, `p.grad.zero_()`, `_foreach_zero_([p.grad])`."""
+    name = dotted_name(call.func)
+    if name is not None:
+        last = name.rsplit(".", 1)[-1]
+        tokens = set(name_tokens(last))
+        if last in helpers or last == "zero_grad" or (tokens & _CLEAR_TOKENS and tokens & _GRAD_TOKENS):
             return True
-    for call in all_nodes(node, cst.Call):
-        assert isinstance(call, cst.Call)
-        name = dotted_name(call.func)
-        if name is not None:
-            last = name.rsplit(".", 1)[-1]
-            tokens = set(name_tokens(last))
-            if last in helpers or last == "zero_grad" or (tokens & _CLEAR_TOKENS and tokens & _GRAD_TOKENS):
-                return True
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value.endswith("_"):
-            if _touches_grad(call.func.value):
-                return True  # p.grad.zero_(), p.grad.data.mul_(0), p.grad.detach_()
-            if any(_touches_grad(argument.value) for argument in call.args) and not _is_parameter_update(call):
-                return True  # torch._foreach_zero_([p.grad ...])
-        elif name is not None and name.rsplit(".", 1)[-1].endswith("_"):
-            if any(_touches_grad(argument.value) for argument in call.args):
-                return True
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value.endswith("_"):
+        if _touches_grad(call.func.value):
+            return True  # p.grad.zero_(), p.grad.data.mul_(0), p.grad.detach_()
+        return any(_touches_grad(argument.value) for argument in call.args) and not _is_parameter_update(call)
+    if name is not None and name.rsplit(".", 1)[-1].endswith("_"):
+        return any(_touches_grad(argument.value) for argument in call.args)
     return False
 
 
@@ -707,6 +751,24 @@ def _written_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
         target = targets.pop()
         if isinstance(target, (cst.Tuple, cst.List)):
             targets.extend(e.value for e in target.elements)
+        else:
+            flat.append(target)
+    return flat
+
+
+def _direct_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """Targets of one assignment / del statement, tuples flattened (no traversal)."""
+    if isinstance(node, cst.Assign):
+        pending = [t.target for t in node.targets]
+    elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.Del)):
+        pending = [node.target]
+    else:
+        return []
+    flat: list[cst.BaseExpression] = []
+    while pending:
+        target = pending.pop()
+        if isinstance(target, (cst.Tuple, cst.List)):
+            pending.extend(e.value for e in target.elements)
         else:
             flat.append(target)
     return flat

@@ -10,6 +10,7 @@ from autograd_fix.codemods.gradmode import function_disables_grad, with_disables
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.loops import (
     Binding,
+    RootTracker,
     all_nodes,
     ancestors,
     backward_has_gradient_argument,
@@ -50,7 +51,7 @@ class _Accumulation:
     numeric_form: bool
 
 
-class LossAccumulatedWithGraph(Rule):
+class LossAccumulatedWithGraph(RootTracker, Rule):
     """
     ## What it does
     Finds tensors that still carry their autograd graph being accumulated across the
@@ -112,19 +113,27 @@ class LossAccumulatedWithGraph(Rule):
         checks=("accumulated_values_equal", "outputs_equal", "retained_graph_not_higher"),
     )
 
-    def visit_Module(self, node: cst.Module) -> bool:
-        parents = parent_map(node)
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._init_tracker()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if is_gradient_call(node, self.context.imports):
+            self.note_interesting()
+
+    def leave_Module(self, original_node: cst.Module) -> None:
         imports = self.context.imports
-        for loop in all_nodes(node, _LOOPS):
-            assert isinstance(loop, (cst.For, cst.While))
-            if _grad_disabled(loop, imports, parents):
-                continue
-            analysis = _LoopAnalysis(loop, imports, parents)
-            if not analysis.tracked:
-                continue
-            for accumulation in analysis.accumulations():
-                self._check(accumulation, analysis)
-        return False
+        for root in self.interesting_roots():
+            parents = parent_map(root)
+            for loop in all_nodes(root, _LOOPS):
+                assert isinstance(loop, (cst.For, cst.While))
+                if _grad_disabled(loop, imports, parents):
+                    continue
+                analysis = _LoopAnalysis(loop, imports, parents)
+                if not analysis.tracked:
+                    continue
+                for accumulation in analysis.accumulations():
+                    self._check(accumulation, analysis)
 
     def _check(self, accumulation: _Accumulation, analysis: "_LoopAnalysis") -> None:
         scope = analysis.scope
@@ -551,11 +560,18 @@ class _LoopAnalysis:
         self.parents = parents
         self.scope = enclosing_scope(loop, parents)
         self.loop_bindings = bindings(loop.body)
+        self._scope_bindings: list[Binding] | None = None
         #: names the iteration backpropagates from / that feed them through a loss function
         self.tracked: set[str] = set()
         #: tracked names known to be scalars (backward without a `gradient` argument)
         self.scalar: set[str] = set()
         self._find_tracked()
+
+    @property
+    def scope_bindings(self) -> list[Binding]:
+        if self._scope_bindings is None:
+            self._scope_bindings = bindings(self.scope)
+        return self._scope_bindings
 
     def _bindings_of(self, name: str) -> list[Binding]:
         return [b for b in self.loop_bindings if b.name == name]
@@ -695,17 +711,17 @@ class _LoopAnalysis:
                 continue
             return False
         loop_statements = {id(b.statement) for b in self.loop_bindings}
-        outside = [b for b in bindings(self.scope) if b.name == name and id(b.statement) not in loop_statements]
+        outside = [b for b in self.scope_bindings if b.name == name and id(b.statement) not in loop_statements]
         return bool(outside) and all(b.kind in {"assign", "annassign"} for b in outside)
 
     def starts_as_number(self, name: str) -> bool:
-        found = [b for b in bindings(self.scope) if b.name == name and b.statement is not None]
+        found = [b for b in self.scope_bindings if b.name == name]
         return all(b.kind == "augassign" or _is_number(b.value) for b in found)
 
     def backpropagated_later(self, name: str) -> bool:
         """Does the accumulator, or anything computed from it, reach a gradient computation?"""
         derived = {name}
-        scope_bindings = bindings(self.scope)
+        scope_bindings = self.scope_bindings
         changed = True
         while changed:
             changed = False

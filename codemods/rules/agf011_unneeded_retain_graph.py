@@ -6,6 +6,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.loops import (
+    RootTracker,
     StatementOrder,
     all_nodes,
     ancestors,
@@ -46,7 +47,7 @@ _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type"})
 _GRAPH_ATTRIBUTES = frozenset({"grad_fn", "register_hook", "retain_grad", "next_functions"})
 
 
-class UnneededRetainGraph(Rule):
+class UnneededRetainGraph(RootTracker, Rule):
     """
     ## What it does
     Finds `loss.backward(retain_graph=True)` where nothing backpropagates through that
@@ -105,16 +106,44 @@ class UnneededRetainGraph(Rule):
         checks=("grads_equal", "outputs_equal", "peak_memory_not_higher"),
     )
 
-    def visit_Module(self, node: cst.Module) -> bool:
-        parents = parent_map(node)
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._init_tracker()
+        self._candidates: list[cst.Call] = []
+        #: an in-file `forward` stores something on `self`: a module may carry a graph
+        self._stateful_forward = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _is_retaining_backward(node):
+            self._candidates.append(node)
+            self.note_interesting()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._note_self_store([t.target for t in node.targets])
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._note_self_store([node.target])
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._note_self_store([node.target])
+
+    def _note_self_store(self, targets: list[cst.BaseExpression]) -> None:
+        functions = self.enclosing_functions
+        if not functions or functions[-1].name.value != "forward":
+            return
+        for target in targets:
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                self._stateful_forward = True
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if self._stateful_forward or not self._candidates:
+            return
         imports = self.context.imports
-        if _stateful_module_in_file(node):
-            return False
-        for call in all_nodes(node, cst.Call):
-            assert isinstance(call, cst.Call)
-            if _is_retaining_backward(call):
-                self._check(call, imports, parents)
-        return False
+        for root in self.interesting_roots():
+            parents = parent_map(root)
+            for call in self._candidates:
+                if id(call) in parents:
+                    self._check(call, imports, parents)
 
     def _check(self, call: cst.Call, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> None:
         line = statement_line(call, parents)
@@ -657,20 +686,6 @@ def _iterates_data(node: cst.BaseExpression) -> bool:
         positional = [a.value for a in node.args if a.keyword is None]
         return bool(positional) and all(_iterates_data(a) for a in positional)
     return bool(expression_tokens(node) & _DATA_ITERABLE_TOKENS)
-
-
-def _stateful_module_in_file(module: cst.Module) -> bool:
-    """An in-file `forward` that assigns a tensor attribute on `self` may carry a graph."""
-    for function in all_nodes(module, cst.FunctionDef):
-        assert isinstance(function, cst.FunctionDef)
-        if function.name.value != "forward":
-            continue
-        for node in local_nodes(function.body, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
-            for target in targets:
-                if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-                    return True
-    return False
 
 
 def _drop_retain_graph(updated: cst.CSTNode) -> cst.CSTNode:
