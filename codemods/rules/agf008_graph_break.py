@@ -34,6 +34,20 @@ _GRAPH_CALLEE_TOKENS = frozenset(
 )
 
 
+class _LazyTracking:
+    """The module's `TrackingAnalysis`, built on first use (most files never need it)."""
+
+    def __init__(self, module: cst.Module, imports: ImportIndex) -> None:
+        self.module = module
+        self.imports = imports
+        self._analysis: _LazyTracking | None = None
+
+    def get(self) -> TrackingAnalysis:
+        if self._analysis is None:
+            self._analysis = TrackingAnalysis.build(self.module, self.imports)
+        return self._analysis
+
+
 @dataclass
 class _Line:
     """A simple statement of one scope, where it sits, and what is known there."""
@@ -41,7 +55,12 @@ class _Line:
     node: cst.SimpleStatementLine
     block: list[cst.BaseStatement]
     index: int
-    grad_disabled: bool
+    tracking: _LazyTracking
+
+    @property
+    def grad_disabled(self) -> bool:
+        position = self.tracking.get().position(self.node)
+        return position.grad_disabled if position is not None else True
 
 
 @dataclass
@@ -116,7 +135,7 @@ class GraphBreak(Rule):
 
     def visit_Module(self, node: cst.Module) -> bool:
         imports = self.context.imports
-        analysis = TrackingAnalysis.build(node, imports)
+        analysis = _LazyTracking(node, imports)
         for scope in _collect_scopes(node, analysis):
             _ScopeCheck(self, scope, analysis).run()
         return False
@@ -432,23 +451,21 @@ def step(model, x, y, optimizer):
 # --- scopes and lines ------------------------------------------------------------------
 
 
-def _collect_scopes(module: cst.Module, analysis: TrackingAnalysis) -> list[_Scope]:
+def _collect_scopes(module: cst.Module, analysis: _LazyTracking) -> list[_Scope]:
     scopes: list[_Scope] = []
     _walk_scope(_Scope(module), module.body, scopes, analysis)
     return scopes
 
 
-def _walk_scope(scope: _Scope, body, scopes: list[_Scope], analysis: TrackingAnalysis) -> None:  # type: ignore[no-untyped-def]
+def _walk_scope(scope: _Scope, body, scopes: list[_Scope], analysis: _LazyTracking) -> None:  # type: ignore[no-untyped-def]
     scopes.append(scope)
     _walk_block(scope, body, scopes, analysis)
 
 
-def _walk_block(scope: _Scope, statements, scopes: list[_Scope], analysis: TrackingAnalysis) -> None:  # type: ignore[no-untyped-def]
+def _walk_block(scope: _Scope, statements, scopes: list[_Scope], analysis: _LazyTracking) -> None:  # type: ignore[no-untyped-def]
     for index, statement in enumerate(statements):
         if isinstance(statement, cst.SimpleStatementLine):
-            position = analysis.position(statement)
-            disabled = position.grad_disabled if position is not None else True
-            scope.lines.append(_Line(statement, statements, index, disabled))
+            scope.lines.append(_Line(statement, statements, index, analysis))
         elif isinstance(statement, cst.FunctionDef):
             if isinstance(statement.body, cst.IndentedBlock):
                 _walk_scope(_Scope(statement), statement.body.body, scopes, analysis)
@@ -478,7 +495,7 @@ def _child_blocks(statement: cst.CSTNode) -> list:  # type: ignore[type-arg]
 
 
 class _ScopeCheck:
-    def __init__(self, rule: GraphBreak, scope: _Scope, analysis: TrackingAnalysis) -> None:
+    def __init__(self, rule: GraphBreak, scope: _Scope, analysis: _LazyTracking) -> None:
         self.rule = rule
         self.scope = scope
         self.analysis = analysis
@@ -635,7 +652,7 @@ class _ScopeCheck:
 
     def _graph_value(self, root: cst.BaseExpression, line: _Line, position: int) -> bool:
         """Is `root` a tracked tensor (tracking analysis) or a model/criterion output in view?"""
-        if self.analysis.tracked(root, line.node) is not None:
+        if self.analysis.get().tracked(root, line.node) is not None:
             return True
         if not isinstance(root, cst.Name):
             return False

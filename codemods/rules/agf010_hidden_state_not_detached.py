@@ -110,11 +110,24 @@ class HiddenStateNotDetached(Rule):
         checks=("original_error_gone", "peak_memory_not_higher"),
     )
 
-    def visit_Module(self, node: cst.Module) -> bool:
-        for scope in _scopes(node):
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._scan = _FunctionFinder(context.module)
+
+    # the batched traversal records which scopes run a backward; the analysis runs once at the end
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scan.visit_FunctionDef(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._scan.leave_FunctionDef(original_node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._scan.visit_Attribute(node)
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for scope in self._scan.scopes():
             for carry, initial in _find_carries(scope, self.context.imports):
                 self._report(carry, initial)
-        return False
 
     def _report(self, carry: _Carry, initial: dict[str, cst.BaseExpression | None]) -> None:
         imports = self.context.imports
@@ -546,19 +559,29 @@ def train(model, loader, optimizer, hidden):
 # --- analysis --------------------------------------------------------------------------
 
 
-def _scopes(module: cst.Module) -> list[cst.Module | cst.FunctionDef]:
-    finder = _FunctionFinder()
-    module.visit(finder)
-    return [module, *finder.functions]
-
-
 class _FunctionFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
+    """Every function, and which scopes mention `backward` / `manual_backward` (cheap prefilter)."""
+
+    def __init__(self, module: cst.Module) -> None:
         super().__init__()
         self.functions: list[cst.FunctionDef] = []
+        self.stack: list[cst.CSTNode] = [module]
+        self.with_backward: set[int] = set()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)
+        self.stack.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.stack.pop()
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in {"backward", *_BACKWARD_FUNCTIONS}:
+            self.with_backward.add(id(self.stack[-1]))
+
+    def scopes(self) -> list[cst.CSTNode]:
+        """The module and the functions whose own code (not a nested def's) runs a backward."""
+        return [scope for scope in [self.stack[0], *self.functions] if id(scope) in self.with_backward]
 
 
 class _ScopeWalker(cst.CSTVisitor):
