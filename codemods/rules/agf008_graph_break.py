@@ -117,9 +117,9 @@ class GraphBreak(Rule):
     re-wraps whose loss definition is not in view.
 
     ## Verification
-    The rewritten run's loss values equal the original's; its parameters get non-None
-    gradients (the original leaves every parameter's `.grad` None), and those gradients
-    match finite differences of the loss.
+    The rewritten run's parameter gradients (None in the original) must match finite
+    differences of the loss. Outputs are not compared: once gradients flow the optimizer
+    changes the model, so every value after the first step differs by design.
     """
 
     code = "AGF008"
@@ -128,9 +128,9 @@ class GraphBreak(Rule):
     message = "the loss's gradient path is cut before backward()"
     triggers = ("backward", "training_step")
     contract = Contract(
-        description="loss values equal; the rewritten run gives parameters non-None gradients (the original "
-        "leaves every parameter's .grad None) that match finite differences of the loss",
-        checks=("outputs_equal", "gradients_match_finite_differences"),
+        description="the rewritten run's parameter gradients (None in the original) match finite differences of "
+        "the loss; outputs are not compared, since training now changes the model by design",
+        checks=("gradients_match_finite_differences",),
     )
 
     def visit_Module(self, node: cst.Module) -> bool:
