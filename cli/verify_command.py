@@ -141,6 +141,7 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
             ("device", lambda e: str(e.get("device") or "-")),
             ("raised", lambda e: f"{e['exception']['type']}" if e.get("exception") else "-"),
             ("retained graph", lambda e: format_bytes((e.get("measured") or {}).get("retained_graph_bytes"))),
+            ("graph at peak", lambda e: format_bytes((e.get("measured") or {}).get("peak_graph_bytes"))),
             ("graph nodes", lambda e: str((e.get("measured") or {}).get("graph_nodes", "-"))),
             ("peak memory", lambda e: format_bytes((e.get("measured") or {}).get("peak_bytes"))),
             ("backward / steps", lambda e: f"{(e.get('measured') or {}).get('backward_passes', '-')} / {(e.get('measured') or {}).get('optimizer_steps', '-')}"),

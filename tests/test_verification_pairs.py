@@ -13,6 +13,7 @@ import pytest
 from test_verification_support import shared_verifier
 
 from autograd_fix.verification import Verifier, verify_pair
+from autograd_fix.verification.verdict import format_bytes
 
 AGF001 = ("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any")
 AGF002 = ("step_grads_match_contributions",)
@@ -76,8 +77,71 @@ def test_eval_loop_wrapped_in_no_grad_is_accepted_with_lower_retained_graph(veri
     assert unit.name == "evaluate" and unit.mode == "function"
     orig = unit.evidence["original"]["measured"]["retained_graph_bytes"]
     assert orig > 0 and unit.evidence["rewritten"]["measured"]["retained_graph_bytes"] == 0
-    assert "retained graph" in verdict.summary() and "-> 0 B" in verdict.summary()
+    summary = verdict.summary()
+    assert "graph held at peak" in summary and "retained at end" in summary and "-> 0 B" in summary
+    assert summary.count("graph held at peak") == 1, summary  # two checks, one clause
     assert unit.evidence["original"]["bound"]["model"] == "Net()"
+
+
+# The outputs (with their graphs) live in a list local to the function, freed before it
+# returns: nothing is retained at the end, only the peak during the run tells them apart.
+EVAL_LOCAL_ORIG = MODEL + """
+
+def accuracy(model, loader):
+    model.eval()
+    logits = []
+    for x, y in loader:
+        logits.append(model(x))
+    predicted = torch.cat(logits).argmax(dim=1)
+    return (predicted == torch.cat([y for _, y in loader])).float().mean().item()
+"""
+EVAL_LOCAL_FIXED = EVAL_LOCAL_ORIG.replace(
+    "    for x, y in loader:\n        logits.append(model(x))",
+    "    with torch.no_grad():\n        for x, y in loader:\n            logits.append(model(x))",
+)
+
+
+def test_eval_loop_with_function_local_outputs_is_accepted_on_peak_graph(verifier):
+    assert EVAL_LOCAL_FIXED != EVAL_LOCAL_ORIG
+    verdict = run(verifier, EVAL_LOCAL_ORIG, EVAL_LOCAL_FIXED, AGF001, rule="AGF001")
+    assert verdict.verdict == "accepted", verdict.reason
+    (unit,) = verdict.units
+    orig, fixed = unit.evidence["original"]["measured"], unit.evidence["rewritten"]["measured"]
+    assert orig["retained_graph_bytes"] == 0 and fixed["retained_graph_bytes"] == 0  # freed before the end
+    assert orig["peak_graph_bytes"] > 0 and fixed["peak_graph_bytes"] == 0
+    peak = format_bytes(orig["peak_graph_bytes"])
+    assert f"graph held at peak {peak} -> 0 B, retained at end 0 B -> 0 B" in verdict.summary()
+
+
+def test_identical_eval_loops_are_not_lower_on_peak_graph(verifier):
+    same = EVAL_LOCAL_ORIG.replace("logits = []", "logits = list()")
+    verdict = run(verifier, EVAL_LOCAL_ORIG, same, AGF001)
+    assert verdict.verdict == "rejected"
+    assert "not lower" in verdict.reason and "graph held at peak" in verdict.reason
+
+
+EPOCH_LOSS = MODEL + """
+
+def mean_loss(model, loader, criterion):
+    total = 0.0
+    for x, y in loader:
+        total = total + criterion(model(x), y).detach()
+    return total.item() / len(loader)
+"""
+
+
+def test_rewrite_holding_more_graph_at_peak_is_rejected(verifier):
+    # dropping the .detach() chains every batch's graph onto `total` while the loop runs;
+    # the function returns a float, so nothing is retained at the end of either run
+    wrong = EPOCH_LOSS.replace("criterion(model(x), y).detach()", "criterion(model(x), y)")
+    verdict = run(verifier, EPOCH_LOSS, wrong, AGF006)
+    assert verdict.verdict == "rejected", verdict.reason
+    failed = [c for c in verdict.units[0].evidence["checks"] if c["status"] == "fail"]
+    assert failed[0]["check"] == "retained_graph_not_higher"
+    assert "higher at peak" in verdict.reason
+    orig, wrong_m = verdict.units[0].evidence["original"]["measured"], verdict.units[0].evidence["rewritten"]["measured"]
+    assert orig["retained_graph_bytes"] == wrong_m["retained_graph_bytes"] == 0
+    assert wrong_m["peak_graph_bytes"] > orig["peak_graph_bytes"] > 0
 
 
 def test_decorated_eval_function_is_accepted(verifier):

@@ -13,9 +13,16 @@ What is observed, and why this way:
 * Retained graph memory: ``saved_tensors_hooks`` see every tensor autograd saves. The hook
   stores ``t.detach()`` (no reference cycle) and a weak reference to it; what is still
   alive at the end is what live objects keep reachable. Unique storages are counted,
-  leaves that require grad (parameters, inputs) excluded: they are saved by reference and
-  live anyway. Because a hook bypasses autograd's own version check on unpack, the hook
-  re-implements it, with autograd's wording, so in-place bugs still raise.
+  leaves that require grad (parameters, inputs) and views of them (``addmm`` saves
+  ``weight.t()``) excluded: they are saved by reference and live anyway. Because a hook
+  bypasses autograd's own version check on unpack, the hook re-implements it, with
+  autograd's wording, so in-place bugs still raise.
+* Graph memory held during the run: the same hook counts, per unique storage (device +
+  data pointer, refcounted over the saved tensors that share it), the bytes of saved
+  tensors alive, and keeps the maximum (``peak_graph_bytes``). The count drops when the
+  stored ``detach()`` is freed (a weakref callback: no cycle, a dict update), so graphs
+  kept in a function's locals and freed before the end of the run are still seen.
+  Deterministic (no sampling); leaves that require grad are excluded as above.
 * Peak memory: CUDA ``max_memory_allocated`` when the run uses CUDA (guarded by
   ``is_available``: a CPU build returns 0). On CPU, glibc ``mallinfo2`` (heap in use plus
   mmapped blocks: it sees torch's allocations, ``tracemalloc`` does not) sampled by a
@@ -132,6 +139,43 @@ def _leaves_of(tensors: Any, inputs: Any) -> list[torch.Tensor]:
     return list(leaves.values())
 
 
+class _SavedRef(weakref.ref):
+    """Weak reference to one stored saved tensor, carrying its storage key."""
+
+    __slots__ = ("key",)
+
+
+class _LiveGraphBytes:
+    """Bytes of unique storages held by saved tensors that are alive, and their peak.
+
+    Holds no reference to the tensors nor to the refs (the refs' callback is a bound
+    method of this object), so nothing here keeps a saved tensor alive or forms a cycle.
+    """
+
+    __slots__ = ("counts", "live", "peak")
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[torch.device, int], list[int]] = {}  # key -> [refcount, nbytes]
+        self.live = 0
+        self.peak = 0
+
+    def acquire(self, key: tuple[torch.device, int], nbytes: int) -> None:
+        """A storage not held yet (`Probes._pack` bumps the count of one already held)."""
+        self.counts[key] = [1, nbytes]
+        self.live += nbytes
+        if self.live > self.peak:
+            self.peak = self.live
+
+    def release(self, ref: _SavedRef) -> None:
+        entry = self.counts.get(ref.key)
+        if entry is None:
+            return
+        entry[0] -= 1
+        if entry[0] <= 0:
+            del self.counts[ref.key]
+            self.live -= entry[1]
+
+
 def _snapshot(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.detach().to("cpu", copy=True)
 
@@ -154,6 +198,7 @@ class Probes:
         self._pending: dict[int, torch.Tensor] = {}
         self._ever_grad: set[int] = set()
         self._saved: list[tuple[weakref.ref, bool]] = []
+        self._graph_bytes = _LiveGraphBytes()
         self._ctx_refs: list[weakref.ref] = []
         self.steps: list[dict[str, Any]] = []
         self.step_count = 0
@@ -261,8 +306,26 @@ class Probes:
 
     def _pack(self, tensor: torch.Tensor):
         detached = tensor.detach()
-        excluded = tensor.is_leaf and tensor.requires_grad
-        self._saved.append((weakref.ref(detached), excluded))
+        base = tensor._base if tensor._is_view() else tensor
+        excluded = base.is_leaf and base.requires_grad  # a parameter or a view of one (W.t())
+        ref = None
+        if not excluded:
+            try:
+                storage = detached.untyped_storage()
+                key = (detached.device, storage.data_ptr())
+                nbytes = storage.nbytes()
+            except (RuntimeError, NotImplementedError):
+                pass
+            else:
+                live = self._graph_bytes
+                ref = _SavedRef(detached, live.release)
+                ref.key = key
+                entry = live.counts.get(key)
+                if entry is None:
+                    live.acquire(key, nbytes)
+                else:
+                    entry[0] += 1
+        self._saved.append((ref if ref is not None else weakref.ref(detached), excluded))
         if len(self._saved) % 20000 == 0:
             self._saved = [(ref, ex) for ref, ex in self._saved if ref() is not None]
         return detached, tensor._version
@@ -381,6 +444,7 @@ class Probes:
         measures: dict[str, Any] = {
             "retained_graph_bytes": int(sum(storages.values())),
             "retained_storages": len(storages),
+            "peak_graph_bytes": int(self._graph_bytes.peak),
             "graph_nodes": graph_nodes_from(live_roots),
             "backward_passes": self.backward_count,
             "optimizer_steps": self.step_count,
