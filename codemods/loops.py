@@ -21,7 +21,7 @@ from autograd_fix.codemods.names import name_tokens
 #: methods that backpropagate (`loss.backward()`, Lightning's `self.manual_backward(loss)`)
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 #: receivers whose `.backward(loss)` takes the loss as argument (Accelerate, Fabric, DeepSpeed)
-_WRAPPER_BACKWARD_TOKENS = frozenset({"accelerator", "fabric", "engine", "trainer", "strategy", "self", "amp"})
+_WRAPPER_BACKWARD_TOKENS = frozenset({"accelerator", "fabric", "engine", "trainer", "strategy", "amp"})
 #: calls that read or build gradients without going through `.backward()`
 _AUTOGRAD_PREFIXES = ("torch.autograd.", "torch.func.", "functorch")
 #: attributes / calls that return a value cut off the autograd graph
@@ -176,7 +176,9 @@ def backward_root(call: cst.Call, imports: ImportIndex) -> cst.BaseExpression | 
     if call.func.attr.value == "manual_backward":
         return _first_positional(call)
     receiver_name = dotted_name(receiver)
-    if receiver_name is not None and set(name_tokens(receiver_name.replace(".", "_"))) & _WRAPPER_BACKWARD_TOKENS:
+    if receiver_name is not None and (
+        receiver_name == "self" or set(name_tokens(receiver_name.rsplit(".", 1)[-1])) & _WRAPPER_BACKWARD_TOKENS
+    ):
         return _first_positional(call)
     if (
         isinstance(receiver, cst.Call)

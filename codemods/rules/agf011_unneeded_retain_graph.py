@@ -20,7 +20,6 @@ from autograd_fix.codemods.loops import (
     innermost_loop,
     is_gradient_call,
     is_true,
-    local_nodes,
     parent_map,
     read_name_nodes,
     runs_every_iteration,
