@@ -289,6 +289,21 @@ for x, y in loader:
     correct += (logits.argmax(1) == y).sum()
 """
         ),
+        # 11. DETR-style: the criterion takes and returns dicts; kept dicts are not tensors
+        valid(
+            """
+all_outputs = []
+for samples, targets in data_loader:
+    outputs = model(samples)
+    loss_dict = criterion(outputs, targets)
+    losses = sum(loss_dict[k] * weight_dict[k] for k in loss_dict.keys() if k in weight_dict)
+    optimizer.zero_grad()
+    losses.backward()
+    optimizer.step()
+    all_outputs.append(outputs)
+    metric_logger.update(loss_dict)
+"""
+        ),
     ]
 
     INVALID = [
@@ -517,10 +532,12 @@ for i, (inputs, labels) in enumerate(trainloader):
         # 9. model outputs kept for epoch metrics
         invalid(
             """
+import torch.nn.functional as F
+
 all_logits = []
 for x, y in train_loader:
     logits = model(x)
-    loss = criterion(logits, y)
+    loss = F.cross_entropy(logits, y)
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
@@ -528,10 +545,12 @@ for x, y in train_loader:
 auroc = compute_auroc(torch.cat(all_logits))
 """,
             """
+import torch.nn.functional as F
+
 all_logits = []
 for x, y in train_loader:
     logits = model(x)
-    loss = criterion(logits, y)
+    loss = F.cross_entropy(logits, y)
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
@@ -611,6 +630,7 @@ class _LoopAnalysis:
         value = found[0].value
         assert value is not None
         inputs: set[str] = set()
+        operands = {leaf.value for leaf in _arithmetic_leaves(value)}
         for read in read_name_nodes(value):
             candidate = self._bindings_of(read.value)
             if len(candidate) != 1 or candidate[0].kind != "assign" or candidate[0].value is None:
@@ -619,8 +639,10 @@ class _LoopAnalysis:
                 continue
             if breaks_graph(candidate[0].value):
                 continue
-            if self._is_loss_call(candidate[0].value) or (
-                _is_model_call(candidate[0].value, self.imports) and self._passed_to_loss(read.value, value)
+            # a loss value used in arithmetic is a tensor (a criterion may return a dict);
+            # a model output is known to be a tensor only when a torch loss function takes it
+            if (read.value in operands and self._is_loss_call(candidate[0].value)) or (
+                _is_model_call(candidate[0].value, self.imports) and self._passed_to_torch_loss(read.value, value)
             ):
                 inputs.add(read.value)
         return inputs
@@ -635,11 +657,12 @@ class _LoopAnalysis:
         name = dotted_name(node.func)
         return name is not None and bool(set(name_tokens(name.rsplit(".", 1)[-1])) & _LOSS_TOKENS)
 
-    def _passed_to_loss(self, name: str, value: cst.BaseExpression) -> bool:
-        """Is `name` a direct argument of a loss call in `value` (so it is a tensor)?"""
+    def _passed_to_torch_loss(self, name: str, value: cst.BaseExpression) -> bool:
+        """Is `name` a direct argument of a `torch.nn.functional` loss in `value` (so a tensor)?"""
         for call in all_nodes(value, cst.Call):
             assert isinstance(call, cst.Call)
-            if self._is_loss_call(call) and any(
+            qualified = self.imports.qualified_name(call.func) or ""
+            if qualified.startswith("torch.nn.functional.") and self._is_loss_call(call) and any(
                 isinstance(a.value, cst.Name) and a.value.value == name for a in call.args
             ):
                 return True
