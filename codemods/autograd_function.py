@@ -17,6 +17,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.walk import walk
 
 #: qualified names of the base class
 FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
@@ -190,7 +191,7 @@ def custom_functions(module: cst.Module, imports: ImportIndex) -> list[CustomFun
     it defines `setup_context` that is not one (the style would be unclear).
     """
     finder = _ClassFinder(imports)
-    module.visit(finder)
+    walk(module, finder)
     return [function for node in finder.classes if (function := custom_function(node, imports)) is not None]
 
 
@@ -241,11 +242,11 @@ def apply_calls(module: cst.Module, functions: list[CustomFunction]) -> dict[str
     """Call sites of each function's `apply` (through `fn = Cls.apply` aliases too)."""
     names = {f.name for f in functions}
     collector = _ApplyCollector(names)
-    module.visit(collector)
+    walk(module, collector)
     aliases = collector.aliases
     if aliases:
         collector = _ApplyCollector(names, aliases)
-        module.visit(collector)
+        walk(module, collector)
     return collector.calls
 
 
@@ -322,7 +323,7 @@ def expected_gradients(function: CustomFunction, calls: ApplyCalls | None) -> tu
 def own_nodes(function: cst.FunctionDef, kind: type) -> list:
     """Nodes of `kind` in `function`'s body, not inside nested functions, lambdas or classes."""
     finder = _OwnFinder(kind)
-    function.body.visit(finder)
+    walk(function.body, finder)
     return finder.found
 
 
@@ -390,7 +391,7 @@ def save_for_backward_calls(function: cst.FunctionDef, ctx: str) -> list[cst.Cal
 
 def iter_names(node: cst.CSTNode) -> Iterator[str]:
     finder = _NameCollector()
-    node.visit(finder)
+    walk(node, finder)
     yield from finder.names
 
 
@@ -403,7 +404,7 @@ class _NameCollector(cst.CSTVisitor):
         self.names.append(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
 
@@ -592,7 +593,7 @@ def _local_names(function: cst.FunctionDef) -> set[str]:
 def _assignments(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None]]:
     """name -> every value assigned to it in the function (None: bound some other way)."""
     collector = _AssignmentCollector()
-    function.body.visit(collector)
+    walk(function.body, collector)
     return collector.values
 
 
@@ -651,7 +652,7 @@ class _AssignmentCollector(cst.CSTVisitor):
 def _used_as_tensor(function: cst.FunctionDef, imports: ImportIndex) -> set[str]:
     """Names used where only a tensor works: torch-only method receivers, torch op inputs."""
     finder = _TensorUseFinder(imports)
-    function.body.visit(finder)
+    walk(function.body, finder)
     return finder.names
 
 
@@ -760,7 +761,7 @@ def rebound_names(statements: list[cst.CSTNode]) -> set[str]:
     """Names (re)bound by assignment, loop, `with ... as`, walrus or `del` in `statements`."""
     collector = _AssignmentCollector()
     for statement in statements:
-        statement.visit(collector)
+        walk(statement, collector)
     names = set(collector.values)
     for statement in statements:
         for node in all_nodes(statement, cst.Del):
@@ -783,7 +784,7 @@ class _AllFinder(cst.CSTVisitor):
 def all_nodes(node: cst.CSTNode, kind: type) -> list:
     """Every node of `kind` under `node`, nested functions and lambdas included."""
     found: list = []
-    node.visit(_AllFinder(kind, found))
+    walk(node, _AllFinder(kind, found))
     return found
 
 
@@ -821,7 +822,7 @@ def saved_tensors_reads(backward: cst.FunctionDef, ctx: str) -> SavedTensorsRead
         reads.line, reads.target, reads.position = statement, target, position
         accounted.add(id(assign.value))
     finder = _SavedTensorsFinder(ctx)
-    backward.body.visit(finder)
+    walk(backward.body, finder)
     for subscript in finder.subscripts:
         index = subscript_index(subscript)
         if index is None or index < 0:

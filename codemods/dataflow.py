@@ -8,11 +8,12 @@ use them to *rule out* a rewrite (fail closed), never to justify one on their ow
 from __future__ import annotations
 
 import libcst as cst
+from autograd_fix.codemods.walk import walk
 
 
 def simple_statements_after(body: cst.CSTNode, loop: cst.CSTNode) -> list[cst.CSTNode]:
     collector = StatementOrder(loop)
-    body.visit(collector)
+    walk(body, collector)
     return collector.after
 
 
@@ -45,17 +46,17 @@ class StatementOrder(cst.CSTVisitor):
 
 def bound_names(node: cst.CSTNode) -> set[str]:
     finder = NameFinder()
-    node.visit(finder)
+    walk(node, finder)
     return finder.bound
 
 
 def assigned_names(node: cst.CSTNode) -> set[str]:
     if isinstance(node, cst.BaseAssignTargetExpression) or isinstance(node, (cst.Name, cst.Tuple, cst.List)):
         finder = NameFinder()
-        node.visit(finder)
+        walk(node, finder)
         return finder.read  # a for-target: every name in it is (re)bound
     finder = NameFinder()
-    node.visit(finder)
+    walk(node, finder)
     return finder.bound
 
 
@@ -63,7 +64,7 @@ def read_names(node: cst.CSTNode) -> set[str]:
     if isinstance(node, (cst.Name, cst.Tuple, cst.List)):
         return set()
     finder = NameFinder()
-    node.visit(finder)
+    walk(node, finder)
     return finder.read
 
 

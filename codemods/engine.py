@@ -19,6 +19,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule, RuleContext
+from autograd_fix.codemods.walk import walk_batched
 
 MAX_FIX_ROUNDS = 10
 
@@ -93,7 +94,7 @@ def run_rules(module: cst.Module, rules: Sequence[type[Rule]], path: str) -> lis
         return []
     context = RuleContext(path, module)
     instances = [rule(context) for rule in rules]
-    cst.visit_batched(module, instances)
+    walk_batched(module, instances)
     findings = [finding for rule in instances for finding in rule.findings]
     suppressed = _noqa_map(module.code)
     kept = [f for f in findings if not _is_suppressed(f, suppressed)]

@@ -14,6 +14,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.walk import walk
 
 NO_GRAD_NAMES = frozenset(
     {
@@ -135,5 +136,5 @@ class GradUseFinder(cst.CSTVisitor):
 
 def find_grad_use(node: cst.CSTNode, imports: ImportIndex) -> GradUse:
     finder = GradUseFinder(imports)
-    node.visit(finder)
+    walk(node, finder)
     return finder.result

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
+from autograd_fix.codemods.walk import walk
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
@@ -54,7 +55,7 @@ class ImportIndex:
             if isinstance(statement, cst.SimpleStatementLine):
                 for small in statement.body:
                     if isinstance(small, (cst.Import, cst.ImportFrom)):
-                        small.visit(collector)
+                        walk(small, collector)
             else:
                 pending.extend(reversed(_nested_statements(statement)))
         return index

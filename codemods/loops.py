@@ -17,6 +17,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.walk import walk
 
 #: methods that backpropagate (`loss.backward()`, Lightning's `self.manual_backward(loss)`)
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
@@ -35,7 +36,7 @@ _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 def parent_map(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
     """`id(child) -> parent` for every node under `root` (cheaper than libcst metadata)."""
     collector = _ParentCollector()
-    root.visit(collector)
+    walk(root, collector)
     return collector.parents
 
 
@@ -88,7 +89,7 @@ def innermost_loop(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.Fo
 def local_nodes(root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
     """Nodes of `types` under `root` in source order, not inside nested defs, classes or lambdas."""
     collector = _LocalCollector(types, root)
-    root.visit(collector)
+    walk(root, collector)
     return collector.found
 
 
@@ -112,7 +113,7 @@ class _LocalCollector(cst.CSTVisitor):
 def all_nodes(root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
     """Nodes of `types` anywhere under `root`, nested defs included (for fail-closed checks)."""
     collector = _AllCollector(types)
-    root.visit(collector)
+    walk(root, collector)
     return collector.found
 
 
@@ -227,7 +228,7 @@ def breaks_graph(node: cst.CSTNode) -> bool:
 def read_name_nodes(node: cst.CSTNode) -> list[cst.Name]:
     """Every `Name` read in an expression (attribute names and keywords excluded)."""
     collector = _ReadNames()
-    node.visit(collector)
+    walk(node, collector)
     return collector.names
 
 
@@ -237,11 +238,11 @@ class _ReadNames(cst.CSTVisitor):
         self.names: list[cst.Name] = []
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -264,7 +265,7 @@ class Binding:
 def bindings(root: cst.CSTNode) -> list[Binding]:
     """Where names are bound under `root` (local only: nested defs bind their own names)."""
     collector = _BindingCollector(root)
-    root.visit(collector)
+    walk(root, collector)
     return collector.found
 
 
@@ -386,7 +387,7 @@ class StatementOrder:
     def of(cls, root: cst.CSTNode) -> "StatementOrder":
         order = cls()
         counter = _Counter(order.index)
-        root.visit(counter)
+        walk(root, counter)
         return order
 
     def position(self, node: cst.CSTNode) -> int:

@@ -47,6 +47,7 @@ import libcst as cst
 from autograd_fix.codemods.gradmode import disables_grad, enables_grad, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.walk import walk
 
 if TYPE_CHECKING:
     from autograd_fix.codemods.rule import RuleContext
@@ -246,7 +247,7 @@ class TrackingAnalysis:
     def build(cls, module: cst.Module, imports: ImportIndex) -> "TrackingAnalysis":
         analysis = cls(module, imports)
         prepass = _PrePass(analysis)
-        module.visit(prepass)
+        walk(module, prepass)
         _Walker(analysis).run(module)
         return analysis
 
@@ -565,7 +566,7 @@ class _Evaluator:
     def saved_inputs(self, node: cst.CSTNode) -> set[str]:
         """Names whose current values the ops inside `node` save for backward."""
         finder = _SavedInputFinder(self)
-        node.visit(finder)
+        walk(node, finder)
         return finder.saved
 
 
@@ -860,7 +861,7 @@ class _Walker:
         finder = _AliasFinder(evaluator)
         if bound:
             finder.escapes(value)
-        value.visit(finder)
+        walk(value, finder)
         receiver = value if bound else None
         while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value.endswith("_"):
             receiver = receiver.func.value  # `y = x.add_(1)`: y is x

@@ -12,6 +12,7 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.names import expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.walk import walk
 
 #: a function named with one of these tokens is an evaluation scope
 EVAL_NAME_TOKENS = frozenset(
@@ -713,7 +714,7 @@ with torch.no_grad():
 
 def _returns_value(function: cst.FunctionDef) -> bool:
     finder = _ReturnFinder()
-    function.body.visit(finder)
+    walk(function.body, finder)
     return finder.found
 
 
@@ -763,7 +764,7 @@ class _Analysis:
     # -- collection -------------------------------------------------------------------
     def collect(self, module: cst.Module) -> None:
         collector = _Collector(self)
-        module.visit(collector)
+        walk(module, collector)
         for caller, under_no_grad, name in collector.call_sites:
             for callee in self.resolve(name, caller.class_name if caller else None):
                 callee.call_sites.append((caller, under_no_grad))
@@ -1028,7 +1029,7 @@ def _update_eval_state(statement: cst.SimpleStatementLine, receivers: set[str]) 
 
 def _eval_receivers_anywhere(node: cst.CSTNode) -> set[str]:
     finder = _MethodCallFinder({"eval"})
-    node.visit(finder)
+    walk(node, finder)
     return {receiver for receiver in finder.receivers}
 
 
@@ -1050,14 +1051,14 @@ class _MethodCallFinder(cst.CSTVisitor):
 def _calls_method(node: cst.CSTNode | list, method: str) -> bool:
     finder = _MethodCallFinder({method})
     for item in node if isinstance(node, (list, tuple)) else [node]:
-        item.visit(finder)
+        walk(item, finder)
     return finder.found
 
 
 def _contains_grad_mode_change(node: cst.CSTNode, imports: ImportIndex) -> bool:
     """A `with` that disables grad inside the loop: the author handled it; fail closed."""
     finder = _GradModeWithFinder(imports)
-    node.visit(finder)
+    walk(node, finder)
     return finder.found
 
 
@@ -1080,7 +1081,7 @@ def _iterates_eval_data(node: cst.For | cst.While) -> bool:
     if isinstance(node, cst.For):
         return bool(_iterable_tokens(node.iter) & EVAL_DATA_TOKENS)
     finder = _NextFinder()
-    node.body.visit(finder)
+    walk(node.body, finder)
     return any(_iterable_tokens(argument) & EVAL_DATA_TOKENS for argument in finder.arguments)
 
 
@@ -1113,7 +1114,7 @@ def _has_unguarded_model_call(
     only_receivers: bool = False,
 ) -> bool:
     finder = _ModelCallFinder(scope, receivers, imports, only_receivers)
-    body.visit(finder)
+    walk(body, finder)
     return finder.found
 
 

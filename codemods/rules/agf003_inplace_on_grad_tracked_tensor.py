@@ -19,6 +19,7 @@ from autograd_fix.codemods.tracking import (
     keyword,
     positional,
 )
+from autograd_fix.codemods.walk import walk
 
 #: in-place tensor methods whose out-of-place twin takes the same arguments
 OUT_OF_PLACE = frozenset(
@@ -898,7 +899,7 @@ def _mutation(small: cst.BaseSmallStatement, imports: ImportIndex) -> _Mutation 
 
 def _reads_grad(node: cst.CSTNode) -> bool:
     finder = _GradReadFinder()
-    node.visit(finder)
+    walk(node, finder)
     return finder.found
 
 
@@ -967,7 +968,7 @@ def _is_number(node: cst.BaseExpression) -> bool:
 
 def _calls(node: cst.CSTNode) -> list[cst.Call]:
     finder = _CallFinder()
-    node.visit(finder)
+    walk(node, finder)
     return finder.calls
 
 

@@ -27,6 +27,7 @@ from autograd_fix.codemods.autograd_function import (
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext
+from autograd_fix.codemods.walk import walk
 
 
 class AutogradFunctionGradientCount(Rule):
@@ -932,7 +933,7 @@ def _ctx_attributes_of(function: CustomFunction, index: int, name: str) -> set[s
 def _scalar_uses(function: cst.FunctionDef, ctx: str | None = None) -> set[str]:
     """Names (or, with `ctx`, ctx attributes) used where only Python ints/bools fit."""
     finder = _ScalarUseFinder(ctx)
-    function.body.visit(finder)
+    walk(function.body, finder)
     return finder.found
 
 
@@ -963,7 +964,7 @@ class _ScalarUseFinder(cst.CSTVisitor):
 def _only_arithmetic_factor(function: cst.FunctionDef, ctx: str, attribute: str) -> bool:
     """Every read of `ctx.<attribute>` is an operand of `*`, `/`, `+`, `-` (a plain factor)."""
     finder = _FactorUseFinder(ctx, attribute)
-    function.body.visit(finder)
+    walk(function.body, finder)
     return finder.uses > 0 and finder.uses == finder.factor_uses
 
 

@@ -26,6 +26,7 @@ from autograd_fix.codemods.autograd_function import (
 )
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.walk import walk
 
 
 class TensorSavedOnCtx(Rule):
@@ -797,7 +798,7 @@ def own_returns_in(statement: cst.CSTNode) -> bool:
     if isinstance(statement, cst.SimpleStatementLine):
         return any(isinstance(s, cst.Return) for s in statement.body)
     finder = _ReturnFinder()
-    statement.visit(finder)
+    walk(statement, finder)
     return finder.found
 
 

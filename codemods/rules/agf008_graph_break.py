@@ -13,6 +13,7 @@ from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.tracking import TrackingAnalysis
+from autograd_fix.codemods.walk import walk
 
 VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 #: torch calls that copy a value into a new tensor with no history
@@ -510,7 +511,7 @@ class _ScopeCheck:
         slice_names = self._backward_slice(sinks)
         for position, line in enumerate(self.scope.lines):
             finder = _CallFinder()
-            line.node.visit(finder)
+            walk(line.node, finder)
             reported: set[int] = set()
             for call in finder.calls:
                 rewrap = _parse_rewrap(call, self.imports)
@@ -712,7 +713,7 @@ class _ScopeCheck:
     def _grad_read_names(self) -> set[str]:
         finder = _GradReadFinder()
         for line in self.scope.lines:
-            line.node.visit(finder)
+            walk(line.node, finder)
         return finder.names
 
 
@@ -794,7 +795,7 @@ def _unwrap(node: cst.BaseExpression, imports: ImportIndex, converts: bool, wrap
 def _numpy_roots(node: cst.BaseExpression) -> list[tuple[cst.BaseExpression, list[tuple[str, cst.Call | None]]]]:
     """Every `x.<...>.numpy()` in `node`: its root `x` and the links up to `.numpy()`."""
     finder = _CallFinder()
-    node.visit(finder)
+    walk(node, finder)
     roots = []
     for call in finder.calls:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "numpy" and not call.args:
@@ -883,7 +884,7 @@ def _has_break(node: cst.CSTNode | None, imports: ImportIndex) -> bool:
     if node is None:
         return True
     finder = _BreakFinder(imports)
-    node.visit(finder)
+    walk(node, finder)
     return finder.found
 
 

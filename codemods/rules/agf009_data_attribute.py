@@ -9,6 +9,7 @@ from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.tracking import Site, Tracked, TrackingAnalysis
+from autograd_fix.codemods.walk import walk
 
 #: trailing-underscore methods that do not mutate values
 _NOT_INPLACE = frozenset({"requires_grad_", "share_memory_"})
@@ -224,7 +225,7 @@ def _data_mutation(small: cst.BaseSmallStatement, imports: ImportIndex) -> cst.A
 
 def _storage_change(small: cst.BaseSmallStatement) -> bool:
     finder = _MethodFinder(_STORAGE_METHODS)
-    small.visit(finder)
+    walk(small, finder)
     return finder.found
 
 
@@ -241,7 +242,7 @@ class _MethodFinder(cst.CSTVisitor):
 
 def _data_reads(statement: cst.CSTNode, handled: set[int]) -> list[cst.Attribute]:
     finder = _DataReadFinder(handled)
-    statement.visit(finder)
+    walk(statement, finder)
     return finder.reads
 
 
@@ -264,7 +265,7 @@ class _DataReadFinder(cst.CSTVisitor):
 def _init_call_argument(statement: cst.CSTNode, data: cst.Attribute, imports: ImportIndex) -> bool:
     """Is `data` the tensor argument of an `nn.init.*` call?"""
     finder = _InitFinder(data, imports)
-    statement.visit(finder)
+    walk(statement, finder)
     return finder.found
 
 

@@ -12,6 +12,7 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.walk import walk
 
 #: a name with one of these tokens holds recurrent state
 STATE_TOKENS = frozenset(
@@ -621,7 +622,7 @@ def _find_carries(
     scope: cst.Module | cst.FunctionDef, imports: ImportIndex
 ) -> list[tuple[_Carry, dict[str, cst.BaseExpression | None]]]:
     walker = _ScopeWalker(scope)
-    scope.visit(walker)
+    walk(scope, walker)
     results = []
     seen: set[int] = set()
     for position, (kind, node) in enumerate(walker.events):
@@ -673,7 +674,7 @@ def _has_backward(statement: cst.CSTNode, imports: ImportIndex, through_with: bo
         return any(_has_backward(s, imports, through_with) for s in _block(statement.body))
     if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
         finder = _BackwardFinder(imports)
-        statement.visit(finder)
+        walk(statement, finder)
         return finder.found
     return False
 
@@ -698,7 +699,7 @@ class _BackwardFinder(cst.CSTVisitor):
 
 def _retains_graph(loop: cst.For | cst.While) -> bool:
     finder = _BackwardFinder(ImportIndex())
-    loop.body.visit(finder)
+    walk(loop.body, finder)
     return finder.retains
 
 
@@ -784,7 +785,7 @@ def _looks_like_state(name: str) -> bool:
 def _untouched_elsewhere(loop: cst.For | cst.While, statement: cst.Assign, name: str) -> bool:
     """`name` is not rebound, detached in place, or handed to another call in the loop."""
     checker = _TouchChecker(statement, name)
-    loop.body.visit(checker)
+    walk(loop.body, checker)
     if isinstance(loop, cst.For) and name in assigned_names(loop.target):
         return False
     return not checker.touched

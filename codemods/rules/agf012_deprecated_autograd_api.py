@@ -12,6 +12,7 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.names import expression_tokens, last_segment
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.walk import walk
 
 
 @dataclass(frozen=True)
@@ -788,7 +789,7 @@ def _iterable_tokens(node: cst.BaseExpression) -> set[str]:
 
 def _rebound_only_by_conversions(body: cst.CSTNode, name: str, rule: DeprecatedAutogradApi) -> bool:
     checker = _RebindChecker(name, rule.context.imports)
-    body.visit(checker)
+    walk(body, checker)
     return checker.ok
 
 
