@@ -113,6 +113,26 @@ def check_file(job: Job) -> FileOutcome:
     return outcome
 
 
+def stacked_patch(job: Job, original: str, base: list[tuple[str, int, int]], target: tuple[str, int, int]) -> tuple[str, str] | None:
+    """(text with the `base` findings' fixes, the same plus `target`'s fix), or None.
+
+    Fixes are edits on the original tree, so several compose in one pass; this lets a
+    file's patches be verified one after the other, each on top of those accepted.
+    """
+    from autograd_fix.codemods.engine import finding_key, parse_module, run_rules
+
+    rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
+    module = parse_module(original)
+    by_key = {finding_key(f): f for f in run_rules(module, rules, job.path) if f.fix is not None}
+    if target not in by_key or any(key not in by_key for key in base):
+        return None
+    base_fixes = [by_key[key].fix for key in base]
+    try:
+        return apply_fixes(module, base_fixes), apply_fixes(module, [*base_fixes, by_key[target].fix])
+    except Exception:
+        return None
+
+
 def _patched(module, finding) -> str | None:
     try:
         return apply_fixes(module, [finding.fix])

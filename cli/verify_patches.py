@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job, run_jobs
+from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job, run_jobs, stacked_patch
 from autograd_fix.codemods.registry import rule_by_code
 
 
@@ -40,54 +40,80 @@ def candidate_records(outcomes: list[FileOutcome]) -> list[FindingRecord]:
 
 
 def verify_records(
-    outcomes: list[FileOutcome], settings: VerifySettings, progress_console: Console | None
+    outcomes: list[FileOutcome], jobs: list[Job], settings: VerifySettings, unsafe_fixes: bool,
+    progress_console: Console | None,
 ) -> None:
-    """Run every candidate patch and store its verdict on the record."""
+    """Run every candidate patch and store its verdict on the record.
+
+    A file's patches are verified one after another, in source order, each on top of the
+    ones already going in (so a second bug is judged once the first is fixed, not against
+    an original that still fails on the first); different files go in parallel.
+    """
     from autograd_fix.verification import Verifier, WorkerError, verify_many
 
-    by_path = {outcome.path: outcome for outcome in outcomes}
-    records = [r for r in candidate_records(outcomes) if r.patched is not None]
-    if not records:
+    queues = {o.path: [r for r in o.findings if r.fix_applicability is not None and r.patched is not None]
+              for o in outcomes if not o.error}
+    queues = {path: records for path, records in queues.items() if records}
+    total = sum(len(records) for records in queues.values())
+    if not total:
         return
-    pairs = []
-    for record in records:
-        rule = rule_by_code(record.code)
-        pairs.append(
-            {
-                "original": by_path[record.path].original,
-                "rewritten": record.patched,
-                "path": record.path,
-                "rule": record.code,
-                "checks": tuple(rule.contract.checks) if rule else None,
-            }
-        )
+    outcome_by_path = {o.path: o for o in outcomes}
+    job_by_path = {job.path: job for job in jobs}
+    going_in: dict[str, list[tuple[str, int, int]]] = {path: [] for path in queues}
     try:
         verifier = Verifier()
     except WorkerError as error:
-        for record in records:
-            record.verification = {"verdict": "unverified", "reason": f"verification worker unavailable: {error}", "evidence": {}}
+        for records in queues.values():
+            for record in records:
+                record.verification = {"verdict": "unverified", "reason": f"verification worker unavailable: {error}", "evidence": {}}
         return
-    chunk = max(1, (settings.jobs or 1) * 2)
     try:
-        with _progress(progress_console, len(pairs)) as (progress, task):
-            for start in range(0, len(pairs), chunk):
+        with _progress(progress_console, total) as (progress, task):
+            while queues:
+                batch: list[tuple[FindingRecord, dict]] = []
+                for path in list(queues):
+                    record = queues[path].pop(0)
+                    if not queues[path]:
+                        del queues[path]
+                    pair = _pair(record, outcome_by_path[path], job_by_path[path], going_in[path])
+                    if pair is None:
+                        record.verification = {"verdict": "unverified", "reason": "the fix cannot be applied on top of the others", "evidence": {}}
+                        continue
+                    batch.append((record, pair))
                 verdicts = verify_many(
-                    pairs[start : start + chunk],
-                    jobs=settings.jobs,
-                    device=settings.device,
-                    timeout=settings.timeout,
-                    verifier=verifier,
-                )
-                for record, verdict in zip(records[start : start + chunk], verdicts):
+                    [pair for _, pair in batch], jobs=settings.jobs, device=settings.device,
+                    timeout=settings.timeout, verifier=verifier,
+                ) if batch else []
+                for (record, _), verdict in zip(batch, verdicts):
                     record.verification = {
                         "verdict": verdict.verdict,
                         "reason": verdict.reason,
                         "evidence": {unit.name: unit.evidence for unit in verdict.units},
                     }
+                    if decide(record, unsafe_fixes):
+                        going_in[record.path].append((record.code, record.line, record.column))
                 if progress is not None:
-                    progress.advance(task, len(verdicts))
+                    progress.advance(task, len(batch))
     finally:
         verifier.close()
+
+
+def _pair(record: FindingRecord, outcome: FileOutcome, job: Job, going_in: list[tuple[str, int, int]]) -> dict | None:
+    rule = rule_by_code(record.code)
+    if going_in:
+        texts = stacked_patch(job, outcome.original or "", going_in, (record.code, record.line, record.column))
+        if texts is None:
+            return None
+        before, after = texts
+    else:
+        before, after = outcome.original, record.patched
+    return {
+        "original": before,
+        "rewritten": after,
+        "path": record.path,
+        "rule": record.code,
+        "checks": tuple(rule.contract.checks) if rule else None,
+    }
 
 
 class _NoProgress:
@@ -138,7 +164,7 @@ def verify_and_refix(
     progress_console: Console | None,
 ) -> list[FileOutcome]:
     """Verify every patch, then compute each file's fixed text from the verdicts."""
-    verify_records(outcomes, settings, progress_console)
+    verify_records(outcomes, jobs, settings, unsafe_fixes, progress_console)
     job_by_path = {job.path: job for job in jobs}
     again = [
         dataclasses.replace(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -106,3 +107,17 @@ def test_rejected_patch_is_not_applied(script: Path, monkeypatch: pytest.MonkeyP
     assert script.read_text() == SCRIPT
     assert "rejected: outputs differ" in result.stdout
     assert "Fixed 0 findings in 0 files; 1 remaining." in result.stdout
+
+
+@pytest.mark.slow
+def test_second_patch_is_verified_on_top_of_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path) -> None:
+    """The example has two in-place bugs; the second only shows once the first is fixed.
+    Verified alone, the second patch would look like it leaves "the original's error"."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(repo_root / "examples" / "inplace_on_grad_tracked_tensor.py", "inplace.py")
+    result = CliRunner().invoke(app, ["--apply", "--unsafe-fixes", "--format", "json", "inplace.py"], catch_exceptions=False)
+    document = json.loads(result.stdout)
+    verdicts = [f["verification"]["verdict"] for f in document["findings"]]
+    assert verdicts == ["accepted", "accepted"], [f["verification"]["reason"] for f in document["findings"]]
+    completed = subprocess.run([sys.executable, "inplace.py"], capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stderr[-500:]
