@@ -34,8 +34,11 @@ NOT_A_FORWARD_TOKENS = frozenset(
 )
 #: `self.forward`, `model.forward`: explicit forward calls
 FORWARD_METHODS = frozenset({"forward"})
-#: Lightning runs these hooks under no_grad/inference_mode itself
-LIGHTNING_HOOKS = frozenset({"validation_step", "test_step", "predict_step"})
+#: Lightning runs these hooks (and every `on_validation*` / `on_test*` / `on_predict*`
+#: callback hook) under no_grad/inference_mode itself
+LIGHTNING_HOOKS = frozenset(
+    {"validation_step", "test_step", "predict_step", "validation_epoch_end", "test_epoch_end"}
+)
 _WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "zip", "iter", "list", "islice", "track", "tqdm_notebook"})
 
 
@@ -360,6 +363,19 @@ def fit(model, val_loader, optimizer):
     loss = torch.stack(outs).pow(2).mean()
     loss.backward()
     optimizer.step()
+"""
+        ),
+        # 15. a Lightning callback's validation hook: Lightning's loop already disables grad
+        valid(
+            """
+import torch
+from pytorch_lightning.callbacks import Callback
+
+class EMASwap(Callback):
+    def on_validation_epoch_start(self, trainer, pl_module):
+        pl_module.eval()
+        for batch in trainer.val_dataloaders:
+            pl_module(batch)
 """
         ),
     ]
@@ -897,8 +913,25 @@ def _is_module_like(node: cst.ClassDef, imports: ImportIndex) -> bool:
     )
 
 
-def _is_lightning_module(node: cst.ClassDef, imports: ImportIndex) -> bool:
-    return any((imports.qualified_name(b.value) or "").endswith("LightningModule") for b in node.bases)
+_LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
+
+
+def _is_lightning_class(node: cst.ClassDef, imports: ImportIndex) -> bool:
+    """A LightningModule, a Lightning Callback, or Lightning's own base classes.
+
+    Lightning's evaluation loops already run these classes' hooks with grad disabled.
+    """
+    if node.name.value.endswith("LightningModule"):
+        return True
+    for base in node.bases:
+        qualified = imports.qualified_name(base.value) or ""
+        if qualified.endswith("LightningModule") or qualified.startswith(_LIGHTNING_PACKAGES):
+            return True
+    return False
+
+
+def _is_lightning_hook(name: str) -> bool:
+    return name in LIGHTNING_HOOKS or name.startswith(("on_validation", "on_test", "on_predict"))
 
 
 class _Finder:
@@ -920,7 +953,7 @@ class _Finder:
             self.function(statement, lightning)
         elif isinstance(statement, cst.ClassDef):
             inner = _Scope(None, statement.name.value, _is_module_like(statement, self.imports), set())
-            self.block(statement.body.body, inner, _is_lightning_module(statement, self.imports))
+            self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
                 self.block(statement.body.body, scope.child())
@@ -935,7 +968,7 @@ class _Finder:
         if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
             return
         name = node.name.value
-        if lightning and name in LIGHTNING_HOOKS:
+        if lightning and _is_lightning_hook(name):
             return
         if self._is_pytest_test(name, function):
             return

@@ -36,7 +36,9 @@ FILL_METHODS = frozenset(
      "masked_fill_", "clip_"}
 )
 #: trailing-underscore methods that are not tensor mutations autograd cares about
-NOT_INPLACE = frozenset({"requires_grad_", "share_memory_", "record_stream_", "retain_grad_", "pin_memory_"})
+#: end in `_` but change autograd metadata or placement, not the values autograd saved;
+#: `detach_()` on a leaf is allowed (timm's reparameterize() freezes params this way)
+NOT_INPLACE = frozenset({"requires_grad_", "share_memory_", "record_stream_", "retain_grad_", "pin_memory_", "detach_"})
 #: F.* functions taking `inplace=True`
 INPLACE_FUNCTIONS = frozenset(
     f"torch.nn.functional.{n}"
@@ -506,6 +508,21 @@ class Basic(nn.Module):
         out = self.bn(self.conv(x))
         out += x
         return F.relu(out, inplace=True)
+"""
+        ),
+        # timm-style reparameterize(): detach_() freezes, it does not write the data
+        valid(
+            """
+import torch
+from torch import nn
+
+class RepConv(nn.Module):
+    def reparameterize(self):
+        kernel, bias = self._fuse()
+        self.reparam_conv = nn.Conv2d(8, 8, 3)
+        self.reparam_conv.weight.data = kernel
+        for para in self.parameters():
+            para.detach_()
 """
         ),
     ]

@@ -12,7 +12,7 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.names import expression_tokens, last_segment
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import iter_descendants, walk
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,8 @@ class DeprecatedAutogradApi(Rule):
         self._blocks: list[cst.Module | cst.IndentedBlock] = []
         #: `Variable(...)` calls already handled as a whole statement
         self._handled: set[int] = set()
+        #: calls in the fallback branch of a version check that already uses torch.amp
+        self._fallbacks: set[int] = set()
 
     # --- traversal -------------------------------------------------------------------
 
@@ -149,6 +151,7 @@ class DeprecatedAutogradApi(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._blocks.append(node)
+        self._fallbacks = _compat_fallback_nodes(node, self.context.imports)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._blocks.append(node)
@@ -209,6 +212,8 @@ class DeprecatedAutogradApi(Rule):
 
     def _amp_call(self, node: cst.Call, target: _AmpTarget) -> None:
         imports = self.context.imports
+        if id(node) in self._fallbacks:
+            return  # the old spelling kept on purpose for old torch versions
         if target.kind == "autocast" and not _autocast_args_mappable(node):
             old = f"torch.{target.device}.amp.autocast"
             self.report(
@@ -411,6 +416,23 @@ import torch
 
 # torch.autograd.Variable is gone; plain tensors track gradients
 HELP = "Variable(x) is deprecated"
+"""
+        ),
+        # version fallbacks kept on purpose (Lightning, accelerate, timm)
+        valid(
+            """
+import torch
+
+def make_scaler(device, new_torch):
+    scaler = torch.amp.GradScaler(device=device) if new_torch else torch.cuda.amp.GradScaler()
+    try:
+        other = torch.amp.GradScaler(device=device)
+    except (AttributeError, TypeError):
+        other = torch.cuda.amp.GradScaler()
+    if is_torch_version(">=", "2.3"):
+        return torch.amp.GradScaler("cuda")
+    else:
+        return torch.cuda.amp.GradScaler()
 """
         ),
     ]
@@ -688,6 +710,36 @@ def train(model, train_loader, optimizer):
 
 
 # --- helpers ---------------------------------------------------------------------------
+
+
+def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex) -> set[int]:
+    """Ids of calls in the other branch of code that already uses `torch.amp`.
+
+    `torch.amp.GradScaler(...) if new_torch else torch.cuda.amp.GradScaler()`, an
+    `if is_torch_version(">=", "2.3"): ... else: ...`, or a `try: torch.amp... except:`
+    keep the old API for old PyTorch releases on purpose: rewriting the fallback would
+    break exactly the versions it exists for.
+    """
+    def uses_new_api(node: cst.CSTNode) -> bool:
+        return any(
+            (imports.qualified_name(n) or "").startswith("torch.amp.")
+            for n in iter_descendants(node)
+            if isinstance(n, (cst.Attribute, cst.Name))
+        )
+
+    fallbacks: set[int] = set()
+    for node in iter_descendants(module):
+        if isinstance(node, cst.If) and node.orelse is not None and uses_new_api(node.body):
+            alternatives = [node.orelse]
+        elif isinstance(node, cst.IfExp) and uses_new_api(node.body):
+            alternatives = [node.orelse]
+        elif isinstance(node, cst.Try) and uses_new_api(node.body):
+            alternatives = list(node.handlers)
+        else:
+            continue
+        for alternative in alternatives:
+            fallbacks.update(id(n) for n in iter_descendants(alternative) if isinstance(n, cst.Call))
+    return fallbacks
 
 
 def _is_literal(node: cst.BaseExpression, value: str) -> bool:
