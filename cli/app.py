@@ -102,7 +102,11 @@ def check(
     device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
     verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
 ) -> None:
-    """Find PyTorch autograd pitfalls and fix them."""
+    """Find PyTorch autograd pitfalls and fix them.
+
+    Also: `autograd-fix verify ORIGINAL REWRITTEN` compares two versions of a file, and
+    `autograd-fix verify FILE --gradcheck` gradchecks its custom autograd Functions.
+    """
     out = _console(color)
     if version:
         typer.echo(f"autograd-fix {__version__}")
