@@ -378,6 +378,18 @@ class EMASwap(Callback):
             pl_module(batch)
 """
         ),
+        # 16. pydantic's `model_validate` in a request validator is not a forward pass
+        valid(
+            """
+import torch
+
+class Server:
+    def _validate_request(self, body):
+        request = Request.model_validate(body, strict=True)
+        checked = validate_model_inputs(request)
+        return checked
+"""
+        ),
     ]
 
     INVALID = [
@@ -1180,6 +1192,8 @@ class _ModelCallFinder(cst.CSTVisitor):
         owner, _, method = callee.rpartition(".")
         if method in FORWARD_METHODS and owner:
             callee = owner
+        elif owner and owner.rsplit(".", 1)[-1][:1].isupper():
+            return  # `Request.model_validate(...)`: a class's method, not a forward pass
         if callee in self.receivers:
             self.found = True
         elif self.only_receivers:
@@ -1191,8 +1205,15 @@ class _ModelCallFinder(cst.CSTVisitor):
 
 
 def _looks_like_model(identifier: str) -> bool:
-    tokens = set(name_tokens(identifier))
-    return bool(tokens & MODEL_TOKENS) and not tokens & NOT_A_FORWARD_TOKENS
+    """`model`, `seg_model`, `model_ema`, `netG`, `teacher`; not `model_validate` or
+    `build_model`: the name must end in a model word, or be one followed only by
+    short qualifiers (`netG`, `model_a`, `model2`)."""
+    tokens = name_tokens(identifier)
+    if not tokens or set(tokens) & NOT_A_FORWARD_TOKENS:
+        return False
+    if tokens[-1] in MODEL_TOKENS:
+        return True
+    return tokens[0] in MODEL_TOKENS and all(len(token) <= 2 for token in tokens[1:])
 
 
 def _feeds_later_gradient(
