@@ -12,13 +12,16 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.names import expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import iter_descendants, walk
 
 #: a function named with one of these tokens is an evaluation scope
 EVAL_NAME_TOKENS = frozenset(
-    {"validate", "validation", "val", "valid", "evaluate", "evaluation", "eval", "predict", "prediction",
-     "predictions", "infer", "inference", "test", "testing"}
+    {"validate", "validation", "val", "valid", "evaluate", "evaluation", "eval", "predict", "infer", "inference",
+     "test", "testing"}
 )
+#: ... unless the name also says it is part of training or of the forward itself
+#: (`forward_prediction_heads`, `train_and_validate`, `validation_loss_fn`)
+NOT_EVAL_NAME_TOKENS = frozenset({"forward", "train", "training", "loss", "backward", "grad", "gradient"})
 #: an iterable named with one of these tokens yields evaluation batches
 EVAL_DATA_TOKENS = frozenset({"val", "valid", "validation", "test", "testing", "eval", "evaluation", "holdout"})
 #: a callable named with one of these tokens is (probably) a model
@@ -388,6 +391,29 @@ class Server:
         request = Request.model_validate(body, strict=True)
         checked = validate_model_inputs(request)
         return checked
+"""
+        ),
+        # 17. a library method returning the forward output: callers elsewhere may train on it
+        valid(
+            """
+import torch
+from torch import nn
+
+class EsmModel(nn.Module):
+    def predict_contacts(self, tokens, attention_mask):
+        return self(tokens, attention_mask=attention_mask, return_contacts=True)["contacts"]
+"""
+        ),
+        # 18. part of the forward itself, despite the word `prediction`
+        valid(
+            """
+import torch
+from torch import nn
+
+class MaskHead(nn.Module):
+    def forward_prediction_heads(self, output, mask_features):
+        decoder_output = self.decoder_norm(output)
+        return self.class_embed(decoder_output), self.mask_embed(decoder_output)
 """
         ),
     ]
@@ -765,6 +791,34 @@ class _ReturnFinder(cst.CSTVisitor):
         self.found = True
 
 
+#: calls whose result is a Python value, not a tensor that could carry a graph
+_TO_PYTHON = frozenset({"item", "tolist", "numpy", "float", "int", "bool", "len", "str", "round"})
+
+
+def _has_loop(body: cst.CSTNode) -> bool:
+    return any(isinstance(node, (cst.For, cst.While, cst.CompFor)) for node in iter_descendants(body))
+
+
+def _may_return_tensor(function: cst.FunctionDef) -> bool:
+    """Does some `return` hand back something that may be a tensor with a graph?
+
+    Literals, None, and values ending in `.item()` / `float(...)` and the like do not.
+    """
+    for node in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda))):
+        if isinstance(node, cst.Return) and node.value is not None:
+            value = node.value
+            if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)) and not (
+                isinstance(value, cst.Name) and value.value not in {"None", "True", "False"}
+            ):
+                continue
+            if isinstance(value, cst.Call) and last_segment(value.func) in _TO_PYTHON:
+                continue
+            return True
+        if isinstance(node, (cst.Yield,)):
+            return True
+    return False
+
+
 def _decorate(function: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
     assert isinstance(function, cst.FunctionDef)
     return function.with_changes(decorators=[*function.decorators, cst.Decorator(decorator=call)])
@@ -985,11 +1039,14 @@ class _Finder:
         if self._is_pytest_test(name, function):
             return
         scope = _Scope(function, function.class_name, function.module_like_class, set())
-        eval_named = bool(set(name_tokens(name)) & EVAL_NAME_TOKENS) and name not in {"eval", "train"}
+        tokens = set(name_tokens(name))
+        eval_named = bool(tokens & EVAL_NAME_TOKENS) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
         if eval_named and not function.uses_grad:
             if function.called_from_grad_scope:
                 return  # a helper training code also calls: leave it alone
             receivers = _eval_receivers_anywhere(node.body)
+            if not receivers and not _has_loop(node.body) and _may_return_tensor(node):
+                return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
             if _has_unguarded_model_call(node.body, scope, receivers, self.imports):
                 self.found.append((node, "function"))
             return
