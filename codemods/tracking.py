@@ -450,6 +450,26 @@ class _Evaluator:
                 return None  # `model.fc`: a submodule of a known module
         return False
 
+    def callee_module(self, func: cst.BaseExpression) -> str | None | bool:
+        """The module a call of `func` runs the forward of (as `module_of`); False if none.
+
+        A call through an attribute of an object only *named* like a model is a method
+        call, not a forward pass: `decoder.get_frames_at(i)` returns whatever the method
+        returns (a torchcodec FrameBatch), `decoder(z)` and `model.encoder(x)` run forwards.
+        """
+        owner = self.module_of(func)
+        if owner is False or not isinstance(func, cst.Attribute) or dotted_name(func.value) == "self":
+            return owner
+        if func.attr.value in _PARAMETER_NAMES:
+            return False
+        if has_name_tokens(func.attr.value, MODEL_NAME_TOKENS):
+            return owner  # `model.encoder(x)`, `self.model.backbone(x)`
+        base = self.module_of(func.value)
+        info = self.analysis.classes.get(base) if isinstance(base, str) else None
+        if info is not None and func.attr.value in info.modules:
+            return info.modules[func.attr.value]  # `net.fc(x)` of an in-file Module class
+        return False
+
     def parameter_attribute(self, node: cst.Attribute) -> bool:
         """`self.w` registered as a Parameter, or `X.weight` / `X.bias` of a known module."""
         if self.analysis.freezes_parameters:
@@ -515,7 +535,7 @@ class _Evaluator:
             if last in VIEW_FUNCTIONS and args and args[0] is not None:
                 return Tracked(Kind.DERIVED, view=True, aliased=True)
             return Tracked(Kind.DERIVED)
-        owner = self.module_of(node.func)
+        owner = self.callee_module(node.func)
         if owner is not False:
             return self._module_call(owner)
         if isinstance(node.func, cst.Attribute):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.tracking import Site, Tracked, TrackingAnalysis
+from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.walk import walk
 
 #: trailing-underscore methods that do not mutate values
@@ -17,15 +18,25 @@ _NOT_INPLACE = frozenset({"requires_grad_", "share_memory_"})
 _STORAGE_METHODS = frozenset({"resize_", "resize_as_", "set_", "storage_"})
 #: a `.data` read bound to a name, returned or stored may be mutated later: unsafe
 _BINDING = (cst.Assign, cst.AnnAssign, cst.Return, cst.AugAssign)
+#: calls that run backward: `loss.backward()`, `accelerator.backward(loss)`, Lightning's `manual_backward`
+_BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+_BACKWARD_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
+#: `X.step()` is an optimizer step when X is named like an optimizer (or a GradScaler)
+_OPTIMIZER_TOKENS = frozenset({"optimizer", "optimizers", "optim", "opt", "optimiser", "scaler"})
 
 
 class DataAttribute(Rule):
     """
     ## What it does
     Finds `.data` on tensors autograd tracks (parameters, `requires_grad` tensors, model
-    outputs, losses). Reads become `.detach()`; in-place updates of a parameter through
-    `.data` become the same update on the parameter itself under `torch.no_grad()`;
-    `nn.init.*(w.data)` becomes `nn.init.*(w)`.
+    outputs, losses) where autograd is in play (training, evaluation, `forward`). Reads
+    become `.detach()`; in-place updates of a parameter through `.data` become the same
+    update on the parameter itself under `torch.no_grad()`; `nn.init.*(w.data)` becomes
+    `nn.init.*(w)`.
+
+    In play means: a tensor computed in the same scope (a forward's output, a loss, an
+    intermediate) or saved by an op there, a module's `forward`, and any scope that runs
+    backward (`.backward()`, `torch.autograd.grad`), steps an optimizer or reads `.grad`.
 
     ## Why is this bad?
     `.data` is a tensor sharing storage with the original but invisible to autograd,
@@ -61,8 +72,13 @@ class DataAttribute(Rule):
     through `.data` of non-leaf tensors (often deliberate straight-through tricks), and
     storage changes (`resize_`, `set_`). Not reported: `.data` of things not shown to
     be tracked tensors (`dataset.data`, a `PackedSequence`'s `.data`, numpy arrays),
-    `.grad.data`, reads under `no_grad`, and code inside optimizers (`Optimizer`
-    subclasses) and initializers (functions ending in `_`).
+    `.grad.data`, reads under `no_grad`, code inside optimizers (`Optimizer`
+    subclasses) and initializers (functions ending in `_`), `__init__`, and parameters in
+    code that only builds, converts, fuses or initialises modules (no backward, no
+    optimizer step, no `.grad`: timm's `fuse()` / `reparameterize()`, `_init_weights`,
+    module converters), where no graph exists for `.data` to corrupt. A method call on
+    an object merely named like a model (`decoder.get_frames_at(i)`) is not a forward
+    pass; only `decoder(z)`, `decoder.forward(z)` or a submodule call are.
 
     ## Verification
     For reads: outputs and gradients equal. For mutations: parameters change as the
@@ -82,6 +98,8 @@ class DataAttribute(Rule):
     def visit_Module(self, node: cst.Module) -> bool:
         analysis = TrackingAnalysis.for_context(self.context)
         imports = self.context.imports
+        self._scopes: dict[int, bool] = {}
+        self._module = node
         updates: list[tuple[int, int, tuple[Site, cst.Attribute]]] = []
         for site in analysis.sites():
             if site.position.exempt:
@@ -97,7 +115,8 @@ class DataAttribute(Rule):
                     assert isinstance(target, cst.Attribute)
                     handled.update(id(read) for read in _data_reads(small, set()))  # the whole statement is this finding
                     swap = any(_same(read.value, target.value) for read in _data_reads(small.value, set()))
-                    if not swap and analysis.tracked(target.value, site.statement) is not None:
+                    fact = analysis.tracked(target.value, site.statement)
+                    if not swap and fact is not None and self._in_play(site, fact):
                         self.report(
                             target,
                             f"`{_label(target)} = ...` replaces the storage of a tracked tensor behind autograd's "
@@ -109,11 +128,37 @@ class DataAttribute(Rule):
             self._report_update_run(run)  # type: ignore[arg-type]
         return False
 
+    # -- is autograd in play here? ------------------------------------------------------
+    def _in_play(self, site: Site, fact: Tracked) -> bool:
+        """Can a `.data` access of this tensor here corrupt or break a graph?
+
+        `.data` is dangerous only where autograd records: for a tensor computed in this
+        scope from tracked values (a forward's output, a loss, an intermediate), for a
+        tensor an op in this scope saved, in a module's `forward`, and in a scope that
+        runs backward (`.backward()`, `torch.autograd.grad`), an optimizer step or reads
+        `.grad` (a hand-written update). Never in `__init__`; never for a parameter in
+        code that only builds, converts, fuses or initialises modules.
+        """
+        function = site.position.function
+        if function is not None and function.name.value == "__init__":
+            return False
+        if not fact.leaf or fact.saved:
+            return True
+        if function is not None and function.name.value == "forward" and site.position.class_name is not None:
+            return True
+        key = id(function) if function is not None else 0
+        if key not in self._scopes:
+            scope = function.body if function is not None else self._module
+            finder = _AutogradFinder(self.context.imports)
+            walk(scope, finder)
+            self._scopes[key] = finder.found
+        return self._scopes[key]
+
     # -- mutations ---------------------------------------------------------------------
     def _mutation(self, site: Site, small: cst.BaseSmallStatement, data: cst.Attribute,
                   analysis: TrackingAnalysis, updates: list) -> None:
         fact = analysis.tracked(data.value, site.statement)
-        if fact is None:
+        if fact is None or not self._in_play(site, fact):
             return
         label = _label(data.value)
         if not fact.leaf:
@@ -149,7 +194,7 @@ class DataAttribute(Rule):
     # -- reads -------------------------------------------------------------------------
     def _read(self, site: Site, data: cst.Attribute, analysis: TrackingAnalysis) -> None:
         fact: Tracked | None = analysis.tracked(data.value, site.statement)
-        if fact is None:
+        if fact is None or not self._in_play(site, fact):
             return
         imports = self.context.imports
         init_call = _init_call_argument(site.statement, data, imports)
@@ -260,6 +305,37 @@ class _DataReadFinder(cst.CSTVisitor):
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         return False
+
+
+class _AutogradFinder(cst.CSTVisitor):
+    """Does a scope (not its nested functions or classes) run backward, step or read grads?"""
+
+    def __init__(self, imports: ImportIndex) -> None:
+        super().__init__()
+        self.imports = imports
+        self.found = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "grad":
+            self.found = True  # `p.grad`: a hand-written optimizer step
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.imports.qualified_name(node.func) in _BACKWARD_FUNCTIONS:
+            self.found = True
+        elif isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method in _BACKWARD_METHODS:
+                self.found = True
+            elif method == "step":
+                receiver = dotted_name(node.func.value) or ""
+                if set(name_tokens(receiver.rsplit(".", 1)[-1])) & _OPTIMIZER_TOKENS:
+                    self.found = True
 
 
 def _init_call_argument(statement: cst.CSTNode, data: cst.Attribute, imports: ImportIndex) -> bool:
@@ -465,8 +541,176 @@ def attach_full_precision(module):
     ),
 ]
 
+DataAttribute.VALID += [
+    # 12. (formerly INVALID 3) DCGAN weights_init passed to .apply: initialisation, no graph anywhere
+    valid(
+        """
+import torch.nn as nn
+
+def weights_init(m):
+    classname = m.__class__.__name__
+    if classname.find("BatchNorm") != -1:
+        nn.init.normal_(m.weight.data, 1.0, 0.02)
+        m.bias.data.fill_(0)
+
+netG = nn.Sequential(nn.ConvTranspose2d(100, 64, 4), nn.BatchNorm2d(64))
+netG.apply(weights_init)
+"""
+    ),
+    # 13. (formerly INVALID 4) a method that only edits the module's own weights: no forward, no backward
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(2, 16)
+        self.fc2 = nn.Linear(16, 1)
+
+    def clip_weights(self, c):
+        self.fc1.weight.data.clamp_(-c, c)
+        self.fc2.weight.data.clamp_(-c, c)
+"""
+    ),
+    # 14. (formerly INVALID 5) a parameter edit under no_grad outside any training step
+    valid(
+        """
+import torch
+
+def shrink(model):
+    with torch.no_grad():
+        for p in model.parameters():
+            p.data.mul_(0.9)
+"""
+    ),
+    # 15. (formerly INVALID 8/9) a script that never runs autograd: snapshots and weight surgery
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+layer = nn.Linear(3, 3)
+before = layer.weight.data.clone()
+snapshot = layer.weight.data
+emb = nn.Embedding(100, 16)
+emb.weight.data = torch.randn(100, 16)
+"""
+    ),
+    # 16. timm LeViT/RepViT-style conv+BN fusion under no_grad: builds a new module
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+class ConvNorm(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.linear = nn.Conv2d(cin, cout, 1, bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+
+    @torch.no_grad()
+    def fuse(self):
+        c, bn = self.linear, self.bn
+        w = bn.weight / (bn.running_var + bn.eps) ** 0.5
+        w = c.weight * w[:, None, None, None]
+        b = bn.bias - bn.running_mean * bn.weight / (bn.running_var + bn.eps) ** 0.5
+        m = nn.Conv2d(w.size(1), w.size(0), w.shape[2:])
+        m.weight.data.copy_(w)
+        m.bias.data.copy_(b)
+        return m
+"""
+    ),
+    # 17. timm FastViT/MobileOne-style re-parameterisation: storage replaced after training
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+class MobileOneBlock(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+        self.reparam_conv = nn.Conv2d(cin, cout, 3, padding=1)
+
+    def reparameterize(self):
+        std = (self.bn.running_var + self.bn.eps).sqrt()
+        kernel = self.conv.weight * (self.bn.weight / std).reshape(-1, 1, 1, 1)
+        bias = self.bn.bias - self.bn.running_mean * self.bn.weight / std
+        self.reparam_conv.weight.data = kernel
+        self.reparam_conv.bias.data = bias
+        self.__delattr__("conv")
+        self.__delattr__("bn")
+
+    def forward(self, x):
+        return self.reparam_conv(x)
+"""
+    ),
+    # 18. timm DLA/Xception/TResNet-style init loops in `__init__` and in an init method
+    valid(
+        """
+import math
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.bn = nn.BatchNorm2d(8)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                n = m.kernel_size[0] * m.kernel_size[1] * m.out_channels
+                m.weight.data.normal_(0, math.sqrt(2.0 / n))
+            elif isinstance(m, nn.BatchNorm2d):
+                m.weight.data.fill_(1)
+                m.bias.data.zero_()
+
+    def init_weights(self):
+        for m in self.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.data.fill_(1)
+                m.bias.data.zero_()
+"""
+    ),
+    # 19. timm/torchvision-style module converter: copies weights into a new module
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+def freeze_batch_norm(module):
+    res = module
+    if isinstance(module, nn.BatchNorm2d):
+        res = nn.BatchNorm2d(module.num_features)
+        if module.affine:
+            res.weight.data = module.weight.data.clone().detach()
+            res.bias.data = module.bias.data.clone().detach()
+    else:
+        for name, child in module.named_children():
+            res.add_module(name, freeze_batch_norm(child))
+    return res
+"""
+    ),
+    # 20. torchvision video_utils: a decoder's *method* is not a forward pass; FrameBatch.data
+    valid(
+        """
+import torch
+
+def get_clip(torchcodec, video_path, start_idx, end_idx):
+    decoder = torchcodec.decoders.VideoDecoder(video_path)
+    video = decoder.get_frames_at(indices=list(range(start_idx, end_idx + 1))).data
+    audio_decoder = torchcodec.decoders.AudioDecoder(video_path)
+    audio_samples = audio_decoder.get_samples_played_in_range(start_seconds=0.0, stop_seconds=1.0)
+    audio = audio_samples.data
+    return video, audio
+"""
+    ),
+]
+
 DataAttribute.INVALID = [
-    # 1. manual SGD through .data in a parameters() loop
+    # 1. manual SGD through .data in a parameters() loop (reads `.grad`: a training step)
     invalid(
         """
 import torch
@@ -513,84 +757,85 @@ def train(model, loader, optimizer):
         print(pred.eq(target).sum().item())
 """,
     ),
-    # 3. DCGAN weights_init passed to .apply: nn.init on `.data` and a fill through `.data`
+    # 3. re-initialising a head inside the training loop: nn.init on `.data` and a fill through `.data`
     invalid(
         """
+import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
-def weights_init(m):
-    classname = m.__class__.__name__
-    if classname.find("BatchNorm") != -1:
-        nn.init.normal_(m.weight.data, 1.0, 0.02)
-        m.bias.data.fill_(0)
-
-netG = nn.Sequential(nn.ConvTranspose2d(100, 64, 4), nn.BatchNorm2d(64))
-netG.apply(weights_init)
+def train(model, classifier, loader, optimizer):
+    for step, (x, y) in enumerate(loader):
+        loss = F.cross_entropy(classifier(model(x)), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 100 == 0:
+            nn.init.normal_(classifier.weight.data, 0.0, 0.01)
+            classifier.bias.data.fill_(0)
 """,
         """
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
-def weights_init(m):
-    classname = m.__class__.__name__
-    if classname.find("BatchNorm") != -1:
-        nn.init.normal_(m.weight, 1.0, 0.02)
-        with torch.no_grad():
-            m.bias.fill_(0)
-
-netG = nn.Sequential(nn.ConvTranspose2d(100, 64, 4), nn.BatchNorm2d(64))
-netG.apply(weights_init)
+def train(model, classifier, loader, optimizer):
+    for step, (x, y) in enumerate(loader):
+        loss = F.cross_entropy(classifier(model(x)), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 100 == 0:
+            nn.init.normal_(classifier.weight, 0.0, 0.01)
+            with torch.no_grad():
+                classifier.bias.fill_(0)
 """,
     ),
-    # 4. WGAN weight clipping: consecutive statements share one `with`
+    # 4. WGAN weight clipping in the critic's training step: consecutive statements share one `with`
     invalid(
         """
 import torch
-import torch.nn as nn
 
-class Critic(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(2, 16)
-        self.fc2 = nn.Linear(16, 1)
-
-    def clip_weights(self, c):
-        self.fc1.weight.data.clamp_(-c, c)
-        self.fc2.weight.data.clamp_(-c, c)
+def critic_step(critic, real, fake, optimizer, c=0.01):
+    loss = critic(fake).mean() - critic(real).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    critic.fc1.weight.data.clamp_(-c, c)
+    critic.fc2.weight.data.clamp_(-c, c)
 """,
         """
 import torch
-import torch.nn as nn
 
-class Critic(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(2, 16)
-        self.fc2 = nn.Linear(16, 1)
-
-    def clip_weights(self, c):
-        with torch.no_grad():
-            self.fc1.weight.clamp_(-c, c)
-            self.fc2.weight.clamp_(-c, c)
+def critic_step(critic, real, fake, optimizer, c=0.01):
+    loss = critic(fake).mean() - critic(real).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        critic.fc1.weight.clamp_(-c, c)
+        critic.fc2.weight.clamp_(-c, c)
 """,
     ),
-    # 5. already under no_grad: only `.data` goes
+    # 5. a training step already under no_grad: only `.data` goes
     invalid(
         """
 import torch
 
-def shrink(model):
+def train_step(model, loss, lr):
+    loss.backward()
     with torch.no_grad():
         for p in model.parameters():
-            p.data.mul_(0.9)
+            p.data.sub_(lr * p.grad)
 """,
         """
 import torch
 
-def shrink(model):
+def train_step(model, loss, lr):
+    loss.backward()
     with torch.no_grad():
         for p in model.parameters():
-            p.mul_(0.9)
+            p.sub_(lr * p.grad)
 """,
     ),
     # 6. a running loss from `loss.data` (`import torch as T`)
@@ -644,14 +889,17 @@ for _ in range(5):
     w.grad.data.zero_()
 """,
     ),
-    # 8. a snapshot of the weights bound to a name: unsafe fix, still `.detach()`
+    # 8. a snapshot of the weights around a training step, bound to a name: unsafe fix, still `.detach()`
     invalid(
         """
 import torch
 import torch.nn as nn
 
 layer = nn.Linear(3, 3)
+optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
 before = layer.weight.data.clone()
+layer(torch.randn(2, 3)).sum().backward()
+optimizer.step()
 snapshot = layer.weight.data
 """,
         """
@@ -659,18 +907,28 @@ import torch
 import torch.nn as nn
 
 layer = nn.Linear(3, 3)
+optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
 before = layer.weight.detach().clone()
+layer(torch.randn(2, 3)).sum().backward()
+optimizer.step()
 snapshot = layer.weight.detach()
 """,
     ),
-    # 9. `leaf.data = other`: report only
+    # 9. `leaf.data = other` in a training loop (max-norm embeddings): report only
     invalid(
         """
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 emb = nn.Embedding(100, 16)
-emb.weight.data = torch.randn(100, 16)
+optimizer = torch.optim.Adam(emb.parameters())
+for ids in torch.randint(0, 100, (5, 8)):
+    loss = emb(ids).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    emb.weight.data = F.normalize(emb.weight.detach(), dim=1)
 """
     ),
     # 10. a mutation through `.data` of an intermediate: report only
@@ -689,5 +947,23 @@ class Quant(nn.Module):
         h.data.round_()
         return h
 """
+    ),
+    # 11. a leaf changed through `.data` after an op saved it, before backward: silently wrong gradients
+    invalid(
+        """
+import torch
+
+w = torch.randn(3, requires_grad=True)
+y = (w ** 2).sum()
+w.data.mul_(0.5)
+""",
+        """
+import torch
+
+w = torch.randn(3, requires_grad=True)
+y = (w ** 2).sum()
+with torch.no_grad():
+    w.mul_(0.5)
+""",
     ),
 ]
