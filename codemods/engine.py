@@ -1,6 +1,7 @@
 """Runs rules over one source text: findings, then fixes applied until nothing changes.
 
-Flow: prefilter (no rule's trigger text in the file -> no parse at all) -> one libcst
+Flow: prefilter (no sign of PyTorch use, or no rule's trigger text in the file -> no
+parse at all) -> one libcst
 parse -> every selected rule in one batched traversal -> `# noqa` filtering -> fixes
 applied (all of them, nested ones compose; re-run until stable, bounded) -> the result
 must compile and a fresh run must find nothing left to fix, otherwise the file is left
@@ -83,8 +84,20 @@ def parse_module(text: str) -> cst.Module:
         raise EngineError("source nests too deeply to parse") from None
 
 
+#: a file that contains none of these does not use PyTorch (not even through a model
+#: passed in), so no rule applies to it and it is not parsed at all
+TORCH_USE_MARKERS = ("torch", ".eval()", ".backward(", ".train(False)")
+
+
+def uses_torch(text: str) -> bool:
+    return any(marker in text for marker in TORCH_USE_MARKERS)
+
+
 def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:
-    """Rules whose trigger text occurs in `text` (others cannot fire; skip the parse)."""
+    """Rules that could fire on `text`: the file shows PyTorch use and one of the rule's
+    trigger strings occurs (a substring test: far cheaper than a parse)."""
+    if not uses_torch(text):
+        return ()
     return tuple(rule for rule in rules if any(token in text for token in rule.triggers))
 
 

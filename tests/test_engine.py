@@ -72,28 +72,28 @@ class NeedsTorch(Rule):
 
 
 def test_fixes_of_several_rules_and_nested_places_all_apply() -> None:
-    result = check_source("loss = f(f(loss))\n", [RenameLoss, WrapCalls])
-    assert result.fixed == "loss_value = g(h(g(h(loss_value))))\n"
+    result = check_source("loss = f(f(loss))  # torch\n", [RenameLoss, WrapCalls])
+    assert result.fixed == "loss_value = g(h(g(h(loss_value))))  # torch\n"
     assert len(result.findings) == 4
 
 
 def test_fix_that_does_not_compile_leaves_file_alone() -> None:
-    result = check_source("x = 1\n", [BreakCode])
+    result = check_source("x = 1  # torch\n", [BreakCode])
     assert result.fixed is None
     assert "does not compile" in (result.fix_error or "")
 
 
 def test_non_converging_fixes_are_dropped() -> None:
-    result = check_source("x = 1\n", [NeverDone])
+    result = check_source("x = 1  # torch\n", [NeverDone])
     assert result.fixed is None
     assert "did not converge" in (result.fix_error or "")
 
 
 def test_unsafe_fixes_need_the_option_and_imports_are_added() -> None:
-    source = '"""Doc."""\nfrom __future__ import annotations\nimport os\n\npass\n'
+    source = '"""Doc (torch)."""\nfrom __future__ import annotations\nimport os\n\npass\n'
     assert check_source(source, [NeedsTorch]).fixed is None
     fixed = check_source(source, [NeedsTorch], options=FixOptions(unsafe_fixes=True)).fixed
-    assert fixed == '"""Doc."""\nfrom __future__ import annotations\nimport torch\nimport os\n\ntorch.no_grad()\n'
+    assert fixed == '"""Doc (torch)."""\nfrom __future__ import annotations\nimport torch\nimport os\n\ntorch.no_grad()\n'
 
 
 def test_existing_alias_is_reused_instead_of_importing() -> None:
@@ -102,13 +102,15 @@ def test_existing_alias_is_reused_instead_of_importing() -> None:
 
 
 def test_prefilter_skips_parsing() -> None:
-    result = check_source("this is not python (\n", [RenameLoss])
+    """No trigger of the rule, or no sign of PyTorch use at all: not even parsed."""
+    assert check_source("import torch\nthis is not python (\n", [WrapCalls]).module is None
+    result = check_source("loss = 1; this is not python (\n", [RenameLoss])
     assert result.findings == [] and result.module is None
 
 
 def test_crlf_survives_fixes() -> None:
-    result = check_source("a = loss\r\nb = 2\r\n", [RenameLoss])
-    assert result.fixed == "a = loss_value\r\nb = 2\r\n"
+    result = check_source("a = loss\r\nb = torch\r\n", [RenameLoss])
+    assert result.fixed == "a = loss_value\r\nb = torch\r\n"
 
 
 def test_qualified_names_through_aliases() -> None:

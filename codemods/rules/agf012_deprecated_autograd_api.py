@@ -124,7 +124,7 @@ class DeprecatedAutogradApi(Rule):
     name = "deprecated-autograd-api"
     safety = Applicability.SAFE
     message = "deprecated autograd API"
-    triggers = ("amp", "Variable")
+    triggers = ("cuda.amp", "cpu.amp", "amp import", "Variable", "volatile")
     contract = Contract(
         description="outputs equal; every parameter's .grad equal",
         checks=("outputs_equal", "grads_equal"),
