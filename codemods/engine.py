@@ -98,7 +98,7 @@ def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:
     trigger strings occurs (a substring test: far cheaper than a parse)."""
     if not uses_torch(text):
         return ()
-    return tuple(rule for rule in rules if any(token in text for token in rule.triggers))
+    return tuple(rule for rule in rules if rule.may_fire_on(text))
 
 
 def run_rules(module: cst.Module, rules: Sequence[type[Rule]], path: str) -> list[Finding]:

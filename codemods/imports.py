@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
+
+from autograd_fix.codemods.walk import iter_children
 from autograd_fix.codemods.walk import walk
 
 
@@ -111,7 +113,7 @@ class ImportIndex:
 def _nested_statements(statement: cst.CSTNode) -> list[cst.CSTNode]:
     """Statements directly inside a compound statement (bodies, else/except/finally)."""
     found: list[cst.CSTNode] = []
-    for child in statement.children:
+    for child in iter_children(statement):
         if isinstance(child, cst.BaseSuite):
             body = child.body
             found.extend(body if isinstance(body, (list, tuple)) else [])

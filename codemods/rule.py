@@ -67,6 +67,15 @@ class Rule(cst.BatchableCSTVisitor):
     contract: ClassVar[Contract]
     #: cheap text prefilter: the file is parsed for this rule only if one occurs.
     triggers: ClassVar[tuple[str, ...]] = ("torch",)
+    #: optional finer prefilter, a regex that must also match somewhere in the text
+    trigger_pattern: ClassVar[re.Pattern[str] | None] = None
+
+    @classmethod
+    def may_fire_on(cls, text: str) -> bool:
+        """Prefilter only (never evidence): could this rule fire on `text` at all?"""
+        if not any(token in text for token in cls.triggers):
+            return False
+        return cls.trigger_pattern is None or cls.trigger_pattern.search(text) is not None
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
 

@@ -39,16 +39,23 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
     )
 
 
+@functools.lru_cache(maxsize=None)
+def _is_node_type(value_type: type) -> bool:
+    # CSTNode is an ABC: a cached issubclass per type beats isinstance per value
+    return issubclass(value_type, cst.CSTNode)
+
+
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Syntactic children of `node` (no formatting nodes), in field order."""
     for name in _child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (list, tuple)):
+        value_type = type(value)
+        if value_type is list or value_type is tuple:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                if _is_node_type(type(item)):
                     yield item
+        elif _is_node_type(value_type):
+            yield value
 
 
 def iter_descendants(node: cst.CSTNode, prune: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:

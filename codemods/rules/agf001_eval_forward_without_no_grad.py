@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from autograd_fix.codemods.dataflow import assigned_names, bound_names, read_names, simple_statements_after
-from autograd_fix.codemods.gradmode import disables_grad, find_grad_use, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.gradmode import GradUseFinder, disables_grad, find_grad_use, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.names import expression_tokens, last_segment, name_tokens
@@ -116,6 +117,12 @@ class EvalForwardWithoutNoGrad(Rule):
     message = "evaluation forward pass runs with autograd recording"
     #: every kind of evidence (names, `.eval()`, `.train(False)`, loaders) contains one
     triggers = ("eval", "val", "test", "predict", "infer", "holdout", "train(False)")
+    #: ... as a word of an identifier (`val_loader`, `validate`, `.eval()`), not in `value`
+    trigger_pattern = re.compile(
+        r"(?:^|[^a-zA-Z])(?:val|valid|validate|validation|test|testing|eval|evaluate|evaluation|holdout|"
+        r"predict|infer|inference)(?:$|[^a-z])|\.train\(False\)",
+        re.M,
+    )
     contract = Contract(
         description="outputs equal; parameters' .grad untouched; retained graph memory lower or equal "
         "(strictly lower when the original retained any)",
@@ -918,6 +925,8 @@ class _Collector(cst.CSTVisitor):
         self.classes: list[tuple[str, bool]] = []
         self.functions: list[_Function] = []
         self.no_grad_depth = 0
+        #: gradient evidence of the functions being visited, innermost last
+        self.grad_finders: list[GradUseFinder] = []
         #: (calling function or None at module level, under no_grad there, callee name)
         self.call_sites: list[tuple[_Function | None, bool, str]] = []
 
@@ -931,17 +940,18 @@ class _Collector(cst.CSTVisitor):
         imports = self.analysis.imports
         in_class = bool(self.classes) and (not self.functions or self.functions[-1].class_name != self.classes[-1][0])
         class_name, module_like = self.classes[-1] if self.classes and in_class else (None, False)
-        use = find_grad_use(node.body, imports)
         decorated = function_disables_grad(node, imports)
         function = _Function(
             node=node,
             class_name=class_name,
             module_like_class=module_like,
-            direct_grad=bool(use.direct),
-            calls=use.calls,
+            direct_grad=False,
+            calls=set(),
             decorated_no_grad=decorated,
             enclosed_no_grad=self.no_grad_depth > 0,
         )
+        # gradient evidence is gathered in this same pass (see visit_Call/visit_Attribute)
+        self.grad_finders.append(GradUseFinder(imports))
         self.analysis.functions[id(node)] = function
         self.analysis.by_key.setdefault((class_name, node.name.value), []).append(function)
         self.functions.append(function)
@@ -950,8 +960,19 @@ class _Collector(cst.CSTVisitor):
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         function = self.functions.pop()
+        use = self.grad_finders.pop().result
+        function.direct_grad = bool(use.direct)
+        function.calls = use.calls
+        if self.grad_finders:  # a nested function's evidence counts for its parent too
+            parent = self.grad_finders[-1].result
+            parent.direct.extend(use.direct)
+            parent.calls |= use.calls
         if function.decorated_no_grad:
             self.no_grad_depth -= 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_Attribute(node)
 
     def visit_With(self, node: cst.With) -> None:
         if with_disables_grad(node, self.analysis.imports):
@@ -962,6 +983,8 @@ class _Collector(cst.CSTVisitor):
             self.no_grad_depth -= 1
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_Call(node)
         name = dotted_name(node.func)
         if name is None:
             return
