@@ -423,6 +423,22 @@ class MaskHead(nn.Module):
         return self.class_embed(decoder_output), self.mask_embed(decoder_output)
 """
         ),
+        # 19. called from a pipeline's `_forward`: the framework decides the grad mode
+        valid(
+            """
+import torch
+
+class TableQAPipeline(Pipeline):
+    def sequential_inference(self, **inputs):
+        all_logits = []
+        for index in range(inputs["input_ids"].shape[0]):
+            all_logits.append(self.model(input_ids=inputs["input_ids"][index : index + 1]).logits)
+        return torch.cat(all_logits)
+
+    def _forward(self, model_inputs):
+        return self.sequential_inference(**model_inputs)
+"""
+        ),
     ]
 
     INVALID = [
@@ -1019,6 +1035,14 @@ def _is_lightning_class(node: cst.ClassDef, imports: ImportIndex) -> bool:
     return False
 
 
+#: methods that are (part of) a forward pass; their callers decide the grad mode
+FORWARD_NAMES = frozenset({"forward", "_forward", "__call__"})
+
+
+def _called_from_a_forward(function: _Function) -> bool:
+    return any(caller is not None and caller.node.name.value in FORWARD_NAMES for caller, _ in function.call_sites)
+
+
 def _is_lightning_hook(name: str) -> bool:
     return name in LIGHTNING_HOOKS or name.startswith(("on_validation", "on_test", "on_predict"))
 
@@ -1067,6 +1091,8 @@ class _Finder:
         if eval_named and not function.uses_grad:
             if function.called_from_grad_scope:
                 return  # a helper training code also calls: leave it alone
+            if _called_from_a_forward(function):
+                return  # part of a forward pass: whoever calls the forward decides grad mode
             receivers = _eval_receivers_anywhere(node.body)
             if not receivers and not _has_loop(node.body) and _may_return_tensor(node):
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
