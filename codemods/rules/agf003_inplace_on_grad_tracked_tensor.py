@@ -148,7 +148,15 @@ class InplaceOnGradTrackedTensor(Rule):
         ),
     )
 
+    def _calls_in(self, small: cst.CSTNode) -> list[cst.Call]:
+        """Calls inside one small statement, found once and shared by the checks."""
+        key = id(small)
+        if key not in self._calls_cache:
+            self._calls_cache[key] = _calls(small)
+        return self._calls_cache[key]
+
     def visit_Module(self, node: cst.Module) -> bool:
+        self._calls_cache: dict[int, list[cst.Call]] = {}
         analysis = TrackingAnalysis.for_context(self.context)
         leaf_updates: list[tuple[int, int, Site]] = []
         for site in analysis.sites():
@@ -248,7 +256,7 @@ class InplaceOnGradTrackedTensor(Rule):
     def _inplace_keywords(self, site: Site, analysis: TrackingAnalysis) -> None:
         imports = self.context.imports
         for small in site.statement.body:
-            for call in _calls(small):
+            for call in self._calls_in(small):
                 if imports.qualified_name(call.func) not in INPLACE_FUNCTIONS:
                     continue
                 flag = keyword(call, "inplace")
@@ -296,7 +304,7 @@ class InplaceOnGradTrackedTensor(Rule):
         """`nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True), ...)`."""
         imports = self.context.imports
         for small in site.statement.body:
-            for call in _calls(small):
+            for call in self._calls_in(small):
                 if imports.qualified_name(call.func) not in {"torch.nn.Sequential", "torch.nn.modules.container.Sequential"}:
                     continue
                 layers = positional(call)
