@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
@@ -23,6 +25,8 @@ _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 _BACKWARD_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
 #: `X.step()` is an optimizer step when X is named like an optimizer (or a GradScaler)
 _OPTIMIZER_TOKENS = frozenset({"optimizer", "optimizers", "optim", "opt", "optimiser", "scaler"})
+#: nn containers are built from modules that already exist: their parameters are not fresh
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
 
 
 class DataAttribute(Rule):
@@ -76,7 +80,10 @@ class DataAttribute(Rule):
     subclasses) and initializers (functions ending in `_`), `__init__`, and parameters in
     code that only builds, converts, fuses or initialises modules (no backward, no
     optimizer step, no `.grad`: timm's `fuse()` / `reparameterize()`, `_init_weights`,
-    module converters), where no graph exists for `.data` to corrupt. A method call on
+    module converters), where no graph exists for `.data` to corrupt; writes into the
+    parameters of a module constructed earlier in the same function (`new = nn.Embedding(...)`,
+    an in-file module class) and not used since (UDOP's bias expansion), with the `.data`
+    reads they copy from. A method call on
     an object merely named like a model (`decoder.get_frames_at(i)`) is not a forward
     pass; only `decoder(z)`, `decoder.forward(z)` or a submodule call are.
 
@@ -99,6 +106,7 @@ class DataAttribute(Rule):
         analysis = TrackingAnalysis.for_context(self.context)
         imports = self.context.imports
         self._scopes: dict[int, bool] = {}
+        self._units: dict[int, _Units] = {}
         self._module = node
         updates: list[tuple[int, int, tuple[Site, cst.Attribute]]] = []
         for site in analysis.sites():
@@ -109,10 +117,17 @@ class DataAttribute(Rule):
                 mutation = _data_mutation(small, imports)
                 if mutation is not None:
                     handled.add(id(mutation))
+                    if self._fresh_write(site, small, mutation, analysis):
+                        handled.update(id(read) for read in _data_reads(small, handled) if _write_source(small, read))
+                        continue
                     self._mutation(site, small, mutation, analysis, updates)
                 elif isinstance(small, cst.Assign) and any(_is_data(t.target) for t in small.targets):
                     target = next(t.target for t in small.targets if _is_data(t.target))
                     assert isinstance(target, cst.Attribute)
+                    if self._fresh_write(site, small, target, analysis):
+                        handled.add(id(target))
+                        handled.update(id(read) for read in _data_reads(small, handled) if _write_source(small, read))
+                        continue
                     handled.update(id(read) for read in _data_reads(small, set()))  # the whole statement is this finding
                     swap = any(_same(read.value, target.value) for read in _data_reads(small.value, set()))
                     fact = analysis.tracked(target.value, site.statement)
@@ -153,6 +168,63 @@ class DataAttribute(Rule):
             walk(scope, finder)
             self._scopes[key] = finder.found
         return self._scopes[key]
+
+    # -- writes into a module built just now ------------------------------------------------
+    def _fresh_write(self, site: Site, small: cst.BaseSmallStatement, data: cst.Attribute,
+                     analysis: TrackingAnalysis) -> bool:
+        """Does this `.data` write go into a module constructed earlier in this function, unused since?
+
+        `new = nn.Embedding(...)` followed by `new.weight.data[:k] = old.weight.data`: no graph
+        can have saved a parameter that did not exist before, so nothing can be corrupted.
+        Fail closed: the name must be bound by a single-target `name = <constructor>(...)` in
+        an enclosing block of the write, with no argument that is a tracked tensor, a module,
+        a starred or a private (`_weight=`) argument; every use of the name between the two
+        (and anywhere in a loop around the write that the constructor is outside of) must be
+        the target of another `.data` write; no nested function, lambda or class may see it.
+        """
+        function = site.position.function
+        name = _chain_root(data.value)
+        if function is None or name is None:
+            return False
+        key = id(function)
+        units = self._units.get(key)
+        if units is None:
+            units = self._units[key] = _Units(function)
+        index = units.index.get(id(small))
+        if index is None or units.captured(name):
+            return False
+        imports = self.context.imports
+        write = units.items[index]
+        if _uses(write.node, name, _write_targets(write.node, imports)):
+            return False
+        start = index - 1
+        while start >= 0:
+            unit = units.items[start]
+            if _constructs(unit.node, name):
+                break
+            if _uses(unit.node, name, _write_targets(unit.node, imports)):
+                return False
+            start -= 1
+        if start < 0:
+            return False
+        built = units.items[start]
+        if built.line is None or write.blocks[: len(built.blocks)] != built.blocks:
+            return False  # the constructor must run whenever the write does
+        assert isinstance(built.node, (cst.Assign, cst.AnnAssign)) and isinstance(built.node.value, cst.Call)
+        call = built.node.value
+        constructor = analysis.module_constructor(call)
+        if constructor is None or _last_name(constructor) in _CONTAINERS:
+            return False
+        for argument in call.args:
+            if argument.star or (argument.keyword is not None and argument.keyword.value.startswith("_")):
+                return False
+            if analysis.tracked(argument.value, built.line) is not None or analysis.is_module(argument.value, built.line):
+                return False
+        loops = {block for block in write.blocks[len(built.blocks):] if block[1]}
+        for unit in units.items:
+            if loops.intersection(unit.blocks) and _uses(unit.node, name, _write_targets(unit.node, imports)):
+                return False  # a later iteration writes after this iteration's uses
+        return True
 
     # -- mutations ---------------------------------------------------------------------
     def _mutation(self, site: Site, small: cst.BaseSmallStatement, data: cst.Attribute,
@@ -377,6 +449,166 @@ def _stored_whole(statement: cst.SimpleStatementLine, data: cst.Attribute) -> bo
             if any(isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in small.targets):
                 return True
     return False
+
+
+def _last_name(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def _chain_root(node: cst.BaseExpression) -> str | None:
+    """`m.weight` / `m.block.bias` -> 'm': a plain attribute chain on a name (at least one attribute)."""
+    if not isinstance(node, cst.Attribute):
+        return None
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _write_targets(node: cst.CSTNode, imports: ImportIndex) -> set[int]:
+    """The `.data` attributes a small statement writes through (whole-statement mutations, `x.data = ...`)."""
+    if not isinstance(node, cst.BaseSmallStatement):
+        return set()
+    targets: set[int] = set()
+    mutation = _data_mutation(node, imports)
+    if mutation is not None:
+        targets.add(id(mutation))
+    if isinstance(node, cst.Assign):
+        targets.update(id(t.target) for t in node.targets if _is_data(t.target))
+    return targets
+
+
+def _uses(node: cst.CSTNode, name: str, allowed: set[int]) -> bool:
+    """Does `name` occur in `node` other than as the root of one of the `allowed` `.data` writes?"""
+    if isinstance(node, cst.Name):
+        return node.value == name
+    if isinstance(node, cst.Attribute):
+        if id(node) in allowed and _chain_root(node.value) == name:
+            return False
+        return _uses(node.value, name, allowed)  # `x.name` is not a use of `name`
+    return any(_uses(child, name, allowed) for child in node.children)
+
+
+def _constructs(node: cst.CSTNode, name: str) -> bool:
+    """`name = <call>(...)` with one target (the constructor is checked by the caller)."""
+    if isinstance(node, cst.Assign):
+        target = node.targets[0].target if len(node.targets) == 1 else None
+    elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        target = node.target
+    else:
+        return False
+    return isinstance(target, cst.Name) and target.value == name and isinstance(node.value, cst.Call)
+
+
+def _write_source(small: cst.BaseSmallStatement, read: cst.Attribute) -> bool:
+    """Is the `.data` read only the value copied by this write (`... = old.data`, `.copy_(old.data)`)?"""
+    if isinstance(small, (cst.Assign, cst.AugAssign)):
+        return _is_or_views(small.value, read)
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        return any(_is_or_views(argument.value, read) for argument in small.value.args)
+    return False
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A piece of a function run as one step: a small statement or a compound statement's header."""
+
+    node: cst.CSTNode
+    #: the statement line of a small statement (None for headers and opaque statements)
+    line: cst.SimpleStatementLine | None
+    #: enclosing blocks, outermost first: (id of the block, is it a loop body)
+    blocks: tuple[tuple[int, bool], ...]
+
+
+class _Units:
+    """A function body (not nested functions) flattened into units in source order."""
+
+    def __init__(self, function: cst.FunctionDef) -> None:
+        self.items: list[_Unit] = []
+        self.nested: list[cst.CSTNode] = []
+        self._suite(function.body, ())
+        self.index = {id(unit.node): i for i, unit in enumerate(self.items)}
+        finder = _NestedScopeFinder()
+        walk(function.body, finder)
+        self.nested = finder.found
+
+    def captured(self, name: str) -> bool:
+        """Can code elsewhere (a nested function, lambda or class; `global`) see `name`?"""
+        return any(_uses(node, name, set()) for node in self.nested)
+
+    def _suite(self, suite: cst.BaseSuite, blocks: tuple[tuple[int, bool], ...]) -> None:
+        if isinstance(suite, cst.SimpleStatementSuite):
+            self.items.extend(_Unit(small, None, blocks) for small in suite.body)
+            return
+        assert isinstance(suite, cst.IndentedBlock)
+        for statement in suite.body:
+            self._statement(statement, blocks)
+
+    def _statement(self, node: cst.BaseStatement, blocks: tuple[tuple[int, bool], ...]) -> None:
+        add = self.items.append
+        if isinstance(node, cst.SimpleStatementLine):
+            self.items.extend(_Unit(small, node, blocks) for small in node.body)
+        elif isinstance(node, cst.If):
+            add(_Unit(node.test, None, blocks))
+            self._suite(node.body, blocks + ((id(node.body), False),))
+            if isinstance(node.orelse, cst.If):
+                self._statement(node.orelse, blocks + ((id(node.orelse), False),))
+            elif node.orelse is not None:
+                self._suite(node.orelse.body, blocks + ((id(node.orelse), False),))
+        elif isinstance(node, (cst.For, cst.While)):
+            inner = blocks + ((id(node.body), True),)
+            if isinstance(node, cst.For):
+                add(_Unit(node.iter, None, blocks))
+                add(_Unit(node.target, None, inner))
+            else:
+                add(_Unit(node.test, None, inner))
+            self._suite(node.body, inner)
+            if node.orelse is not None:
+                self._suite(node.orelse.body, blocks + ((id(node.orelse), False),))
+        elif isinstance(node, cst.With):
+            for item in node.items:
+                add(_Unit(item, None, blocks))
+            self._suite(node.body, blocks + ((id(node.body), False),))
+        elif isinstance(node, (cst.Try, cst.TryStar)):
+            self._suite(node.body, blocks + ((id(node.body), False),))
+            for handler in node.handlers:
+                inner = blocks + ((id(handler), False),)
+                if handler.type is not None:
+                    add(_Unit(handler.type, None, inner))
+                if handler.name is not None:
+                    add(_Unit(handler.name, None, inner))
+                self._suite(handler.body, inner)
+            if node.orelse is not None:
+                self._suite(node.orelse.body, blocks + ((id(node.orelse), False),))
+            if node.finalbody is not None:
+                self._suite(node.finalbody.body, blocks + ((id(node.finalbody), False),))
+        else:
+            add(_Unit(node, None, blocks))  # nested definitions, match, anything newer: opaque
+
+
+class _NestedScopeFinder(cst.CSTVisitor):
+    """Nested functions, lambdas, classes and `global`/`nonlocal` statements of a function body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.CSTNode] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.found.append(node)
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.found.append(node)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self.found.append(node)
+        return False
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.found.append(node)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        self.found.append(node)
 
 
 def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
@@ -705,6 +937,34 @@ def get_clip(torchcodec, video_path, start_idx, end_idx):
     audio_samples = audio_decoder.get_samples_played_in_range(start_seconds=0.0, stop_seconds=1.0)
     audio = audio_samples.data
     return video, audio
+"""
+    ),
+]
+
+DataAttribute.VALID += [
+    # 21. transformers UDOP: a bias table widened in `forward` by writing into a module built
+    # just above, copying from the old one; no graph can have saved a parameter that is new
+    valid(
+        """
+import torch.nn as nn
+
+class RelativePositionBiasBase(nn.Module):
+    def __init__(self, num_buckets=32, num_heads=8, prefix_bucket=True, expand=True):
+        super().__init__()
+        self.relative_attention_num_buckets = num_buckets
+        self.num_heads = num_heads
+        self.prefix_bucket = prefix_bucket
+        self.expand = expand
+        self.relative_attention_bias = nn.Embedding(num_buckets, num_heads)
+
+    def forward(self, attention_mask=None, bbox=None):
+        if self.expand and self.prefix_bucket:
+            new_bias = nn.Embedding(self.relative_attention_num_buckets + 2, self.num_heads)
+            new_bias.weight.data[: self.relative_attention_num_buckets] = self.relative_attention_bias.weight.data
+            new_bias.weight.data[self.relative_attention_num_buckets :] = 0.1
+            self.relative_attention_bias = new_bias
+            self.expand = False
+        return self.relative_attention_bias(bbox)
 """
     ),
 ]
