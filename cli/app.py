@@ -31,7 +31,7 @@ from autograd_fix.cli.rules_doc import explain_text, rules_table_text
 from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
 from autograd_fix.cli.verify_patches import VerifySettings, verify_and_refix
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
-from autograd_fix.codemods.source import write_atomic
+from autograd_fix.codemods.source import SourceText, write_atomic
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -263,8 +263,9 @@ def _emit(
 
 
 def _encode(outcome: FileOutcome, text: str | None = None) -> bytes:
-    body = (text if text is not None else outcome.fixed or "").encode(outcome.encoding)
-    return (b"\xef\xbb\xbf" + body) if outcome.bom else body
+    """The file's new bytes, in its own encoding and with its BOM if it had one."""
+    body = text if text is not None else outcome.fixed or ""
+    return SourceText(text=body, encoding=outcome.encoding, bom=outcome.bom).encode(body)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,16 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from autograd_fix.codemods.engine import EngineError, FixOptions, apply_fixes, check_source, single_fix_diff
+from autograd_fix.codemods.engine import (
+    EngineError,
+    FixOptions,
+    apply_fixes,
+    check_source,
+    finding_key,
+    parse_module,
+    run_rules,
+    single_fix_diff,
+)
 from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_source
 
@@ -119,8 +128,6 @@ def stacked_patch(job: Job, original: str, base: list[tuple[str, int, int]], tar
     Fixes are edits on the original tree, so several compose in one pass; this lets a
     file's patches be verified one after the other, each on top of those accepted.
     """
-    from autograd_fix.codemods.engine import finding_key, parse_module, run_rules
-
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
     module = parse_module(original)
     by_key = {finding_key(f): f for f in run_rules(module, rules, job.path) if f.fix is not None}
