@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hypothesmith
+import pytest
 import libcst as cst
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ OPTIONS = FixOptions(unsafe_fixes=True)
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 @given(hypothesmith.from_grammar())
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")  # generated code like `1()` compiles with a warning
 def test_generated_programs_never_crash(source: str) -> None:
     """Any program (with `import torch` so no rule is skipped) is analysed without an
     exception escaping; unless a fix applies, the text is left byte-identical."""
