@@ -247,7 +247,8 @@ def _emit(
         return status
     if mode == "apply":
         applied = [r for o in outcomes for r in o.findings if r.fix_applies and o.fixed and not o.error]
-        remaining = [r for o in outcomes for r in o.findings if r not in applied]
+        applied_ids = {id(r) for r in applied}
+        remaining = [r for o in outcomes for r in o.findings if id(r) not in applied_ids]
         for record in applied:
             note = f" [{verification_summary(record.verification)}]" if record.verification else ""
             out.print(f"fixed {record.path}:{record.line}:{record.column}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)

@@ -130,7 +130,7 @@ def stacked_patch(job: Job, original: str, base: list[tuple[str, int, int]], tar
     """
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
     module = parse_module(original)
-    by_key = {finding_key(f): f for f in run_rules(module, rules, job.path) if f.fix is not None}
+    by_key = {finding_key(f): f for f in run_rules(module, rules, job.path, original) if f.fix is not None}
     if target not in by_key or any(key not in by_key for key in base):
         return None
     base_fixes = [by_key[key].fix for key in base]

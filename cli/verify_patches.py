@@ -35,10 +35,6 @@ def decide(record: FindingRecord, unsafe_fixes: bool) -> bool:
     return verdict == "accepted" or unsafe_fixes
 
 
-def candidate_records(outcomes: list[FileOutcome]) -> list[FindingRecord]:
-    return [r for o in outcomes if not o.error for r in o.findings if r.fix_applicability is not None]
-
-
 def verify_records(
     outcomes: list[FileOutcome], jobs: list[Job], settings: VerifySettings, unsafe_fixes: bool,
     progress_console: Console | None,

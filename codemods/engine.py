@@ -101,15 +101,18 @@ def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:
     return tuple(rule for rule in rules if rule.may_fire_on(text))
 
 
-def run_rules(module: cst.Module, rules: Sequence[type[Rule]], path: str) -> list[Finding]:
-    """All findings of `rules` on `module`, in one batched traversal, noqa applied."""
+def run_rules(module: cst.Module, rules: Sequence[type[Rule]], path: str, text: str | None = None) -> list[Finding]:
+    """All findings of `rules` on `module`, in one batched traversal, noqa applied.
+
+    `text` is `module`'s source when the caller has it: regenerating it is a codegen pass.
+    """
     if not rules:
         return []
     context = RuleContext(path, module)
     instances = [rule(context) for rule in rules]
     walk_batched(module, instances)
     findings = [finding for rule in instances for finding in rule.findings]
-    suppressed = _noqa_map(module.code)
+    suppressed = _noqa_map(module.code if text is None else text)
     kept = [f for f in findings if not _is_suppressed(f, suppressed)]
     kept.sort(key=lambda f: (f.span.line, f.span.column, f.code))
     return kept
@@ -179,11 +182,11 @@ def check_source(
     if not active:
         return SourceResult()
     module = parse_module(text)
-    findings = run_rules(module, active, path)
+    findings = run_rules(module, active, path, text)
     result = SourceResult(findings=findings, module=module)
     if compute_fix and any(options.allows_finding(f) for f in findings):
         try:
-            result.fixed = fix_until_stable(module, active, path, options, findings)
+            result.fixed = fix_until_stable(module, active, path, options, findings, text)
         except EngineError as error:
             result.fix_error = str(error)
     return result
@@ -195,18 +198,19 @@ def fix_until_stable(
     path: str,
     options: FixOptions,
     findings: list[Finding] | None = None,
+    text: str | None = None,
 ) -> str:
     """Apply fixes round after round until a run finds nothing left to fix.
 
-    `findings` are those of `module` when the caller already has them (saves a run).
+    `findings` and `text` are those of `module` when the caller already has them. Every
+    rewritten text is parsed and compiled before the next round looks at it.
     """
-    text = module.code
+    text = module.code if text is None else text
     for round_number in range(MAX_FIX_ROUNDS):
         if findings is None:
-            findings = run_rules(module, rules, path)
+            findings = run_rules(module, rules, path, text)
         fixes = [f.fix for f in findings if options.allows_finding(f, first_round=round_number == 0)]
         if not fixes:
-            validate_python(text)
             return text
         try:
             text = apply_fixes(module, fixes)  # type: ignore[arg-type]
