@@ -25,13 +25,13 @@ from autograd_fix.cli.render import (
     print_findings,
     summary_line,
     verdict_lines,
-    verification_summary,
 )
 from autograd_fix.cli.rules_doc import explain_text, rules_table_text
 from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
-from autograd_fix.cli.verify_patches import VerifySettings, verify_and_refix
+from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.source import SourceText, write_atomic
+from autograd_fix.verification.verdict import Status
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -155,7 +155,6 @@ def check(
             compute_fix=(mode != "report" or as_json) and not verifying,
             fix_diffs=as_json,
             data=data,
-            patches=verifying,
         )
 
     errors: list[tuple[str, str]] = []
@@ -169,7 +168,7 @@ def check(
     outcomes = run_jobs(job_list, workers)
     if verifying:
         settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs)
-        outcomes = verify_and_refix(outcomes, job_list, settings, unsafe, workers, _console(color, stderr=True))
+        outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, _console(color, stderr=True))
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)
 
@@ -197,7 +196,8 @@ def _emit(
     hidden_unsafe = sum(
         1
         for r in records
-        if r.fix_applicability == "unsafe" and not r.fix_applies and (r.verification or {}).get("verdict") != "rejected"
+        if r.fix_applicability == "unsafe" and not r.fix_applies
+        and (r.verification is None or r.verification.verdict is not Status.REJECTED)
     )
     fixed = files_fixed = 0
     if mode == "apply":
@@ -250,7 +250,7 @@ def _emit(
         applied_ids = {id(r) for r in applied}
         remaining = [r for o in outcomes for r in o.findings if id(r) not in applied_ids]
         for record in applied:
-            note = f" [{verification_summary(record.verification)}]" if record.verification else ""
+            note = f" [{record.verification.summary()}]" if record.verification else ""
             out.print(f"fixed {record.path}:{record.line}:{record.column}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
         out.print(

@@ -27,12 +27,8 @@ def finding_line(record: FindingRecord) -> Text:
         text.append(" [*]", style="cyan")
     text.append(f" {record.message}")
     if record.verification:
-        text.append(f" [{verification_summary(record.verification)}]", style="dim")
+        text.append(f" [{record.verification.summary()}]", style="dim")
     return text
-
-
-def verification_summary(verification: dict) -> str:
-    return f"{verification['verdict']}: {verification['reason']}"
 
 
 def verdict_lines(outcome: FileOutcome) -> list[str]:
@@ -41,7 +37,7 @@ def verdict_lines(outcome: FileOutcome) -> list[str]:
     They start with `#` so that `git apply` skips them as commentary.
     """
     return [
-        f"# {record.code} {record.path}:{record.line}:{record.column} {verification_summary(record.verification)}"
+        f"# {record.code} {record.path}:{record.line}:{record.column} {record.verification.summary()}"
         for record in outcome.findings
         if record.verification
     ]
@@ -115,7 +111,7 @@ def json_document(outcomes: list[FileOutcome], summary: dict[str, Any]) -> str:
                 "name": record.name,
                 "message": record.message,
                 "fix": None,
-                "verification": record.verification,
+                "verification": record.verification.finding_json() if record.verification else None,
             }
             if record.fix_applicability is not None:
                 entry["fix"] = {"applicability": record.fix_applicability, "diff": record.fix_diff or ""}

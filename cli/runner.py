@@ -9,18 +9,11 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from autograd_fix.codemods.engine import (
-    EngineError,
-    FixOptions,
-    apply_fixes,
-    check_source,
-    finding_key,
-    parse_module,
-    run_rules,
-    single_fix_diff,
-)
+from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, single_fix_diff
+from autograd_fix.codemods.plans import plan_ids
 from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_source
+from autograd_fix.verification.verdict import Verdict
 
 #: below this many files a pool costs more (worker start-up) than it saves
 POOL_THRESHOLD = 8
@@ -37,10 +30,6 @@ class Job:
     compute_fix: bool
     fix_diffs: bool
     data: bytes | None = None
-    #: also return each fix applied alone (the patches verification runs)
-    patches: bool = False
-    #: verification's per-finding decisions, keyed (code, line, column)
-    decisions: tuple[tuple[tuple[str, int, int], bool], ...] = ()
 
 
 @dataclass
@@ -57,10 +46,10 @@ class FindingRecord:
     #: the fix would be applied with the current options
     fix_applies: bool
     fix_diff: str | None = None
-    #: the whole file with only this finding's fix applied (for verification)
-    patched: str | None = None
-    #: {"verdict", "reason", "evidence"} once verified
-    verification: dict | None = None
+    #: the fix's id within its file (`codemods.plans`); None when there is no fix
+    plan_id: str | None = None
+    #: the verification stage's verdict on this finding's patch, once verified
+    verification: Verdict | None = None
 
 
 @dataclass
@@ -84,7 +73,7 @@ def check_file(job: Job) -> FileOutcome:
         return outcome
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
-    options = FixOptions(unsafe_fixes=job.unsafe_fixes, decisions=dict(job.decisions))
+    options = FixOptions(unsafe_fixes=job.unsafe_fixes)
     try:
         result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix)
     except EngineError as error:
@@ -93,12 +82,10 @@ def check_file(job: Job) -> FileOutcome:
     except RecursionError:
         outcome.error = "source nests too deeply to analyse"
         return outcome
-    for finding in result.findings:
-        diff = patched = None
+    for finding, plan_id in zip(result.findings, plan_ids(result.findings)):
+        diff = None
         if job.fix_diffs and finding.fix is not None and result.module is not None:
             diff = single_fix_diff(result.module, finding, job.path)
-        if job.patches and finding.fix is not None and result.module is not None:
-            patched = _patched(result.module, finding)
         outcome.findings.append(
             FindingRecord(
                 path=job.path,
@@ -112,7 +99,7 @@ def check_file(job: Job) -> FileOutcome:
                 fix_applicability=finding.fix.applicability.value if finding.fix else None,
                 fix_applies=options.allows_finding(finding),
                 fix_diff=diff,
-                patched=patched,
+                plan_id=plan_id,
             )
         )
     if result.fix_error:
@@ -120,31 +107,6 @@ def check_file(job: Job) -> FileOutcome:
     elif result.fixed is not None and result.fixed != source.text:
         outcome.fixed = result.fixed
     return outcome
-
-
-def stacked_patch(job: Job, original: str, base: list[tuple[str, int, int]], target: tuple[str, int, int]) -> tuple[str, str] | None:
-    """(text with the `base` findings' fixes, the same plus `target`'s fix), or None.
-
-    Fixes are edits on the original tree, so several compose in one pass; this lets a
-    file's patches be verified one after the other, each on top of those accepted.
-    """
-    rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
-    module = parse_module(original)
-    by_key = {finding_key(f): f for f in run_rules(module, rules, job.path, original) if f.fix is not None}
-    if target not in by_key or any(key not in by_key for key in base):
-        return None
-    base_fixes = [by_key[key].fix for key in base]
-    try:
-        return apply_fixes(module, base_fixes), apply_fixes(module, [*base_fixes, by_key[target].fix])
-    except Exception:
-        return None
-
-
-def _patched(module, finding) -> str | None:
-    try:
-        return apply_fixes(module, [finding.fix])
-    except Exception:  # a fix that cannot be applied alone is not verified (nor applied)
-        return None
 
 
 def run_jobs(jobs: list[Job], workers: int) -> list[FileOutcome]:

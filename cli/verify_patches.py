@@ -1,21 +1,24 @@
 """Verification of every candidate patch before `--diff` shows it or `--apply` writes it.
 
-Each finding's fix, applied alone to its file, is one patch; patches run through the
-verification stage (original vs patched, under the rule's contract) on one warm worker.
+Each finding's fix is one patch plan (`codemods.plans`). A file is parsed and its rules run
+once; its patches are verified one after another, each composed on top of the plans
+already going in, and the file's final text is composed once from the accepted plans.
 Policy: a rejected patch is never applied; a safe fix is applied unless rejected; an
 unsafe fix is applied when accepted, or when unverified only with `--unsafe-fixes`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job, run_jobs, stacked_patch
-from autograd_fix.codemods.registry import rule_by_code
+from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job
+from autograd_fix.codemods.engine import EngineError
+from autograd_fix.codemods.plans import FilePlans
+from autograd_fix.codemods.registry import rule_by_code, select_rules
+from autograd_fix.verification.verdict import Status, Verdict
 
 
 @dataclass(frozen=True)
@@ -27,17 +30,73 @@ class VerifySettings:
 
 def decide(record: FindingRecord, unsafe_fixes: bool) -> bool:
     """Whether `record`'s fix may be applied, given its verification verdict."""
-    verdict = (record.verification or {}).get("verdict")
-    if verdict == "rejected" or record.patched is None:
+    if record.plan_id is None or record.verification is None:
+        return False
+    verdict = record.verification.verdict
+    if verdict is Status.REJECTED or record.verification.reason == CANNOT_COMPOSE:
         return False
     if record.fix_applicability == "safe":
         return True
-    return verdict == "accepted" or unsafe_fixes
+    return verdict is Status.ACCEPTED or unsafe_fixes
+
+
+#: the reason given when a fix cannot be composed with the ones going in
+CANNOT_COMPOSE = "the fix cannot be applied on top of the others"
+
+
+def _unverified(record: FindingRecord, reason: str) -> Verdict:
+    return Verdict(Status.UNVERIFIED, reason, record.code, ())
+
+
+class _FileQueue:
+    """One file's patches in source order, its plans, and the ids going in so far."""
+
+    def __init__(self, outcome: FileOutcome, plans: FilePlans, records: list[FindingRecord]) -> None:
+        self.outcome = outcome
+        self.plans = plans
+        self.records = records
+        self.going_in: list[str] = []
+
+    def pair(self, record: FindingRecord) -> dict | None:
+        """The verification request of `record`'s patch on top of those going in."""
+        try:
+            before = self.plans.compose(self.going_in)
+            after = self.plans.compose([*self.going_in, record.plan_id or ""])
+        except EngineError:
+            return None
+        rule = rule_by_code(record.code)
+        return {
+            "original": before,
+            "rewritten": after,
+            "path": record.path,
+            "rule": record.code,
+            "checks": tuple(rule.contract.checks) if rule else None,
+        }
+
+
+def _queues(outcomes: list[FileOutcome], jobs: list[Job]) -> list[_FileQueue]:
+    job_by_path = {job.path: job for job in jobs}
+    queues = []
+    for outcome in outcomes:
+        records = [r for r in outcome.findings if r.plan_id is not None]
+        if outcome.error or not records or outcome.original is None:
+            continue
+        job = job_by_path[outcome.path]
+        rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
+        try:
+            plans = FilePlans.from_source(outcome.original, rules, outcome.path)
+        except EngineError as error:
+            outcome.error = str(error)
+            continue
+        for record in records:
+            if record.plan_id not in plans:  # the rules did not give the same findings twice
+                record.verification = _unverified(record, "the fix could not be planned again (rules not deterministic)")
+        queues.append(_FileQueue(outcome, plans, [r for r in records if r.plan_id in plans]))
+    return queues
 
 
 def verify_records(
-    outcomes: list[FileOutcome], jobs: list[Job], settings: VerifySettings, unsafe_fixes: bool,
-    progress_console: Console | None,
+    queues: list[_FileQueue], settings: VerifySettings, unsafe_fixes: bool, progress_console: Console | None,
 ) -> None:
     """Run every candidate patch and store its verdict on the record.
 
@@ -47,69 +106,42 @@ def verify_records(
     """
     from autograd_fix.verification import Verifier, WorkerError, verify_many
 
-    queues = {o.path: [r for r in o.findings if r.fix_applicability is not None and r.patched is not None]
-              for o in outcomes if not o.error}
-    queues = {path: records for path, records in queues.items() if records}
-    total = sum(len(records) for records in queues.values())
+    total = sum(len(queue.records) for queue in queues)
     if not total:
         return
-    outcome_by_path = {o.path: o for o in outcomes}
-    job_by_path = {job.path: job for job in jobs}
-    going_in: dict[str, list[tuple[str, int, int]]] = {path: [] for path in queues}
     try:
         verifier = Verifier()
     except WorkerError as error:
-        for records in queues.values():
-            for record in records:
-                record.verification = {"verdict": "unverified", "reason": f"verification worker unavailable: {error}", "evidence": {}}
+        for queue in queues:
+            for record in queue.records:
+                record.verification = _unverified(record, f"verification worker unavailable: {error}")
         return
+    pending = {id(queue): list(queue.records) for queue in queues}
     try:
         with _progress(progress_console, total) as (progress, task):
-            while queues:
-                batch: list[tuple[FindingRecord, dict]] = []
-                for path in list(queues):
-                    record = queues[path].pop(0)
-                    if not queues[path]:
-                        del queues[path]
-                    pair = _pair(record, outcome_by_path[path], job_by_path[path], going_in[path])
-                    if pair is None:
-                        record.verification = {"verdict": "unverified", "reason": "the fix cannot be applied on top of the others", "evidence": {}}
+            while any(pending.values()):
+                batch: list[tuple[_FileQueue, FindingRecord, dict]] = []
+                for queue in queues:
+                    if not pending[id(queue)]:
                         continue
-                    batch.append((record, pair))
+                    record = pending[id(queue)].pop(0)
+                    pair = queue.pair(record)
+                    if pair is None:
+                        record.verification = _unverified(record, CANNOT_COMPOSE)
+                        continue
+                    batch.append((queue, record, pair))
                 verdicts = verify_many(
-                    [pair for _, pair in batch], jobs=settings.jobs, device=settings.device,
+                    [pair for _, _, pair in batch], jobs=settings.jobs, device=settings.device,
                     timeout=settings.timeout, verifier=verifier,
                 ) if batch else []
-                for (record, _), verdict in zip(batch, verdicts):
-                    record.verification = {
-                        "verdict": verdict.verdict,
-                        "reason": verdict.reason,
-                        "evidence": {unit.name: unit.evidence for unit in verdict.units},
-                    }
+                for (queue, record, _), verdict in zip(batch, verdicts):
+                    record.verification = verdict
                     if decide(record, unsafe_fixes):
-                        going_in[record.path].append((record.code, record.line, record.column))
+                        queue.going_in.append(record.plan_id or "")
                 if progress is not None:
                     progress.advance(task, len(batch))
     finally:
         verifier.close()
-
-
-def _pair(record: FindingRecord, outcome: FileOutcome, job: Job, going_in: list[tuple[str, int, int]]) -> dict | None:
-    rule = rule_by_code(record.code)
-    if going_in:
-        texts = stacked_patch(job, outcome.original or "", going_in, (record.code, record.line, record.column))
-        if texts is None:
-            return None
-        before, after = texts
-    else:
-        before, after = outcome.original, record.patched
-    return {
-        "original": before,
-        "rewritten": after,
-        "path": record.path,
-        "rule": record.code,
-        "checks": tuple(rule.contract.checks) if rule else None,
-    }
 
 
 class _NoProgress:
@@ -142,45 +174,31 @@ def _progress(console: Console | None, total: int):
     return _Progress(console, total)
 
 
-def decisions_for(outcome: FileOutcome, unsafe_fixes: bool) -> tuple[tuple[tuple[str, int, int], bool], ...]:
-    """The engine's per-finding decisions for one file, from its verdicts."""
-    return tuple(
-        ((record.code, record.line, record.column), decide(record, unsafe_fixes))
-        for record in outcome.findings
-        if record.fix_applicability is not None
-    )
-
-
-def verify_and_refix(
+def verify_and_compose(
     outcomes: list[FileOutcome],
     jobs: list[Job],
     settings: VerifySettings,
     unsafe_fixes: bool,
-    workers: int,
     progress_console: Console | None,
 ) -> list[FileOutcome]:
-    """Verify every patch, then compute each file's fixed text from the verdicts."""
-    verify_records(outcomes, jobs, settings, unsafe_fixes, progress_console)
-    job_by_path = {job.path: job for job in jobs}
-    again = [
-        dataclasses.replace(
-            job_by_path[outcome.path],
-            compute_fix=True,
-            patches=False,
-            decisions=decisions_for(outcome, unsafe_fixes),
-        )
-        for outcome in outcomes
-        if not outcome.error and any(r.fix_applicability for r in outcome.findings)
-    ]
-    refixed = {outcome.path: outcome for outcome in run_jobs(again, workers)}
-    merged = []
-    for outcome in outcomes:
-        new = refixed.get(outcome.path)
-        if new is None:
-            merged.append(outcome)
+    """Verify every patch, then compose each file's fixed text from the accepted plans."""
+    queues = _queues(outcomes, jobs)
+    verify_records(queues, settings, unsafe_fixes, progress_console)
+    for queue in queues:
+        accepted = set(queue.going_in)
+        for record in queue.outcome.findings:
+            record.fix_applies = record.plan_id in accepted
+        if not accepted:
             continue
-        verdicts = {(r.code, r.line, r.column): r.verification for r in outcome.findings}
-        for record in new.findings:
-            record.verification = verdicts.get((record.code, record.line, record.column))
-        merged.append(new)
-    return merged
+        try:
+            queue.outcome.fixed = queue.plans.compose(queue.going_in)
+        except EngineError as error:
+            queue.outcome.error = f"{error}; file left unchanged"
+            for record in queue.outcome.findings:
+                record.fix_applies = False
+    queued = {id(queue.outcome) for queue in queues}
+    for outcome in outcomes:  # files whose patches never reached verification
+        if id(outcome) not in queued:
+            for record in outcome.findings:
+                record.fix_applies = False
+    return outcomes

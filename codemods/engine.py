@@ -33,34 +33,16 @@ class EngineError(Exception):
 
 @dataclass(frozen=True)
 class FixOptions:
+    """Which fixes the static engine applies (`--no-verify`, tests): safe ones, and unsafe
+    ones with `unsafe_fixes`. With verification, `cli.verify_patches` decides per plan."""
+
     unsafe_fixes: bool = False
-    #: per-finding decisions (from verification) keyed by `finding_key` of a finding in
-    #: the original text: True applies its fix whatever its applicability, False never.
-    #: In later rounds (text already rewritten) a rule with a refused finding in this
-    #: file gets no further fixes: positions moved, and failing closed is the point.
-    decisions: dict[tuple[str, int, int], bool] = field(default_factory=dict)
 
     def allows(self, fix: Fix | None) -> bool:
         return fix is not None and (fix.applicability is Applicability.SAFE or self.unsafe_fixes)
 
-    def allows_finding(self, finding: Finding, first_round: bool = True) -> bool:
-        if finding.fix is None:
-            return False
-        if first_round:
-            decided = self.decisions.get(finding_key(finding))
-            if decided is not None:
-                return decided
-        elif finding.code in self.refused_codes():
-            return False
+    def allows_finding(self, finding: Finding) -> bool:
         return self.allows(finding.fix)
-
-    def refused_codes(self) -> set[str]:
-        return {key[0] for key, allowed in self.decisions.items() if not allowed}
-
-
-def finding_key(finding: Finding) -> tuple[str, int, int]:
-    """Identifies a finding within one text: code and 1-based start position."""
-    return (finding.code, finding.span.line, finding.span.column)
 
 
 @dataclass
@@ -206,10 +188,10 @@ def fix_until_stable(
     rewritten text is parsed and compiled before the next round looks at it.
     """
     text = module.code if text is None else text
-    for round_number in range(MAX_FIX_ROUNDS):
+    for _ in range(MAX_FIX_ROUNDS):
         if findings is None:
             findings = run_rules(module, rules, path, text)
-        fixes = [f.fix for f in findings if options.allows_finding(f, first_round=round_number == 0)]
+        fixes = [f.fix for f in findings if options.allows_finding(f)]
         if not fixes:
             return text
         try:

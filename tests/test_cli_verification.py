@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from autograd_fix.cli.app import app
 from autograd_fix.cli.runner import FindingRecord
-from autograd_fix.cli.verify_patches import decide
+from autograd_fix.cli.verify_patches import CANNOT_COMPOSE, decide
+from autograd_fix.verification.verdict import Verdict
 
 SCRIPT = textwrap.dedent(
     """\
@@ -33,11 +34,11 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def record(applicability: str, verdict: str | None, patched: str | None = "x") -> FindingRecord:
+def record(applicability: str, verdict: str | None, reason: str = "r") -> FindingRecord:
     return FindingRecord(
         path="f.py", line=1, column=1, end_line=1, end_column=2, code="AGF001", name="n", message="m",
-        fix_applicability=applicability, fix_applies=True, patched=patched,
-        verification=None if verdict is None else {"verdict": verdict, "reason": "r", "evidence": {}},
+        fix_applicability=applicability, fix_applies=True, plan_id="AGF001@1:1",
+        verification=None if verdict is None else Verdict(verdict, reason, "AGF001"),
     )
 
 
@@ -57,8 +58,12 @@ def test_policy(applicability: str, verdict: str, unsafe: bool, applied: bool) -
     assert decide(record(applicability, verdict), unsafe) is applied
 
 
-def test_a_patch_that_cannot_be_applied_alone_is_never_applied() -> None:
-    assert decide(record("safe", "accepted", patched=None), True) is False
+def test_a_patch_that_cannot_be_composed_is_never_applied() -> None:
+    assert decide(record("safe", "unverified", reason=CANNOT_COMPOSE), True) is False
+
+
+def test_a_patch_never_verified_is_never_applied() -> None:
+    assert decide(record("safe", None), True) is False
 
 
 @pytest.fixture

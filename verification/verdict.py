@@ -6,12 +6,25 @@ them; the evidence dicts hold only numbers, strings, lists and dicts.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-ACCEPTED = "accepted"
-REJECTED = "rejected"
-UNVERIFIED = "unverified"
+
+class Status(str, enum.Enum):
+    """A verdict: equal to its lower-case name as a string (JSON, exit codes, tests)."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    UNVERIFIED = "unverified"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ACCEPTED = Status.ACCEPTED
+REJECTED = Status.REJECTED
+UNVERIFIED = Status.UNVERIFIED
 
 #: exit code of `autograd-fix verify` per verdict (2 is reserved for usage errors).
 EXIT_CODES = {ACCEPTED: 0, REJECTED: 1, UNVERIFIED: 3}
@@ -23,15 +36,18 @@ class UnitResult:
 
     name: str
     mode: str  # "script" | "function"
-    verdict: str
+    verdict: Status
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Status(self.verdict))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "mode": self.mode,
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "reason": self.reason,
             "evidence": self.evidence,
         }
@@ -41,10 +57,13 @@ class UnitResult:
 class Verdict:
     """The verdict for one patch: the worst of its units' verdicts."""
 
-    verdict: str
+    verdict: Status
     reason: str
     rule: str | None
     units: tuple[UnitResult, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", Status(self.verdict))
 
     @property
     def accepted(self) -> bool:
@@ -56,15 +75,23 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "reason": self.reason,
             "rule": self.rule,
             "units": [unit.to_json() for unit in self.units],
         }
 
+    def finding_json(self) -> dict[str, Any]:
+        """The `verification` field of a finding in `--format json` (a stable interface)."""
+        return {
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "evidence": {unit.name: unit.evidence for unit in self.units},
+        }
+
     def summary(self) -> str:
         """One line for diffs and findings, e.g. ``accepted: outputs equal, ...``."""
-        return f"{self.verdict}: {self.reason}"
+        return f"{self.verdict.value}: {self.reason}"
 
 
 def combine(units: list[UnitResult] | tuple[UnitResult, ...], rule: str | None) -> Verdict:
