@@ -9,7 +9,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, single_fix_diff
+from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, single_fix_diff, target_paths
 from autograd_fix.codemods.plans import plan_ids
 from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_source
@@ -82,10 +82,13 @@ def check_file(job: Job) -> FileOutcome:
     except RecursionError:
         outcome.error = "source nests too deeply to analyse"
         return outcome
+    paths = None
+    if job.fix_diffs and result.module is not None:
+        paths = target_paths(result.module, [f.fix for f in result.findings if f.fix is not None])
     for finding, plan_id in zip(result.findings, plan_ids(result.findings)):
         diff = None
         if job.fix_diffs and finding.fix is not None and result.module is not None:
-            diff = single_fix_diff(result.module, finding, job.path)
+            diff = single_fix_diff(result.module, finding, job.path, paths)
         outcome.findings.append(
             FindingRecord(
                 path=job.path,

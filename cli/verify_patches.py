@@ -191,7 +191,7 @@ def verify_and_compose(
         if not accepted:
             continue
         try:
-            queue.outcome.fixed = queue.plans.compose(queue.going_in)
+            queue.outcome.fixed = queue.plans.compose(queue.going_in, final=True)
         except EngineError as error:
             queue.outcome.error = f"{error}; file left unchanged"
             for record in queue.outcome.findings:

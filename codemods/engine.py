@@ -20,7 +20,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule, RuleContext
-from autograd_fix.codemods.walk import walk_batched
+from autograd_fix.codemods.walk import iter_children, walk_batched
 
 MAX_FIX_ROUNDS = 10
 
@@ -121,12 +121,20 @@ def _is_suppressed(finding: Finding, suppressed: dict[int, frozenset[str] | None
 
 
 class _EditApplier(cst.CSTTransformer):
-    def __init__(self, fixes: Iterable[Fix]) -> None:
+    """Applies edits by node identity; with `paths` (ids of the targets and of every node
+    above them) it does not descend into subtrees that hold no target, so a fix costs the
+    depth of what it touches instead of a rebuild of the whole module."""
+
+    def __init__(self, fixes: Iterable[Fix], paths: frozenset[int] | None = None) -> None:
         super().__init__()
         self.replacements: dict[int, list] = {}
+        self.paths = paths
         for fix in fixes:
             for edit in fix.edits:
                 self.replacements.setdefault(id(edit.target), []).append(edit.replace)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return self.paths is None or id(node) in self.paths
 
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         replacers = self.replacements.get(id(original_node))
@@ -140,11 +148,48 @@ class _EditApplier(cst.CSTTransformer):
         return result
 
 
-def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> str:
-    """Source text of `module` with every edit of `fixes` applied in one pass."""
+def target_paths(module: cst.Module, fixes: Sequence[Fix]) -> dict[int, frozenset[int]]:
+    """For each edit target of `fixes` found in `module`: the ids of the nodes on the way
+    from the module down to it (itself included). One walk over the tree.
+
+    Targets the syntactic walk does not reach (formatting nodes) are absent; a caller then
+    applies those fixes with a full traversal.
+    """
+    wanted = {id(edit.target) for fix in fixes for edit in fix.edits}
+    found: dict[int, frozenset[int]] = {}
+    path: list[int] = []
+    stack: list[cst.CSTNode | None] = [module]  # None marks leaving a node
+    while stack and len(found) < len(wanted):
+        node = stack.pop()
+        if node is None:
+            path.pop()
+            continue
+        path.append(id(node))
+        if id(node) in wanted:
+            found[id(node)] = frozenset(path)
+        stack.append(None)
+        children = list(iter_children(node))
+        children.reverse()
+        stack.extend(children)
+    return found
+
+
+def apply_fixes(
+    module: cst.Module, fixes: Sequence[Fix], paths: dict[int, frozenset[int]] | None = None
+) -> str:
+    """Source text of `module` with every edit of `fixes` applied in one pass.
+
+    `paths` (from `target_paths`) lets the pass skip untouched subtrees; without it, or
+    when a target is missing from it, the whole tree is traversed.
+    """
     if not fixes:
         return module.code
-    rewritten = module.visit(_EditApplier(fixes))
+    pruned: frozenset[int] | None = None
+    if paths is not None:
+        targets = [id(edit.target) for fix in fixes for edit in fix.edits]
+        if all(target in paths for target in targets):
+            pruned = frozenset().union(*(paths[target] for target in targets))
+    rewritten = module.visit(_EditApplier(fixes, pruned))
     imports = [statement for fix in fixes for statement in fix.required_imports]
     if imports:
         rewritten = add_imports(rewritten, imports)
@@ -214,11 +259,14 @@ def validate_python(text: str) -> None:
         raise EngineError(f"a fix produced code that does not compile ({error}); file left unchanged") from None
 
 
-def single_fix_diff(module: cst.Module, finding: Finding, path: str) -> str:
-    """Unified diff of `finding`'s fix applied alone (the JSON output's per-finding diff)."""
+def single_fix_diff(
+    module: cst.Module, finding: Finding, path: str, paths: dict[int, frozenset[int]] | None = None
+) -> str:
+    """Unified diff of `finding`'s fix applied alone (the JSON output's per-finding diff);
+    `paths` as for `apply_fixes`."""
     if finding.fix is None:
         return ""
-    after = apply_fixes(module, [finding.fix])
+    after = apply_fixes(module, [finding.fix], paths)
     return unified_diff(module.code, after, path)
 
 

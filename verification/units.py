@@ -140,6 +140,7 @@ class _Module:
         self.methods: dict[tuple[str, str], ast.stmt] = {}
         self.class_bodies: dict[str, str] = {}
         self.script_parts: list[ast.stmt] = []
+        self._symbols: dict[str, symtable.SymbolTable] | None = None
         for node in self.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs[node.name] = node
@@ -154,6 +155,25 @@ class _Module:
                 self.class_bodies[node.name] = "|".join([*(_dump(b) for b in node.bases), *(_dump(d) for d in node.decorator_list), *rest])
             elif _is_main_block(node) or _is_script_statement(node):
                 self.script_parts.append(node)
+
+    def global_reads(self, qualname: str) -> set[str]:
+        """Globals the function `qualname` reads (symtable knows exactly), builtins excluded.
+
+        The symbol table is built once per module and its top level indexed by name: one
+        table per definition made finding a unit quadratic in the size of the file.
+        """
+        if self._symbols is None:
+            table = symtable.symtable(self.source, self.path, "exec")
+            self._symbols = {}
+            for child in table.get_children():
+                self._symbols.setdefault(child.get_name(), child)
+        head, *rest = qualname.split(".")
+        current = self._symbols.get(head)
+        for part in rest:
+            if current is None:
+                break
+            current = next((c for c in current.get_children() if c.get_name() == part), None)
+        return set() if current is None else _global_reads(current)
 
     @property
     def is_script(self) -> bool:
@@ -211,7 +231,7 @@ class _Module:
             at_definition += [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
         names = {n.id for part in at_definition for n in ast.walk(part) if isinstance(n, ast.Name)}
         try:
-            names |= _global_reads(self.source, self.path, node.name)
+            names |= self.global_reads(node.name)
         except SyntaxError:  # pragma: no cover - parsed already
             pass
         return names
@@ -232,16 +252,8 @@ class _Module:
         return names
 
 
-def _global_reads(source: str, path: str, qualname: str) -> set[str]:
-    """Globals the function reads (symtable knows exactly), builtins excluded."""
-    table = symtable.symtable(source, path, "exec")
-    parts = qualname.split(".")
-    current = table
-    for part in parts:
-        children = [c for c in current.get_children() if c.get_name() == part]
-        if not children:
-            return set()
-        current = children[0]
+def _global_reads(current: symtable.SymbolTable) -> set[str]:
+    """Globals read in `current` and the scopes nested in it, builtins excluded."""
     found: set[str] = set()
 
     def walk(t: symtable.SymbolTable) -> None:
@@ -265,7 +277,7 @@ def _function_unit(orig: _Module, rew: _Module, name: str, kind: str, qualname: 
         if kind != "autograd_function":
             defined = module.defined_names(reduced)
             try:
-                free |= _global_reads(module.source, module.path, qualname) - defined
+                free |= module.global_reads(qualname) - defined
             except SyntaxError:  # pragma: no cover - already parsed once
                 pass
     fallback = None
@@ -287,13 +299,21 @@ def _script_unit(orig: _Module, rew: _Module) -> Unit:
     return Unit(name=MAIN_KEY, kind="script", original=orig.source, rewritten=rew.source)
 
 
+def _same_statements(orig: _Module, rew: _Module, a: list[ast.stmt], b: list[ast.stmt]) -> bool:
+    """Whether two statement lists have equal syntax trees; equal source text settles it
+    without dumping trees (a dump per statement per patch grew with the file's size)."""
+    if len(a) != len(b):
+        return False
+    return all(orig.segment(x) == rew.segment(y) or _dump(x) == _dump(y) for x, y in zip(a, b))
+
+
 def find_units(original: str, rewritten: str, *, path: str = "<string>", entry: str | None = None) -> list[Unit]:
     """The units to run for this patch; empty when the two versions' ASTs are equal."""
     orig = _Module(original, path)
     rew = _Module(rewritten, path)
     if entry is not None:
         return [_entry_unit(orig, rew, entry)]
-    if _dump(orig.tree) == _dump(rew.tree):
+    if _same_statements(orig, rew, orig.tree.body, rew.tree.body):
         return []
 
     units: list[Unit] = []
@@ -301,7 +321,7 @@ def find_units(original: str, rewritten: str, *, path: str = "<string>", entry: 
     seen_classes: set[str] = set()
     for key in list(dict.fromkeys([*orig.defs, *rew.defs])):
         a, b = orig.defs.get(key), rew.defs.get(key)
-        if a is not None and b is not None and _dump(a) == _dump(b):
+        if a is not None and b is not None and _same_statements(orig, rew, [a], [b]):
             continue
         if a is None or b is None or type(a) is not type(b):
             need_script = True  # added/removed definition: only the script can tell
@@ -320,7 +340,7 @@ def find_units(original: str, rewritten: str, *, path: str = "<string>", entry: 
                 ma, mb = orig.methods.get((cls, meth)), rew.methods.get((cls, meth))
                 if ma is None or mb is None:
                     need_script = True
-                elif _dump(ma) != _dump(mb):
+                elif not _same_statements(orig, rew, [ma], [mb]):
                     units.append(_function_unit(orig, rew, f"{cls}.{meth}", "method", f"{cls}.{meth}"))
             seen_classes.add(key)
         else:
