@@ -22,7 +22,21 @@ WRONG_KINDS = {
     "changed-scale": "a value or gradient scaled differently than the original intended",
     "item-for-tensor": ".item() (a Python float) where later code needs a tensor",
     "still-broken": "the rewrite leaves the original defect in place",
+    "swapped-values": "saved tensors unpacked in a different order than they were saved",
+    "out-of-place-update": "a parameter update rewritten out of place, so the parameter never changes",
+    "crashes": "the rewrite raises where the original ran",
+    "changed-precision": "the computation moved to a lower precision than the original ran in",
 }
+
+#: The six kinds issue 7 names; the corpus must hold at least one rewrite of each.
+REQUIRED_WRONG_KINDS = (
+    "drop-term",
+    "zero-misplaced",
+    "no-grad-kills-gradient",
+    "none-for-needed-input",
+    "changed-scale",
+    "item-for-tensor",
+)
 
 CASE_KINDS = ("script", "library")
 _FOLDER = re.compile(r"^(\d\d)_[a-z0-9_]+$")
