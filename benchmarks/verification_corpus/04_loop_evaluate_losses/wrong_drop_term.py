@@ -50,7 +50,7 @@ def main():
     model = Loop()
     criterion = nn.MSELoss()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loader = [(torch.randn(3, 5, 6), torch.randn(3, 5, 4)) for _ in range(4)]
+    loader = [(torch.randn(3, 5, 6), torch.randn(3, 5, 4)) for _ in range(5)]
     eval_losses = []
     for epoch in range(2):
         train(model, criterion, optimizer, loader[:3])
