@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from corpus import CORPUS_DIR, Case, CorpusError, load_cases  # noqa: E402  (script folder is on sys.path)
+from corpus import CORPUS_DIR, Case, CorpusError, load_cases  # this script's folder is on sys.path
 
 from autograd_fix.codemods.registry import rule_by_code
 from autograd_fix.verification import ACCEPTED, REJECTED, Verifier, WorkerError, verify_many
@@ -176,6 +176,13 @@ def render(results: list[PairResult], out=sys.stdout) -> None:
         print(
             f"  {labels[key]:<30} {_ratio(hits, total):<16} target >= {TARGETS[key]:.0%}"
             f"  {'met' if met else 'not met'}",
+            file=out,
+        )
+    print("\nBy rule (right accepted, wrong rejected)", file=out)
+    for rule in sorted({r.rule for r in results}):
+        figures = totals([r for r in results if r.rule == rule])
+        print(
+            f"  {rule}  {_ratio(*figures['right_accepted']):<16} {_ratio(*figures['wrong_rejected'])}",
             file=out,
         )
     misses = [r for r in results if not r.hit]
