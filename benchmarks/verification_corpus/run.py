@@ -19,11 +19,13 @@ beyond the public `verify_many` entry point and the rules' contracts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 from corpus import CORPUS_DIR, Case, CorpusError, load_cases  # this script's folder is on sys.path
 
@@ -85,7 +87,7 @@ def judge(cases: list[Case], *, jobs: int | None, timeout: float) -> list[PairRe
             )
             meta.append((case, name, wrong_kind, expected))
     results: list[PairResult] = []
-    with _open_verifier() as verifier:
+    with _warm_verifier() as verifier:
         # one batch per case keeps the per-pair wall time meaningful and lets a
         # crashed worker cost one case, not the whole run
         start = 0
@@ -113,18 +115,17 @@ def judge(cases: list[Case], *, jobs: int | None, timeout: float) -> list[PairRe
     return results
 
 
-class _open_verifier:
-    """A `Verifier` as a context manager that turns a failed start into a clear exit."""
-
-    def __enter__(self) -> Verifier:
-        try:
-            self._verifier = Verifier()
-        except WorkerError as exc:
-            raise SystemExit(f"error: verification worker did not start: {exc}") from exc
-        return self._verifier
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._verifier.close()
+@contextlib.contextmanager
+def _warm_verifier() -> Iterator[Verifier]:
+    """One `Verifier` for the whole run; a worker that cannot start is a clear exit."""
+    try:
+        verifier = Verifier()
+    except WorkerError as exc:
+        raise SystemExit(f"error: verification worker did not start: {exc}") from exc
+    try:
+        yield verifier
+    finally:
+        verifier.close()
 
 
 def _ratio(hits: int, total: int) -> str:
