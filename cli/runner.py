@@ -9,6 +9,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
+from autograd_fix.cli.notebook import NotebookMap, is_notebook, load_notebook
+from autograd_fix.cli.notebook_check import DROPPED_FIX_NOTE, check_notebook_program
 from autograd_fix.codemods.engine import (
     EngineError,
     FixOptions,
@@ -20,7 +22,7 @@ from autograd_fix.codemods.engine import (
     single_fix_diff,
 )
 from autograd_fix.codemods.registry import select_rules
-from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_source
+from autograd_fix.codemods.source import SourceError, decode_source, read_bytes, read_source
 
 #: below this many files a pool costs more (worker start-up) than it saves
 POOL_THRESHOLD = 8
@@ -61,6 +63,14 @@ class FindingRecord:
     patched: str | None = None
     #: {"verdict", "reason", "evidence"} once verified
     verification: dict | None = None
+    #: notebooks: the 1-based cell `line` is in (set once positions are mapped to cells)
+    cell: int | None = None
+
+    @property
+    def location(self) -> str:
+        """`path:line:col`, or `path:cell N:line:col` in a notebook (as Ruff prints)."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
 
 @dataclass
@@ -72,21 +82,36 @@ class FileOutcome:
     encoding: str = "utf-8"
     bom: bool = False
     error: str | None = None
+    #: sha256 of the bytes read: a write refuses to replace a file changed since
+    digest: str | None = None
+    #: notebooks: how `original` (the cells' program) maps back to the notebook
+    notebook: NotebookMap | None = None
 
 
 def check_file(job: Job) -> FileOutcome:
     """Read, lint and (optionally) fix one file; every failure becomes `error`."""
     outcome = FileOutcome(path=job.path)
     try:
-        source: SourceText = decode_source(job.data) if job.data is not None else read_source(job.path)
+        if is_notebook(job.path):
+            notebook = load_notebook(job.data if job.data is not None else read_bytes(job.path))
+            source, outcome.notebook = notebook.source, notebook.map
+        else:
+            source = decode_source(job.data) if job.data is not None else read_source(job.path)
     except SourceError as error:
         outcome.error = str(error)
         return outcome
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
+    outcome.digest = source.digest
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
     options = FixOptions(unsafe_fixes=job.unsafe_fixes, decisions=dict(job.decisions))
+    dropped: set[tuple[str, int, int]] = set()
     try:
-        result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix)
+        if outcome.notebook is not None:
+            result, dropped = check_notebook_program(
+                outcome.notebook, source.text, rules, job.path, options, job.compute_fix
+            )
+        else:
+            result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix)
     except EngineError as error:
         outcome.error = str(error)
         return outcome
@@ -95,9 +120,10 @@ def check_file(job: Job) -> FileOutcome:
         return outcome
     for finding in result.findings:
         diff = patched = None
-        if job.fix_diffs and finding.fix is not None and result.module is not None:
-            diff = single_fix_diff(result.module, finding, job.path)
-        if job.patches and finding.fix is not None and result.module is not None:
+        fix = None if finding_key(finding) in dropped else finding.fix
+        if job.fix_diffs and fix is not None and result.module is not None:
+            diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source.text)
+        if job.patches and fix is not None and result.module is not None:
             patched = _patched(result.module, finding)
         outcome.findings.append(
             FindingRecord(
@@ -108,9 +134,9 @@ def check_file(job: Job) -> FileOutcome:
                 end_column=finding.span.end_column,
                 code=finding.code,
                 name=finding.name,
-                message=finding.message,
-                fix_applicability=finding.fix.applicability.value if finding.fix else None,
-                fix_applies=options.allows_finding(finding),
+                message=finding.message + (DROPPED_FIX_NOTE if finding.fix is not fix else ""),
+                fix_applicability=fix.applicability.value if fix else None,
+                fix_applies=fix is not None and options.allows_finding(finding),
                 fix_diff=diff,
                 patched=patched,
             )
@@ -138,6 +164,14 @@ def stacked_patch(job: Job, original: str, base: list[tuple[str, int, int]], tar
         return apply_fixes(module, base_fixes), apply_fixes(module, [*base_fixes, by_key[target].fix])
     except Exception:
         return None
+
+
+def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, text: str) -> str | None:
+    """The finding's fix alone as a diff: of the file, or of the notebook's cells."""
+    if notebook is None:
+        return single_fix_diff(module, finding, path)
+    patched = _patched(module, finding)
+    return notebook.diff(text, patched, path) if patched is not None else None
 
 
 def _patched(module, finding) -> str | None:

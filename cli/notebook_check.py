@@ -1,0 +1,113 @@
+"""Linting a notebook's program: the engine, plus what a notebook adds to it.
+
+1. Every cell must be valid Python on its own (as Jupyter runs it), not only the joined
+   program; errors name the cell.
+2. A fix that would change a masked IPython line or a cell boundary is dropped: its
+   finding stays, without a fix; a fixed program that lost one is not used at all.
+3. Once the run is over (verification keys findings by program position), positions
+   in findings and verification messages become `cell N:line:col`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import TYPE_CHECKING, Any, Sequence
+
+from autograd_fix.cli.notebook import NotebookMap, check_cells_compile
+from autograd_fix.codemods.engine import (
+    EngineError,
+    FixOptions,
+    SourceResult,
+    apply_fixes,
+    check_source,
+    finding_key,
+    fix_until_stable,
+    triggered,
+)
+from autograd_fix.codemods.rule import Rule
+
+if TYPE_CHECKING:
+    from autograd_fix.cli.runner import FileOutcome
+
+DROPPED_FIX_NOTE = " (no fix: it would change an IPython magic line or a cell boundary)"
+_SYNTAX_AT = re.compile(r"^syntax error at (\d+):(\d+)")
+
+FindingKey = tuple[str, int, int]
+
+
+def check_notebook_program(
+    nb_map: NotebookMap,
+    program: str,
+    rules: Sequence[type[Rule]],
+    path: str,
+    options: FixOptions,
+    compute_fix: bool,
+) -> tuple[SourceResult, set[FindingKey]]:
+    """The engine's result on `program`, and the findings whose fixes were dropped."""
+    active = triggered(rules, program)
+    if not active or not nb_map.cells:
+        return SourceResult(), set()
+    error = check_cells_compile(nb_map, program)
+    if error:
+        raise EngineError(error)
+    try:
+        result = check_source(program, active, path=path, options=options, compute_fix=False)
+    except EngineError as failure:
+        raise EngineError(_cell_syntax_error(str(failure), nb_map)) from None
+    if result.module is None:
+        return result, set()
+    dropped = {finding_key(f) for f in result.findings if f.fix is not None and not _keeps_masked_lines(nb_map, result, f.fix)}
+    if not compute_fix:
+        return result, dropped
+    options = dataclasses.replace(options, decisions={**options.decisions, **dict.fromkeys(dropped, False)})
+    if any(options.allows_finding(f) for f in result.findings):
+        try:
+            fixed = fix_until_stable(result.module, active, path, options, result.findings, program)
+        except EngineError as failure:
+            result.fix_error = str(failure)
+            return result, dropped
+        if nb_map.intact(fixed):
+            result.fixed = fixed
+        else:
+            result.fix_error = "the fixes would change an IPython magic line or a cell boundary; notebook left unchanged"
+    return result, dropped
+
+
+def _keeps_masked_lines(nb_map: NotebookMap, result: SourceResult, fix: Any) -> bool:
+    try:
+        return nb_map.intact(apply_fixes(result.module, [fix]))  # type: ignore[arg-type]
+    except Exception:  # a fix that cannot be applied alone cannot be shown to be safe here
+        return False
+
+
+def _cell_syntax_error(message: str, nb_map: NotebookMap) -> str:
+    match = _SYNTAX_AT.match(message)
+    if not match:
+        return message
+    cell, line = nb_map.locate(int(match.group(1)))
+    return f"syntax error at cell {cell}:{line}:{match.group(2)}{message[match.end():]}"
+
+
+def cell_positions(outcome: FileOutcome) -> FileOutcome:
+    """Map a notebook outcome's program positions to cells (other outcomes: as is)."""
+    nb_map = outcome.notebook
+    if nb_map is None:
+        return outcome
+    for record in outcome.findings:
+        cell, line = nb_map.locate(record.line)
+        record.end_line -= record.line - line
+        record.cell, record.line = cell, line
+        if record.verification:
+            record.verification = _localized(record.verification, nb_map)
+    return outcome
+
+
+def _localized(value: Any, nb_map: NotebookMap) -> Any:
+    if isinstance(value, str):
+        return nb_map.localize_text(value)
+    if isinstance(value, dict):
+        return {key: _localized(item, nb_map) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_localized(item, nb_map) for item in value]
+    return value
