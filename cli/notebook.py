@@ -29,7 +29,7 @@ from autograd_fix.codemods.source import SourceChangedError, SourceError, Source
 
 SUFFIX = ".ipynb"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_PROGRAM_LINE = re.compile(r"\bline (\d+)\b")
+_PROGRAM_LINE = re.compile(r"line (\d+)\b")
 
 
 class NotebookError(SourceError):
@@ -132,14 +132,21 @@ class NotebookMap:
                 parts.append(unified_diff(_ended(old[span.index]), _ended(new[span.index]), f"{path}:cell {span.number}"))
         return "".join(parts)
 
-    def localize_text(self, text: str) -> str:
-        """`line 42` of the program in a message becomes `cell 5, line 3`."""
-
-        def replace(match: re.Match[str]) -> str:
-            cell, line = self.locate(int(match.group(1)))
-            return f"cell {cell}, line {line}"
-
-        return _PROGRAM_LINE.sub(replace, text)
+    def localize_where(self, where: str, program: str) -> str:
+        """`line 14: ...` (a line of `program`, a version of this notebook's program)
+        as `cell 4, line 2: <that line's code>`; unchanged when it names no line."""
+        match = _PROGRAM_LINE.match(where)
+        lines = _LINE_BREAK.split(program)
+        if match is None or not 0 < int(match.group(1)) <= len(lines):
+            return where
+        number = int(match.group(1))
+        starts = [1] + [i + 2 for i, line in enumerate(lines) if line in self.boundaries]
+        cell = max(k for k, start in enumerate(starts) if start <= number)
+        if cell >= len(self.cells) or len(starts) != len(self.cells):
+            return where
+        code = lines[number - 1]
+        code = self.restore.get(code, code).strip()
+        return f"cell {self.cells[cell].number}, line {number - starts[cell] + 1}: {code}"
 
 
 @dataclass

@@ -5,11 +5,13 @@
 2. A fix that would change a masked IPython line or a cell boundary is dropped: its
    finding stays, without a fix; a fixed program that lost one is not used at all.
 3. Once the run is over (verification keys findings by program position), positions
-   in findings and verification messages become `cell N:line:col`.
+   in findings become `cell N:line:col`; a verdict's positions (where a run raised) are
+   mapped as soon as it comes back, each against the program that side ran.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from typing import TYPE_CHECKING, Any, Sequence
@@ -98,16 +100,26 @@ def cell_positions(outcome: FileOutcome) -> FileOutcome:
         cell, line = nb_map.locate(record.line)
         record.end_line -= record.line - line
         record.cell, record.line = cell, line
-        if record.verification:
-            record.verification = _localized(record.verification, nb_map)
     return outcome
 
 
-def _localized(value: Any, nb_map: NotebookMap) -> Any:
-    if isinstance(value, str):
-        return nb_map.localize_text(value)
-    if isinstance(value, dict):
-        return {key: _localized(item, nb_map) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_localized(item, nb_map) for item in value]
-    return value
+#: verdict reasons that quote the rewritten run's exception (all others: the original's)
+_QUOTES_REWRITTEN = re.compile(r"rewritten raises|rewritten run|error persists|still raises")
+
+
+def localize_verification(verification: dict[str, Any], nb_map: NotebookMap, pair: dict[str, Any]) -> dict[str, Any]:
+    """`verification` with each run's `where` (`line 14: code`, a line of the program it
+    ran, its text read from the .ipynb on disk) as `cell 4, line 2: code`."""
+    result = copy.deepcopy(verification)
+    programs = {"original": pair.get("original") or "", "rewritten": pair.get("rewritten") or ""}
+    quoted = "rewritten" if _QUOTES_REWRITTEN.search(result.get("reason", "")) else "original"
+    for unit in result.get("evidence", {}).values():
+        for side, program in programs.items():
+            exception = unit.get(side, {}).get("exception") if isinstance(unit, dict) else None
+            if not isinstance(exception, dict) or not isinstance(exception.get("where"), str):
+                continue
+            old = exception["where"]
+            exception["where"] = nb_map.localize_where(old, program)
+            if side == quoted:
+                result["reason"] = result["reason"].replace(f" at {old}", f" at {exception['where']}")
+    return result

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from autograd_fix.cli.notebook_check import localize_verification
 from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job, run_jobs, stacked_patch
 from autograd_fix.codemods.registry import rule_by_code
 
@@ -86,6 +87,9 @@ def verify_records(
                         "reason": verdict.reason,
                         "evidence": {unit.name: unit.evidence for unit in verdict.units},
                     }
+                    notebook = outcome_by_path[record.path].notebook
+                    if notebook is not None:  # the runs saw the cells' program: name cells
+                        record.verification = localize_verification(record.verification, notebook, pair)
                     if decide(record, unsafe_fixes):
                         going_in[record.path].append((record.code, record.line, record.column))
                 if progress is not None:
