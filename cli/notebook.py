@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import ast
 import codecs
+import copy
 import hashlib
 import json
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,10 +195,14 @@ def _parse(data: bytes) -> tuple[str, dict[str, Any]]:
 
 
 def _validate(raw: dict[str, Any]) -> None:
+    """nbformat's schema check, on a copy: nbformat adds missing cell ids as it checks,
+    and a notebook is written back with only its changed sources changed."""
     import nbformat  # imported here: only runs that meet a notebook pay for it
 
     try:
-        nbformat.validate(raw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "cell is missing an id": not ours to fix
+            nbformat.validate(copy.deepcopy(raw))
     except nbformat.ValidationError as error:
         message = str(error.message).splitlines()[0][:200]
         raise NotebookError(f"not a valid nbformat 4 notebook: {message}") from None
