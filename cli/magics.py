@@ -27,6 +27,15 @@ _ASSIGNED_ESCAPE = re.compile(r"(?P<indent>[ \t]*)(?P<target>[A-Za-z_][\w.]*(?:\
 _HELP = re.compile(r"(?P<indent>[ \t]*)[\w.*\[\]]*[\w*\]]\?{1,2}[ \t]*")
 
 
+_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings, split where Python splits them (not at form feeds or
+    other characters that `str.splitlines` also breaks at)."""
+    return _PHYSICAL_LINE.findall(text)
+
+
 @dataclass
 class MaskedCell:
     """A cell's text with IPython lines replaced, and how to undo that."""
@@ -73,7 +82,7 @@ def _starts_statement(prefix: str) -> bool:
 
 def mask_cell(text: str, token_prefix: str) -> MaskedCell:
     """`text` with every IPython line replaced by a placeholder (see the module doc)."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     result = MaskedCell(text=text)
     if not any(_could_be_ipython(line) for line in lines):
         return result

@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from autograd_fix.cli.magics import mask_cell
+from autograd_fix.cli.magics import mask_cell, split_lines
 from autograd_fix.codemods.engine import unified_diff
 from autograd_fix.codemods.source import SourceChangedError, SourceError, SourceText, digest
 
@@ -102,7 +102,7 @@ class NotebookMap:
         sources: dict[int, str] = {}
         for span, segment in zip(self.cells, self.segments(program)):
             lines = []
-            for line in segment.splitlines(keepends=True):
+            for line in split_lines(segment):
                 body = line.rstrip("\r\n")
                 if body in self.restore:
                     if body in seen:
@@ -273,7 +273,7 @@ def notebook_bytes(original: bytes, expected_digest: str, nb_map: NotebookMap, b
         if source == old[index]:
             continue
         cell = raw["cells"][index]
-        cell["source"] = source.splitlines(keepends=True) if isinstance(cell.get("source"), list) else source
+        cell["source"] = split_lines(source) if isinstance(cell.get("source"), list) else source
     _validate(raw)
     bom = codecs.BOM_UTF8 if original.startswith(codecs.BOM_UTF8) else b""
     return bom + _dump_like(raw, text).encode("utf-8")

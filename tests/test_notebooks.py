@@ -10,12 +10,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from typer.testing import CliRunner
 
 import autograd_fix.cli.app as app_module
 from autograd_fix.cli.app import app
 from autograd_fix.cli.magics import mask_cell
+from autograd_fix.cli.notebook import load_notebook
 from autograd_fix.codemods.source import SourceChangedError, digest, write_atomic
 
 SETUP = "import torch\nfrom torch import nn\n\ntorch.manual_seed(0)\nmodel = nn.Linear(8, 2)\nval_batches = [torch.randn(4, 8) for _ in range(3)]"
@@ -142,6 +145,35 @@ def test_a_fix_that_would_touch_a_magic_line_is_dropped(project: Path) -> None:
     assert "no fix: it would change an IPython magic line" in report.stdout
     applied = run("--apply", "nb.ipynb")
     assert applied.exit_code == 0 and path.read_bytes() == before
+
+
+LINES = st.sampled_from(
+    [
+        "import torch", "x = torch.ones(2)", "", "for i in range(2):", "    y = x * i", "    !echo step",
+        "%matplotlib inline", "files = !ls", "x?", "s = '''", "!inside a string", "'''", "# !comment",
+        "total = (1 +", "       2)", "print('done?')", "%%bash",
+    ]
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(cells=st.lists(st.lists(LINES, max_size=8), max_size=5), final_newline=st.booleans(), markdown_first=st.booleans())
+def test_program_round_trips_to_the_cells_and_positions(cells: list[list[str]], final_newline: bool, markdown_first: bool) -> None:
+    """Whatever the cells hold, the program maps back to exactly their sources, and
+    each cell line sits at its own position (masked lines restore to the original)."""
+    sources = ["\n".join(lines) + ("\n" if final_newline and lines else "") for lines in cells]
+    made = ([new_markdown_cell("intro")] if markdown_first else []) + [new_code_cell(text) for text in sources]
+    loaded = load_notebook(nbformat.writes(new_notebook(cells=made)).encode())
+    program, nb_map = loaded.source.text, loaded.map
+    offset = 1 if markdown_first else 0
+    assert nb_map.cell_sources(program) == {index + offset: text for index, text in enumerate(sources)}
+    program_lines = program.split("\n")
+    for index, text in enumerate(sources):
+        span = nb_map.cells[index]
+        for number, line in enumerate(text.splitlines(), start=1):
+            assert nb_map.locate(span.first_line + number - 1) == (index + offset + 1, number)
+            shown = program_lines[span.first_line + number - 2]
+            assert nb_map.restore.get(shown, shown) == line
 
 
 # -- diff and apply ------------------------------------------------------------------------
