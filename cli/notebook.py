@@ -212,7 +212,7 @@ def is_python(raw: dict[str, Any]) -> bool:
     """Notebooks of other kernels (R, Julia) have no Python to check."""
     metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
     language = (metadata.get("language_info") or {}).get("name") or (metadata.get("kernelspec") or {}).get("language")
-    return not isinstance(language, str) or language.lower() == "python"
+    return not isinstance(language, str) or language.lower().removeprefix("i").startswith("python")
 
 
 def load_notebook(data: bytes) -> Notebook:

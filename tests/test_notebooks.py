@@ -19,6 +19,7 @@ import autograd_fix.cli.app as app_module
 from autograd_fix.cli.app import app
 from autograd_fix.cli.magics import mask_cell
 from autograd_fix.cli.notebook import load_notebook
+from autograd_fix.cli.verify_command import _read, verify_app
 from autograd_fix.codemods.source import SourceChangedError, digest, write_atomic
 
 SETUP = "import torch\nfrom torch import nn\n\ntorch.manual_seed(0)\nmodel = nn.Linear(8, 2)\nval_batches = [torch.randn(4, 8) for _ in range(3)]"
@@ -323,3 +324,14 @@ def test_a_verdict_names_the_cell_where_a_run_raised(project: Path) -> None:
     assert verification["verdict"] == "rejected"
     assert "at cell 3, line 2: total.sum().backward()" in verification["reason"]
     assert verification["evidence"]["__main__"]["rewritten"]["exception"]["where"] == "cell 3, line 2: total.sum().backward()"
+
+
+def test_verify_command_reads_notebooks_as_their_cells_program(project: Path) -> None:
+    """`autograd-fix verify a.ipynb b.ipynb` compares the cells' programs, not the JSON
+    (which is a valid Python dict literal); a broken notebook is a usage error."""
+    write(project / "a.ipynb", notebook(SETUP, "%time " + EVAL.splitlines()[0], EVAL))
+    program = _read(project / "a.ipynb")
+    assert program.startswith(SETUP) and "%time" not in program and EVAL in program
+    (project / "bad.ipynb").write_text('{"cells": [')
+    result = CliRunner().invoke(verify_app, [str(project / "a.ipynb"), str(project / "bad.ipynb")])
+    assert result.exit_code == 2 and "cannot read" in result.stderr and "invalid JSON" in result.stderr
