@@ -281,9 +281,9 @@ def _new_bytes(outcome: FileOutcome, original: bytes | None = None) -> bytes:
     (built from `original`, by default the file as it is now on disk)."""
     if outcome.notebook is None:
         return _encode(outcome)
-    if outcome.fixed is None:
-        return original if original is not None else read_bytes(outcome.path)
     data = original if original is not None else read_bytes(outcome.path)
+    if outcome.fixed is None:
+        return data
     return notebook_bytes(data, outcome.digest or "", outcome.notebook, outcome.original or "", outcome.fixed)
 
 

@@ -94,6 +94,11 @@ def test_later_cells_see_earlier_cells_and_positions_count_every_cell(project: P
     assert "AGF003" not in run("alone.ipynb").stdout
 
 
+def test_noqa_in_a_cell_suppresses(project: Path) -> None:
+    write(project / "nb.ipynb", notebook(SETUP, EVAL.replace("for batch in val_batches:", "for batch in val_batches:  # noqa: AGF001")))
+    assert run("nb.ipynb").stdout.strip() == "No findings."
+
+
 def test_python_files_have_no_cell_in_json(project: Path) -> None:
     (project / "eval.py").write_text(SETUP + "\n" + EVAL + "\n")
     (finding,) = json.loads(run("--format", "json", "eval.py").stdout)["findings"]
