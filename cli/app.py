@@ -18,6 +18,8 @@ from rich.console import Console
 from autograd_fix import __version__
 from autograd_fix.cli.config import Config, ConfigError, load_config
 from autograd_fix.cli.discovery import discover
+from autograd_fix.cli.notebook import notebook_bytes
+from autograd_fix.cli.notebook_check import cell_positions
 from autograd_fix.cli.render import (
     file_diff,
     json_document,
@@ -30,7 +32,7 @@ from autograd_fix.cli.rules_doc import explain_text, rules_table_text
 from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
 from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
-from autograd_fix.codemods.source import SourceText, write_atomic
+from autograd_fix.codemods.source import SourceError, SourceText, read_bytes, write_atomic
 from autograd_fix.verification.verdict import Status
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -84,7 +86,7 @@ def _usage_error(message: str) -> typer.Exit:
 
 @app.command()
 def check(
-    paths: Optional[list[str]] = typer.Argument(None, help="Files or folders (recursive over .py); '-' reads stdin."),
+    paths: Optional[list[str]] = typer.Argument(None, help="Files or folders (recursive over .py and .ipynb); '-' reads stdin."),
     diff: bool = typer.Option(False, "--diff", help="Show the fixes as a unified diff; write nothing."),
     apply: bool = typer.Option(False, "--apply", help="Write the fixes (with '-': fixed source to stdout)."),
     check_mode: bool = typer.Option(False, "--check", help="Exit 1 when any finding remains."),
@@ -161,7 +163,7 @@ def check(
     if use_stdin:
         job_list = [make_job(stdin_filename or "-", sys.stdin.buffer.read())]
     else:
-        found = discover(paths, config.exclude, config.root)
+        found = discover(paths, config.exclude, config.root, include=config.extend_include)
         errors.extend((missing, "no such file or folder") for missing in found.missing)
         job_list = [make_job(_display_path(path)) for path in found.files]
     workers = jobs or os.cpu_count() or 1
@@ -169,10 +171,12 @@ def check(
     if verifying:
         settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs)
         outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, _console(color, stderr=True))
+    outcomes = [cell_positions(outcome) for outcome in outcomes]
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)
 
-    code = _emit(outcomes, errors, mode=mode, as_json=as_json, out=out, color=color, use_stdin=use_stdin)
+    stdin_data = job_list[0].data if use_stdin else None
+    code = _emit(outcomes, errors, mode=mode, as_json=as_json, out=out, color=color, stdin_data=stdin_data)
     if check_mode and code == EXIT_OK:
         remaining = [f for o in outcomes for f in o.findings if not (mode == "apply" and f.fix_applies and o.fixed)]
         if remaining:
@@ -188,9 +192,10 @@ def _emit(
     as_json: bool,
     out: Console,
     color: Color,
-    use_stdin: bool,
+    stdin_data: bytes | None,
 ) -> int:
     err = _console(color, stderr=True)
+    use_stdin = stdin_data is not None
     records = [record for outcome in outcomes for record in outcome.findings]
     fixable = sum(1 for r in records if r.fix_applies)
     hidden_unsafe = sum(
@@ -207,7 +212,10 @@ def _emit(
             if use_stdin:
                 continue
             try:
-                write_atomic(outcome.path, _encode(outcome))
+                write_atomic(outcome.path, _new_bytes(outcome), expected_digest=outcome.digest)
+            except SourceError as error:
+                errors.append((outcome.path, str(error)))
+                continue
             except OSError as error:
                 errors.append((outcome.path, f"cannot write: {error.strerror or error}"))
                 continue
@@ -221,7 +229,12 @@ def _emit(
         outcome = outcomes[0]
         text = outcome.fixed if outcome.fixed is not None else outcome.original
         if text is not None:
-            sys.stdout.buffer.write(_encode(outcome, text))
+            try:
+                data = _new_bytes(outcome, stdin_data) if outcome.notebook is not None else _encode(outcome, text)
+            except SourceError as error:
+                err.print(f"error: {outcome.path}: {error}", highlight=False, markup=False)
+                return EXIT_ERROR
+            sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         return status
 
@@ -251,7 +264,7 @@ def _emit(
         remaining = [r for o in outcomes for r in o.findings if id(r) not in applied_ids]
         for record in applied:
             note = f" [{record.verification.summary()}]" if record.verification else ""
-            out.print(f"fixed {record.path}:{record.line}:{record.column}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
+            out.print(f"fixed {record.location}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
         out.print(
             summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, fixed=fixed, files_fixed=files_fixed),
@@ -261,6 +274,17 @@ def _emit(
     print_findings(out, records)
     out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
     return status
+
+
+def _new_bytes(outcome: FileOutcome, original: bytes | None = None) -> bytes:
+    """What `--apply` writes: the fixed source, or the notebook with its changed cells
+    (built from `original`, by default the file as it is now on disk)."""
+    if outcome.notebook is None:
+        return _encode(outcome)
+    data = original if original is not None else read_bytes(outcome.path)
+    if outcome.fixed is None:
+        return data
+    return notebook_bytes(data, outcome.digest or "", outcome.notebook, outcome.original or "", outcome.fixed)
 
 
 def _encode(outcome: FileOutcome, text: str | None = None) -> bytes:

@@ -1,7 +1,8 @@
 """`[tool.autograd-fix]` from the nearest `pyproject.toml`; command-line flags win.
 
 Keys: `select`, `ignore`, `exclude` (gitignore-style globs, relative to the
-pyproject's folder), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes).
+pyproject's folder), `extend-include` (globs of more files to check as Python, beyond
+`*.py` and `*.ipynb`), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes).
 Unknown keys are an error, so a typo does not silently do nothing.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-KNOWN_KEYS = frozenset({"select", "ignore", "exclude", "unsafe-fixes", "per-file-ignores", "verify"})
+KNOWN_KEYS = frozenset({"select", "ignore", "exclude", "extend-include", "unsafe-fixes", "per-file-ignores", "verify"})
 
 
 class ConfigError(Exception):
@@ -25,6 +26,7 @@ class Config:
     select: list[str] | None = None
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
+    extend_include: list[str] = field(default_factory=list)
     unsafe_fixes: bool = False
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     #: folder of the pyproject.toml the settings came from (None: defaults)
@@ -87,6 +89,7 @@ def load_config(start: Path) -> Config:
     config.select = _string_list(table, "select", source)
     config.ignore = _string_list(table, "ignore", source) or []
     config.exclude = _string_list(table, "exclude", source) or []
+    config.extend_include = _string_list(table, "extend-include", source) or []
     unsafe = table.get("unsafe-fixes", False)
     if not isinstance(unsafe, bool):
         raise ConfigError(f"{source}: [tool.autograd-fix] unsafe-fixes must be true or false")

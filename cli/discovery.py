@@ -1,4 +1,5 @@
-"""Which files to look at: `.py` files under the given paths, minus what is excluded.
+"""Which files to look at: `.py` and `.ipynb` files (and those matching the configured
+`extend-include` globs) under the given paths, minus what is excluded.
 
 Folders are walked recursively, honouring every `.gitignore` from the repository root
 down, the default excludes (VCS folders, virtual environments, build outputs, caches)
@@ -8,6 +9,7 @@ always checked (as Ruff does without `--force-exclude`).
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,8 +52,18 @@ def _inherited_gitignores(folder: Path) -> list[IgnorePattern]:
     return patterns
 
 
-def discover(paths: list[str], exclude: list[str] | tuple[str, ...] = (), config_root: Path | None = None) -> Discovery:
+#: what a folder walk picks up besides `extend-include` matches
+DEFAULT_INCLUDE = ("*.py", "*.ipynb")
+
+
+def discover(
+    paths: list[str],
+    exclude: list[str] | tuple[str, ...] = (),
+    config_root: Path | None = None,
+    include: list[str] | tuple[str, ...] = (),
+) -> Discovery:
     result = Discovery()
+    wanted = (*DEFAULT_INCLUDE, *include)
     extra = parse_patterns(list(DEFAULT_EXCLUDES), Path("/"))
     configured = parse_patterns(list(exclude), (config_root or Path.cwd()).resolve()) if exclude else []
     seen: set[Path] = set()
@@ -65,7 +77,7 @@ def discover(paths: list[str], exclude: list[str] | tuple[str, ...] = (), config
             continue
         absolute = path.resolve()
         inherited = _inherited_gitignores(absolute)
-        _walk(path, absolute, inherited, extra + configured, result, seen)
+        _walk(path, absolute, inherited, extra + configured, result, seen, wanted)
     return result
 
 
@@ -83,6 +95,7 @@ def _walk(
     always: list[IgnorePattern],
     result: Discovery,
     seen: set[Path],
+    wanted: tuple[str, ...],
 ) -> None:
     patterns = patterns + load_gitignore(absolute)
     try:
@@ -99,6 +112,6 @@ def _walk(
         if is_dir:
             if (child_abs / "pyvenv.cfg").exists():
                 continue  # a virtual environment under any name
-            _walk(child_shown, child_abs, patterns, always, result, seen)
-        elif entry.name.endswith(".py") and entry.is_file():
+            _walk(child_shown, child_abs, patterns, always, result, seen, wanted)
+        elif entry.is_file() and any(fnmatch.fnmatch(entry.name, glob) or fnmatch.fnmatch(child_shown.as_posix(), glob) for glob in wanted):
             _add(result, seen, child_shown)

@@ -1,7 +1,7 @@
 """Turns results into text, JSON and diffs. The only place that formats output.
 
 Text findings are `path:line:col: CODE [*] message` (1-based), the format editors and CI
-problem matchers understand. `[*]` marks a finding whose fix `--apply` would apply with
+problem matchers understand; in notebooks `path:cell N:line:col:` (as Ruff prints). `[*]` marks a finding whose fix `--apply` would apply with
 the current options. Diffs are plain unified diffs (`git apply` accepts them); rich only
 adds colour when writing to a terminal.
 """
@@ -20,7 +20,7 @@ from autograd_fix.codemods.engine import unified_diff
 
 def finding_line(record: FindingRecord) -> Text:
     text = Text()
-    text.append(f"{record.path}:{record.line}:{record.column}:", style="bold")
+    text.append(f"{record.location}:", style="bold")
     text.append(" ")
     text.append(record.code, style="bold red")
     if record.fix_applies:
@@ -37,7 +37,7 @@ def verdict_lines(outcome: FileOutcome) -> list[str]:
     They start with `#` so that `git apply` skips them as commentary.
     """
     return [
-        f"# {record.code} {record.path}:{record.line}:{record.column} {record.verification.summary()}"
+        f"# {record.code} {record.location} {record.verification.summary()}"
         for record in outcome.findings
         if record.verification
     ]
@@ -51,6 +51,8 @@ def print_findings(console: Console, records: Iterable[FindingRecord]) -> None:
 def file_diff(outcome: FileOutcome) -> str:
     if outcome.original is None or outcome.fixed is None:
         return ""
+    if outcome.notebook is not None:
+        return outcome.notebook.diff(outcome.original, outcome.fixed, outcome.path)
     return unified_diff(outcome.original, outcome.fixed, outcome.path)
 
 
@@ -103,6 +105,7 @@ def json_document(outcomes: list[FileOutcome], summary: dict[str, Any]) -> str:
         for record in outcome.findings:
             entry: dict[str, Any] = {
                 "path": record.path,
+                "cell": record.cell,
                 "line": record.line,
                 "column": record.column,
                 "end_line": record.end_line,

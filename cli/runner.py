@@ -9,10 +9,19 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, single_fix_diff, target_paths
+from autograd_fix.cli.notebook import NotebookMap, is_notebook, load_notebook
+from autograd_fix.cli.notebook_check import DROPPED_FIX_NOTE, check_notebook_program
+from autograd_fix.codemods.engine import (
+    EngineError,
+    FixOptions,
+    apply_fixes,
+    check_source,
+    single_fix_diff,
+    target_paths,
+)
 from autograd_fix.codemods.plans import plan_ids
 from autograd_fix.codemods.registry import select_rules
-from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_source
+from autograd_fix.codemods.source import SourceError, decode_source, read_bytes, read_source
 from autograd_fix.verification.verdict import Verdict
 
 #: below this many files a pool costs more (worker start-up) than it saves
@@ -50,6 +59,14 @@ class FindingRecord:
     plan_id: str | None = None
     #: the verification stage's verdict on this finding's patch, once verified
     verification: Verdict | None = None
+    #: notebooks: the 1-based cell `line` is in (set once positions are mapped to cells)
+    cell: int | None = None
+
+    @property
+    def location(self) -> str:
+        """`path:line:col`, or `path:cell N:line:col` in a notebook (as Ruff prints)."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
 
 @dataclass
@@ -61,21 +78,36 @@ class FileOutcome:
     encoding: str = "utf-8"
     bom: bool = False
     error: str | None = None
+    #: sha256 of the bytes read: a write refuses to replace a file changed since
+    digest: str | None = None
+    #: notebooks: how `original` (the cells' program) maps back to the notebook
+    notebook: NotebookMap | None = None
 
 
 def check_file(job: Job) -> FileOutcome:
     """Read, lint and (optionally) fix one file; every failure becomes `error`."""
     outcome = FileOutcome(path=job.path)
     try:
-        source: SourceText = decode_source(job.data) if job.data is not None else read_source(job.path)
+        if is_notebook(job.path):
+            notebook = load_notebook(job.data if job.data is not None else read_bytes(job.path))
+            source, outcome.notebook = notebook.source, notebook.map
+        else:
+            source = decode_source(job.data) if job.data is not None else read_source(job.path)
     except SourceError as error:
         outcome.error = str(error)
         return outcome
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
+    outcome.digest = source.digest
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
     options = FixOptions(unsafe_fixes=job.unsafe_fixes)
+    dropped: set[int] = set()
     try:
-        result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix)
+        if outcome.notebook is not None:
+            result, dropped = check_notebook_program(
+                outcome.notebook, source.text, rules, job.path, options, job.compute_fix
+            )
+        else:
+            result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix)
     except EngineError as error:
         outcome.error = str(error)
         return outcome
@@ -87,8 +119,9 @@ def check_file(job: Job) -> FileOutcome:
         paths = target_paths(result.module, [f.fix for f in result.findings if f.fix is not None])
     for finding, plan_id in zip(result.findings, plan_ids(result.findings)):
         diff = None
-        if job.fix_diffs and finding.fix is not None and result.module is not None:
-            diff = single_fix_diff(result.module, finding, job.path, paths)
+        fix = None if id(finding) in dropped else finding.fix
+        if job.fix_diffs and fix is not None and result.module is not None:
+            diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source.text, paths)
         outcome.findings.append(
             FindingRecord(
                 path=job.path,
@@ -98,11 +131,11 @@ def check_file(job: Job) -> FileOutcome:
                 end_column=finding.span.end_column,
                 code=finding.code,
                 name=finding.name,
-                message=finding.message,
-                fix_applicability=finding.fix.applicability.value if finding.fix else None,
-                fix_applies=options.allows_finding(finding),
+                message=finding.message + (DROPPED_FIX_NOTE if finding.fix is not fix else ""),
+                fix_applicability=fix.applicability.value if fix else None,
+                fix_applies=fix is not None and options.allows_finding(finding),
                 fix_diff=diff,
-                plan_id=plan_id,
+                plan_id=plan_id if fix is not None else None,
             )
         )
     if result.fix_error:
@@ -110,6 +143,17 @@ def check_file(job: Job) -> FileOutcome:
     elif result.fixed is not None and result.fixed != source.text:
         outcome.fixed = result.fixed
     return outcome
+
+
+def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, text: str, paths) -> str | None:
+    """The finding's fix alone as a diff: of the file, or of the notebook's cells."""
+    if notebook is None:
+        return single_fix_diff(module, finding, path, paths)
+    try:
+        patched = apply_fixes(module, [finding.fix], paths)
+    except Exception:  # a fix that cannot be applied alone has no diff to show
+        return None
+    return notebook.diff(text, patched, path)
 
 
 def run_jobs(jobs: list[Job], workers: int) -> list[FileOutcome]:

@@ -22,6 +22,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from autograd_fix.cli.notebook import is_notebook, load_notebook
+from autograd_fix.codemods.source import SourceError
 from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, Verifier, find_units, gradcheck_file, verify_pair
 from autograd_fix.verification.verdict import format_bytes
 
@@ -52,9 +54,12 @@ def _usage(message: str) -> typer.Exit:
 
 
 def _read(path: Path) -> str:
+    """The file's text; for a notebook, its code cells as one program (IPython masked)."""
     try:
+        if is_notebook(str(path)):
+            return load_notebook(path.read_bytes()).source.text
         return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, SourceError) as exc:
         raise _usage(f"cannot read {path}: {exc}") from exc
 
 

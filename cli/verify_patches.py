@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from autograd_fix.cli.notebook_check import localize_verification
 from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job
 from autograd_fix.codemods.engine import EngineError
 from autograd_fix.codemods.plans import FilePlans
@@ -134,7 +135,10 @@ def verify_records(
                     [pair for _, _, pair in batch], jobs=settings.jobs, device=settings.device,
                     timeout=settings.timeout, verifier=verifier,
                 ) if batch else []
-                for (queue, record, _), verdict in zip(batch, verdicts):
+                for (queue, record, pair), verdict in zip(batch, verdicts):
+                    notebook = queue.outcome.notebook
+                    if notebook is not None:  # the runs saw the cells' program: name cells
+                        verdict = localize_verification(verdict, notebook, pair)
                     record.verification = verdict
                     if decide(record, unsafe_fixes):
                         queue.going_in.append(record.plan_id or "")
@@ -191,7 +195,11 @@ def verify_and_compose(
         if not accepted:
             continue
         try:
-            queue.outcome.fixed = queue.plans.compose(queue.going_in, final=True)
+            fixed = queue.plans.compose(queue.going_in, final=True)
+            notebook = queue.outcome.notebook
+            if notebook is not None and not notebook.intact(fixed):
+                raise EngineError("the fixes would change an IPython magic line or a cell boundary")
+            queue.outcome.fixed = fixed
         except EngineError as error:
             queue.outcome.error = f"{error}; file left unchanged"
             for record in queue.outcome.findings:

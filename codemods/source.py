@@ -2,12 +2,14 @@
 
 Keeps the encoding (PEP 263 cookie or UTF-8), a UTF-8 BOM, and line endings (libcst
 reproduces the original newlines; new lines use the file's first newline style).
-Writes are atomic: a temporary file in the same folder, then `os.replace`.
+Writes are atomic: a temporary file in the same folder, then `os.replace`; given the
+digest of the bytes that were read, a write refuses to replace a file changed since.
 """
 
 from __future__ import annotations
 
 import codecs
+import hashlib
 import io
 import os
 import stat
@@ -20,11 +22,17 @@ class SourceError(Exception):
     """The file cannot be read as Python text (binary, bad encoding, unreadable)."""
 
 
+class SourceChangedError(SourceError):
+    """The file on disk is no longer what was read: writing would lose someone's edit."""
+
+
 @dataclass(frozen=True)
 class SourceText:
     text: str
     encoding: str
     bom: bool
+    #: sha256 of the bytes the text was decoded from ("" when not read from bytes)
+    digest: str = ""
 
     def encode(self, text: str) -> bytes:
         data = text.encode(self.encoding)
@@ -47,20 +55,31 @@ def decode_source(data: bytes) -> SourceText:
         text = body.decode(encoding)
     except (UnicodeDecodeError, LookupError) as error:
         raise SourceError(f"not valid {encoding} text: {error}") from None
-    return SourceText(text=text, encoding=encoding, bom=bom)
+    return SourceText(text=text, encoding=encoding, bom=bom, digest=digest(data))
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise SourceError(error.strerror or str(error)) from None
 
 
 def read_source(path: str) -> SourceText:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as error:
-        raise SourceError(error.strerror or str(error)) from None
-    return decode_source(data)
+    return decode_source(read_bytes(path))
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Replace `path` with `data` in one step, keeping its permission bits."""
+def write_atomic(path: str, data: bytes, expected_digest: str | None = None) -> None:
+    """Replace `path` with `data` in one step, keeping its permission bits.
+
+    With `expected_digest`, the file is compared with it just before the replace and
+    left alone (SourceChangedError) if it changed, or vanished, since it was read.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
@@ -74,8 +93,17 @@ def write_atomic(path: str, data: bytes) -> None:
             os.fsync(handle.fileno())
         if mode is not None:
             os.chmod(temp, mode)
+        if expected_digest is not None and _current_digest(path) != expected_digest:
+            raise SourceChangedError("changed on disk since it was read; not overwritten (run again)")
         os.replace(temp, path)
     except BaseException:
         if os.path.exists(temp):
             os.unlink(temp)
         raise
+
+
+def _current_digest(path: str) -> str | None:
+    try:
+        return digest(read_bytes(path))
+    except SourceError:
+        return None

@@ -236,8 +236,9 @@ def test_json_output_is_pinned(project: Path) -> None:
     assert set(document) == {"findings", "summary"}
     (finding,) = document["findings"]
     assert set(finding) == {
-        "path", "line", "column", "end_line", "end_column", "code", "name", "message", "fix", "verification"
+        "path", "cell", "line", "column", "end_line", "end_column", "code", "name", "message", "fix", "verification"
     }
+    assert finding["cell"] is None  # set for notebooks only
     assert finding["verification"] is None  # verification runs only for --diff / --apply
     assert (finding["path"], finding["line"], finding["column"], finding["code"]) == ("src/train.py", 11, 5, "AGF001")
     assert finding["name"] == "eval-forward-without-no-grad"

@@ -1,0 +1,132 @@
+"""Linting a notebook's program: the engine, plus what a notebook adds to it.
+
+1. Every cell must be valid Python on its own (as Jupyter runs it), not only the joined
+   program; errors name the cell.
+2. A fix that would change a masked IPython line or a cell boundary is dropped: its
+   finding stays, without a fix; a fixed program that lost one is not used at all.
+3. Once the run is over (verification keys findings by program position), positions
+   in findings become `cell N:line:col`; a verdict's positions (where a run raised) are
+   mapped as soon as it comes back, each against the program that side ran.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from typing import TYPE_CHECKING, Any, Sequence
+
+from autograd_fix.cli.notebook import NotebookMap, check_cells_compile
+from autograd_fix.codemods.engine import (
+    EngineError,
+    FixOptions,
+    SourceResult,
+    apply_fixes,
+    check_source,
+    fix_until_stable,
+    triggered,
+)
+from autograd_fix.codemods.rule import Rule
+from autograd_fix.verification.verdict import Verdict
+
+if TYPE_CHECKING:
+    from autograd_fix.cli.runner import FileOutcome
+
+DROPPED_FIX_NOTE = " (no fix: it would change an IPython magic line or a cell boundary)"
+_SYNTAX_AT = re.compile(r"^syntax error at (\d+):(\d+)")
+
+#: findings are identified by object identity: they live in this process only
+FindingId = int
+
+
+def check_notebook_program(
+    nb_map: NotebookMap,
+    program: str,
+    rules: Sequence[type[Rule]],
+    path: str,
+    options: FixOptions,
+    compute_fix: bool,
+) -> tuple[SourceResult, set[FindingId]]:
+    """The engine's result on `program`, and the ids (`id()`) of the findings whose fixes
+    were dropped."""
+    active = triggered(rules, program)
+    if not active or not nb_map.cells:
+        return SourceResult(), set()
+    error = check_cells_compile(nb_map, program)
+    if error:
+        raise EngineError(error)
+    try:
+        result = check_source(program, active, path=path, options=options, compute_fix=False)
+    except EngineError as failure:
+        raise EngineError(_cell_syntax_error(str(failure), nb_map)) from None
+    if result.module is None:
+        return result, set()
+    dropped = {id(f) for f in result.findings if f.fix is not None and not _keeps_masked_lines(nb_map, result, f.fix)}
+    if not compute_fix:
+        return result, dropped
+    kept = [dataclasses.replace(f, fix=None) if id(f) in dropped else f for f in result.findings]
+    if any(options.allows_finding(f) for f in kept):
+        try:
+            fixed = fix_until_stable(result.module, active, path, options, kept, program)
+        except EngineError as failure:
+            result.fix_error = str(failure)
+            return result, dropped
+        if nb_map.intact(fixed):
+            result.fixed = fixed
+        else:
+            result.fix_error = "the fixes would change an IPython magic line or a cell boundary; notebook left unchanged"
+    return result, dropped
+
+
+def _keeps_masked_lines(nb_map: NotebookMap, result: SourceResult, fix: Any) -> bool:
+    try:
+        return nb_map.intact(apply_fixes(result.module, [fix]))  # type: ignore[arg-type]
+    except Exception:  # a fix that cannot be applied alone cannot be shown to be safe here
+        return False
+
+
+def _cell_syntax_error(message: str, nb_map: NotebookMap) -> str:
+    match = _SYNTAX_AT.match(message)
+    if not match:
+        return message
+    cell, line = nb_map.locate(int(match.group(1)))
+    return f"syntax error at cell {cell}:{line}:{match.group(2)}{message[match.end():]}"
+
+
+def cell_positions(outcome: FileOutcome) -> FileOutcome:
+    """Map a notebook outcome's program positions to cells (other outcomes: as is)."""
+    nb_map = outcome.notebook
+    if nb_map is None:
+        return outcome
+    for record in outcome.findings:
+        cell, line = nb_map.locate(record.line)
+        record.end_line -= record.line - line
+        record.cell, record.line = cell, line
+    return outcome
+
+
+#: verdict reasons that quote the rewritten run's exception (all others: the original's)
+_QUOTES_REWRITTEN = re.compile(r"rewritten raises|rewritten run|error persists|still raises")
+
+
+def localize_verification(verdict: Verdict, nb_map: NotebookMap, pair: dict[str, Any]) -> Verdict:
+    """`verdict` with each run's `where` (`line 14: code`, a line of the program it
+    ran, its text read from the .ipynb on disk) as `cell 4, line 2: code`."""
+    programs = {"original": pair.get("original") or "", "rewritten": pair.get("rewritten") or ""}
+    quoted = "rewritten" if _QUOTES_REWRITTEN.search(verdict.reason) else "original"
+    reason = verdict.reason
+    units = []
+    for unit in verdict.units:
+        evidence = copy.deepcopy(unit.evidence)
+        unit_reason = unit.reason
+        for side, program in programs.items():
+            exception = evidence.get(side, {}).get("exception") if isinstance(evidence.get(side), dict) else None
+            if not isinstance(exception, dict) or not isinstance(exception.get("where"), str):
+                continue
+            old = exception["where"]
+            exception["where"] = nb_map.localize_where(old, program)
+            if side == quoted:
+                reason = reason.replace(f" at {old}", f" at {exception['where']}")
+                unit_reason = unit_reason.replace(f" at {old}", f" at {exception['where']}")
+        units.append(dataclasses.replace(unit, evidence=evidence, reason=unit_reason))
+    return dataclasses.replace(verdict, reason=reason, units=tuple(units))
