@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autograd_fix.cli.discovery import ExcludePatternError, exclude_spec
+
 KNOWN_KEYS = frozenset({"select", "ignore", "exclude", "unsafe-fixes", "per-file-ignores", "verify"})
 
 
@@ -87,6 +89,10 @@ def load_config(start: Path) -> Config:
     config.select = _string_list(table, "select", source)
     config.ignore = _string_list(table, "ignore", source) or []
     config.exclude = _string_list(table, "exclude", source) or []
+    try:
+        exclude_spec(config.exclude)
+    except ExcludePatternError as error:
+        raise ConfigError(f"{source}: [tool.autograd-fix] exclude: {error}") from None
     unsafe = table.get("unsafe-fixes", False)
     if not isinstance(unsafe, bool):
         raise ConfigError(f"{source}: [tool.autograd-fix] unsafe-fixes must be true or false")
