@@ -32,6 +32,7 @@ from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
 from autograd_fix.cli.verify_patches import VerifySettings, verify_and_refix
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.source import SourceText, write_atomic
+from autograd_fix.codemods.torch_version import TorchVersion
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -101,6 +102,10 @@ def check(
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run original and fixed code before accepting a fix (--diff/--apply)."),
     device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
     verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
+    target_torch: Optional[str] = typer.Option(
+        None, "--target-torch", metavar="VERSION",
+        help="Oldest PyTorch the code must run on (e.g. 2.1); fixes never use newer APIs.",
+    ),
 ) -> None:
     """Find PyTorch autograd pitfalls and fix them.
 
@@ -140,6 +145,10 @@ def check(
         if bad:
             raise _usage_error(f"unknown rule code or prefix: {', '.join(bad)} (see --list-rules)")
     unsafe = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
+    try:
+        target = TorchVersion.parse(target_torch) if target_torch is not None else config.target_torch
+    except ValueError as error:
+        raise _usage_error(f"--target-torch: {error}")
     mode = "apply" if apply else "diff" if diff else "report"
     as_json = output_format is OutputFormat.json
 
@@ -156,6 +165,7 @@ def check(
             fix_diffs=as_json,
             data=data,
             patches=verifying,
+            target_torch=target,
         )
 
     errors: list[tuple[str, str]] = []

@@ -21,6 +21,7 @@ from autograd_fix.codemods.engine import (
 )
 from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_source
+from autograd_fix.codemods.torch_version import TorchVersion
 
 #: below this many files a pool costs more (worker start-up) than it saves
 POOL_THRESHOLD = 8
@@ -41,6 +42,8 @@ class Job:
     patches: bool = False
     #: verification's per-finding decisions, keyed (code, line, column)
     decisions: tuple[tuple[tuple[str, int, int], bool], ...] = ()
+    #: the project's PyTorch floor (None: assume the newest)
+    target_torch: TorchVersion | None = None
 
 
 @dataclass
@@ -84,7 +87,7 @@ def check_file(job: Job) -> FileOutcome:
         return outcome
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
-    options = FixOptions(unsafe_fixes=job.unsafe_fixes, decisions=dict(job.decisions))
+    options = FixOptions(unsafe_fixes=job.unsafe_fixes, decisions=dict(job.decisions), target_torch=job.target_torch)
     try:
         result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix)
     except EngineError as error:
@@ -130,7 +133,7 @@ def stacked_patch(job: Job, original: str, base: list[tuple[str, int, int]], tar
     """
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
     module = parse_module(original)
-    by_key = {finding_key(f): f for f in run_rules(module, rules, job.path, original) if f.fix is not None}
+    by_key = {finding_key(f): f for f in run_rules(module, rules, job.path, original, job.target_torch) if f.fix is not None}
     if target not in by_key or any(key not in by_key for key in base):
         return None
     base_fixes = [by_key[key].fix for key in base]
