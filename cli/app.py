@@ -18,6 +18,7 @@ from rich.console import Console
 from autograd_fix import __version__
 from autograd_fix.cli.config import Config, ConfigError, load_config
 from autograd_fix.cli.discovery import discover
+from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, progress_bar, progress_console
 from autograd_fix.cli.render import (
     file_diff,
     json_document,
@@ -176,10 +177,12 @@ def check(
         errors.extend((missing, "no such file or folder") for missing in found.missing)
         job_list = [make_job(_display_path(path)) for path in found.files]
     workers = jobs or os.cpu_count() or 1
-    outcomes = run_jobs(job_list, workers)
+    progress = progress_console()
+    with progress_bar(progress, len(job_list), "checking files", more_than=STATIC_PROGRESS_MIN_FILES) as advance:
+        outcomes = run_jobs(job_list, workers, advance)
     if verifying:
         settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs)
-        outcomes = verify_and_refix(outcomes, job_list, settings, unsafe, workers, _console(color, stderr=True))
+        outcomes = verify_and_refix(outcomes, job_list, settings, unsafe, workers, progress)
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)
 

@@ -12,8 +12,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from autograd_fix.cli.progress import progress_bar
 from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job, run_jobs, stacked_patch
 from autograd_fix.codemods.registry import rule_by_code
 
@@ -64,7 +64,7 @@ def verify_records(
                 record.verification = {"verdict": "unverified", "reason": f"verification worker unavailable: {error}", "evidence": {}}
         return
     try:
-        with _progress(progress_console, total) as (progress, task):
+        with progress_bar(progress_console, total, "verifying patches") as advance:
             while queues:
                 batch: list[tuple[FindingRecord, dict]] = []
                 for path in list(queues):
@@ -88,8 +88,7 @@ def verify_records(
                     }
                     if decide(record, unsafe_fixes):
                         going_in[record.path].append((record.code, record.line, record.column))
-                if progress is not None:
-                    progress.advance(task, len(batch))
+                advance(len(batch))
     finally:
         verifier.close()
 
@@ -110,36 +109,6 @@ def _pair(record: FindingRecord, outcome: FileOutcome, job: Job, going_in: list[
         "rule": record.code,
         "checks": tuple(rule.contract.checks) if rule else None,
     }
-
-
-class _NoProgress:
-    def __enter__(self):
-        return None, None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-class _Progress:
-    def __init__(self, console: Console, total: int) -> None:
-        self.progress = Progress(
-            TextColumn("verifying patches"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, transient=True,
-        )
-        self.total = total
-
-    def __enter__(self):
-        self.progress.start()
-        return self.progress, self.progress.add_task("verify", total=self.total)
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-
-def _progress(console: Console | None, total: int):
-    if console is None or not console.is_terminal:
-        return _NoProgress()
-    return _Progress(console, total)
 
 
 def decisions_for(outcome: FileOutcome, unsafe_fixes: bool) -> tuple[tuple[tuple[str, int, int], bool], ...]:
