@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from autograd_fix.codemods.engine import (
     EngineError,
@@ -154,17 +154,17 @@ def _patched(module, finding) -> str | None:
 def run_jobs(jobs: list[Job], workers: int, on_done: Callable[[int], None] | None = None) -> list[FileOutcome]:
     """Outcomes in the order of `jobs`; `on_done(1)` is called as each file finishes
     (for a progress bar)."""
-    done = on_done or (lambda count: None)
     if workers <= 1 or len(jobs) < POOL_THRESHOLD:
-        outcomes = []
-        for job in jobs:
-            outcomes.append(check_file(job))
-            done(1)
-        return outcomes
+        return _collect(map(check_file, jobs), on_done)
     workers = min(workers, len(jobs), os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        outcomes = []
-        for outcome in pool.map(check_file, jobs, chunksize=max(1, len(jobs) // (workers * 4))):
-            outcomes.append(outcome)
-            done(1)
-        return outcomes
+        return _collect(pool.map(check_file, jobs, chunksize=max(1, len(jobs) // (workers * 4))), on_done)
+
+
+def _collect(results: Iterable[FileOutcome], on_done: Callable[[int], None] | None) -> list[FileOutcome]:
+    outcomes = []
+    for outcome in results:
+        outcomes.append(outcome)
+        if on_done is not None:
+            on_done(1)
+    return outcomes
