@@ -20,6 +20,7 @@ from autograd_fix.cli.config import Config, ConfigError, load_config
 from autograd_fix.cli.discovery import discover
 from autograd_fix.cli.notebook import notebook_bytes
 from autograd_fix.cli.notebook_check import cell_positions
+from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, progress_bar, progress_console
 from autograd_fix.cli.render import (
     file_diff,
     json_document,
@@ -33,6 +34,7 @@ from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
 from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.source import SourceError, SourceText, read_bytes, write_atomic
+from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.verdict import Status
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -103,6 +105,10 @@ def check(
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run original and fixed code before accepting a fix (--diff/--apply)."),
     device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
     verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
+    target_torch: Optional[str] = typer.Option(
+        None, "--target-torch", metavar="VERSION",
+        help="Oldest PyTorch the code must run on (e.g. 2.1); fixes never use newer APIs.",
+    ),
 ) -> None:
     """Find PyTorch autograd pitfalls and fix them.
 
@@ -142,6 +148,10 @@ def check(
         if bad:
             raise _usage_error(f"unknown rule code or prefix: {', '.join(bad)} (see --list-rules)")
     unsafe = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
+    try:
+        target = TorchVersion.parse(target_torch) if target_torch is not None else config.target_torch
+    except ValueError as error:
+        raise _usage_error(f"--target-torch: {error}")
     mode = "apply" if apply else "diff" if diff else "report"
     as_json = output_format is OutputFormat.json
 
@@ -157,6 +167,7 @@ def check(
             compute_fix=(mode != "report" or as_json) and not verifying,
             fix_diffs=as_json,
             data=data,
+            target_torch=target,
         )
 
     errors: list[tuple[str, str]] = []
@@ -167,10 +178,12 @@ def check(
         errors.extend((missing, "no such file or folder") for missing in found.missing)
         job_list = [make_job(_display_path(path)) for path in found.files]
     workers = jobs or os.cpu_count() or 1
-    outcomes = run_jobs(job_list, workers)
+    progress = progress_console()
+    with progress_bar(progress, len(job_list), "checking files", more_than=STATIC_PROGRESS_MIN_FILES) as advance:
+        outcomes = run_jobs(job_list, workers, advance)
     if verifying:
         settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs)
-        outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, _console(color, stderr=True))
+        outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, progress)
     outcomes = [cell_positions(outcome) for outcome in outcomes]
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)

@@ -2,8 +2,14 @@
 
 Keys: `select`, `ignore`, `exclude` (gitignore-style globs, relative to the
 pyproject's folder), `extend-include` (globs of more files to check as Python, beyond
-`*.py` and `*.ipynb`), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes).
+`*.py` and `*.ipynb`), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes),
+`target-torch` (the oldest PyTorch the project supports, "2.1").
 Unknown keys are an error, so a typo does not silently do nothing.
+
+Without `target-torch`, the floor comes from the `torch` requirement in the nearest
+pyproject's `[project] dependencies` (see `torch_floor`); the table and the
+dependencies may live in different pyproject files (a workspace root holding the
+tool settings, a package folder declaring its requirements).
 """
 
 from __future__ import annotations
@@ -12,9 +18,15 @@ import fnmatch
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-KNOWN_KEYS = frozenset({"select", "ignore", "exclude", "extend-include", "unsafe-fixes", "per-file-ignores", "verify"})
+from autograd_fix.cli.discovery import ExcludePatternError, exclude_spec
+from autograd_fix.cli.torch_floor import dependencies_floor
+from autograd_fix.codemods.torch_version import TorchVersion
+
+KNOWN_KEYS = frozenset(
+    {"select", "ignore", "exclude", "extend-include", "unsafe-fixes", "per-file-ignores", "target-torch", "verify"}
+)
 
 
 class ConfigError(Exception):
@@ -29,6 +41,8 @@ class Config:
     extend_include: list[str] = field(default_factory=list)
     unsafe_fixes: bool = False
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    #: the oldest PyTorch the project supports (None: unknown, assume the newest)
+    target_torch: TorchVersion | None = None
     #: folder of the pyproject.toml the settings came from (None: defaults)
     root: Path | None = None
     source: Path | None = None
@@ -49,20 +63,37 @@ class Config:
         return codes
 
 
-def find_pyproject(start: Path) -> Path | None:
-    """Nearest `pyproject.toml` with a `[tool.autograd-fix]` table, from `start` upwards."""
+def _pyprojects(start: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every readable `pyproject.toml` from `start` upwards, parsed; broken TOML is an error."""
     folder = start.resolve()
     if folder.is_file():
         folder = folder.parent
     for candidate in (folder, *folder.parents):
         path = candidate / "pyproject.toml"
-        if path.is_file():
-            try:
-                data = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-                raise ConfigError(f"{path}: {error}") from None
-            if "autograd-fix" in data.get("tool", {}):
-                return path
+        if not path.is_file():
+            continue
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+            raise ConfigError(f"{path}: {error}") from None
+        yield path, data
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """Nearest `pyproject.toml` with a `[tool.autograd-fix]` table, from `start` upwards."""
+    for path, data in _pyprojects(start):
+        if isinstance(data.get("tool"), dict) and "autograd-fix" in data["tool"]:
+            return path
+    return None
+
+
+def _declared_floor(start: Path) -> TorchVersion | None:
+    """The torch floor in the nearest pyproject that has a `[project]` table."""
+    for _, data in _pyprojects(start):
+        project = data.get("project")
+        if isinstance(project, dict):
+            dependencies = project.get("dependencies", [])
+            return dependencies_floor(dependencies) if isinstance(dependencies, list) else None
     return None
 
 
@@ -78,7 +109,7 @@ def _string_list(table: dict[str, Any], key: str, source: Path) -> list[str] | N
 def load_config(start: Path) -> Config:
     source = find_pyproject(start)
     if source is None:
-        return Config()
+        return Config(target_torch=_declared_floor(start))
     table = tomllib.loads(source.read_text(encoding="utf-8"))["tool"]["autograd-fix"]
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [tool.autograd-fix] must be a table")
@@ -90,6 +121,10 @@ def load_config(start: Path) -> Config:
     config.ignore = _string_list(table, "ignore", source) or []
     config.exclude = _string_list(table, "exclude", source) or []
     config.extend_include = _string_list(table, "extend-include", source) or []
+    try:
+        exclude_spec(config.exclude)
+    except ExcludePatternError as error:
+        raise ConfigError(f"{source}: [tool.autograd-fix] exclude: {error}") from None
     unsafe = table.get("unsafe-fixes", False)
     if not isinstance(unsafe, bool):
         raise ConfigError(f"{source}: [tool.autograd-fix] unsafe-fixes must be true or false")
@@ -100,4 +135,17 @@ def load_config(start: Path) -> Config:
     ):
         raise ConfigError(f"{source}: [tool.autograd-fix] per-file-ignores must map globs to lists of codes")
     config.per_file_ignores = per_file
+    config.target_torch = _target_torch(table, source) or _declared_floor(start)
     return config
+
+
+def _target_torch(table: dict[str, Any], source: Path) -> TorchVersion | None:
+    if "target-torch" not in table:
+        return None
+    value = table["target-torch"]
+    if not isinstance(value, str):
+        raise ConfigError(f'{source}: [tool.autograd-fix] target-torch must be a version string such as "2.1"')
+    try:
+        return TorchVersion.parse(value)
+    except ValueError as error:
+        raise ConfigError(f"{source}: [tool.autograd-fix] target-torch: {error}") from None

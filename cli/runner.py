@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 from autograd_fix.cli.notebook import NotebookMap, is_notebook, load_notebook
 from autograd_fix.cli.notebook_check import DROPPED_FIX_NOTE, check_notebook_program
@@ -22,6 +23,7 @@ from autograd_fix.codemods.engine import (
 from autograd_fix.codemods.plans import plan_ids
 from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import SourceError, decode_source, read_bytes, read_source
+from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.verdict import Verdict
 
 #: below this many files a pool costs more (worker start-up) than it saves
@@ -39,6 +41,8 @@ class Job:
     compute_fix: bool
     fix_diffs: bool
     data: bytes | None = None
+    #: the project's PyTorch floor (None: assume the newest)
+    target_torch: TorchVersion | None = None
 
 
 @dataclass
@@ -99,7 +103,7 @@ def check_file(job: Job) -> FileOutcome:
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     outcome.digest = source.digest
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
-    options = FixOptions(unsafe_fixes=job.unsafe_fixes)
+    options = FixOptions(unsafe_fixes=job.unsafe_fixes, target_torch=job.target_torch)
     dropped: set[int] = set()
     try:
         if outcome.notebook is not None:
@@ -156,9 +160,20 @@ def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, text: st
     return notebook.diff(text, patched, path)
 
 
-def run_jobs(jobs: list[Job], workers: int) -> list[FileOutcome]:
+def run_jobs(jobs: list[Job], workers: int, on_done: Callable[[int], None] | None = None) -> list[FileOutcome]:
+    """Outcomes in the order of `jobs`; `on_done(1)` is called as each file finishes
+    (for a progress bar)."""
     if workers <= 1 or len(jobs) < POOL_THRESHOLD:
-        return [check_file(job) for job in jobs]
+        return _collect(map(check_file, jobs), on_done)
     workers = min(workers, len(jobs), os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(check_file, jobs, chunksize=max(1, len(jobs) // (workers * 4))))
+        return _collect(pool.map(check_file, jobs, chunksize=max(1, len(jobs) // (workers * 4))), on_done)
+
+
+def _collect(results: Iterable[FileOutcome], on_done: Callable[[int], None] | None) -> list[FileOutcome]:
+    outcomes = []
+    for outcome in results:
+        outcomes.append(outcome)
+        if on_done is not None:
+            on_done(1)
+    return outcomes

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from autograd_fix.cli.notebook_check import localize_verification
+from autograd_fix.cli.progress import progress_bar
 from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job
 from autograd_fix.codemods.engine import EngineError
 from autograd_fix.codemods.plans import FilePlans
@@ -85,7 +85,7 @@ def _queues(outcomes: list[FileOutcome], jobs: list[Job]) -> list[_FileQueue]:
         job = job_by_path[outcome.path]
         rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
         try:
-            plans = FilePlans.from_source(outcome.original, rules, outcome.path)
+            plans = FilePlans.from_source(outcome.original, rules, outcome.path, job.target_torch)
         except EngineError as error:
             outcome.error = str(error)
             continue
@@ -119,7 +119,7 @@ def verify_records(
         return
     pending = {id(queue): list(queue.records) for queue in queues}
     try:
-        with _progress(progress_console, total) as (progress, task):
+        with progress_bar(progress_console, total, "verifying patches") as advance:
             while any(pending.values()):
                 batch: list[tuple[_FileQueue, FindingRecord, dict]] = []
                 for queue in queues:
@@ -142,40 +142,9 @@ def verify_records(
                     record.verification = verdict
                     if decide(record, unsafe_fixes):
                         queue.going_in.append(record.plan_id or "")
-                if progress is not None:
-                    progress.advance(task, len(batch))
+                advance(len(batch))
     finally:
         verifier.close()
-
-
-class _NoProgress:
-    def __enter__(self):
-        return None, None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-class _Progress:
-    def __init__(self, console: Console, total: int) -> None:
-        self.progress = Progress(
-            TextColumn("verifying patches"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, transient=True,
-        )
-        self.total = total
-
-    def __enter__(self):
-        self.progress.start()
-        return self.progress, self.progress.add_task("verify", total=self.total)
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-
-def _progress(console: Console | None, total: int):
-    if console is None or not console.is_terminal:
-        return _NoProgress()
-    return _Progress(console, total)
 
 
 def verify_and_compose(

@@ -20,6 +20,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule, RuleContext
+from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.codemods.walk import iter_children, walk_batched
 
 MAX_FIX_ROUNDS = 10
@@ -37,6 +38,10 @@ class FixOptions:
     ones with `unsafe_fixes`. With verification, `cli.verify_patches` decides per plan."""
 
     unsafe_fixes: bool = False
+    #: the oldest PyTorch the project supports (None: assume the newest); rules read it
+    #: from their context, and it holds in every round, so a later round never rewrites
+    #: to an API the first round avoided
+    target_torch: TorchVersion | None = None
 
     def allows(self, fix: Fix | None) -> bool:
         return fix is not None and (fix.applicability is Applicability.SAFE or self.unsafe_fixes)
@@ -83,14 +88,21 @@ def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:
     return tuple(rule for rule in rules if rule.may_fire_on(text))
 
 
-def run_rules(module: cst.Module, rules: Sequence[type[Rule]], path: str, text: str | None = None) -> list[Finding]:
+def run_rules(
+    module: cst.Module,
+    rules: Sequence[type[Rule]],
+    path: str,
+    text: str | None = None,
+    target_torch: TorchVersion | None = None,
+) -> list[Finding]:
     """All findings of `rules` on `module`, in one batched traversal, noqa applied.
 
     `text` is `module`'s source when the caller has it: regenerating it is a codegen pass.
+    `target_torch` is the project's PyTorch floor (None: assume the newest).
     """
     if not rules:
         return []
-    context = RuleContext(path, module)
+    context = RuleContext(path, module, target_torch)
     instances = [rule(context) for rule in rules]
     walk_batched(module, instances)
     findings = [finding for rule in instances for finding in rule.findings]
@@ -209,7 +221,7 @@ def check_source(
     if not active:
         return SourceResult()
     module = parse_module(text)
-    findings = run_rules(module, active, path, text)
+    findings = run_rules(module, active, path, text, options.target_torch)
     result = SourceResult(findings=findings, module=module)
     if compute_fix and any(options.allows_finding(f) for f in findings):
         try:
@@ -235,7 +247,7 @@ def fix_until_stable(
     text = module.code if text is None else text
     for _ in range(MAX_FIX_ROUNDS):
         if findings is None:
-            findings = run_rules(module, rules, path, text)
+            findings = run_rules(module, rules, path, text, options.target_torch)
         fixes = [f.fix for f in findings if options.allows_finding(f)]
         if not fixes:
             return text

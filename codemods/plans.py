@@ -31,6 +31,7 @@ from autograd_fix.codemods.engine import (
 )
 from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule
+from autograd_fix.codemods.torch_version import TorchVersion
 
 
 @dataclass(frozen=True)
@@ -85,13 +86,16 @@ class FilePlans:
         self._paths = target_paths(module, list(self._fixes.values()))
 
     @classmethod
-    def from_source(cls, text: str, rules: Sequence[type[Rule]], path: str) -> "FilePlans":
-        """Parse `text` once and run `rules` once (raises EngineError when it cannot parse)."""
+    def from_source(
+        cls, text: str, rules: Sequence[type[Rule]], path: str, target_torch: TorchVersion | None = None
+    ) -> "FilePlans":
+        """Parse `text` once and run `rules` once (raises EngineError when it cannot parse);
+        `target_torch` as the check that produced the findings had it, so ids agree."""
         active = triggered(rules, text)
         if not active:
             return cls(parse_module(text), [])
         module = parse_module(text)
-        return cls(module, run_rules(module, active, path, text))
+        return cls(module, run_rules(module, active, path, text, target_torch))
 
     def __contains__(self, plan_id: str) -> bool:
         return plan_id in self._fixes

@@ -17,6 +17,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Example, Finding, Fix, Span
+from autograd_fix.codemods.torch_version import TorchVersion
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Verification")
 
@@ -37,9 +38,12 @@ class Contract:
 class RuleContext:
     """What a rule may know about the file it is looking at."""
 
-    def __init__(self, path: str, module: cst.Module) -> None:
+    def __init__(self, path: str, module: cst.Module, target_torch: TorchVersion | None = None) -> None:
         self.path = path
         self.module = module
+        #: the oldest PyTorch the project supports (None: unknown, assume the newest);
+        #: a fix must not rewrite to an API missing there
+        self.target_torch = target_torch
         self.imports = ImportIndex.from_module(module)
         self._positions: dict[cst.CSTNode, object] | None = None
         #: per-file analyses shared between rules (e.g. tracking.TrackingAnalysis),

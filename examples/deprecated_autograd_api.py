@@ -4,7 +4,8 @@ Bug (AGF012): `torch.cpu.amp.autocast`, `torch.cuda.amp.GradScaler` warn on ever
 (FutureWarning since PyTorch 2.4, slated for removal) and `Variable(x)` has been a no-op
 wrapper since 0.4 that in fact returns `x.detach()`.
 Run it: `python -W error::FutureWarning examples/deprecated_autograd_api.py` (fails) or
-plainly (prints the warnings).
+plainly (prints the warnings). Inside this repository (`torch>=2.1`) the GradScaler is
+left as it is (`torch.amp.GradScaler` needs 2.3); `--target-torch 2.4` rewrites it too.
 """
 
 import torch

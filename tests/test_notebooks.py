@@ -278,8 +278,8 @@ def test_a_file_changed_during_the_run_is_not_overwritten(project: Path, monkeyp
     py_path.write_text(SETUP + "\n" + EVAL + "\n")
     real_run_jobs = app_module.run_jobs
 
-    def run_then_someone_edits(jobs, workers):
-        outcomes = real_run_jobs(jobs, workers)
+    def run_then_someone_edits(jobs, workers, on_done=None):
+        outcomes = real_run_jobs(jobs, workers, on_done)
         for path in (nb_path, py_path):
             path.write_bytes(path.read_bytes().replace(b"val_batches", b"test_batches"))
         return outcomes

@@ -12,7 +12,15 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.names import expression_tokens, last_segment
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.torch_version import TorchVersion, supports
 from autograd_fix.codemods.walk import iter_descendants, walk
+
+#: first release of each API the rule rewrites *to* (evidence in the rule's docstring)
+AUTOCAST_SINCE = TorchVersion(1, 12)
+GRAD_SCALER_SINCE = TorchVersion(2, 3)
+CUSTOM_FWD_BWD_SINCE = TorchVersion(2, 4)
+#: the old `torch.cuda.amp` / `torch.cpu.amp` spellings warn (FutureWarning) from here on
+AMP_DEPRECATED_SINCE = TorchVersion(2, 4)
 
 
 @dataclass(frozen=True)
@@ -22,17 +30,19 @@ class _AmpTarget:
     new: str
     device: str
     kind: str  # "autocast" | "scaler" | "custom"
+    #: the first PyTorch release that has `new` with this signature
+    since: TorchVersion
 
 
 _AMP: dict[str, _AmpTarget] = {}
 for _device in ("cuda", "cpu"):
     for _path in (f"torch.{_device}.amp.autocast", f"torch.{_device}.amp.autocast_mode.autocast"):
-        _AMP[_path] = _AmpTarget("torch.amp.autocast", _device, "autocast")
+        _AMP[_path] = _AmpTarget("torch.amp.autocast", _device, "autocast", AUTOCAST_SINCE)
     for _path in (f"torch.{_device}.amp.GradScaler", f"torch.{_device}.amp.grad_scaler.GradScaler"):
-        _AMP[_path] = _AmpTarget("torch.amp.GradScaler", _device, "scaler")
+        _AMP[_path] = _AmpTarget("torch.amp.GradScaler", _device, "scaler", GRAD_SCALER_SINCE)
 for _name in ("custom_fwd", "custom_bwd"):
     for _path in (f"torch.cuda.amp.{_name}", f"torch.cuda.amp.autocast_mode.{_name}"):
-        _AMP[_path] = _AmpTarget(f"torch.amp.{_name}", "cuda", "custom")
+        _AMP[_path] = _AmpTarget(f"torch.amp.{_name}", "cuda", "custom", CUSTOM_FWD_BWD_SINCE)
 
 #: positional parameters of the old `torch.<device>.amp.autocast(enabled, dtype, cache_enabled)`
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
@@ -115,6 +125,31 @@ class DeprecatedAutogradApi(Rule):
     positional arguments, and `*args` passed to `autocast`. Now-unused imports are left
     alone.
 
+    ## Target PyTorch version
+    A rewrite must still run on the oldest PyTorch the project supports (`target-torch`,
+    or the floor of `torch` in the pyproject's dependencies; see the README). Where the
+    new API is missing at that floor, the old spelling is not deprecated there either
+    (every old AMP spelling warns only from 2.4), so there is nothing to fix and the rule
+    stays silent, as Ruff's pyupgrade rules do below their target version. A report the
+    project cannot act on without raising its floor would only be noise in `--check`.
+    First releases of the APIs rewritten *to*:
+
+    - `torch.amp.autocast(device_type, ...)`: 1.12 (the `torch.amp` package; ignite
+      requires "torch>=1.12.0" for `from torch.amp import autocast`, pytorch/ignite#3460;
+      1.10-1.11 had only `torch.autocast`).
+    - `torch.amp.GradScaler(device, ...)`: 2.3 (GradScaler moved to `torch/amp`,
+      pytorch/pytorch#99301; `torch.cuda.amp.grad_scaler` internals moved in 2.3.0,
+      learning-at-home/hivemind#610; ignite requires "torch>=2.3.1" for it).
+    - `torch.amp.custom_fwd/custom_bwd(device_type=...)`: 2.4
+      (pytorch/pytorch#126531, merged May 2024).
+    - `Variable(x)` becomes `x.detach()` / `x.requires_grad_()` / `x`: all exist since 0.4.
+
+    The old spellings warn from 2.4: `torch.cuda.amp.autocast` / `torch.cpu.amp.autocast`
+    (pytorch/pytorch#126062), `torch.cuda.amp.GradScaler` / `torch.cpu.amp.GradScaler`
+    and `torch.cuda.amp.custom_fwd/custom_bwd` (pytorch/pytorch#126527, #126531), all
+    merged in May 2024 for the 2.4 release; in 2.3 `torch.cuda.amp.GradScaler` was a
+    plain subclass of `torch.amp.GradScaler` without a warning.
+
     ## Verification
     Outputs equal and every parameter's `.grad` equal between the original and the
     rewritten run.
@@ -194,7 +229,7 @@ class DeprecatedAutogradApi(Rule):
         if isinstance(decorator, cst.Call):
             return  # handled by visit_Call
         target = _AMP.get(self.context.imports.qualified_name(decorator) or "")
-        if target is None or target.kind != "custom":
+        if target is None or target.kind != "custom" or not self._available(target):
             return
         self._report_amp(decorator, target, lambda updated: _bare_custom(updated, target, self.context.imports))
 
@@ -214,6 +249,8 @@ class DeprecatedAutogradApi(Rule):
         imports = self.context.imports
         if id(node) in self._fallbacks:
             return  # the old spelling kept on purpose for old torch versions
+        if not self._available(target):
+            return  # the new API is missing at the project's floor: nothing to fix
         if target.kind == "autocast" and not _autocast_args_mappable(node):
             old = f"torch.{target.device}.amp.autocast"
             self.report(
@@ -226,6 +263,10 @@ class DeprecatedAutogradApi(Rule):
             self.report(node, f"`torch.cuda.amp.{target.new.rsplit('.', 1)[1]}` is deprecated; use `{target.new}(..., device_type=\"cuda\")`")
             return
         self._report_amp(node, target, lambda updated: _rewrite_amp_call(updated, target, imports))
+
+    def _available(self, target: _AmpTarget) -> bool:
+        """Does the project's oldest supported PyTorch have `target`'s new API?"""
+        return supports(self.context.target_torch, target.since)
 
     def _report_amp(self, node: cst.BaseExpression, target: _AmpTarget, replace) -> None:  # type: ignore[no-untyped-def]
         _, needs = self.context.imports.expression_for(target.new)
@@ -240,7 +281,7 @@ class DeprecatedAutogradApi(Rule):
             description=f"use `{new}`",
             required_imports=needs,
         )
-        self.report(node, f"`{old}` is deprecated (FutureWarning since PyTorch 2.4); use `{new}`", fix)
+        self.report(node, f"`{old}` is deprecated (FutureWarning since PyTorch {AMP_DEPRECATED_SINCE}); use `{new}`", fix)
 
     # --- Variable --------------------------------------------------------------------
 

@@ -1,0 +1,51 @@
+"""Progress bars for long runs, on stderr, only where a person is watching.
+
+A bar appears only when its console is a terminal and the run is long enough to be
+worth one; in a pipe, a log file or CI nothing at all is written (no bar, no
+escape codes), whatever `--color` or `FORCE_COLOR` say: the decision is the stream's
+own `isatty()`. The bar is transient: it disappears when the run ends, leaving the
+output as it would be without it.
+"""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+#: a static run over more files than this shows a bar (a few hundred files take seconds)
+STATIC_PROGRESS_MIN_FILES = 200
+
+
+def stderr_is_terminal() -> bool:
+    """Is stderr a real terminal? (Closed or replaced streams are not.)"""
+    stream = sys.stderr
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def progress_console() -> Console:
+    """A console on stderr that is a terminal exactly when stderr is one."""
+    terminal = stderr_is_terminal()
+    return Console(stderr=True, force_terminal=terminal, force_interactive=terminal, highlight=False)
+
+
+@contextmanager
+def progress_bar(console: Console | None, total: int, label: str, *, more_than: int = 0) -> Iterator[Callable[[int], None]]:
+    """Yields `advance(n)`: a bar of `total` steps on `console` when it is a terminal and
+    `total > more_than`; otherwise `advance` does nothing and nothing is written."""
+    if console is None or not console.is_terminal or total <= more_than:
+        yield lambda steps: None
+        return
+    progress = Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True,
+    )
+    task = progress.add_task(label, total=total)
+    with progress:
+        yield lambda steps: progress.advance(task, steps)
