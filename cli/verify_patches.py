@@ -179,8 +179,10 @@ def verify_and_refix(
         if new is None:
             merged.append(outcome)
             continue
-        verdicts = {(r.code, r.line, r.column): r.verification for r in outcome.findings}
+        verified = {(r.code, r.line, r.column): r for r in outcome.findings}
         for record in new.findings:
-            record.verification = verdicts.get((record.code, record.line, record.column))
+            first = verified.get((record.code, record.line, record.column))
+            if first is not None:  # the verdict, and the patch it was given for (SARIF's fix)
+                record.verification, record.patched = first.verification, first.patched
         merged.append(new)
     return merged

@@ -60,22 +60,32 @@ def read_source(path: str) -> SourceText:
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Replace `path` with `data` in one step, keeping its permission bits."""
+    """Replace `path` with `data` in one step, keeping its permission bits.
+
+    A new file gets the permissions `open()` would give it (0o666 less the umask), not
+    the owner-only bits of the temporary file it starts as.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
-        mode = None
+        mode = 0o666 & ~_umask()
     fd, temp = tempfile.mkstemp(prefix=".autograd-fix-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(temp, mode)
+        os.chmod(temp, mode)
         os.replace(temp, path)
     except BaseException:
         if os.path.exists(temp):
             os.unlink(temp)
         raise
+
+
+def _umask() -> int:
+    """The process umask (it can only be read by setting it, so it is set straight back)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
