@@ -360,3 +360,12 @@ def test_sarif_offers_no_fix_that_verification_rejected() -> None:
     accepted = sarif_document([outcome("accepted")], [], summary)["runs"][0]["results"][0]
     (change,) = accepted["fixes"][0]["artifactChanges"]
     assert apply_replacements(original, change["replacements"], by="lines") == patched
+
+
+def test_readme_github_example_is_what_the_tool_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = Path(__file__).resolve().parent.parent
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ autograd-fix --format github ", 1)[1].split("```", 1)[0]
+    arguments, *expected = block.strip("\n").splitlines()
+    monkeypatch.chdir(repo)
+    assert run("--format", "github", *arguments.split()).stdout.splitlines() == expected
