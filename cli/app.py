@@ -28,7 +28,7 @@ from autograd_fix.cli.render import (
     verdict_lines,
     verification_summary,
 )
-from autograd_fix.cli.report_output import ReportOutputError, ReportSink, check_output_path
+from autograd_fix.cli.report_output import ReportOutputError, ReportSink, check_not_an_input, check_output_path
 from autograd_fix.cli.rules_doc import explain_text, rules_table_text
 from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
 from autograd_fix.cli.sarif import sarif_json
@@ -176,6 +176,11 @@ def check(
         found = discover(paths, config.exclude, config.root)
         errors.extend((missing, "no such file or folder") for missing in found.missing)
         job_list = [make_job(_display_path(path)) for path in found.files]
+        if output_file is not None:
+            try:
+                check_not_an_input(output_file, [job.path for job in job_list])
+            except ReportOutputError as error:
+                raise _usage_error(str(error))
     workers = jobs or os.cpu_count() or 1
     outcomes = run_jobs(job_list, workers)
     if verifying:

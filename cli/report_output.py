@@ -38,6 +38,14 @@ def check_output_path(path: str) -> None:
         raise ReportOutputError(f"cannot write --output-file {path}: permission denied")
 
 
+def check_not_an_input(path: str, inputs: list[str]) -> None:
+    """Refuse to write the report over a file being checked (or fixed)."""
+    target = os.path.realpath(path)
+    for name in inputs:
+        if os.path.realpath(name) == target:
+            raise ReportOutputError(f"--output-file {path} is one of the files being checked")
+
+
 class ReportSink:
     """Collects the report for one run; `console` styles text, `write` takes it verbatim."""
 

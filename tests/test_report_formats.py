@@ -303,33 +303,24 @@ def test_output_file_with_stdin_apply_keeps_the_source_on_stdout(project: Path) 
 
 @pytest.mark.parametrize(
     ("target", "reason"),
-    [("no/such/folder/out.sarif", "folder no/such/folder does not exist"), ("src", "it is a folder")],
+    [
+        ("no/such/folder/out.sarif", ": folder no/such/folder does not exist"),
+        ("src", ": it is a folder"),
+        ("src/validate.py", " is one of the files being checked"),
+    ],
 )
-def test_unwritable_output_file_is_a_usage_error_before_any_work(project: Path, target: str, reason: str) -> None:
+def test_bad_output_file_is_a_usage_error_before_any_work(project: Path, target: str, reason: str) -> None:
     result = run("--apply", "--format", "sarif", "--output-file", target, "src")
     assert result.exit_code == 2
-    assert f"error: cannot write --output-file {target}: {reason}" in result.stderr
+    assert f"--output-file {target}{reason}" in result.stderr and result.stderr.startswith("error: ")
     assert (project / "src" / "validate.py").read_text(encoding="utf-8") == VALIDATION  # nothing was applied
 
 
 @pytest.mark.slow
 def test_sarif_carries_the_verification_verdict_and_its_evidence(project: Path) -> None:
-    script = textwrap.dedent(
-        """\
-        import torch
-        from torch import nn
-
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
-        val_loader = [torch.randn(4, 8) for _ in range(6)]
-        model.eval()
-        outputs = []
-        for batch in val_loader:
-            outputs.append(model(batch))
-        print(torch.cat(outputs).sum().item())
-        """
-    )
-    (project / "evaluate.py").write_text(script)
+    example = Path(__file__).resolve().parent.parent / "examples" / "eval_forward_without_no_grad.py"
+    script = example.read_text(encoding="utf-8")
+    (project / "evaluate.py").write_text(script, encoding="utf-8")
     result = CliRunner().invoke(app, ["--diff", "--format", "sarif", "evaluate.py"], catch_exceptions=False)
     (finding,) = json.loads(result.stdout)["runs"][0]["results"]
     verification = finding["properties"]["verification"]
