@@ -145,11 +145,6 @@ def check(
         bad = unknown_codes(prefixes)
         if bad:
             raise _usage_error(f"unknown rule code or prefix: {', '.join(bad)} (see --list-rules)")
-    if output_file is not None:
-        try:
-            check_output_path(output_file)
-        except ReportOutputError as error:
-            raise _usage_error(str(error))
     unsafe = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
     mode = "apply" if apply else "diff" if diff else "report"
     structured = output_format in (OutputFormat.json, OutputFormat.sarif)
@@ -176,11 +171,12 @@ def check(
         found = discover(paths, config.exclude, config.root)
         errors.extend((missing, "no such file or folder") for missing in found.missing)
         job_list = [make_job(_display_path(path)) for path in found.files]
-        if output_file is not None:
-            try:
-                check_not_an_input(output_file, [job.path for job in job_list])
-            except ReportOutputError as error:
-                raise _usage_error(str(error))
+    if output_file is not None:
+        try:
+            check_output_path(output_file)
+            check_not_an_input(output_file, [job.path for job in job_list])
+        except ReportOutputError as error:
+            raise _usage_error(str(error))
     workers = jobs or os.cpu_count() or 1
     outcomes = run_jobs(job_list, workers)
     if verifying:
