@@ -21,6 +21,7 @@ from autograd_fix.cli.discovery import discover
 from autograd_fix.cli.notebook import notebook_bytes
 from autograd_fix.cli.notebook_check import cell_positions
 from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, progress_bar, progress_console
+from autograd_fix.cli.github_format import github_annotations
 from autograd_fix.cli.render import (
     file_diff,
     json_document,
@@ -29,8 +30,10 @@ from autograd_fix.cli.render import (
     summary_line,
     verdict_lines,
 )
+from autograd_fix.cli.report_output import ReportOutputError, ReportSink, check_not_an_input, check_output_path
 from autograd_fix.cli.rules_doc import explain_text, rules_table_text
 from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
+from autograd_fix.cli.sarif import sarif_json
 from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.source import SourceError, SourceText, read_bytes, write_atomic
@@ -55,6 +58,8 @@ class Device(str, enum.Enum):
 class OutputFormat(str, enum.Enum):
     text = "text"
     json = "json"
+    sarif = "sarif"
+    github = "github"
 
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
@@ -95,7 +100,8 @@ def check(
     select: Optional[list[str]] = typer.Option(None, "--select", help="Only these codes or prefixes (AGF0)."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Skip these codes or prefixes."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="text or json."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="text, json, sarif or github."),
+    output_file: Optional[str] = typer.Option(None, "--output-file", "-o", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout."),
     color: Color = typer.Option(Color.auto, "--color", help="auto, always or never."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: all cores)."),
     stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="Name for source read from stdin."),
@@ -153,7 +159,7 @@ def check(
     except ValueError as error:
         raise _usage_error(f"--target-torch: {error}")
     mode = "apply" if apply else "diff" if diff else "report"
-    as_json = output_format is OutputFormat.json
+    structured = output_format in (OutputFormat.json, OutputFormat.sarif)
 
     verifying = verify and mode != "report"
 
@@ -164,10 +170,11 @@ def check(
             select=tuple(selected) if selected else None,
             ignore=tuple(ignored + per_file),
             unsafe_fixes=unsafe,
-            compute_fix=(mode != "report" or as_json) and not verifying,
-            fix_diffs=as_json,
+            compute_fix=(mode != "report" or structured) and not verifying,
+            fix_diffs=output_format is OutputFormat.json,
             data=data,
             target_torch=target,
+            fix_texts=output_format is OutputFormat.sarif,
         )
 
     errors: list[tuple[str, str]] = []
@@ -177,6 +184,12 @@ def check(
         found = discover(paths, config.exclude, config.root, include=config.extend_include)
         errors.extend((missing, "no such file or folder") for missing in found.missing)
         job_list = [make_job(_display_path(path)) for path in found.files]
+    if output_file is not None:
+        try:
+            check_output_path(output_file)
+            check_not_an_input(output_file, [job.path for job in job_list])
+        except ReportOutputError as error:
+            raise _usage_error(str(error))
     workers = jobs or os.cpu_count() or 1
     progress = progress_console()
     with progress_bar(progress, len(job_list), "checking files", more_than=STATIC_PROGRESS_MIN_FILES) as advance:
@@ -189,7 +202,12 @@ def check(
     errors.extend((o.path, o.error) for o in outcomes if o.error)
 
     stdin_data = job_list[0].data if use_stdin else None
-    code = _emit(outcomes, errors, mode=mode, as_json=as_json, out=out, color=color, stdin_data=stdin_data)
+    sink = ReportSink(output_file, out)
+    code = _emit(outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data)
+    try:
+        sink.close()
+    except ReportOutputError as error:
+        raise _usage_error(str(error))
     if check_mode and code == EXIT_OK:
         remaining = [f for o in outcomes for f in o.findings if not (mode == "apply" and f.fix_applies and o.fixed)]
         if remaining:
@@ -202,13 +220,14 @@ def _emit(
     errors: list[tuple[str, str]],
     *,
     mode: str,
-    as_json: bool,
-    out: Console,
+    output_format: OutputFormat,
+    sink: ReportSink,
     color: Color,
     stdin_data: bytes | None,
 ) -> int:
     err = _console(color, stderr=True)
     use_stdin = stdin_data is not None
+    out = sink.console
     records = [record for outcome in outcomes for record in outcome.findings]
     fixable = sum(1 for r in records if r.fix_applies)
     hidden_unsafe = sum(
@@ -218,22 +237,23 @@ def _emit(
         and (r.verification is None or r.verification.verdict is not Status.REJECTED)
     )
     fixed = files_fixed = 0
+    applied_ids: set[int] = set()
     if mode == "apply":
         for outcome in outcomes:
             if outcome.fixed is None or outcome.error:
                 continue
-            if use_stdin:
-                continue
-            try:
-                write_atomic(outcome.path, _new_bytes(outcome), expected_digest=outcome.digest)
-            except SourceError as error:
-                errors.append((outcome.path, str(error)))
-                continue
-            except OSError as error:
-                errors.append((outcome.path, f"cannot write: {error.strerror or error}"))
-                continue
+            if not use_stdin:  # stdin's fixed source goes to stdout below
+                try:
+                    write_atomic(outcome.path, _new_bytes(outcome), expected_digest=outcome.digest)
+                except SourceError as error:
+                    errors.append((outcome.path, str(error)))
+                    continue
+                except OSError as error:
+                    errors.append((outcome.path, f"cannot write: {error.strerror or error}"))
+                    continue
             files_fixed += 1
-            fixed += sum(1 for r in outcome.findings if r.fix_applies)
+            applied_ids.update(id(r) for r in outcome.findings if r.fix_applies)
+        fixed = len(applied_ids)
     for path, message in errors:
         err.print(f"error: {path}: {message}", highlight=False, markup=False)
     status = EXIT_ERROR if errors else EXIT_OK
@@ -249,17 +269,24 @@ def _emit(
                 return EXIT_ERROR
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
-        return status
+        if sink.path is None:  # stdout holds the source: the report only goes to a file
+            return status
 
-    if as_json:
-        summary = {
-            "files": len(outcomes),
-            "findings": len(records),
-            "fixable": fixable,
-            "fixed": fixed,
-            "errors": [{"path": path, "message": message} for path, message in errors],
-        }
-        typer.echo(json_document(outcomes, summary))
+    summary = {
+        "files": len(outcomes),
+        "findings": len(records),
+        "fixable": fixable,
+        "fixed": fixed,
+        "errors": [{"path": path, "message": message} for path, message in errors],
+    }
+    if output_format is OutputFormat.json:
+        sink.write(json_document(outcomes, summary) + "\n")
+        return status
+    if output_format is OutputFormat.sarif:
+        sink.write(sarif_json(outcomes, errors, summary, fixed=applied_ids if mode == "apply" else None) + "\n")
+        return status
+    if output_format is OutputFormat.github:
+        sink.write(github_annotations([r for r in records if id(r) not in applied_ids], errors))
         return status
 
     if mode == "diff":
@@ -272,9 +299,8 @@ def _emit(
         err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
         return status
     if mode == "apply":
-        applied = [r for o in outcomes for r in o.findings if r.fix_applies and o.fixed and not o.error]
-        applied_ids = {id(r) for r in applied}
-        remaining = [r for o in outcomes for r in o.findings if id(r) not in applied_ids]
+        applied = [r for r in records if id(r) in applied_ids]
+        remaining = [r for r in records if id(r) not in applied_ids]
         for record in applied:
             note = f" [{record.verification.summary()}]" if record.verification else ""
             out.print(f"fixed {record.location}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)

@@ -17,7 +17,8 @@ README_END = "<!-- rules-table:end -->"
 
 #: Where each rule's documentation lives online (the repository's generated rule pages).
 #: One place, so that the language server, SARIF and any other output link the same page.
-RULE_DOCS_BASE_URL = "https://github.com/autograd-fix/autograd-fix/blob/main/docs/rules/"
+PROJECT_URL = "https://github.com/autograd-fix/autograd-fix"
+RULE_DOCS_BASE_URL = f"{PROJECT_URL}/blob/main/docs/rules/"
 
 
 def rule_help_uri(code: str) -> str:

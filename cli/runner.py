@@ -43,6 +43,8 @@ class Job:
     data: bytes | None = None
     #: the project's PyTorch floor (None: assume the newest)
     target_torch: TorchVersion | None = None
+    #: also return each fix applied alone as text (SARIF's `fixes`)
+    fix_texts: bool = False
 
 
 @dataclass
@@ -61,6 +63,8 @@ class FindingRecord:
     fix_diff: str | None = None
     #: the fix's id within its file (`codemods.plans`); None when there is no fix
     plan_id: str | None = None
+    #: the whole file with only this finding's fix applied (with `Job.fix_texts`)
+    patched: str | None = None
     #: the verification stage's verdict on this finding's patch, once verified
     verification: Verdict | None = None
     #: notebooks: the 1-based cell `line` is in (set once positions are mapped to cells)
@@ -119,13 +123,14 @@ def check_file(job: Job) -> FileOutcome:
         outcome.error = "source nests too deeply to analyse"
         return outcome
     paths = None
-    if job.fix_diffs and result.module is not None:
+    if (job.fix_diffs or job.fix_texts) and result.module is not None:
         paths = target_paths(result.module, [f.fix for f in result.findings if f.fix is not None])
     for finding, plan_id in zip(result.findings, plan_ids(result.findings)):
         diff = None
         fix = None if id(finding) in dropped else finding.fix
         if job.fix_diffs and fix is not None and result.module is not None:
             diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source.text, paths)
+        patched = _patched(result.module, fix, paths) if job.fix_texts and fix is not None and result.module else None
         outcome.findings.append(
             FindingRecord(
                 path=job.path,
@@ -140,6 +145,7 @@ def check_file(job: Job) -> FileOutcome:
                 fix_applies=fix is not None and options.allows_finding(finding),
                 fix_diff=diff,
                 plan_id=plan_id if fix is not None else None,
+                patched=patched,
             )
         )
     if result.fix_error:
@@ -153,11 +159,15 @@ def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, text: st
     """The finding's fix alone as a diff: of the file, or of the notebook's cells."""
     if notebook is None:
         return single_fix_diff(module, finding, path, paths)
+    patched = _patched(module, finding.fix, paths)
+    return notebook.diff(text, patched, path) if patched is not None else None
+
+
+def _patched(module, fix, paths) -> str | None:
     try:
-        patched = apply_fixes(module, [finding.fix], paths)
-    except Exception:  # a fix that cannot be applied alone has no diff to show
+        return apply_fixes(module, [fix], paths)
+    except Exception:  # a fix that cannot be applied alone has nothing to show
         return None
-    return notebook.diff(text, patched, path)
 
 
 def run_jobs(jobs: list[Job], workers: int, on_done: Callable[[int], None] | None = None) -> list[FileOutcome]:

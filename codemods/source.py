@@ -77,22 +77,23 @@ def read_source(path: str) -> SourceText:
 def write_atomic(path: str, data: bytes, expected_digest: str | None = None) -> None:
     """Replace `path` with `data` in one step, keeping its permission bits.
 
-    With `expected_digest`, the file is compared with it just before the replace and
-    left alone (SourceChangedError) if it changed, or vanished, since it was read.
+    A new file gets the permissions `open()` would give it (0o666 less the umask), not
+    the owner-only bits of the temporary file it starts as. With `expected_digest`, the
+    file is compared with it just before the replace and left alone
+    (SourceChangedError) if it changed, or vanished, since it was read.
     """
     directory = os.path.dirname(os.path.abspath(path))
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
-        mode = None
+        mode = 0o666 & ~_umask()
     fd, temp = tempfile.mkstemp(prefix=".autograd-fix-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(temp, mode)
+        os.chmod(temp, mode)
         if expected_digest is not None and _current_digest(path) != expected_digest:
             raise SourceChangedError("changed on disk since it was read; not overwritten (run again)")
         os.replace(temp, path)
@@ -107,3 +108,8 @@ def _current_digest(path: str) -> str | None:
         return digest(read_bytes(path))
     except SourceError:
         return None
+def _umask() -> int:
+    """The process umask (it can only be read by setting it, so it is set straight back)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current

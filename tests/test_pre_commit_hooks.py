@@ -1,0 +1,139 @@
+"""The hooks in `.pre-commit-hooks.yaml`, run by the real pre-commit as a user's would be.
+
+pre-commit builds a fresh virtualenv and pip-installs this package into it. Two
+things keep that affordable on a 2-core CI machine:
+
+- `PIP_CONSTRAINT` pins torch to 2.13.0, the CPU wheel on the machine's disk: an
+  unpinned `torch>=2.1` resolves to a multi-GB CUDA build. pip's installation report
+  (`PIP_REPORT`) shows what it installed and from where, and the test checks it.
+- `VIRTUALENV_SYSTEM_SITE_PACKAGES=1` lets the hook's virtualenv see the packages of
+  the interpreter it is built from, so a torch already installed there is reused
+  instead of unpacked again (about 30 s per environment on an idle machine, minutes
+  under load; try-repo builds a new environment on every call). Where that
+  interpreter has no torch, pip installs the pinned one. This package itself is always
+  installed into the hook's environment from the snapshot. Set
+  `AUTOGRAD_FIX_TEST_CLEAN_HOOK_ENV=1` to build the environment from nothing, as a
+  user's first `pre-commit run` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+TORCH_PIN = "torch==2.13.0"
+
+TRAIN = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.CrossEntropyLoss()
+    train_data = [(torch.randn(4, 8), torch.randint(0, 2, (4,))) for _ in range(4)]
+    val_data = [torch.randn(4, 8) for _ in range(3)]
+
+    for inputs, targets in train_data:
+        optimizer.zero_grad()
+        loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+
+    model.eval()
+    predictions = []
+    for inputs in val_data:
+        predictions.append(model(inputs))
+    print(torch.cat(predictions).argmax(1).tolist())
+    """
+)
+
+
+def git(*args: str, cwd: Path) -> str:
+    command = ["git", "-c", "user.name=autograd-fix tests", "-c", "user.email=tests@example.invalid", "-c", "commit.gpgsign=false"]
+    return subprocess.run([*command, *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def snapshot_of_this_repository(target: Path) -> Path:
+    """A one-commit copy of the working tree (uncommitted edits included), so that
+    pre-commit installs exactly the code under test."""
+    listed = git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=REPO).split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    git("init", "-q", cwd=target)
+    git("add", "-A", cwd=target)
+    git("commit", "-q", "-m", "snapshot", cwd=target)
+    return target
+
+
+def test_manifest_declares_both_hooks() -> None:
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    assert set(hooks) == {"autograd-fix", "autograd-fix-apply"}
+    for hook in hooks.values():
+        assert hook["language"] == "python" and hook["types_or"] == ["python", "jupyter"]
+        assert hook["entry"].split()[0] == "autograd-fix"  # the console script of this package
+    assert "--check" in hooks["autograd-fix"]["entry"].split()
+    assert "--apply" in hooks["autograd-fix-apply"]["entry"].split()
+
+
+@pytest.mark.slow
+def test_hook_fails_on_a_buggy_training_file_and_passes_after_apply(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    hook_repo = snapshot_of_this_repository(tmp_path / "hook-repo")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(TRAIN)
+    (project / "README.md").write_text("# a project\n")
+    git("init", "-q", cwd=project)
+    git("add", "-A", cwd=project)
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(TORCH_PIN + "\n")
+    report = tmp_path / "pip-report.json"
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("GIT_", "PRE_COMMIT", "VIRTUALENV_"))}
+    env.update(
+        PIP_CONSTRAINT=str(constraints),  # read by the pip that builds the hook's environment
+        PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"),
+        NO_COLOR="1",
+    )
+    if not os.environ.get("AUTOGRAD_FIX_TEST_CLEAN_HOOK_ENV"):
+        env["VIRTUALENV_SYSTEM_SITE_PACKAGES"] = "1"
+
+    def try_repo(*hook: str, pip_report: bool = False) -> subprocess.CompletedProcess[str]:
+        extra = {"PIP_REPORT": str(report)} if pip_report else {}
+        return subprocess.run(
+            [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), *hook, "--all-files", "--color", "never"],
+            cwd=project, env={**env, **extra}, capture_output=True, text=True, timeout=600,
+        )
+
+    first = try_repo(pip_report=True)  # both hooks: the check, then the fixer
+    output = first.stdout + first.stderr
+    assert first.returncode == 1, output
+    assert "autograd-fix (check)" in output and "train.py:19:1: AGF001" in output
+    assert "autograd-fix (apply fixes)" in output and "files were modified by this hook" in output
+    fixed = (project / "train.py").read_text()
+    assert "with torch.no_grad():\n    for inputs in val_data:\n        predictions.append(model(inputs))" in fixed
+
+    installed = {item["metadata"]["name"].lower(): item for item in json.loads(report.read_text())["install"]}
+    assert "autograd-fix" in installed
+    torch = installed.get("torch")  # None: the interpreter's own torch 2.13.0 was reused
+    if torch is not None:
+        assert torch["metadata"]["version"].split("+")[0] == "2.13.0", torch["metadata"]["version"]
+        assert torch["download_info"]["url"].startswith("file:"), f"torch was downloaded: {torch['download_info']['url']}"
+
+    second = try_repo("autograd-fix")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Passed" in second.stdout
