@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job, run_jobs, stacked_patch
 from autograd_fix.codemods.registry import rule_by_code
+
+if TYPE_CHECKING:
+    from autograd_fix.verification import Verifier
 
 
 @dataclass(frozen=True)
@@ -37,13 +41,14 @@ def decide(record: FindingRecord, unsafe_fixes: bool) -> bool:
 
 def verify_records(
     outcomes: list[FileOutcome], jobs: list[Job], settings: VerifySettings, unsafe_fixes: bool,
-    progress_console: Console | None,
+    progress_console: Console | None, verifier: Verifier | None = None,
 ) -> None:
     """Run every candidate patch and store its verdict on the record.
 
     A file's patches are verified one after another, in source order, each on top of the
     ones already going in (so a second bug is judged once the first is fixed, not against
-    an original that still fails on the first); different files go in parallel.
+    an original that still fails on the first); different files go in parallel. A
+    long-lived caller (the language server) passes its warm `verifier` and keeps it open.
     """
     from autograd_fix.verification import Verifier, WorkerError, verify_many
 
@@ -56,8 +61,9 @@ def verify_records(
     outcome_by_path = {o.path: o for o in outcomes}
     job_by_path = {job.path: job for job in jobs}
     going_in: dict[str, list[tuple[str, int, int]]] = {path: [] for path in queues}
+    own = verifier is None
     try:
-        verifier = Verifier()
+        verifier = verifier or Verifier()
     except WorkerError as error:
         for records in queues.values():
             for record in records:
@@ -91,7 +97,8 @@ def verify_records(
                 if progress is not None:
                     progress.advance(task, len(batch))
     finally:
-        verifier.close()
+        if own:
+            verifier.close()
 
 
 def _pair(record: FindingRecord, outcome: FileOutcome, job: Job, going_in: list[tuple[str, int, int]]) -> dict | None:
@@ -158,9 +165,10 @@ def verify_and_refix(
     unsafe_fixes: bool,
     workers: int,
     progress_console: Console | None,
+    verifier: Verifier | None = None,
 ) -> list[FileOutcome]:
     """Verify every patch, then compute each file's fixed text from the verdicts."""
-    verify_records(outcomes, jobs, settings, unsafe_fixes, progress_console)
+    verify_records(outcomes, jobs, settings, unsafe_fixes, progress_console, verifier)
     job_by_path = {job.path: job for job in jobs}
     again = [
         dataclasses.replace(

@@ -1,0 +1,382 @@
+"""`autograd-fix server`: a language server (LSP over stdio) built on pygls.
+
+Diagnostics are published on open, save and (debounced) change; each links its rule's
+documentation. Code actions offer each finding's fix (titled with its applicability) and
+a `# noqa` suppression; the `autograd-fix.verifyAndApply` command verifies the
+document's fixes as `--diff` does and applies only what the policy allows.
+
+Analysis runs on one background thread, never on the event loop, so the server keeps
+reading messages while a file is analysed. Every analysis is tagged with the document
+version it read; a result for a version the editor has moved past is dropped, and a
+newer change cancels an analysis still waiting out its debounce. (A thread rather than
+a process: the parsed module and the rules' fix callables stay in memory for code
+actions, and they cannot cross a process boundary.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import unquote
+
+import typer
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+
+from autograd_fix import __version__
+from autograd_fix.cli.app import Device
+from autograd_fix.cli.lsp_analysis import DocumentAnalysis, analyse, fixed_text, settings_for
+from autograd_fix.cli.lsp_edits import TextEdit, line_edits, noqa_edit, split_lines
+from autograd_fix.cli.lsp_verify import VerifyReport, source_bytes, verify_document
+from autograd_fix.cli.rules_doc import rule_help_uri
+from autograd_fix.cli.verify_patches import VerifySettings
+from autograd_fix.codemods.model import Finding, Span
+
+SOURCE = "autograd-fix"
+VERIFY_COMMAND = "autograd-fix.verifyAndApply"
+DEFAULT_DEBOUNCE_MS = 300
+
+logger = logging.getLogger(__name__)
+
+
+class AutogradFixServer(LanguageServer):
+    """Holds per-session state: the latest analysis per document, pending analyses, and
+    the warm verification worker (started on the first verify command, kept until exit)."""
+
+    def __init__(self, debounce_s: float, verify_settings: VerifySettings) -> None:
+        super().__init__(SOURCE, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        self.debounce_s = debounce_s
+        self.verify_settings = verify_settings
+        self.analyses: dict[str, DocumentAnalysis] = {}
+        self.pending: dict[str, asyncio.Task[None]] = {}
+        self.reported_config_errors: set[str] = set()
+        self.analysis_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autograd-fix-analysis")
+        self.verify_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autograd-fix-verify")
+        self.verifier: Any = None
+
+    # -- documents ----------------------------------------------------------------
+    def open_document(self, uri: str) -> TextDocument | None:
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def schedule(self, uri: str, delay_s: float) -> None:
+        """(Re)start the analysis of `uri`; a pending one for an older version is cancelled."""
+        previous = self.pending.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+        self.pending[uri] = asyncio.get_running_loop().create_task(self._publish_after(uri, delay_s))
+
+    async def _publish_after(self, uri: str, delay_s: float) -> None:
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        analysis = await self.current_analysis(uri)
+        if analysis is not None:
+            self.publish(uri, analysis)
+
+    async def current_analysis(self, uri: str) -> DocumentAnalysis | None:
+        """The analysis of the document's current version (None: closed, or it changed
+        while being analysed, in which case a newer analysis is already on its way)."""
+        document = self.open_document(uri)
+        if document is None:
+            return None
+        text, version = document.source, document.version
+        cached = self.analyses.get(uri)
+        if cached is not None and cached.version == version and cached.text == text:
+            return cached
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        fallback = Path(self.workspace.root_path or Path.cwd())
+        loop = asyncio.get_running_loop()
+        analysis = await loop.run_in_executor(self.analysis_thread, _analyse_buffer, text, version, path, fallback)
+        current = self.open_document(uri)
+        if current is None or current.version != version or current.source != text:
+            return None  # stale: the editor moved on while this version was analysed
+        self.analyses[uri] = analysis
+        self._report_config_error(analysis)
+        return analysis
+
+    def _report_config_error(self, analysis: DocumentAnalysis) -> None:
+        error = analysis.settings.error
+        if error and error not in self.reported_config_errors:
+            self.reported_config_errors.add(error)
+            self.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Error, message=f"autograd-fix: {error} (using the default settings)")
+            )
+
+    def publish(self, uri: str, analysis: DocumentAnalysis) -> None:
+        lines = split_lines(analysis.text)
+        diagnostics = [self.diagnostic(finding, lines) for finding in analysis.findings]
+        if analysis.problem is not None:
+            diagnostics.append(
+                types.Diagnostic(
+                    range=self.client_range(lines, analysis.problem.span),
+                    message=analysis.problem.message,
+                    severity=types.DiagnosticSeverity.Error,
+                    source=SOURCE,
+                )
+            )
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=analysis.version)
+        )
+
+    # -- conversions --------------------------------------------------------------
+    def client_position(self, lines: list[str], line: int, character: int) -> types.Position:
+        """0-based code-point position -> the client's position encoding (UTF-16 unless
+        the client negotiated another)."""
+        if line >= len(lines):
+            return types.Position(line=line, character=0)
+        return self.workspace.position_codec.position_to_client_units(lines, types.Position(line=line, character=character))
+
+    def client_range(self, lines: list[str], span: Span) -> types.Range:
+        # Span: 1-based, end column inclusive -> LSP: 0-based, end exclusive
+        return types.Range(
+            start=self.client_position(lines, span.line - 1, span.column - 1),
+            end=self.client_position(lines, span.end_line - 1, span.end_column),
+        )
+
+    def client_edit(self, lines: list[str], edit: TextEdit) -> types.TextEdit:
+        return types.TextEdit(
+            range=types.Range(
+                start=self.client_position(lines, edit.start_line, edit.start_character),
+                end=self.client_position(lines, edit.end_line, edit.end_character),
+            ),
+            new_text=edit.new_text,
+        )
+
+    def workspace_edit(self, uri: str, analysis: DocumentAnalysis, edits: list[TextEdit]) -> types.WorkspaceEdit:
+        """Edits of one document version; versioned where the client supports it, so an
+        editor refuses them once the buffer has changed."""
+        lines = split_lines(analysis.text)
+        converted: list[types.TextEdit | types.AnnotatedTextEdit | types.SnippetTextEdit] = [
+            self.client_edit(lines, edit) for edit in edits
+        ]
+        capabilities = self.client_capabilities.workspace
+        versioned = bool(capabilities and capabilities.workspace_edit and capabilities.workspace_edit.document_changes)
+        if versioned:
+            identifier = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=analysis.version)
+            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=identifier, edits=converted)])
+        return types.WorkspaceEdit(changes={uri: converted})  # type: ignore[dict-item]
+
+    def diagnostic(self, finding: Finding, lines: list[str]) -> types.Diagnostic:
+        return types.Diagnostic(
+            range=self.client_range(lines, finding.span),
+            message=finding.message,
+            severity=types.DiagnosticSeverity.Warning,
+            code=finding.code,
+            code_description=types.CodeDescription(href=rule_help_uri(finding.code)),
+            source=SOURCE,
+            data={"name": finding.name, "fix": finding.fix.applicability.value if finding.fix else None},
+        )
+
+    # -- code actions -------------------------------------------------------------
+    def code_actions(self, uri: str, analysis: DocumentAnalysis, params: types.CodeActionParams) -> list[types.CodeAction]:
+        lines = split_lines(analysis.text)
+        wanted = self.workspace.position_codec.range_from_client_units(lines, params.range)
+        actions: list[types.CodeAction] = []
+        any_fix = False
+        for finding in analysis.findings:
+            if not _overlaps(finding.span, wanted.start.line, wanted.start.character, wanted.end.line, wanted.end.character):
+                continue
+            diagnostic = self.diagnostic(finding, lines)
+            fixed = fixed_text(analysis, finding)
+            if fixed is not None and finding.fix is not None:
+                safe = finding.fix.applicability.value == "safe"
+                any_fix = True
+                actions.append(
+                    types.CodeAction(
+                        title=f"Fix {finding.code}: {finding.fix.description} ({finding.fix.applicability.value})",
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        is_preferred=safe,
+                        edit=self.workspace_edit(uri, analysis, line_edits(analysis.text, fixed)),
+                    )
+                )
+            suppress = noqa_edit(analysis.text, finding.span.line, finding.code)
+            if suppress is not None:
+                actions.append(
+                    types.CodeAction(
+                        title=f"Suppress {finding.code} with # noqa: {finding.code}",
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        edit=self.workspace_edit(uri, analysis, [suppress]),
+                    )
+                )
+        if any_fix:
+            title = "Verify and apply all autograd-fix fixes in this file"
+            actions.append(
+                types.CodeAction(
+                    title=title,
+                    kind=types.CodeActionKind.QuickFix,
+                    command=types.Command(title=title, command=VERIFY_COMMAND, arguments=[uri]),
+                )
+            )
+        only = params.context.only
+        if only:
+            actions = [a for a in actions if any(str(a.kind).startswith(str(kind)) for kind in only)]
+        return actions
+
+    # -- verification -------------------------------------------------------------
+    def warm_verifier(self) -> Any:
+        """The session's verification worker, started (or restarted) on demand; None when
+        it cannot start (the verdicts then say why)."""
+        from autograd_fix.verification import Verifier, WorkerError
+
+        if self.verifier is None or not self.verifier.alive:
+            try:
+                self.verifier = Verifier()
+            except WorkerError:
+                self.verifier = None
+        return self.verifier
+
+    async def verify_and_apply(self, uri: Any) -> dict[str, Any]:
+        """Verify the document's fixes, report the verdicts, apply what the policy allows."""
+        if not isinstance(uri, str) or self.open_document(uri) is None:
+            return self.tell(types.MessageType.Error, f"autograd-fix: {VERIFY_COMMAND} needs the URI of an open document", applied=False)
+        analysis = await self.current_analysis(uri)
+        if analysis is None:
+            return self.tell(types.MessageType.Warning, "autograd-fix: the document changed; run the command again", applied=False)
+        if analysis.problem is not None:
+            return self.tell(types.MessageType.Error, f"{analysis.problem.message}; nothing to verify", applied=False)
+        if not any(f.fix is not None for f in analysis.findings):
+            return self.tell(types.MessageType.Info, "autograd-fix: nothing to fix in this document", applied=False)
+        try:
+            data = source_bytes(analysis.text)
+        except ValueError as error:
+            return self.tell(types.MessageType.Error, f"autograd-fix: {error}", applied=False)
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"autograd-fix: verifying the fixes of {uri}"))
+        loop = asyncio.get_running_loop()
+        report: VerifyReport = await loop.run_in_executor(
+            self.verify_thread, verify_document, data, analysis, self.verify_settings, self.warm_verifier
+        )
+        if report.error:
+            return self.tell(types.MessageType.Error, f"autograd-fix: {report.error}; nothing applied", applied=False, verdicts=report.verdicts)
+        current = self.open_document(uri)
+        if current is None or current.version != analysis.version:
+            return self.tell(
+                types.MessageType.Warning,
+                "autograd-fix: the document changed during verification; nothing applied (run the command again)\n" + report.summary(),
+                applied=False, verdicts=report.verdicts,
+            )
+        if report.fixed is None:
+            return self.tell(types.MessageType.Warning, "autograd-fix: no fix may be applied\n" + report.summary(), applied=False, verdicts=report.verdicts)
+        result = await self.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(
+                edit=self.workspace_edit(uri, analysis, line_edits(analysis.text, report.fixed)),
+                label="autograd-fix: verified fixes",
+            )
+        )
+        if not result.applied:
+            reason = result.failure_reason or "no reason given"
+            return self.tell(types.MessageType.Error, f"autograd-fix: the editor did not apply the fixes ({reason})\n" + report.summary(), applied=False, verdicts=report.verdicts)
+        kind = types.MessageType.Info if report.all_applied else types.MessageType.Warning
+        return self.tell(kind, f"autograd-fix: applied {report.applied_count} of {len(report.verdicts)} fixes\n" + report.summary(), applied=True, verdicts=report.verdicts)
+
+    def tell(self, kind: types.MessageType, message: str, **result: Any) -> dict[str, Any]:
+        """Show `message` to the user and return it, with `result`, as the command's result."""
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        return {"message": message, **result}
+
+    def close(self) -> None:
+        for task in self.pending.values():
+            task.cancel()
+        self.pending.clear()
+        if self.verifier is not None:
+            self.verifier.close()
+            self.verifier = None
+        self.analysis_thread.shutdown(wait=False, cancel_futures=True)
+        self.verify_thread.shutdown(wait=False, cancel_futures=True)
+
+
+def _overlaps(span: Span, start_line: int, start_character: int, end_line: int, end_character: int) -> bool:
+    """Whether the finding's span touches the 0-based [start, end] range (inclusive, so
+    a cursor at either end of a finding still gets its actions)."""
+    span_start = (span.line - 1, span.column - 1)
+    span_end = (span.end_line - 1, span.end_column)
+    return span_start <= (end_line, end_character) and (start_line, start_character) <= span_end
+
+
+def _analyse_buffer(text: str, version: int | None, path: str | None, fallback: Path) -> DocumentAnalysis:
+    """Runs on the analysis thread: configuration, then the engine; never raises."""
+    file_path = Path(path) if path else None
+    display = path or "<untitled>"
+    try:
+        settings = settings_for(file_path, fallback)
+        return analyse(text, version, display, settings)
+    except Exception as error:  # a bug in a rule must not take the server down
+        logger.exception("analysis of %s failed", display)
+        from autograd_fix.cli.lsp_analysis import DocumentSettings, Problem
+
+        problem = Problem(f"autograd-fix failed on this file ({type(error).__name__}: {error}); please report it", Span(1, 1, 1, 1))
+        return DocumentAnalysis(text=text, version=version, path=display, settings=DocumentSettings(), problem=problem)
+
+
+def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings: VerifySettings = VerifySettings()) -> AutogradFixServer:
+    """A server with every feature registered (not started)."""
+    server = AutogradFixServer(debounce_s, verify_settings)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: AutogradFixServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: AutogradFixServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, ls.debounce_s)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: AutogradFixServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.analyses.pop(params.text_document.uri, None)  # the configuration may have changed
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: AutogradFixServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        pending = ls.pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        ls.analyses.pop(uri, None)
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix], resolve_provider=False),
+    )
+    async def code_action(ls: AutogradFixServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        uri = params.text_document.uri
+        analysis = await ls.current_analysis(uri)
+        if analysis is None:
+            return []
+        return ls.code_actions(uri, analysis, params)
+
+    @server.command(VERIFY_COMMAND)
+    async def verify_and_apply(ls: AutogradFixServer, *arguments: Any) -> dict[str, Any]:
+        return await ls.verify_and_apply(arguments[0] if arguments else None)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: AutogradFixServer, *_: Any) -> None:
+        ls.close()
+
+    return server
+
+
+server_app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@server_app.command()
+def serve(
+    stdio: bool = typer.Option(False, "--stdio", help="Accepted for clients that pass it: stdio is the only transport."),
+    debounce_ms: int = typer.Option(DEFAULT_DEBOUNCE_MS, "--debounce-ms", min=0, help="Wait this long after an edit before analysing."),
+    device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
+    verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
+    log_level: Optional[str] = typer.Option(None, "--log-level", help="Log to stderr at this level (DEBUG, INFO, WARNING)."),
+) -> None:
+    """Start the autograd-fix language server (LSP over stdio) for an editor."""
+    if log_level:
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    server = build_server(debounce_ms / 1000, VerifySettings(device=device.value, timeout=verify_timeout, jobs=1))
+    try:
+        server.start_io()
+    finally:
+        server.close()
