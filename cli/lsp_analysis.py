@@ -65,9 +65,11 @@ class DocumentAnalysis:
 
 def settings_for(path: Path | None, fallback_folder: Path) -> DocumentSettings:
     """The `[tool.autograd-fix]` settings for a document at `path` (None: not a file)."""
-    start = path.parent if path is not None else fallback_folder
+    start = fallback_folder
+    if path is not None:  # an unsaved file's folder may not exist yet: its nearest existing parent
+        start = next((folder for folder in path.parents if folder.exists()), fallback_folder)
     try:
-        config = load_config(start if start.exists() else fallback_folder)
+        config = load_config(start)
         _check_codes(config)
     except ConfigError as error:
         return DocumentSettings(error=str(error))
