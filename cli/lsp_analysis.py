@@ -61,6 +61,9 @@ class DocumentAnalysis:
     findings: list[Finding] = field(default_factory=list)
     module: cst.Module | None = None
     problem: Problem | None = None
+    #: each finding's fixed text once built (editors ask for code actions on every
+    #: cursor move); keyed by the finding's index
+    fixed_texts: dict[int, str | None] = field(default_factory=dict)
 
 
 def settings_for(path: Path | None, fallback_folder: Path) -> DocumentSettings:
@@ -145,8 +148,14 @@ def _syntax_problem(text: str) -> Problem:
     return Problem("autograd-fix cannot analyse this file", Span(1, 1, 1, 1))
 
 
-def fixed_text(analysis: DocumentAnalysis, finding: Finding) -> str | None:
-    """The document with only `finding`'s fix applied; None when it cannot be made safely."""
+def fixed_text(analysis: DocumentAnalysis, index: int) -> str | None:
+    """The document with only finding `index`'s fix applied; None when it cannot be made safely."""
+    if index not in analysis.fixed_texts:
+        analysis.fixed_texts[index] = _fixed_text(analysis, analysis.findings[index])
+    return analysis.fixed_texts[index]
+
+
+def _fixed_text(analysis: DocumentAnalysis, finding: Finding) -> str | None:
     if finding.fix is None or analysis.module is None:
         return None
     try:

@@ -30,7 +30,7 @@ from pygls.workspace import TextDocument
 
 from autograd_fix import __version__
 from autograd_fix.cli.app import Device
-from autograd_fix.cli.lsp_analysis import DocumentAnalysis, analyse, fixed_text, settings_for
+from autograd_fix.cli.lsp_analysis import DocumentAnalysis, DocumentSettings, Problem, analyse, fixed_text, settings_for
 from autograd_fix.cli.lsp_edits import TextEdit, line_edits, noqa_edit, split_lines
 from autograd_fix.cli.lsp_verify import VerifyReport, source_bytes, verify_document
 from autograd_fix.cli.rules_doc import rule_help_uri
@@ -54,6 +54,8 @@ class AutogradFixServer(LanguageServer):
         self.verify_settings = verify_settings
         self.analyses: dict[str, DocumentAnalysis] = {}
         self.pending: dict[str, asyncio.Task[None]] = {}
+        #: the analysis under way per document: (version, text, its future)
+        self.in_flight: dict[str, tuple[int | None, str, asyncio.Future[DocumentAnalysis]]] = {}
         self.reported_config_errors: set[str] = set()
         self.analysis_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autograd-fix-analysis")
         self.verify_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autograd-fix-verify")
@@ -73,13 +75,22 @@ class AutogradFixServer(LanguageServer):
     async def _publish_after(self, uri: str, delay_s: float) -> None:
         if delay_s > 0:
             await asyncio.sleep(delay_s)
-        analysis = await self.current_analysis(uri)
-        if analysis is not None:
-            self.publish(uri, analysis)
+        try:
+            analysis = await self.current_analysis(uri)
+            if analysis is not None:
+                self.publish(uri, analysis)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # never let one document's failure stop the server
+            logger.exception("publishing diagnostics for %s failed", uri)
 
     async def current_analysis(self, uri: str) -> DocumentAnalysis | None:
         """The analysis of the document's current version (None: closed, or it changed
-        while being analysed, in which case a newer analysis is already on its way)."""
+        while being analysed, in which case a newer analysis is already on its way).
+
+        Requests for a version already being analysed (a code action asked for while
+        the debounced analysis runs) wait for that analysis instead of starting another.
+        """
         document = self.open_document(uri)
         if document is None:
             return None
@@ -87,15 +98,24 @@ class AutogradFixServer(LanguageServer):
         cached = self.analyses.get(uri)
         if cached is not None and cached.version == version and cached.text == text:
             return cached
-        path = to_fs_path(uri) if uri.startswith("file:") else None
-        fallback = Path(self.workspace.root_path or Path.cwd())
-        loop = asyncio.get_running_loop()
-        analysis = await loop.run_in_executor(self.analysis_thread, _analyse_buffer, text, version, path, fallback)
+        running = self.in_flight.get(uri)
+        if running is None or running[0] != version or running[1] != text:
+            path = to_fs_path(uri) if uri.startswith("file:") else None
+            fallback = Path(self.workspace.root_path or Path.cwd())
+            future = asyncio.get_running_loop().run_in_executor(self.analysis_thread, _analyse_buffer, text, version, path, fallback)
+            running = (version, text, asyncio.ensure_future(future))
+            self.in_flight[uri] = running
+        try:
+            analysis = await asyncio.shield(running[2])
+        finally:
+            if self.in_flight.get(uri) is running and running[2].done():
+                del self.in_flight[uri]
         current = self.open_document(uri)
         if current is None or current.version != version or current.source != text:
             return None  # stale: the editor moved on while this version was analysed
-        self.analyses[uri] = analysis
-        self._report_config_error(analysis)
+        if self.analyses.get(uri) is not analysis:
+            self.analyses[uri] = analysis
+            self._report_config_error(analysis)
         return analysis
 
     def _report_config_error(self, analysis: DocumentAnalysis) -> None:
@@ -177,11 +197,11 @@ class AutogradFixServer(LanguageServer):
         wanted = self.workspace.position_codec.range_from_client_units(lines, params.range)
         actions: list[types.CodeAction] = []
         any_fix = False
-        for finding in analysis.findings:
+        for index, finding in enumerate(analysis.findings):
             if not _overlaps(finding.span, wanted.start.line, wanted.start.character, wanted.end.line, wanted.end.character):
                 continue
             diagnostic = self.diagnostic(finding, lines)
-            fixed = fixed_text(analysis, finding)
+            fixed = fixed_text(analysis, index)
             if fixed is not None and finding.fix is not None:
                 safe = finding.fix.applicability.value == "safe"
                 any_fix = True
@@ -272,7 +292,7 @@ class AutogradFixServer(LanguageServer):
             reason = result.failure_reason or "no reason given"
             return self.tell(types.MessageType.Error, f"autograd-fix: the editor did not apply the fixes ({reason})\n" + report.summary(), applied=False, verdicts=report.verdicts)
         kind = types.MessageType.Info if report.all_applied else types.MessageType.Warning
-        return self.tell(kind, f"autograd-fix: applied {report.applied_count} of {len(report.verdicts)} fixes\n" + report.summary(), applied=True, verdicts=report.verdicts)
+        return self.tell(kind, f"autograd-fix: applied {report.applied_count} of {len(report.verdicts)} {'fix' if len(report.verdicts) == 1 else 'fixes'}\n" + report.summary(), applied=True, verdicts=report.verdicts)
 
     def tell(self, kind: types.MessageType, message: str, **result: Any) -> dict[str, Any]:
         """Show `message` to the user and return it, with `result`, as the command's result."""
@@ -307,8 +327,6 @@ def _analyse_buffer(text: str, version: int | None, path: str | None, fallback: 
         return analyse(text, version, display, settings)
     except Exception as error:  # a bug in a rule must not take the server down
         logger.exception("analysis of %s failed", display)
-        from autograd_fix.cli.lsp_analysis import DocumentSettings, Problem
-
         problem = Problem(f"autograd-fix failed on this file ({type(error).__name__}: {error}); please report it", Span(1, 1, 1, 1))
         return DocumentAnalysis(text=text, version=version, path=display, settings=DocumentSettings(), problem=problem)
 
@@ -337,6 +355,7 @@ def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings
         if pending is not None:
             pending.cancel()
         ls.analyses.pop(uri, None)
+        ls.in_flight.pop(uri, None)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     @server.feature(
@@ -348,7 +367,8 @@ def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings
         analysis = await ls.current_analysis(uri)
         if analysis is None:
             return []
-        return ls.code_actions(uri, analysis, params)
+        # building fixes renders code: off the event loop, like the analysis itself
+        return await asyncio.get_running_loop().run_in_executor(ls.analysis_thread, ls.code_actions, uri, analysis, params)
 
     @server.command(VERIFY_COMMAND)
     async def verify_and_apply(ls: AutogradFixServer, *arguments: Any) -> dict[str, Any]:
