@@ -8,6 +8,7 @@ instead of rendering every fix on every keystroke. Nothing here imports pygls.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from autograd_fix.codemods.engine import (
     EngineError,
     apply_fixes,
     check_source,
+    triggered,
     validate_python,
 )
 from autograd_fix.codemods.model import Finding, Span
@@ -113,39 +115,46 @@ def analyse(text: str, version: int | None, path: str, settings: DocumentSetting
     analysis = DocumentAnalysis(text=text, version=version, path=path, settings=settings)
     if settings.excluded:
         return analysis
+    rules = settings.rules()
+    if triggered(rules, text):
+        # CPython's own parser first: it reports a half-typed buffer precisely, and it
+        # refuses nesting so deep that libcst's parser would overflow the stack and take
+        # the whole server down with it (the buffer is whatever the user typed)
+        analysis.problem = _python_problem(text)
+        if analysis.problem is not None:
+            return analysis
     try:
-        result = check_source(text, settings.rules(), path=path, compute_fix=False)
-    except EngineError:
-        analysis.problem = _syntax_problem(text)
+        result = check_source(text, rules, path=path, compute_fix=False)
+    except EngineError as error:
+        analysis.problem = Problem(f"autograd-fix cannot analyse this file: {error}", Span(1, 1, 1, 1))
         return analysis
     except RecursionError:
-        analysis.problem = Problem("autograd-fix cannot analyse this file: it nests too deeply", Span(1, 1, 1, 1))
+        analysis.problem = _too_deep()
         return analysis
     analysis.findings = result.findings
     analysis.module = result.module
     return analysis
 
 
-def _syntax_problem(text: str) -> Problem:
-    """Where the buffer stops parsing, for a diagnostic while the user is typing."""
+def _too_deep() -> Problem:
+    return Problem("autograd-fix cannot analyse this file: it nests too deeply", Span(1, 1, 1, 1))
+
+
+def _python_problem(text: str) -> Problem | None:
+    """Why CPython cannot parse the buffer, and where; None when it can."""
     try:
-        compile(text, "<buffer>", "exec", dont_inherit=True)
+        ast.parse(text)
     except SyntaxError as error:
         line = error.lineno or 1
         column = max(error.offset or 1, 1)
         end_line = error.end_lineno or line
-        end_column = max((error.end_offset or column + 1) - 1, column) if end_line == line else max((error.end_offset or 1) - 1, 1)
+        end_column = max((error.end_offset or column + 1) - 1, column if end_line == line else 1)
         return Problem(f"autograd-fix cannot analyse this file: syntax error: {error.msg}", Span(line, column, end_line, end_column))
-    except ValueError as error:  # e.g. NUL bytes
+    except (RecursionError, MemoryError):
+        return _too_deep()
+    except ValueError as error:  # NUL bytes
         return Problem(f"autograd-fix cannot analyse this file: {error}", Span(1, 1, 1, 1))
-    try:
-        cst.parse_module(text)
-    except cst.ParserSyntaxError as error:
-        line, column = error.raw_line, error.raw_column + 1
-        return Problem(f"autograd-fix cannot analyse this file: syntax error: {error.message}", Span(line, column, line, column))
-    except RecursionError:
-        pass
-    return Problem("autograd-fix cannot analyse this file", Span(1, 1, 1, 1))
+    return None
 
 
 def fixed_text(analysis: DocumentAnalysis, index: int) -> str | None:

@@ -12,25 +12,9 @@ from autograd_fix.cli.lsp_analysis import DocumentSettings, analyse
 from autograd_fix.cli.lsp_verify import source_bytes, verify_document
 from autograd_fix.cli.verify_patches import VerifySettings
 from autograd_fix.verification import Verdict
+from test_cli import EVAL_LOOP
 
-EVAL = textwrap.dedent(
-    """\
-    import torch
-
-
-    def fit(model, train_loader, val_loader, optimizer):
-        for x, y in train_loader:
-            optimizer.zero_grad()
-            model(x).sum().backward()
-            optimizer.step()
-        model.eval()
-        scores = []
-        for x, y in val_loader:
-            scores.append(model(x))
-        return scores
-    """
-)
-EVAL_LINE = EVAL.splitlines().index("    for x, y in val_loader:") + 1
+EVAL_LINE = EVAL_LOOP.splitlines().index("    for x, y in val_loader:  # validation") + 1
 RETAIN = textwrap.dedent(
     """\
     import torch
@@ -61,14 +45,14 @@ def _report(text: str, tmp_path: Path, unsafe_fixes: bool = False):
 
 def test_accepted_fix_is_applied(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _verdicts(monkeypatch, "accepted")
-    report = _report(EVAL, tmp_path)
+    report = _report(EVAL_LOOP, tmp_path)
     assert report.fixed is not None and "with torch.no_grad():" in report.fixed
     assert [(v["code"], v["applicability"], v["verdict"], v["applied"]) for v in report.verdicts] == [("AGF001", "safe", "accepted", True)]
 
 
 def test_rejected_fix_is_never_applied(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     _verdicts(monkeypatch, "rejected")
-    report = _report(EVAL, tmp_path, unsafe_fixes=True)
+    report = _report(EVAL_LOOP, tmp_path, unsafe_fixes=True)
     assert report.fixed is None
     assert report.summary() == f"AGF001 line {EVAL_LINE}: rejected: stubbed rejected (not applied)"
 

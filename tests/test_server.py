@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -16,58 +15,11 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 from autograd_fix.cli.rules_doc import rule_help_uri
+from test_cli import EVAL_LOOP, EVAL_LOOP_FIXED
+from test_cli_verification import SCRIPT as RUNNABLE
+from test_lsp_verify import RETAIN
 
-EVAL_LOOP = textwrap.dedent(
-    """\
-    import torch
-
-
-    def fit(model, train_loader, val_loader, optimizer):
-        for x, y in train_loader:
-            optimizer.zero_grad()
-            model(x).sum().backward()
-            optimizer.step()
-        model.eval()
-        scores = []
-        for x, y in val_loader:  # validation
-            scores.append(model(x))
-        return scores
-    """
-)
-EVAL_LOOP_FIXED = textwrap.dedent(
-    """\
-    import torch
-
-
-    def fit(model, train_loader, val_loader, optimizer):
-        for x, y in train_loader:
-            optimizer.zero_grad()
-            model(x).sum().backward()
-            optimizer.step()
-        model.eval()
-        scores = []
-        with torch.no_grad():
-            for x, y in val_loader:  # validation
-                scores.append(model(x))
-        return scores
-    """
-)
 EVAL_LINE = EVAL_LOOP.splitlines().index("    for x, y in val_loader:  # validation")
-RUNNABLE = textwrap.dedent(
-    """\
-    import torch
-    from torch import nn
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
-    val_loader = [torch.randn(4, 8) for _ in range(6)]
-    model.eval()
-    outputs = []
-    for batch in val_loader:
-        outputs.append(model(batch))
-    print(torch.cat(outputs).sum().item())
-    """
-)
 TIMEOUT_S = 30.0
 
 
@@ -259,6 +211,18 @@ async def test_unparsable_buffer_gets_a_syntax_error_diagnostic(client: EditorCl
     assert diagnostic.code == "AGF001"
 
 
+async def test_nesting_that_would_crash_the_parser_is_a_diagnostic(client: EditorClient, tmp_path: Path) -> None:
+    """libcst's parser overflows the stack on nesting this deep (the command line dies
+    with a segfault); the server must report it and keep serving."""
+    uri = _uri(tmp_path / "generated.py")
+    _open(client, uri, "import torch\nx = " + "(" * 5000 + ")" * 5000 + "\n")
+    (diagnostic,) = await _diagnostics(client, uri, 1)
+    assert diagnostic.severity == types.DiagnosticSeverity.Error and diagnostic.range.start.line == 1
+    other = _uri(tmp_path / "train.py")
+    _open(client, other, EVAL_LOOP)
+    assert [d.code for d in await _diagnostics(client, other, 1)] == ["AGF001"]
+
+
 async def test_columns_are_utf16_code_units(client: EditorClient, tmp_path: Path) -> None:
     uri = _uri(tmp_path / "amp.py")
     prefix = 'label = "😀 é"; scaler = '
@@ -321,19 +285,7 @@ async def test_verify_and_apply_runs_verification_then_applies(client: EditorCli
 
 async def test_unsafe_fix_is_titled_unsafe_and_not_preferred(client: EditorClient, tmp_path: Path) -> None:
     uri = _uri(tmp_path / "train.py")
-    text = textwrap.dedent(
-        """\
-        import torch
-
-
-        def train(model, train_loader, criterion, optimizer):
-            for x, y in train_loader:
-                optimizer.zero_grad()
-                loss = criterion(model(x), y)
-                loss.backward(retain_graph=True)
-                optimizer.step()
-        """
-    )
+    text = RETAIN
     _open(client, uri, text)
     (diagnostic,) = await _diagnostics(client, uri, 1)
     assert diagnostic.code == "AGF011"
