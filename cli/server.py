@@ -390,9 +390,12 @@ def serve(
     debounce_ms: int = typer.Option(DEFAULT_DEBOUNCE_MS, "--debounce-ms", min=0, help="Wait this long after an edit before analysing."),
     device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
     verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
-    log_level: Optional[str] = typer.Option(None, "--log-level", help="Log to stderr at this level (DEBUG, INFO, WARNING)."),
+    log_level: Optional[str] = typer.Option(None, "--log-level", help="Log to stderr at this level (DEBUG, INFO, WARNING, ERROR)."),
 ) -> None:
     """Start the autograd-fix language server (LSP over stdio) for an editor."""
+    if log_level and log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        typer.echo(f"error: --log-level must be DEBUG, INFO, WARNING or ERROR, not {log_level!r}", err=True)
+        raise typer.Exit(2)
     if log_level:
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     server = build_server(debounce_ms / 1000, VerifySettings(device=device.value, timeout=verify_timeout, jobs=1))
