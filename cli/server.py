@@ -10,7 +10,10 @@ reading messages while a file is analysed. Every analysis is tagged with the doc
 version it read; a result for a version the editor has moved past is dropped, and a
 newer change cancels an analysis still waiting out its debounce. (A thread rather than
 a process: the parsed module and the rules' fix callables stay in memory for code
-actions, and they cannot cross a process boundary.)
+actions, and they cannot cross a process boundary.) Documents are synchronised whole
+on every change: the analysis reads the whole text anyway, and pygls would apply
+incremental changes with str.splitlines(), whose line breaks are not the protocol's.
+Protocol conversions live in `lsp_protocol`, text geometry in `lsp_edits`.
 """
 
 from __future__ import annotations
@@ -30,15 +33,13 @@ from pygls.workspace import TextDocument
 
 from autograd_fix import __version__
 from autograd_fix.cli.app import Device
-from autograd_fix.cli.lsp_analysis import DocumentAnalysis, DocumentSettings, Problem, analyse, fixed_text, settings_for
-from autograd_fix.cli.lsp_edits import TextEdit, line_edits, noqa_edit, split_lines
+from autograd_fix.cli.lsp_analysis import DocumentAnalysis, DocumentSettings, Problem, analyse, settings_for
+from autograd_fix.cli.lsp_edits import line_edits
+from autograd_fix.cli.lsp_protocol import SOURCE, VERIFY_COMMAND, ClientView
 from autograd_fix.cli.lsp_verify import VerifyReport, source_bytes, verify_document
-from autograd_fix.cli.rules_doc import rule_help_uri
 from autograd_fix.cli.verify_patches import VerifySettings
-from autograd_fix.codemods.model import Finding, Span
+from autograd_fix.codemods.model import Span
 
-SOURCE = "autograd-fix"
-VERIFY_COMMAND = "autograd-fix.verifyAndApply"
 DEFAULT_DEBOUNCE_MS = 300
 
 logger = logging.getLogger(__name__)
@@ -126,117 +127,15 @@ class AutogradFixServer(LanguageServer):
                 types.ShowMessageParams(type=types.MessageType.Error, message=f"autograd-fix: {error} (using the default settings)")
             )
 
-    def publish(self, uri: str, analysis: DocumentAnalysis) -> None:
-        lines = split_lines(analysis.text)
-        diagnostics = [self.diagnostic(finding, lines) for finding in analysis.findings]
-        if analysis.problem is not None:
-            diagnostics.append(
-                types.Diagnostic(
-                    range=self.client_range(lines, analysis.problem.span),
-                    message=analysis.problem.message,
-                    severity=types.DiagnosticSeverity.Error,
-                    source=SOURCE,
-                )
-            )
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=analysis.version)
-        )
-
-    # -- conversions --------------------------------------------------------------
-    def client_position(self, lines: list[str], line: int, character: int) -> types.Position:
-        """0-based code-point position -> the client's position encoding (UTF-16 unless
-        the client negotiated another)."""
-        if line >= len(lines):
-            return types.Position(line=line, character=0)
-        return self.workspace.position_codec.position_to_client_units(lines, types.Position(line=line, character=character))
-
-    def client_range(self, lines: list[str], span: Span) -> types.Range:
-        # Span: 1-based, end column inclusive -> LSP: 0-based, end exclusive
-        return types.Range(
-            start=self.client_position(lines, span.line - 1, span.column - 1),
-            end=self.client_position(lines, span.end_line - 1, span.end_column),
-        )
-
-    def client_edit(self, lines: list[str], edit: TextEdit) -> types.TextEdit:
-        return types.TextEdit(
-            range=types.Range(
-                start=self.client_position(lines, edit.start_line, edit.start_character),
-                end=self.client_position(lines, edit.end_line, edit.end_character),
-            ),
-            new_text=edit.new_text,
-        )
-
-    def workspace_edit(self, uri: str, analysis: DocumentAnalysis, edits: list[TextEdit]) -> types.WorkspaceEdit:
-        """Edits of one document version; versioned where the client supports it, so an
-        editor refuses them once the buffer has changed."""
-        lines = split_lines(analysis.text)
-        converted: list[types.TextEdit | types.AnnotatedTextEdit | types.SnippetTextEdit] = [
-            self.client_edit(lines, edit) for edit in edits
-        ]
+    def view(self) -> ClientView:
         capabilities = self.client_capabilities.workspace
         versioned = bool(capabilities and capabilities.workspace_edit and capabilities.workspace_edit.document_changes)
-        if versioned:
-            identifier = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=analysis.version)
-            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=identifier, edits=converted)])
-        return types.WorkspaceEdit(changes={uri: converted})  # type: ignore[dict-item]
+        return ClientView(self.workspace.position_codec, versioned)
 
-    def diagnostic(self, finding: Finding, lines: list[str]) -> types.Diagnostic:
-        return types.Diagnostic(
-            range=self.client_range(lines, finding.span),
-            message=finding.message,
-            severity=types.DiagnosticSeverity.Warning,
-            code=finding.code,
-            code_description=types.CodeDescription(href=rule_help_uri(finding.code)),
-            source=SOURCE,
-            data={"name": finding.name, "fix": finding.fix.applicability.value if finding.fix else None},
+    def publish(self, uri: str, analysis: DocumentAnalysis) -> None:
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=self.view().diagnostics(analysis), version=analysis.version)
         )
-
-    # -- code actions -------------------------------------------------------------
-    def code_actions(self, uri: str, analysis: DocumentAnalysis, params: types.CodeActionParams) -> list[types.CodeAction]:
-        lines = split_lines(analysis.text)
-        wanted = self.workspace.position_codec.range_from_client_units(lines, params.range)
-        actions: list[types.CodeAction] = []
-        any_fix = False
-        for index, finding in enumerate(analysis.findings):
-            if not _overlaps(finding.span, wanted.start.line, wanted.start.character, wanted.end.line, wanted.end.character):
-                continue
-            diagnostic = self.diagnostic(finding, lines)
-            fixed = fixed_text(analysis, index)
-            if fixed is not None and finding.fix is not None:
-                safe = finding.fix.applicability.value == "safe"
-                any_fix = True
-                actions.append(
-                    types.CodeAction(
-                        title=f"Fix {finding.code}: {finding.fix.description} ({finding.fix.applicability.value})",
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=[diagnostic],
-                        is_preferred=safe,
-                        edit=self.workspace_edit(uri, analysis, line_edits(analysis.text, fixed)),
-                    )
-                )
-            suppress = noqa_edit(analysis.text, finding.span.line, finding.code)
-            if suppress is not None:
-                actions.append(
-                    types.CodeAction(
-                        title=f"Suppress {finding.code} with # noqa: {finding.code}",
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=[diagnostic],
-                        edit=self.workspace_edit(uri, analysis, [suppress]),
-                    )
-                )
-        if any_fix:
-            title = "Verify and apply all autograd-fix fixes in this file"
-            actions.append(
-                types.CodeAction(
-                    title=title,
-                    kind=types.CodeActionKind.QuickFix,
-                    command=types.Command(title=title, command=VERIFY_COMMAND, arguments=[uri]),
-                )
-            )
-        only = params.context.only
-        if only:
-            actions = [a for a in actions if any(str(a.kind).startswith(str(kind)) for kind in only)]
-        return actions
 
     # -- verification -------------------------------------------------------------
     def warm_verifier(self) -> Any:
@@ -284,7 +183,7 @@ class AutogradFixServer(LanguageServer):
             return self.tell(types.MessageType.Warning, "autograd-fix: no fix may be applied\n" + report.summary(), applied=False, verdicts=report.verdicts)
         result = await self.workspace_apply_edit_async(
             types.ApplyWorkspaceEditParams(
-                edit=self.workspace_edit(uri, analysis, line_edits(analysis.text, report.fixed)),
+                edit=self.view().workspace_edit(uri, analysis, line_edits(analysis.text, report.fixed)),
                 label="autograd-fix: verified fixes",
             )
         )
@@ -308,14 +207,6 @@ class AutogradFixServer(LanguageServer):
             self.verifier = None
         self.analysis_thread.shutdown(wait=False, cancel_futures=True)
         self.verify_thread.shutdown(wait=False, cancel_futures=True)
-
-
-def _overlaps(span: Span, start_line: int, start_character: int, end_line: int, end_character: int) -> bool:
-    """Whether the finding's span touches the 0-based [start, end] range (inclusive, so
-    a cursor at either end of a finding still gets its actions)."""
-    span_start = (span.line - 1, span.column - 1)
-    span_end = (span.end_line - 1, span.end_column)
-    return span_start <= (end_line, end_character) and (start_line, start_character) <= span_end
 
 
 def _analyse_buffer(text: str, version: int | None, path: str | None, fallback: Path) -> DocumentAnalysis:
@@ -368,7 +259,7 @@ def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings
         if analysis is None:
             return []
         # building fixes renders code: off the event loop, like the analysis itself
-        return await asyncio.get_running_loop().run_in_executor(ls.analysis_thread, ls.code_actions, uri, analysis, params)
+        return await asyncio.get_running_loop().run_in_executor(ls.analysis_thread, ls.view().code_actions, uri, analysis, params)
 
     @server.command(VERIFY_COMMAND)
     async def verify_and_apply(ls: AutogradFixServer, *arguments: Any) -> dict[str, Any]:
