@@ -118,8 +118,9 @@ def check(
 ) -> None:
     """Find PyTorch autograd pitfalls and fix them.
 
-    Also: `autograd-fix verify ORIGINAL REWRITTEN` compares two versions of a file, and
-    `autograd-fix verify FILE --gradcheck` gradchecks its custom autograd Functions.
+    Also: `autograd-fix verify ORIGINAL REWRITTEN` compares two versions of a file,
+    `autograd-fix verify FILE --gradcheck` gradchecks its custom autograd Functions, and
+    `autograd-fix server` starts the language server (LSP over stdio) for editors.
     """
     out = _console(color)
     if version:
@@ -333,11 +334,17 @@ def _encode(outcome: FileOutcome, text: str | None = None) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point; `autograd-fix verify ...` goes to the verify command."""
+    """Console-script entry point; `autograd-fix verify ...` and `autograd-fix server`
+    go to their own commands."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "verify":
         from autograd_fix.cli.verify_command import verify_app
 
         verify_app(args=args[1:], prog_name="autograd-fix verify")
+        return
+    if args and args[0] == "server":
+        from autograd_fix.cli.server import server_app
+
+        server_app(args=args[1:], prog_name="autograd-fix server")
         return
     app(args=args, prog_name="autograd-fix")

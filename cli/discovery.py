@@ -71,6 +71,19 @@ def exclude_spec(patterns: Iterable[str]) -> GitIgnoreSpec:
     return GitIgnoreSpec.from_lines(patterns)
 
 
+def is_excluded(path: Path, exclude: Iterable[str], config_root: Path) -> bool:
+    """Whether the configured `exclude` globs (relative to `config_root`) cover `path`
+    or a folder above it (for one file checked alone, such as an editor buffer)."""
+    try:
+        relative = path.resolve().relative_to(config_root.resolve())
+    except ValueError:
+        return False
+    spec = exclude_spec(exclude)
+    parts = relative.parts
+    folders = ("/".join(parts[:depth]) + "/" for depth in range(1, len(parts)))
+    return any(spec.match_file(folder) for folder in folders) or spec.match_file(relative.as_posix())
+
+
 def _valid_pattern(line: str) -> bool:
     try:
         GitIgnoreSpec.from_lines([line])

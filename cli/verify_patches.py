@@ -10,6 +10,7 @@ unsafe fix is applied when accepted, or when unverified only with `--unsafe-fixe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -20,6 +21,9 @@ from autograd_fix.codemods.engine import EngineError
 from autograd_fix.codemods.plans import FilePlans
 from autograd_fix.codemods.registry import rule_by_code, select_rules
 from autograd_fix.verification.verdict import Status, Verdict
+
+if TYPE_CHECKING:
+    from autograd_fix.verification import Verifier
 
 
 @dataclass(frozen=True)
@@ -98,20 +102,23 @@ def _queues(outcomes: list[FileOutcome], jobs: list[Job]) -> list[_FileQueue]:
 
 def verify_records(
     queues: list[_FileQueue], settings: VerifySettings, unsafe_fixes: bool, progress_console: Console | None,
+    verifier: Verifier | None = None,
 ) -> None:
     """Run every candidate patch and store its verdict on the record.
 
     A file's patches are verified one after another, in source order, each on top of the
     ones already going in (so a second bug is judged once the first is fixed, not against
-    an original that still fails on the first); different files go in parallel.
+    an original that still fails on the first); different files go in parallel. A
+    long-lived caller (the language server) passes its warm `verifier` and keeps it open.
     """
     from autograd_fix.verification import Verifier, WorkerError, verify_many
 
     total = sum(len(queue.records) for queue in queues)
     if not total:
         return
+    own = verifier is None
     try:
-        verifier = Verifier()
+        verifier = verifier or Verifier()
     except WorkerError as error:
         for queue in queues:
             for record in queue.records:
@@ -144,7 +151,8 @@ def verify_records(
                         queue.going_in.append(record.plan_id or "")
                 advance(len(batch))
     finally:
-        verifier.close()
+        if own:
+            verifier.close()
 
 
 def verify_and_compose(
@@ -153,10 +161,11 @@ def verify_and_compose(
     settings: VerifySettings,
     unsafe_fixes: bool,
     progress_console: Console | None,
+    verifier: Verifier | None = None,
 ) -> list[FileOutcome]:
     """Verify every patch, then compose each file's fixed text from the accepted plans."""
     queues = _queues(outcomes, jobs)
-    verify_records(queues, settings, unsafe_fixes, progress_console)
+    verify_records(queues, settings, unsafe_fixes, progress_console, verifier)
     for queue in queues:
         accepted = set(queue.going_in)
         for record in queue.outcome.findings:

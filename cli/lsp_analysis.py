@@ -1,0 +1,174 @@
+"""What the language server knows about one version of one document.
+
+`analyse` runs the same engine, rule selection and `pyproject.toml` configuration as the
+command line (select / ignore / per-file-ignores / unsafe-fixes / exclude) on an editor
+buffer, and keeps the parsed module so that code actions can build each fix on request
+instead of rendering every fix on every keystroke. Nothing here imports pygls.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from autograd_fix.cli.config import Config, ConfigError, load_config
+from autograd_fix.cli.discovery import ExcludePatternError, is_excluded
+from autograd_fix.codemods.engine import (
+    EngineError,
+    apply_fixes,
+    check_source,
+    triggered,
+    validate_python,
+)
+from autograd_fix.codemods.model import Finding, Span
+from autograd_fix.codemods.registry import select_rules, unknown_codes
+from autograd_fix.codemods.rule import Rule
+
+
+@dataclass(frozen=True)
+class DocumentSettings:
+    """The configuration that applies to one document."""
+
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    unsafe_fixes: bool = False
+    #: the document matches the configuration's `exclude`: no diagnostics
+    excluded: bool = False
+    #: why the configuration could not be used (the defaults apply instead)
+    error: str | None = None
+
+    def rules(self) -> list[type[Rule]]:
+        return select_rules(list(self.select) if self.select else None, list(self.ignore))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a buffer could not be analysed, and where (1-based, end column inclusive)."""
+
+    message: str
+    span: Span
+
+
+@dataclass
+class DocumentAnalysis:
+    """Findings of one document version (or the problem that prevented them)."""
+
+    text: str
+    version: int | None
+    path: str
+    settings: DocumentSettings
+    findings: list[Finding] = field(default_factory=list)
+    module: cst.Module | None = None
+    problem: Problem | None = None
+    #: each finding's fixed text once built (editors ask for code actions on every
+    #: cursor move); keyed by the finding's index
+    fixed_texts: dict[int, str | None] = field(default_factory=dict)
+
+
+def settings_for(path: Path | None, fallback_folder: Path) -> DocumentSettings:
+    """The `[tool.autograd-fix]` settings for a document at `path` (None: not a file)."""
+    start = fallback_folder
+    if path is not None:  # an unsaved file's folder may not exist yet: its nearest existing parent
+        start = next((folder for folder in path.parents if folder.exists()), fallback_folder)
+    try:
+        config = load_config(start)
+        _check_codes(config)
+    except ConfigError as error:
+        return DocumentSettings(error=str(error))
+    per_file = config.ignored_codes_for(path) if path is not None else []
+    return DocumentSettings(
+        select=tuple(config.select) if config.select else None,
+        ignore=tuple(config.ignore + per_file),
+        unsafe_fixes=config.unsafe_fixes,
+        excluded=path is not None and _excluded(config, path),
+    )
+
+
+def _check_codes(config: Config) -> None:
+    for key, codes in (("select", config.select or []), ("ignore", config.ignore)):
+        bad = unknown_codes(codes)
+        if bad:
+            raise ConfigError(f"{config.source}: [tool.autograd-fix] {key}: unknown rule code or prefix: {', '.join(bad)}")
+
+
+def _excluded(config: Config, path: Path) -> bool:
+    """Whether `path` or a folder above it matches the configured `exclude` globs.
+
+    The command line checks a file it is given by name whatever `exclude` says; an
+    editor opens every file it shows, so here `exclude` keeps fixtures and vendored
+    code quiet, as it does for `autograd-fix src/`.
+    """
+    if not config.exclude or config.root is None:
+        return False
+    try:
+        return is_excluded(path, config.exclude, config.root)
+    except ExcludePatternError:  # load_config reports it; an invalid glob excludes nothing
+        return False
+
+
+def analyse(text: str, version: int | None, path: str, settings: DocumentSettings) -> DocumentAnalysis:
+    """Lint one buffer; every failure becomes `problem`, never an exception."""
+    analysis = DocumentAnalysis(text=text, version=version, path=path, settings=settings)
+    if settings.excluded:
+        return analysis
+    rules = settings.rules()
+    if triggered(rules, text):
+        # CPython's own parser first: it reports a half-typed buffer precisely, and it
+        # refuses nesting so deep that libcst's parser would overflow the stack and take
+        # the whole server down with it (the buffer is whatever the user typed)
+        analysis.problem = _python_problem(text)
+        if analysis.problem is not None:
+            return analysis
+    try:
+        result = check_source(text, rules, path=path, compute_fix=False)
+    except EngineError as error:
+        analysis.problem = Problem(f"autograd-fix cannot analyse this file: {error}", Span(1, 1, 1, 1))
+        return analysis
+    except RecursionError:
+        analysis.problem = _too_deep()
+        return analysis
+    analysis.findings = result.findings
+    analysis.module = result.module
+    return analysis
+
+
+def _too_deep() -> Problem:
+    return Problem("autograd-fix cannot analyse this file: it nests too deeply", Span(1, 1, 1, 1))
+
+
+def _python_problem(text: str) -> Problem | None:
+    """Why CPython cannot parse the buffer, and where; None when it can."""
+    try:
+        ast.parse(text)
+    except SyntaxError as error:
+        line = error.lineno or 1
+        column = max(error.offset or 1, 1)
+        end_line = error.end_lineno or line
+        end_column = max((error.end_offset or column + 1) - 1, column if end_line == line else 1)
+        return Problem(f"autograd-fix cannot analyse this file: syntax error: {error.msg}", Span(line, column, end_line, end_column))
+    except (RecursionError, MemoryError):
+        return _too_deep()
+    except ValueError as error:  # NUL bytes
+        return Problem(f"autograd-fix cannot analyse this file: {error}", Span(1, 1, 1, 1))
+    return None
+
+
+def fixed_text(analysis: DocumentAnalysis, index: int) -> str | None:
+    """The document with only finding `index`'s fix applied; None when it cannot be made safely."""
+    if index not in analysis.fixed_texts:
+        analysis.fixed_texts[index] = _fixed_text(analysis, analysis.findings[index])
+    return analysis.fixed_texts[index]
+
+
+def _fixed_text(analysis: DocumentAnalysis, finding: Finding) -> str | None:
+    if finding.fix is None or analysis.module is None:
+        return None
+    try:
+        text = apply_fixes(analysis.module, [finding.fix])
+        validate_python(text)
+    except Exception:  # a fix that cannot be applied alone is not offered
+        return None
+    return text if text != analysis.text else None

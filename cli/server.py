@@ -1,0 +1,296 @@
+"""`autograd-fix server`: a language server (LSP over stdio) built on pygls.
+
+Diagnostics are published on open, save and (debounced) change; each links its rule's
+documentation. Code actions offer each finding's fix (titled with its applicability) and
+a `# noqa` suppression; the `autograd-fix.verifyAndApply` command verifies the
+document's fixes as `--diff` does and applies only what the policy allows.
+
+Analysis runs on one background thread, never on the event loop, so the server keeps
+reading messages while a file is analysed. Every analysis is tagged with the document
+version it read; a result for a version the editor has moved past is dropped, and a
+newer change cancels an analysis still waiting out its debounce. (A thread rather than
+a process: the parsed module and the rules' fix callables stay in memory for code
+actions, and they cannot cross a process boundary.) Documents are synchronised whole
+on every change: the analysis reads the whole text anyway, and pygls would apply
+incremental changes with str.splitlines(), whose line breaks are not the protocol's.
+Protocol conversions live in `lsp_protocol`, text geometry in `lsp_edits`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import unquote
+
+import typer
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+
+from autograd_fix import __version__
+from autograd_fix.cli.app import Device
+from autograd_fix.cli.lsp_analysis import DocumentAnalysis, DocumentSettings, Problem, analyse, settings_for
+from autograd_fix.cli.lsp_edits import line_edits
+from autograd_fix.cli.lsp_protocol import SOURCE, VERIFY_COMMAND, ClientView
+from autograd_fix.cli.lsp_verify import VerifyReport, source_bytes, verify_document
+from autograd_fix.cli.verify_patches import VerifySettings
+from autograd_fix.codemods.model import Span
+
+DEFAULT_DEBOUNCE_MS = 300
+
+logger = logging.getLogger(__name__)
+
+
+class AutogradFixServer(LanguageServer):
+    """Holds per-session state: the latest analysis per document, pending analyses, and
+    the warm verification worker (started on the first verify command, kept until exit)."""
+
+    def __init__(self, debounce_s: float, verify_settings: VerifySettings) -> None:
+        super().__init__(SOURCE, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        self.debounce_s = debounce_s
+        self.verify_settings = verify_settings
+        self.analyses: dict[str, DocumentAnalysis] = {}
+        self.pending: dict[str, asyncio.Task[None]] = {}
+        #: the analysis under way per document: (version, text, its future)
+        self.in_flight: dict[str, tuple[int | None, str, asyncio.Future[DocumentAnalysis]]] = {}
+        self.reported_config_errors: set[str] = set()
+        self.analysis_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autograd-fix-analysis")
+        self.verify_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autograd-fix-verify")
+        self.verifier: Any = None
+
+    # -- documents ----------------------------------------------------------------
+    def open_document(self, uri: str) -> TextDocument | None:
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def schedule(self, uri: str, delay_s: float) -> None:
+        """(Re)start the analysis of `uri`; a pending one for an older version is cancelled."""
+        previous = self.pending.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+        self.pending[uri] = asyncio.get_running_loop().create_task(self._publish_after(uri, delay_s))
+
+    async def _publish_after(self, uri: str, delay_s: float) -> None:
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        try:
+            analysis = await self.current_analysis(uri)
+            if analysis is not None:
+                self.publish(uri, analysis)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # never let one document's failure stop the server
+            logger.exception("publishing diagnostics for %s failed", uri)
+
+    async def current_analysis(self, uri: str) -> DocumentAnalysis | None:
+        """The analysis of the document's current version (None: closed, or it changed
+        while being analysed, in which case a newer analysis is already on its way).
+
+        Requests for a version already being analysed (a code action asked for while
+        the debounced analysis runs) wait for that analysis instead of starting another.
+        """
+        document = self.open_document(uri)
+        if document is None:
+            return None
+        text, version = document.source, document.version
+        cached = self.analyses.get(uri)
+        if cached is not None and cached.version == version and cached.text == text:
+            return cached
+        running = self.in_flight.get(uri)
+        if running is None or running[0] != version or running[1] != text:
+            path = to_fs_path(uri) if uri.startswith("file:") else None
+            fallback = Path(self.workspace.root_path or Path.cwd())
+            future = asyncio.get_running_loop().run_in_executor(self.analysis_thread, _analyse_buffer, text, version, path, fallback)
+            running = (version, text, asyncio.ensure_future(future))
+            self.in_flight[uri] = running
+        try:
+            analysis = await asyncio.shield(running[2])
+        finally:
+            if self.in_flight.get(uri) is running and running[2].done():
+                del self.in_flight[uri]
+        current = self.open_document(uri)
+        if current is None or current.version != version or current.source != text:
+            return None  # stale: the editor moved on while this version was analysed
+        if self.analyses.get(uri) is not analysis:
+            self.analyses[uri] = analysis
+            self._report_config_error(analysis)
+        return analysis
+
+    def _report_config_error(self, analysis: DocumentAnalysis) -> None:
+        error = analysis.settings.error
+        if error and error not in self.reported_config_errors:
+            self.reported_config_errors.add(error)
+            self.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Error, message=f"autograd-fix: {error} (using the default settings)")
+            )
+
+    def view(self) -> ClientView:
+        capabilities = self.client_capabilities.workspace
+        versioned = bool(capabilities and capabilities.workspace_edit and capabilities.workspace_edit.document_changes)
+        return ClientView(self.workspace.position_codec, versioned)
+
+    def publish(self, uri: str, analysis: DocumentAnalysis) -> None:
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=self.view().diagnostics(analysis), version=analysis.version)
+        )
+
+    # -- verification -------------------------------------------------------------
+    def warm_verifier(self) -> Any:
+        """The session's verification worker, started (or restarted) on demand; None when
+        it cannot start (the verdicts then say why)."""
+        from autograd_fix.verification import Verifier, WorkerError
+
+        if self.verifier is None or not self.verifier.alive:
+            try:
+                self.verifier = Verifier()
+            except WorkerError:
+                self.verifier = None
+        return self.verifier
+
+    async def verify_and_apply(self, uri: Any) -> dict[str, Any]:
+        """Verify the document's fixes, report the verdicts, apply what the policy allows."""
+        if not isinstance(uri, str) or self.open_document(uri) is None:
+            return self.tell(types.MessageType.Error, f"autograd-fix: {VERIFY_COMMAND} needs the URI of an open document", applied=False)
+        analysis = await self.current_analysis(uri)
+        if analysis is None:
+            return self.tell(types.MessageType.Warning, "autograd-fix: the document changed; run the command again", applied=False)
+        if analysis.problem is not None:
+            return self.tell(types.MessageType.Error, f"{analysis.problem.message}; nothing to verify", applied=False)
+        if not any(f.fix is not None for f in analysis.findings):
+            return self.tell(types.MessageType.Info, "autograd-fix: nothing to fix in this document", applied=False)
+        try:
+            data = source_bytes(analysis.text)
+        except ValueError as error:
+            return self.tell(types.MessageType.Error, f"autograd-fix: {error}", applied=False)
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"autograd-fix: verifying the fixes of {uri}"))
+        loop = asyncio.get_running_loop()
+        report: VerifyReport = await loop.run_in_executor(
+            self.verify_thread, verify_document, data, analysis, self.verify_settings, self.warm_verifier
+        )
+        if report.error:
+            return self.tell(types.MessageType.Error, f"autograd-fix: {report.error}; nothing applied", applied=False, verdicts=report.verdicts)
+        current = self.open_document(uri)
+        if current is None or current.version != analysis.version:
+            return self.tell(
+                types.MessageType.Warning,
+                "autograd-fix: the document changed during verification; nothing applied (run the command again)\n" + report.summary(),
+                applied=False, verdicts=report.verdicts,
+            )
+        if report.fixed is None:
+            return self.tell(types.MessageType.Warning, "autograd-fix: no fix may be applied\n" + report.summary(), applied=False, verdicts=report.verdicts)
+        result = await self.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(
+                edit=self.view().workspace_edit(uri, analysis, line_edits(analysis.text, report.fixed)),
+                label="autograd-fix: verified fixes",
+            )
+        )
+        if not result.applied:
+            reason = result.failure_reason or "no reason given"
+            return self.tell(types.MessageType.Error, f"autograd-fix: the editor did not apply the fixes ({reason})\n" + report.summary(), applied=False, verdicts=report.verdicts)
+        kind = types.MessageType.Info if report.all_applied else types.MessageType.Warning
+        return self.tell(kind, f"autograd-fix: applied {report.applied_count} of {len(report.verdicts)} {'fix' if len(report.verdicts) == 1 else 'fixes'}\n" + report.summary(), applied=True, verdicts=report.verdicts)
+
+    def tell(self, kind: types.MessageType, message: str, **result: Any) -> dict[str, Any]:
+        """Show `message` to the user and return it, with `result`, as the command's result."""
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        return {"message": message, **result}
+
+    def close(self) -> None:
+        for task in self.pending.values():
+            task.cancel()
+        self.pending.clear()
+        if self.verifier is not None:
+            self.verifier.close()
+            self.verifier = None
+        self.analysis_thread.shutdown(wait=False, cancel_futures=True)
+        self.verify_thread.shutdown(wait=False, cancel_futures=True)
+
+
+def _analyse_buffer(text: str, version: int | None, path: str | None, fallback: Path) -> DocumentAnalysis:
+    """Runs on the analysis thread: configuration, then the engine; never raises."""
+    file_path = Path(path) if path else None
+    display = path or "<untitled>"
+    try:
+        settings = settings_for(file_path, fallback)
+        return analyse(text, version, display, settings)
+    except Exception as error:  # a bug in a rule must not take the server down
+        logger.exception("analysis of %s failed", display)
+        problem = Problem(f"autograd-fix failed on this file ({type(error).__name__}: {error}); please report it", Span(1, 1, 1, 1))
+        return DocumentAnalysis(text=text, version=version, path=display, settings=DocumentSettings(), problem=problem)
+
+
+def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings: VerifySettings = VerifySettings()) -> AutogradFixServer:
+    """A server with every feature registered (not started)."""
+    server = AutogradFixServer(debounce_s, verify_settings)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: AutogradFixServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: AutogradFixServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, ls.debounce_s)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: AutogradFixServer, params: types.DidSaveTextDocumentParams) -> None:
+        ls.analyses.pop(params.text_document.uri, None)  # the configuration may have changed
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: AutogradFixServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        pending = ls.pending.pop(uri, None)
+        if pending is not None:
+            pending.cancel()
+        ls.analyses.pop(uri, None)
+        ls.in_flight.pop(uri, None)
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix], resolve_provider=False),
+    )
+    async def code_action(ls: AutogradFixServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        uri = params.text_document.uri
+        analysis = await ls.current_analysis(uri)
+        if analysis is None:
+            return []
+        # building fixes renders code: off the event loop, like the analysis itself
+        return await asyncio.get_running_loop().run_in_executor(ls.analysis_thread, ls.view().code_actions, uri, analysis, params)
+
+    @server.command(VERIFY_COMMAND)
+    async def verify_and_apply(ls: AutogradFixServer, *arguments: Any) -> dict[str, Any]:
+        return await ls.verify_and_apply(arguments[0] if arguments else None)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: AutogradFixServer, *_: Any) -> None:
+        ls.close()
+
+    return server
+
+
+server_app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
+
+
+@server_app.command()
+def serve(
+    stdio: bool = typer.Option(False, "--stdio", help="Accepted for clients that pass it: stdio is the only transport."),
+    debounce_ms: int = typer.Option(DEFAULT_DEBOUNCE_MS, "--debounce-ms", min=0, help="Wait this long after an edit before analysing."),
+    device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
+    verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
+    log_level: Optional[str] = typer.Option(None, "--log-level", help="Log to stderr at this level (DEBUG, INFO, WARNING, ERROR)."),
+) -> None:
+    """Start the autograd-fix language server (LSP over stdio) for an editor."""
+    if log_level and log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        typer.echo(f"error: --log-level must be DEBUG, INFO, WARNING or ERROR, not {log_level!r}", err=True)
+        raise typer.Exit(2)
+    if log_level:
+        logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    server = build_server(debounce_ms / 1000, VerifySettings(device=device.value, timeout=verify_timeout, jobs=1))
+    try:
+        server.start_io()
+    finally:
+        server.close()
