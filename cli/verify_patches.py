@@ -46,6 +46,7 @@ def verify_records(
     an original that still fails on the first); different files go in parallel.
     """
     from autograd_fix.verification import Verifier, WorkerError, verify_many
+    from autograd_fix.verification.shadow import ShadowCopies
 
     queues = {o.path: [r for r in o.findings if r.fix_applicability is not None and r.patched is not None]
               for o in outcomes if not o.error}
@@ -63,6 +64,7 @@ def verify_records(
             for record in records:
                 record.verification = {"verdict": "unverified", "reason": f"verification worker unavailable: {error}", "evidence": {}}
         return
+    shadows = ShadowCopies()  # each project copied once for the whole run
     try:
         with _progress(progress_console, total) as (progress, task):
             while queues:
@@ -78,12 +80,13 @@ def verify_records(
                     batch.append((record, pair))
                 verdicts = verify_many(
                     [pair for _, pair in batch], jobs=settings.jobs, device=settings.device,
-                    timeout=settings.timeout, verifier=verifier,
+                    timeout=settings.timeout, verifier=verifier, shadows=shadows,
                 ) if batch else []
                 for (record, _), verdict in zip(batch, verdicts):
                     record.verification = {
                         "verdict": verdict.verdict,
                         "reason": verdict.reason,
+                        "driver": verdict.driver,
                         "evidence": {unit.name: unit.evidence for unit in verdict.units},
                     }
                     if decide(record, unsafe_fixes):
@@ -92,6 +95,7 @@ def verify_records(
                     progress.advance(task, len(batch))
     finally:
         verifier.close()
+        shadows.close()
 
 
 def _pair(record: FindingRecord, outcome: FileOutcome, job: Job, going_in: list[tuple[str, int, int]]) -> dict | None:

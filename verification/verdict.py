@@ -22,10 +22,12 @@ class UnitResult:
     """The verdict for one runnable unit (a script, a function, a method, a Function)."""
 
     name: str
-    mode: str  # "script" | "function"
+    mode: str  # "script" | "driver" | "function"
     verdict: str
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    #: what ran: "script driver (__main__)", "driver `python train.py`", "function f with synthesized inputs"
+    driver: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,6 +35,7 @@ class UnitResult:
             "mode": self.mode,
             "verdict": self.verdict,
             "reason": self.reason,
+            "driver": self.driver,
             "evidence": self.evidence,
         }
 
@@ -47,6 +50,12 @@ class Verdict:
     units: tuple[UnitResult, ...] = ()
 
     @property
+    def driver(self) -> str | None:
+        """What ran the patch (the units' drivers, in order), None when nothing ran."""
+        drivers = list(dict.fromkeys(u.driver for u in self.units if u.driver))
+        return "; ".join(drivers) if drivers else None
+
+    @property
     def accepted(self) -> bool:
         return self.verdict == ACCEPTED
 
@@ -59,6 +68,7 @@ class Verdict:
             "verdict": self.verdict,
             "reason": self.reason,
             "rule": self.rule,
+            "driver": self.driver,
             "units": [unit.to_json() for unit in self.units],
         }
 
