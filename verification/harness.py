@@ -273,7 +273,9 @@ def _run_pytest(command: dict[str, Any], record: dict[str, Any], probes: Probes,
     if status != 0:
         node, text = collector.failures[0] if collector.failures else (command["target"], "")
         errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
-        message = errors[-1] if errors else f"pytest {_PYTEST_EXIT.get(status, f'exited with status {status}')}"
+        message = errors[0] if errors else f"pytest {_PYTEST_EXIT.get(status, f'exited with status {status}')}"
+        if message.startswith("assert "):  # pytest's rewritten assertion
+            message = f"AssertionError: {message}"
         exc_type, _, rest = message.partition(": ")
         typed = rest and exc_type.replace(".", "").isidentifier()
         record["exception"] = {

@@ -5,7 +5,10 @@ judges the patch when both runs got somewhere: it falls back to its `fallbacks` 
 user-named driver, then the changed functions with synthesized inputs) when it
   * fails the same way on both sides for a reason that is not an autograd error
     (a missing package, no GPU, no network, a missing data file: nothing the patch did),
-  * cannot finish the original run (too slow for the time limit, say), or
+  * cannot finish the original run (too slow for the time limit, say),
+  * gets past the original's autograd error only to stop at another one on a line the
+    patch did not touch (a second bug the original never reached: the function on its
+    own shows whether this patch fixes its part), or
   * never calls the changed function (and its own code did not change).
 A driver that calls some changed functions but not others keeps its verdict for those,
 and the others run on their own. Every result names the driver that ran, in `driver`
@@ -54,6 +57,17 @@ def cannot_judge(original: Outcome, rewritten: Outcome) -> str | None:
         cause = eo.get("environment")
         return f"{cause} ({_exc_text(eo)})" if cause else f"fails the same way on both sides: {_exc_text(eo)}"
     return None
+
+
+def _later_bug(original: Outcome, rewritten: Outcome) -> str | None:
+    """The rewritten passed the original's autograd error and stopped at another autograd
+    error on a line the patch left alone."""
+    eo, er = _exception(original), _exception(rewritten)
+    if not (eo and er and eo.get("autograd") and er.get("autograd")):
+        return None
+    if er["message"] == eo["message"] or er.get("user_line") is None or er.get("user_line") == eo.get("user_line"):
+        return None
+    return f"got past the original's error but stopped at another one the patch did not touch: {_exc_text(er)}"
 
 
 def _reached(*outcomes: Outcome) -> set[str]:
@@ -105,7 +119,7 @@ def judge_unit(unit: dict[str, Any], run_pair: RunPair, checks: tuple[str, ...] 
     fallbacks = list(unit.get("fallbacks") or ())
     if not fallbacks:
         return [_labelled(result, driver, original, note)]
-    why = cannot_judge(original, rewritten)
+    why = cannot_judge(original, rewritten) or _later_bug(original, rewritten)
     missing: list[str] | None = None
     if why is None:
         reached = _reached(original, rewritten)

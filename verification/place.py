@@ -39,11 +39,13 @@ class Place:
             return text.replace(self.copy_root, self.user_root)
         return text
 
+    def mapped_line(self, lineno: int) -> int | None:
+        """The user's line number for this side's line, None for a line the patch wrote."""
+        return lineno if self.matches_user else self.line_map.get(lineno)
+
     def user_line(self, lineno: int) -> str:
         """``line N`` of the user's file, or ``line N of the patched file``."""
-        if self.matches_user:
-            return f"line {lineno}"
-        mapped = self.line_map.get(lineno)
+        mapped = self.mapped_line(lineno)
         return f"line {mapped}" if mapped is not None else f"line {lineno} of the patched file"
 
     def user_view(self, exc: dict[str, Any] | None) -> None:
@@ -56,7 +58,7 @@ class Place:
         if ours:
             _, lineno, line = ours[-1]
             exc["where"] = f"{self.user_line(lineno)}: {line}" if line else self.user_line(lineno)
-            exc["lineno"] = lineno
+            exc["user_line"] = self.mapped_line(lineno)  # None: a line the patch wrote
             return
         in_project = [f for f in frames if f[0].startswith(self.copy_root + os.sep)]
         if in_project:
