@@ -378,3 +378,24 @@ def test_a_library_file_plans_the_configured_driver_then_the_function():
     (unit,) = find_units(MODEL, LOG_SOFTMAX, path="model.py", driver=parse_command("python train.py --epochs 1"))
     assert unit.kind == "driver" and unit.targets == ("Head.forward",)
     assert unit.fallbacks[0].driver == "method Head.forward with synthesized inputs"
+
+
+def test_function_mode_imports_a_package_module_with_its_relative_imports(tmp_path, verifier):
+    layers = textwrap.dedent(
+        """\
+        import torch
+
+        from .scaling import DEFAULT_SCALE
+
+
+        def scaled_residual(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+            out = x + residual
+            out.mul_(DEFAULT_SCALE)
+            return out
+        """
+    )
+    write(tmp_path / "proj", {"setup.py": "", "nets/__init__.py": "", "nets/scaling.py": "DEFAULT_SCALE = 0.5\n", "nets/layers.py": layers})
+    fixed = layers.replace("    out.mul_(DEFAULT_SCALE)\n    return out", "    return out * DEFAULT_SCALE")
+    verdict = verify_pair(layers, fixed, path=str(tmp_path / "proj" / "nets" / "layers.py"), verifier=verifier)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert verdict.driver == "function scaled_residual with synthesized inputs"

@@ -168,11 +168,13 @@ def verify_pair(
     config_dir: str | None = None,
     memory_mb: int = DEFAULT_MEMORY_MB,
     verifier: Verifier | None = None,
+    shadows: ShadowCopies | None = None,
 ) -> Verdict:
     """Run both versions of one file and judge the patch under `checks` (or generic)."""
     pair = {"original": original, "rewritten": rewritten, "path": path, "rule": rule, "entry": entry, "checks": checks}
     return verify_many(
-        [pair], jobs=1, device=device, timeout=timeout, memory_mb=memory_mb, config_dir=config_dir, verifier=verifier
+        [pair], jobs=1, device=device, timeout=timeout, memory_mb=memory_mb, config_dir=config_dir, verifier=verifier,
+        shadows=shadows,
     )[0]
 
 

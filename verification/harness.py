@@ -9,6 +9,7 @@ file, and only if the child exited normally.
 from __future__ import annotations
 
 import builtins
+import importlib
 import inspect
 import math
 import os
@@ -327,13 +328,37 @@ def _leaf_records(record: dict[str, Any], probes: Probes) -> None:
 UNIT_MODULE = "__autograd_fix_unit__"
 
 
+def _module_name(path: str) -> tuple[str, str]:
+    """The dotted name the file imports as (``pkg.sub.mod`` inside packages, so relative
+    imports work) and its package; the top package's parent goes on ``sys.path``."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if not os.path.isabs(path) or not stem.isidentifier():
+        return UNIT_MODULE, ""
+    parts = [stem]
+    folder = os.path.dirname(path)
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.basename(folder).isidentifier():
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    if len(parts) > 1 and folder not in sys.path:
+        sys.path.insert(1, folder)
+    name = ".".join(parts)
+    if name in sys.builtin_module_names or (len(parts) == 1 and name in sys.modules):
+        return UNIT_MODULE, ""  # never shadow a module the worker itself uses
+    return name, ".".join(parts[:-1])
+
+
 def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str) -> dict[str, Any] | None:
     """Import the real module (every statement) under its own, non-``__main__``, name;
     it is also ``sys.modules["__autograd_fix_unit__"]`` for factories."""
-    stem = os.path.splitext(os.path.basename(path))[0]
-    name = stem if stem.isidentifier() and stem not in sys.builtin_module_names else UNIT_MODULE
+    name, package = _module_name(path)
+    if package:
+        try:
+            importlib.import_module(package)  # its __init__ files run first, as on import
+        except BaseException as exc:  # noqa: BLE001
+            record["exception"] = describe_exception(exc, "import", path)
+            return None
     module = types.ModuleType(name)
-    module.__dict__.update({"__file__": path, "__builtins__": builtins})
+    module.__dict__.update({"__file__": path, "__builtins__": builtins, "__package__": package})
     sys.modules[UNIT_MODULE] = module
     sys.modules[name] = module
     try:
