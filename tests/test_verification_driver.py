@@ -334,11 +334,18 @@ def test_reasons_quote_the_users_line_numbers(tmp_path, verifier):
 
 
 # -- bad input: what this machine lacks ---------------------------------------------------------
+def verify_main_block_change(folder: Path, source: str, verifier) -> object:
+    """Verify a patch to the `__main__` block itself (no function to fall back to)."""
+    path = folder / "masked.py"
+    path.write_text(source)
+    rewritten = source.replace("    loss.backward()\n", "    loss.mean().backward()\n")
+    assert rewritten != source
+    return verify_pair(source, rewritten, path=str(path), verifier=verifier)
+
+
 def test_missing_package_gives_unverified_naming_the_package_and_the_key(tmp_path, verifier):
     source = MASKED.replace("from torch import nn\n", "from torch import nn\nimport wandb_not_installed_here\n")
-    path = tmp_path / "masked.py"
-    path.write_text(source)
-    verdict = verify_pair(source, source.replace("/ mask.sum()", "/ mask.sum().clamp(min=1)"), path=str(path), verifier=verifier)
+    verdict = verify_main_block_change(tmp_path, source, verifier)
     assert verdict.verdict == "unverified"
     assert "'wandb_not_installed_here'" in verdict.reason and "not installed" in verdict.reason
     assert "`driver`" in verdict.reason
@@ -347,9 +354,7 @@ def test_missing_package_gives_unverified_naming_the_package_and_the_key(tmp_pat
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the point is a machine without a GPU")
 def test_cuda_required_driver_gives_unverified_naming_the_gpu_and_argv(tmp_path, verifier):
     source = MASKED.replace("    model = nn.Linear(13, 5)\n", "    model = nn.Linear(13, 5).cuda()\n")
-    path = tmp_path / "masked.py"
-    path.write_text(source)
-    verdict = verify_pair(source, source.replace("/ mask.sum()", "/ mask.sum().clamp(min=1)"), path=str(path), verifier=verifier)
+    verdict = verify_main_block_change(tmp_path, source, verifier)
     assert verdict.verdict == "unverified"
     assert "needs a GPU" in verdict.reason and "`argv`" in verdict.reason
 
@@ -359,11 +364,19 @@ def test_dataset_download_gives_unverified_naming_the_network(tmp_path, verifier
         "    torch.manual_seed(0)\n",
         "    import urllib.request\n    urllib.request.urlopen('https://example.com/mnist.tar.gz')\n    torch.manual_seed(0)\n",
     )
-    path = tmp_path / "masked.py"
-    path.write_text(source)
-    verdict = verify_pair(source, source.replace("/ mask.sum()", "/ mask.sum().clamp(min=1)"), path=str(path), verifier=verifier)
+    verdict = verify_main_block_change(tmp_path, source, verifier)
     assert verdict.verdict == "unverified"
     assert "network access" in verdict.reason
+
+
+def test_distributed_driver_gives_unverified_naming_the_cause(tmp_path, verifier):
+    source = MASKED.replace(
+        "    torch.manual_seed(0)\n",
+        "    import os\n    rank = int(os.environ['RANK'])  # set by torchrun\n    torch.manual_seed(rank)\n",
+    )
+    verdict = verify_main_block_change(tmp_path, source, verifier)
+    assert verdict.verdict == "unverified"
+    assert "torch.distributed with several processes" in verdict.reason
 
 
 # -- planning (pure ast) ---------------------------------------------------------------------

@@ -151,6 +151,8 @@ def run_side(spec: dict[str, Any]) -> dict[str, Any]:
     record["reached"] = sorted(tracer.reached)
     if place is not None:
         place.user_view(record.get("exception"))
+    elif record.get("exception"):
+        record["exception"].pop("frames", None)
     return record
 
 
