@@ -116,7 +116,7 @@ def test_combine_and_json_shape():
     assert verdict.verdict == "unverified" and verdict.reason == "b: why"
     data = verdict.to_json()
     assert set(data) == {"verdict", "reason", "rule", "driver", "units"}
-    assert set(data["units"][0]) == {"name", "mode", "verdict", "reason", "evidence"}
+    assert set(data["units"][0]) == {"name", "mode", "verdict", "reason", "driver", "evidence"}
     assert Verdict("accepted", "outputs equal", None).summary() == "accepted: outputs equal"
     assert format_bytes(17_100_000) == "17.1 MB" and format_bytes(0) == "0 B"
 

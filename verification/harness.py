@@ -349,10 +349,11 @@ def _module_name(path: str) -> tuple[str, str]:
     return name, ".".join(parts[:-1])
 
 
-def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str) -> dict[str, Any] | None:
+def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str, *, real_name: bool = True) -> dict[str, Any] | None:
     """Import the real module (every statement) under its own, non-``__main__``, name;
-    it is also ``sys.modules["__autograd_fix_unit__"]`` for factories."""
-    name, package = _module_name(path)
+    it is also ``sys.modules["__autograd_fix_unit__"]`` for factories. `real_name` false
+    (``verify --gradcheck``, which runs outside a shadow copy) keeps only the latter."""
+    name, package = _module_name(path) if real_name else (UNIT_MODULE, "")
     if package:
         try:
             importlib.import_module(package)  # its __init__ files run first, as on import
@@ -557,7 +558,7 @@ def run_gradcheck_file(spec: dict[str, Any]) -> dict[str, Any]:
     """For ``verify FILE --gradcheck``: report every custom Function in the module."""
     torch.set_num_threads(int(spec.get("threads", 1)))
     record: dict[str, Any] = {"exception": None}
-    namespace = _load_module(spec, record, spec.get("path") or "<string>")
+    namespace = _load_module(spec, record, spec.get("path") or "<string>", real_name=False)
     if namespace is None:
         return record
     record["functions"] = gradcheck_namespace(namespace)
