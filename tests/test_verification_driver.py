@@ -379,6 +379,32 @@ def test_distributed_driver_gives_unverified_naming_the_cause(tmp_path, verifier
     assert "torch.distributed with several processes" in verdict.reason
 
 
+def test_missing_data_file_names_the_helper_line_and_the_cause(tmp_path, verifier):
+    corpus = "import os\n\n\nclass Corpus:\n    def __init__(self, path):\n        assert os.path.exists(path)\n        self.lines = open(path).read().splitlines()\n"
+    script = textwrap.dedent(
+        """\
+        import torch
+        import data
+
+        corpus = data.Corpus("data/train.txt")  # the dataset is not checked in
+
+
+        def batchify(ids, size):
+            return ids.view(size, -1).t().contiguous()
+
+
+        batches = batchify(torch.arange(len(corpus.lines) * 4), 4)
+        """
+    )
+    write(tmp_path / "lm", {"setup.py": "", "data.py": corpus, "main.py": script})
+    rewritten = script.replace(".t().contiguous()", ".transpose(0, 1).contiguous()")
+    verdict = verify_pair(script, rewritten, path=str(tmp_path / "lm" / "main.py"), verifier=verifier)
+    assert verdict.verdict == "unverified"
+    assert verdict.driver == "script driver (top-level code)"  # importing main.py would fail the same way
+    assert "data.py line 6: assert os.path.exists(path) (from line 4: corpus = " in verdict.reason, verdict.reason
+    assert "needs a file that is not in the project" in verdict.reason and "`driver`" in verdict.reason
+
+
 # -- planning (pure ast) ---------------------------------------------------------------------
 def test_a_script_file_plans_its_own_driver_first():
     (unit,) = find_units(TRAIN, EVAL_NO_GRAD, path="train.py")

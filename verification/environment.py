@@ -36,8 +36,12 @@ HINT_DRIVER = (
 )
 
 
-def cause(exc_type: str, message: str) -> str | None:
-    """The environmental cause of an exception (by type name and message), or None."""
+_EXISTS_CHECK = re.compile(r"\b(exists|isfile|isdir)\(")
+
+
+def cause(exc_type: str, message: str, line: str = "") -> str | None:
+    """The environmental cause of an exception (by type name, message and the source
+    line that raised it), or None."""
     if exc_type in ("ModuleNotFoundError", "ImportError"):
         missing = _MISSING_MODULE.search(message)
         name = missing.group(1) if missing else None
@@ -55,6 +59,8 @@ def cause(exc_type: str, message: str) -> str | None:
             "needs a GPU (CUDA), which this machine lacks; pass a CPU option through `argv`, "
             f"or {HINT_DRIVER}; function-mode inputs follow `--device`"
         )
+    if exc_type == "AssertionError" and _EXISTS_CHECK.search(line):
+        return f"needs a file that is not in the project (`{line.strip()[:120]}` failed); {HINT_DRIVER} that finds its data"
     if exc_type == "FileNotFoundError":
         return f"needs a file that is not in the project ({message[:160]}); {HINT_DRIVER} that finds its data"
     return None

@@ -79,7 +79,7 @@ def describe_exception(exc: BaseException, phase: str, path: str) -> dict[str, A
         "autograd": bool(_AUTOGRAD_ERROR.search(message)),
         "memory": isinstance(exc, MemoryError) or bool(_MEMORY_ERROR.search(message)),
         "where": where,
-        "environment": environmental_cause(type(exc).__name__, message),
+        "environment": environmental_cause(type(exc).__name__, message, (stack[-1].line or "") if stack else ""),
         # (file, line, text) of the innermost frames, for `Place.user_view`
         "frames": [(f.filename, f.lineno, f.line) for f in stack[-20:]],
     }

@@ -83,7 +83,7 @@ def _labelled(result: UnitResult, driver: str, original: Outcome, note: str = ""
     reason = f"{driver}: {result.reason}"
     if result.verdict == UNVERIFIED:
         exc = _exception(original)
-        if exc is not None and exc.get("environment"):
+        if exc is not None and exc.get("environment") and exc["environment"] not in note:
             reason += f"; the run {exc['environment']}"
         elif original.status == "timeout" and result.evidence:
             reason += f"; {_SLOW_HINT}"
@@ -120,6 +120,9 @@ def judge_unit(unit: dict[str, Any], run_pair: RunPair, checks: tuple[str, ...] 
     if not fallbacks:
         return [_labelled(result, driver, original, note)]
     why = cannot_judge(original, rewritten) or _later_bug(original, rewritten)
+    if why is not None and unit.get("works_on_import") and not any(f.get("kind") == "driver" for f in fallbacks):
+        # importing the file for its functions would run (and stop in) the same code
+        return [_labelled(result, driver, original, note)]
     missing: list[str] | None = None
     if why is None:
         reached = _reached(original, rewritten)

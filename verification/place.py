@@ -55,16 +55,20 @@ class Place:
         exc["message"] = self.to_user_path(exc.get("message") or "")
         frames = exc.pop("frames", None) or []
         ours = [f for f in frames if f[0] == self.script]
+        in_project = [f for f in frames if f[0].startswith(self.copy_root + os.sep)]
+        where = None
         if ours:
             _, lineno, line = ours[-1]
-            exc["where"] = f"{self.user_line(lineno)}: {line}" if line else self.user_line(lineno)
+            where = f"{self.user_line(lineno)}: {line}" if line else self.user_line(lineno)
             exc["user_line"] = self.mapped_line(lineno)  # None: a line the patch wrote
-            return
-        in_project = [f for f in frames if f[0].startswith(self.copy_root + os.sep)]
-        if in_project:
+        if in_project and in_project[-1][0] != self.script:
+            # raised in another project file (a data module, a helper): name it first
             filename, lineno, line = in_project[-1]
             relative = os.path.relpath(filename, self.copy_root)
-            exc["where"] = f"{relative} line {lineno}: {line}" if line else f"{relative} line {lineno}"
+            inner = f"{relative} line {lineno}: {line}" if line else f"{relative} line {lineno}"
+            where = f"{inner} (from {where})" if where else inner
+        if where:
+            exc["where"] = where
 
 
 def _line_map(side: str, user: str) -> dict[int, int]:

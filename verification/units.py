@@ -52,6 +52,9 @@ class Unit:
     fallbacks: tuple["Unit", ...] = ()
     #: the script part itself changed: the driver's run is needed even if no target ran
     script_changed: bool = False
+    #: importing the file runs its script part: a function fallback cannot get past a
+    #: failure of that part
+    works_on_import: bool = False
 
     @property
     def mode(self) -> str:
@@ -70,6 +73,7 @@ class Unit:
             "targets": list(self.targets),
             "fallbacks": [unit.to_json() for unit in self.fallbacks],
             "script_changed": self.script_changed,
+            "works_on_import": self.works_on_import,
         }
 
 
@@ -230,6 +234,10 @@ class _Module:
             pass
         return names
 
+    def works_on_import(self) -> bool:
+        """Top-level code outside ``__main__`` blocks: importing the module runs it."""
+        return any(not _is_main_block(node) for node in self.script_parts)
+
     def has_main_block(self) -> bool:
         return any(_is_main_block(node) for node in self.tree.body)
 
@@ -319,6 +327,7 @@ def _script_unit(orig: _Module, rew: _Module, fallbacks: tuple[Unit, ...] = (), 
         targets=tuple(u.qualname for u in fallbacks if u.qualname),
         fallbacks=tuple(fallbacks),
         script_changed=script_changed,
+        works_on_import=orig.works_on_import() and rew.works_on_import(),
     )
 
 
