@@ -260,11 +260,12 @@ def test_user_named_driver_command_runs_the_library_change(tmp_path, verifier):
 def test_pytest_node_id_driver_accepts_and_rejects(tmp_path, verifier):
     root = library(tmp_path, "tests/test_model.py::test_scores_are_log_probabilities")
     before = tree_state(root)
-    verdict = verify_pair(MODEL, LOG_SOFTMAX, path=str(root / "model.py"), verifier=verifier)
+    # pytest's start-up (plugins) takes seconds on a loaded machine: a roomier limit
+    verdict = verify_pair(MODEL, LOG_SOFTMAX, path=str(root / "model.py"), timeout=60, verifier=verifier)
     assert verdict.verdict == "accepted", verdict.reason
-    assert verdict.driver == "driver `tests/test_model.py::test_scores_are_log_probabilities`"
+    assert verdict.driver == "driver `tests/test_model.py::test_scores_are_log_probabilities`", verdict.reason
     wrong = MODEL.replace(".log_softmax(-1)", ".softmax(-1)")
-    rejected = verify_pair(MODEL, wrong, path=str(root / "model.py"), verifier=verifier)
+    rejected = verify_pair(MODEL, wrong, path=str(root / "model.py"), timeout=60, verifier=verifier)
     assert rejected.verdict == "rejected", rejected.reason
     assert "AssertionError" in rejected.reason
     assert tree_state(root) == before  # no .pytest_cache, no __pycache__ in the user's tree
