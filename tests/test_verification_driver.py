@@ -9,6 +9,7 @@ was written into the user's tree.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -439,3 +440,31 @@ def test_function_mode_imports_a_package_module_with_its_relative_imports(tmp_pa
     verdict = verify_pair(layers, fixed, path=str(tmp_path / "proj" / "nets" / "layers.py"), verifier=verifier)
     assert verdict.verdict == "accepted", verdict.reason
     assert verdict.driver == "function scaled_residual with synthesized inputs"
+
+
+# -- as a new user runs it ---------------------------------------------------------------------
+ACCUMULATING = TRAIN.replace(
+    "    for _ in range(args.epochs):\n        for x, y in batches:\n            optimizer.zero_grad()\n"
+    "            nn.functional.cross_entropy(model(x), y).backward()\n            optimizer.step()\n",
+    "    for _ in range(args.epochs):\n        running_loss = 0.0\n        for x, y in batches:\n            optimizer.zero_grad()\n"
+    "            loss = nn.functional.cross_entropy(model(x), y)\n            loss.backward()\n            optimizer.step()\n"
+    "            running_loss += loss\n        print(format_metrics({'train_loss': float(running_loss)}))\n",
+)
+
+
+@pytest.mark.slow
+def test_diff_from_another_folder_names_the_script_driver_in_json(project, monkeypatch):
+    from typer.testing import CliRunner
+
+    from autograd_fix.cli.app import app
+
+    assert ACCUMULATING != TRAIN
+    (project / "train.py").write_text(ACCUMULATING)
+    before = tree_state(project)
+    monkeypatch.chdir(project.parent)
+    result = CliRunner().invoke(app, ["--diff", "--format", "json", "toy/train.py"], catch_exceptions=False)
+    findings = json.loads(result.stdout)["findings"]
+    verdicts = {f["code"]: f["verification"] for f in findings}
+    assert verdicts["AGF006"]["verdict"] == "accepted", verdicts["AGF006"]["reason"]
+    assert verdicts["AGF006"]["driver"] == "script driver (__main__)"
+    assert tree_state(project) == before
