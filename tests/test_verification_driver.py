@@ -407,6 +407,26 @@ def test_missing_data_file_names_the_helper_line_and_the_cause(tmp_path, verifie
     assert "needs a file that is not in the project" in verdict.reason and "`driver`" in verdict.reason
 
 
+# -- the shadow copy (no worker) -----------------------------------------------------------------
+def test_shadow_copy_copies_sources_links_data_and_skips_litter(tmp_path, monkeypatch):
+    from autograd_fix.verification import shadow
+
+    root = tmp_path / "proj"
+    write(root, {"pyproject.toml": "", "train.py": "print(1)\n", "conf/base.yaml": "lr: 1\n",
+                 ".git/HEAD": "ref\n", "__pycache__/train.cpython-311.pyc": "x", ".venv/pyvenv.cfg": "home = /usr\n",
+                 "env2/pyvenv.cfg": "home = /usr\n"})
+    (root / "data").mkdir()
+    (root / "data" / "train.bin").write_bytes(b"\0" * (shadow.COPY_LIMIT_BYTES + 1))
+    assert shadow.project_root(str(root / "conf" / "x.py")) == str(root)
+    made = shadow.make_base(str(root), str(tmp_path / "base"))
+    copied = {str(p.relative_to(tmp_path / "base")) for p in (tmp_path / "base").rglob("*") if p.is_file() or p.is_symlink()}
+    assert copied == {"pyproject.toml", "train.py", "conf/base.yaml", "data/train.bin"}
+    assert (tmp_path / "base" / "data" / "train.bin").is_symlink() and made.linked == 1
+    monkeypatch.setattr(shadow, "MAX_ENTRIES", 3)
+    with pytest.raises(shadow.ShadowError, match="more than 3 files"):
+        shadow.make_base(str(root), str(tmp_path / "base2"))
+
+
 # -- planning (pure ast) ---------------------------------------------------------------------
 def test_a_script_file_plans_its_own_driver_first():
     (unit,) = find_units(TRAIN, EVAL_NO_GRAD, path="train.py")

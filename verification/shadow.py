@@ -84,14 +84,18 @@ def make_base(root: str, destination: str) -> Shadow:
             entries += 1
             if entries > MAX_ENTRIES:
                 raise ShadowError(
-                    f"the project folder {root} has more than {MAX_ENTRIES} files to copy for the run; "
-                    "verify from a smaller project folder (the nearest folder with pyproject.toml, setup.py or .git)"
+                    f"the project folder {root} has more than {MAX_ENTRIES} files to copy for the run "
+                    "(the project folder is the nearest one above the file holding pyproject.toml, setup.py, "
+                    "setup.cfg or .git, else the file's own folder); give the script a smaller project folder"
                 )
             source = os.path.join(folder, name)
             target = os.path.join(target_folder, name)
             try:
                 if os.path.islink(source):
-                    os.symlink(os.readlink(source), target)
+                    link = os.readlink(source)
+                    real = os.path.realpath(source)
+                    # a link within the project stays relative; one leaving it points at its target
+                    os.symlink(link if not os.path.isabs(link) and real.startswith(root + os.sep) else real, target)
                     continue
                 size = os.path.getsize(source)
                 if name.endswith(".py") or size <= COPY_LIMIT_BYTES:
@@ -99,7 +103,7 @@ def make_base(root: str, destination: str) -> Shadow:
                     if copied > MAX_COPY_BYTES:
                         raise ShadowError(
                             f"the project folder {root} holds more than {MAX_COPY_BYTES // (1024 * 1024)} MB of small files "
-                            "to copy for the run; verify from a smaller project folder"
+                            "to copy for the run (files over 1 MiB are linked, not copied); give the script a smaller project folder"
                         )
                     shutil.copy2(source, target)
                 else:
