@@ -407,6 +407,42 @@ def test_missing_data_file_names_the_helper_line_and_the_cause(tmp_path, verifie
     assert "needs a file that is not in the project" in verdict.reason and "`driver`" in verdict.reason
 
 
+def test_a_driver_that_cannot_run_here_is_tried_once_per_file(tmp_path, verifier):
+    from autograd_fix.verification import verify_many
+    from autograd_fix.verification.shadow import ShadowCopies
+
+    source = textwrap.dedent(
+        """\
+        import torch
+
+
+        def scaled(x):
+            return x * 2
+
+
+        def shifted(x):
+            return x - 1
+
+
+        if __name__ == "__main__":
+            import wandb_not_installed_here
+
+            print(shifted(scaled(torch.ones(3))))
+        """
+    )
+    path = tmp_path / "steps.py"
+    path.write_text(source)
+    first = source.replace("return x * 2", "return x + x")
+    second = first.replace("return x - 1", "return x + (-1)")
+    with ShadowCopies() as shadows:
+        (one,) = verify_many([{"original": source, "rewritten": first, "path": str(path)}], verifier=verifier, shadows=shadows)
+        (two,) = verify_many([{"original": first, "rewritten": second, "path": str(path)}], verifier=verifier, shadows=shadows)
+    assert (one.verdict, two.verdict) == ("accepted", "accepted"), (one.reason, two.reason)
+    assert one.driver == "function scaled with synthesized inputs" and "'wandb_not_installed_here'" in one.reason
+    assert two.driver == "function shifted with synthesized inputs"
+    assert "as for an earlier patch of this file" in two.reason
+
+
 # -- the shadow copy (no worker) -----------------------------------------------------------------
 def test_shadow_copy_copies_sources_links_data_and_skips_litter(tmp_path, monkeypatch):
     from autograd_fix.verification import shadow

@@ -55,6 +55,15 @@ def _unit_json(unit: Unit, root: str | None, config: VerifyConfig) -> dict[str, 
     return data
 
 
+def _known_failures(unit: dict[str, Any], path: str, shadows: ShadowCopies) -> dict[str, Any]:
+    """Mark drivers an earlier patch of this file found unable to run here."""
+    known = shadows.driver_failures.get((path, unit.get("driver") or ""))
+    if known is not None:
+        unit["known_failure"] = known
+    unit["fallbacks"] = [_known_failures(f, path, shadows) for f in unit.get("fallbacks") or ()]
+    return unit
+
+
 def _request(pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopies) -> tuple[dict[str, Any] | None, Verdict | None]:
     """A worker request for one pair, or the verdict when nothing needs to run."""
     merged = {**defaults, **{k: v for k, v in pair.items() if v is not None}}
@@ -85,7 +94,7 @@ def _request(pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopi
         "argv": list(config.argv),
         "rule": rule,
         "checks": list(checks) if checks else None,
-        "units": [_unit_json(unit, place["user_root"], config) for unit in units],
+        "units": [_known_failures(_unit_json(unit, place["user_root"], config), path, shadows) for unit in units],
         "device": merged.get("device", "auto"),
         "timeout": float(merged.get("timeout", 20.0)),
         "memory_mb": int(merged.get("memory_mb", DEFAULT_MEMORY_MB)),
@@ -150,8 +159,10 @@ def verify_many(
         finally:
             if own:
                 worker.close()
-        for slot, answer in zip(slots, answers):
+        for slot, request, answer in zip(slots, requests, answers):
             verdicts[slot] = _verdict(answer, pairs[slot].get("rule"))
+            for driver, why in ((answer.get("result") or {}).get("driver_failures") or {}).items():
+                shadows.driver_failures[(request["path"], driver)] = why
     return [v for v in verdicts if v is not None]
 
 

@@ -13,6 +13,11 @@ user-named driver, then the changed functions with synthesized inputs) when it
 A driver that calls some changed functions but not others keeps its verdict for those,
 and the others run on their own. Every result names the driver that ran, in `driver`
 and at the head of the reason.
+
+A driver that cannot finish or lacks something on this machine will fail the same way
+for the file's next patch: `judge_unit` reports such failures (``failures``), the api
+remembers them for the run, and a later unit marked ``known_failure`` goes straight to
+its fallbacks instead of paying for the same two runs again.
 """
 
 from __future__ import annotations
@@ -70,6 +75,14 @@ def _later_bug(original: Outcome, rewritten: Outcome) -> str | None:
     return f"got past the original's error but stopped at another one the patch did not touch: {_exc_text(er)}"
 
 
+def lasting_failure(original: Outcome, rewritten: Outcome) -> bool:
+    """A failure the file's next patch would meet too: too slow, or the machine lacks something."""
+    if original.status == "timeout":
+        return True
+    eo, er = _exception(original), _exception(rewritten)
+    return bool(eo and er and eo.get("environment") and (er["type"], er["message"]) == (eo["type"], eo["message"]))
+
+
 def _reached(*outcomes: Outcome) -> set[str]:
     found: set[str] = set()
     for outcome in outcomes:
@@ -107,20 +120,31 @@ def _covering(fallbacks: list[dict[str, Any]], missing: list[str] | None) -> lis
     return chosen
 
 
-def judge_unit(unit: dict[str, Any], run_pair: RunPair, checks: tuple[str, ...] | None, note: str = "") -> list[UnitResult]:
-    """The unit's results: one, or (after a fallback) one per fallback unit run."""
+def judge_unit(
+    unit: dict[str, Any], run_pair: RunPair, checks: tuple[str, ...] | None, note: str = "",
+    failures: dict[str, str] | None = None,
+) -> list[UnitResult]:
+    """The unit's results: one, or (after a fallback) one per fallback unit run. Lasting
+    driver failures go into `failures` (driver -> why)."""
+    failures = {} if failures is None else failures
     driver = unit.get("driver") or unit["name"]
     mode = _mode(unit["kind"])
-    if unit.get("problem"):
-        reason = f"{unit['problem']} ({note})" if note else unit["problem"]
+    fallbacks = list(unit.get("fallbacks") or ())
+    usable = bool(fallbacks) and (not unit.get("works_on_import") or any(f.get("kind") == "driver" for f in fallbacks))
+    if unit.get("problem") or unit.get("known_failure"):
+        problem = unit.get("problem") or f"{driver}: {unit['known_failure']} (as for an earlier patch of this file)"
+        if unit.get("known_failure") and usable:
+            return [r for f in fallbacks for r in judge_unit(f, run_pair, checks, f"the {problem}", failures)]
+        reason = f"{problem} ({note})" if note else problem
         return [UnitResult(unit["name"], mode, UNVERIFIED, reason, {}, driver=driver)]
     original, rewritten = run_pair(unit)
     result = evaluate(unit["name"], mode, unit["kind"], original, rewritten, checks)
-    fallbacks = list(unit.get("fallbacks") or ())
+    if fallbacks and lasting_failure(original, rewritten):
+        failures[driver] = cannot_judge(original, rewritten) or ""
     if not fallbacks:
         return [_labelled(result, driver, original, note)]
     why = cannot_judge(original, rewritten) or _later_bug(original, rewritten)
-    if why is not None and unit.get("works_on_import") and not any(f.get("kind") == "driver" for f in fallbacks):
+    if why is not None and not usable:
         # importing the file for its functions would run (and stop in) the same code
         return [_labelled(result, driver, original, note)]
     missing: list[str] | None = None
@@ -132,7 +156,7 @@ def judge_unit(unit: dict[str, Any], run_pair: RunPair, checks: tuple[str, ...] 
         if reached or unit.get("script_changed"):
             kept = [_labelled(result, driver, original, note)]
             more = f"the {driver} never called {', '.join(missing)}"
-            return kept + [r for f in _covering(fallbacks, missing) for r in judge_unit(f, run_pair, checks, more)]
+            return kept + [r for f in _covering(fallbacks, missing) for r in judge_unit(f, run_pair, checks, more, failures)]
         why = f"never called {', '.join(missing)}"
-    results = [r for f in _covering(fallbacks, missing) for r in judge_unit(f, run_pair, checks, f"the {driver} {why}")]
+    results = [r for f in _covering(fallbacks, missing) for r in judge_unit(f, run_pair, checks, f"the {driver} {why}", failures)]
     return results or [_labelled(result, driver, original, note)]

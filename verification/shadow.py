@@ -117,11 +117,14 @@ def make_base(root: str, destination: str) -> Shadow:
 
 
 class ShadowCopies:
-    """Base copies made once per project per verification run; `close` removes them."""
+    """What one verification run keeps per project: base copies made once (`close`
+    removes them), and the drivers found unable to run here, per file
+    (``driver_failures[(path, driver)] = why``), so the file's next patches skip them."""
 
     def __init__(self) -> None:
         self._folder: str | None = None
         self._made: dict[str, Shadow | ShadowError] = {}
+        self.driver_failures: dict[tuple[str, str], str] = {}
 
     def for_root(self, root: str) -> Shadow:
         known = self._made.get(root)

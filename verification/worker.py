@@ -102,10 +102,11 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     torch.set_num_threads(1)
     checks = tuple(request.get("checks") or ()) or None
     results = []
+    failures: dict[str, str] = {}
     for unit in request["units"]:
-        for result in judge_unit(unit, lambda u: _run_pair(request, u, close_fds), checks):
+        for result in judge_unit(unit, lambda u: _run_pair(request, u, close_fds), checks, failures=failures):
             results.append(result.to_json())
-    return {"units": results}
+    return {"units": results, "driver_failures": failures}
 
 
 def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
