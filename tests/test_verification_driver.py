@@ -361,24 +361,19 @@ def test_cuda_required_driver_gives_unverified_naming_the_gpu_and_argv(tmp_path,
     assert "needs a GPU" in verdict.reason and "`argv`" in verdict.reason
 
 
-def test_dataset_download_gives_unverified_naming_the_network(tmp_path, verifier):
-    source = MASKED.replace(
-        "    torch.manual_seed(0)\n",
-        "    import urllib.request\n    urllib.request.urlopen('https://example.com/mnist.tar.gz')\n    torch.manual_seed(0)\n",
-    )
+@pytest.mark.parametrize(
+    ("setup", "cause"),
+    [
+        ("    import urllib.request\n    urllib.request.urlopen('https://example.com/mnist.tar.gz')\n", "network access"),
+        ("    import os\n    rank = int(os.environ['RANK'])  # set by torchrun\n", "torch.distributed with several processes"),
+    ],
+    ids=["dataset-download", "distributed-rank"],
+)
+def test_driver_needing_what_the_machine_lacks_names_the_cause(tmp_path, verifier, setup, cause):
+    source = MASKED.replace("    torch.manual_seed(0)\n", setup + "    torch.manual_seed(0)\n")
     verdict = verify_main_block_change(tmp_path, source, verifier)
     assert verdict.verdict == "unverified"
-    assert "network access" in verdict.reason
-
-
-def test_distributed_driver_gives_unverified_naming_the_cause(tmp_path, verifier):
-    source = MASKED.replace(
-        "    torch.manual_seed(0)\n",
-        "    import os\n    rank = int(os.environ['RANK'])  # set by torchrun\n    torch.manual_seed(rank)\n",
-    )
-    verdict = verify_main_block_change(tmp_path, source, verifier)
-    assert verdict.verdict == "unverified"
-    assert "torch.distributed with several processes" in verdict.reason
+    assert cause in verdict.reason and "`driver`" in verdict.reason
 
 
 def test_missing_data_file_names_the_helper_line_and_the_cause(tmp_path, verifier):
