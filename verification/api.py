@@ -161,8 +161,8 @@ def verify_many(
                 worker.close()
         for slot, request, answer in zip(slots, requests, answers):
             verdicts[slot] = _verdict(answer, pairs[slot].get("rule"))
-            for driver, why in ((answer.get("result") or {}).get("driver_failures") or {}).items():
-                shadows.driver_failures[(request["path"], driver)] = why
+            for driver, failure in ((answer.get("result") or {}).get("driver_failures") or {}).items():
+                shadows.driver_failures[(request["path"], driver)] = failure
     return [v for v in verdicts if v is not None]
 
 

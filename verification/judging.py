@@ -83,6 +83,13 @@ def lasting_failure(original: Outcome, rewritten: Outcome) -> bool:
     return bool(eo and er and eo.get("environment") and (er["type"], er["message"]) == (eo["type"], eo["message"]))
 
 
+def _stopped_on_import(unit: dict[str, Any], original: Outcome) -> bool:
+    """The original stopped in top-level code that importing the file runs too."""
+    exc = _exception(original)
+    line = exc.get("top_line") if exc else None
+    return line is not None and any(start <= line <= end for start, end in unit.get("import_lines") or ())
+
+
 def _reached(*outcomes: Outcome) -> set[str]:
     found: set[str] = set()
     for outcome in outcomes:
@@ -122,25 +129,26 @@ def _covering(fallbacks: list[dict[str, Any]], missing: list[str] | None) -> lis
 
 def judge_unit(
     unit: dict[str, Any], run_pair: RunPair, checks: tuple[str, ...] | None, note: str = "",
-    failures: dict[str, str] | None = None,
+    failures: dict[str, dict[str, Any]] | None = None,
 ) -> list[UnitResult]:
     """The unit's results: one, or (after a fallback) one per fallback unit run. Lasting
-    driver failures go into `failures` (driver -> why)."""
+    driver failures go into `failures` (driver -> {"why", "fall_back"})."""
     failures = {} if failures is None else failures
     driver = unit.get("driver") or unit["name"]
     mode = _mode(unit["kind"])
     fallbacks = list(unit.get("fallbacks") or ())
-    usable = bool(fallbacks) and (not unit.get("works_on_import") or any(f.get("kind") == "driver" for f in fallbacks))
-    if unit.get("problem") or unit.get("known_failure"):
-        problem = unit.get("problem") or f"{driver}: {unit['known_failure']} (as for an earlier patch of this file)"
-        if unit.get("known_failure") and usable:
+    known = unit.get("known_failure")
+    if unit.get("problem") or known:
+        problem = unit.get("problem") or f"{driver}: {known['why']} (as for an earlier patch of this file)"
+        if known and known["fall_back"] and fallbacks:
             return [r for f in fallbacks for r in judge_unit(f, run_pair, checks, f"the {problem}", failures)]
         reason = f"{problem} ({note})" if note else problem
         return [UnitResult(unit["name"], mode, UNVERIFIED, reason, {}, driver=driver)]
     original, rewritten = run_pair(unit)
     result = evaluate(unit["name"], mode, unit["kind"], original, rewritten, checks)
+    usable = bool(fallbacks) and (any(f.get("kind") == "driver" for f in fallbacks) or not _stopped_on_import(unit, original))
     if fallbacks and lasting_failure(original, rewritten):
-        failures[driver] = cannot_judge(original, rewritten) or ""
+        failures[driver] = {"why": cannot_judge(original, rewritten) or "", "fall_back": usable}
     if not fallbacks:
         return [_labelled(result, driver, original, note)]
     why = cannot_judge(original, rewritten) or _later_bug(original, rewritten)

@@ -61,6 +61,7 @@ class Place:
             _, lineno, line = ours[-1]
             where = f"{self.user_line(lineno)}: {line}" if line else self.user_line(lineno)
             exc["user_line"] = self.mapped_line(lineno)  # None: a line the patch wrote
+            exc["top_line"] = ours[0][1]  # the module-level statement that was running
         if in_project and in_project[-1][0] != self.script:
             # raised in another project file (a data module, a helper): name it first
             filename, lineno, line = in_project[-1]

@@ -119,12 +119,13 @@ def make_base(root: str, destination: str) -> Shadow:
 class ShadowCopies:
     """What one verification run keeps per project: base copies made once (`close`
     removes them), and the drivers found unable to run here, per file
-    (``driver_failures[(path, driver)] = why``), so the file's next patches skip them."""
+    (``driver_failures[(path, driver)] = {"why", "fall_back"}``), so the file's next
+    patches skip them."""
 
     def __init__(self) -> None:
         self._folder: str | None = None
         self._made: dict[str, Shadow | ShadowError] = {}
-        self.driver_failures: dict[tuple[str, str], str] = {}
+        self.driver_failures: dict[tuple[str, str], dict] = {}
 
     def for_root(self, root: str) -> Shadow:
         known = self._made.get(root)

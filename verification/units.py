@@ -52,9 +52,9 @@ class Unit:
     fallbacks: tuple["Unit", ...] = ()
     #: the script part itself changed: the driver's run is needed even if no target ran
     script_changed: bool = False
-    #: importing the file runs its script part: a function fallback cannot get past a
-    #: failure of that part
-    works_on_import: bool = False
+    #: line ranges of the original's top-level code outside ``__main__`` blocks: importing
+    #: the file runs it, so a function fallback cannot get past a failure there
+    import_lines: tuple[tuple[int, int], ...] = ()
 
     @property
     def mode(self) -> str:
@@ -73,7 +73,7 @@ class Unit:
             "targets": list(self.targets),
             "fallbacks": [unit.to_json() for unit in self.fallbacks],
             "script_changed": self.script_changed,
-            "works_on_import": self.works_on_import,
+            "import_lines": [list(r) for r in self.import_lines],
         }
 
 
@@ -234,9 +234,9 @@ class _Module:
             pass
         return names
 
-    def works_on_import(self) -> bool:
-        """Top-level code outside ``__main__`` blocks: importing the module runs it."""
-        return any(not _is_main_block(node) for node in self.script_parts)
+    def import_lines(self) -> tuple[tuple[int, int], ...]:
+        """Lines of top-level code outside ``__main__`` blocks: importing the module runs it."""
+        return tuple((n.lineno, n.end_lineno or n.lineno) for n in self.script_parts if not _is_main_block(n))
 
     def has_main_block(self) -> bool:
         return any(_is_main_block(node) for node in self.tree.body)
@@ -327,7 +327,7 @@ def _script_unit(orig: _Module, rew: _Module, fallbacks: tuple[Unit, ...] = (), 
         targets=tuple(u.qualname for u in fallbacks if u.qualname),
         fallbacks=tuple(fallbacks),
         script_changed=script_changed,
-        works_on_import=orig.works_on_import() and rew.works_on_import(),
+        import_lines=orig.import_lines(),
     )
 
 

@@ -102,7 +102,7 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     torch.set_num_threads(1)
     checks = tuple(request.get("checks") or ()) or None
     results = []
-    failures: dict[str, str] = {}
+    failures: dict[str, dict[str, Any]] = {}
     for unit in request["units"]:
         for result in judge_unit(unit, lambda u: _run_pair(request, u, close_fds), checks, failures=failures):
             results.append(result.to_json())
