@@ -112,6 +112,7 @@ def verify_records(
     long-lived caller (the language server) passes its warm `verifier` and keeps it open.
     """
     from autograd_fix.verification import Verifier, WorkerError, verify_many
+    from autograd_fix.verification.shadow import ShadowCopies
 
     total = sum(len(queue.records) for queue in queues)
     if not total:
@@ -125,6 +126,7 @@ def verify_records(
                 record.verification = _unverified(record, f"verification worker unavailable: {error}")
         return
     pending = {id(queue): list(queue.records) for queue in queues}
+    shadows = ShadowCopies()  # each project copied once for the whole run
     try:
         with progress_bar(progress_console, total, "verifying patches") as advance:
             while any(pending.values()):
@@ -140,7 +142,7 @@ def verify_records(
                     batch.append((queue, record, pair))
                 verdicts = verify_many(
                     [pair for _, _, pair in batch], jobs=settings.jobs, device=settings.device,
-                    timeout=settings.timeout, verifier=verifier,
+                    timeout=settings.timeout, verifier=verifier, shadows=shadows,
                 ) if batch else []
                 for (queue, record, pair), verdict in zip(batch, verdicts):
                     notebook = queue.outcome.notebook
@@ -153,6 +155,7 @@ def verify_records(
     finally:
         if own:
             verifier.close()
+        shadows.close()
 
 
 def verify_and_compose(

@@ -63,28 +63,30 @@ def verifier():
 
 
 # -- units ----------------------------------------------------------------------------------
-def test_changed_function_is_a_function_unit_with_reduced_module():
+def test_changed_function_in_a_script_runs_through_the_script_first():
     changed = SRC.replace("return [model(x) for x, _ in loader]", "with torch.no_grad():\n        return [model(x) for x, _ in loader]")
     (unit,) = find_units(SRC, changed)
-    assert unit.name == "evaluate" and unit.mode == "function" and unit.kind == "function"
-    assert "import torch" in unit.original and "class Net" in unit.original
-    assert "model = nn.Linear(3, 1)" not in unit.original  # other top-level statements stay out
-    assert "__main__" not in unit.original
-    assert unit.fallback_script is not None  # the script calls it
+    assert unit.name == "__main__" and unit.mode == "script" and unit.driver == "script driver (__main__)"
+    assert unit.targets == ("evaluate",) and not unit.script_changed
+    (fallback,) = unit.fallbacks
+    assert fallback.name == "evaluate" and fallback.kind == "function"
+    assert fallback.original == SRC  # the real module: every statement, the file's own line numbers
 
 
-def test_needed_assignments_are_kept_transitively():
+def test_function_fallback_binds_only_names_the_import_does_not_define():
     changed = SRC.replace("return SCALE", "return SCALE + 0")
-    (unit,) = find_units(SRC, changed)
-    assert unit.name == "step"
-    assert "LR = 0.1" in unit.rewritten and "SCALE = LR * 2" in unit.rewritten
+    (fallback,) = find_units(SRC, changed)[0].fallbacks
+    assert fallback.name == "step" and fallback.free_names == ()  # SCALE exists once imported
+    src = "import torch\n\ndef train():\n    model(x)\n\nif __name__ == '__main__':\n    model = torch.nn.Linear(2, 2)\n"
+    (fallback,) = find_units(src, src.replace("model(x)", "model(x).sum()"))[0].fallbacks
+    assert set(fallback.free_names) == {"model", "x"}  # `model` is only set under __main__
 
 
 def test_changed_method_and_main_block():
     changed = SRC.replace("return self.fc(x)", "return self.fc(x).relu()").replace("evaluate(Net(), [])", "evaluate(Net(), [()])")
-    units = find_units(SRC, changed)
-    assert [u.name for u in units] == ["__main__", "Net.forward"]
-    assert units[0].mode == "script" and units[1].kind == "method"
+    (unit,) = find_units(SRC, changed)
+    assert unit.mode == "script" and unit.script_changed
+    assert [f.name for f in unit.fallbacks] == ["Net.forward"] and unit.fallbacks[0].kind == "method"
 
 
 def test_entry_names_the_unit_and_bad_entries_raise():
@@ -113,8 +115,8 @@ def test_combine_and_json_shape():
     verdict = combine(units, "AGF001")
     assert verdict.verdict == "unverified" and verdict.reason == "b: why"
     data = verdict.to_json()
-    assert set(data) == {"verdict", "reason", "rule", "units"}
-    assert set(data["units"][0]) == {"name", "mode", "verdict", "reason", "evidence"}
+    assert set(data) == {"verdict", "reason", "rule", "driver", "units"}
+    assert set(data["units"][0]) == {"name", "mode", "verdict", "reason", "driver", "evidence"}
     assert Verdict("accepted", "outputs equal", None).summary() == "accepted: outputs equal"
     assert format_bytes(17_100_000) == "17.1 MB" and format_bytes(0) == "0 B"
 

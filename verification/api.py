@@ -2,7 +2,11 @@
 
 The cli calls these; without an explicit `verifier` each call starts (and closes) its
 own warm worker, so a caller verifying many patches should either pass them all to
-`verify_many` or hold one `Verifier` open and pass it in.
+`verify_many` or hold one `Verifier` open and pass it in (and, for one shadow copy of
+each project per run instead of one per call, one `ShadowCopies`).
+
+Paths are made absolute here, whatever the user typed: the worker and its run children
+never depend on the tool's working directory.
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ import os
 from typing import Any
 
 from .client import Verifier, WorkerError
-from .config import ConfigError, load_config
-from .units import UnitError, _Module, find_units
+from .config import ConfigError, VerifyConfig, load_config
+from .drivers import DriverError, parse_command
+from .shadow import ShadowCopies, ShadowError, project_root
+from .units import Unit, UnitError, _Module, find_units
 from .verdict import ACCEPTED, UNVERIFIED, UnitResult, Verdict, combine
 
 DEFAULT_MEMORY_MB = 4096
@@ -23,28 +29,72 @@ def default_jobs() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
-def _request(pair: dict[str, Any], defaults: dict[str, Any]) -> tuple[dict[str, Any] | None, Verdict | None]:
+def _is_within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _place(path: str, config: VerifyConfig, shadows: ShadowCopies) -> dict[str, Any]:
+    """Where the file's runs happen: its project root, its path there, the base copy.
+
+    A path that names no file on disk (a string being verified) runs alone in an
+    empty folder."""
+    if path.startswith("<") or not os.path.isfile(path):
+        return {"relative": os.path.basename(path) if not path.startswith("<") else None, "user_root": None, "shadow_base": None}
+    root = project_root(path)
+    if config.driver and config.root and _is_within(root, config.root):
+        root = config.root  # the configured driver lives under the pyproject's folder
+    shadow = shadows.for_root(root)
+    return {"relative": os.path.relpath(path, root), "user_root": root, "shadow_base": shadow.base}
+
+
+def _unit_json(unit: Unit, root: str | None, config: VerifyConfig) -> dict[str, Any]:
+    data = unit.to_json()
+    if unit.command is not None:
+        data["command"] = unit.command.to_json(root or config.root or os.getcwd(), config.root or root or os.getcwd())
+    data["fallbacks"] = [_unit_json(f, root, config) for f in unit.fallbacks]
+    return data
+
+
+def _known_failures(unit: dict[str, Any], path: str, shadows: ShadowCopies) -> dict[str, Any]:
+    """Mark drivers an earlier patch of this file found unable to run here."""
+    known = shadows.driver_failures.get((path, unit.get("driver") or ""))
+    if known is not None:
+        unit["known_failure"] = known
+    unit["fallbacks"] = [_known_failures(f, path, shadows) for f in unit.get("fallbacks") or ()]
+    return unit
+
+
+def _request(pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopies) -> tuple[dict[str, Any] | None, Verdict | None]:
     """A worker request for one pair, or the verdict when nothing needs to run."""
     merged = {**defaults, **{k: v for k, v in pair.items() if v is not None}}
     path = merged.get("path") or "<string>"
+    if not path.startswith("<"):
+        path = os.path.abspath(path)
     rule = merged.get("rule")
     try:
-        units = find_units(merged["original"], merged["rewritten"], path=path, entry=merged.get("entry"))
+        config = load_config(path if path != "<string>" else None, config_dir=merged.get("config_dir"))
+        command = parse_command(config.driver) if config.driver else None
+    except (ConfigError, DriverError) as exc:
+        return None, Verdict(UNVERIFIED, f"{exc} (see `driver` in [tool.autograd-fix.verify])" if isinstance(exc, DriverError) else str(exc), rule, ())
+    try:
+        units = find_units(merged["original"], merged["rewritten"], path=path, entry=merged.get("entry"), driver=command)
     except UnitError as exc:
         return None, Verdict(UNVERIFIED, str(exc), rule, ())
     if not units:
         return None, Verdict(ACCEPTED, "no code change (the two versions' syntax trees are equal)", rule, ())
     try:
-        config = load_config(path if path != "<string>" else None, config_dir=merged.get("config_dir"))
-    except ConfigError as exc:
+        place = _place(path, config, shadows)
+    except ShadowError as exc:
         return None, Verdict(UNVERIFIED, str(exc), rule, ())
     checks = merged.get("checks")
     request = {
         "op": "verify",
         "path": path,
+        **place,
+        "argv": list(config.argv),
         "rule": rule,
         "checks": list(checks) if checks else None,
-        "units": [unit.to_json() for unit in units],
+        "units": [_known_failures(_unit_json(unit, place["user_root"], config), path, shadows) for unit in units],
         "device": merged.get("device", "auto"),
         "timeout": float(merged.get("timeout", 20.0)),
         "memory_mb": int(merged.get("memory_mb", DEFAULT_MEMORY_MB)),
@@ -71,19 +121,25 @@ def verify_many(
     memory_mb: int = DEFAULT_MEMORY_MB,
     config_dir: str | None = None,
     verifier: Verifier | None = None,
+    shadows: ShadowCopies | None = None,
 ) -> list[Verdict]:
     """Verify independent patches, up to `jobs` at a time, on one warm worker.
 
     Each pair is a dict with ``original`` and ``rewritten`` sources and optionally
     ``path``, ``rule``, ``entry``, ``checks``, ``device``, ``timeout``, ``config_dir``
     (per-pair values win over the keyword defaults). Verdicts come back in order.
+    Each file's project is copied once per `shadows` (once per call without one).
     """
+    if shadows is None:
+        with ShadowCopies() as own_shadows:
+            return verify_many(pairs, jobs=jobs, device=device, timeout=timeout, memory_mb=memory_mb,
+                               config_dir=config_dir, verifier=verifier, shadows=own_shadows)
     defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir}
     verdicts: list[Verdict | None] = []
     requests: list[dict[str, Any]] = []
     slots: list[int] = []
     for pair in pairs:
-        request, verdict = _request(pair, defaults)
+        request, verdict = _request(pair, defaults, shadows)
         verdicts.append(verdict)
         if request is not None:
             slots.append(len(verdicts) - 1)
@@ -103,8 +159,10 @@ def verify_many(
         finally:
             if own:
                 worker.close()
-        for slot, answer in zip(slots, answers):
+        for slot, request, answer in zip(slots, requests, answers):
             verdicts[slot] = _verdict(answer, pairs[slot].get("rule"))
+            for driver, failure in ((answer.get("result") or {}).get("driver_failures") or {}).items():
+                shadows.driver_failures[(request["path"], driver)] = failure
     return [v for v in verdicts if v is not None]
 
 
@@ -121,11 +179,13 @@ def verify_pair(
     config_dir: str | None = None,
     memory_mb: int = DEFAULT_MEMORY_MB,
     verifier: Verifier | None = None,
+    shadows: ShadowCopies | None = None,
 ) -> Verdict:
     """Run both versions of one file and judge the patch under `checks` (or generic)."""
     pair = {"original": original, "rewritten": rewritten, "path": path, "rule": rule, "entry": entry, "checks": checks}
     return verify_many(
-        [pair], jobs=1, device=device, timeout=timeout, memory_mb=memory_mb, config_dir=config_dir, verifier=verifier
+        [pair], jobs=1, device=device, timeout=timeout, memory_mb=memory_mb, config_dir=config_dir, verifier=verifier,
+        shadows=shadows,
     )[0]
 
 

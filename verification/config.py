@@ -1,4 +1,12 @@
-"""User-supplied input factories for function-mode verification.
+"""The ``[tool.autograd-fix.verify]`` table: a driver, the script's argv, input factories.
+
+``driver`` names how the project is exercised when a changed file has no driver of its
+own: a command line (``"python train.py --epochs 1"``, or ``"python -m pkg.train"``) whose
+script is a project file, or a pytest node id (``"tests/test_train.py::test_step"``). Paths
+in it are relative to the folder holding the ``pyproject.toml``. ``argv`` is the list of
+arguments a script driver gets after its name (default none, so argparse defaults apply).
+
+Input factories serve function-mode verification.
 
 When the name heuristics cannot build an input (a model whose constructor needs a
 config object, a loader of dict batches, ...), a project names a factory per parameter
@@ -24,13 +32,16 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class VerifyConfig:
-    """Factories (name -> ``module:callable``) and the folder their modules live under."""
+    """Factories (name -> ``module:callable``), the folder their modules live under (the
+    pyproject's), a user-named driver and the script's argv."""
 
     factories: dict[str, str] = field(default_factory=dict)
     root: str | None = None
+    driver: str | None = None
+    argv: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"factories": dict(self.factories), "root": self.root}
+        return {"factories": dict(self.factories), "root": self.root, "driver": self.driver, "argv": list(self.argv)}
 
 
 class ConfigError(ValueError):
@@ -66,9 +77,17 @@ def load_config(path: str | None = None, *, config_dir: str | None = None) -> Ve
     table = data.get("tool", {}).get("autograd-fix", {}).get("verify", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] must be a table")
+    driver = table.get("driver")
+    if driver is not None and (not isinstance(driver, str) or not driver.strip()):
+        raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] driver must be a command line or a pytest node id, got {driver!r}")
+    argv = table.get("argv", [])
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] argv must be a list of strings, got {argv!r}")
     factories = {}
     for name, value in table.items():
+        if name in ("driver", "argv"):
+            continue
         if not isinstance(value, str) or value.count(":") != 1:
             raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] {name} must be \"module:callable\", got {value!r}")
         factories[name] = value
-    return VerifyConfig(factories=factories, root=os.path.dirname(pyproject))
+    return VerifyConfig(factories=factories, root=os.path.dirname(pyproject), driver=driver, argv=tuple(argv))

@@ -9,9 +9,12 @@ file, and only if the child exited normally.
 from __future__ import annotations
 
 import builtins
+import importlib
 import inspect
 import math
+import os
 import random
+import runpy
 import re
 import sys
 import traceback
@@ -22,8 +25,11 @@ import torch
 from torch import nn
 
 from .binding import Binder, Unbindable
+from .environment import cause as environmental_cause
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
+from .place import Place, chain_argv, prepare
 from .probes import Probes, iter_tensors
+from .reach import ReachTracer
 
 #: probes whose checks need initial parameter values / ctx tracking
 _NEEDS_INITIAL = {"parameters_change_as_intended"}
@@ -63,7 +69,8 @@ def resolve_device(device: str) -> str:
 
 def describe_exception(exc: BaseException, phase: str, path: str) -> dict[str, Any]:
     message = str(exc)
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    stack = traceback.extract_tb(exc.__traceback__)
+    frames = [f for f in stack if f.filename == path]
     where = f"line {frames[-1].lineno}: {frames[-1].line}" if frames else None
     return {
         "type": type(exc).__name__,
@@ -72,6 +79,9 @@ def describe_exception(exc: BaseException, phase: str, path: str) -> dict[str, A
         "autograd": bool(_AUTOGRAD_ERROR.search(message)),
         "memory": isinstance(exc, MemoryError) or bool(_MEMORY_ERROR.search(message)),
         "where": where,
+        "environment": environmental_cause(type(exc).__name__, message, (stack[-1].line or "") if stack else ""),
+        # (file, line, text) of the innermost frames, for `Place.user_view`
+        "frames": [(f.filename, f.lineno, f.line) for f in stack[-20:]],
     }
 
 
@@ -123,19 +133,38 @@ def _register_values(probes: Probes, values: dict[str, Any], kind: str) -> None:
             probes.register(value, name, kind)
 
 
-def _importable_from(path: str) -> None:
-    """The file's own folder first on sys.path, as when it runs from there (local imports)."""
-    import os
-
-    if os.path.isfile(path):
-        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-
-
 def run_side(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one side of one unit; returns the record (tensors inside)."""
+    """Run one side of one unit in its shadow copy; returns the record (tensors inside).
+
+    With ``isolate`` false (the worker's own warm-up) it runs in place instead."""
     torch.set_num_threads(int(spec.get("threads", 1)))
-    path = spec.get("path") or "<string>"
-    _importable_from(path)
+    place: Place | None = None
+    if spec.get("isolate", True):
+        place = prepare(spec, os.getcwd())
+        spec = {**spec, "factory_root": _in_copy(place, spec.get("factory_root"))}
+        path = place.script
+    else:
+        path = spec.get("path") or "<string>"
+    tracer = ReachTracer(path, spec.get("targets") or ())
+    with tracer:
+        record = _run_kind(spec, path, place)
+    record["reached"] = sorted(tracer.reached)
+    if place is not None:
+        place.user_view(record.get("exception"))
+    elif record.get("exception"):
+        record["exception"].pop("frames", None)
+    return record
+
+
+def _in_copy(place: Place, folder: str | None) -> str | None:
+    """A folder of the user's project, as seen inside this side's copy."""
+    if not folder or not place.user_root:
+        return folder
+    relative = os.path.relpath(folder, place.user_root)
+    return folder if relative.startswith("..") else os.path.normpath(os.path.join(place.copy_root, relative))
+
+
+def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str, Any]:
     kind = spec["kind"]
     checks = set(spec.get("checks") or ())
     record: dict[str, Any] = {"kind": kind, "exception": None, "unbound": None, "bound": {}, "outputs": {}}
@@ -153,6 +182,8 @@ def run_side(spec: dict[str, Any]) -> dict[str, Any]:
     )
     if kind == "script":
         _run_script(spec, record, probes, path)
+    elif kind == "driver":
+        _run_driver(spec, record, probes, place)
     elif kind == "autograd_function":
         _run_function_class(spec, record, probes, path, device)
     else:
@@ -160,17 +191,115 @@ def run_side(spec: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def _fresh_main(path: str) -> dict[str, Any]:
+    """A new ``__main__`` module for the script (so pickling its classes works), as
+    ``python script.py`` would have."""
+    module = types.ModuleType("__main__")
+    module.__dict__.update({"__file__": path, "__builtins__": builtins})
+    sys.modules["__main__"] = module
+    return module.__dict__
+
+
 def _run_script(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str) -> None:
-    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
-    sys.argv = [path]
+    namespace = _fresh_main(path)
+    chain_argv(path, spec.get("argv") or ())
     try:
         code = compile(spec["source"], path, "exec")
     except SyntaxError as exc:
         record["exception"] = describe_exception(exc, "compile", path)
         return
+    _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102 - running the user's code is the point
+
+
+def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, place: Place | None) -> None:
+    """A user-named driver: a project script or module run as ``__main__``, or a pytest
+    node id run by ``pytest.main``, in this side's copy (the changed file in place)."""
+    command = spec["command"]
+    path = place.script if place else spec.get("path") or "<string>"
+    argv = list(command.get("argv") or ())
+    if command["kind"] == "pytest":
+        _run_pytest(command, record, probes, path)
+        return
+    if command["kind"] == "module":
+        chain_argv(command["target"], argv)
+        found: dict[str, Any] = {}
+        _run_main(record, probes, path, lambda: found.update(runpy.run_module(command["target"], run_name="__main__", alter_sys=True)), found)
+        return
+    script = os.path.join(place.copy_root, command["script"]) if place else command["target"]
+    try:
+        with open(script, encoding="utf-8") as handle:
+            code = compile(handle.read(), script, "exec")
+    except (OSError, UnicodeDecodeError) as exc:
+        record["setup_error"] = f"the configured driver's script {command['script']} cannot be read ({exc}); fix `driver` in [tool.autograd-fix.verify]"
+        return
+    except SyntaxError as exc:
+        record["exception"] = describe_exception(exc, "compile", script)
+        return
+    namespace = _fresh_main(script)
+    chain_argv(script, argv)
+    _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102
+
+
+class _PytestFailures:
+    """A pytest plugin keeping the first failure's report (the child has no terminal)."""
+
+    def __init__(self) -> None:
+        self.failures: list[tuple[str, str]] = []
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.failed:
+            self.failures.append((report.nodeid, report.longreprtext))
+
+    def pytest_collectreport(self, report: Any) -> None:
+        if report.failed:
+            self.failures.append((report.nodeid or "collection", report.longreprtext))
+
+
+_PYTEST_EXIT = {2: "was interrupted (errors during collection?)", 3: "failed internally", 4: "could not find or run the node id",
+                5: "collected no test for the node id"}
+
+
+def _run_pytest(command: dict[str, Any], record: dict[str, Any], probes: Probes, path: str) -> None:
+    try:
+        import pytest
+    except ImportError:
+        record["setup_error"] = "the configured driver is a pytest node id, but pytest is not installed where autograd-fix runs"
+        return
+    collector = _PytestFailures()
+    sys.argv = ["pytest"]
     probes.install()
     try:
-        exec(code, namespace)  # noqa: S102 - running the user's code is the point
+        status = int(pytest.main([command["target"], "-x", "-q", "-p", "no:cacheprovider"], plugins=[collector]))
+    except BaseException as exc:  # noqa: BLE001
+        record["exception"] = describe_exception(exc, "run", path)
+        status = 0
+    if status != 0:
+        node, text = collector.failures[0] if collector.failures else (command["target"], "")
+        errors = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+        message = errors[0] if errors else f"pytest {_PYTEST_EXIT.get(status, f'exited with status {status}')}"
+        if message.startswith("assert "):  # pytest's rewritten assertion
+            message = f"AssertionError: {message}"
+        exc_type, _, rest = message.partition(": ")
+        typed = rest and exc_type.replace(".", "").isidentifier()
+        record["exception"] = {
+            "type": exc_type.rsplit(".", 1)[-1] if typed else "PytestFailed",
+            "message": (rest if typed else message)[:2000],
+            "phase": "run",
+            "autograd": bool(_AUTOGRAD_ERROR.search(message)),
+            "memory": bool(_MEMORY_ERROR.search(message)),
+            "where": f"{node} (pytest status {status})",
+            "environment": environmental_cause(exc_type if typed else "PytestFailed", message),
+        }
+    record["measures"] = probes.finish([])
+    _leaf_records(record, probes)
+
+
+def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, namespace: dict[str, Any]) -> None:
+    """Run a ``__main__`` (script or driver) under probes; `namespace`, its globals once
+    `run()` returns or raises, holds the outputs."""
+    probes.install()
+    try:
+        run()
     except SystemExit as exc:
         if exc.code not in (None, 0):
             record["exception"] = describe_exception(exc, "run", path)
@@ -198,11 +327,43 @@ def _leaf_records(record: dict[str, Any], probes: Probes) -> None:
     record["stale_steps"] = probes.stale_steps
 
 
-def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str) -> dict[str, Any] | None:
-    namespace: dict[str, Any] = {"__name__": "__autograd_fix_unit__", "__file__": path, "__builtins__": builtins}
-    module = types.ModuleType("__autograd_fix_unit__")
-    module.__dict__.update(namespace)
-    sys.modules["__autograd_fix_unit__"] = module
+UNIT_MODULE = "__autograd_fix_unit__"
+
+
+def _module_name(path: str) -> tuple[str, str]:
+    """The dotted name the file imports as (``pkg.sub.mod`` inside packages, so relative
+    imports work) and its package; the top package's parent goes on ``sys.path``."""
+    stem = os.path.splitext(os.path.basename(path))[0]
+    if not os.path.isabs(path) or not stem.isidentifier():
+        return UNIT_MODULE, ""
+    parts = [stem]
+    folder = os.path.dirname(path)
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.basename(folder).isidentifier():
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    if len(parts) > 1 and folder not in sys.path:
+        sys.path.insert(1, folder)
+    name = ".".join(parts)
+    if name in sys.builtin_module_names or (len(parts) == 1 and name in sys.modules):
+        return UNIT_MODULE, ""  # never shadow a module the worker itself uses
+    return name, ".".join(parts[:-1])
+
+
+def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str, *, real_name: bool = True) -> dict[str, Any] | None:
+    """Import the real module (every statement) under its own, non-``__main__``, name;
+    it is also ``sys.modules["__autograd_fix_unit__"]`` for factories. `real_name` false
+    (``verify --gradcheck``, which runs outside a shadow copy) keeps only the latter."""
+    name, package = _module_name(path) if real_name else (UNIT_MODULE, "")
+    if package:
+        try:
+            importlib.import_module(package)  # its __init__ files run first, as on import
+        except BaseException as exc:  # noqa: BLE001
+            record["exception"] = describe_exception(exc, "import", path)
+            return None
+    module = types.ModuleType(name)
+    module.__dict__.update({"__file__": path, "__builtins__": builtins, "__package__": package})
+    sys.modules[UNIT_MODULE] = module
+    sys.modules[name] = module
     try:
         exec(compile(spec["source"], path, "exec"), module.__dict__)  # noqa: S102
     except BaseException as exc:  # noqa: BLE001
@@ -397,7 +558,7 @@ def run_gradcheck_file(spec: dict[str, Any]) -> dict[str, Any]:
     """For ``verify FILE --gradcheck``: report every custom Function in the module."""
     torch.set_num_threads(int(spec.get("threads", 1)))
     record: dict[str, Any] = {"exception": None}
-    namespace = _load_module(spec, record, spec.get("path") or "<string>")
+    namespace = _load_module(spec, record, spec.get("path") or "<string>", real_name=False)
     if namespace is None:
         return record
     record["functions"] = gradcheck_namespace(namespace)

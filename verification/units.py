@@ -1,12 +1,15 @@
-"""Split a patch into runnable units: what changed, and the smallest thing that runs it.
+"""Split a patch into runnable units: what changed, and the best driver that runs it.
 
 Pure `ast` work, no torch, so the cli can plan verification before the worker is warm.
 
-A *script* unit runs the whole file as ``__main__``; a *function* unit runs one function,
-method or custom ``torch.autograd.Function`` with bound inputs, inside a reduced module
-holding only the file's imports, its class/function definitions and the top-level
-assignments the unit reads (never other top-level statements: a module that trains on
-import must not train when we only want one function).
+The preferred driver is the file's own: a *script* unit runs the whole file as
+``__main__`` (a ``__main__`` block or top-level code). Without one, a user-named driver
+(``driver = ...`` in ``[tool.autograd-fix.verify]``) runs the project with the changed
+file in place. Each driver unit lists the changed functions it must reach (`targets`)
+and, as `fallbacks`, the *function* units that run them alone with bound inputs; the
+worker falls back when the driver never calls them or fails for a reason that has
+nothing to do with the change. A function unit imports the real module (every
+statement, under a non-``__main__`` name), so line numbers are the file's own.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import ast
 import builtins
 import symtable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from .drivers import Command, function_label, script_label
 
 MAIN_KEY = "__main__"
 SCRIPT_ENTRIES = {"__main__", "script", "<script>", "<module>"}
@@ -36,15 +41,24 @@ class Unit:
     rewritten: str
     qualname: str | None = None
     free_names: tuple[str, ...] = ()
-    #: full sources to fall back to when the function's inputs cannot be bound but the
-    #: file's script part calls it.
-    fallback_script: tuple[str, str] | None = None
     problem: str | None = None  # set when the unit cannot run at all (reason)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: how the verdict names what ran: "script driver (__main__)", "driver `...`", ...
+    driver: str = ""
+    #: a user-named driver (kind ``driver``): `drivers.Command`, laid out by the api
+    command: Command | None = None
+    #: qualnames of changed code a driver must reach, else its `fallbacks` run instead
+    targets: tuple[str, ...] = ()
+    fallbacks: tuple["Unit", ...] = ()
+    #: the script part itself changed: the driver's run is needed even if no target ran
+    script_changed: bool = False
+    #: line ranges of the original's top-level code outside ``__main__`` blocks: importing
+    #: the file runs it, so a function fallback cannot get past a failure there
+    import_lines: tuple[tuple[int, int], ...] = ()
 
     @property
     def mode(self) -> str:
-        return "script" if self.kind == "script" else "function"
+        return {"script": "script", "driver": "driver"}.get(self.kind, "function")
 
     def to_json(self) -> dict:
         return {
@@ -54,8 +68,12 @@ class Unit:
             "rewritten": self.rewritten,
             "qualname": self.qualname,
             "free_names": list(self.free_names),
-            "fallback_script": list(self.fallback_script) if self.fallback_script else None,
             "problem": self.problem,
+            "driver": self.driver,
+            "targets": list(self.targets),
+            "fallbacks": [unit.to_json() for unit in self.fallbacks],
+            "script_changed": self.script_changed,
+            "import_lines": [list(r) for r in self.import_lines],
         }
 
 
@@ -236,6 +254,30 @@ class _Module:
             pass
         return names
 
+    def import_lines(self) -> tuple[tuple[int, int], ...]:
+        """Lines of top-level code outside ``__main__`` blocks: importing the module runs it."""
+        return tuple((n.lineno, n.end_lineno or n.lineno) for n in self.script_parts if not _is_main_block(n))
+
+    def has_main_block(self) -> bool:
+        return any(_is_main_block(node) for node in self.tree.body)
+
+    def import_time_names(self) -> set[str]:
+        """Names the module defines when imported (everything but ``__main__`` blocks)."""
+        names: set[str] = set()
+        for node in self.tree.body:
+            if _is_main_block(node):
+                continue
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(sub.name)
+                elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    names |= {(a.asname or a.name).split(".")[0] for a in sub.names}
+                elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    names.add(sub.id)
+                elif isinstance(sub, ast.Global):
+                    names |= set(sub.names)
+        return names
+
     def defined_names(self, reduced_source: str) -> set[str]:
         tree = ast.parse(reduced_source)
         names: set[str] = set()
@@ -268,35 +310,37 @@ def _global_reads(current: symtable.SymbolTable) -> set[str]:
 
 
 def _function_unit(orig: _Module, rew: _Module, name: str, kind: str, qualname: str) -> Unit:
-    root = qualname.split(".")[0]
-    sources = []
+    """The changed function alone: the real module imported, its free names bound."""
     free: set[str] = set()
-    for module in (orig, rew):
-        reduced = module.reduced({root})
-        sources.append(reduced)
-        if kind != "autograd_function":
-            defined = module.defined_names(reduced)
+    if kind != "autograd_function":
+        for module in (orig, rew):
             try:
-                free |= module.global_reads(qualname) - defined
+                free |= module.global_reads(qualname) - module.import_time_names()
             except SyntaxError:  # pragma: no cover - already parsed once
                 pass
-    fallback = None
-    method = qualname.split(".")[-1]
-    if rew.is_script and orig.is_script and (orig.script_mentions(root) or orig.script_mentions(method)):
-        fallback = (orig.source, rew.source)
     return Unit(
         name=name,
         kind=kind,
-        original=sources[0],
-        rewritten=sources[1],
+        original=orig.source,
+        rewritten=rew.source,
         qualname=qualname,
         free_names=tuple(sorted(free)),
-        fallback_script=fallback,
+        driver=function_label(kind, qualname),
     )
 
 
-def _script_unit(orig: _Module, rew: _Module) -> Unit:
-    return Unit(name=MAIN_KEY, kind="script", original=orig.source, rewritten=rew.source)
+def _script_unit(orig: _Module, rew: _Module, fallbacks: tuple[Unit, ...] = (), script_changed: bool = True) -> Unit:
+    return Unit(
+        name=MAIN_KEY,
+        kind="script",
+        original=orig.source,
+        rewritten=rew.source,
+        driver=script_label(orig.has_main_block() or rew.has_main_block()),
+        targets=tuple(u.qualname for u in fallbacks if u.qualname),
+        fallbacks=tuple(fallbacks),
+        script_changed=script_changed,
+        import_lines=orig.import_lines(),
+    )
 
 
 def _same_statements(orig: _Module, rew: _Module, a: list[ast.stmt], b: list[ast.stmt]) -> bool:
@@ -307,8 +351,28 @@ def _same_statements(orig: _Module, rew: _Module, a: list[ast.stmt], b: list[ast
     return all(orig.segment(x) == rew.segment(y) or _dump(x) == _dump(y) for x, y in zip(a, b))
 
 
-def find_units(original: str, rewritten: str, *, path: str = "<string>", entry: str | None = None) -> list[Unit]:
-    """The units to run for this patch; empty when the two versions' ASTs are equal."""
+def _command_unit(orig: _Module, rew: _Module, command: Command, fallbacks: list[Unit], module_changed: bool) -> Unit:
+    return Unit(
+        name=command.label,
+        kind="driver",
+        original=orig.source,
+        rewritten=rew.source,
+        driver=command.label,
+        command=command,
+        targets=tuple(u.qualname for u in fallbacks if u.qualname),
+        fallbacks=tuple(fallbacks),
+        script_changed=module_changed,
+    )
+
+
+def find_units(
+    original: str, rewritten: str, *, path: str = "<string>", entry: str | None = None, driver: Command | None = None
+) -> list[Unit]:
+    """The units to run for this patch; empty when the two versions' ASTs are equal.
+
+    A file with a script part gives one script unit whose fallbacks are the changed
+    functions; a library file gives a `driver` unit when the project names one, else
+    the function units themselves."""
     orig = _Module(original, path)
     rew = _Module(rewritten, path)
     if entry is not None:
@@ -318,7 +382,6 @@ def find_units(original: str, rewritten: str, *, path: str = "<string>", entry: 
 
     units: list[Unit] = []
     need_script = orig.script_dump() != rew.script_dump()
-    seen_classes: set[str] = set()
     for key in list(dict.fromkeys([*orig.defs, *rew.defs])):
         a, b = orig.defs.get(key), rew.defs.get(key)
         if a is not None and b is not None and _same_statements(orig, rew, [a], [b]):
@@ -342,23 +405,26 @@ def find_units(original: str, rewritten: str, *, path: str = "<string>", entry: 
                     need_script = True
                 elif not _same_statements(orig, rew, [ma], [mb]):
                     units.append(_function_unit(orig, rew, f"{cls}.{meth}", "method", f"{cls}.{meth}"))
-            seen_classes.add(key)
         else:
             units.append(_function_unit(orig, rew, key, "function", key))
-    if need_script or not units:
-        if orig.is_script or rew.is_script:
-            units.insert(0, _script_unit(orig, rew))
-        elif not units:
-            units.append(
-                Unit(
-                    name="<module>",
-                    kind="script",
-                    original=original,
-                    rewritten=rewritten,
-                    problem="only imports or module-level definitions changed and the file has no script part; "
-                    "name a unit with --entry",
-                )
+    command_unit = _command_unit(orig, rew, driver, units, need_script or not units) if driver is not None else None
+    if orig.is_script or rew.is_script:
+        fallbacks = [command_unit] if command_unit is not None else units
+        script = _script_unit(orig, rew, tuple(units), need_script or not units)
+        return [replace(script, fallbacks=tuple(fallbacks))]
+    if command_unit is not None:
+        return [command_unit]
+    if not units:
+        units.append(
+            Unit(
+                name="<module>",
+                kind="script",
+                original=original,
+                rewritten=rewritten,
+                problem="only imports or module-level definitions changed and the file has no script part; "
+                "name a unit with --entry, or a `driver` in [tool.autograd-fix.verify]",
             )
+        )
     return units
 
 

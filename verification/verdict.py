@@ -35,10 +35,12 @@ class UnitResult:
     """The verdict for one runnable unit (a script, a function, a method, a Function)."""
 
     name: str
-    mode: str  # "script" | "function"
+    mode: str  # "script" | "driver" | "function"
     verdict: Status
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    #: what ran: "script driver (__main__)", "driver `python train.py`", "function f with synthesized inputs"
+    driver: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Status(self.verdict))
@@ -49,6 +51,7 @@ class UnitResult:
             "mode": self.mode,
             "verdict": self.verdict.value,
             "reason": self.reason,
+            "driver": self.driver,
             "evidence": self.evidence,
         }
 
@@ -66,6 +69,12 @@ class Verdict:
         object.__setattr__(self, "verdict", Status(self.verdict))
 
     @property
+    def driver(self) -> str | None:
+        """What ran the patch (the units' drivers, in order), None when nothing ran."""
+        drivers = list(dict.fromkeys(u.driver for u in self.units if u.driver))
+        return "; ".join(drivers) if drivers else None
+
+    @property
     def accepted(self) -> bool:
         return self.verdict == ACCEPTED
 
@@ -78,6 +87,7 @@ class Verdict:
             "verdict": self.verdict.value,
             "reason": self.reason,
             "rule": self.rule,
+            "driver": self.driver,
             "units": [unit.to_json() for unit in self.units],
         }
 
@@ -86,6 +96,7 @@ class Verdict:
         return {
             "verdict": self.verdict.value,
             "reason": self.reason,
+            "driver": self.driver,
             "evidence": {unit.name: unit.evidence for unit in self.units},
         }
 

@@ -58,13 +58,21 @@ def _limits(request: dict[str, Any]):
     )
 
 
-def _side_spec(request: dict[str, Any], unit: dict[str, Any], source: str, kind: str) -> dict[str, Any]:
+def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str) -> dict[str, Any]:
     return {
-        "kind": kind,
-        "source": source,
+        "kind": unit["kind"],
+        "side": side,
+        "source": unit[side],
         "qualname": unit.get("qualname"),
         "free_names": unit.get("free_names") or [],
+        "targets": unit.get("targets") or [],
+        "command": unit.get("command"),
         "path": request.get("path") or "<string>",
+        "user_path": request.get("path"),
+        "relative": request.get("relative"),
+        "user_root": request.get("user_root"),
+        "shadow_base": request.get("shadow_base"),
+        "argv": request.get("argv") or [],
         "checks": request.get("checks") or [],
         "device": request.get("device", "auto"),
         "factories": request.get("factories") or {},
@@ -73,44 +81,32 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], source: str, kind:
     }
 
 
-def _run_pair(request: dict[str, Any], unit: dict[str, Any], kind: str, sources: tuple[str, str], close_fds: tuple[int, ...]):
+def _run_pair(request: dict[str, Any], unit: dict[str, Any], close_fds: tuple[int, ...]):
     from .harness import run_side
     from .sandbox import spawn, wait_all
 
     limits = _limits(request)
     children = [
-        spawn(lambda src=src: run_side(_side_spec(request, unit, src, kind)), _save, limits, close_fds=close_fds)
-        for src in sources
+        spawn(lambda side=side: run_side(_side_spec(request, unit, side)), _save, limits, close_fds=close_fds)
+        for side in ("original", "rewritten")
     ]
     return wait_all(children, _load)
 
 
 def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
-    """Every unit of one patch: two runs each, then the contract."""
+    """Every unit of one patch: each through its best driver (two runs), then the contract."""
     import torch
 
-    from .contracts import evaluate
-    from .verdict import UNVERIFIED, UnitResult
+    from .judging import judge_unit
 
     torch.set_num_threads(1)
     checks = tuple(request.get("checks") or ()) or None
     results = []
+    failures: dict[str, dict[str, Any]] = {}
     for unit in request["units"]:
-        mode = "script" if unit["kind"] == "script" else "function"
-        if unit.get("problem"):
-            results.append(UnitResult(unit["name"], mode, UNVERIFIED, unit["problem"], {}).to_json())
-            continue
-        kind = unit["kind"]
-        original, rewritten = _run_pair(request, unit, kind, (unit["original"], unit["rewritten"]), close_fds)
-        name = unit["name"]
-        unbound = any(o.record and o.record.get("unbound") for o in (original, rewritten))
-        if unbound and unit.get("fallback_script"):
-            why = next(o.record["unbound"] for o in (original, rewritten) if o.record and o.record.get("unbound"))
-            original, rewritten = _run_pair(request, unit, "script", tuple(unit["fallback_script"]), close_fds)
-            mode, kind = "script", "script"
-            name = f"{name} (via the script: cannot bind {why['name']!r})"
-        results.append(evaluate(name, mode, kind, original, rewritten, checks).to_json())
-    return {"units": results}
+        for result in judge_unit(unit, lambda u: _run_pair(request, u, close_fds), checks, failures=failures):
+            results.append(result.to_json())
+    return {"units": results, "driver_failures": failures}
 
 
 def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
@@ -128,8 +124,13 @@ def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) 
     return {"error": None, "functions": record.get("functions", [])}
 
 
+def _runs(units: list[dict[str, Any]]) -> int:
+    """Pairs of runs a job may make: each unit and, at worst, each of its fallbacks."""
+    return sum(1 + _runs(unit.get("fallbacks") or []) for unit in units)
+
+
 def _job_deadline(request: dict[str, Any]) -> float:
-    units = max(1, len(request.get("units") or [None]))
+    units = max(1, _runs(request.get("units") or []))
     return time.monotonic() + units * 2 * float(request.get("timeout", 20.0)) + JOB_SLACK_S
 
 
@@ -184,7 +185,7 @@ def _warm_up() -> None:
 
     torch.set_num_threads(1)
     spec = {"kind": "function", "source": _WARM_UP_SOURCE, "qualname": "_train", "free_names": [], "path": "<warm-up>",
-            "checks": [], "device": "cpu"}
+            "checks": [], "device": "cpu", "isolate": False}
     try:
         record = run_side(spec)
         with tempfile.TemporaryDirectory() as folder:

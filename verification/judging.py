@@ -1,0 +1,170 @@
+"""Judge one unit through its best driver, falling back when the driver cannot judge.
+
+Runs in the job process. A driver (the file's script part, or a user-named driver)
+judges the patch when both runs got somewhere: it falls back to its `fallbacks` (a
+user-named driver, then the changed functions with synthesized inputs) when it
+  * fails the same way on both sides for a reason that is not an autograd error
+    (a missing package, no GPU, no network, a missing data file: nothing the patch did),
+  * cannot finish the original run (too slow for the time limit, say),
+  * gets past the original's autograd error only to stop at another one on a line the
+    patch did not touch (a second bug the original never reached: the function on its
+    own shows whether this patch fixes its part), or
+  * never calls the changed function (and its own code did not change).
+A driver that calls some changed functions but not others keeps its verdict for those,
+and the others run on their own. Every result names the driver that ran, in `driver`
+and at the head of the reason.
+
+A driver that cannot finish or lacks something on this machine will fail the same way
+for the file's next patch: `judge_unit` reports such failures (``failures``), the api
+remembers them for the run, and a later unit marked ``known_failure`` goes straight to
+its fallbacks instead of paying for the same two runs again.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .contracts import evaluate
+from .sandbox import Outcome
+from .verdict import UNVERIFIED, UnitResult
+
+RunPair = Callable[[dict[str, Any]], "tuple[Outcome, Outcome] | list[Outcome]"]
+_SLOW_HINT = "name a shorter `driver`, or `argv` for fewer epochs or steps, in [tool.autograd-fix.verify]"
+
+
+def _mode(kind: str) -> str:
+    return {"script": "script", "driver": "driver"}.get(kind, "function")
+
+
+def _exception(outcome: Outcome) -> dict[str, Any] | None:
+    return (outcome.record or {}).get("exception")
+
+
+def _exc_text(exc: dict[str, Any]) -> str:
+    first = (exc.get("message") or "").strip().splitlines()[:1]
+    where = f" at {exc['where']}" if exc.get("where") else ""
+    return f"{exc['type']}: {first[0][:200] if first else ''}{where}"
+
+
+def cannot_judge(original: Outcome, rewritten: Outcome) -> str | None:
+    """Why this driver's two runs say nothing about the patch, or None when they do."""
+    if original.status != "ok":
+        slow = f"; {_SLOW_HINT}" if original.status == "timeout" else ""
+        return f"could not finish the original run: it {original.detail}{slow}"
+    for outcome in (original, rewritten):
+        setup = (outcome.record or {}).get("setup_error")
+        if setup:
+            return f"could not start: {setup}"
+    eo, er = _exception(original), _exception(rewritten)
+    if eo is None or eo.get("autograd") or eo.get("memory"):
+        return None
+    if er is not None and (er["type"], er["message"]) == (eo["type"], eo["message"]):
+        cause = eo.get("environment")
+        return f"{cause} ({_exc_text(eo)})" if cause else f"fails the same way on both sides: {_exc_text(eo)}"
+    return None
+
+
+def _later_bug(original: Outcome, rewritten: Outcome) -> str | None:
+    """The rewritten passed the original's autograd error and stopped at another autograd
+    error on a line the patch left alone."""
+    eo, er = _exception(original), _exception(rewritten)
+    if not (eo and er and eo.get("autograd") and er.get("autograd")):
+        return None
+    if er["message"] == eo["message"] or er.get("user_line") is None or er.get("user_line") == eo.get("user_line"):
+        return None
+    return f"got past the original's error but stopped at another one the patch did not touch: {_exc_text(er)}"
+
+
+def lasting_failure(original: Outcome, rewritten: Outcome) -> bool:
+    """A failure the file's next patch would meet too: too slow, or the machine lacks something."""
+    if original.status == "timeout":
+        return True
+    eo, er = _exception(original), _exception(rewritten)
+    return bool(eo and er and eo.get("environment") and (er["type"], er["message"]) == (eo["type"], eo["message"]))
+
+
+def _stopped_on_import(unit: dict[str, Any], original: Outcome) -> bool:
+    """The original stopped in top-level code that importing the file runs too."""
+    exc = _exception(original)
+    line = exc.get("top_line") if exc else None
+    return line is not None and any(start <= line <= end for start, end in unit.get("import_lines") or ())
+
+
+def _reached(*outcomes: Outcome) -> set[str]:
+    found: set[str] = set()
+    for outcome in outcomes:
+        found |= set((outcome.record or {}).get("reached") or ())
+    return found
+
+
+def _labelled(result: UnitResult, driver: str, original: Outcome, note: str = "") -> UnitResult:
+    """The result with its driver named in the reason, and an environmental cause (or a
+    too-slow original) spelled out with the configuration that helps."""
+    reason = f"{driver}: {result.reason}"
+    if result.verdict == UNVERIFIED:
+        exc = _exception(original)
+        if exc is not None and exc.get("environment") and exc["environment"] not in note:
+            reason += f"; the run {exc['environment']}"
+        elif original.status == "timeout" and result.evidence:
+            reason += f"; {_SLOW_HINT}"
+    if note:
+        reason += f" ({note})"
+    return UnitResult(result.name, result.mode, result.verdict, reason, result.evidence, driver=driver)
+
+
+def _covering(fallbacks: list[dict[str, Any]], missing: list[str] | None) -> list[dict[str, Any]]:
+    """The fallbacks that run the `missing` targets (all of them when None)."""
+    if missing is None:
+        return fallbacks
+    chosen = []
+    for unit in fallbacks:
+        if unit.get("qualname") in missing:
+            chosen.append(unit)
+        elif unit.get("kind") == "driver" and set(unit.get("targets") or ()) & set(missing):
+            keep = [t for t in unit["targets"] if t in missing]
+            chosen.append({**unit, "targets": keep, "fallbacks": [f for f in unit.get("fallbacks") or () if f.get("qualname") in keep],
+                           "script_changed": False})
+    return chosen
+
+
+def judge_unit(
+    unit: dict[str, Any], run_pair: RunPair, checks: tuple[str, ...] | None, note: str = "",
+    failures: dict[str, dict[str, Any]] | None = None,
+) -> list[UnitResult]:
+    """The unit's results: one, or (after a fallback) one per fallback unit run. Lasting
+    driver failures go into `failures` (driver -> {"why", "fall_back"})."""
+    failures = {} if failures is None else failures
+    driver = unit.get("driver") or unit["name"]
+    mode = _mode(unit["kind"])
+    fallbacks = list(unit.get("fallbacks") or ())
+    known = unit.get("known_failure")
+    if unit.get("problem") or known:
+        problem = unit.get("problem") or f"{driver}: {known['why']} (as for an earlier patch of this file)"
+        if known and known["fall_back"] and fallbacks:
+            return [r for f in fallbacks for r in judge_unit(f, run_pair, checks, f"the {problem}", failures)]
+        reason = f"{problem} ({note})" if note else problem
+        return [UnitResult(unit["name"], mode, UNVERIFIED, reason, {}, driver=driver)]
+    original, rewritten = run_pair(unit)
+    result = evaluate(unit["name"], mode, unit["kind"], original, rewritten, checks)
+    usable = bool(fallbacks) and (any(f.get("kind") == "driver" for f in fallbacks) or not _stopped_on_import(unit, original))
+    if fallbacks and lasting_failure(original, rewritten):
+        failures[driver] = {"why": cannot_judge(original, rewritten) or "", "fall_back": usable}
+    if not fallbacks:
+        return [_labelled(result, driver, original, note)]
+    why = cannot_judge(original, rewritten) or _later_bug(original, rewritten)
+    if why is not None and not usable:
+        # importing the file for its functions would run (and stop in) the same code
+        return [_labelled(result, driver, original, note)]
+    missing: list[str] | None = None
+    if why is None:
+        reached = _reached(original, rewritten)
+        missing = [t for t in unit.get("targets") or () if t not in reached]
+        if not missing:
+            return [_labelled(result, driver, original, note)]
+        if reached or unit.get("script_changed"):
+            kept = [_labelled(result, driver, original, note)]
+            more = f"the {driver} never called {', '.join(missing)}"
+            return kept + [r for f in _covering(fallbacks, missing) for r in judge_unit(f, run_pair, checks, more, failures)]
+        why = f"never called {', '.join(missing)}"
+    results = [r for f in _covering(fallbacks, missing) for r in judge_unit(f, run_pair, checks, f"the {driver} {why}", failures)]
+    return results or [_labelled(result, driver, original, note)]
