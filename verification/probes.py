@@ -31,6 +31,18 @@ What is observed, and why this way:
 * Custom Function contexts: ``Function.apply`` is wrapped to keep a weak reference to each
   output's ``grad_fn`` (the ctx); counting the live ones before and after ``gc.collect()``
   tells which were only freed by the cyclic collector.
+* Forward values, recorded *before* each backward runs (``torch.autograd.backward``, which
+  ``Tensor.backward`` calls, and ``torch.autograd.grad``): the tensors backward starts from
+  (the loss) and the outputs of the outermost module calls since the previous backward.
+  A run whose backward then raises (an in-place change of a saved tensor) still leaves
+  its forward pass to compare. The losses are also kept per optimizer step.
+* Custom Functions of the verified file: every ``apply`` records, per position, whether
+  the input was a tensor that required grad (``gradcheck.input_roles``). At the first
+  call that builds a graph, the Function's ``backward`` is checked against finite
+  differences, and on the rewritten side it and the original's ``backward`` are called
+  directly on the same saved context (``gradcheck.compare_backwards``). These probe
+  calls are invisible to the other measures (saved-tensor accounting, ctx tracking,
+  RNG state, changed-line coverage).
 """
 
 from __future__ import annotations
@@ -46,12 +58,19 @@ import torch
 import torch.optim.optimizer as _optimizer_module
 from torch import nn
 
+from .gradcheck import backward_vs_finite_differences, compare_backwards, counterpart_class, input_roles, merge_roles
+
 #: float32 gradients are compared to sums of per-backward differences; each difference
 #: loses a little precision, hence looser than assert_close's float32 defaults.
 CONTRIBUTION_RTOL = 1e-4
 CONTRIBUTION_ATOL = 1e-6
 MAX_STORED_STEPS = 50
 MAX_VIOLATIONS = 20
+#: forward records kept (each: the loss and the outermost module outputs of one backward)
+MAX_FORWARD_RECORDS = 64
+MAX_OUTPUTS_PER_RECORD = 8
+#: bigger tensors are kept as a fingerprint (shape, sums, first elements), not in full
+MAX_RECORDED_ELEMENTS = 1 << 20
 
 
 class _MallInfo2(ctypes.Structure):
@@ -180,13 +199,41 @@ def _snapshot(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.detach().to("cpu", copy=True)
 
 
+def _forward_value(t: torch.Tensor) -> Any:
+    """A forward value as recorded: the tensor, or a fingerprint of a very large one."""
+    if t.numel() <= MAX_RECORDED_ELEMENTS or not t.is_floating_point():
+        return _snapshot(t) if t.numel() <= MAX_RECORDED_ELEMENTS else {"__object__": f"tensor{list(t.shape)}"}
+    flat = t.detach().double().flatten()
+    fingerprint = torch.stack([flat.sum(), flat.abs().sum(), (flat * flat).sum()]).cpu()
+    return {"__dict__": {"shape": str(list(t.shape)), "sums": fingerprint, "head": flat[:1000].cpu()}}
+
+
 class Probes:
     """Every observation of one run; `install` before user code, `finish` after."""
 
     NAME_PRIORITY = {"bound": 0, "global": 1, "module": 2, "optimizer": 3, "leaf": 4}
 
-    def __init__(self, *, track_ctx: bool = False, snapshot_initial: bool = False, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        *,
+        track_ctx: bool = False,
+        snapshot_initial: bool = False,
+        device: str = "cpu",
+        path: str | None = None,
+        counterpart: str | None = None,
+        watch: Any = None,
+    ) -> None:
         self.track_ctx = track_ctx
+        self.path = path
+        self.counterpart = counterpart
+        self.watch = watch
+        self.forward_records: list[dict[str, Any]] = []
+        self.forward_count = 0
+        self._module_outputs: list[Any] = []
+        self._depth = 0
+        self._losses_since_step: list[float] = []
+        self.functions: dict[str, dict[str, Any]] = {}
+        self._quiet = False
         self.snapshot_initial = snapshot_initial
         self.device = device
         self._names: dict[int, tuple[int, str]] = {}
@@ -244,31 +291,42 @@ class Probes:
         hooks.__enter__()
         self._hooks_ctx = hooks
         self._handles.append(nn.modules.module.register_module_forward_pre_hook(self._on_forward))
+        self._handles.append(nn.modules.module.register_module_forward_hook(self._on_forward_done, always_call=True))
         self._handles.append(_optimizer_module.register_optimizer_step_pre_hook(self._on_step))
-        original_backward = torch.autograd.backward
+        original_backward, original_grad = torch.autograd.backward, torch.autograd.grad
 
         def backward(tensors, *args, **kwargs):
             return self._on_backward(original_backward, tensors, *args, **kwargs)
 
+        def grad(outputs, *args, **kwargs):
+            if not self._quiet:
+                self._record_forward("grad", outputs)
+            return original_grad(outputs, *args, **kwargs)
+
         torch.autograd.backward = backward
+        torch.autograd.grad = grad
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+        self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
+        raw = torch.autograd.Function.__dict__["apply"]
+        probes = self
+
+        def apply(cls, *args, **kwargs):
+            if probes._quiet:
+                return raw.__func__(cls, *args, **kwargs)
+            roles = input_roles(args)
+            out = raw.__func__(cls, *args, **kwargs)
+            grad_fn = next((t.grad_fn for t in iter_tensors(out) if t.grad_fn is not None), None)
+            probes._on_apply(cls, args, roles, out, grad_fn)
+            if probes.track_ctx and grad_fn is not None:
+                try:
+                    probes._ctx_refs.append(weakref.ref(grad_fn))
+                except TypeError:
+                    pass
+            return out
+
+        torch.autograd.Function.apply = classmethod(apply)
+        self._undo.append(lambda: setattr(torch.autograd.Function, "apply", raw))
         if self.track_ctx:
-            raw = torch.autograd.Function.__dict__["apply"]
-            probes = self
-
-            def apply(cls, *args, **kwargs):
-                out = raw.__func__(cls, *args, **kwargs)
-                for tensor in iter_tensors(out):
-                    if tensor.grad_fn is not None:
-                        try:
-                            probes._ctx_refs.append(weakref.ref(tensor.grad_fn))
-                        except TypeError:
-                            pass
-                        break
-                return out
-
-            torch.autograd.Function.apply = classmethod(apply)
-            self._undo.append(lambda: setattr(torch.autograd.Function, "apply", raw))
             gc.disable()
             self._undo.append(gc.enable)
         if self.device.startswith("cuda") and torch.cuda.is_available():
@@ -306,6 +364,8 @@ class Probes:
 
     def _pack(self, tensor: torch.Tensor):
         detached = tensor.detach()
+        if self._quiet:  # a probe's own forward pass: not the user's graph
+            return detached, tensor._version
         base = tensor._base if tensor._is_view() else tensor
         excluded = base.is_leaf and base.requires_grad  # a parameter or a view of one (W.t())
         ref = None
@@ -342,7 +402,10 @@ class Probes:
         return detached
 
     def _on_forward(self, module: nn.Module, args: Any) -> None:
+        if self._quiet:
+            return
         self._sample()
+        self._depth += 1
         if id(module) in self._module_seen:
             return
         cls = type(module).__name__
@@ -352,8 +415,61 @@ class Probes:
             self._module_seen.add(id(sub))
         self.register_module(module, f"{cls}#{index}", "module")
 
+    def _on_forward_done(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self._quiet:
+            return
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0 and len(self._module_outputs) < MAX_OUTPUTS_PER_RECORD and self.forward_count < MAX_FORWARD_RECORDS:
+            self._module_outputs.append([_forward_value(t) for t in list(iter_tensors(output))[:MAX_OUTPUTS_PER_RECORD]])
+
+    def _record_forward(self, call: str, tensors: Any) -> None:
+        """The values a backward starts from, kept before it runs (it may raise)."""
+        roots = [tensors] if isinstance(tensors, torch.Tensor) else [t for t in (tensors or ()) if isinstance(t, torch.Tensor)]
+        for root in roots:
+            if root.numel() == 1 and root.is_floating_point():
+                self._losses_since_step.append(float(root.detach()))
+        if self.forward_count < MAX_FORWARD_RECORDS:
+            self.forward_records.append(
+                {"step": self.step_count, "call": call, "loss": [_forward_value(t) for t in roots], "outputs": self._module_outputs}
+            )
+        self._module_outputs = []
+        self._depth = 0
+        self.forward_count += 1
+
+    def _on_apply(self, cls: type, args: tuple[Any, ...], roles: list[str], out: Any, grad_fn: Any) -> None:
+        """Roles of a custom Function's inputs; at its first graph-building call, its
+        backward against finite differences and against the original's backward."""
+        forward = getattr(cls, "forward", None)
+        code = getattr(forward, "__code__", None)
+        if self.path is None or code is None or code.co_filename != self.path:
+            return
+        entry = self.functions.setdefault(cls.__name__, {"calls": 0, "roles": [], "fd": None, "direct": None})
+        entry["calls"] += 1
+        entry["roles"] = merge_roles(entry["roles"], roles)
+        if grad_fn is None or entry["fd"] is not None:
+            return
+        self._quiet = True
+        paused = self.watch.paused() if self.watch is not None else None
+        if paused is not None:
+            paused.__enter__()
+        try:
+            entry["fd"] = backward_vs_finite_differences(cls, args, seed=len(self.functions))
+            if self.counterpart is not None:
+                original = counterpart_class(self.counterpart, cls.__name__, getattr(forward, "__globals__", {}), self.path)
+                if original is None:
+                    entry["direct"] = {"error": f"the original defines no class {cls.__name__}"}
+                else:
+                    outputs = [t for t in iter_tensors(out)][:16]
+                    with torch.random.fork_rng(devices=[]):
+                        entry["direct"] = compare_backwards(cls, original, grad_fn, outputs, seed=len(self.functions))
+        finally:
+            if paused is not None:
+                paused.__exit__(None, None, None)
+            self._quiet = False
+
     def _on_backward(self, original, tensors, *args, **kwargs):
         self._sample()
+        self._record_forward("backward", tensors)
         inputs = kwargs.get("inputs")
         leaves = _leaves_of(tensors, inputs)
         before = {id(leaf): _snapshot(leaf.grad) for leaf in leaves}
@@ -399,7 +515,10 @@ class Probes:
                         self.violations.append({"step": self.step_count, "param": id(param), "kind": kind, "detail": detail})
         self.stale_steps += int(stale)
         if len(self.steps) < MAX_STORED_STEPS:
-            self.steps.append({"step": self.step_count, "optimizer": opt_index, "grads": grads, "contributions": contributions})
+            self.steps.append(
+                {"step": self.step_count, "optimizer": opt_index, "grads": grads, "contributions": contributions, "losses": self._losses_since_step}
+            )
+        self._losses_since_step = []
         self.step_count += 1
 
     @staticmethod
@@ -485,7 +604,13 @@ class Probes:
 
     def step_records(self) -> list[dict[str, Any]]:
         return [
-            {"step": s["step"], "optimizer": s["optimizer"], "grads": self.named(s["grads"]), "contributions": self.named(s["contributions"])}
+            {
+                "step": s["step"],
+                "optimizer": s["optimizer"],
+                "grads": self.named(s["grads"]),
+                "contributions": self.named(s["contributions"]),
+                "losses": s["losses"],
+            }
             for s in self.steps
         ]
 

@@ -58,7 +58,7 @@ def _limits(request: dict[str, Any]):
     )
 
 
-def _side_spec(request: dict[str, Any], unit: dict[str, Any], source: str, kind: str) -> dict[str, Any]:
+def _side_spec(request: dict[str, Any], unit: dict[str, Any], source: str, kind: str, changed: list[list[int]] | None = None) -> dict[str, Any]:
     return {
         "kind": kind,
         "source": source,
@@ -70,18 +70,20 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], source: str, kind:
         "factories": request.get("factories") or {},
         "factory_root": request.get("factory_root"),
         "threads": request.get("threads", 1),
+        "changed_lines": changed,
     }
 
 
 def _run_pair(request: dict[str, Any], unit: dict[str, Any], kind: str, sources: tuple[str, str], close_fds: tuple[int, ...]):
+    from .coverage import changed_lines
     from .harness import run_side
     from .sandbox import spawn, wait_all
 
     limits = _limits(request)
-    children = [
-        spawn(lambda src=src: run_side(_side_spec(request, unit, src, kind)), _save, limits, close_fds=close_fds)
-        for src in sources
-    ]
+    hunks = changed_lines(*sources, path=request.get("path") or "<string>")
+    specs = [_side_spec(request, unit, src, kind, changed) for src, changed in zip(sources, hunks)]
+    specs[1]["counterpart"] = sources[0]  # the rewritten side calls the original's Function.backward
+    children = [spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds) for spec in specs]
     return wait_all(children, _load)
 
 
