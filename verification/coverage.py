@@ -16,6 +16,10 @@ which of them ran.
   tracer only for frames whose code comes from the verified file and whose line range
   covers a watched line, so everything else (torch's Python code included) runs with
   no per-line cost. Code objects are judged once each and the verdict cached.
+* Only the code of the verified module counts: the first module-level code object with
+  the verified file's name that runs, and the code objects nested in it. Code that
+  merely shares the name (``namedtuple`` and ``dataclass`` compile their methods as
+  ``<string>``, the placeholder name of a unit without a file) is not watched.
 * A hunk counts as exercised when at least one of its lines ran; `unexercised` lists
   the hunks (by first line) that never did.
 """
@@ -90,6 +94,7 @@ class LineWatch:
         self.lines = frozenset(line for hunk in self.hunks for line in hunk)
         self.ran: set[int] = set()
         self._covers: dict[types.CodeType, bool] = {}
+        self._ours: set[types.CodeType] | None = None
         self._previous: Any = None
         self._active = False
         self._paused = False
@@ -98,11 +103,24 @@ class LineWatch:
     def enabled(self) -> bool:
         return bool(self.lines)
 
+    def _claim_module(self, code: types.CodeType) -> None:
+        """The first module code of the verified file: its nested code objects are ours."""
+        if self._ours is not None or code.co_name != "<module>" or code.co_filename != self.path:
+            return
+        ours: set[types.CodeType] = set()
+        stack = [code]
+        while stack:
+            current = stack.pop()
+            ours.add(current)
+            stack.extend(const for const in current.co_consts if isinstance(const, types.CodeType))
+        self._ours = ours
+
     def _covers_watched(self, code: types.CodeType) -> bool:
+        self._claim_module(code)
         verdict = self._covers.get(code)
         if verdict is None:
             verdict = False
-            if code.co_filename == self.path:
+            if self._ours is not None and code in self._ours:
                 own = {line for _, _, line in code.co_lines() if line is not None}
                 verdict = bool(own & (self.lines - self.ran))
             self._covers[code] = verdict
@@ -146,13 +164,7 @@ class LineWatch:
             monitoring.set_events(_MONITORING_TOOL, monitoring.events.PY_START)
             return
         self._previous = sys.gettrace()
-        sys.settrace(self._on_call)
-        # the frame that starts the watch (and its callers) was entered before the hook
-        frame = sys._getframe(1)
-        while frame is not None:
-            if self._covers_watched(frame.f_code):
-                frame.f_trace = self._on_line
-            frame = frame.f_back
+        sys.settrace(self._on_call)  # the module is not running yet: every frame of it is new
 
     def stop(self) -> None:
         if not self._active:

@@ -30,9 +30,9 @@ from .probes import Probes, iter_tensors
 #: probes whose checks need initial parameter values / ctx tracking
 _NEEDS_INITIAL = {"parameters_change_as_intended"}
 _NEEDS_CTX = {"ctx_freed_without_gc"}
-_NEEDS_GRAD_INPUTS = {"original_error_gone", "gradients_match_finite_differences", "forward_values_equal"}
+_NEEDS_GRAD_INPUTS = {"original_error_gone", "gradients_match_finite_differences", "forward_values_equal", "equal_or_gradients_corrected"}
 #: checks that need the directional finite-difference re-runs (gradcheck.py covers Functions)
-_NEEDS_FINITE_DIFFERENCES = {"gradients_match_finite_differences", "grads_equal_or_corrected"}
+_NEEDS_FINITE_DIFFERENCES = {"gradients_match_finite_differences", "equal_or_gradients_corrected"}
 _AUTOGRAD_ERROR = re.compile(
     r"leaf Variable that requires grad|modified by an inplace operation|does not require grad and does not have a grad_fn|"
     r"backward through the graph a second time|incorrect number of gradients|returned an invalid gradient|"
