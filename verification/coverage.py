@@ -46,7 +46,7 @@ def executable_lines(source: str, path: str = "<string>") -> set[int]:
     stack = [code]
     while stack:
         current = stack.pop()
-        lines.update(line for _, _, line in current.co_lines() if line is not None)
+        lines.update(line for _, _, line in current.co_lines() if line)  # 0: the RESUME preamble
         stack.extend(const for const in current.co_consts if isinstance(const, types.CodeType))
     return lines
 
