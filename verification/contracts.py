@@ -6,6 +6,11 @@ and gradients equal, retained graph memory not higher; when the original raised 
 autograd error the rewritten must run clean (and, where the unit has tensor inputs, its
 gradients must match finite differences in float64).
 
+Before any check: both runs must have executed the lines the patch changed (the
+record's ``changed_lines`` from `coverage`), else the verdict is unverified. After the
+checks: ``n/a`` (could not compare) is never evidence, and neither is a pass of
+``original_error_gone`` alone; a contract with nothing else passing is unverified.
+
 Tolerances (documented, stable):
 
 * tensors: ``torch.testing.assert_close`` defaults per dtype, float32 rtol=1.3e-6,
@@ -16,7 +21,18 @@ Tolerances (documented, stable):
 * gradient at a step vs. the sum of contributions since the previous step: rtol=1e-4,
   atol=1e-6 (each contribution is a difference of two float32 accumulations).
 * finite differences: ``torch.autograd.gradcheck`` defaults in float64 (eps=1e-6,
-  atol=1e-5, rtol=1e-3).
+  atol=1e-5, rtol=1e-3), for Function units in full; for scripts and functions along one
+  random direction (`directional`): |<grad, v> - central difference| <= 1e-5 + 1e-3 *
+  |central difference|, same eps, float64 as torch's default dtype.
+* forward values recorded before each backward (the loss, the outermost modules'
+  outputs): the tensor tolerances above; an original that raised is compared on the
+  records it made before raising.
+* a custom Function's ``backward`` against the original's on the same ctx: equal, or
+  ``allclose`` at float defaults (the same inputs give the same bits unless the formula
+  was rewritten); a custom Function's gradients against finite differences: the
+  directional rule above, per input.
+* a 0-dim / 1-element tensor against a Python number: compared as numbers (the float
+  tolerances above).
 * peak memory: the rewritten may exceed the original by 5 % + 64 kB (sampling noise).
 * retained graph (``retained_graph_not_higher``): judged on two measures of the bytes of
   tensors autograd saved (unique storages; parameters and views of them excluded). At
