@@ -20,6 +20,8 @@ which of them ran.
   the verified file's name that runs, and the code objects nested in it. Code that
   merely shares the name (``namedtuple`` and ``dataclass`` compile their methods as
   ``<string>``, the placeholder name of a unit without a file) is not watched.
+* Once every watched line ran, the 3.11 hook removes itself (the rest of a training
+  loop runs untraced); on 3.12+ each line's event is disabled after its first hit.
 * A hunk counts as exercised when at least one of its lines ran; `unexercised` lists
   the hunks (by first line) that never did.
 """
@@ -135,6 +137,9 @@ class LineWatch:
     def _on_line(self, frame: types.FrameType, event: str, arg: Any):
         if event == "line" and not self._paused and frame.f_lineno in self.lines:
             self.ran.add(frame.f_lineno)
+            if len(self.ran) == len(self.lines):  # everything seen: stop paying for the hook
+                sys.settrace(self._previous)
+                return None
         return self._on_line
 
     # -- 3.12+: sys.monitoring LINE events on chosen code objects ---------------------

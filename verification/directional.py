@@ -20,7 +20,8 @@ floating-point tensor arguments. Each gets its own direction, drawn from a gener
 seeded by its name (``Net#0.fc1.weight``, ``arg0``), so the three runs agree.
 
 "Where possible": a loss that is not float64 even so (the code casts explicitly), a
-version that raises before its first backward, or a backward that raises, make the
+version that raises before its first backward, a backward that raises, or a first
+re-run slower than `FD_RERUN_BUDGET_S` (the re-runs share the run's time limit) make the
 check not applicable, never a pass.
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import time
 import zlib
 from typing import Any, Callable
 
@@ -36,6 +38,9 @@ from torch import nn
 
 FD_EPS = 1e-6
 FD_ATOL, FD_RTOL = 1e-5, 1e-3
+#: the two perturbed re-runs are skipped (not applicable) when the first took longer:
+#: they share the run's time limit with the run itself
+FD_RERUN_BUDGET_S = 4.0
 
 
 class _Stop(BaseException):
@@ -186,13 +191,17 @@ def directional_check(run_once: Callable[[Perturbation], Any], iter_tensors: Cal
 
     `run_once(perturbation)` runs the unit once (it may call ``perturbation.perturb`` on
     its own tensor inputs) and returns the unit's result."""
+    started = time.perf_counter()
     base = _one_run(run_once, 0.0, True, iter_tensors)
+    took = time.perf_counter() - started
     if base.error is not None or base.loss is None or base.derivative is None:
         return {"applicable": False, "detail": f"finite differences not applicable: {base.error or 'no loss was computed'}"}
     if base.loss_dtype != torch.float64:
         return {"applicable": False, "detail": f"finite differences not applicable: the loss is {base.loss_dtype} even with float64 as the default dtype"}
     if not base.targets:
         return {"applicable": False, "detail": "finite differences not applicable: no parameter or input tensor to move"}
+    if took > FD_RERUN_BUDGET_S:
+        return {"applicable": False, "detail": f"finite differences not applicable: a run up to the first backward takes {took:.1f} s (budget {FD_RERUN_BUDGET_S:g} s)"}
     plus = _one_run(run_once, FD_EPS, False, iter_tensors)
     minus = _one_run(run_once, -FD_EPS, False, iter_tensors)
     if plus.loss is None or minus.loss is None:
