@@ -36,6 +36,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from .probes import ModuleNames
+
 FD_EPS = 1e-6
 FD_ATOL, FD_RTOL = 1e-5, 1e-3
 #: the two perturbed re-runs are skipped (not applicable) when the first took longer:
@@ -67,8 +69,7 @@ class Perturbation:
         self.loss_dtype: torch.dtype | None = None
         self.derivative: float | None = None
         self.error: str | None = None
-        self._modules_seen: set[int] = set()
-        self._module_count: dict[str, int] = {}
+        self._module_names = ModuleNames()
         self._grad = torch.autograd.grad
         self._undo: list[Callable[[], None]] = []
 
@@ -88,16 +89,12 @@ class Perturbation:
         self.directions[name] = direction
 
     def _on_forward(self, module: nn.Module, args: Any) -> None:
-        if id(module) in self._modules_seen:
+        prefix = self._module_names.first_call(module)
+        if prefix is None:
             return
-        cls = type(module).__name__
-        index = self._module_count.get(cls, 0)
-        self._module_count[cls] = index + 1
-        for sub in module.modules():
-            self._modules_seen.add(id(sub))
         for name, param in module.named_parameters():
             if param.requires_grad:
-                self.perturb(f"{cls}#{index}.{name}", param)
+                self.perturb(f"{prefix}.{name}", param)
 
     def capture(self, roots: Any, weights: Any) -> None:
         """L from the tensors a backward starts at; autograd's derivative along v if asked."""

@@ -158,6 +158,28 @@ def _leaves_of(tensors: Any, inputs: Any) -> list[torch.Tensor]:
     return list(leaves.values())
 
 
+class ModuleNames:
+    """Names of outermost modules in the order of their first forward (``Net#0``): the
+    same program gives the same names in every run, whoever holds the module."""
+
+    __slots__ = ("_seen", "_count")
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+        self._count: dict[str, int] = {}
+
+    def first_call(self, module: nn.Module) -> str | None:
+        """The module's name at its (or an enclosing module's) first forward, else None."""
+        if id(module) in self._seen:
+            return None
+        cls = type(module).__name__
+        index = self._count.get(cls, 0)
+        self._count[cls] = index + 1
+        for sub in module.modules():
+            self._seen.add(id(sub))
+        return f"{cls}#{index}"
+
+
 class _SavedRef(weakref.ref):
     """Weak reference to one stored saved tensor, carrying its storage key."""
 
@@ -239,8 +261,7 @@ class Probes:
         self._names: dict[int, tuple[int, str]] = {}
         self._keep: dict[int, torch.Tensor] = {}
         self._initial: dict[int, torch.Tensor] = {}
-        self._module_seen: set[int] = set()
-        self._module_count: dict[str, int] = {}
+        self._module_names = ModuleNames()
         self._optimizers: dict[int, int] = {}
         self._pending: dict[int, torch.Tensor] = {}
         self._ever_grad: set[int] = set()
@@ -406,14 +427,9 @@ class Probes:
             return
         self._sample()
         self._depth += 1
-        if id(module) in self._module_seen:
-            return
-        cls = type(module).__name__
-        index = self._module_count.get(cls, 0)
-        self._module_count[cls] = index + 1
-        for sub in module.modules():
-            self._module_seen.add(id(sub))
-        self.register_module(module, f"{cls}#{index}", "module")
+        prefix = self._module_names.first_call(module)
+        if prefix is not None:
+            self.register_module(module, prefix, "module")
 
     def _on_forward_done(self, module: nn.Module, args: Any, output: Any) -> None:
         if self._quiet:
