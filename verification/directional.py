@@ -154,7 +154,7 @@ def _outputs_loss(perturbation: Perturbation, result: Any, iter_tensors: Callabl
         perturbation.error = "the unit neither calls backward nor returns a floating-point tensor"
         return
     generator = torch.Generator().manual_seed(perturbation.seed)
-    weights = [torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.dtype) for t in outputs]
+    weights = [torch.randn(t.shape, generator=generator, dtype=torch.float64).to(device=t.device, dtype=t.dtype) for t in outputs]
     try:
         perturbation.capture(outputs, weights)
     except _Stop:

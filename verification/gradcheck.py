@@ -147,6 +147,13 @@ def merge_roles(known: list[str], new: list[str]) -> list[str]:
     return [a if rank[a] >= rank[b] else b for a, b in zip(padded_known, padded_new)]
 
 
+def rng_fork() -> Any:
+    """``fork_rng`` over the CPU and the CUDA devices already in use (none initialised
+    for the sake of it: a CPU run on a GPU machine must not pay for a CUDA context)."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    return torch.random.fork_rng(devices=devices)
+
+
 def _as_tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
@@ -157,7 +164,7 @@ def _outputs_of(out: Any) -> list[torch.Tensor]:
 
 def _grad_outputs(outputs: list[torch.Tensor], generator: torch.Generator) -> list[torch.Tensor]:
     return [
-        torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.dtype) if t.is_floating_point() else torch.zeros_like(t)
+        torch.randn(t.shape, generator=generator, dtype=torch.float64).to(device=t.device, dtype=t.dtype) if t.is_floating_point() else torch.zeros_like(t)
         for t in outputs
     ]
 
@@ -212,7 +219,9 @@ def backward_vs_finite_differences(cls: type, args: tuple[Any, ...], seed: int) 
     generator = torch.Generator().manual_seed(seed)
 
     def forward(values: list[Any], grad: bool) -> Any:
-        with torch.random.fork_rng(devices=[]), torch.set_grad_enabled(grad):
+        # the same random numbers for every evaluation (dropout inside forward), and the
+        # run's own RNG state untouched (CUDA generators included where they exist)
+        with rng_fork(), torch.set_grad_enabled(grad):
             torch.manual_seed(seed)
             return cls.apply(*values)
 
@@ -231,7 +240,7 @@ def backward_vs_finite_differences(cls: type, args: tuple[Any, ...], seed: int) 
             grad = analytic[position] if position < len(analytic) else None
             if not isinstance(grad, torch.Tensor):
                 continue
-            direction = torch.randn(base[position].shape, generator=generator, dtype=torch.float64)
+            direction = torch.randn(base[position].shape, generator=generator, dtype=torch.float64).to(base[position].device)
 
             def phi(sign: float) -> float:
                 values = list(base)

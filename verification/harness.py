@@ -338,7 +338,10 @@ def _finite_differences(spec: dict[str, Any], path: str, device: str) -> dict[st
     """Autograd's derivative of the first loss along a random direction against finite
     differences, in float64 (`directional.directional_check`), re-running the unit."""
     if spec["kind"] == "script":
-        code = compile(spec["source"], path, "exec")
+        try:
+            code = compile(spec["source"], path, "exec")
+        except (SyntaxError, ValueError) as exc:
+            return {"applicable": False, "detail": f"finite differences not applicable: the script does not compile ({exc})"}
 
         def run_once(perturbation: Perturbation) -> Any:
             namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}

@@ -58,7 +58,7 @@ import torch
 import torch.optim.optimizer as _optimizer_module
 from torch import nn
 
-from .gradcheck import backward_vs_finite_differences, compare_backwards, counterpart_class, input_roles, merge_roles
+from .gradcheck import backward_vs_finite_differences, compare_backwards, counterpart_class, input_roles, merge_roles, rng_fork
 
 #: float32 gradients are compared to sums of per-backward differences; each difference
 #: loses a little precision, hence looser than assert_close's float32 defaults.
@@ -476,7 +476,7 @@ class Probes:
                     entry["direct"] = {"error": f"the original defines no class {cls.__name__}"}
                 else:
                     outputs = [t for t in iter_tensors(out)][:16]
-                    with torch.random.fork_rng(devices=[]):
+                    with rng_fork():
                         entry["direct"] = compare_backwards(cls, original, grad_fn, outputs, seed=len(self.functions))
         finally:
             if paused is not None:
