@@ -489,3 +489,73 @@ def test_same_change_is_judged_once_it_runs(verifier):
     verdict = run(verifier, slow, slow.replace(*EVAL_FIX), AGF001)
     assert verdict.verdict == "accepted", verdict.reason
     assert verdict.units[0].evidence["rewritten"]["changed_lines"]["missed"] == []
+
+
+# -- AGF010: a detach is judged on the forward values the original computed before its error -----
+TBPTT = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+embedding, lstm, decoder = nn.Embedding(16, 8), nn.LSTM(8, 16, batch_first=True), nn.Linear(16, 16)
+parameters = [*embedding.parameters(), *lstm.parameters(), *decoder.parameters()]
+optimizer = torch.optim.SGD(parameters, lr=0.1)
+tokens = torch.randint(0, 16, (4, 3 * 6 + 1))
+h, c = torch.zeros(1, 4, 16), torch.zeros(1, 4, 16)
+for i in range(3):
+    inputs, targets = tokens[:, i * 6:(i + 1) * 6], tokens[:, i * 6 + 1:(i + 1) * 6 + 1]
+    optimizer.zero_grad()
+    out, (h, c) = lstm(embedding(inputs), (h, c))
+    loss = F.cross_entropy(decoder(out).flatten(0, 1), targets.flatten())
+    loss.backward()
+    optimizer.step()
+"""
+AGF010 = ("original_error_gone", "forward_values_equal", "peak_memory_not_higher")
+
+
+def test_hidden_state_detached_is_accepted_on_the_losses_before_the_error(verifier):
+    fixed = TBPTT.replace("    out, (h, c) = lstm(", "    h, c = h.detach(), c.detach()\n    out, (h, c) = lstm(")
+    verdict = run(verifier, TBPTT, fixed, AGF010, rule="AGF010")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "backward through the graph a second time" in verdict.units[0].evidence["original"]["exception"]["message"]
+    assert "forward values before the original's error equal (2 backward pass(es))" in verdict.reason
+
+
+def test_hidden_state_reset_instead_of_detached_is_rejected(verifier):
+    # the error goes away too, but every chunk now starts from zeros: different losses
+    wrong = TBPTT.replace("    out, (h, c) = lstm(", "    h, c = torch.zeros_like(h), torch.zeros_like(c)\n    out, (h, c) = lstm(")
+    verdict = run(verifier, TBPTT, wrong, AGF010)
+    assert verdict.verdict == "rejected", verdict.reason
+    assert verdict.reason.startswith("forward values differ: backward #2 loss")
+
+
+def test_an_original_that_raises_needs_to_reach_only_the_first_changed_code(verifier):
+    # the fix changes forward (where the original raises) and backward (which it never reaches)
+    original = """
+    import torch
+
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(x, scale)
+            return x * scale
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            x, scale = ctx.saved_tensors
+            return grad_output * scale, None
+
+
+    x = torch.randn(5, requires_grad=True)
+    Scale.apply(x, 2.0).sum().backward()
+    """
+    original = textwrap.dedent(original)
+    fixed = original.replace("ctx.save_for_backward(x, scale)", "ctx.save_for_backward(x)\n        ctx.scale = scale").replace(
+        "x, scale = ctx.saved_tensors", "(x,) = ctx.saved_tensors\n        scale = ctx.scale"
+    )
+    verdict = run(verifier, original, fixed, ("original_error_gone", "gradcheck_passes"), entry="Scale")
+    assert verdict.verdict == "accepted", verdict.reason
+    coverage = verdict.units[0].evidence["original"]["changed_lines"]
+    assert len(coverage["hunks"]) == 2 and len(coverage["missed"]) == 1

@@ -694,13 +694,19 @@ def side_evidence(outcome: Outcome) -> dict[str, Any]:
 
 
 def _unexercised(o: dict[str, Any], r: dict[str, Any]) -> str | None:
-    """The reason when a run never executed (part of) the code the patch changed."""
+    """The reason when a run never executed (part of) the code the patch changed.
+
+    A run that finished must have run every changed hunk; one that raised stopped where
+    it raised, so hunks after that point cannot have run: it must have reached one."""
     for side, record in (("original", o), ("rewritten", r)):
         coverage = record.get("changed_lines")
-        if coverage and coverage.get("missed"):
-            missed = coverage["missed"]
-            where = f"line {missed[0]}" if len(missed) == 1 else f"lines {', '.join(map(str, missed[:5]))}"
-            return f"the changed code never ran (the {side} run never reached {where})"
+        if not coverage or not coverage.get("missed"):
+            continue
+        missed = coverage["missed"]
+        if record.get("exception") is not None and len(missed) < len(coverage.get("hunks") or ()):
+            continue
+        where = f"line {missed[0]}" if len(missed) == 1 else f"lines {', '.join(map(str, missed[:5]))}"
+        return f"the changed code never ran (the {side} run never reached {where})"
     return None
 
 
