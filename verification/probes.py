@@ -69,8 +69,9 @@ MAX_VIOLATIONS = 20
 #: forward records kept (each: the loss and the outermost module outputs of one backward)
 MAX_FORWARD_RECORDS = 64
 MAX_OUTPUTS_PER_RECORD = 8
-#: bigger tensors are kept as a fingerprint (shape, sums, first elements), not in full
-MAX_RECORDED_ELEMENTS = 1 << 20
+#: forward values are kept in full up to this many bytes per run, then as a fingerprint
+#: (shape, sums, first elements): a long run must not hold every batch's outputs
+FORWARD_BYTES_BUDGET = 32 << 20
 
 
 class _MallInfo2(ctypes.Structure):
@@ -221,13 +222,12 @@ def _snapshot(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.detach().to("cpu", copy=True)
 
 
-def _forward_value(t: torch.Tensor) -> Any:
-    """A forward value as recorded: the tensor, or a fingerprint of a very large one."""
-    if t.numel() <= MAX_RECORDED_ELEMENTS or not t.is_floating_point():
-        return _snapshot(t) if t.numel() <= MAX_RECORDED_ELEMENTS else {"__object__": f"tensor{list(t.shape)}"}
-    flat = t.detach().double().flatten()
+def _fingerprint(t: torch.Tensor) -> Any:
+    """What is kept of a forward value once the budget is spent: enough to tell a
+    changed value from an equal one, in a few kilobytes."""
+    flat = (t.detach().abs() if t.is_complex() else t.detach()).double().flatten()
     fingerprint = torch.stack([flat.sum(), flat.abs().sum(), (flat * flat).sum()]).cpu()
-    return {"__dict__": {"shape": str(list(t.shape)), "sums": fingerprint, "head": flat[:1000].cpu()}}
+    return {"__dict__": {"shape": str(list(t.shape)), "sums": fingerprint, "head": flat[:256].cpu()}}
 
 
 class Probes:
@@ -256,6 +256,7 @@ class Probes:
         self._losses_since_step: list[float] = []
         self.functions: dict[str, dict[str, Any]] = {}
         self._quiet = False
+        self._forward_bytes = 0
         self.snapshot_initial = snapshot_initial
         self.device = device
         self._names: dict[int, tuple[int, str]] = {}
@@ -436,7 +437,15 @@ class Probes:
             return
         self._depth = max(0, self._depth - 1)
         if self._depth == 0 and len(self._module_outputs) < MAX_OUTPUTS_PER_RECORD and self.forward_count < MAX_FORWARD_RECORDS:
-            self._module_outputs.append([_forward_value(t) for t in list(iter_tensors(output))[:MAX_OUTPUTS_PER_RECORD]])
+            self._module_outputs.append([self._forward_value(t) for t in list(iter_tensors(output))[:MAX_OUTPUTS_PER_RECORD]])
+
+    def _forward_value(self, t: torch.Tensor) -> Any:
+        """A forward value as recorded: in full while the run's budget lasts."""
+        nbytes = t.numel() * t.element_size()
+        if self._forward_bytes + nbytes > FORWARD_BYTES_BUDGET:
+            return _fingerprint(t)
+        self._forward_bytes += nbytes
+        return _snapshot(t)
 
     def _record_forward(self, call: str, tensors: Any) -> None:
         """The values a backward starts from, kept before it runs (it may raise)."""
@@ -446,7 +455,7 @@ class Probes:
                 self._losses_since_step.append(float(root.detach()))
         if self.forward_count < MAX_FORWARD_RECORDS:
             self.forward_records.append(
-                {"step": self.step_count, "call": call, "loss": [_forward_value(t) for t in roots], "outputs": self._module_outputs}
+                {"step": self.step_count, "call": call, "loss": [self._forward_value(t) for t in roots], "outputs": self._module_outputs}
             )
         self._module_outputs = []
         self._depth = 0
