@@ -99,6 +99,7 @@ class LineWatch:
         self._ours: set[types.CodeType] | None = None
         self._previous: Any = None
         self._active = False
+        self._monitoring = False
         self._paused = False
 
     @property
@@ -161,30 +162,41 @@ class LineWatch:
         if not self.enabled or self._active:
             return
         self._active = True
+        self._monitoring = self._start_monitoring()
+        if not self._monitoring:
+            self._previous = sys.gettrace()
+            sys.settrace(self._on_call)  # the module is not running yet: every frame of it is new
+
+    def _start_monitoring(self) -> bool:  # pragma: no cover - 3.12+
+        """sys.monitoring where Python has it and the tool id is free; else settrace."""
         monitoring = getattr(sys, "monitoring", None)
-        if monitoring is not None:  # pragma: no cover - 3.12+
+        if monitoring is None:
+            return False
+        try:
             monitoring.use_tool_id(_MONITORING_TOOL, "autograd-fix coverage")
-            monitoring.register_callback(_MONITORING_TOOL, monitoring.events.PY_START, self._on_start)
-            monitoring.register_callback(_MONITORING_TOOL, monitoring.events.LINE, self._on_monitored_line)
-            monitoring.set_events(_MONITORING_TOOL, monitoring.events.PY_START)
-            return
-        self._previous = sys.gettrace()
-        sys.settrace(self._on_call)  # the module is not running yet: every frame of it is new
+        except ValueError:  # the id is taken (by the code under verification, say)
+            return False
+        monitoring.restart_events()  # events an earlier watch in this process disabled
+        monitoring.register_callback(_MONITORING_TOOL, monitoring.events.PY_START, self._on_start)
+        monitoring.register_callback(_MONITORING_TOOL, monitoring.events.LINE, self._on_monitored_line)
+        monitoring.set_events(_MONITORING_TOOL, monitoring.events.PY_START)
+        return True
 
     def stop(self) -> None:
         if not self._active:
             return
         self._active = False
-        monitoring = getattr(sys, "monitoring", None)
-        if monitoring is not None:  # pragma: no cover - 3.12+
-            monitoring.set_events(_MONITORING_TOOL, 0)
-            for code in self._covers:
-                monitoring.set_local_events(_MONITORING_TOOL, code, 0)
-            monitoring.register_callback(_MONITORING_TOOL, monitoring.events.PY_START, None)
-            monitoring.register_callback(_MONITORING_TOOL, monitoring.events.LINE, None)
-            monitoring.free_tool_id(_MONITORING_TOOL)
+        if not self._monitoring:
+            sys.settrace(self._previous)
             return
-        sys.settrace(self._previous)
+        monitoring = sys.monitoring  # type: ignore[attr-defined]  # pragma: no cover - 3.12+
+        monitoring.set_events(_MONITORING_TOOL, 0)
+        for code, covers in self._covers.items():
+            if covers:
+                monitoring.set_local_events(_MONITORING_TOOL, code, 0)
+        monitoring.register_callback(_MONITORING_TOOL, monitoring.events.PY_START, None)
+        monitoring.register_callback(_MONITORING_TOOL, monitoring.events.LINE, None)
+        monitoring.free_tool_id(_MONITORING_TOOL)
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
