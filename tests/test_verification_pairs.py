@@ -18,7 +18,7 @@ from autograd_fix.verification.verdict import format_bytes
 AGF001 = ("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any")
 AGF002 = ("step_grads_match_contributions",)
 AGF003 = ("original_error_gone", "forward_values_equal", "gradients_match_finite_differences", "parameters_change_as_intended")
-AGF004 = ("original_error_gone", "gradcheck_passes")
+AGF004 = ("original_error_gone", "gradcheck_if_original_matches", "backward_agrees_with_original")
 AGF005 = ("original_error_gone", "gradcheck_passes", "ctx_freed_without_gc")
 AGF006 = ("accumulated_values_equal", "outputs_equal", "retained_graph_not_higher", "retained_graph_lower_if_any")
 

@@ -27,6 +27,9 @@ CHECK_NAMES = (
     "ctx_freed_without_gc",
     "peak_memory_not_higher",
     "accumulated_values_equal",
+    "equal_or_gradients_corrected",
+    "backward_agrees_with_original",
+    "gradcheck_if_original_matches",
 )
 
 __all__ = [

@@ -6,6 +6,11 @@ and gradients equal, retained graph memory not higher; when the original raised 
 autograd error the rewritten must run clean (and, where the unit has tensor inputs, its
 gradients must match finite differences in float64).
 
+Before any check: both runs must have executed the lines the patch changed (the
+record's ``changed_lines`` from `coverage`), else the verdict is unverified. After the
+checks: ``n/a`` (could not compare) is never evidence, and neither is a pass of
+``original_error_gone`` alone; a contract with nothing else passing is unverified.
+
 Tolerances (documented, stable):
 
 * tensors: ``torch.testing.assert_close`` defaults per dtype, float32 rtol=1.3e-6,
@@ -16,7 +21,18 @@ Tolerances (documented, stable):
 * gradient at a step vs. the sum of contributions since the previous step: rtol=1e-4,
   atol=1e-6 (each contribution is a difference of two float32 accumulations).
 * finite differences: ``torch.autograd.gradcheck`` defaults in float64 (eps=1e-6,
-  atol=1e-5, rtol=1e-3).
+  atol=1e-5, rtol=1e-3), for Function units in full; for scripts and functions along one
+  random direction (`directional`): |<grad, v> - central difference| <= 1e-5 + 1e-3 *
+  |central difference|, same eps, float64 as torch's default dtype.
+* forward values recorded before each backward (the loss, the outermost modules'
+  outputs): the tensor tolerances above; an original that raised is compared on the
+  records it made before raising.
+* a custom Function's ``backward`` against the original's on the same ctx: equal, or
+  ``allclose`` at float defaults (the same inputs give the same bits unless the formula
+  was rewritten); a custom Function's gradients against finite differences: the
+  directional rule above, per input.
+* a 0-dim / 1-element tensor against a Python number: compared as numbers (the float
+  tolerances above).
 * peak memory: the rewritten may exceed the original by 5 % + 64 kB (sampling noise).
 * retained graph (``retained_graph_not_higher``): judged on two measures of the bytes of
   tensors autograd saved (unique storages; parameters and views of them excluded). At
@@ -79,11 +95,12 @@ class Sides:
 def compare(a: Any, b: Any, where: str, *, lenient: bool = False) -> list[str]:
     """Differences between two serialized values (empty when equal within tolerance)."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        if lenient and _is_number(a) != _is_number(b) and (_is_number(a) or _is_number(b)):
-            a, b = _as_number(a), _as_number(b)
-            if a is None or b is None:
-                return [f"{where}: tensor vs number of more than one element"]
-            return [] if _close_numbers(a, b) else [f"{where}: {a!r} != {b!r}"]
+        if _plain_number(a) or _plain_number(b):
+            # a 0-dim / 1-element tensor against a Python number (`.item()`): as numbers
+            x, y = _as_number(a), _as_number(b)
+            if x is None or y is None:
+                return [f"{where}: a tensor of {_numel(a if x is None else b)} elements vs a number"]
+            return [] if _close_numbers(x, y) else [f"{where}: {x!r} != {y!r}"]
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             return [f"{where}: {type(a).__name__} vs {type(b).__name__}"]
         if a.shape != b.shape:
@@ -137,6 +154,14 @@ def _compare_maps(a: dict, b: dict, where: str, lenient: bool) -> list[str]:
     return out
 
 
+def _plain_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _numel(value: Any) -> int:
+    return value.numel() if isinstance(value, torch.Tensor) else 1
+
+
 def _is_number(value: Any) -> bool:
     if isinstance(value, torch.Tensor):
         return value.numel() == 1
@@ -145,7 +170,7 @@ def _is_number(value: Any) -> bool:
 
 def _as_number(value: Any) -> float | None:
     if isinstance(value, torch.Tensor):
-        return float(value.item()) if value.numel() == 1 else None
+        return float(value.item()) if value.numel() == 1 and not value.is_complex() else None
     return float(value)
 
 
@@ -201,10 +226,42 @@ def check_accumulated_values_equal(s: Sides) -> CheckResult:
     return CheckResult("accumulated_values_equal", PASS, "accumulated values equal")
 
 
+def _forward_record_diffs(o: list[dict[str, Any]], r: list[dict[str, Any]]) -> list[str]:
+    """The original's forward records (each kept before its backward ran) against the
+    rewritten's first as many: the loss, and the outermost modules' outputs."""
+    diffs: list[str] = []
+    for index, (a, b) in enumerate(zip(o, r)):
+        label = f"backward #{index + 1}"
+        diffs += compare(_seq(a["loss"]), _seq(b["loss"]), f"{label} loss")
+        diffs += compare(_seq([_seq(x) for x in a["outputs"]]), _seq([_seq(x) for x in b["outputs"]]), f"{label} module outputs")
+        if len(diffs) >= MAX_MISMATCHES:
+            break
+    return diffs
+
+
+def _seq(items: list[Any]) -> dict[str, Any]:
+    return {"__seq__": "list", "items": list(items), "length": len(items)}
+
+
 def check_forward_values_equal(s: Sides) -> CheckResult:
+    """Forward values equal, including those the original computed before it crashed:
+    each backward's loss (and module outputs) is recorded before that backward runs."""
+    o_records, r_records = s.original.get("forward") or [], s.rewritten.get("forward") or []
+    o_count = int(s.original.get("forward_count") or 0)
+    r_count = int(s.rewritten.get("forward_count") or 0)
     if _original_values_missing(s):
-        return CheckResult("forward_values_equal", NA, "the original raised before its forward values existed")
+        if not o_records:
+            return CheckResult("forward_values_equal", NA, "the original raised before any backward, so no forward value exists to compare")
+        if r_count < o_count:
+            return CheckResult("forward_values_equal", FAIL, f"the rewritten reached {r_count} backward pass(es), the original {o_count} before it raised")
+        diffs = _forward_record_diffs(o_records, r_records)
+        if diffs:
+            return CheckResult("forward_values_equal", FAIL, "forward values differ: " + "; ".join(diffs[:3]))
+        return CheckResult("forward_values_equal", PASS, f"forward values before the original's error equal ({len(o_records)} backward pass(es))")
     diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "")
+    if o_count != r_count:
+        diffs.append(f"backward passes: {o_count} vs {r_count}")
+    diffs += _forward_record_diffs(o_records, r_records)
     if diffs:
         return CheckResult("forward_values_equal", FAIL, "forward values differ: " + "; ".join(diffs[:3]))
     return CheckResult("forward_values_equal", PASS, "forward values equal")
@@ -340,15 +397,143 @@ def check_original_error_gone(s: Sides) -> CheckResult:
     return CheckResult("original_error_gone", PASS, f"original {exc['type']} gone")
 
 
+def _original_fd_note(s: Sides) -> str:
+    fd = s.original.get("finite_differences") or {}
+    if not fd.get("applicable"):
+        return ""
+    if fd["passed"]:
+        return f"; the original's matched too ({fd['analytic']:.6g} vs {fd['numeric']:.6g})"
+    return f"; the original's did not ({fd['analytic']:.6g} vs {fd['numeric']:.6g})"
+
+
 def check_gradients_match_finite_differences(s: Sides) -> CheckResult:
+    """The rewritten's gradients are true derivatives (float64, along a random direction);
+    the original's comparison is shown as evidence of what the fix changed."""
+    name = "gradients_match_finite_differences"
     gc_result = s.rewritten.get("gradcheck")
     if gc_result is not None:
         status = PASS if gc_result["passed"] else FAIL
-        return CheckResult("gradients_match_finite_differences", status, "gradcheck passes" if gc_result["passed"] else gc_result["error"])
+        return CheckResult(name, status, "gradcheck passes" if gc_result["passed"] else gc_result["error"])
     fd = s.rewritten.get("finite_differences")
     if not fd or not fd.get("applicable"):
-        return CheckResult("gradients_match_finite_differences", NA, (fd or {}).get("detail", "not applicable to this unit"))
-    return CheckResult("gradients_match_finite_differences", PASS if fd["passed"] else FAIL, fd["detail"] if not fd["passed"] else "gradients match finite differences")
+        return CheckResult(name, NA, (fd or {}).get("detail", "finite differences not applicable to this unit"))
+    if not fd["passed"]:
+        return CheckResult(name, FAIL, f"rewritten: {fd['detail']}")
+    return CheckResult(name, PASS, f"gradients match finite differences ({fd['analytic']:.6g} vs {fd['numeric']:.6g}){_original_fd_note(s)}")
+
+
+def check_equal_or_gradients_corrected(s: Sides) -> CheckResult:
+    """Outputs and gradients equal the original's (a `.data` read made `.detach()`, an
+    intended update moved under no_grad); or the original's gradients were wrong (a
+    `.data` mutation of a tensor autograd saved): then the forward values before the
+    first backward must be equal (the math did not change), the rewritten's gradients
+    must match finite differences, and the original's must not. Training then moves
+    the two versions apart, so their later values are not compared."""
+    name = "equal_or_gradients_corrected"
+    outputs, grads = check_outputs_equal(s), check_grads_equal(s)
+    if outputs.status != FAIL and grads.status != FAIL:
+        status = PASS if PASS in (outputs.status, grads.status) else NA
+        return CheckResult(name, status, f"{outputs.detail}, {grads.detail}")
+    differ = grads.detail if grads.status == FAIL else outputs.detail
+    o_fd, r_fd = s.original.get("finite_differences") or {}, s.rewritten.get("finite_differences") or {}
+    if not r_fd.get("applicable"):
+        return CheckResult(name, FAIL, f"{differ}; {r_fd.get('detail', 'finite differences were not run')}, so no correction can be shown")
+    if not r_fd["passed"]:
+        return CheckResult(name, FAIL, f"{differ}; rewritten: {r_fd['detail']}")
+    if not o_fd.get("applicable"):
+        return CheckResult(name, FAIL, f"{differ}; the original's gradients could not be checked ({o_fd.get('detail', 'not run')}), so no correction can be shown")
+    if o_fd["passed"]:
+        return CheckResult(name, FAIL, f"{differ}, although the original's gradients already matched finite differences")
+    first = _forward_record_diffs((s.original.get("forward") or [])[:1], (s.rewritten.get("forward") or [])[:1])
+    if first:
+        return CheckResult(name, FAIL, "forward values before the first backward differ: " + "; ".join(first[:3]))
+    return CheckResult(
+        name,
+        PASS,
+        f"gradients corrected: the rewritten's match finite differences ({r_fd['analytic']:.6g} vs {r_fd['numeric']:.6g}), "
+        f"the original's did not ({o_fd['analytic']:.6g}); forward values before the first backward equal",
+    )
+
+
+# -- custom Functions: the original's backward as the reference ------------------------
+def _functions(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return record.get("functions") or {}
+
+
+def check_backward_agrees_with_original(s: Sides) -> CheckResult:
+    """Both backwards called on the same saved context: identical gradients wherever the
+    original returned one; a padded None only for inputs that never required grad."""
+    name = "backward_agrees_with_original"
+    probed = {cls: entry for cls, entry in _functions(s.rewritten).items() if entry.get("direct") is not None}
+    if not probed:
+        return CheckResult(name, UNKNOWN, "no custom Function of this file built a graph in the rewritten run, so its backward was never compared")
+    clauses = []
+    for cls, entry in sorted(probed.items()):
+        direct, roles = entry["direct"], entry.get("roles") or []
+        if direct.get("error"):
+            return CheckResult(name, UNKNOWN, f"{cls}: {direct['error']}")
+        if direct["mismatches"]:
+            return CheckResult(name, FAIL, f"{cls}.backward differs from the original's on the same ctx at {direct['mismatches'][0]}")
+        needed = [p for p in direct["padded_none"] if p < len(roles) and roles[p] == "grad"]
+        if needed and s.mode == "autograd_function":
+            # synthesized inputs all require grad: that is our choice, not the program's
+            return CheckResult(
+                name,
+                UNKNOWN,
+                f"{cls}.backward returns None for input {needed[0]}, a tensor the synthesized inputs made require grad; "
+                "only a run through code that calls it (a driver) can show whether it needs a gradient",
+            )
+        if needed:
+            return CheckResult(name, FAIL, f"{cls}.backward returns None for input {needed[0]}, which required grad during the run: its gradient is dropped")
+        if direct["added"]:
+            gate = check_gradcheck_if_original_matches(s)
+            if gate.status != PASS:
+                return CheckResult(name, UNKNOWN, f"{cls}.backward adds gradient(s) at position(s) {direct['added']} that no run can check: {gate.detail}")
+        kept = direct.get("original_positions") or []
+        clause = f"{cls}.backward returns the original's gradients at position(s) {kept}" if kept else f"{cls}.backward: the original returned no gradient"
+        if direct["padded_none"]:
+            clause += f", None for input(s) {direct['padded_none']} (never required grad)"
+        clauses.append(clause)
+    return CheckResult(name, PASS, "; ".join(clauses))
+
+
+def _fd_mismatches(entry: dict[str, Any]) -> list[str]:
+    fd = entry.get("fd") or {}
+    return [f"position {p}: {v['analytic']:.6g} vs {v['numeric']:.6g}" for p, v in sorted(fd.get("positions", {}).items()) if not v["match"]]
+
+
+def check_gradcheck_if_original_matches(s: Sides) -> CheckResult:
+    """gradcheck (float64) of the rewritten Function, applied only where the original's
+    existing gradients are true derivatives: a straight-through estimator or a gradient
+    reversal is not a mistake to correct."""
+    name = "gradcheck_if_original_matches"
+    originals = {cls: e for cls, e in _functions(s.original).items() if e.get("fd") is not None}
+    rewrittens = {cls: e for cls, e in _functions(s.rewritten).items() if e.get("fd") is not None}
+    if not originals or not rewrittens:
+        return CheckResult(name, NA, "no custom Function of this file built a graph in both runs")
+    clauses = []
+    for cls, entry in sorted(originals.items()):
+        fd = entry["fd"]
+        if fd.get("error") or not fd.get("positions"):
+            return CheckResult(name, NA, f"{cls}: the original's gradients could not be checked ({fd.get('error') or 'it returned none'})")
+        off = _fd_mismatches(entry)
+        if off:
+            return CheckResult(name, NA, f"not applied: the original {cls}.backward is not the true derivative ({off[0]}), by design or not")
+        mine = rewrittens.get(cls)
+        if mine is None:
+            continue
+        if mine["fd"].get("error"):
+            return CheckResult(name, FAIL, f"{cls}: the rewritten cannot be checked in float64: {mine['fd']['error']}")
+        wrong = _fd_mismatches(mine)
+        if wrong:
+            return CheckResult(name, FAIL, f"gradcheck fails for {cls}: backward does not match finite differences at {wrong[0]}")
+        clauses.append(f"{cls}.backward matches finite differences (float64)")
+    gc_result = s.rewritten.get("gradcheck")
+    if gc_result is not None and not gc_result["passed"]:
+        return CheckResult(name, FAIL, f"gradcheck fails: {gc_result['error']}")
+    if not clauses:
+        return CheckResult(name, NA, "no Function ran in both versions")
+    return CheckResult(name, PASS, "; ".join(clauses))
 
 
 def check_gradcheck_passes(s: Sides) -> CheckResult:
@@ -431,10 +616,16 @@ CHECKS: dict[str, Callable[[Sides], CheckResult]] = {
     "ctx_freed_without_gc": check_ctx_freed_without_gc,
     "peak_memory_not_higher": check_peak_memory_not_higher,
     "accumulated_values_equal": check_accumulated_values_equal,
+    "equal_or_gradients_corrected": check_equal_or_gradients_corrected,
+    "backward_agrees_with_original": check_backward_agrees_with_original,
+    "gradcheck_if_original_matches": check_gradcheck_if_original_matches,
 }
 
 #: checks that expect the original to fail and the rewritten to run clean
 _ERROR_FIXING = {"original_error_gone"}
+#: a pass of these alone is no evidence that a fix is right ("the error is gone" holds
+#: just as well for a rewrite that drops the code that raised)
+_NOT_EVIDENCE = {"original_error_gone"}
 
 
 # -- evidence and verdict ------------------------------------------------------------------
@@ -491,7 +682,34 @@ def side_evidence(outcome: Outcome) -> dict[str, Any]:
         evidence["gradcheck"] = record["gradcheck"]
     if record.get("finite_differences") is not None:
         evidence["finite_differences"] = record["finite_differences"]
+    if record.get("changed_lines") is not None:
+        evidence["changed_lines"] = record["changed_lines"]
+    if record.get("forward_count"):
+        evidence["backward_passes_recorded"] = record["forward_count"]
+        losses = [float(t) for f in record.get("forward", [])[:5] for t in f["loss"] if isinstance(t, torch.Tensor) and t.numel() == 1]
+        evidence["first_losses"] = [round(v, 6) for v in losses]
+    if record.get("functions"):
+        evidence["functions"] = record["functions"]
     return evidence
+
+
+def _unexercised(o: dict[str, Any], r: dict[str, Any]) -> str | None:
+    """The reason when a run never executed (part of) the code the patch changed.
+
+    A run that finished must have run every changed hunk; one that raised stopped where
+    it raised, so hunks after that point cannot have run: it must have reached one."""
+    for side, record in (("original", o), ("rewritten", r)):
+        coverage = record.get("changed_lines")
+        if not coverage or not coverage.get("missed"):
+            continue
+        missed = coverage["missed"]
+        if record.get("exception") is not None and len(missed) < len(coverage.get("hunks") or ()):
+            continue
+        where = f"line {missed[0]}" if len(missed) == 1 else f"lines {', '.join(map(str, missed[:5]))}"
+        stopped = record.get("exception")
+        before = f": it stopped with {_exc_text(stopped)}" if stopped is not None else ""
+        return f"the changed code never ran (the {side} run never reached {where}{before})"
+    return None
 
 
 def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outcome, checks: tuple[str, ...] | None) -> UnitResult:
@@ -524,7 +742,12 @@ def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outc
             unbound = record["unbound"]
             return result(UNVERIFIED, f"cannot bind {unbound['name']!r} ({side}): {unbound['why']}")
 
-    # 2. exceptions
+    # 2. accepted means exercised: both runs must have executed the lines the patch changed
+    never_ran = _unexercised(o, r)
+    if never_ran:
+        return result(UNVERIFIED, never_ran)
+
+    # 3. exceptions
     eo, er = o.get("exception"), r.get("exception")
     for side, exc in (("original", eo), ("rewritten", er)):
         if exc is not None and exc.get("memory"):
@@ -545,7 +768,7 @@ def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outc
         if generic:
             names = ("original_error_gone", "gradients_match_finite_differences", *names)
 
-    # 3. the contract's checks
+    # 4. the contract's checks
     sides = Sides(o, r, original, rewritten, kind)
     outcomes: list[CheckResult] = []
     for check in dict.fromkeys(names):
@@ -564,6 +787,11 @@ def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outc
     unknown = [c for c in outcomes if c.status == UNKNOWN]
     if unknown:
         return result(UNVERIFIED, unknown[0].detail)
+    if not any(c.status == PASS and c.check not in _NOT_EVIDENCE for c in outcomes):
+        # n/a means "could not compare": never evidence for acceptance
+        missing = next((c for c in outcomes if c.status == NA), None)
+        why = f": {missing.detail}" if missing is not None else ""
+        return result(UNVERIFIED, f"no check of the contract could compare the two runs{why}")
     # one clause per fact: retained_graph_not_higher and _lower_if_any report the same numbers
     passed = list(dict.fromkeys(clause for c in outcomes if c.status == PASS for clause in c.detail.split(", ")))
     return result(ACCEPTED, ", ".join(passed) if passed else "no check applied")

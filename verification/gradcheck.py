@@ -124,3 +124,159 @@ def gradcheck_namespace(namespace: dict[str, Any]) -> list[dict[str, Any]]:
         result = run_gradcheck(cls, args)
         reports.append({"name": cls.__name__, "inputs": description, **result})
     return reports
+
+
+# -- probing a custom Function during a run (the apply probe calls these) -------------------
+#: gradcheck's float64 defaults, used for the directional derivative below
+FD_EPS, FD_ATOL, FD_RTOL = 1e-6, 1e-5, 1e-3
+
+
+def input_roles(args: tuple[Any, ...]) -> list[str]:
+    """Per ``apply`` position: ``grad`` (a tensor that requires grad while grad mode is on,
+    so autograd will ask backward for its gradient), ``tensor`` or ``other``."""
+    enabled = torch.is_grad_enabled()
+    return ["grad" if isinstance(a, torch.Tensor) and a.requires_grad and enabled else "tensor" if isinstance(a, torch.Tensor) else "other" for a in args]
+
+
+def merge_roles(known: list[str], new: list[str]) -> list[str]:
+    """Strongest role seen per position over the run (``grad`` beats ``tensor`` beats ``other``)."""
+    rank = {"other": 0, "tensor": 1, "grad": 2}
+    width = max(len(known), len(new))
+    padded_known = known + ["other"] * (width - len(known))
+    padded_new = new + ["other"] * (width - len(new))
+    return [a if rank[a] >= rank[b] else b for a, b in zip(padded_known, padded_new)]
+
+
+def rng_fork() -> Any:
+    """``fork_rng`` over the CPU and the CUDA devices already in use (none initialised
+    for the sake of it: a CPU run on a GPU machine must not pay for a CUDA context)."""
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    return torch.random.fork_rng(devices=devices)
+
+
+def _as_tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _outputs_of(out: Any) -> list[torch.Tensor]:
+    return [t for t in _as_tuple(out) if isinstance(t, torch.Tensor)]
+
+
+def _grad_outputs(outputs: list[torch.Tensor], generator: torch.Generator) -> list[torch.Tensor]:
+    return [
+        torch.randn(t.shape, generator=generator, dtype=torch.float64).to(device=t.device, dtype=t.dtype) if t.is_floating_point() else torch.zeros_like(t)
+        for t in outputs
+    ]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b) or torch.allclose(a, b, equal_nan=True))
+    return type(a) is type(b) and a == b
+
+
+def compare_backwards(cls: type, counterpart: type, ctx: Any, outputs: list[torch.Tensor], seed: int) -> dict[str, Any]:
+    """Both versions' ``backward`` called directly on one saved context with one grad_output.
+
+    The rewritten must return what the original returned at every position the original
+    returned a gradient; what it adds after the original's last position is listed
+    (``padded_none`` / ``added``) for the contract to judge against the inputs' roles.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    grads = _grad_outputs(outputs, generator)
+    report: dict[str, Any] = {"mismatches": [], "padded_none": [], "added": [], "error": None}
+    with torch.no_grad():
+        try:
+            theirs = _as_tuple(counterpart.backward(ctx, *grads))
+        except Exception as exc:  # noqa: BLE001 - the original's backward may be the broken one
+            report["error"] = f"the original backward raised {type(exc).__name__}: {str(exc)[:200]}"
+            return report
+        try:
+            mine = _as_tuple(cls.backward(ctx, *grads))
+        except Exception as exc:  # noqa: BLE001
+            report["error"] = f"the rewritten backward raised {type(exc).__name__}: {str(exc)[:200]}"
+            return report
+    report["original_count"], report["count"] = len(theirs), len(mine)
+    report["original_positions"] = [i for i, g in enumerate(theirs) if g is not None]
+    for position in report["original_positions"]:
+        if position >= len(mine) or not _same(theirs[position], mine[position]):
+            got = "nothing" if position >= len(mine) else "None" if mine[position] is None else "a different value"
+            report["mismatches"].append(f"position {position}: the original returned a gradient, the rewritten {got}")
+    for position in range(len(theirs), len(mine)):
+        report["padded_none" if mine[position] is None else "added"].append(position)
+    return report
+
+
+def backward_vs_finite_differences(cls: type, args: tuple[Any, ...], seed: int) -> dict[str, Any]:
+    """Does ``cls.backward`` return true derivatives?  Per floating tensor input, in float64:
+    ``<backward's gradient, v>`` against ``(phi(x + eps v) - phi(x - eps v)) / 2 eps`` along a
+    random direction v, where phi is the forward's outputs weighted by a random grad_output
+    (two extra forward passes per input). Positions backward returns None for are skipped."""
+    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    if not positions:
+        return {"positions": {}, "error": "no floating-point tensor input"}
+    base = [a.detach().double() if i in positions else a for i, a in enumerate(args)]
+    generator = torch.Generator().manual_seed(seed)
+
+    def forward(values: list[Any], grad: bool) -> Any:
+        # the same random numbers for every evaluation (dropout inside forward), and the
+        # run's own RNG state untouched (CUDA generators included where they exist)
+        with rng_fork(), torch.set_grad_enabled(grad):
+            torch.manual_seed(seed)
+            return cls.apply(*values)
+
+    try:
+        leaves = [a.clone().requires_grad_(True) if i in positions else a for i, a in enumerate(base)]
+        out = forward(leaves, True)
+        outputs = _outputs_of(out)
+        weights = _grad_outputs(outputs, generator)
+        ctx = next((t.grad_fn for t in outputs if t.grad_fn is not None), None)
+        if ctx is None:
+            return {"positions": {}, "error": "the forward output has no grad_fn in float64"}
+        with torch.no_grad():
+            analytic = _as_tuple(cls.backward(ctx, *weights))
+        report: dict[str, Any] = {"positions": {}, "error": None}
+        for position in positions:
+            grad = analytic[position] if position < len(analytic) else None
+            if not isinstance(grad, torch.Tensor):
+                continue
+            direction = torch.randn(base[position].shape, generator=generator, dtype=torch.float64).to(base[position].device)
+
+            def phi(sign: float) -> float:
+                values = list(base)
+                values[position] = base[position] + sign * FD_EPS * direction
+                outs = _outputs_of(forward(values, False))
+                return float(sum((o.double() * w.double()).sum() for o, w in zip(outs, weights) if o.is_floating_point()))
+
+            numeric = (phi(1.0) - phi(-1.0)) / (2 * FD_EPS)
+            value = float((grad.double() * direction).sum())
+            report["positions"][position] = {
+                "analytic": value,
+                "numeric": numeric,
+                "match": abs(value - numeric) <= FD_ATOL + FD_RTOL * abs(numeric),
+            }
+        return report
+    except Exception as exc:  # noqa: BLE001 - a Function that cannot run in float64
+        return {"positions": {}, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+
+
+def counterpart_class(source: str, name: str, globals_: dict[str, Any], path: str) -> type | None:
+    """The original version of class `name`, defined from the original source's class
+    statement alone in a copy of the rewritten module's globals (so the original's module
+    code does not run again). None when the original has no such top-level class."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if node is None:
+        return None
+    namespace = dict(globals_)
+    try:
+        exec(compile(ast.Module(body=[node], type_ignores=[]), f"{path} (original)", "exec"), namespace)  # noqa: S102
+    except Exception:  # noqa: BLE001
+        return None
+    found = namespace.get(name)
+    return found if isinstance(found, type) else None

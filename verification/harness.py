@@ -26,6 +26,8 @@ from torch import nn
 
 from .binding import Binder, Unbindable
 from .environment import cause as environmental_cause
+from .coverage import LineWatch
+from .directional import Perturbation, directional_check
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
 from .place import Place, chain_argv, prepare
 from .probes import Probes, iter_tensors
@@ -34,7 +36,9 @@ from .reach import ReachTracer
 #: probes whose checks need initial parameter values / ctx tracking
 _NEEDS_INITIAL = {"parameters_change_as_intended"}
 _NEEDS_CTX = {"ctx_freed_without_gc"}
-_NEEDS_GRAD_INPUTS = {"original_error_gone", "gradients_match_finite_differences", "forward_values_equal"}
+_NEEDS_GRAD_INPUTS = {"original_error_gone", "gradients_match_finite_differences", "forward_values_equal", "equal_or_gradients_corrected"}
+#: checks that need the directional finite-difference re-runs (gradcheck.py covers Functions)
+_NEEDS_FINITE_DIFFERENCES = {"gradients_match_finite_differences", "equal_or_gradients_corrected"}
 _AUTOGRAD_ERROR = re.compile(
     r"leaf Variable that requires grad|modified by an inplace operation|does not require grad and does not have a grad_fn|"
     r"backward through the graph a second time|incorrect number of gradients|returned an invalid gradient|"
@@ -175,19 +179,27 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
         return record
     record["device"] = device
     seed_all(0)
+    watch = LineWatch(path, spec.get("changed_lines"))
     probes = Probes(
         track_ctx=kind == "autograd_function" or bool(checks & _NEEDS_CTX),
         snapshot_initial=bool(checks & _NEEDS_INITIAL) or not checks,
         device=device,
+        path=path,
+        counterpart=spec.get("counterpart"),
+        watch=watch,
     )
-    if kind == "script":
-        _run_script(spec, record, probes, path)
-    elif kind == "driver":
-        _run_driver(spec, record, probes, place)
-    elif kind == "autograd_function":
-        _run_function_class(spec, record, probes, path, device)
-    else:
-        _run_callable(spec, record, probes, path, device, checks)
+    with watch:
+        if kind == "script":
+            _run_script(spec, record, probes, path)
+        elif kind == "driver":
+            _run_driver(spec, record, probes, place)
+        elif kind == "autograd_function":
+            _run_function_class(spec, record, probes, path, device)
+        else:
+            _run_callable(spec, record, probes, path, device, checks)
+    record["changed_lines"] = watch.report()
+    if kind not in ("autograd_function", "driver") and checks & _NEEDS_FINITE_DIFFERENCES and not record.get("unbound"):
+        record["finite_differences"] = _finite_differences(spec, path, device)
     return record
 
 
@@ -325,6 +337,9 @@ def _leaf_records(record: dict[str, Any], probes: Probes) -> None:
     record["step_violations"] = probes.violation_records()
     record["step_violation_count"] = probes.violation_count
     record["stale_steps"] = probes.stale_steps
+    record["forward"] = probes.forward_records
+    record["forward_count"] = probes.forward_count
+    record["functions"] = probes.functions
 
 
 UNIT_MODULE = "__autograd_fix_unit__"
@@ -424,8 +439,6 @@ def _run_callable(spec: dict[str, Any], record: dict[str, Any], probes: Probes, 
         _harness_backward(record, probes, roots, named, path)
     del roots
     _leaf_records(record, probes)
-    if "gradients_match_finite_differences" in checks:
-        record["finite_differences"] = _finite_differences(spec, path, device)
 
 
 def _bind(binder: Binder, namespace: dict[str, Any], qualname: str, free_names: Any) -> tuple[Any, list[Any], dict[str, Any]]:
@@ -483,36 +496,45 @@ def _harness_backward(record: dict[str, Any], probes: Probes, roots: list[torch.
 
 
 def _finite_differences(spec: dict[str, Any], path: str, device: str) -> dict[str, Any]:
-    """gradcheck, in float64, of the unit w.r.t. its tensor inputs (where it has any)."""
-    scratch: dict[str, Any] = {}
-    namespace = _load_module(spec, scratch, path)
-    if namespace is None:
-        return {"applicable": False, "detail": "module failed to load"}
-    seed_all(0)
-    binder = Binder(namespace=namespace, source=spec["source"], device=torch.device(device), dtype=torch.float64,
-                    factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"))
-    try:
+    """Autograd's derivative of the first loss along a random direction against finite
+    differences, in float64 (`directional.directional_check`), re-running the unit."""
+    if spec["kind"] == "script":
+        try:
+            code = compile(spec["source"], path, "exec")
+        except (SyntaxError, ValueError) as exc:
+            return {"applicable": False, "detail": f"finite differences not applicable: the script does not compile ({exc})"}
+
+        def run_once(perturbation: Perturbation) -> Any:
+            namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
+            saved_argv = sys.argv
+            sys.argv = [path]
+            seed_all(0)
+            try:
+                exec(code, namespace)  # noqa: S102
+            finally:
+                sys.argv = saved_argv
+            return None
+
+        return directional_check(run_once, iter_tensors)
+
+    def run_callable(perturbation: Perturbation) -> Any:
+        scratch: dict[str, Any] = {}
+        namespace = _load_module(spec, scratch, path)
+        if namespace is None:
+            raise RuntimeError("the module failed to load")
+        seed_all(0)
+        binder = Binder(namespace=namespace, source=spec["source"], device=torch.device(device), dtype=torch.float64,
+                        factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"))
         target, args, kwargs = _bind(binder, namespace, spec["qualname"], spec.get("free_names") or ())
-    except Exception as exc:  # noqa: BLE001
-        return {"applicable": False, "detail": f"inputs could not be bound in float64: {exc}"}
-    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()]
-    if not positions:
-        return {"applicable": False, "detail": "the unit has no floating-point tensor inputs"}
-    inputs = tuple(args[i].detach().double().requires_grad_(True) for i in positions)
+        args = list(args)
+        for index, value in enumerate(args):
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                args[index] = value.detach().double().requires_grad_(True)
+                perturbation.perturb(f"arg{index}", args[index])
+        seed_all(1)
+        return target(*args, **kwargs)
 
-    def fn(*tensors: torch.Tensor):
-        full = list(args)
-        for index, tensor in zip(positions, tensors):
-            full[index] = tensor
-        out = target(*full, **kwargs)
-        outs = [t for t in iter_tensors(out) if t.is_floating_point()]
-        return tuple(outs) if outs else torch.zeros((), dtype=torch.float64)
-
-    try:
-        torch.autograd.gradcheck(fn, inputs, raise_exception=True)
-        return {"applicable": True, "passed": True, "detail": f"gradcheck passed for {len(inputs)} tensor input(s)"}
-    except Exception as exc:  # noqa: BLE001
-        return {"applicable": True, "passed": False, "detail": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"}
+    return directional_check(run_callable, iter_tensors)
 
 
 def _run_function_class(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, device: str) -> None:

@@ -31,6 +31,18 @@ What is observed, and why this way:
 * Custom Function contexts: ``Function.apply`` is wrapped to keep a weak reference to each
   output's ``grad_fn`` (the ctx); counting the live ones before and after ``gc.collect()``
   tells which were only freed by the cyclic collector.
+* Forward values, recorded *before* each backward runs (``torch.autograd.backward``, which
+  ``Tensor.backward`` calls, and ``torch.autograd.grad``): the tensors backward starts from
+  (the loss) and the outputs of the outermost module calls since the previous backward.
+  A run whose backward then raises (an in-place change of a saved tensor) still leaves
+  its forward pass to compare. The losses are also kept per optimizer step.
+* Custom Functions of the verified file: every ``apply`` records, per position, whether
+  the input was a tensor that required grad (``gradcheck.input_roles``). At the first
+  call that builds a graph, the Function's ``backward`` is checked against finite
+  differences, and on the rewritten side it and the original's ``backward`` are called
+  directly on the same saved context (``gradcheck.compare_backwards``). These probe
+  calls are invisible to the other measures (saved-tensor accounting, ctx tracking,
+  RNG state, changed-line coverage).
 """
 
 from __future__ import annotations
@@ -46,12 +58,20 @@ import torch
 import torch.optim.optimizer as _optimizer_module
 from torch import nn
 
+from .gradcheck import backward_vs_finite_differences, compare_backwards, counterpart_class, input_roles, merge_roles, rng_fork
+
 #: float32 gradients are compared to sums of per-backward differences; each difference
 #: loses a little precision, hence looser than assert_close's float32 defaults.
 CONTRIBUTION_RTOL = 1e-4
 CONTRIBUTION_ATOL = 1e-6
 MAX_STORED_STEPS = 50
 MAX_VIOLATIONS = 20
+#: forward records kept (each: the loss and the outermost module outputs of one backward)
+MAX_FORWARD_RECORDS = 64
+MAX_OUTPUTS_PER_RECORD = 8
+#: forward values are kept in full up to this many bytes per run, then as a fingerprint
+#: (shape, sums, first elements): a long run must not hold every batch's outputs
+FORWARD_BYTES_BUDGET = 32 << 20
 
 
 class _MallInfo2(ctypes.Structure):
@@ -139,6 +159,28 @@ def _leaves_of(tensors: Any, inputs: Any) -> list[torch.Tensor]:
     return list(leaves.values())
 
 
+class ModuleNames:
+    """Names of outermost modules in the order of their first forward (``Net#0``): the
+    same program gives the same names in every run, whoever holds the module."""
+
+    __slots__ = ("_seen", "_count")
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+        self._count: dict[str, int] = {}
+
+    def first_call(self, module: nn.Module) -> str | None:
+        """The module's name at its (or an enclosing module's) first forward, else None."""
+        if id(module) in self._seen:
+            return None
+        cls = type(module).__name__
+        index = self._count.get(cls, 0)
+        self._count[cls] = index + 1
+        for sub in module.modules():
+            self._seen.add(id(sub))
+        return f"{cls}#{index}"
+
+
 class _SavedRef(weakref.ref):
     """Weak reference to one stored saved tensor, carrying its storage key."""
 
@@ -180,20 +222,47 @@ def _snapshot(t: torch.Tensor | None) -> torch.Tensor | None:
     return None if t is None else t.detach().to("cpu", copy=True)
 
 
+def _fingerprint(t: torch.Tensor) -> Any:
+    """What is kept of a forward value once the budget is spent: enough to tell a
+    changed value from an equal one, in a few kilobytes."""
+    flat = (t.detach().abs() if t.is_complex() else t.detach()).double().flatten()
+    fingerprint = torch.stack([flat.sum(), flat.abs().sum(), (flat * flat).sum()]).cpu()
+    return {"__dict__": {"shape": str(list(t.shape)), "sums": fingerprint, "head": flat[:256].cpu()}}
+
+
 class Probes:
     """Every observation of one run; `install` before user code, `finish` after."""
 
     NAME_PRIORITY = {"bound": 0, "global": 1, "module": 2, "optimizer": 3, "leaf": 4}
 
-    def __init__(self, *, track_ctx: bool = False, snapshot_initial: bool = False, device: str = "cpu") -> None:
+    def __init__(
+        self,
+        *,
+        track_ctx: bool = False,
+        snapshot_initial: bool = False,
+        device: str = "cpu",
+        path: str | None = None,
+        counterpart: str | None = None,
+        watch: Any = None,
+    ) -> None:
         self.track_ctx = track_ctx
+        self.path = path
+        self.counterpart = counterpart
+        self.watch = watch
+        self.forward_records: list[dict[str, Any]] = []
+        self.forward_count = 0
+        self._module_outputs: list[Any] = []
+        self._depth = 0
+        self._losses_since_step: list[float] = []
+        self.functions: dict[str, dict[str, Any]] = {}
+        self._quiet = False
+        self._forward_bytes = 0
         self.snapshot_initial = snapshot_initial
         self.device = device
         self._names: dict[int, tuple[int, str]] = {}
         self._keep: dict[int, torch.Tensor] = {}
         self._initial: dict[int, torch.Tensor] = {}
-        self._module_seen: set[int] = set()
-        self._module_count: dict[str, int] = {}
+        self._module_names = ModuleNames()
         self._optimizers: dict[int, int] = {}
         self._pending: dict[int, torch.Tensor] = {}
         self._ever_grad: set[int] = set()
@@ -244,31 +313,42 @@ class Probes:
         hooks.__enter__()
         self._hooks_ctx = hooks
         self._handles.append(nn.modules.module.register_module_forward_pre_hook(self._on_forward))
+        self._handles.append(nn.modules.module.register_module_forward_hook(self._on_forward_done, always_call=True))
         self._handles.append(_optimizer_module.register_optimizer_step_pre_hook(self._on_step))
-        original_backward = torch.autograd.backward
+        original_backward, original_grad = torch.autograd.backward, torch.autograd.grad
 
         def backward(tensors, *args, **kwargs):
             return self._on_backward(original_backward, tensors, *args, **kwargs)
 
+        def grad(outputs, *args, **kwargs):
+            if not self._quiet:
+                self._record_forward("grad", outputs)
+            return original_grad(outputs, *args, **kwargs)
+
         torch.autograd.backward = backward
+        torch.autograd.grad = grad
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+        self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
+        raw = torch.autograd.Function.__dict__["apply"]
+        probes = self
+
+        def apply(cls, *args, **kwargs):
+            if probes._quiet:
+                return raw.__func__(cls, *args, **kwargs)
+            roles = input_roles(args)
+            out = raw.__func__(cls, *args, **kwargs)
+            grad_fn = next((t.grad_fn for t in iter_tensors(out) if t.grad_fn is not None), None)
+            probes._on_apply(cls, args, roles, out, grad_fn)
+            if probes.track_ctx and grad_fn is not None:
+                try:
+                    probes._ctx_refs.append(weakref.ref(grad_fn))
+                except TypeError:
+                    pass
+            return out
+
+        torch.autograd.Function.apply = classmethod(apply)
+        self._undo.append(lambda: setattr(torch.autograd.Function, "apply", raw))
         if self.track_ctx:
-            raw = torch.autograd.Function.__dict__["apply"]
-            probes = self
-
-            def apply(cls, *args, **kwargs):
-                out = raw.__func__(cls, *args, **kwargs)
-                for tensor in iter_tensors(out):
-                    if tensor.grad_fn is not None:
-                        try:
-                            probes._ctx_refs.append(weakref.ref(tensor.grad_fn))
-                        except TypeError:
-                            pass
-                        break
-                return out
-
-            torch.autograd.Function.apply = classmethod(apply)
-            self._undo.append(lambda: setattr(torch.autograd.Function, "apply", raw))
             gc.disable()
             self._undo.append(gc.enable)
         if self.device.startswith("cuda") and torch.cuda.is_available():
@@ -306,6 +386,8 @@ class Probes:
 
     def _pack(self, tensor: torch.Tensor):
         detached = tensor.detach()
+        if self._quiet:  # a probe's own forward pass: not the user's graph
+            return detached, tensor._version
         base = tensor._base if tensor._is_view() else tensor
         excluded = base.is_leaf and base.requires_grad  # a parameter or a view of one (W.t())
         ref = None
@@ -342,18 +424,77 @@ class Probes:
         return detached
 
     def _on_forward(self, module: nn.Module, args: Any) -> None:
-        self._sample()
-        if id(module) in self._module_seen:
+        if self._quiet:
             return
-        cls = type(module).__name__
-        index = self._module_count.get(cls, 0)
-        self._module_count[cls] = index + 1
-        for sub in module.modules():
-            self._module_seen.add(id(sub))
-        self.register_module(module, f"{cls}#{index}", "module")
+        self._sample()
+        self._depth += 1
+        prefix = self._module_names.first_call(module)
+        if prefix is not None:
+            self.register_module(module, prefix, "module")
+
+    def _on_forward_done(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self._quiet:
+            return
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0 and len(self._module_outputs) < MAX_OUTPUTS_PER_RECORD and self.forward_count < MAX_FORWARD_RECORDS:
+            self._module_outputs.append([self._forward_value(t) for t in list(iter_tensors(output))[:MAX_OUTPUTS_PER_RECORD]])
+
+    def _forward_value(self, t: torch.Tensor) -> Any:
+        """A forward value as recorded: in full while the run's budget lasts."""
+        nbytes = t.numel() * t.element_size()
+        if self._forward_bytes + nbytes > FORWARD_BYTES_BUDGET:
+            return _fingerprint(t)
+        self._forward_bytes += nbytes
+        return _snapshot(t)
+
+    def _record_forward(self, call: str, tensors: Any) -> None:
+        """The values a backward starts from, kept before it runs (it may raise)."""
+        roots = [tensors] if isinstance(tensors, torch.Tensor) else [t for t in (tensors or ()) if isinstance(t, torch.Tensor)]
+        for root in roots:
+            if root.numel() == 1 and root.is_floating_point():
+                self._losses_since_step.append(float(root.detach()))
+        if self.forward_count < MAX_FORWARD_RECORDS:
+            self.forward_records.append(
+                {"step": self.step_count, "call": call, "loss": [self._forward_value(t) for t in roots], "outputs": self._module_outputs}
+            )
+        self._module_outputs = []
+        self._depth = 0
+        self.forward_count += 1
+
+    def _on_apply(self, cls: type, args: tuple[Any, ...], roles: list[str], out: Any, grad_fn: Any) -> None:
+        """Roles of a custom Function's inputs; at its first graph-building call, its
+        backward against finite differences and against the original's backward."""
+        forward = getattr(cls, "forward", None)
+        code = getattr(forward, "__code__", None)
+        if self.path is None or code is None or code.co_filename != self.path:
+            return
+        entry = self.functions.setdefault(cls.__name__, {"calls": 0, "roles": [], "fd": None, "direct": None})
+        entry["calls"] += 1
+        entry["roles"] = merge_roles(entry["roles"], roles)
+        if grad_fn is None or entry["fd"] is not None:
+            return
+        self._quiet = True
+        paused = self.watch.paused() if self.watch is not None else None
+        if paused is not None:
+            paused.__enter__()
+        try:
+            entry["fd"] = backward_vs_finite_differences(cls, args, seed=len(self.functions))
+            if self.counterpart is not None:
+                original = counterpart_class(self.counterpart, cls.__name__, getattr(forward, "__globals__", {}), self.path)
+                if original is None:
+                    entry["direct"] = {"error": f"the original defines no class {cls.__name__}"}
+                else:
+                    outputs = [t for t in iter_tensors(out)][:16]
+                    with rng_fork():
+                        entry["direct"] = compare_backwards(cls, original, grad_fn, outputs, seed=len(self.functions))
+        finally:
+            if paused is not None:
+                paused.__exit__(None, None, None)
+            self._quiet = False
 
     def _on_backward(self, original, tensors, *args, **kwargs):
         self._sample()
+        self._record_forward("backward", tensors)
         inputs = kwargs.get("inputs")
         leaves = _leaves_of(tensors, inputs)
         before = {id(leaf): _snapshot(leaf.grad) for leaf in leaves}
@@ -399,7 +540,10 @@ class Probes:
                         self.violations.append({"step": self.step_count, "param": id(param), "kind": kind, "detail": detail})
         self.stale_steps += int(stale)
         if len(self.steps) < MAX_STORED_STEPS:
-            self.steps.append({"step": self.step_count, "optimizer": opt_index, "grads": grads, "contributions": contributions})
+            self.steps.append(
+                {"step": self.step_count, "optimizer": opt_index, "grads": grads, "contributions": contributions, "losses": self._losses_since_step}
+            )
+        self._losses_since_step = []
         self.step_count += 1
 
     @staticmethod
@@ -485,7 +629,13 @@ class Probes:
 
     def step_records(self) -> list[dict[str, Any]]:
         return [
-            {"step": s["step"], "optimizer": s["optimizer"], "grads": self.named(s["grads"]), "contributions": self.named(s["contributions"])}
+            {
+                "step": s["step"],
+                "optimizer": s["optimizer"],
+                "grads": self.named(s["grads"]),
+                "contributions": self.named(s["contributions"]),
+                "losses": s["losses"],
+            }
             for s in self.steps
         ]
 

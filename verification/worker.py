@@ -58,7 +58,7 @@ def _limits(request: dict[str, Any]):
     )
 
 
-def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str) -> dict[str, Any]:
+def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed: list[list[int]] | None = None) -> dict[str, Any]:
     return {
         "kind": unit["kind"],
         "side": side,
@@ -78,18 +78,20 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str) -> dict
         "factories": request.get("factories") or {},
         "factory_root": request.get("factory_root"),
         "threads": request.get("threads", 1),
+        "changed_lines": changed,
     }
 
 
 def _run_pair(request: dict[str, Any], unit: dict[str, Any], close_fds: tuple[int, ...]):
+    from .coverage import changed_lines
     from .harness import run_side
     from .sandbox import spawn, wait_all
 
     limits = _limits(request)
-    children = [
-        spawn(lambda side=side: run_side(_side_spec(request, unit, side)), _save, limits, close_fds=close_fds)
-        for side in ("original", "rewritten")
-    ]
+    hunks = changed_lines(unit["original"], unit["rewritten"], path=request.get("path") or "<string>")
+    specs = [_side_spec(request, unit, side, changed) for side, changed in zip(("original", "rewritten"), hunks)]
+    specs[1]["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
+    children = [spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds) for spec in specs]
     return wait_all(children, _load)
 
 

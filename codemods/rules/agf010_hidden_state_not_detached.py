@@ -107,8 +107,9 @@ class HiddenStateNotDetached(Rule):
     triggers = ("backward",)
     contract = Contract(
         description="the original's 'backward through the graph a second time' (or in-place version) error is "
-        "gone; peak memory not higher",
-        checks=("original_error_gone", "peak_memory_not_higher"),
+        "gone; the forward values (each backward's loss) the original computed before its error are equal; peak "
+        "memory not higher",
+        checks=("original_error_gone", "forward_values_equal", "peak_memory_not_higher"),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]

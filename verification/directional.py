@@ -1,0 +1,221 @@
+"""Do a run's gradients match finite differences?  A directional derivative, re-run three times.
+
+For fixes meant to *change* gradients (a graph break mended, a ``.data`` mutation that made
+them silently wrong) the original's gradients are no reference: the truth is the
+derivative of the loss. Checking every parameter would cost one forward pass per
+element; a derivative along one random direction v costs two:
+
+    <grad L(theta), v>   vs   (L(theta + eps v) - L(theta - eps v)) / (2 eps)
+
+The unit (a function with bound inputs, or the whole script) runs three times with
+float64 as torch's default dtype and the same seeds: once to get autograd's gradient,
+and once each with the parameters moved by +eps v and -eps v. What L is: the loss that
+reaches the first ``backward`` (or ``torch.autograd.grad``), weighted by its
+``gradient`` argument; for a unit that never calls backward, its floating outputs
+weighted by a fixed random tensor. The run stops there (a private exception), so a
+training loop costs one forward pass. theta: the parameters of every module that runs
+a forward before that backward (all of an outermost module's parameters are moved at
+its first call, so tied weights move once), and, in function mode, the unit's
+floating-point tensor arguments. Each gets its own direction, drawn from a generator
+seeded by its name (``Net#0.fc1.weight``, ``arg0``), so the three runs agree.
+
+"Where possible": a loss that is not float64 even so (the code casts explicitly), a
+version that raises before its first backward, a backward that raises, or a first
+re-run slower than `FD_RERUN_BUDGET_S` (the re-runs share the run's time limit) make the
+check not applicable, never a pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+import zlib
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from .probes import ModuleNames
+
+FD_EPS = 1e-6
+FD_ATOL, FD_RTOL = 1e-5, 1e-3
+#: the two perturbed re-runs are skipped (not applicable) when the first took longer:
+#: they share the run's time limit with the run itself
+FD_RERUN_BUDGET_S = 4.0
+
+
+class _Stop(BaseException):
+    """Raised from the first backward to end a re-run (not an Exception: user code's
+    ``except Exception`` must not swallow it)."""
+
+
+def _as_list(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    return [t for t in (value or ()) if isinstance(t, torch.Tensor)]
+
+
+class Perturbation:
+    """One re-run's instrumentation: moves parameters by eps * v, captures the first loss."""
+
+    def __init__(self, eps: float, seed: int, *, analytic: bool) -> None:
+        self.eps = eps
+        self.seed = seed
+        self.analytic = analytic
+        self.targets: dict[str, torch.Tensor] = {}
+        self.directions: dict[str, torch.Tensor] = {}
+        self.loss: float | None = None
+        self.loss_dtype: torch.dtype | None = None
+        self.derivative: float | None = None
+        self.error: str | None = None
+        self._module_names = ModuleNames()
+        self._grad = torch.autograd.grad
+        self._undo: list[Callable[[], None]] = []
+
+    def direction(self, name: str, like: torch.Tensor) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(self.seed + zlib.crc32(name.encode()))
+        return torch.randn(like.shape, generator=generator, dtype=torch.float64).to(like.device)
+
+    def perturb(self, name: str, tensor: torch.Tensor) -> None:
+        """Move `tensor` (in place) along its direction; it becomes one of theta's parts."""
+        if not tensor.is_floating_point() or any(tensor is t for t in self.targets.values()):
+            return
+        direction = self.direction(name, tensor)
+        if self.eps:
+            with torch.no_grad():
+                tensor.add_(direction.to(tensor.dtype), alpha=self.eps)
+        self.targets[name] = tensor
+        self.directions[name] = direction
+
+    def _on_forward(self, module: nn.Module, args: Any) -> None:
+        prefix = self._module_names.first_call(module)
+        if prefix is None:
+            return
+        for name, param in module.named_parameters():
+            if param.requires_grad:
+                self.perturb(f"{prefix}.{name}", param)
+
+    def capture(self, roots: Any, weights: Any) -> None:
+        """L from the tensors a backward starts at; autograd's derivative along v if asked."""
+        tensors = [t for t in _as_list(roots) if t.is_floating_point()]
+        if not tensors:
+            self.error = "the first backward starts from no floating-point tensor"
+            raise _Stop
+        weight_list = _as_list(weights) if weights is not None else []
+        total = None
+        for index, tensor in enumerate(tensors):
+            term = tensor * weight_list[index] if index < len(weight_list) else tensor
+            total = term.sum() if total is None else total + term.sum()
+        assert total is not None
+        self.loss_dtype = tensors[0].dtype
+        self.loss = float(total.detach())
+        if self.analytic:
+            names = list(self.targets)
+            try:
+                wanted = [self.targets[n] for n in names]
+                grads = self._grad(total, wanted, allow_unused=True) if total.requires_grad and wanted else [None] * len(names)
+            except Exception as exc:  # noqa: BLE001 - the original's backward may be what is broken
+                self.error = f"autograd raised {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+                raise _Stop from None
+            self.derivative = float(
+                sum((g.double() * self.directions[n]).sum() for n, g in zip(names, grads) if g is not None) if names else 0.0
+            )
+        raise _Stop
+
+    def install(self) -> None:
+        handle = nn.modules.module.register_module_forward_pre_hook(self._on_forward)
+        self._undo.append(handle.remove)
+        original_backward, original_grad = torch.autograd.backward, torch.autograd.grad
+
+        def backward(tensors, grad_tensors=None, *args, **kwargs):
+            self.capture(tensors, grad_tensors)
+
+        def grad(outputs, inputs=None, grad_outputs=None, *args, **kwargs):
+            self.capture(outputs, grad_outputs)
+
+        torch.autograd.backward = backward
+        torch.autograd.grad = grad
+        self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+        self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
+        previous_dtype = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        self._undo.append(lambda: torch.set_default_dtype(previous_dtype))
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+def _outputs_loss(perturbation: Perturbation, result: Any, iter_tensors: Callable[[Any], Any]) -> None:
+    """For a unit that never called backward: its floating outputs, randomly weighted."""
+    outputs = [t for t in iter_tensors(result) if t.is_floating_point()]
+    if not outputs:
+        perturbation.error = "the unit neither calls backward nor returns a floating-point tensor"
+        return
+    generator = torch.Generator().manual_seed(perturbation.seed)
+    weights = [torch.randn(t.shape, generator=generator, dtype=torch.float64).to(device=t.device, dtype=t.dtype) for t in outputs]
+    try:
+        perturbation.capture(outputs, weights)
+    except _Stop:
+        pass
+
+
+def _one_run(run_once: Callable[[Perturbation], Any], eps: float, analytic: bool, iter_tensors: Callable[[Any], Any]) -> Perturbation:
+    perturbation = Perturbation(eps, seed=1234, analytic=analytic)
+    perturbation.install()
+    result: Any = None
+    stopped = False
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            result = run_once(perturbation)
+    except _Stop:
+        stopped = True
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            perturbation.error = f"it exited with sys.exit({exc.code!r}) before any backward"
+    except Exception as exc:  # noqa: BLE001
+        perturbation.error = f"it raised {type(exc).__name__} before any backward: {str(exc)[:200]}"
+    finally:
+        perturbation.uninstall()
+    if not stopped and perturbation.error is None:
+        _outputs_loss(perturbation, result, iter_tensors)
+    return perturbation
+
+
+def directional_check(run_once: Callable[[Perturbation], Any], iter_tensors: Callable[[Any], Any]) -> dict[str, Any]:
+    """Autograd's directional derivative of the first loss against central differences.
+
+    `run_once(perturbation)` runs the unit once (it may call ``perturbation.perturb`` on
+    its own tensor inputs) and returns the unit's result."""
+    started = time.perf_counter()
+    base = _one_run(run_once, 0.0, True, iter_tensors)
+    took = time.perf_counter() - started
+    if base.error is not None or base.loss is None or base.derivative is None:
+        return {"applicable": False, "detail": f"finite differences not applicable: {base.error or 'no loss was computed'}"}
+    if base.loss_dtype != torch.float64:
+        return {"applicable": False, "detail": f"finite differences not applicable: the loss is {base.loss_dtype} even with float64 as the default dtype"}
+    if not base.targets:
+        return {"applicable": False, "detail": "finite differences not applicable: no parameter or input tensor to move"}
+    if took > FD_RERUN_BUDGET_S:
+        return {"applicable": False, "detail": f"finite differences not applicable: a run up to the first backward takes {took:.1f} s (budget {FD_RERUN_BUDGET_S:g} s)"}
+    plus = _one_run(run_once, FD_EPS, False, iter_tensors)
+    minus = _one_run(run_once, -FD_EPS, False, iter_tensors)
+    if plus.loss is None or minus.loss is None:
+        problem = plus.error or minus.error or "a perturbed run computed no loss"
+        return {"applicable": False, "detail": f"finite differences not applicable: the perturbed run failed ({problem})"}
+    numeric = (plus.loss - minus.loss) / (2 * FD_EPS)
+    analytic = base.derivative
+    passed = abs(analytic - numeric) <= FD_ATOL + FD_RTOL * abs(numeric)
+    params = sum(1 for name in base.targets if not name.startswith("arg"))
+    inputs = len(base.targets) - params
+    scope = f"{params} parameter tensor(s)" + (f", {inputs} input(s)" if inputs else "")
+    verb = "matches" if passed else "does not match"
+    return {
+        "applicable": True,
+        "passed": passed,
+        "analytic": analytic,
+        "numeric": numeric,
+        "targets": sorted(base.targets),
+        "detail": f"gradient along a random direction {analytic:.6g} {verb} finite differences {numeric:.6g} (float64, {scope})",
+    }
