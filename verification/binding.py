@@ -4,11 +4,14 @@ Runs inside a run child (it builds tensors). Both sides of a patch bind after id
 seeding, so they receive identical values.
 
 Roles come from, in order: a user factory (see `autograd_fix.verification.config`), the
-parameter's default value, its annotation, then its name (and, for tensors, its use:
+parameter's default value, its annotation, the unit body's evidence (``k.transpose()``,
+``x @ w``, ``model(real)`` make tensors, see `evidence`), then its name (and, for tensors,
 a parameter whose ``.grad`` the body reads gets ``requires_grad=True``). Models are bound
-first because the other roles take their shapes from them at run time: the input shape
-from the first Linear/Conv/Embedding/RNN/LayerNorm, the target shape (and whether targets
-are class indices) from the model's output and the loss the code names.
+first because the other roles take their shapes from them at run time: the input from the
+layer the forward reaches first (see `shapes`: a few candidate plans, the first the model
+accepts wins, and the worker may pick a later one when the original unit still raises a
+shape error), the target shape (and whether targets are class indices) from the model's
+output and the loss the unit uses.
 """
 
 from __future__ import annotations
@@ -24,8 +27,21 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-BATCH = 4
+from .evidence import UnitText, read_unit
+from .shapes import (
+    MAX_BATCH,
+    TENSOR_LAYOUTS,
+    Plan,
+    SliceExpired,
+    model_plans,
+    run_sliced,
+    tensor_shape,
+)
+
+BATCH = MAX_BATCH
 N_BATCHES = 3
+#: seconds one candidate input may take through the model before the next is tried
+PLAN_SLICE_S = 2.0
 
 _MODEL = re.compile(
     r"(^|_)(model|net|network|module|classifier|encoder|decoder|backbone|generator|discriminator|policy|critic|"
@@ -86,8 +102,15 @@ _FLOAT = _TokenPattern(float)
 _INT = _TokenPattern(int)
 
 _CE_HINT = re.compile(r"cross_entropy|CrossEntropy|nll_loss|NLLLoss|argmax|num_classes|accuracy")
-_REG_HINT = re.compile(r"mse|MSELoss|l1_loss|L1Loss|smooth_l1|huber|Huber")
+_REG_HINT = re.compile(r"mse|MSELoss|l1_loss|L1Loss|smooth_l1|SmoothL1|huber|Huber")
 _BCE_HINT = re.compile(r"binary_cross|BCELoss|BCEWithLogits")
+#: loss classes by the targets they need
+_LOSS_KINDS = {
+    "CrossEntropyLoss": "ce", "NLLLoss": "ce", "BCELoss": "bce", "BCEWithLogitsLoss": "bce", "MSELoss": "mse",
+    "L1Loss": "mse", "SmoothL1Loss": "mse", "HuberLoss": "mse",
+}
+#: where a model's dict output keeps the tensor a loss reads
+_OUTPUT_KEYS = ("logits", "out", "output", "outputs", "pred", "preds", "prediction", "y", "y_hat", "scores")
 
 
 class Unbindable(Exception):
@@ -111,10 +134,28 @@ class Binder:
     dtype: torch.dtype = torch.float32
     #: give every floating tensor input requires_grad (contracts about gradients)
     tensors_require_grad: bool = False
+    #: the unit's qualified name: its body is the evidence for roles and the loss kind
+    qualname: str | None = None
+    #: a fixed candidate input plan (the one that ran the original); None: search
+    plan: int | None = None
     values: dict[str, Any] = field(default_factory=dict)
     described: dict[str, str] = field(default_factory=dict)
     _model: nn.Module | None = None
     _shapes: dict[str, Any] | None = None
+    _unit: UnitText | None = None
+    _plans: list[Plan] | None = None
+    _plan_index: int | None = None
+    _plain_tensors: int = 0
+
+    def plan_record(self) -> dict[str, Any] | None:
+        """Which candidate input plan this run used and how many there are (for the
+        worker's search), or None when no synthesized tensor depended on one."""
+        if self._plans is not None and self._plan_index is not None:
+            return {"index": self._plan_index, "count": len(self._plans), "shape": self._plans[self._plan_index].describe()}
+        if self._plain_tensors:
+            index = self._layout()
+            return {"index": index, "count": len(TENSOR_LAYOUTS), "shape": f"plain tensors, {TENSOR_LAYOUTS[index][0]}"}
+        return None
 
     # -- public -------------------------------------------------------------------
     def bind_call(self, fn: Callable, names: list[str], skip_first: bool = False) -> tuple[list[Any], dict[str, Any]]:
@@ -174,6 +215,9 @@ class Binder:
             by_annotation = self._by_annotation(name, ann)
             if by_annotation is not None:
                 return by_annotation
+        use = self.unit().uses.get(name)
+        if use is not None and use.reads_as_tensor and not self._looks_like_model(name, annotation):
+            return self._evident_tensor(name, lowered)
         if _DEVICE.search(lowered):
             self.described[name] = f"device {self.device}"
             return self.device
@@ -198,15 +242,9 @@ class Binder:
         if _LOADER.search(lowered):
             return self._loader(name)
         if _TARGET.search(lowered):
-            shapes = self.shapes()
-            self.described[name] = f"targets {list(shapes['target'].shape)}"
-            return shapes["target"].clone()
+            return self._target(name)
         if _LOSS.search(lowered):
-            shapes = self.shapes()
-            model = self.model()
-            loss = model(shapes["x"]).float().pow(2).mean()
-            self.described[name] = "scalar loss of the model on one batch (with graph)"
-            return loss
+            return self._loss(name)
         if _BOOL.search(lowered):
             value = lowered in ("train", "training")
             self.described[name] = repr(value)
@@ -219,9 +257,38 @@ class Binder:
             return self._tensor(name)
         raise Unbindable(
             name,
-            "no role inferred from its name, annotation or default; add a factory under "
+            "no role inferred from its name, annotation, default or use in the body"
+            f"{self._no_sign(name)}; add a factory under "
             f"[tool.autograd-fix.verify] in pyproject.toml, e.g. {name} = \"mypkg.testing:make_{name}\"",
         )
+
+    def unit(self) -> UnitText:
+        """The unit's body as evidence (parsed once per binder)."""
+        if self._unit is None:
+            self._unit = read_unit(self.source, self.qualname, lambda n: bool(_MODEL.search(n.lower())))
+        return self._unit
+
+    def _no_sign(self, name: str) -> str:
+        use = self.unit().uses.get(name)
+        if use is None:
+            return ""
+        if use.called:
+            return " (the body calls it, but it is not a module or class of this file)"
+        if use.iterated:
+            return " (the body iterates over it)"
+        return " (no tensor method, @, torch call or model call on it in the body)"
+
+    def _evident_tensor(self, name: str, lowered: str) -> Any:
+        """A parameter the body uses as a tensor: a target or loss when its name says so,
+        else an input tensor."""
+        why = self.unit().uses[name].tensor
+        if _TARGET.search(lowered) and self._has_model():
+            return self._target(name)
+        if _LOSS.search(lowered) and self._has_model():
+            return self._loss(name)
+        value = self._tensor(name)
+        self.described[name] += f" ({why})"
+        return value
 
     def _by_annotation(self, name: str, ann: str) -> Any:
         short = ann.split(".")[-1].split("[")[0]
@@ -341,71 +408,138 @@ class Binder:
         return self._model
 
     # -- shapes -------------------------------------------------------------------
+    def _has_model(self) -> bool:
+        return self._model is not None or any(isinstance(v, nn.Module) for v in self.values.values()) or bool(
+            self._module_classes()
+        )
+
     def shapes(self) -> dict[str, Any]:
-        """One input batch and its target, shaped from the model's first layer."""
+        """One input batch and its target: the input from the first candidate plan the
+        model accepts (or the fixed `plan`), the target from the output and the loss."""
         if self._shapes is not None:
             return self._shapes
         model = self.model()
-        x = self._input_for(model)
-        probe = copy.deepcopy(model)
-        with torch.no_grad():
+        plans = self._plans = model_plans(model, self.source)
+        rng = torch.get_rng_state()
+        if self.plan is not None:
+            index = min(max(self.plan, 0), len(plans) - 1)
+            out = None
+        else:
+            index, out = self._first_accepted(model, plans)
+        # identical tensors whether the plan was searched for or given
+        torch.set_rng_state(rng)
+        self._plan_index = index
+        x = plans[index].build(self.device, self.dtype)
+        if out is None:
             try:
-                out = probe(x)
-            except Exception as exc:  # noqa: BLE001
-                raise Unbindable("inputs", f"the model rejected a synthesized batch of shape {list(x.shape)}: {exc}") from exc
-        while isinstance(out, (tuple, list)) and out:
-            out = out[0]
-        if isinstance(out, dict) and out:
-            out = next(iter(out.values()))
-        if not isinstance(out, torch.Tensor):
-            raise Unbindable("targets", f"the model's output is a {type(out).__name__}, not a tensor")
+                out = self._probe(model, x, plans[index])
+            except Unbindable:
+                # the unit feeds this batch to a part of the model (``model.decoder(z)``):
+                # the targets still come from what the whole model returns
+                out = self._first_accepted(model, plans)[1]
+        out = self._loss_output(out)
         classes = out.shape[-1] if out.dim() >= 2 else 1
         loss_kind = self._loss_kind(out)
-        if loss_kind == "ce":
-            target = torch.randint(0, max(int(classes), 1), tuple(out.shape[:-1]), device=self.device)
-        elif loss_kind == "bce":
-            target = torch.rand(out.shape, device=self.device, dtype=out.dtype)
-        else:
-            target = torch.randn(out.shape, device=self.device, dtype=out.dtype)
-        self._shapes = {"x": x, "target": target, "classes": classes, "loss": loss_kind}
+        self._shapes = {"x": x, "target": self._make_target(out, loss_kind, classes), "classes": classes, "loss": loss_kind}
+        torch.set_rng_state(rng)  # the probe's forward (dropout) must not shift later values
         return self._shapes
 
+    def _first_accepted(self, model: nn.Module, plans: list[Plan]) -> tuple[int, Any]:
+        rejected = []
+        for index, plan in enumerate(plans):
+            x = plan.build(self.device, self.dtype)
+            try:
+                return index, self._probe(model, x, plan)
+            except Unbindable as exc:
+                rejected.append(f"{list(plan.shape)}: {exc.why}")
+        raise Unbindable(
+            "inputs",
+            f"the model rejected every synthesized batch ({len(plans)} tried, from its first layers): " + "; ".join(rejected),
+        )
+
+    def _probe(self, model: nn.Module, x: torch.Tensor, plan: Plan) -> Any:
+        """The model's output on `x`, from a copy (the real model's state stays untouched)."""
+        probe = copy.deepcopy(model)
+
+        def forward() -> Any:
+            with torch.no_grad():
+                return probe(x)
+
+        try:
+            return run_sliced(PLAN_SLICE_S, forward)
+        except SliceExpired as exc:
+            raise Unbindable("inputs", f"a batch {plan.describe()} ran {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - a rejected shape is the expected failure
+            first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise Unbindable("inputs", f"{type(exc).__name__}: {first_line}") from exc
+
+    @staticmethod
+    def _loss_output(out: Any) -> torch.Tensor:
+        """The tensor a loss reads from a model's output (a tuple's first tensor, a dict's
+        or output object's logits)."""
+        for _ in range(4):
+            if isinstance(out, torch.Tensor):
+                return out
+            if isinstance(out, dict) and out:
+                key = next((k for k in _OUTPUT_KEYS if isinstance(out.get(k), torch.Tensor)), None)
+                out = out[key] if key else next(iter(out.values()))
+            elif isinstance(out, (tuple, list)) and out:
+                out = next((item for item in out if isinstance(item, torch.Tensor)), out[0])
+            elif hasattr(out, "logits"):
+                out = out.logits
+            else:
+                break
+        if not isinstance(out, torch.Tensor):
+            raise Unbindable("targets", f"the model's output is a {type(out).__name__}, not a tensor")
+        return out
+
+    def _make_target(self, out: torch.Tensor, loss_kind: str, classes: int) -> torch.Tensor:
+        if loss_kind == "ce":
+            return torch.randint(0, max(int(classes), 1), tuple(out.shape[:-1]), device=self.device)
+        dtype = out.dtype if out.is_floating_point() else self.dtype
+        if loss_kind == "bce":
+            return torch.rand(out.shape, device=self.device, dtype=dtype)
+        return torch.randn(out.shape, device=self.device, dtype=dtype)
+
     def _loss_kind(self, out: torch.Tensor) -> str:
-        if _BCE_HINT.search(self.source):
-            return "bce"
-        if _REG_HINT.search(self.source):
-            return "mse"
-        if _CE_HINT.search(self.source):
-            return "ce"
+        """Which targets the loss needs: from a loss object the unit reads, then the
+        unit's own text, then the whole file, then the output's shape."""
+        unit = self.unit()
+        for name in sorted(unit.names):
+            value = self.namespace.get(name)
+            if isinstance(value, nn.modules.loss._Loss) and type(value).__name__ in _LOSS_KINDS:
+                return _LOSS_KINDS[type(value).__name__]
+        for text in (unit.text, self.source):
+            for hint, kind in ((_BCE_HINT, "bce"), (_REG_HINT, "mse"), (_CE_HINT, "ce")):
+                if text and hint.search(text):
+                    return kind
         return "ce" if out.dim() >= 2 and out.shape[-1] > 1 else "mse"
 
-    def _input_for(self, model: nn.Module) -> torch.Tensor:
-        kw = {"device": self.device}
-        for layer in model.modules():
-            if isinstance(layer, nn.Linear):
-                return torch.randn(BATCH, layer.in_features, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.Conv1d):
-                return torch.randn(BATCH, layer.in_channels, 32, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.Conv2d):
-                return torch.randn(BATCH, layer.in_channels, 16, 16, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.Conv3d):
-                return torch.randn(BATCH, layer.in_channels, 8, 8, 8, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.Embedding):
-                return torch.randint(0, layer.num_embeddings, (BATCH, 6), **kw)
-            if isinstance(layer, nn.RNNBase):
-                shape = (BATCH, 5, layer.input_size) if layer.batch_first else (5, BATCH, layer.input_size)
-                return torch.randn(*shape, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.LayerNorm):
-                return torch.randn(BATCH, *layer.normalized_shape, dtype=self.dtype, **kw)
-        return torch.randn(BATCH, 8, dtype=self.dtype, **kw)
+    def _plan_input(self) -> torch.Tensor:
+        """Another batch of the chosen plan's shape (for a loader's later batches)."""
+        self.shapes()
+        assert self._plans is not None and self._plan_index is not None
+        return self._plans[self._plan_index].build(self.device, self.dtype)
 
     # -- other roles --------------------------------------------------------------
+    def _target(self, name: str) -> torch.Tensor:
+        shapes = self.shapes()
+        target = shapes["target"]
+        kind = {"ce": "class indices", "bce": "values in [0, 1]"}.get(shapes["loss"], "values")
+        self.described[name] = f"targets {list(target.shape)} ({kind})"
+        return target.clone()
+
+    def _loss(self, name: str) -> torch.Tensor:
+        shapes = self.shapes()
+        loss = self._loss_output(self.model()(shapes["x"])).float().pow(2).mean()
+        self.described[name] = "scalar loss of the model on one batch (with graph)"
+        return loss
+
     def _loader(self, name: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
         first = self.shapes()
         batches = [(first["x"].clone(), first["target"].clone())]
-        model = self.model()
         for _ in range(N_BATCHES - 1):
-            x = self._input_for(model)
+            x = self._plan_input()
             target = first["target"]
             if first["loss"] == "ce":
                 y = torch.randint(0, max(int(first["classes"]), 1), tuple(target.shape), device=self.device)
@@ -423,14 +557,25 @@ class Binder:
         self.described[name] = f"{type(crit).__name__}()"
         return crit
 
+    def _layout(self) -> int:
+        return min(max(self.plan or 0, 0), len(TENSOR_LAYOUTS) - 1)
+
     def _tensor(self, name: str) -> torch.Tensor:
-        if self._model is not None or any(isinstance(v, nn.Module) for v in self.values.values()) or self._module_classes():
+        """An input tensor: shaped like the model's batch when there is a model, else by
+        the plain-tensor layout (the body's matrix products decide the first one)."""
+        base: torch.Tensor | None = None
+        use = self.unit().uses.get(name)
+        if self._has_model():
             try:
                 base = self.shapes()["x"].clone()
             except Unbindable:
-                base = torch.randn(BATCH, 8, device=self.device, dtype=self.dtype)
-        else:
-            base = torch.randn(BATCH, 8, device=self.device, dtype=self.dtype)
+                if use is not None and use.fed_to_module:
+                    raise  # the body feeds it to the model: the model's refusal is the reason
+                base = None
+        if base is None:
+            shape = tensor_shape(self._layout(), self._plain_tensors, bool(use and use.matrix))
+            self._plain_tensors += 1
+            base = torch.randn(*shape, device=self.device, dtype=self.dtype)
         needs_grad = bool(re.search(rf"\b{re.escape(name)}\.grad\b", self.source)) and not re.search(
             rf"\b{re.escape(name)}\.requires_grad", self.source
         )

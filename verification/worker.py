@@ -70,6 +70,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], source: str, kind:
         "factories": request.get("factories") or {},
         "factory_root": request.get("factory_root"),
         "threads": request.get("threads", 1),
+        "input_plan": unit.get("input_plan"),
     }
 
 
@@ -90,6 +91,7 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     import torch
 
     from .contracts import evaluate
+    from .input_search import run_searching_inputs
     from .verdict import UNVERIFIED, UnitResult
 
     torch.set_num_threads(1)
@@ -101,7 +103,10 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
             results.append(UnitResult(unit["name"], mode, UNVERIFIED, unit["problem"], {}).to_json())
             continue
         kind = unit["kind"]
-        original, rewritten = _run_pair(request, unit, kind, (unit["original"], unit["rewritten"]), close_fds)
+        original, rewritten = run_searching_inputs(
+            request, unit, (unit["original"], unit["rewritten"]),
+            lambda req, u, sources: _run_pair(req, u, kind, tuple(sources), close_fds),
+        )
         name = unit["name"]
         unbound = any(o.record and o.record.get("unbound") for o in (original, rewritten))
         if unbound and unit.get("fallback_script"):
@@ -130,7 +135,8 @@ def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) 
 
 def _job_deadline(request: dict[str, Any]) -> float:
     units = max(1, len(request.get("units") or [None]))
-    return time.monotonic() + units * 2 * float(request.get("timeout", 20.0)) + JOB_SLACK_S
+    # two runs in parallel, a short input search (at most half a timeout), one re-run
+    return time.monotonic() + units * 3 * float(request.get("timeout", 20.0)) + JOB_SLACK_S
 
 
 def _prewarm() -> None:
@@ -139,7 +145,7 @@ def _prewarm() -> None:
     import torch.testing  # noqa: F401
     import torch.autograd.gradcheck  # noqa: F401
 
-    from . import binding, contracts, gradcheck, harness, probes, sandbox  # noqa: F401
+    from . import binding, contracts, evidence, gradcheck, harness, input_search, probes, sandbox, shapes  # noqa: F401
 
     try:
         import numpy  # noqa: F401

@@ -1,0 +1,209 @@
+"""What a unit's body says about its parameters, read from the syntax tree.
+
+Why: a name is weak evidence of a role (``w`` may be a weight matrix or a width, ``k`` a
+key tensor or a count), while the body is strong evidence: ``k.transpose(-2, -1)``,
+``x @ w``, ``torch.softmax(q, -1)`` or ``discriminator(real)`` can only mean tensors. The
+binder decides from this first and lets names break ties.
+
+Pure ast: no user code runs here.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import nn
+
+_OTHER_TYPES = (int, float, complex, str, bytes, list, tuple, dict, set, nn.Module, torch.device, torch.dtype)
+#: attributes only a tensor has (not a number, container, string, module, device)
+TENSOR_ATTRIBUTES = frozenset(
+    name
+    for name in dir(torch.Tensor)
+    if not name.startswith("_") and not any(hasattr(kind, name) for kind in _OTHER_TYPES)
+)
+#: torch functions whose first argument is not a tensor to synthesize
+_NOT_TENSOR_FIRST = frozenset(
+    {
+        "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange",
+        "linspace", "logspace", "eye", "manual_seed", "seed", "device", "save", "load", "no_grad", "enable_grad",
+        "set_grad_enabled", "inference_mode", "compile", "jit", "set_num_threads", "get_default_dtype",
+        "set_default_dtype", "is_tensor", "numel", "Size", "Generator", "autocast", "einsum",
+    }
+)
+#: functions whose second positional argument is a tensor as well (the matrix ones marked)
+_SECOND_TENSOR = frozenset(
+    {
+        "add", "sub", "mul", "div", "maximum", "minimum", "dot", "cross", "dist", "cosine_similarity",
+        "pairwise_distance", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "cross_entropy", "nll_loss",
+        "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "cdist", "allclose", "equal",
+        "conv1d", "conv2d", "conv3d", "embedding",
+    }
+)
+_MATRIX_SECOND = frozenset({"matmul", "mm", "bmm", "linear", "mv", "addmm", "baddbmm"})
+_TORCH_ROOTS = frozenset({"torch", "F", "functional", "nn"})
+
+
+@dataclass
+class Use:
+    """One parameter's evidence; `tensor` says why it reads as a tensor (None: no sign)."""
+
+    tensor: str | None = None
+    matrix: bool = False
+    fed_to_module: bool = False
+    called: bool = False
+    iterated: bool = False
+
+    @property
+    def reads_as_tensor(self) -> bool:
+        return self.tensor is not None and not self.called and not self.iterated
+
+
+@dataclass
+class UnitText:
+    """The unit function's own source and the names it reads; empty when not found."""
+
+    text: str = ""
+    names: set[str] = field(default_factory=set)
+    uses: dict[str, Use] = field(default_factory=dict)
+
+
+def _find_function(tree: ast.Module, qualname: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    scope: list[ast.stmt] = tree.body
+    found: ast.AST | None = None
+    for part in qualname.split("."):
+        found = next(
+            (
+                node
+                for node in scope
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == part
+            ),
+            None,
+        )
+        if found is None:
+            return None
+        scope = found.body  # type: ignore[attr-defined]
+    return found if isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _dotted_root_and_leaf(func: ast.expr) -> tuple[str | None, str | None]:
+    """``torch.nn.functional.relu`` -> ("torch", "relu"); ``F.relu`` -> ("F", "relu")."""
+    if not isinstance(func, ast.Attribute):
+        return None, None
+    leaf = func.attr
+    node: ast.expr = func.value
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return (node.id if isinstance(node, ast.Name) else None), leaf
+
+
+def _names_in(node: ast.expr) -> list[str]:
+    """The names an argument is or holds (``x``, ``[x, y]``, ``(x, y)``)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [elt.id for elt in node.elts if isinstance(elt, ast.Name)]
+    if isinstance(node, ast.Starred):
+        return _names_in(node.value)
+    return []
+
+
+class _Collector(ast.NodeVisitor):
+    def __init__(self, params: set[str], is_model_name: Callable[[str], bool]) -> None:
+        self.params = params
+        self.is_model_name = is_model_name
+        self.uses: dict[str, Use] = {name: Use() for name in params}
+        self.names: set[str] = set()
+
+    def _mark(self, name: str, why: str, matrix: bool = False, module: bool = False) -> None:
+        use = self.uses.get(name)
+        if use is None:
+            return
+        if use.tensor is None:
+            use.tensor = why
+        use.matrix = use.matrix or matrix
+        use.fed_to_module = use.fed_to_module or module
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self.names.add(node.id)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if isinstance(node.value, ast.Name) and node.attr in TENSOR_ATTRIBUTES:
+            self._mark(node.value.id, f"its body uses {node.value.id}.{node.attr}")
+        self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if isinstance(node.op, ast.MatMult):
+            # a right operand is a weight matrix only beside a plain input (``x @ w``);
+            # after a computed left side (``attn @ v``) its shape is the left's business
+            right_is_matrix = isinstance(node.left, ast.Name)
+            for side, matrix in ((node.left, False), (node.right, right_is_matrix)):
+                if isinstance(side, ast.Name):
+                    self._mark(side.id, "its body multiplies it with @", matrix=matrix)
+        self.generic_visit(node)
+
+    def visit_For(self, node: ast.For) -> None:
+        if isinstance(node.iter, ast.Name) and node.iter.id in self.uses:
+            self.uses[node.iter.id].iterated = True
+        self.generic_visit(node)
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        if isinstance(node.iter, ast.Name) and node.iter.id in self.uses:
+            self.uses[node.iter.id].iterated = True
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in self.uses:
+            self.uses[func.id].called = True
+        root, leaf = _dotted_root_and_leaf(func)
+        if root in _TORCH_ROOTS and leaf and leaf not in _NOT_TENSOR_FIRST and not leaf[:1].isupper():
+            self._torch_call(leaf, node)
+        elif isinstance(func, ast.Attribute) and func.attr in ("mm", "matmul", "bmm", "mv") and node.args:
+            for name in _names_in(node.args[0]):
+                self._mark(name, f"its body passes it to .{func.attr}()", matrix=True)
+        elif self._is_module_call(func):
+            callee = ast.unparse(func)
+            for arg in node.args:
+                for name in _names_in(arg):
+                    self._mark(name, f"its body passes it to {callee}(...)", module=True)
+        self.generic_visit(node)
+
+    def _torch_call(self, leaf: str, node: ast.Call) -> None:
+        for position, arg in enumerate(node.args[:2]):
+            if position == 1 and leaf not in _SECOND_TENSOR and leaf not in _MATRIX_SECOND and leaf not in ("cat", "stack"):
+                break
+            for name in _names_in(arg):
+                self._mark(name, f"its body passes it to {leaf}()", matrix=position == 1 and leaf in _MATRIX_SECOND)
+
+    def _is_module_call(self, func: ast.expr) -> bool:
+        """``self.encoder(x)`` or ``discriminator(x)``: a call of a (likely) module."""
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return True
+        return isinstance(func, ast.Name) and self.is_model_name(func.id)
+
+
+def read_unit(source: str, qualname: str | None, is_model_name: Callable[[str], bool]) -> UnitText:
+    """The unit's text, the names it reads, and each parameter's evidence."""
+    if not qualname:
+        return UnitText()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return UnitText()
+    function = _find_function(tree, qualname)
+    if function is None:
+        return UnitText()
+    arguments = function.args
+    params = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
+    collector = _Collector(params, is_model_name)
+    for statement in function.body:
+        collector.visit(statement)
+    for arg in arguments.posonlyargs + arguments.args + arguments.kwonlyargs:
+        annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+        if annotation.split(".")[-1] == "Tensor":
+            collector._mark(arg.arg, f"annotated {annotation}")
+    text = ast.get_source_segment(source, function) or ""
+    return UnitText(text=text, names=collector.names, uses=collector.uses)
