@@ -88,6 +88,11 @@ def number_kind(name: str) -> type | None:
     return None
 
 
+def model_name(name: str) -> bool:
+    """Does the name read as a model? ("netG" reads as "net_g": camelCase parts are words)"""
+    return bool(_MODEL.search(name.lower()) or _MODEL.search("_".join(_tokens(name))))
+
+
 class _TokenPattern:
     """`search` by number role, so the regex-style call sites read alike."""
 
@@ -196,7 +201,7 @@ class Binder:
     # -- roles --------------------------------------------------------------------
     def _looks_like_model(self, name: str, annotation: Any) -> bool:
         text = self._annotation_text(annotation)
-        return bool(_MODEL.search(name.lower())) or text.endswith("Module") or text in self._module_classes_names()
+        return model_name(name) or text.endswith("Module") or text in self._module_classes_names()
 
     @staticmethod
     def _annotation_text(annotation: Any) -> str:
@@ -255,6 +260,10 @@ class Binder:
             return self._number(name, int)
         if _TENSOR.search(lowered):
             return self._tensor(name)
+        use = self.unit().uses.get(name)
+        if use is not None and use.called and self._module_classes():
+            # called like a module (``G(z)``) in a file that defines modules
+            return self._bind_model(name)
         raise Unbindable(
             name,
             "no role inferred from its name, annotation, default or use in the body"
@@ -265,7 +274,7 @@ class Binder:
     def unit(self) -> UnitText:
         """The unit's body as evidence (parsed once per binder)."""
         if self._unit is None:
-            self._unit = read_unit(self.source, self.qualname, lambda n: bool(_MODEL.search(n.lower())))
+            self._unit = read_unit(self.source, self.qualname, model_name)
         return self._unit
 
     def _no_sign(self, name: str) -> str:
@@ -352,15 +361,23 @@ class Binder:
         return {cls.__name__ for cls in self._module_classes()}
 
     def _construct(self, cls: type) -> nn.Module | None:
+        """An instance from its constructor's defaults and number-like names; failing
+        that, with 1 for the arguments no name explains (``ngpu``, ``nc``)."""
+        return self._construct_with(cls, lenient=False) or self._construct_with(cls, lenient=True)
+
+    @staticmethod
+    def _construct_with(cls: type, lenient: bool) -> nn.Module | None:
         try:
             sig = inspect.signature(cls.__init__)
-            kwargs = {}
+            kwargs: dict[str, Any] = {}
             for param in list(sig.parameters.values())[1:]:
                 if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.default is not inspect.Parameter.empty:
                     continue
                 lowered = param.name.lower()
                 if _INT.search(lowered) or _FLOAT.search(lowered):
                     kwargs[param.name] = 8 if _INT.search(lowered) else 0.1
+                elif lenient:
+                    kwargs[param.name] = 1
                 else:
                     return None
             return cls(**kwargs)

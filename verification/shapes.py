@@ -38,6 +38,7 @@ _SPATIAL_2D = (32, 64, 28, NEEDED_SPATIAL)
 _SPATIAL_2D_GRAY = (28, 32, 64, NEEDED_SPATIAL)
 _SPATIAL_1D = (32, 64, 16)
 _SPATIAL_3D = (16, 32, 8)
+_SPATIAL_TRANSPOSED = (1, 4, 8, 16)
 
 
 @dataclass(frozen=True)
@@ -78,17 +79,19 @@ _ENTRY_TYPES = (
 )
 
 
-def _class_forward(source: str, class_name: str) -> ast.FunctionDef | None:
+def forwards(source: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Each class's ``forward`` in `source`, by class name (empty if it does not parse)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return None
+        return {}
+    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
+        if isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "forward":
-                    return item  # type: ignore[return-value]
-    return None
+                    found.setdefault(node.name, item)
+    return found
 
 
 def _calls_in_evaluation_order(node: ast.AST) -> Iterator[ast.Call]:
@@ -115,24 +118,11 @@ def _self_attribute(func: ast.expr) -> str | None:
     return None
 
 
-def entry_layers(model: nn.Module, source: str, depth: int = 0) -> list[nn.Module]:
+def entry_layers(model: nn.Module, source: str) -> list[nn.Module]:
     """Layers that may receive the input first: in the order the forward in `source`
     calls them, then in registration order (the fallback when the forward is not in
     `source`, e.g. a library model). Duplicates removed."""
-    found: list[nn.Module] = []
-    if isinstance(model, _ENTRY_TYPES):
-        return [model]
-    forward = _class_forward(source, type(model).__name__) if depth < 4 else None
-    if forward is not None:
-        for call in _calls_in_evaluation_order(forward):
-            attr = _self_attribute(call.func)
-            sub = getattr(model, attr, None) if attr else None
-            if isinstance(sub, nn.ModuleList) and len(sub):
-                sub = sub[0]
-            if isinstance(sub, nn.Module):
-                found.extend(entry_layers(sub, source, depth + 1)[:2])
-            if len(found) >= MAX_PLANS:
-                break
+    found = _forward_order(model, forwards(source), 0)
     found.extend(layer for layer in model.modules() if isinstance(layer, _ENTRY_TYPES))
     unique: list[nn.Module] = []
     for layer in found:
@@ -141,11 +131,33 @@ def entry_layers(model: nn.Module, source: str, depth: int = 0) -> list[nn.Modul
     return unique
 
 
+def _forward_order(model: nn.Module, known: dict[str, ast.FunctionDef | ast.AsyncFunctionDef], depth: int) -> list[nn.Module]:
+    if isinstance(model, _ENTRY_TYPES):
+        return [model]
+    forward = known.get(type(model).__name__) if depth < 4 else None
+    if forward is None:
+        # a container or library module: its registration order is its call order
+        return [layer for layer in model.modules() if isinstance(layer, _ENTRY_TYPES)][:2]
+    found: list[nn.Module] = []
+    for call in _calls_in_evaluation_order(forward):
+        attr = _self_attribute(call.func)
+        sub = getattr(model, attr, None) if attr else None
+        if isinstance(sub, nn.ModuleList) and len(sub):
+            sub = sub[0]
+        if isinstance(sub, nn.Module):
+            found.extend(_forward_order(sub, known, depth + 1)[:2])
+        if len(found) >= MAX_PLANS:
+            break
+    return found
+
+
 # -- plans ------------------------------------------------------------------------------------
 def _conv_plans(layer: nn.modules.conv._ConvNd) -> Iterator[Plan]:
     dims = len(layer.kernel_size)
     channels = layer.in_channels
-    if dims == 1:
+    if getattr(layer, "transposed", False):
+        sizes = _SPATIAL_TRANSPOSED  # a generator's latent: 1x1 grows to an image
+    elif dims == 1:
         sizes = _SPATIAL_1D
     elif dims == 2:
         sizes = _SPATIAL_2D_GRAY if channels == 1 else _SPATIAL_2D
