@@ -288,6 +288,7 @@ def verifier():
 
 def _bind(source: str, qualname: str, **options) -> tuple[Binder, dict]:
     """Bind `qualname`'s parameters in-process, as a run child would."""
+    torch.manual_seed(0)  # as the run child seeds before binding
     module = types.ModuleType("binding_case")
     exec(compile(source, "binding_case.py", "exec"), module.__dict__)  # noqa: S102 - the test's own code
     binder = Binder(namespace=module.__dict__, source=source, device=torch.device("cpu"), qualname=qualname, **options)
@@ -365,6 +366,76 @@ def test_rnn_input_respects_batch_first():
     _, values = _bind(source.replace("nn.GRU(12, 20)", "nn.GRU(12, 20, batch_first=True)"), "tag")
     batch, seq, features = values["x"].shape
     assert features == 12 and batch <= MAX_BATCH and seq <= MAX_SEQUENCE and batch != seq
+
+
+def test_gray_images_get_mnist_size_and_a_generator_gets_its_latent():
+    source = textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        nz, ngf = 16, 8
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super(Net, self).__init__()
+                self.conv1 = nn.Conv2d(1, 32, 3, 1)
+                self.conv2 = nn.Conv2d(32, 64, 3, 1)
+                self.fc1 = nn.Linear(9216, 128)
+                self.fc2 = nn.Linear(128, 10)
+
+            def forward(self, x):
+                x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
+                return F.log_softmax(self.fc2(F.relu(self.fc1(torch.flatten(x, 1)))), dim=1)
+
+
+        class Generator(nn.Module):
+            def __init__(self, ngpu):
+                super(Generator, self).__init__()
+                self.ngpu = ngpu
+                self.main = nn.Sequential(
+                    nn.ConvTranspose2d(nz, ngf * 2, 4, 1, 0, bias=False),
+                    nn.BatchNorm2d(ngf * 2),
+                    nn.ReLU(True),
+                    nn.ConvTranspose2d(ngf * 2, 3, 4, 2, 1, bias=False),
+                    nn.Tanh(),
+                )
+
+            def forward(self, input):
+                return self.main(input)
+
+
+        def test(model, device, test_loader):
+            correct = 0
+            for data, target in test_loader:
+                correct += model(data.to(device)).argmax(dim=1).eq(target).sum().item()
+            return correct
+
+
+        def generate(netG, noise):
+            return netG(noise).mean()
+        """
+    )
+    _, values = _bind(source, "test")
+    data, target = values["test_loader"][0]
+    assert data.shape == (4, 1, 28, 28) and int(target.max()) < 10
+    _, values = _bind(source, "generate")
+    assert type(values["netG"]).__name__ == "Generator"  # called like a module; "ngpu" got a value
+    assert values["noise"].shape == (4, 16, 1, 1)
+
+
+def test_searched_and_given_plans_build_identical_tensors():
+    needs_64 = CNN.replace("nn.Linear(32 * 8 * 8,", "nn.Linear(32 * 16 * 16,")
+    searched, values = _bind(needs_64, "train_epoch")
+    index = searched.plan_record()["index"]
+    assert index == 1 and values["loader"][0][0].shape == (4, 3, 64, 64)  # 32x32 was tried first
+    given, again = _bind(needs_64, "train_epoch", plan=index)
+    for (x1, y1), (x2, y2) in zip(values["loader"], again["loader"]):
+        assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    first, second = values["loader"][0][0], values["loader"][1][0]
+    assert not torch.equal(first, second)  # undoing the trials' draws must not repeat batches
 
 
 # -- targets shaped by the loss -----------------------------------------------------------------------
@@ -539,7 +610,8 @@ def test_search_never_runs_more_than_the_cap_and_ignores_other_errors():
 
     def autograd_error(request, unit, sources):
         calls.append(unit.get("input_plan"))
-        return [_outcome(0, 6, "one of the variables needed for gradient computation has been modified by an inplace operation") for _ in sources]
+        message = "one of the variables needed for gradient computation has been modified by an inplace operation"
+        return [_outcome(0, 6, message) for _ in sources]
 
     run_searching_inputs({"timeout": 20.0}, {}, ("ORIG", "NEW"), autograd_error)
     assert calls == [None]  # not a shape error: the code's own verdict, no search

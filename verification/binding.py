@@ -47,6 +47,7 @@ _MODEL = re.compile(
     r"(^|_)(model|net|network|module|classifier|encoder|decoder|backbone|generator|discriminator|policy|critic|"
     r"actor|teacher|student|head|mlp|cnn|rnn|lstm|transformer)s?($|_)|^m$"
 )
+_GENERIC_MODEL_WORDS = {"net", "model", "network", "module", "m"}
 _LOADER = re.compile(r"loader|batches|dataset|(^|_)data($|_)|(^|_)ds($|_)|iterator|(^|_)iter($|_)|samples|stream")
 _OPTIM = re.compile(r"^opt$|optim|^sgd$|^adam")
 _SCHED = re.compile(r"sched")
@@ -392,6 +393,10 @@ class Binder:
             chosen = next((c for c in candidates if c.__name__ == preferred), None)
         if chosen is None:
             chosen = next((c for c in candidates if c.__name__.lower() in tokens or name.lower() in c.__name__.lower()), None)
+        if chosen is None:
+            # "netG", "modelD", "G": the word beside the generic one names the class
+            specific = [t for t in _tokens(name) if t not in _GENERIC_MODEL_WORDS]
+            chosen = next((c for c in candidates if any(c.__name__.lower().startswith(t) for t in specific)), None)
         model: nn.Module | None = None
         if chosen is not None:
             model = self._construct(chosen)
@@ -437,16 +442,18 @@ class Binder:
             return self._shapes
         model = self.model()
         plans = self._plans = model_plans(model, self.source)
-        rng = torch.get_rng_state()
+        rng = self._rng_state()
         if self.plan is not None:
             index = min(max(self.plan, 0), len(plans) - 1)
             out = None
         else:
             index, out = self._first_accepted(model, plans)
-        # identical tensors whether the plan was searched for or given
-        torch.set_rng_state(rng)
+        # identical tensors whether the plan was searched for or given: the trials'
+        # and the probe's draws (inputs, dropout) are undone
+        self._set_rng_state(rng)
         self._plan_index = index
         x = plans[index].build(self.device, self.dtype)
+        after_input = self._rng_state()
         if out is None:
             try:
                 out = self._probe(model, x, plans[index])
@@ -454,12 +461,21 @@ class Binder:
                 # the unit feeds this batch to a part of the model (``model.decoder(z)``):
                 # the targets still come from what the whole model returns
                 out = self._first_accepted(model, plans)[1]
+            self._set_rng_state(after_input)
         out = self._loss_output(out)
         classes = out.shape[-1] if out.dim() >= 2 else 1
         loss_kind = self._loss_kind(out)
         self._shapes = {"x": x, "target": self._make_target(out, loss_kind, classes), "classes": classes, "loss": loss_kind}
-        torch.set_rng_state(rng)  # the probe's forward (dropout) must not shift later values
         return self._shapes
+
+    def _rng_state(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+        return torch.get_rng_state(), cuda
+
+    def _set_rng_state(self, state: tuple[torch.Tensor, torch.Tensor | None]) -> None:
+        torch.set_rng_state(state[0])
+        if state[1] is not None:
+            torch.cuda.set_rng_state(state[1], self.device)
 
     def _first_accepted(self, model: nn.Module, plans: list[Plan]) -> tuple[int, Any]:
         rejected = []
