@@ -292,9 +292,9 @@ class Binder:
         """A parameter the body uses as a tensor: a target or loss when its name says so,
         else an input tensor."""
         why = self.unit().uses[name].tensor
-        if _TARGET.search(lowered) and self._has_model():
+        if _TARGET.search(lowered):
             return self._target(name)
-        if _LOSS.search(lowered) and self._has_model():
+        if _LOSS.search(lowered):
             return self._loss(name)
         value = self._tensor(name)
         self.described[name] += f" ({why})"
@@ -601,6 +601,10 @@ class Binder:
         if self._has_model():
             try:
                 base = self.shapes()["x"].clone()
+                if use is not None and use.matrix and base.is_floating_point() and base.dim() >= 2:
+                    # ``x @ w`` beside a model: a square weight over the batch's features
+                    features = base.shape[-1]
+                    base = torch.randn(features, features, device=self.device, dtype=self.dtype)
             except Unbindable:
                 if use is not None and use.fed_to_module:
                     raise  # the body feeds it to the model: the model's refusal is the reason
