@@ -511,12 +511,43 @@ def test_evidence_beats_names_and_names_break_ties():
             return p
         """
     )
-    uses = read_unit(source, "smooth", lambda name: False).uses
+    uses = read_unit(source, "smooth", lambda callee: False).uses
     assert uses["p"].reads_as_tensor  # passed to torch.sigmoid, although "p" reads as a float
     assert not uses["n"].reads_as_tensor and not uses["steps"].reads_as_tensor
     _, values = _bind(source, "smooth")
     assert isinstance(values["p"], torch.Tensor)
     assert values["n"] == 2 and values["steps"] == 2  # no evidence: the names decide
+
+
+def test_only_calls_of_real_layers_make_tensors_in_a_method():
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(4, 2)
+                self.history = []
+
+            def record(self, step, value):
+                self.history.append((step, value))
+
+            def train_step(self, batch, step):
+                loss = self.model(batch).pow(2).mean()
+                loss.backward()
+                self.record(step, loss.detach())
+                return loss
+        """
+    )
+    module = types.ModuleType("trainer_case")
+    exec(compile(source, "trainer_case.py", "exec"), module.__dict__)  # noqa: S102
+    binder = Binder(namespace=module.__dict__, source=source, device=torch.device("cpu"), qualname="Trainer.train_step")
+    binder.values["self"] = module.Trainer()
+    (batch, step), _ = binder.bind_call(module.Trainer.train_step, [], skip_first=True)
+    assert isinstance(batch, torch.Tensor) and batch.shape == (4, 4)  # fed to self.model, a Linear(4, 2)
+    assert step == 2  # passed to self.record, a method: the name decides
 
 
 def test_a_name_with_no_evidence_is_reported_with_why(tmp_path, verifier):
@@ -539,12 +570,34 @@ def test_factories_still_win_over_evidence(tmp_path, verifier):
 
 
 # -- the candidate search -------------------------------------------------------------------------
-def test_unit_shape_error_moves_both_sides_to_the_next_candidate(tmp_path, verifier):
+def test_a_tensor_fed_to_part_of_a_model_is_shaped_for_that_part(tmp_path, verifier):
     verdict = _verify(verifier, tmp_path, AUTOENCODER, AUTOENCODER_FIXED, "autoencoder")
     assert verdict.verdict == "accepted", verdict.reason
+    assert _bound(verdict)["z"].startswith("tensor [4, 16]")  # the decoder's input, not the encoder's
+
+
+CAUSAL_SCORES = textwrap.dedent(
+    """
+    import torch
+
+
+    def causal_attention(q, k, v):
+        T = q.size(1)
+        scores = q @ k.transpose(1, 2) / q.size(-1) ** 0.5
+        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        weights = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+        return weights @ v
+    """
+)
+
+
+def test_unit_shape_error_moves_both_sides_to_the_next_candidate(tmp_path, verifier):
+    fixed = CAUSAL_SCORES.replace("/ q.size(-1) ** 0.5", "* q.size(-1) ** -0.5")
+    verdict = _verify(verifier, tmp_path, CAUSAL_SCORES, fixed, "causal")
+    assert verdict.verdict == "accepted", verdict.reason  # 2-D tensors raise; sequences [B, T, F] run
     evidence = verdict.units[0].evidence
-    assert evidence["original"]["bound"]["z"] == evidence["rewritten"]["bound"]["z"]
-    assert evidence["original"]["bound"]["z"].startswith("tensor [4, 16]")  # the decoder's input
+    assert evidence["original"]["bound"] == evidence["rewritten"]["bound"]
+    assert evidence["original"]["bound"]["q"].startswith("tensor [4, 8, 8]")
 
 
 def test_model_rejecting_every_candidate_says_what_was_tried():

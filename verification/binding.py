@@ -16,6 +16,7 @@ output and the loss the unit uses.
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib
 import inspect
@@ -275,8 +276,45 @@ class Binder:
     def unit(self) -> UnitText:
         """The unit's body as evidence (parsed once per binder)."""
         if self._unit is None:
-            self._unit = read_unit(self.source, self.qualname, model_name)
+            self._unit = read_unit(self.source, self.qualname, self._is_module_callee)
         return self._unit
+
+    def _is_module_callee(self, func: ast.expr) -> bool:
+        """A callee in the unit's body that is a module: ``self.<layer>`` of a bound
+        instance, a module-level module, or a name that reads as a model."""
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            owner = self.values.get("self")
+            try:
+                return isinstance(getattr(owner, func.attr, None), nn.Module)
+            except Exception:  # noqa: BLE001 - a property that raises is not a layer
+                return False
+        if isinstance(func, ast.Name):
+            return isinstance(self.namespace.get(func.id), nn.Module) or model_name(func.id)
+        root = func
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        # ``model.decoder(z)``: a part of a model (resolved once the model is bound)
+        return isinstance(root, ast.Name) and root.id != "self" and model_name(root.id)
+
+    def _resolve_module(self, callee: ast.expr) -> nn.Module | None:
+        """The module a callee expression names, among bound values and globals."""
+        if isinstance(callee, ast.Name):
+            value = self.values.get(callee.id, self.namespace.get(callee.id))
+            return value if isinstance(value, nn.Module) else None
+        if isinstance(callee, ast.Subscript):
+            owner = self._resolve_module(callee.value)
+            return owner[0] if isinstance(owner, (nn.ModuleList, nn.Sequential)) and len(owner) else None
+        if isinstance(callee, ast.Attribute):
+            if isinstance(callee.value, ast.Name) and callee.value.id == "self":
+                owner: Any = self.values.get("self")
+            else:
+                owner = self._resolve_module(callee.value)
+            try:
+                value = getattr(owner, callee.attr, None) if owner is not None else None
+            except Exception:  # noqa: BLE001 - a property that raises is not a layer
+                return None
+            return value if isinstance(value, nn.Module) else None
+        return None
 
     def _no_sign(self, name: str) -> str:
         use = self.unit().uses.get(name)
@@ -502,7 +540,7 @@ class Binder:
             return run_sliced(PLAN_SLICE_S, forward)
         except SliceExpired as exc:
             raise Unbindable("inputs", f"a batch {plan.describe()} ran {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - a rejected shape is the expected failure
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a rejected shape is the expected failure
             first_line = (str(exc).strip().splitlines() or [""])[0][:200]
             raise Unbindable("inputs", f"{type(exc).__name__}: {first_line}") from exc
 
@@ -598,7 +636,12 @@ class Binder:
         the plain-tensor layout (the body's matrix products decide the first one)."""
         base: torch.Tensor | None = None
         use = self.unit().uses.get(name)
-        if self._has_model():
+        layer = self._resolve_module(use.callee) if use is not None and use.callee is not None else None
+        if layer is not None and layer is not self._model:
+            # fed to a part of a model or a layer of its own: shaped for that
+            plan = model_plans(layer, self.source)[0]
+            base = plan.build(self.device, self.dtype)
+        elif self._has_model():
             try:
                 base = self.shapes()["x"].clone()
                 if use is not None and use.matrix and base.is_floating_point() and base.dim() >= 2:
@@ -606,7 +649,7 @@ class Binder:
                     features = base.shape[-1]
                     base = torch.randn(features, features, device=self.device, dtype=self.dtype)
             except Unbindable:
-                if use is not None and use.fed_to_module:
+                if layer is not None:
                     raise  # the body feeds it to the model: the model's refusal is the reason
                 base = None
         if base is None:

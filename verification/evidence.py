@@ -44,6 +44,11 @@ _SECOND_TENSOR = frozenset(
 )
 _MATRIX_SECOND = frozenset({"matmul", "mm", "bmm", "linear", "mv", "addmm", "baddbmm"})
 _TORCH_ROOTS = frozenset({"torch", "F", "functional", "nn"})
+#: torch namespaces whose functions take devices, parameters, seeds or files, not inputs
+_NOT_TENSOR_NAMESPACES = frozenset(
+    {"cuda", "backends", "distributed", "utils", "optim", "jit", "onnx", "hub", "multiprocessing", "random", "mps",
+     "amp", "profiler", "testing", "compiler", "init"}
+)
 
 
 @dataclass
@@ -52,7 +57,8 @@ class Use:
 
     tensor: str | None = None
     matrix: bool = False
-    fed_to_module: bool = False
+    #: the first module callee it is passed to (``self.encoder``, ``model.decoder``)
+    callee: ast.expr | None = None
     called: bool = False
     iterated: bool = False
 
@@ -88,15 +94,22 @@ def _find_function(tree: ast.Module, qualname: str) -> ast.FunctionDef | ast.Asy
     return found if isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
-def _dotted_root_and_leaf(func: ast.expr) -> tuple[str | None, str | None]:
-    """``torch.nn.functional.relu`` -> ("torch", "relu"); ``F.relu`` -> ("F", "relu")."""
+def _torch_function(func: ast.expr) -> str | None:
+    """``torch.nn.functional.relu`` or ``F.relu`` -> "relu"; None for anything that is
+    not a torch function taking input tensors (``torch.cuda.synchronize``, ``nn.Linear``)."""
     if not isinstance(func, ast.Attribute):
-        return None, None
+        return None
     leaf = func.attr
+    middle: list[str] = []
     node: ast.expr = func.value
     while isinstance(node, ast.Attribute):
+        middle.append(node.attr)
         node = node.value
-    return (node.id if isinstance(node, ast.Name) else None), leaf
+    if not isinstance(node, ast.Name) or node.id not in _TORCH_ROOTS:
+        return None
+    if leaf in _NOT_TENSOR_FIRST or leaf[:1].isupper() or _NOT_TENSOR_NAMESPACES.intersection(middle):
+        return None
+    return leaf
 
 
 def _names_in(node: ast.expr) -> list[str]:
@@ -111,20 +124,21 @@ def _names_in(node: ast.expr) -> list[str]:
 
 
 class _Collector(ast.NodeVisitor):
-    def __init__(self, params: set[str], is_model_name: Callable[[str], bool]) -> None:
+    def __init__(self, params: set[str], is_module: Callable[[ast.expr], bool]) -> None:
         self.params = params
-        self.is_model_name = is_model_name
+        self.is_module = is_module
         self.uses: dict[str, Use] = {name: Use() for name in params}
         self.names: set[str] = set()
 
-    def _mark(self, name: str, why: str, matrix: bool = False, module: bool = False) -> None:
+    def _mark(self, name: str, why: str, matrix: bool = False, callee: ast.expr | None = None) -> None:
         use = self.uses.get(name)
         if use is None:
             return
         if use.tensor is None:
             use.tensor = why
         use.matrix = use.matrix or matrix
-        use.fed_to_module = use.fed_to_module or module
+        if use.callee is None:
+            use.callee = callee
 
     def visit_Name(self, node: ast.Name) -> None:
         self.names.add(node.id)
@@ -158,17 +172,17 @@ class _Collector(ast.NodeVisitor):
         func = node.func
         if isinstance(func, ast.Name) and func.id in self.uses:
             self.uses[func.id].called = True
-        root, leaf = _dotted_root_and_leaf(func)
-        if root in _TORCH_ROOTS and leaf and leaf not in _NOT_TENSOR_FIRST and not leaf[:1].isupper():
+        leaf = _torch_function(func)
+        if leaf is not None:
             self._torch_call(leaf, node)
         elif isinstance(func, ast.Attribute) and func.attr in ("mm", "matmul", "bmm", "mv") and node.args:
             for name in _names_in(node.args[0]):
                 self._mark(name, f"its body passes it to .{func.attr}()", matrix=True)
-        elif self._is_module_call(func):
+        elif self.is_module(func):
             callee = ast.unparse(func)
             for arg in node.args:
                 for name in _names_in(arg):
-                    self._mark(name, f"its body passes it to {callee}(...)", module=True)
+                    self._mark(name, f"its body passes it to {callee}(...)", callee=func)
         self.generic_visit(node)
 
     def _torch_call(self, leaf: str, node: ast.Call) -> None:
@@ -178,15 +192,11 @@ class _Collector(ast.NodeVisitor):
             for name in _names_in(arg):
                 self._mark(name, f"its body passes it to {leaf}()", matrix=position == 1 and leaf in _MATRIX_SECOND)
 
-    def _is_module_call(self, func: ast.expr) -> bool:
-        """``self.encoder(x)`` or ``discriminator(x)``: a call of a (likely) module."""
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            return True
-        return isinstance(func, ast.Name) and self.is_model_name(func.id)
 
-
-def read_unit(source: str, qualname: str | None, is_model_name: Callable[[str], bool]) -> UnitText:
-    """The unit's text, the names it reads, and each parameter's evidence."""
+def read_unit(source: str, qualname: str | None, is_module: Callable[[ast.expr], bool]) -> UnitText:
+    """The unit's text, the names it reads, and each parameter's evidence; `is_module`
+    says whether a callee (``self.encoder``, ``discriminator``) is a module, so that
+    its positional arguments are tensors."""
     if not qualname:
         return UnitText()
     try:
@@ -198,7 +208,7 @@ def read_unit(source: str, qualname: str | None, is_model_name: Callable[[str], 
         return UnitText()
     arguments = function.args
     params = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
-    collector = _Collector(params, is_model_name)
+    collector = _Collector(params, is_module)
     for statement in function.body:
         collector.visit(statement)
     for arg in arguments.posonlyargs + arguments.args + arguments.kwonlyargs:

@@ -141,7 +141,10 @@ def _forward_order(model: nn.Module, known: dict[str, ast.FunctionDef | ast.Asyn
     found: list[nn.Module] = []
     for call in _calls_in_evaluation_order(forward):
         attr = _self_attribute(call.func)
-        sub = getattr(model, attr, None) if attr else None
+        try:
+            sub = getattr(model, attr, None) if attr else None
+        except Exception:  # noqa: BLE001 - a property that raises is not a layer
+            sub = None
         if isinstance(sub, nn.ModuleList) and len(sub):
             sub = sub[0]
         if isinstance(sub, nn.Module):
