@@ -38,6 +38,7 @@ from .shapes import (
     run_sliced,
     tensor_shape,
 )
+from .targets import class_count, criterion_for, loss_kind, loss_output, make_target
 
 BATCH = MAX_BATCH
 N_BATCHES = 3
@@ -108,16 +109,6 @@ class _TokenPattern:
 _FLOAT = _TokenPattern(float)
 _INT = _TokenPattern(int)
 
-_CE_HINT = re.compile(r"cross_entropy|CrossEntropy|nll_loss|NLLLoss|argmax|num_classes|accuracy")
-_REG_HINT = re.compile(r"mse|MSELoss|l1_loss|L1Loss|smooth_l1|SmoothL1|huber|Huber")
-_BCE_HINT = re.compile(r"binary_cross|BCELoss|BCEWithLogits")
-#: loss classes by the targets they need
-_LOSS_KINDS = {
-    "CrossEntropyLoss": "ce", "NLLLoss": "ce", "BCELoss": "bce", "BCEWithLogitsLoss": "bce", "MSELoss": "mse",
-    "L1Loss": "mse", "SmoothL1Loss": "mse", "HuberLoss": "mse",
-}
-#: where a model's dict output keeps the tensor a loss reads
-_OUTPUT_KEYS = ("logits", "out", "output", "outputs", "pred", "preds", "prediction", "y", "y_hat", "scores")
 
 
 class Unbindable(Exception):
@@ -501,9 +492,12 @@ class Binder:
                 out = self._first_accepted(model, plans)[1]
             self._set_rng_state(after_input)
         out = self._loss_output(out)
-        classes = out.shape[-1] if out.dim() >= 2 else 1
-        loss_kind = self._loss_kind(out)
-        self._shapes = {"x": x, "target": self._make_target(out, loss_kind, classes), "classes": classes, "loss": loss_kind}
+        unit = self.unit()
+        kind = loss_kind(out, unit.names, self.namespace, (unit.text, self.source))
+        classes = class_count(out)
+        target_dtype = out.dtype if out.is_floating_point() else self.dtype
+        target = make_target(kind, out.shape, classes, self.device, target_dtype)
+        self._shapes = {"x": x, "target": target, "classes": classes, "loss": kind, "out_shape": out.shape}
         return self._shapes
 
     def _rng_state(self) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -546,45 +540,10 @@ class Binder:
 
     @staticmethod
     def _loss_output(out: Any) -> torch.Tensor:
-        """The tensor a loss reads from a model's output (a tuple's first tensor, a dict's
-        or output object's logits)."""
-        for _ in range(4):
-            if isinstance(out, torch.Tensor):
-                return out
-            if isinstance(out, dict) and out:
-                key = next((k for k in _OUTPUT_KEYS if isinstance(out.get(k), torch.Tensor)), None)
-                out = out[key] if key else next(iter(out.values()))
-            elif isinstance(out, (tuple, list)) and out:
-                out = next((item for item in out if isinstance(item, torch.Tensor)), out[0])
-            elif hasattr(out, "logits"):
-                out = out.logits
-            else:
-                break
-        if not isinstance(out, torch.Tensor):
+        tensor = loss_output(out)
+        if tensor is None:
             raise Unbindable("targets", f"the model's output is a {type(out).__name__}, not a tensor")
-        return out
-
-    def _make_target(self, out: torch.Tensor, loss_kind: str, classes: int) -> torch.Tensor:
-        if loss_kind == "ce":
-            return torch.randint(0, max(int(classes), 1), tuple(out.shape[:-1]), device=self.device)
-        dtype = out.dtype if out.is_floating_point() else self.dtype
-        if loss_kind == "bce":
-            return torch.rand(out.shape, device=self.device, dtype=dtype)
-        return torch.randn(out.shape, device=self.device, dtype=dtype)
-
-    def _loss_kind(self, out: torch.Tensor) -> str:
-        """Which targets the loss needs: from a loss object the unit reads, then the
-        unit's own text, then the whole file, then the output's shape."""
-        unit = self.unit()
-        for name in sorted(unit.names):
-            value = self.namespace.get(name)
-            if isinstance(value, nn.modules.loss._Loss) and type(value).__name__ in _LOSS_KINDS:
-                return _LOSS_KINDS[type(value).__name__]
-        for text in (unit.text, self.source):
-            for hint, kind in ((_BCE_HINT, "bce"), (_REG_HINT, "mse"), (_CE_HINT, "ce")):
-                if text and hint.search(text):
-                    return kind
-        return "ce" if out.dim() >= 2 and out.shape[-1] > 1 else "mse"
+        return tensor
 
     def _plan_input(self) -> torch.Tensor:
         """Another batch of the chosen plan's shape (for a loader's later batches)."""
@@ -611,20 +570,14 @@ class Binder:
         batches = [(first["x"].clone(), first["target"].clone())]
         for _ in range(N_BATCHES - 1):
             x = self._plan_input()
-            target = first["target"]
-            if first["loss"] == "ce":
-                y = torch.randint(0, max(int(first["classes"]), 1), tuple(target.shape), device=self.device)
-            elif first["loss"] == "bce":
-                y = torch.rand(target.shape, device=self.device, dtype=target.dtype)
-            else:
-                y = torch.randn(target.shape, device=self.device, dtype=target.dtype)
+            dtype = first["target"].dtype if first["target"].is_floating_point() else self.dtype
+            y = make_target(first["loss"], first["out_shape"], first["classes"], self.device, dtype)
             batches.append((x, y))
         self.described[name] = f"{N_BATCHES} batches of (x {list(first['x'].shape)}, y {list(first['target'].shape)})"
         return batches
 
     def _criterion(self, name: str) -> nn.Module:
-        kind = self.shapes()["loss"]
-        crit = {"ce": nn.CrossEntropyLoss, "bce": nn.BCEWithLogitsLoss}.get(kind, nn.MSELoss)()
+        crit = criterion_for(self.shapes()["loss"])
         self.described[name] = f"{type(crit).__name__}()"
         return crit
 

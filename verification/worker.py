@@ -145,7 +145,7 @@ def _prewarm() -> None:
     import torch.testing  # noqa: F401
     import torch.autograd.gradcheck  # noqa: F401
 
-    from . import binding, contracts, evidence, gradcheck, harness, input_search, probes, sandbox, shapes  # noqa: F401
+    from . import binding, contracts, evidence, gradcheck, harness, input_search, probes, sandbox, shapes, targets  # noqa: F401
 
     try:
         import numpy  # noqa: F401
