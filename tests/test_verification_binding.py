@@ -339,6 +339,14 @@ def test_forward_order_wins_over_definition_order(tmp_path, verifier):
     assert verdict.verdict == "accepted", verdict.reason
 
 
+def test_a_changed_forward_gets_the_input_its_model_accepts(tmp_path, verifier):
+    needs_64 = CNN.replace("nn.Linear(32 * 8 * 8,", "nn.Linear(32 * 16 * 16,")
+    fixed = needs_64.replace("x = self.pool(F.relu(self.conv1(x)))", "x = self.pool(torch.relu(self.conv1(x)))")
+    verdict = _verify(verifier, tmp_path, needs_64, fixed, "cnn_forward")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert _bound(verdict)["x"].startswith("tensor [4, 3, 64, 64]")
+
+
 def test_rnn_input_respects_batch_first():
     source = textwrap.dedent(
         """
@@ -693,4 +701,5 @@ def test_no_synthesized_tensor_exceeds_the_caps(model_class):
             assert all(size <= MAX_SPATIAL for size in _spatial_dims(x))
     if model_class == "ImageNetHead":
         assert _spatial_dims(loader[0][0]) == [224, 224]  # needed, so allowed, still under the element cap
+        assert loader[0][0].shape[0] == 2  # and run two at a time
     assert math.prod(loader[0][0].shape) <= MAX_ELEMENTS

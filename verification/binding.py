@@ -590,6 +590,8 @@ class Binder:
         base: torch.Tensor | None = None
         use = self.unit().uses.get(name)
         layer = self._resolve_module(use.callee) if use is not None and use.callee is not None else None
+        if layer is not None and self._model is not None and self.values.get("self") is self._model:
+            layer = self._model  # the unit is the model's own method: its input is the model's
         if layer is not None and layer is not self._model:
             # fed to a part of a model or a layer of its own: shaped for that
             plan = model_plans(layer, self.source)[0]

@@ -29,6 +29,7 @@ MAX_SPATIAL = 64
 NEEDED_SPATIAL = 224
 MAX_ELEMENTS = 1 << 20
 MAX_PLANS = 6
+LARGE_BATCH = 2
 
 SEQUENCE = 8
 FEATURES = 8
@@ -167,7 +168,9 @@ def _conv_plans(layer: nn.modules.conv._ConvNd) -> Iterator[Plan]:
     else:
         sizes = _SPATIAL_3D
     for size in sizes:
-        shape = capped((MAX_BATCH, channels, *([size] * dims)))
+        # a larger image than the cap allows is run two at a time
+        batch = MAX_BATCH if size <= MAX_SPATIAL else LARGE_BATCH
+        shape = capped((batch, channels, *([size] * dims)))
         if shape is not None:
             yield Plan(shape, f"{type(layer).__name__} in_channels={channels}, size {size}")
 
