@@ -634,6 +634,32 @@ def test_model_rejecting_every_candidate_says_what_was_tried():
     assert "[4, 10]" in caught.value.why
 
 
+def test_a_model_too_slow_for_its_slice_stops_the_search(monkeypatch):
+    from autograd_fix.verification import binding
+
+    monkeypatch.setattr(binding, "PLAN_SLICE_S", 0.2)
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+
+        class Spinner(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                while True:
+                    x = x + 0
+        """
+    )
+    source += "\n\ndef run(model, x):\n    return model(x)\n"
+    with pytest.raises(Unbindable) as caught:
+        _bind(source, "run")
+    assert "over its 0.2 s slice" in caught.value.why and ";" not in caught.value.why  # one try, not six
+
+
 def _outcome(plan: int, count: int, error: str | None) -> Outcome:
     record = {"input_plan": {"index": plan, "count": count}, "exception": None, "unbound": None}
     if error:

@@ -120,6 +120,10 @@ class Unbindable(Exception):
         self.why = why
 
 
+class _TooSlow(Unbindable):
+    """A candidate input ran past its slice: the next, no smaller, would too."""
+
+
 @dataclass
 class Binder:
     """Builds values for names; one per run child."""
@@ -515,6 +519,8 @@ class Binder:
             x = plan.build(self.device, self.dtype)
             try:
                 return index, self._probe(model, x, plan)
+            except _TooSlow:
+                raise
             except Unbindable as exc:
                 rejected.append(f"{list(plan.shape)}: {exc.why}")
         raise Unbindable(
@@ -533,7 +539,7 @@ class Binder:
         try:
             return run_sliced(PLAN_SLICE_S, forward)
         except SliceExpired as exc:
-            raise Unbindable("inputs", f"a batch {plan.describe()} ran {exc}") from None
+            raise _TooSlow("inputs", f"the model's forward on a batch {plan.describe()} ran {exc}") from None
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a rejected shape is the expected failure
             first_line = (str(exc).strip().splitlines() or [""])[0][:200]
             raise Unbindable("inputs", f"{type(exc).__name__}: {first_line}") from exc
