@@ -30,6 +30,7 @@ from torch import nn
 
 from .evidence import UnitText, read_unit
 from .shapes import (
+    FEATURES,
     MAX_BATCH,
     TENSOR_LAYOUTS,
     Plan,
@@ -55,10 +56,10 @@ _OPTIM = re.compile(r"^opt$|optim|^sgd$|^adam")
 _SCHED = re.compile(r"sched")
 _CRIT = re.compile(r"criterion|loss_fn|loss_func|lossfn|objective|^criteria$|^loss_function$|^crit$")
 _DEVICE = re.compile(r"^(device|dev)$|_device$")
-_TARGET = re.compile(r"^(y|t|target|targets|label|labels|gt|y_true|yb|truth)$")
+_TARGET = re.compile(r"^(y|yi|t|target|targets|label|labels|gt|y_true|yb|truth)$")
 _LOSS = re.compile(r"^(loss|total_loss|objective_value)$")
 _TENSOR = re.compile(
-    r"^(x|xs|x_\w+|xb|inp|input|inputs|image|images|img|imgs|batch|features|feats|feat|h|hidden|z|a|b|u|v|w|"
+    r"^(x|xs|xi|x_\w+|xb|inp|input|inputs|image|images|img|imgs|batch|features|feats|feat|h|hidden|z|a|b|u|v|w|"
     r"weight|weights|bias|tensor|t_\w+|logits|pred|preds|prediction|predictions|out|output|outputs|grad_output|"
     r"grad|grads|src|tgt|seq|tokens|emb|embeddings|q|k_|query|key|value|mask|sample)$"
 )
@@ -148,6 +149,7 @@ class Binder:
     _plans: list[Plan] | None = None
     _plan_index: int | None = None
     _plain_tensors: int = 0
+    _first_param: str | None = None
 
     def plan_record(self) -> dict[str, Any] | None:
         """Which candidate input plan this run used and how many there are (for the
@@ -166,6 +168,7 @@ class Binder:
         params = list(sig.parameters.values())
         if skip_first and params:
             params = params[1:]
+        self._first_param = params[0].name if params else None
         # models first: everything else takes shapes from them
         ordered = sorted(params, key=lambda p: 0 if self._looks_like_model(p.name, p.annotation) else 1)
         bound: dict[str, Any] = {}
@@ -220,6 +223,12 @@ class Binder:
         use = self.unit().uses.get(name)
         if use is not None and use.reads_as_tensor and not self._looks_like_model(name, annotation):
             return self._evident_tensor(name, lowered)
+        if use is not None and use.module and not _OPTIM.search(lowered):
+            return self._bind_model(name)
+        if use is not None and use.unpacked and not (_LOADER.search(lowered) and use.iterated):
+            batch = self._loader(name)[0]
+            self.described[name] = f"one batch (x {list(batch[0].shape)}, y {list(batch[1].shape)})"
+            return batch
         if _DEVICE.search(lowered):
             self.described[name] = f"device {self.device}"
             return self.device
@@ -274,11 +283,11 @@ class Binder:
             self._unit = read_unit(self.source, self.qualname, self._is_module_callee)
         return self._unit
 
-    def _is_module_callee(self, func: ast.expr) -> bool:
+    def _is_module_callee(self, func: ast.expr, owner: Any = None) -> bool:
         """A callee in the unit's body that is a module: ``self.<layer>`` of a bound
-        instance, a module-level module, or a name that reads as a model."""
+        instance (or of `owner`), a module-level module, or a name that reads as a model."""
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            owner = self.values.get("self")
+            owner = owner if owner is not None else self.values.get("self")
             try:
                 return isinstance(getattr(owner, func.attr, None), nn.Module)
             except Exception:  # noqa: BLE001 - a property that raises is not a layer
@@ -291,19 +300,20 @@ class Binder:
         # ``model.decoder(z)``: a part of a model (resolved once the model is bound)
         return isinstance(root, ast.Name) and root.id != "self" and model_name(root.id)
 
-    def _resolve_module(self, callee: ast.expr) -> nn.Module | None:
-        """The module a callee expression names, among bound values and globals."""
+    def _resolve_module(self, callee: ast.expr, self_value: Any = None) -> nn.Module | None:
+        """The module a callee expression names, among bound values and globals
+        (``self`` is `self_value`, else the bound instance)."""
         if isinstance(callee, ast.Name):
             value = self.values.get(callee.id, self.namespace.get(callee.id))
             return value if isinstance(value, nn.Module) else None
         if isinstance(callee, ast.Subscript):
-            owner = self._resolve_module(callee.value)
-            return owner[0] if isinstance(owner, (nn.ModuleList, nn.Sequential)) and len(owner) else None
+            container = self._resolve_module(callee.value, self_value)
+            return container[0] if isinstance(container, (nn.ModuleList, nn.Sequential)) and len(container) else None
         if isinstance(callee, ast.Attribute):
             if isinstance(callee.value, ast.Name) and callee.value.id == "self":
-                owner: Any = self.values.get("self")
+                owner: Any = self_value if self_value is not None else self.values.get("self")
             else:
-                owner = self._resolve_module(callee.value)
+                owner = self._resolve_module(callee.value, self_value)
             try:
                 value = getattr(owner, callee.attr, None) if owner is not None else None
             except Exception:  # noqa: BLE001 - a property that raises is not a layer
@@ -531,10 +541,11 @@ class Binder:
     def _probe(self, model: nn.Module, x: torch.Tensor, plan: Plan) -> Any:
         """The model's output on `x`, from a copy (the real model's state stays untouched)."""
         probe = copy.deepcopy(model)
+        extras = self._forward_extras(model)
 
         def forward() -> Any:
             with torch.no_grad():
-                return probe(x)
+                return probe(x, *extras)
 
         try:
             return run_sliced(PLAN_SLICE_S, forward)
@@ -543,6 +554,29 @@ class Binder:
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a rejected shape is the expected failure
             first_line = (str(exc).strip().splitlines() or [""])[0][:200]
             raise Unbindable("inputs", f"{type(exc).__name__}: {first_line}") from exc
+
+    def _forward_extras(self, model: nn.Module) -> list[torch.Tensor]:
+        """Tensors for a forward's further required inputs (``forward(self, x,
+        time_emb)``), each shaped for the layer the forward feeds it to."""
+        try:
+            params = list(inspect.signature(model.forward).parameters.values())[1:]
+        except (TypeError, ValueError):
+            return []
+        required = [
+            p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is inspect.Parameter.empty
+        ]
+        if not required:
+            return []
+        uses = read_unit(
+            self.source, f"{type(model).__qualname__}.forward", lambda func: self._is_module_callee(func, model)
+        ).uses
+        extras = []
+        for param in required:
+            use = uses.get(param.name)
+            layer = self._resolve_module(use.callee, model) if use is not None and use.callee is not None else None
+            plan = model_plans(layer, self.source)[0] if layer is not None else Plan((MAX_BATCH, FEATURES), "no known layer")
+            extras.append(plan.build(self.device, self.dtype))
+        return extras
 
     @staticmethod
     def _loss_output(out: Any) -> torch.Tensor:
@@ -567,7 +601,8 @@ class Binder:
 
     def _loss(self, name: str) -> torch.Tensor:
         shapes = self.shapes()
-        loss = self._loss_output(self.model()(shapes["x"])).float().pow(2).mean()
+        model = self.model()
+        loss = self._loss_output(model(shapes["x"], *self._forward_extras(model))).float().pow(2).mean()
         self.described[name] = "scalar loss of the model on one batch (with graph)"
         return loss
 
@@ -596,8 +631,8 @@ class Binder:
         base: torch.Tensor | None = None
         use = self.unit().uses.get(name)
         layer = self._resolve_module(use.callee) if use is not None and use.callee is not None else None
-        if layer is not None and self._model is not None and self.values.get("self") is self._model:
-            layer = self._model  # the unit is the model's own method: its input is the model's
+        if layer is not None and self._model is not None and self.values.get("self") is self._model and name == self._first_param:
+            layer = self._model  # the first input of the model's own method: the model's input
         if layer is not None and layer is not self._model:
             # fed to a part of a model or a layer of its own: shaped for that
             plan = model_plans(layer, self.source)[0]

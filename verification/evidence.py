@@ -24,6 +24,12 @@ TENSOR_ATTRIBUTES = frozenset(
     for name in dir(torch.Tensor)
     if not name.startswith("_") and not any(hasattr(kind, name) for kind in _OTHER_TYPES)
 )
+#: attributes only a module has (``optimizer.zero_grad`` is shared, so not here)
+MODULE_ATTRIBUTES = frozenset(
+    {"parameters", "named_parameters", "modules", "named_modules", "children", "named_children", "state_dict",
+     "load_state_dict", "buffers", "named_buffers", "train", "eval", "apply", "register_forward_hook",
+     "register_forward_pre_hook", "register_buffer", "register_parameter"}
+)
 #: torch functions whose first argument is not a tensor to synthesize
 _NOT_TENSOR_FIRST = frozenset(
     {
@@ -61,10 +67,14 @@ class Use:
     callee: ast.expr | None = None
     called: bool = False
     iterated: bool = False
+    #: ``relu.parameters()``, ``net.eval()``: only a module has these
+    module: bool = False
+    #: ``inputs, labels = batch``: one batch of a loader
+    unpacked: bool = False
 
     @property
     def reads_as_tensor(self) -> bool:
-        return self.tensor is not None and not self.called and not self.iterated
+        return self.tensor is not None and not self.called and not self.iterated and not self.module and not self.unpacked
 
 
 @dataclass
@@ -118,8 +128,8 @@ def _names_in(node: ast.expr) -> list[str]:
         return [node.id]
     if isinstance(node, (ast.List, ast.Tuple)):
         return [elt.id for elt in node.elts if isinstance(elt, ast.Name)]
-    if isinstance(node, ast.Starred):
-        return _names_in(node.value)
+    if isinstance(node, (ast.Starred, ast.Subscript)):
+        return _names_in(node.value)  # ``*xs``, ``y[:, t]``: the name holds tensors too
     return []
 
 
@@ -129,6 +139,10 @@ class _Collector(ast.NodeVisitor):
         self.is_module = is_module
         self.uses: dict[str, Use] = {name: Use() for name in params}
         self.names: set[str] = set()
+        #: calls of a parameter (``relu(x)``): a module call once ``relu.parameters()`` is seen
+        self.param_calls: list[ast.Call] = []
+        #: calls of plain names with a parameter among the arguments (maybe the file's helpers)
+        self.helper_calls: list[ast.Call] = []
 
     def _mark(self, name: str, why: str, matrix: bool = False, callee: ast.expr | None = None) -> None:
         use = self.uses.get(name)
@@ -146,6 +160,14 @@ class _Collector(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if isinstance(node.value, ast.Name) and node.attr in TENSOR_ATTRIBUTES:
             self._mark(node.value.id, f"its body uses {node.value.id}.{node.attr}")
+        if isinstance(node.value, ast.Name) and node.attr in MODULE_ATTRIBUTES and node.value.id in self.uses:
+            self.uses[node.value.id].module = True
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if isinstance(node.value, ast.Name) and node.value.id in self.uses:
+            if any(isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2 for target in node.targets):
+                self.uses[node.value.id].unpacked = True
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
@@ -172,6 +194,9 @@ class _Collector(ast.NodeVisitor):
         func = node.func
         if isinstance(func, ast.Name) and func.id in self.uses:
             self.uses[func.id].called = True
+            self.param_calls.append(node)
+        elif isinstance(func, ast.Name) and any(isinstance(a, ast.Name) and a.id in self.uses for a in node.args):
+            self.helper_calls.append(node)
         leaf = _torch_function(func)
         if leaf is not None:
             self._torch_call(leaf, node)
@@ -185,6 +210,15 @@ class _Collector(ast.NodeVisitor):
                     self._mark(name, f"its body passes it to {callee}(...)", callee=func)
         self.generic_visit(node)
 
+    def finish(self) -> None:
+        """Arguments of a parameter the body also uses as a module are tensors."""
+        for call in self.param_calls:
+            func = call.func
+            if isinstance(func, ast.Name) and self.uses[func.id].module and not self.is_module(func):
+                for arg in call.args:
+                    for name in _names_in(arg):
+                        self._mark(name, f"its body passes it to {func.id}(...)", callee=func)
+
     def _torch_call(self, leaf: str, node: ast.Call) -> None:
         for position, arg in enumerate(node.args[:2]):
             if position == 1 and leaf not in _SECOND_TENSOR and leaf not in _MATRIX_SECOND and leaf not in ("cat", "stack"):
@@ -196,7 +230,8 @@ class _Collector(ast.NodeVisitor):
 def read_unit(source: str, qualname: str | None, is_module: Callable[[ast.expr], bool]) -> UnitText:
     """The unit's text, the names it reads, and each parameter's evidence; `is_module`
     says whether a callee (``self.encoder``, ``discriminator``) is a module, so that
-    its positional arguments are tensors."""
+    its positional arguments are tensors. A parameter passed on to another function of
+    the file takes that function's evidence for it (one call deep)."""
     if not qualname:
         return UnitText()
     try:
@@ -206,14 +241,57 @@ def read_unit(source: str, qualname: str | None, is_module: Callable[[ast.expr],
     function = _find_function(tree, qualname)
     if function is None:
         return UnitText()
+    collector = _collect(function, is_module)
+    _inherit_from_helpers(tree, collector, is_module)
+    text = ast.get_source_segment(source, function) or ""
+    return UnitText(text=text, names=collector.names, uses=collector.uses)
+
+
+def _positional_params(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    return [a.arg for a in function.args.posonlyargs + function.args.args]
+
+
+def _collect(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, is_module: Callable[[ast.expr], bool], modules: frozenset[str] = frozenset()
+) -> _Collector:
+    """Evidence for `function`'s parameters; `modules` are known to be modules (the
+    caller's evidence), so calls of them take tensors."""
     arguments = function.args
     params = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs}
     collector = _Collector(params, is_module)
+    for name in modules & params:
+        collector.uses[name].module = True
     for statement in function.body:
         collector.visit(statement)
+    collector.finish()
     for arg in arguments.posonlyargs + arguments.args + arguments.kwonlyargs:
         annotation = ast.unparse(arg.annotation) if arg.annotation is not None else ""
         if annotation.split(".")[-1] == "Tensor":
             collector._mark(arg.arg, f"annotated {annotation}")
-    text = ast.get_source_segment(source, function) or ""
-    return UnitText(text=text, names=collector.names, uses=collector.uses)
+    return collector
+
+
+def _inherit_from_helpers(tree: ast.Module, collector: _Collector, is_module: Callable[[ast.expr], bool]) -> None:
+    """``loss_fn(relu, x_samples)`` where the file's ``loss_fn`` calls ``relu(x_samples)``:
+    the helper's evidence about its parameters is evidence about the arguments."""
+    helpers = {
+        node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    for call in collector.helper_calls:
+        helper = helpers.get(call.func.id) if isinstance(call.func, ast.Name) else None
+        if helper is None:
+            continue
+        pairs = list(zip(call.args, _positional_params(helper)))
+        modules = frozenset(
+            param for arg, param in pairs if isinstance(arg, ast.Name) and arg.id in collector.uses and collector.uses[arg.id].module
+        )
+        theirs = _collect(helper, is_module, modules).uses
+        for arg, param in pairs:
+            ours = collector.uses.get(arg.id) if isinstance(arg, ast.Name) else None
+            use = theirs.get(param)
+            if ours is None or use is None:
+                continue
+            if use.reads_as_tensor:
+                collector._mark(arg.id, f"{helper.name}() uses it as a tensor ({use.tensor})", matrix=use.matrix)
+            ours.module = ours.module or use.module
+            ours.called = ours.called or use.called

@@ -32,6 +32,8 @@ MAX_PLANS = 6
 LARGE_BATCH = 2
 
 SEQUENCE = 8
+#: a position embedding of shape (1, T, D) fixes T; longer ones are not worth the time
+MAX_HINTED_SEQUENCE = 256
 FEATURES = 8
 #: spatial sizes tried for convolutions, in order: small common sizes first, MNIST's 28
 #: first for single-channel inputs, 224 (ImageNet) only when nothing smaller fits
@@ -175,21 +177,33 @@ def _conv_plans(layer: nn.modules.conv._ConvNd) -> Iterator[Plan]:
             yield Plan(shape, f"{type(layer).__name__} in_channels={channels}, size {size}")
 
 
-def _sequence_shape(features: int, batch_first: bool) -> tuple[int, ...] | None:
+def _sequence_shape(features: int, batch_first: bool, sequence: int) -> tuple[int, ...] | None:
     if batch_first:
-        return capped((MAX_BATCH, SEQUENCE, features))
-    return capped((SEQUENCE, MAX_BATCH, features), batch_dim=1)
+        return capped((MAX_BATCH, sequence, features))
+    return capped((sequence, MAX_BATCH, features), batch_dim=1)
 
 
-def layer_plans(layer: nn.Module) -> Iterator[Plan]:
-    """Inputs that fit `layer`, most likely first."""
+def sequence_length(model: nn.Module) -> int:
+    """The sequence length the model fixes through a position embedding shaped
+    (1, T, D) (ViT, GPT), else the default."""
+    for module in model.modules():
+        if isinstance(module, _ENTRY_TYPES):
+            continue  # a layer's own weights (a Conv1d(16, 1, 3) weight is (1, 16, 3)) say nothing
+        for tensor in list(module.parameters(recurse=False)) + list(module.buffers(recurse=False)):
+            if tensor.dim() == 3 and tensor.shape[0] == 1 and 1 < tensor.shape[1] <= MAX_HINTED_SEQUENCE:
+                return int(tensor.shape[1])
+    return SEQUENCE
+
+
+def layer_plans(layer: nn.Module, sequence: int = SEQUENCE) -> Iterator[Plan]:
+    """Inputs that fit `layer`, most likely first (`sequence`: the length of sequences)."""
     name = type(layer).__name__
     shape: tuple[int, ...] | None
     if isinstance(layer, nn.Linear):
         shape = capped((MAX_BATCH, layer.in_features))
         if shape:
             yield Plan(shape, f"{name} in_features={layer.in_features}")
-        shape = capped((MAX_BATCH, SEQUENCE, layer.in_features))
+        shape = capped((MAX_BATCH, sequence, layer.in_features))
         if shape:
             yield Plan(shape, f"{name} in_features={layer.in_features}, as a sequence")
     elif isinstance(layer, nn.Bilinear):
@@ -199,20 +213,20 @@ def layer_plans(layer: nn.Module) -> Iterator[Plan]:
     elif isinstance(layer, nn.modules.conv._ConvNd):
         yield from _conv_plans(layer)
     elif isinstance(layer, (nn.Embedding, nn.EmbeddingBag)):
-        yield Plan((MAX_BATCH, SEQUENCE), f"{name} num_embeddings={layer.num_embeddings}", high=layer.num_embeddings)
+        yield Plan((MAX_BATCH, sequence), f"{name} num_embeddings={layer.num_embeddings}", high=layer.num_embeddings)
     elif isinstance(layer, nn.RNNBase):
-        shape = _sequence_shape(layer.input_size, layer.batch_first)
+        shape = _sequence_shape(layer.input_size, layer.batch_first, sequence)
         if shape:
             order = "batch_first" if layer.batch_first else "sequence first"
             yield Plan(shape, f"{name} input_size={layer.input_size}, {order}")
     elif isinstance(layer, (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
         attention = layer if isinstance(layer, nn.MultiheadAttention) else layer.self_attn
-        shape = _sequence_shape(attention.embed_dim, bool(getattr(attention, "batch_first", False)))
+        shape = _sequence_shape(attention.embed_dim, bool(getattr(attention, "batch_first", False)), sequence)
         if shape:
             yield Plan(shape, f"{name} embed_dim={attention.embed_dim}")
     elif isinstance(layer, nn.LayerNorm):
         normalized = tuple(layer.normalized_shape)
-        for shape in (capped((MAX_BATCH, *normalized)), capped((MAX_BATCH, SEQUENCE, *normalized))):
+        for shape in (capped((MAX_BATCH, *normalized)), capped((MAX_BATCH, sequence, *normalized))):
             if shape:
                 yield Plan(shape, f"{name} normalized_shape={list(normalized)}")
     elif isinstance(layer, nn.modules.batchnorm._BatchNorm):
@@ -232,7 +246,8 @@ def layer_plans(layer: nn.Module) -> Iterator[Plan]:
 def model_plans(model: nn.Module, source: str) -> list[Plan]:
     """At most MAX_PLANS candidate inputs for `model`: each entry layer's best plan
     first (the forward's own first layer wins), then their alternatives."""
-    per_layer = [list(layer_plans(layer)) for layer in entry_layers(model, source)]
+    sequence = sequence_length(model)
+    per_layer = [list(layer_plans(layer, sequence)) for layer in entry_layers(model, source)]
     per_layer = [plans for plans in per_layer if plans]
     ordered: list[Plan] = []
     if per_layer:

@@ -19,6 +19,9 @@ CE, BCE, REGRESSION = "ce", "bce", "mse"
 _CE_HINT = re.compile(r"cross_entropy|CrossEntropy|nll_loss|NLLLoss|argmax|num_classes|accuracy")
 _REG_HINT = re.compile(r"mse|MSELoss|l1_loss|L1Loss|smooth_l1|SmoothL1|huber|Huber")
 _BCE_HINT = re.compile(r"binary_cross|BCELoss|BCEWithLogits")
+#: outputs squashed to (0, 1) before the loss: targets in [0, 1] shaped like the output
+#: suit BCE and MSE alike, so this is the weakest hint
+_SIGMOID_HINT = re.compile(r"\bsigmoid\b|Sigmoid\(")
 #: loss classes by the targets they need
 _LOSS_KINDS = {
     "CrossEntropyLoss": CE, "NLLLoss": CE, "BCELoss": BCE, "BCEWithLogitsLoss": BCE, "MSELoss": REGRESSION,
@@ -55,7 +58,7 @@ def loss_kind(out: torch.Tensor, read_names: Iterable[str], namespace: dict[str,
         if isinstance(value, nn.modules.loss._Loss) and type(value).__name__ in _LOSS_KINDS:
             return _LOSS_KINDS[type(value).__name__]
     for text in texts:
-        for hint, kind in ((_BCE_HINT, BCE), (_REG_HINT, REGRESSION), (_CE_HINT, CE)):
+        for hint, kind in ((_BCE_HINT, BCE), (_REG_HINT, REGRESSION), (_CE_HINT, CE), (_SIGMOID_HINT, BCE)):
             if text and hint.search(text):
                 return kind
     return CE if out.dim() >= 2 and out.shape[-1] > 1 else REGRESSION
