@@ -558,6 +558,114 @@ def test_only_calls_of_real_layers_make_tensors_in_a_method():
     assert step == 2  # passed to self.record, a method: the name decides
 
 
+def test_modules_batches_and_helpers_are_read_from_the_body():
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+
+        def barrier_loss(relu, x_samples, x_goal, margin=0.1):
+            v = relu(x_samples) - relu(x_goal)
+            return torch.relu(v + margin).mean()
+
+
+        def fit(relu, x_samples, x_goal, max_iterations=3):
+            optimizer = torch.optim.SGD(relu.parameters(), lr=0.1)
+            losses = []
+            for _ in range(max_iterations):
+                optimizer.zero_grad()
+                loss = barrier_loss(relu, x_samples, x_goal)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.item())
+            return losses
+
+
+        def training_step(model, batch):
+            inputs, labels = batch
+            return nn.functional.cross_entropy(model(inputs), labels)
+        """
+    )
+    _, values = _bind(source, "fit")
+    assert isinstance(values["relu"], torch.nn.Module)  # relu.parameters(): a module, whatever its name
+    # "x_samples" could be a loader by name; barrier_loss feeds it to the module
+    assert isinstance(values["x_samples"], torch.Tensor) and isinstance(values["x_goal"], torch.Tensor)
+    _, values = _bind(source, "training_step")
+    inputs, labels = values["batch"]  # unpacked in the body: one (x, y) batch, not a tensor
+    assert inputs.is_floating_point() and labels.dtype == torch.long
+
+
+def test_a_forward_with_more_inputs_and_a_position_embedding():
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+
+        class ResnetBlock(nn.Module):
+            def __init__(self, dim, dim_out, time_emb_dim=6):
+                super().__init__()
+                self.mlp = nn.Sequential(nn.SiLU(), nn.Linear(time_emb_dim, dim_out))
+                self.block = nn.Conv2d(dim, dim_out, 3, padding=1)
+
+            def forward(self, x, time_emb):
+                return self.block(x) + self.mlp(time_emb)[:, :, None, None]
+
+
+        class PatchDecoder(nn.Module):
+            def __init__(self, num_tokens=5, dim=8):
+                super().__init__()
+                self.pos_embedding = nn.Parameter(torch.zeros(1, num_tokens, dim))
+                self.norm = nn.LayerNorm(dim)
+
+            def forward(self, tokens):
+                return self.norm(tokens + self.pos_embedding)
+
+
+        def denoise(resnet_block, x):
+            return resnet_block(x, torch.zeros(x.shape[0], 6))
+
+
+        def decode(patch_decoder, tokens):
+            return patch_decoder(tokens)
+        """
+    )
+    _, values = _bind(source, "denoise")  # the model's probe needs its time_emb too
+    assert values["x"].shape[:2] == (4, 8) and values["x"].dim() == 4
+    _, values = _bind(source, "decode")
+    assert values["tokens"].shape == (4, 5, 8)  # the sequence the position embedding fixes
+
+
+def test_a_sigmoid_before_the_loss_asks_for_targets_in_the_unit_interval():
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+
+        class Heatmap(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 2, 3, padding=1)
+
+            def forward(self, x):
+                return self.conv(x)
+
+
+        def train(model, loader, optimizer, criterion):
+            for images, heatmaps in loader:
+                loss = criterion(torch.sigmoid(model(images)), heatmaps.float())
+                loss.backward()
+                optimizer.step()
+        """
+    )
+    _, values = _bind(source, "train")
+    images, heatmaps = values["loader"][0]
+    assert heatmaps.is_floating_point() and heatmaps.shape == (4, 2, 32, 32)
+    assert 0.0 <= float(heatmaps.min()) and float(heatmaps.max()) <= 1.0
+
+
 def test_a_name_with_no_evidence_is_reported_with_why(tmp_path, verifier):
     source = "import torch\n\n\ndef blend(x, c):\n    return torch.relu(x) * c\n"
     with pytest.raises(Unbindable) as caught:
