@@ -799,8 +799,11 @@ def test_search_never_runs_more_than_the_cap_and_ignores_other_errors():
         calls.append(unit.get("input_plan"))
         return [_outcome(unit.get("input_plan") or 0, 50, "size mismatch, m1: [4 x 8], m2: [16 x 2]") for _ in sources]
 
-    run_searching_inputs({"timeout": 20.0}, {}, ("ORIG", "NEW"), always_mismatch)
+    original, rewritten = run_searching_inputs({"timeout": 20.0}, {}, ("ORIG", "NEW"), always_mismatch)
     assert len(calls) - 1 <= MAX_TRIALS
+    # no candidate fits: the inputs' fault, so unverified (unbound), never "the error persists"
+    assert original.record["unbound"]["name"] == rewritten.record["unbound"]["name"] == "inputs"
+    assert "size mismatch" in original.record["unbound"]["why"]
     calls.clear()
 
     def autograd_error(request, unit, sources):
@@ -808,8 +811,9 @@ def test_search_never_runs_more_than_the_cap_and_ignores_other_errors():
         message = "one of the variables needed for gradient computation has been modified by an inplace operation"
         return [_outcome(0, 6, message) for _ in sources]
 
-    run_searching_inputs({"timeout": 20.0}, {}, ("ORIG", "NEW"), autograd_error)
+    original, _ = run_searching_inputs({"timeout": 20.0}, {}, ("ORIG", "NEW"), autograd_error)
     assert calls == [None]  # not a shape error: the code's own verdict, no search
+    assert original.record["unbound"] is None
 
 
 # -- caps ---------------------------------------------------------------------------------------------

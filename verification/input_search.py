@@ -60,6 +60,7 @@ def run_searching_inputs(
     if plan is None:
         return original, rewritten
     first = chosen = int(plan["index"])
+    tried = 1
     if shape_error(original) and int(plan["count"]) > chosen + 1:
         timeout = float(request.get("timeout", 20.0))
         trial_request = {**request, "timeout": min(TRIAL_SLICE_S, timeout)}
@@ -68,10 +69,28 @@ def run_searching_inputs(
             if time.monotonic() > budget:
                 break
             (trial,) = run_sides(trial_request, {**unit, "input_plan": index}, (sources[0],))
+            tried += 1
             if _clean(trial):
                 original, chosen = trial, index
                 break
     rewritten_plan = _plan(rewritten)
     if chosen != first or (rewritten_plan is not None and int(rewritten_plan["index"]) != chosen):
         (rewritten,) = run_sides(request, {**unit, "input_plan": chosen}, (sources[1],))
+    if shape_error(original) and shape_error(rewritten):
+        _mark_unfit(original, rewritten, plan, tried)
     return original, rewritten
+
+
+def _mark_unfit(original: Outcome, rewritten: Outcome, plan: dict[str, Any], tried: int) -> None:
+    """Both sides fail on the synthesized shapes: that is the inputs' fault, not the
+    patch's, so the verdict must be `unverified` (never "the original's error persists")."""
+    exception = (original.record or {}).get("exception") or {}
+    message = (str(exception.get("message", "")).strip().splitlines() or [""])[0][:200]
+    why = (
+        f"no synthesized input fits the code: with each of {tried} candidate(s) tried (first {plan.get('shape')}) "
+        f"the original raises {exception.get('type')}: {message}; "
+        "name a factory under [tool.autograd-fix.verify] in pyproject.toml"
+    )
+    for outcome in (original, rewritten):
+        if outcome.record is not None:
+            outcome.record["unbound"] = {"name": "inputs", "why": why}
