@@ -4,15 +4,19 @@ Runs inside a run child (it builds tensors). Both sides of a patch bind after id
 seeding, so they receive identical values.
 
 Roles come from, in order: a user factory (see `autograd_fix.verification.config`), the
-parameter's default value, its annotation, then its name (and, for tensors, its use:
+parameter's default value, its annotation, the unit body's evidence (``k.transpose()``,
+``x @ w``, ``model(real)`` make tensors, see `evidence`), then its name (and, for tensors,
 a parameter whose ``.grad`` the body reads gets ``requires_grad=True``). Models are bound
-first because the other roles take their shapes from them at run time: the input shape
-from the first Linear/Conv/Embedding/RNN/LayerNorm, the target shape (and whether targets
-are class indices) from the model's output and the loss the code names.
+first because the other roles take their shapes from them at run time: the input from the
+layer the forward reaches first (see `shapes`: a few candidate plans, the first the model
+accepts wins, and the worker may pick a later one when the original unit still raises a
+shape error), the target shape (and whether targets are class indices) from the model's
+output and the loss the unit uses.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib
 import inspect
@@ -24,22 +28,38 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-BATCH = 4
+from .evidence import UnitText, read_unit
+from .shapes import (
+    FEATURES,
+    MAX_BATCH,
+    TENSOR_LAYOUTS,
+    Plan,
+    SliceExpired,
+    model_plans,
+    run_sliced,
+    tensor_shape,
+)
+from .targets import class_count, criterion_for, loss_kind, loss_output, make_target
+
+BATCH = MAX_BATCH
 N_BATCHES = 3
+#: seconds one candidate input may take through the model before the next is tried
+PLAN_SLICE_S = 2.0
 
 _MODEL = re.compile(
     r"(^|_)(model|net|network|module|classifier|encoder|decoder|backbone|generator|discriminator|policy|critic|"
     r"actor|teacher|student|head|mlp|cnn|rnn|lstm|transformer)s?($|_)|^m$"
 )
+_GENERIC_MODEL_WORDS = {"net", "model", "network", "module", "m"}
 _LOADER = re.compile(r"loader|batches|dataset|(^|_)data($|_)|(^|_)ds($|_)|iterator|(^|_)iter($|_)|samples|stream")
 _OPTIM = re.compile(r"^opt$|optim|^sgd$|^adam")
 _SCHED = re.compile(r"sched")
 _CRIT = re.compile(r"criterion|loss_fn|loss_func|lossfn|objective|^criteria$|^loss_function$|^crit$")
 _DEVICE = re.compile(r"^(device|dev)$|_device$")
-_TARGET = re.compile(r"^(y|t|target|targets|label|labels|gt|y_true|yb|truth)$")
+_TARGET = re.compile(r"^(y|yi|t|target|targets|label|labels|gt|y_true|yb|truth)$")
 _LOSS = re.compile(r"^(loss|total_loss|objective_value)$")
 _TENSOR = re.compile(
-    r"^(x|xs|x_\w+|xb|inp|input|inputs|image|images|img|imgs|batch|features|feats|feat|h|hidden|z|a|b|u|v|w|"
+    r"^(x|xs|xi|x_\w+|xb|inp|input|inputs|image|images|img|imgs|batch|features|feats|feat|h|hidden|z|a|b|u|v|w|"
     r"weight|weights|bias|tensor|t_\w+|logits|pred|preds|prediction|predictions|out|output|outputs|grad_output|"
     r"grad|grads|src|tgt|seq|tokens|emb|embeddings|q|k_|query|key|value|mask|sample)$"
 )
@@ -72,6 +92,11 @@ def number_kind(name: str) -> type | None:
     return None
 
 
+def model_name(name: str) -> bool:
+    """Does the name read as a model? ("netG" reads as "net_g": camelCase parts are words)"""
+    return bool(_MODEL.search(name.lower()) or _MODEL.search("_".join(_tokens(name))))
+
+
 class _TokenPattern:
     """`search` by number role, so the regex-style call sites read alike."""
 
@@ -85,9 +110,6 @@ class _TokenPattern:
 _FLOAT = _TokenPattern(float)
 _INT = _TokenPattern(int)
 
-_CE_HINT = re.compile(r"cross_entropy|CrossEntropy|nll_loss|NLLLoss|argmax|num_classes|accuracy")
-_REG_HINT = re.compile(r"mse|MSELoss|l1_loss|L1Loss|smooth_l1|huber|Huber")
-_BCE_HINT = re.compile(r"binary_cross|BCELoss|BCEWithLogits")
 
 
 class Unbindable(Exception):
@@ -97,6 +119,10 @@ class Unbindable(Exception):
         super().__init__(f"cannot bind {name!r}: {why}")
         self.name = name
         self.why = why
+
+
+class _TooSlow(Unbindable):
+    """A candidate input ran past its slice: the next, no smaller, would too."""
 
 
 @dataclass
@@ -111,10 +137,29 @@ class Binder:
     dtype: torch.dtype = torch.float32
     #: give every floating tensor input requires_grad (contracts about gradients)
     tensors_require_grad: bool = False
+    #: the unit's qualified name: its body is the evidence for roles and the loss kind
+    qualname: str | None = None
+    #: a fixed candidate input plan (the one that ran the original); None: search
+    plan: int | None = None
     values: dict[str, Any] = field(default_factory=dict)
     described: dict[str, str] = field(default_factory=dict)
     _model: nn.Module | None = None
     _shapes: dict[str, Any] | None = None
+    _unit: UnitText | None = None
+    _plans: list[Plan] | None = None
+    _plan_index: int | None = None
+    _plain_tensors: int = 0
+    _first_param: str | None = None
+
+    def plan_record(self) -> dict[str, Any] | None:
+        """Which candidate input plan this run used and how many there are (for the
+        worker's search), or None when no synthesized tensor depended on one."""
+        if self._plans is not None and self._plan_index is not None:
+            return {"index": self._plan_index, "count": len(self._plans), "shape": self._plans[self._plan_index].describe()}
+        if self._plain_tensors:
+            index = self._layout()
+            return {"index": index, "count": len(TENSOR_LAYOUTS), "shape": f"plain tensors, {TENSOR_LAYOUTS[index][0]}"}
+        return None
 
     # -- public -------------------------------------------------------------------
     def bind_call(self, fn: Callable, names: list[str], skip_first: bool = False) -> tuple[list[Any], dict[str, Any]]:
@@ -123,6 +168,7 @@ class Binder:
         params = list(sig.parameters.values())
         if skip_first and params:
             params = params[1:]
+        self._first_param = params[0].name if params else None
         # models first: everything else takes shapes from them
         ordered = sorted(params, key=lambda p: 0 if self._looks_like_model(p.name, p.annotation) else 1)
         bound: dict[str, Any] = {}
@@ -155,7 +201,7 @@ class Binder:
     # -- roles --------------------------------------------------------------------
     def _looks_like_model(self, name: str, annotation: Any) -> bool:
         text = self._annotation_text(annotation)
-        return bool(_MODEL.search(name.lower())) or text.endswith("Module") or text in self._module_classes_names()
+        return model_name(name) or text.endswith("Module") or text in self._module_classes_names()
 
     @staticmethod
     def _annotation_text(annotation: Any) -> str:
@@ -174,6 +220,15 @@ class Binder:
             by_annotation = self._by_annotation(name, ann)
             if by_annotation is not None:
                 return by_annotation
+        use = self.unit().uses.get(name)
+        if use is not None and use.reads_as_tensor and not self._looks_like_model(name, annotation):
+            return self._evident_tensor(name, lowered)
+        if use is not None and use.module and not _OPTIM.search(lowered):
+            return self._bind_model(name)
+        if use is not None and use.unpacked and not (_LOADER.search(lowered) and use.iterated):
+            batch = self._loader(name)[0]
+            self.described[name] = f"one batch (x {list(batch[0].shape)}, y {list(batch[1].shape)})"
+            return batch
         if _DEVICE.search(lowered):
             self.described[name] = f"device {self.device}"
             return self.device
@@ -198,15 +253,9 @@ class Binder:
         if _LOADER.search(lowered):
             return self._loader(name)
         if _TARGET.search(lowered):
-            shapes = self.shapes()
-            self.described[name] = f"targets {list(shapes['target'].shape)}"
-            return shapes["target"].clone()
+            return self._target(name)
         if _LOSS.search(lowered):
-            shapes = self.shapes()
-            model = self.model()
-            loss = model(shapes["x"]).float().pow(2).mean()
-            self.described[name] = "scalar loss of the model on one batch (with graph)"
-            return loss
+            return self._loss(name)
         if _BOOL.search(lowered):
             value = lowered in ("train", "training")
             self.described[name] = repr(value)
@@ -217,11 +266,82 @@ class Binder:
             return self._number(name, int)
         if _TENSOR.search(lowered):
             return self._tensor(name)
+        use = self.unit().uses.get(name)
+        if use is not None and use.called and self._module_classes():
+            # called like a module (``G(z)``) in a file that defines modules
+            return self._bind_model(name)
         raise Unbindable(
             name,
-            "no role inferred from its name, annotation or default; add a factory under "
+            "no role inferred from its name, annotation, default or use in the body"
+            f"{self._no_sign(name)}; add a factory under "
             f"[tool.autograd-fix.verify] in pyproject.toml, e.g. {name} = \"mypkg.testing:make_{name}\"",
         )
+
+    def unit(self) -> UnitText:
+        """The unit's body as evidence (parsed once per binder)."""
+        if self._unit is None:
+            self._unit = read_unit(self.source, self.qualname, self._is_module_callee)
+        return self._unit
+
+    def _is_module_callee(self, func: ast.expr, owner: Any = None) -> bool:
+        """A callee in the unit's body that is a module: ``self.<layer>`` of a bound
+        instance (or of `owner`), a module-level module, or a name that reads as a model."""
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            owner = owner if owner is not None else self.values.get("self")
+            try:
+                return isinstance(getattr(owner, func.attr, None), nn.Module)
+            except Exception:  # noqa: BLE001 - a property that raises is not a layer
+                return False
+        if isinstance(func, ast.Name):
+            return isinstance(self.namespace.get(func.id), nn.Module) or model_name(func.id)
+        root = func
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        # ``model.decoder(z)``: a part of a model (resolved once the model is bound)
+        return isinstance(root, ast.Name) and root.id != "self" and model_name(root.id)
+
+    def _resolve_module(self, callee: ast.expr, self_value: Any = None) -> nn.Module | None:
+        """The module a callee expression names, among bound values and globals
+        (``self`` is `self_value`, else the bound instance)."""
+        if isinstance(callee, ast.Name):
+            value = self.values.get(callee.id, self.namespace.get(callee.id))
+            return value if isinstance(value, nn.Module) else None
+        if isinstance(callee, ast.Subscript):
+            container = self._resolve_module(callee.value, self_value)
+            return container[0] if isinstance(container, (nn.ModuleList, nn.Sequential)) and len(container) else None
+        if isinstance(callee, ast.Attribute):
+            if isinstance(callee.value, ast.Name) and callee.value.id == "self":
+                owner: Any = self_value if self_value is not None else self.values.get("self")
+            else:
+                owner = self._resolve_module(callee.value, self_value)
+            try:
+                value = getattr(owner, callee.attr, None) if owner is not None else None
+            except Exception:  # noqa: BLE001 - a property that raises is not a layer
+                return None
+            return value if isinstance(value, nn.Module) else None
+        return None
+
+    def _no_sign(self, name: str) -> str:
+        use = self.unit().uses.get(name)
+        if use is None:
+            return ""
+        if use.called:
+            return " (the body calls it, but it is not a module or class of this file)"
+        if use.iterated:
+            return " (the body iterates over it)"
+        return " (no tensor method, @, torch call or model call on it in the body)"
+
+    def _evident_tensor(self, name: str, lowered: str) -> Any:
+        """A parameter the body uses as a tensor: a target or loss when its name says so,
+        else an input tensor."""
+        why = self.unit().uses[name].tensor
+        if _TARGET.search(lowered):
+            return self._target(name)
+        if _LOSS.search(lowered):
+            return self._loss(name)
+        value = self._tensor(name)
+        self.described[name] += f" ({why})"
+        return value
 
     def _by_annotation(self, name: str, ann: str) -> Any:
         short = ann.split(".")[-1].split("[")[0]
@@ -285,15 +405,23 @@ class Binder:
         return {cls.__name__ for cls in self._module_classes()}
 
     def _construct(self, cls: type) -> nn.Module | None:
+        """An instance from its constructor's defaults and number-like names; failing
+        that, with 1 for the arguments no name explains (``ngpu``, ``nc``)."""
+        return self._construct_with(cls, lenient=False) or self._construct_with(cls, lenient=True)
+
+    @staticmethod
+    def _construct_with(cls: type, lenient: bool) -> nn.Module | None:
         try:
             sig = inspect.signature(cls.__init__)
-            kwargs = {}
+            kwargs: dict[str, Any] = {}
             for param in list(sig.parameters.values())[1:]:
                 if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.default is not inspect.Parameter.empty:
                     continue
                 lowered = param.name.lower()
                 if _INT.search(lowered) or _FLOAT.search(lowered):
                     kwargs[param.name] = 8 if _INT.search(lowered) else 0.1
+                elif lenient:
+                    kwargs[param.name] = 1
                 else:
                     return None
             return cls(**kwargs)
@@ -308,6 +436,10 @@ class Binder:
             chosen = next((c for c in candidates if c.__name__ == preferred), None)
         if chosen is None:
             chosen = next((c for c in candidates if c.__name__.lower() in tokens or name.lower() in c.__name__.lower()), None)
+        if chosen is None:
+            # "netG", "modelD", "G": the word beside the generic one names the class
+            specific = [t for t in _tokens(name) if t not in _GENERIC_MODEL_WORDS]
+            chosen = next((c for c in candidates if any(c.__name__.lower().startswith(t) for t in specific)), None)
         model: nn.Module | None = None
         if chosen is not None:
             model = self._construct(chosen)
@@ -341,96 +473,185 @@ class Binder:
         return self._model
 
     # -- shapes -------------------------------------------------------------------
+    def _has_model(self) -> bool:
+        return self._model is not None or any(isinstance(v, nn.Module) for v in self.values.values()) or bool(
+            self._module_classes()
+        )
+
     def shapes(self) -> dict[str, Any]:
-        """One input batch and its target, shaped from the model's first layer."""
+        """One input batch and its target: the input from the first candidate plan the
+        model accepts (or the fixed `plan`), the target from the output and the loss."""
         if self._shapes is not None:
             return self._shapes
         model = self.model()
-        x = self._input_for(model)
-        probe = copy.deepcopy(model)
-        with torch.no_grad():
-            try:
-                out = probe(x)
-            except Exception as exc:  # noqa: BLE001
-                raise Unbindable("inputs", f"the model rejected a synthesized batch of shape {list(x.shape)}: {exc}") from exc
-        while isinstance(out, (tuple, list)) and out:
-            out = out[0]
-        if isinstance(out, dict) and out:
-            out = next(iter(out.values()))
-        if not isinstance(out, torch.Tensor):
-            raise Unbindable("targets", f"the model's output is a {type(out).__name__}, not a tensor")
-        classes = out.shape[-1] if out.dim() >= 2 else 1
-        loss_kind = self._loss_kind(out)
-        if loss_kind == "ce":
-            target = torch.randint(0, max(int(classes), 1), tuple(out.shape[:-1]), device=self.device)
-        elif loss_kind == "bce":
-            target = torch.rand(out.shape, device=self.device, dtype=out.dtype)
+        plans = self._plans = model_plans(model, self.source)
+        rng = self._rng_state()
+        if self.plan is not None:
+            index = min(max(self.plan, 0), len(plans) - 1)
+            out = None
         else:
-            target = torch.randn(out.shape, device=self.device, dtype=out.dtype)
-        self._shapes = {"x": x, "target": target, "classes": classes, "loss": loss_kind}
+            index, out = self._first_accepted(model, plans)
+        # identical tensors whether the plan was searched for or given: the trials'
+        # and the probe's draws (inputs, dropout) are undone
+        self._set_rng_state(rng)
+        self._plan_index = index
+        x = plans[index].build(self.device, self.dtype)
+        after_input = self._rng_state()
+        if out is None:
+            try:
+                out = self._probe(model, x, plans[index])
+            except Unbindable:
+                # the unit feeds this batch to a part of the model (``model.decoder(z)``):
+                # the targets still come from what the whole model returns
+                out = self._first_accepted(model, plans)[1]
+            self._set_rng_state(after_input)
+        out = self._loss_output(out)
+        unit = self.unit()
+        kind = loss_kind(out, unit.names, self.namespace, (unit.text, self.source))
+        classes = class_count(out)
+        target_dtype = out.dtype if out.is_floating_point() else self.dtype
+        target = make_target(kind, out.shape, classes, self.device, target_dtype)
+        self._shapes = {"x": x, "target": target, "classes": classes, "loss": kind, "out_shape": out.shape}
         return self._shapes
 
-    def _loss_kind(self, out: torch.Tensor) -> str:
-        if _BCE_HINT.search(self.source):
-            return "bce"
-        if _REG_HINT.search(self.source):
-            return "mse"
-        if _CE_HINT.search(self.source):
-            return "ce"
-        return "ce" if out.dim() >= 2 and out.shape[-1] > 1 else "mse"
+    def _rng_state(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
+        return torch.get_rng_state(), cuda
 
-    def _input_for(self, model: nn.Module) -> torch.Tensor:
-        kw = {"device": self.device}
-        for layer in model.modules():
-            if isinstance(layer, nn.Linear):
-                return torch.randn(BATCH, layer.in_features, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.Conv1d):
-                return torch.randn(BATCH, layer.in_channels, 32, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.Conv2d):
-                return torch.randn(BATCH, layer.in_channels, 16, 16, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.Conv3d):
-                return torch.randn(BATCH, layer.in_channels, 8, 8, 8, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.Embedding):
-                return torch.randint(0, layer.num_embeddings, (BATCH, 6), **kw)
-            if isinstance(layer, nn.RNNBase):
-                shape = (BATCH, 5, layer.input_size) if layer.batch_first else (5, BATCH, layer.input_size)
-                return torch.randn(*shape, dtype=self.dtype, **kw)
-            if isinstance(layer, nn.LayerNorm):
-                return torch.randn(BATCH, *layer.normalized_shape, dtype=self.dtype, **kw)
-        return torch.randn(BATCH, 8, dtype=self.dtype, **kw)
+    def _set_rng_state(self, state: tuple[torch.Tensor, torch.Tensor | None]) -> None:
+        torch.set_rng_state(state[0])
+        if state[1] is not None:
+            torch.cuda.set_rng_state(state[1], self.device)
+
+    def _first_accepted(self, model: nn.Module, plans: list[Plan]) -> tuple[int, Any]:
+        rejected = []
+        for index, plan in enumerate(plans):
+            x = plan.build(self.device, self.dtype)
+            try:
+                return index, self._probe(model, x, plan)
+            except _TooSlow:
+                raise
+            except Unbindable as exc:
+                rejected.append(f"{list(plan.shape)}: {exc.why}")
+        raise Unbindable(
+            "inputs",
+            f"the model rejected every synthesized batch ({len(plans)} tried, from its first layers): " + "; ".join(rejected),
+        )
+
+    def _probe(self, model: nn.Module, x: torch.Tensor, plan: Plan) -> Any:
+        """The model's output on `x`, from a copy (the real model's state stays untouched)."""
+        probe = copy.deepcopy(model)
+        extras = self._forward_extras(model)
+
+        def forward() -> Any:
+            with torch.no_grad():
+                return probe(x, *extras)
+
+        try:
+            return run_sliced(PLAN_SLICE_S, forward)
+        except SliceExpired as exc:
+            raise _TooSlow("inputs", f"the model's forward on a batch {plan.describe()} ran {exc}") from None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a rejected shape is the expected failure
+            first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise Unbindable("inputs", f"{type(exc).__name__}: {first_line}") from exc
+
+    def _forward_extras(self, model: nn.Module) -> list[torch.Tensor]:
+        """Tensors for a forward's further required inputs (``forward(self, x,
+        time_emb)``), each shaped for the layer the forward feeds it to."""
+        try:
+            params = list(inspect.signature(model.forward).parameters.values())[1:]
+        except (TypeError, ValueError):
+            return []
+        required = [
+            p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is inspect.Parameter.empty
+        ]
+        if not required:
+            return []
+        uses = read_unit(
+            self.source, f"{type(model).__qualname__}.forward", lambda func: self._is_module_callee(func, model)
+        ).uses
+        extras = []
+        for param in required:
+            use = uses.get(param.name)
+            layer = self._resolve_module(use.callee, model) if use is not None and use.callee is not None else None
+            plan = model_plans(layer, self.source)[0] if layer is not None else Plan((MAX_BATCH, FEATURES), "no known layer")
+            extras.append(plan.build(self.device, self.dtype))
+        return extras
+
+    @staticmethod
+    def _loss_output(out: Any) -> torch.Tensor:
+        tensor = loss_output(out)
+        if tensor is None:
+            raise Unbindable("targets", f"the model's output is a {type(out).__name__}, not a tensor")
+        return tensor
+
+    def _plan_input(self) -> torch.Tensor:
+        """Another batch of the chosen plan's shape (for a loader's later batches)."""
+        self.shapes()
+        assert self._plans is not None and self._plan_index is not None
+        return self._plans[self._plan_index].build(self.device, self.dtype)
 
     # -- other roles --------------------------------------------------------------
+    def _target(self, name: str) -> torch.Tensor:
+        shapes = self.shapes()
+        target = shapes["target"]
+        kind = {"ce": "class indices", "bce": "values in [0, 1]"}.get(shapes["loss"], "values")
+        self.described[name] = f"targets {list(target.shape)} ({kind})"
+        return target.clone()
+
+    def _loss(self, name: str) -> torch.Tensor:
+        shapes = self.shapes()
+        model = self.model()
+        loss = self._loss_output(model(shapes["x"], *self._forward_extras(model))).float().pow(2).mean()
+        self.described[name] = "scalar loss of the model on one batch (with graph)"
+        return loss
+
     def _loader(self, name: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
         first = self.shapes()
         batches = [(first["x"].clone(), first["target"].clone())]
-        model = self.model()
         for _ in range(N_BATCHES - 1):
-            x = self._input_for(model)
-            target = first["target"]
-            if first["loss"] == "ce":
-                y = torch.randint(0, max(int(first["classes"]), 1), tuple(target.shape), device=self.device)
-            elif first["loss"] == "bce":
-                y = torch.rand(target.shape, device=self.device, dtype=target.dtype)
-            else:
-                y = torch.randn(target.shape, device=self.device, dtype=target.dtype)
+            x = self._plan_input()
+            dtype = first["target"].dtype if first["target"].is_floating_point() else self.dtype
+            y = make_target(first["loss"], first["out_shape"], first["classes"], self.device, dtype)
             batches.append((x, y))
         self.described[name] = f"{N_BATCHES} batches of (x {list(first['x'].shape)}, y {list(first['target'].shape)})"
         return batches
 
     def _criterion(self, name: str) -> nn.Module:
-        kind = self.shapes()["loss"]
-        crit = {"ce": nn.CrossEntropyLoss, "bce": nn.BCEWithLogitsLoss}.get(kind, nn.MSELoss)()
+        crit = criterion_for(self.shapes()["loss"])
         self.described[name] = f"{type(crit).__name__}()"
         return crit
 
+    def _layout(self) -> int:
+        return min(max(self.plan or 0, 0), len(TENSOR_LAYOUTS) - 1)
+
     def _tensor(self, name: str) -> torch.Tensor:
-        if self._model is not None or any(isinstance(v, nn.Module) for v in self.values.values()) or self._module_classes():
+        """An input tensor: shaped like the model's batch when there is a model, else by
+        the plain-tensor layout (the body's matrix products decide the first one)."""
+        base: torch.Tensor | None = None
+        use = self.unit().uses.get(name)
+        layer = self._resolve_module(use.callee) if use is not None and use.callee is not None else None
+        if layer is not None and self._model is not None and self.values.get("self") is self._model and name == self._first_param:
+            layer = self._model  # the first input of the model's own method: the model's input
+        if layer is not None and layer is not self._model:
+            # fed to a part of a model or a layer of its own: shaped for that
+            plan = model_plans(layer, self.source)[0]
+            base = plan.build(self.device, self.dtype)
+        elif self._has_model():
             try:
                 base = self.shapes()["x"].clone()
+                if use is not None and use.matrix and base.is_floating_point() and base.dim() >= 2:
+                    # ``x @ w`` beside a model: a square weight over the batch's features
+                    features = base.shape[-1]
+                    base = torch.randn(features, features, device=self.device, dtype=self.dtype)
             except Unbindable:
-                base = torch.randn(BATCH, 8, device=self.device, dtype=self.dtype)
-        else:
-            base = torch.randn(BATCH, 8, device=self.device, dtype=self.dtype)
+                if layer is not None:
+                    raise  # the body feeds it to the model: the model's refusal is the reason
+                base = None
+        if base is None:
+            shape = tensor_shape(self._layout(), self._plain_tensors, bool(use and use.matrix))
+            self._plain_tensors += 1
+            base = torch.randn(*shape, device=self.device, dtype=self.dtype)
         needs_grad = bool(re.search(rf"\b{re.escape(name)}\.grad\b", self.source)) and not re.search(
             rf"\b{re.escape(name)}\.requires_grad", self.source
         )

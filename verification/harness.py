@@ -408,6 +408,8 @@ def _run_callable(spec: dict[str, Any], record: dict[str, Any], probes: Probes, 
         factories=dict(spec.get("factories") or {}),
         factory_root=spec.get("factory_root"),
         tensors_require_grad=bool(checks & _NEEDS_GRAD_INPUTS),
+        qualname=qualname,
+        plan=spec.get("input_plan"),
     )
     try:
         target, args, kwargs = _bind(binder, namespace, qualname, spec.get("free_names") or ())
@@ -418,6 +420,7 @@ def _run_callable(spec: dict[str, Any], record: dict[str, Any], probes: Probes, 
         record["unbound"] = {"name": qualname, "why": f"building its inputs raised {type(exc).__name__}: {exc}"}
         return
     record["bound"] = dict(binder.described)
+    record["input_plan"] = binder.plan_record()
     named = {k: v for k, v in binder.values.items() if not k.startswith("<")}
     if binder._model is not None and not any(v is binder._model for v in named.values()):
         named["model"] = binder._model
@@ -507,7 +510,7 @@ def _finite_differences(spec: dict[str, Any], path: str, device: str) -> dict[st
         def run_once(perturbation: Perturbation) -> Any:
             namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
             saved_argv = sys.argv
-            sys.argv = [path]
+            sys.argv = [path, *(spec.get("argv") or [])]
             seed_all(0)
             try:
                 exec(code, namespace)  # noqa: S102
@@ -524,7 +527,8 @@ def _finite_differences(spec: dict[str, Any], path: str, device: str) -> dict[st
             raise RuntimeError("the module failed to load")
         seed_all(0)
         binder = Binder(namespace=namespace, source=spec["source"], device=torch.device(device), dtype=torch.float64,
-                        factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"))
+                        factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"),
+                        qualname=spec["qualname"], plan=spec.get("input_plan"))
         target, args, kwargs = _bind(binder, namespace, spec["qualname"], spec.get("free_names") or ())
         args = list(args)
         for index, value in enumerate(args):

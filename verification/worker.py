@@ -79,18 +79,22 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "factory_root": request.get("factory_root"),
         "threads": request.get("threads", 1),
         "changed_lines": changed,
+        "input_plan": unit.get("input_plan"),
     }
 
 
-def _run_pair(request: dict[str, Any], unit: dict[str, Any], close_fds: tuple[int, ...]):
+def _run_sides(request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...]):
+    """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .coverage import changed_lines
     from .harness import run_side
     from .sandbox import spawn, wait_all
 
     limits = _limits(request)
-    hunks = changed_lines(unit["original"], unit["rewritten"], path=request.get("path") or "<string>")
-    specs = [_side_spec(request, unit, side, changed) for side, changed in zip(("original", "rewritten"), hunks)]
-    specs[1]["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
+    hunks = dict(zip(("original", "rewritten"), changed_lines(unit["original"], unit["rewritten"], path=request.get("path") or "<string>")))
+    specs = [_side_spec(request, unit, side, hunks[side]) for side in sides]
+    for spec in specs:
+        if spec["side"] == "rewritten":
+            spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
     children = [spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds) for spec in specs]
     return wait_all(children, _load)
 
@@ -99,14 +103,21 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     """Every unit of one patch: each through its best driver (two runs), then the contract."""
     import torch
 
+    from .input_search import run_searching_inputs
     from .judging import judge_unit
 
     torch.set_num_threads(1)
     checks = tuple(request.get("checks") or ()) or None
     results = []
     failures: dict[str, dict[str, Any]] = {}
+
+    def run_pair(unit: dict[str, Any]):
+        return run_searching_inputs(
+            request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, close_fds)
+        )
+
     for unit in request["units"]:
-        for result in judge_unit(unit, lambda u: _run_pair(request, u, close_fds), checks, failures=failures):
+        for result in judge_unit(unit, run_pair, checks, failures=failures):
             results.append(result.to_json())
     return {"units": results, "driver_failures": failures}
 
@@ -132,8 +143,9 @@ def _runs(units: list[dict[str, Any]]) -> int:
 
 
 def _job_deadline(request: dict[str, Any]) -> float:
-    units = max(1, _runs(request.get("units") or []))
-    return time.monotonic() + units * 2 * float(request.get("timeout", 20.0)) + JOB_SLACK_S
+    runs = max(1, _runs(request.get("units") or []))
+    # two runs in parallel, a short input search (at most half a timeout), one re-run
+    return time.monotonic() + runs * 3 * float(request.get("timeout", 20.0)) + JOB_SLACK_S
 
 
 def _prewarm() -> None:
@@ -142,7 +154,7 @@ def _prewarm() -> None:
     import torch.testing  # noqa: F401
     import torch.autograd.gradcheck  # noqa: F401
 
-    from . import binding, contracts, gradcheck, harness, probes, sandbox  # noqa: F401
+    from . import binding, contracts, evidence, gradcheck, harness, input_search, probes, sandbox, shapes, targets  # noqa: F401
 
     try:
         import numpy  # noqa: F401

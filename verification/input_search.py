@@ -1,0 +1,96 @@
+"""The short search over candidate inputs when the original unit raises a shape error.
+
+Why here and not in the run child: the binder already picks the first candidate the
+*model* accepts, but a unit may still reject it (a ``view(-1, 400)``, a matrix product
+with a parameter). Only a fresh run can tell, and the rule is that the first candidate
+that runs the ORIGINAL cleanly is the one both sides get: so the original is re-run
+alone with the next candidates, each under a short time slice, and the rewritten side
+then runs with the winner. Bounded: at most `MAX_TRIALS` extra runs, and no more than
+half the unit's timeout spent on them.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Callable, Sequence
+
+from .sandbox import Outcome
+from .shapes import MAX_PLANS
+
+#: the errors a different input shape can cure (anything else is the code's own verdict)
+SHAPE_ERROR = re.compile(
+    r"mat1 and mat2 shapes cannot be multiplied|size mismatch|[Ee]xpected .*input|must match the size|"
+    r"shapes cannot be multiplied|is invalid for input of size|[Kk]ernel size can't be greater|"
+    r"[Oo]utput size is too small|input_size|Dimension out of range|doesn't match the broadcast shape|"
+    r"expected scalar type|to have one of the following scalar types|number of dimensions|"
+    r"not enough values to unpack|[Ee]xpected .*(dimension|dims|channels|sizes?)\b"
+)
+MAX_TRIALS = MAX_PLANS - 1
+TRIAL_SLICE_S = 5.0
+
+#: runs the given sides ("original", "rewritten") of `unit` (one child each) under `request`'s limits
+RunSides = Callable[[dict[str, Any], dict[str, Any], Sequence[str]], list[Outcome]]
+
+
+def _clean(outcome: Outcome) -> bool:
+    record = outcome.record
+    return outcome.status == "ok" and bool(record) and not record.get("exception") and not record.get("unbound")
+
+
+def _plan(outcome: Outcome) -> dict[str, Any] | None:
+    record = outcome.record or {}
+    plan = record.get("input_plan")
+    return plan if isinstance(plan, dict) else None
+
+
+def shape_error(outcome: Outcome) -> bool:
+    """Did this run end on an error a different input shape could cure?"""
+    exception = (outcome.record or {}).get("exception")
+    return bool(exception) and bool(SHAPE_ERROR.search(str(exception.get("message", ""))))
+
+
+def run_searching_inputs(
+    request: dict[str, Any], unit: dict[str, Any], sources: tuple[str, str], run_sides: RunSides,
+) -> tuple[Outcome, Outcome]:
+    """Both sides' outcomes, with the input plan that runs the original cleanly when the
+    first one does not (and the same plan on the rewritten side in every case)."""
+    original, rewritten = run_sides(request, unit, sources)
+    plan = _plan(original)
+    if plan is None:
+        return original, rewritten
+    first = chosen = int(plan["index"])
+    tried = 1
+    if shape_error(original) and int(plan["count"]) > chosen + 1:
+        timeout = float(request.get("timeout", 20.0))
+        trial_request = {**request, "timeout": min(TRIAL_SLICE_S, timeout)}
+        budget = time.monotonic() + timeout / 2
+        for index in range(chosen + 1, min(int(plan["count"]), chosen + 1 + MAX_TRIALS)):
+            if time.monotonic() > budget:
+                break
+            (trial,) = run_sides(trial_request, {**unit, "input_plan": index}, (sources[0],))
+            tried += 1
+            if _clean(trial):
+                original, chosen = trial, index
+                break
+    rewritten_plan = _plan(rewritten)
+    if chosen != first or (rewritten_plan is not None and int(rewritten_plan["index"]) != chosen):
+        (rewritten,) = run_sides(request, {**unit, "input_plan": chosen}, (sources[1],))
+    if shape_error(original) and shape_error(rewritten):
+        _mark_unfit(original, rewritten, plan, tried)
+    return original, rewritten
+
+
+def _mark_unfit(original: Outcome, rewritten: Outcome, plan: dict[str, Any], tried: int) -> None:
+    """Both sides fail on the synthesized shapes: that is the inputs' fault, not the
+    patch's, so the verdict must be `unverified` (never "the original's error persists")."""
+    exception = (original.record or {}).get("exception") or {}
+    message = (str(exception.get("message", "")).strip().splitlines() or [""])[0][:200]
+    why = (
+        f"no synthesized input fits the code: with each of {tried} candidate(s) tried (first {plan.get('shape')}) "
+        f"the original raises {exception.get('type')}: {message}; "
+        "name a factory under [tool.autograd-fix.verify] in pyproject.toml"
+    )
+    for outcome in (original, rewritten):
+        if outcome.record is not None:
+            outcome.record["unbound"] = {"name": "inputs", "why": why}
