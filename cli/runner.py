@@ -17,6 +17,7 @@ from autograd_fix.codemods.engine import (
     FixOptions,
     apply_fixes,
     check_source,
+    StatementCode,
     single_fix_diff,
     target_paths,
 )
@@ -122,15 +123,16 @@ def check_file(job: Job) -> FileOutcome:
     except RecursionError:
         outcome.error = "source nests too deeply to analyse"
         return outcome
-    paths = None
+    paths = codes = None
     if (job.fix_diffs or job.fix_texts) and result.module is not None:
         paths = target_paths(result.module, [f.fix for f in result.findings if f.fix is not None])
+        codes = StatementCode(result.module)
     for finding, plan_id in zip(result.findings, plan_ids(result.findings)):
         diff = None
         fix = None if id(finding) in dropped else finding.fix
         if job.fix_diffs and fix is not None and result.module is not None:
-            diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source.text, paths)
-        patched = _patched(result.module, fix, paths) if job.fix_texts and fix is not None and result.module else None
+            diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source.text, paths, codes)
+        patched = _patched(result.module, fix, paths, codes) if job.fix_texts and fix is not None and result.module else None
         outcome.findings.append(
             FindingRecord(
                 path=job.path,
@@ -155,17 +157,17 @@ def check_file(job: Job) -> FileOutcome:
     return outcome
 
 
-def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, text: str, paths) -> str | None:
+def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, text: str, paths, codes) -> str | None:
     """The finding's fix alone as a diff: of the file, or of the notebook's cells."""
     if notebook is None:
-        return single_fix_diff(module, finding, path, paths)
-    patched = _patched(module, finding.fix, paths)
+        return single_fix_diff(module, finding, path, paths, codes)
+    patched = _patched(module, finding.fix, paths, codes)
     return notebook.diff(text, patched, path) if patched is not None else None
 
 
-def _patched(module, fix, paths) -> str | None:
+def _patched(module, fix, paths, codes) -> str | None:
     try:
-        return apply_fixes(module, [fix], paths)
+        return apply_fixes(module, [fix], paths, codes)
     except Exception:  # a fix that cannot be applied alone has nothing to show
         return None
 

@@ -186,13 +186,59 @@ def target_paths(module: cst.Module, fixes: Sequence[Fix]) -> dict[int, frozense
     return found
 
 
+class StatementCode:
+    """The source of a module's top-level nodes, generated once each.
+
+    A pruned fix pass (`apply_fixes` with `paths`) returns a module whose untouched
+    top-level statements are the original node objects, so the rewritten text can reuse
+    their text and generate code only for what changed: codegen of the whole module for
+    every patch made the cost of one patch grow with the size of its file.
+    """
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module  # keeps the nodes alive: their ids stay theirs
+        self._texts = {id(node): module.code_for_node(node) for node in (*module.header, *module.body, *module.footer)}
+        #: the module's own text (as `module.code`, without a second codegen)
+        self.original = self.code(module)
+
+    def text_of(self, node: cst.CSTNode) -> str:
+        """The code of one top-level node (generated unless it is one of the original's)."""
+        text = self._texts.get(id(node))
+        return text if text is not None else self.module.code_for_node(node)
+
+    def join(self, pieces: Iterable[str], has_trailing_newline: bool) -> str:
+        """Top-level pieces joined as `Module.code` joins them (trailing newline rules)."""
+        text = "".join(pieces)
+        newline = self.module.default_newline
+        if has_trailing_newline:
+            return text if text else newline
+        return text[: -len(newline)] if text.endswith(newline) else text
+
+    def code(self, rewritten: cst.Module) -> str:
+        """`rewritten.code`, reusing the text of the nodes it shares with the original."""
+        if (rewritten.default_newline, rewritten.default_indent) != (self.module.default_newline, self.module.default_indent):
+            return rewritten.code
+        nodes = (*rewritten.header, *rewritten.body, *rewritten.footer)
+        return self.join((self.text_of(node) for node in nodes), rewritten.has_trailing_newline)
+
+
+def rewrite_node(node: cst.CSTNode, fixes: Sequence[Fix], pruned: frozenset[int] | None) -> object:
+    """`node` with the edits of `fixes` that lie inside it applied (a node, or a libcst
+    Flatten/Removal sentinel when the node itself is replaced or removed)."""
+    return node.visit(_EditApplier(fixes, pruned))
+
+
 def apply_fixes(
-    module: cst.Module, fixes: Sequence[Fix], paths: dict[int, frozenset[int]] | None = None
+    module: cst.Module,
+    fixes: Sequence[Fix],
+    paths: dict[int, frozenset[int]] | None = None,
+    codes: StatementCode | None = None,
 ) -> str:
     """Source text of `module` with every edit of `fixes` applied in one pass.
 
     `paths` (from `target_paths`) lets the pass skip untouched subtrees; without it, or
-    when a target is missing from it, the whole tree is traversed.
+    when a target is missing from it, the whole tree is traversed. `codes` (of `module`)
+    lets the text of untouched statements be reused instead of generated again.
     """
     if not fixes:
         return module.code
@@ -205,7 +251,7 @@ def apply_fixes(
     imports = [statement for fix in fixes for statement in fix.required_imports]
     if imports:
         rewritten = add_imports(rewritten, imports)
-    return rewritten.code
+    return codes.code(rewritten) if codes is not None and codes.module is module else rewritten.code
 
 
 def check_source(
@@ -272,14 +318,19 @@ def validate_python(text: str) -> None:
 
 
 def single_fix_diff(
-    module: cst.Module, finding: Finding, path: str, paths: dict[int, frozenset[int]] | None = None
+    module: cst.Module,
+    finding: Finding,
+    path: str,
+    paths: dict[int, frozenset[int]] | None = None,
+    codes: StatementCode | None = None,
 ) -> str:
     """Unified diff of `finding`'s fix applied alone (the JSON output's per-finding diff);
-    `paths` as for `apply_fixes`."""
+    `paths` and `codes` as for `apply_fixes`."""
     if finding.fix is None:
         return ""
-    after = apply_fixes(module, [finding.fix], paths)
-    return unified_diff(module.code, after, path)
+    after = apply_fixes(module, [finding.fix], paths, codes)
+    before = codes.original if codes is not None and codes.module is module else module.code
+    return unified_diff(before, after, path)
 
 
 def unified_diff(before: str, after: str, path: str) -> str:

@@ -21,7 +21,9 @@ import libcst as cst
 
 from autograd_fix.codemods.engine import (
     EngineError,
+    StatementCode,
     apply_fixes,
+    rewrite_node,
     parse_module,
     run_rules,
     target_paths,
@@ -29,6 +31,7 @@ from autograd_fix.codemods.engine import (
     unified_diff,
     validate_python,
 )
+from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule
 from autograd_fix.codemods.torch_version import TorchVersion
@@ -84,6 +87,32 @@ class FilePlans:
                 )
             )
         self._paths = target_paths(module, list(self._fixes.values()))
+        self._codes = StatementCode(module) if self._fixes else None
+        self._home = self._home_statements()
+        # texts of rewritten top-level statements by (index, plan ids applied inside it, in
+        # order): stacked patches re-apply the accepted fixes every time, and regenerating
+        # each of them per patch grew with the number of findings
+        self._pieces: dict[tuple[int, tuple[str, ...]], str] = {}
+
+    def _home_statements(self) -> dict[str, int]:
+        """Plan id -> index of the one top-level statement all its edits lie in, for the
+        plans that can be composed statement by statement (nothing module-wide: every edit
+        inside one statement, and no import to add)."""
+        if not self._fixes:
+            return {}
+        imports = [statement for fix in self._fixes.values() for statement in fix.required_imports]
+        if imports and add_imports(self.module, imports) is not self.module:
+            return {}
+        index_of = {id(statement): index for index, statement in enumerate(self.module.body)}
+        home: dict[str, int] = {}
+        for plan_id, fix in self._fixes.items():
+            found: set[int] = set()
+            for edit in fix.edits:
+                path = self._paths.get(id(edit.target))
+                found |= {index_of[node] for node in path if node in index_of} if path is not None else {-1}
+            if len(found) == 1 and -1 not in found:
+                home[plan_id] = found.pop()
+        return home
 
     @classmethod
     def from_source(
@@ -115,7 +144,10 @@ class FilePlans:
         if not wanted:
             return self.text
         try:
-            text = apply_fixes(self.module, [self._fixes[plan_id] for plan_id in wanted], self._paths)
+            if self._codes is not None and all(plan_id in self._home for plan_id in wanted):
+                text = self._compose_by_statement(wanted, self._codes)
+            else:
+                text = apply_fixes(self.module, [self._fixes[plan_id] for plan_id in wanted], self._paths, self._codes)
         except Exception as error:  # a rule's replacement built an invalid tree
             raise EngineError(f"a fix could not be applied ({type(error).__name__}: {error})") from None
         validate_python(text)
@@ -125,6 +157,36 @@ class FilePlans:
             except cst.ParserSyntaxError:
                 raise EngineError("the fixes together produce code that does not parse") from None
         return text
+
+    def _compose_by_statement(self, wanted: list[str], codes: StatementCode) -> str:
+        """The module text, each top-level statement rewritten alone by the fixes inside
+        it (its text cached per set of fixes); untouched statements keep their text."""
+        groups: dict[int, list[str]] = {}
+        for plan_id in wanted:
+            groups.setdefault(self._home[plan_id], []).append(plan_id)
+        module = self.module
+        pieces = [codes.text_of(node) for node in module.header]
+        for index, statement in enumerate(module.body):
+            group = groups.get(index)
+            if not group:
+                pieces.append(codes.text_of(statement))
+                continue
+            key = (index, tuple(group))
+            piece = self._pieces.get(key)
+            if piece is None:
+                fixes = [self._fixes[plan_id] for plan_id in group]
+                targets = [id(edit.target) for fix in fixes for edit in fix.edits]
+                result = rewrite_node(statement, fixes, frozenset().union(*(self._paths[t] for t in targets)))
+                if isinstance(result, cst.RemovalSentinel):
+                    piece = ""
+                elif isinstance(result, cst.FlattenSentinel):
+                    piece = "".join(module.code_for_node(node) for node in result.nodes)
+                else:
+                    piece = module.code_for_node(result)  # type: ignore[arg-type]
+                self._pieces[key] = piece
+            pieces.append(piece)
+        pieces.extend(codes.text_of(node) for node in module.footer)
+        return codes.join(pieces, module.has_trailing_newline)
 
     def diff(self, plan_id: str, path: str) -> str:
         """Unified diff of one plan's fix applied alone (the JSON output's per-finding diff)."""

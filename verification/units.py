@@ -159,6 +159,7 @@ class _Module:
         self.class_bodies: dict[str, str] = {}
         self.script_parts: list[ast.stmt] = []
         self._symbols: dict[str, symtable.SymbolTable] | None = None
+        self._import_time_names: set[str] | None = None
         for node in self.tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs[node.name] = node
@@ -262,7 +263,13 @@ class _Module:
         return any(_is_main_block(node) for node in self.tree.body)
 
     def import_time_names(self) -> set[str]:
-        """Names the module defines when imported (everything but ``__main__`` blocks)."""
+        """Names the module defines when imported (everything but ``__main__`` blocks);
+        computed once per module (every changed function asks)."""
+        if self._import_time_names is None:
+            self._import_time_names = self._collect_import_time_names()
+        return self._import_time_names
+
+    def _collect_import_time_names(self) -> set[str]:
         names: set[str] = set()
         for node in self.tree.body:
             if _is_main_block(node):

@@ -1,0 +1,120 @@
+"""Patch plans: stable ids, composition of any subset from one parse, and the shortcuts
+that keep one patch's cost independent of the file's size (pruned transform, reused
+statement text) giving exactly what a full traversal and a full codegen give."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autograd_fix.codemods.engine import EngineError, StatementCode, apply_fixes
+from autograd_fix.codemods.plans import FilePlans, plan_ids
+from autograd_fix.codemods.registry import all_rules, select_rules
+
+EVAL = textwrap.dedent(
+    """\
+    import torch
+
+
+    def evaluate_{n}(model, loader):
+        model.eval()
+        outputs = []
+        for x, y in loader:  # keep this comment
+            outputs.append(model(x) * {n})
+        return torch.cat(outputs)
+    """
+)
+
+
+def _module_with(count: int) -> str:
+    head, _, body = EVAL.partition("\n\n\n")
+    return head + "".join("\n\n\n" + body.replace("{n}", str(n)) for n in range(count))
+
+
+def _plans(text: str) -> FilePlans:
+    return FilePlans.from_source(text, select_rules(None, []), "evaluate.py")
+
+
+def test_ids_are_stable_and_unique() -> None:
+    text = _module_with(4)
+    first, second = _plans(text), _plans(text)
+    ids = [plan.id for plan in first.plans]
+    assert ids == [plan.id for plan in second.plans]
+    assert len(set(ids)) == len(ids) == 4
+    assert all(plan_id.startswith("AGF001@") for plan_id in ids)
+
+
+def test_composing_a_subset_applies_exactly_those_fixes() -> None:
+    plans = _plans(_module_with(3))
+    first, _, third = (plan.id for plan in plans.plans)
+    text = plans.compose([first, third])
+    assert text.count("@torch.no_grad()") == 2  # the loop is the whole function: the decorator form
+    assert "@torch.no_grad()\ndef evaluate_1" not in text and "# keep this comment" in text
+    assert plans.compose([]) == plans.text
+
+
+def test_an_unknown_id_is_an_error_not_a_silent_no_op() -> None:
+    with pytest.raises(EngineError, match="no such fix"):
+        _plans(_module_with(1)).compose(["AGF001@99:1"])
+
+
+def test_duplicate_positions_get_distinct_ids() -> None:
+    class _Fake:
+        def __init__(self, line: int) -> None:
+            self.code, self.fix = "AGF006", object()
+            self.span = type("S", (), {"line": line, "column": 5})()
+
+    assert plan_ids([_Fake(3), _Fake(3), _Fake(4)]) == ["AGF006@3:5", "AGF006@3:5#1", "AGF006@4:5"]  # type: ignore[list-item]
+
+
+def _every_invalid_example():
+    for rule in all_rules():
+        for number, example in enumerate(rule.INVALID, start=1):
+            yield pytest.param(rule, example, id=f"{rule.code}-invalid-{number}")
+
+
+@pytest.mark.parametrize(("rule", "example"), list(_every_invalid_example()))
+def test_shortcuts_give_what_a_full_pass_gives(rule, example) -> None:
+    """Pruned traversal + reused statement text == full traversal + full codegen, for
+    every fix of every rule example, alone and all together."""
+    source = textwrap.dedent(example.source).lstrip("\n")
+    plans = FilePlans.from_source(source, [rule], example.filename)
+    fixes = list(plans._fixes.values())
+    if not fixes:
+        pytest.skip("report-only example")
+    for chosen in [[fix] for fix in fixes] + [fixes]:
+        assert plans.compose([pid for pid, fix in plans._fixes.items() if fix in chosen]) == apply_fixes(plans.module, chosen)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    newline=st.sampled_from(["\n", "\r\n"]),
+    trailing=st.booleans(),
+    header=st.sampled_from(["", "# a comment\n", "#!/usr/bin/env python\n\n"]),
+    footer=st.sampled_from(["", "\n# end\n", "\n\n"]),
+    count=st.integers(0, 3),
+)
+def test_statement_code_reproduces_the_module_text(newline: str, trailing: bool, header: str, footer: str, count: int) -> None:
+    body = "".join(f"x{n} = {n}\n\ndef f{n}():\n    return x{n}\n" for n in range(count))
+    text = (header + body + footer).replace("\n", newline)
+    if not trailing:
+        text = text.rstrip("\r\n")
+    module = cst.parse_module(text)
+    assert StatementCode(module).code(module) == module.code == text
+
+
+def test_statement_by_statement_composition_equals_a_whole_module_pass() -> None:
+    """Stacked patches (each composed on top of the accepted ones) take the cached,
+    statement-by-statement path; every subset gives the whole-module pass's text."""
+    plans = _plans(_module_with(6))
+    ids = [plan.id for plan in plans.plans]
+    fixes = plans._fixes
+    for end in range(len(ids) + 1):
+        for chosen in (ids[:end], ids[end:], ids[::2][: end or None]):
+            expected = apply_fixes(plans.module, [fixes[i] for i in chosen]) if chosen else plans.text
+            assert plans.compose(chosen) == expected
+    assert plans._pieces, "the statement cache was never used"
