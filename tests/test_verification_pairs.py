@@ -497,3 +497,48 @@ def test_unknown_check_is_unverified(verifier):
 def test_identical_versions_need_no_run(verifier):
     verdict = run(verifier, EVAL_ORIG, EVAL_ORIG + "\n# a comment\n")
     assert verdict.verdict == "accepted" and verdict.units == ()
+
+
+# -- a script driver calls the Function: its backward is checked at the run's own inputs --
+SWISH_SCRIPT = """
+import torch
+
+
+class Swish(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.x = x
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x = ctx.x
+        s = torch.sigmoid(x)
+        return grad_output * (s + x * s * (1 - s))
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    w = torch.randn(8, 8, requires_grad=True)
+    for _ in range(3):
+        loss = Swish.apply(torch.randn(4, 8) @ w).pow(2).mean()
+        loss.backward()
+    print(w.grad.norm().item())
+"""
+
+SWISH_SAVED = SWISH_SCRIPT.replace("        ctx.x = x\n", "        ctx.save_for_backward(x)\n").replace(
+    "        x = ctx.x\n", "        (x,) = ctx.saved_tensors\n"
+)
+
+
+def test_script_driver_checks_the_functions_it_ran_against_finite_differences(verifier):
+    verdict = run(verifier, SWISH_SCRIPT, SWISH_SAVED, AGF005)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert verdict.driver == "script driver (__main__)"
+    assert "Swish: backward matches finite differences at the run's inputs" in verdict.reason
+
+
+def test_script_driver_rejects_a_backward_that_is_no_longer_the_derivative(verifier):
+    wrong = SWISH_SAVED.replace("(s + x * s * (1 - s))", "(s + x * s)")
+    verdict = run(verifier, SWISH_SCRIPT, wrong, AGF005)
+    assert verdict.verdict == "rejected", verdict.reason
