@@ -4,7 +4,7 @@ Modelled on the verification corpus's Function cases: a sampler whose ``shape`` 
 ``new_empty`` (pyro's OMT sample), a voxel pooling with an index tensor and a grid-shape
 tuple (BEVDet), a gradient reversal whose ``alpha_`` is a saved tensor (pytorch-revgrad),
 a recurrence whose initial state is one dimension short of the sequence (SRU), a
-per-channel scale (pytorch#5569),.
+per-channel scale (pytorch#5569).
 """
 
 from __future__ import annotations
