@@ -2,12 +2,13 @@
 
 Runs inside a run child. ``gradcheck`` needs float64 (with float32 a correct Function
 fails: its defaults are eps=1e-6, atol=1e-5, rtol=1e-3), so tensor inputs are float64
-with ``requires_grad=True``. Which ``forward`` parameters are tensors is guessed: a
-parameter with a default keeps it; names that read as numbers or flags (``scale``,
-``dim``, ``inplace``...) get a number or a flag; everything else is a tensor. Shapes are
-tried in order (all tensors ``(3, 3)``, then ``(3,)``, then ``(2, 3, 4)``) until
-``forward`` accepts them; values stay away from 0 (kinks of relu/abs) and, if
-``forward`` yields NaN (sqrt/log), are made positive.
+with ``requires_grad=True``. What each ``forward`` parameter takes is decided by, in order:
+its default, its annotation, how forward uses it (function_inputs: a size tuple, an int,
+an index tensor, a tensor), then its name (``scale``, ``dim``, ``inplace``... read as a
+number or a flag); everything else is a tensor. Shapes are tried in order (all tensors
+``(3, 3)``, then ``(3,)``, then ``(2, 3, 4)``, each also with one tensor a dimension
+short) until forward and backward run; values stay away from 0 (kinks of relu/abs) and,
+if ``forward`` yields NaN (sqrt/log), are made positive.
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ from typing import Any
 import torch
 
 from .binding import _BOOL, _FLOAT, _INT
+from .function_inputs import index_tensor, parameter_kinds, shape_variants
 
 SHAPES = ((3, 3), (3,), (2, 3, 4))
+#: last name tokens of a coefficient held as a tensor (gradient reversal's ``alpha_``, a
+#: temperature): such a tensor is a constant, not an input autograd wants a gradient for
+COEFFICIENT_NAMES = frozenset({"alpha", "lambda", "lam", "lambd", "coef", "coeff", "factor", "temperature", "temp", "tau", "scale"})
 
 
 def autograd_function_classes(namespace: dict[str, Any]) -> list[type]:
@@ -44,52 +49,128 @@ def forward_parameters(cls: type) -> list[inspect.Parameter]:
     return [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
-def _non_tensor_value(param: inspect.Parameter) -> tuple[bool, Any]:
+def _non_tensor_value(param: inspect.Parameter, kind: str | None, shape: tuple[int, ...]) -> tuple[bool, Any]:
+    """(True, value) for a parameter that takes no grad-requiring tensor. A default or an
+    annotation is the author's word; then what forward does with it; then its name."""
     if param.default is not inspect.Parameter.empty:
         return True, param.default
     lowered = param.name.lower()
     annotation = param.annotation
-    if annotation in (int, "int") or (_INT.search(lowered) and annotation is inspect.Parameter.empty and lowered not in ("k",)):
+    if kind == "size":
+        return True, tuple(shape)
+    int_named = _INT.search(lowered) and annotation is inspect.Parameter.empty and lowered not in ("k",)
+    if annotation in (int, "int") or kind == "int" or (kind is None and int_named):
         return True, 0 if re.search(r"dim|axis", lowered) else 2
-    if annotation in (float, "float") or (_FLOAT.search(lowered) and annotation is inspect.Parameter.empty):
+    if annotation in (float, "float") or (kind is None and _FLOAT.search(lowered) and annotation is inspect.Parameter.empty):
         return True, 0.5
-    if annotation in (bool, "bool") or _BOOL.search(lowered):
+    if annotation in (bool, "bool") or (kind is None and _BOOL.search(lowered)):
         return True, False
     return False, None
 
 
+def _constant_tensor(param: inspect.Parameter, kind: str | None, shape: tuple[int, ...], device: str) -> torch.Tensor | None:
+    """A tensor argument autograd asks no gradient for: an index (``index_add_``'s
+    ``ranks``), or a tensor named like a hyperparameter (``alpha_`` saved for backward:
+    a coefficient held as a tensor, as ``torch.tensor(alpha, requires_grad=False)``)."""
+    if kind == "index":
+        return index_tensor(shape, device)
+    tokens = [t for t in param.name.lower().split("_") if t]
+    if kind == "tensor" and tokens and tokens[-1] in COEFFICIENT_NAMES:
+        return torch.tensor(0.5, dtype=torch.float64, device=device)
+    return None
+
+
+def _candidate(params: list[inspect.Parameter], kinds: dict[str, str], shape: tuple[int, ...], shapes: dict[str, tuple[int, ...]] | None,
+               positive: bool, device: str) -> tuple[list[Any], list[str]]:
+    """One set of arguments; tensor values come from their own generator, so a candidate
+    is the same whichever candidates were tried before it (both versions get equal inputs)."""
+    generator = torch.Generator().manual_seed(0)
+    args: list[Any] = []
+    names: list[str] = []
+    for param in params:
+        kind = kinds.get(param.name)
+        fixed, value = _non_tensor_value(param, kind, shape)
+        if fixed:
+            args.append(value)
+            continue
+        constant = _constant_tensor(param, kind, shape, device)
+        if constant is not None:
+            args.append(constant)
+            continue
+        own = (shapes or {}).get(param.name, shape)
+        t = torch.randn(own, generator=generator, dtype=torch.float64).to(device)
+        t = t.abs() + 0.5 if positive else t + 0.2 * torch.sign(t)
+        args.append(t.requires_grad_(True))
+        names.append(param.name)
+    return args, names
+
+
+def _tensor_parameters(params: list[inspect.Parameter], kinds: dict[str, str], shape: tuple[int, ...]) -> list[str]:
+    return [
+        p.name for p in params
+        if not _non_tensor_value(p, kinds.get(p.name), shape)[0] and _constant_tensor(p, kinds.get(p.name), shape, "cpu") is None
+    ]
+
+
+def _try(cls: type, args: list[Any]) -> tuple[str | None, bool]:
+    """(why forward is refused or None, whether a backward through it also runs). The
+    run's RNG is left as it was (a forward drawing noise must not shift the run)."""
+    with rng_fork():
+        torch.manual_seed(0)
+        try:
+            with torch.no_grad():
+                out = cls.apply(*args)
+        except Exception as exc:  # noqa: BLE001
+            return f"{type(exc).__name__}: {exc}", False
+        outs = _as_tuple(out)
+        if any(isinstance(o, torch.Tensor) and o.is_floating_point() and bool(torch.isnan(o).any()) for o in outs):
+            return "NaN output", False
+        leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        try:
+            torch.manual_seed(0)
+            outputs = [o for o in _outputs_of(cls.apply(*args)) if o.requires_grad]
+            if outputs and leaves:
+                torch.autograd.grad(sum(o.sum() for o in outputs), leaves, allow_unused=True)
+            return None, True
+        except Exception:  # noqa: BLE001 - the original's backward may be the bug being fixed
+            return None, False
+
+
+def _describe(params: list[inspect.Parameter], args: list[Any]) -> str:
+    def one(value: Any) -> str:
+        if isinstance(value, torch.Tensor):
+            prefix = "index " if not value.is_floating_point() else "" if value.requires_grad else "constant "
+            return f"{prefix}tensor{list(value.shape)}"
+        return repr(value)
+
+    return ", ".join(f"{p.name}={one(a)}" for p, a in zip(params, args))
+
+
 def synthesize(cls: type, *, device: str = "cpu") -> tuple[list[Any], list[str], str]:
-    """Arguments for ``cls.apply``, the names of tensor arguments, and a description."""
+    """Arguments for ``cls.apply``, the names of tensor arguments, and a description.
+
+    Each parameter's kind comes from forward's own use of it (function_inputs). Candidate
+    shapes (SHAPES, each with the variants of ``shape_variants``) are tried in order, signed
+    values before positive ones; the first whose forward *and* backward run is taken, else
+    the first whose forward runs (the original's backward may be the bug being fixed)."""
     params = forward_parameters(cls)
-    errors = []
+    kinds = parameter_kinds(cls, [p.name for p in params])
+    errors: list[str] = []
+    fallback: tuple[list[Any], list[str]] | None = None
     for positive in (False, True):
         for shape in SHAPES:
-            args: list[Any] = []
-            names: list[str] = []
-            for param in params:
-                fixed, value = _non_tensor_value(param)
-                if fixed:
-                    args.append(value)
+            for shapes in shape_variants(shape, _tensor_parameters(params, kinds, shape)):
+                args, names = _candidate(params, kinds, shape, shapes, positive, device)
+                refused, backward_runs = _try(cls, args)
+                if refused is not None:
+                    errors.append(f"{shape}: {refused}")
                     continue
-                t = torch.randn(shape, dtype=torch.float64, device=device)
-                t = t.abs() + 0.5 if positive else t + 0.2 * torch.sign(t)
-                args.append(t.requires_grad_(True))
-                names.append(param.name)
-            try:
-                with torch.no_grad():
-                    out = cls.apply(*args)
-            except Exception as exc:  # noqa: BLE001
-                errors.append(f"{shape}: {type(exc).__name__}: {exc}")
-                continue
-            outs = out if isinstance(out, (tuple, list)) else (out,)
-            if any(isinstance(o, torch.Tensor) and o.is_floating_point() and bool(torch.isnan(o).any()) for o in outs):
-                errors.append(f"{shape}: NaN output")
-                continue
-            description = ", ".join(
-                f"{p.name}=tensor{list(shape)}" if p.name in names else f"{p.name}={a!r}" for p, a in zip(params, args)
-            )
-            return args, names, description
-    raise ValueError("no synthesized inputs accepted by forward: " + "; ".join(errors[:3]))
+                if backward_runs:
+                    return args, names, _describe(params, args)
+                fallback = fallback or (args, names)
+    if fallback is not None:
+        return fallback[0], fallback[1], _describe(params, fallback[0])
+    raise ValueError("no synthesized inputs accepted by forward: " + "; ".join(dict.fromkeys(errors[:3])))
 
 
 def run_gradcheck(cls: type, args: list[Any]) -> dict[str, Any]:
@@ -101,7 +182,11 @@ def run_gradcheck(cls: type, args: list[Any]) -> dict[str, Any]:
         full = list(args)
         for index, tensor in zip(positions, tensors):
             full[index] = tensor
-        return cls.apply(*full)
+        # one noise draw for every evaluation: a forward that samples (``normal_()``)
+        # is a function of its inputs only with the generator reset
+        with rng_fork():
+            torch.manual_seed(0)
+            return cls.apply(*full)
 
     try:
         torch.autograd.gradcheck(fn, inputs, raise_exception=True)
