@@ -95,3 +95,60 @@ def test_padding_an_input_that_requires_grad_is_rejected_and_never_applied(
     assert "[rejected: script driver (__main__)" in result.stdout
     assert "returns None for input 1, which required grad during the run" in result.stdout
     assert path.read_text() == LEARNED_BASIS
+
+
+GATE = textwrap.dedent(
+    '''\
+    import torch
+    from torch import nn
+
+
+    class Gate(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(scale)
+            ctx.open = scale > 0.5
+            return x * scale
+
+        @staticmethod
+        def backward(ctx, g):
+            scale, = ctx.saved_tensors
+            return (g * scale if ctx.open else 0), None
+
+
+    if __name__ == "__main__":
+        torch.manual_seed(0)
+        layer = nn.Linear(4, 4)
+        optimizer = torch.optim.SGD(layer.parameters(), lr=0.1)
+        for step in range(3):
+            loss = Gate.apply(layer(torch.randn(2, 4)), SCALE).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    '''
+)
+
+
+@pytest.mark.slow
+def test_zero_behind_a_scalar_gate_becomes_none_once_the_run_accepts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ctx.open` is a one-element tensor here: `None` is the zero gradient the 0 meant."""
+    path = _project(tmp_path, monkeypatch, GATE.replace("SCALE", "torch.tensor(0.2)"))
+    result = CliRunner().invoke(app, ["--apply", "--color", "never", "projection.py"], catch_exceptions=False)
+    assert "[accepted: script driver (__main__): original RuntimeError gone" in result.stdout, result.stdout
+    assert "return (g * scale if ctx.open else None), None" in path.read_text()
+    completed = subprocess.run([sys.executable, "projection.py"], capture_output=True, text=True, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-500:]
+
+
+@pytest.mark.slow
+def test_zero_behind_an_elementwise_gate_is_never_applied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ctx.open` has four elements: `if` on it raises either way, so the run cannot accept
+    the fix, and an unsafe fix that is not accepted stays out of the file."""
+    source = GATE.replace("SCALE", "torch.rand(4)")
+    path = _project(tmp_path, monkeypatch, source)
+    result = CliRunner().invoke(app, ["--apply", "--color", "never", "projection.py"], catch_exceptions=False)
+    assert "AGF004" in result.stdout and "accepted" not in result.stdout, result.stdout
+    assert "Boolean value of Tensor with more than one value is ambiguous" in result.stdout
+    assert path.read_text() == source

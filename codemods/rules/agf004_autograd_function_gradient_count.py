@@ -83,9 +83,10 @@ class AutogradFunctionGradientCount(Rule):
     `None`s beyond the inputs given). Padding justified only by an input being kept as a
     ctx attribute and used as a plain factor in `backward` is unsafe too. `0 -> None` is
     safe (both mean "zero gradient"); `torch.where` is used only when the condition
-    compares a tensor and the other branch is a tensor. Report only, because no run can
-    supply the missing math: a `backward` with no `return` at all, and a `0` behind a
-    condition that may be an element-wise tensor test.
+    compares a tensor and the other branch is a tensor; a `0` behind a condition that may
+    be a tensor becomes `None`, unsafe (right for a Python bool or a one-element tensor;
+    an element-wise test still raises, and the run rejects it). Report only, because no
+    run can supply the missing math: a `backward` with no `return` at all.
 
     ## Verification
     The original error is gone; called on the same saved context, the fixed `backward`
@@ -808,9 +809,17 @@ class _Checker:
         if not branches:
             return
         if not _is_python_condition(node.test, self.facts, self.function.backward_ctx() or "ctx"):
+            # right for a Python bool or a one-element tensor; an element-wise test still
+            # raises 'ambiguous' after the fix, so the run rejects it
+            fix = Fix(
+                applicability=Applicability.UNSAFE,
+                edits=tuple(Edit(branch, lambda updated: cst.Name("None")) for branch in branches),
+                description="return None instead of a Python 0 (the condition may be a tensor: verified by a run)",
+            )
             self.rule.report(
                 node,
                 f"`{self.function.name}.backward` may return a Python `0`: autograd wants a tensor or None",
+                fix,
             )
             return
         for branch in branches:
