@@ -38,8 +38,9 @@ class AutogradFunctionGradientCount(Rule):
     autograd wants a tensor or `None`. Missing gradients of inputs that are certainly not
     tensors (an `int`/`float`/`bool`/`str` annotation, a literal default, literal
     arguments at every `apply` call, a use as `dim=` or in `range()`) are padded with
-    `None`; a returned `0` becomes `None`; a conditional expression on a tensor
-    (`g if x > 0 else 0`) becomes `torch.where`.
+    `None`; so are those of inputs that may be tensors, but only once a run shows they
+    never require grad; a returned `0` becomes `None`; a conditional expression on a
+    tensor (`g if x > 0 else 0`) becomes `torch.where`.
 
     ## Why is this bad?
     Autograd checks the tuple `backward` returns against the inputs `apply` received and
@@ -100,6 +101,7 @@ class AutogradFunctionGradientCount(Rule):
     code = "AGF004"
     name = "autograd-function-gradient-count"
     safety = Applicability.SAFE
+    safety_note = "unsafe where only a run can tell"
     message = "custom autograd Function's backward returns the wrong number of gradients"
     triggers = ("Function",)
     contract = Contract(

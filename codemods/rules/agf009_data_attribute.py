@@ -37,7 +37,9 @@ class DataAttribute(Rule):
     outputs, losses) where autograd is in play (training, evaluation, `forward`). Reads
     become `.detach()`; in-place updates of a parameter through `.data` become the same
     update on the parameter itself under `torch.no_grad()`; `nn.init.*(w.data)` becomes
-    `nn.init.*(w)`.
+    `nn.init.*(w)`. Where only a run can tell, `w.data = <computed>` becomes `w.copy_(...)`
+    under `torch.no_grad()`, and a change through `.data` of an activation autograd saved
+    goes out of place (`h = h.mul(2)`).
 
     In play means: a tensor computed in the same scope (a forward's output, a loss, an
     intermediate) or saved by an op there, a module's `forward`, and any scope that runs
