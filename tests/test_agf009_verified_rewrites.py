@@ -13,6 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from autograd_fix.cli.app import app
+from autograd_fix.codemods.engine import FixOptions, check_source
+from autograd_fix.codemods.model import Applicability
+from autograd_fix.codemods.rules.agf009_data_attribute import DataAttribute
 
 GATED = textwrap.dedent(
     '''\
@@ -120,3 +123,76 @@ def test_weight_data_assignment_of_another_shape_is_rejected(tmp_path: Path, mon
     assert "[rejected: script driver (top-level code): rewritten raises RuntimeError: The size of tensor a (100)" in printed, printed
     assert "the original ran clean" in printed
     assert text == source
+
+
+# -- what is offered to a run, and what stays report-only (static, fast) -----------------
+
+FORWARD = textwrap.dedent(
+    '''\
+    import torch
+    import torch.nn as nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = torch.softmax(self.fc(x), dim=-1)
+            MUTATION
+            return h * x
+    '''
+)
+
+
+def _fixes(source: str):
+    result = check_source(source, [DataAttribute], options=FixOptions(unsafe_fixes=True))
+    return result, [f.fix for f in result.findings]
+
+
+@pytest.mark.parametrize(
+    ("mutation", "rewritten"),
+    [
+        ("h.data *= 0.5 + x.mean()  # damp", "h = h.mul(0.5 + x.mean())  # damp"),
+        ("h.data.clamp_(min=1e-6).div_(2)", "h = h.clamp(min=1e-6).div(2)"),
+        ("h.data -= 1", "h = h.sub(1)"),
+    ],
+)
+def test_a_saved_activation_changed_through_data_is_rewritten_out_of_place_as_unsafe(mutation: str, rewritten: str) -> None:
+    result, fixes = _fixes(FORWARD.replace("MUTATION", mutation))
+    assert [f.applicability for f in fixes if f is not None] == [Applicability.UNSAFE]
+    assert result.fixed == FORWARD.replace("MUTATION", rewritten)
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        "h.data.round_()",  # straight-through: out of place the gradient would be zero
+        "h.data.zero_()",  # overwrite
+        "h.data[0] = 0",  # no out-of-place twin the rule writes
+    ],
+)
+def test_straight_through_tricks_stay_report_only(mutation: str) -> None:
+    result, fixes = _fixes(FORWARD.replace("MUTATION", mutation))
+    assert result.findings and fixes == [None]
+
+
+def test_weight_tying_through_data_stays_report_only() -> None:
+    """`copy_` would copy once where the original shares one storage for good."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        enc = nn.Embedding(50, 8)
+        dec = nn.Linear(8, 50, bias=False)
+        dec.weight.data = enc.weight.data
+        optimizer = torch.optim.SGD([*enc.parameters(), *dec.parameters()], lr=0.1)
+        loss = F.cross_entropy(dec(enc(torch.tensor([[1, 2]]))).reshape(-1, 50), torch.tensor([2, 3]))
+        loss.backward()
+        optimizer.step()
+        """
+    )
+    result, fixes = _fixes(source)
+    assert result.findings and all(f is None for f in fixes)
