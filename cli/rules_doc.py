@@ -29,17 +29,20 @@ def rule_help_uri(code: str) -> str:
 def readme_table() -> str:
     lines = ["| Code | Name | Fix | What it finds |", "| --- | --- | --- | --- |"]
     for rule in all_rules():
-        lines.append(f"| {rule.code} | `{rule.name}` | {rule.safety.value} | {rule.summary()} |")
+        lines.append(f"| {rule.code} | `{rule.name}` | {rule.safety_label()} | {rule.summary()} |")
     return "\n".join(lines)
 
 
 def rules_table_text() -> str:
     width = max(len(rule.name) for rule in all_rules())
-    return "\n".join(f"{rule.code}  {rule.name:<{width}}  {rule.safety.value:<6}  {rule.summary()}" for rule in all_rules())
+    safety = max(len(rule.safety_label()) for rule in all_rules())
+    return "\n".join(
+        f"{rule.code}  {rule.name:<{width}}  {rule.safety_label():<{safety}}  {rule.summary()}" for rule in all_rules()
+    )
 
 
 def explain_text(rule: type[Rule]) -> str:
-    return f"# {rule.code} {rule.name} (fix: {rule.safety.value})\n\n{rule.documentation()}\n"
+    return f"# {rule.code} {rule.name} (fix: {rule.safety_label()})\n\n{rule.documentation()}\n"
 
 
 def replace_table(readme: str) -> str:

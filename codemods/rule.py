@@ -66,6 +66,9 @@ class Rule(cst.BatchableCSTVisitor):
     code: ClassVar[str]
     name: ClassVar[str]
     safety: ClassVar[Applicability]
+    #: where some of the rule's fixes differ from `safety`, in a few words
+    #: (AGF004: "unsafe where only a run can tell"); shown next to it in the rules table
+    safety_note: ClassVar[str] = ""
     #: default message; `report` may pass a more specific one.
     message: ClassVar[str]
     contract: ClassVar[Contract]
@@ -104,6 +107,11 @@ class Rule(cst.BatchableCSTVisitor):
     def documentation(cls) -> str:
         """The rule's docstring, dedented: the source of `--explain` and the README."""
         return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def safety_label(cls) -> str:
+        """`safe`, or `safe (unsafe where ...)` for a rule whose fixes are mixed."""
+        return f"{cls.safety.value} ({cls.safety_note})" if cls.safety_note else cls.safety.value
 
     @classmethod
     def summary(cls) -> str:

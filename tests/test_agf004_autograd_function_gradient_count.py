@@ -48,6 +48,29 @@ def test_attribute_used_only_as_a_factor_is_an_unsafe_fix() -> None:
     assert _check(GRL, unsafe=False).fixed is None
 
 
+def test_an_input_that_may_need_a_gradient_is_padded_only_as_an_unsafe_fix() -> None:
+    """A weight passed to `apply`: only a run can show it never requires grad."""
+    source = """
+    import torch
+
+    class Bilinear(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight):
+            ctx.save_for_backward(x, weight)
+            return x.mm(weight)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            x, weight = ctx.saved_tensors
+            return grad_output.mm(weight.t())
+    """
+    result = _check(source)
+    assert [f.fix.applicability for f in result.findings] == [Applicability.UNSAFE]
+    assert "`weight` may need a gradient" in result.findings[0].message
+    assert "return grad_output.mm(weight.t()), None" in result.fixed
+    assert _check(source, unsafe=False).fixed is None
+
+
 def test_apply_passed_around_with_defaults_is_left_alone() -> None:
     source = """
     import torch

@@ -260,6 +260,10 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def _zero_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0
+
+
 def compare_backwards(cls: type, counterpart: type, ctx: Any, outputs: list[torch.Tensor], seed: int) -> dict[str, Any]:
     """Both versions' ``backward`` called directly on one saved context with one grad_output.
 
@@ -282,13 +286,18 @@ def compare_backwards(cls: type, counterpart: type, ctx: Any, outputs: list[torc
             report["error"] = f"the rewritten backward raised {type(exc).__name__}: {str(exc)[:200]}"
             return report
     report["original_count"], report["count"] = len(theirs), len(mine)
-    report["original_positions"] = [i for i, g in enumerate(theirs) if g is not None]
+    # only a tensor is a gradient: a Python `0` where autograd wants a tensor or None is
+    # the original's bug, and what replaces it is judged like padding
+    report["original_positions"] = [i for i, g in enumerate(theirs) if isinstance(g, torch.Tensor)]
     for position in report["original_positions"]:
         if position >= len(mine) or not _same(theirs[position], mine[position]):
             got = "nothing" if position >= len(mine) else "None" if mine[position] is None else "a different value"
             report["mismatches"].append(f"position {position}: the original returned a gradient, the rewritten {got}")
-    for position in range(len(theirs), len(mine)):
-        report["padded_none" if mine[position] is None else "added"].append(position)
+    for position in range(len(mine)):
+        if position < len(theirs) and _zero_number(theirs[position]) and mine[position] is None:
+            continue  # `0 -> None`: both mean a zero gradient
+        if position >= len(theirs) or (theirs[position] is not None and position not in report["original_positions"]):
+            report["padded_none" if mine[position] is None else "added"].append(position)
     return report
 
 

@@ -38,8 +38,9 @@ class AutogradFunctionGradientCount(Rule):
     autograd wants a tensor or `None`. Missing gradients of inputs that are certainly not
     tensors (an `int`/`float`/`bool`/`str` annotation, a literal default, literal
     arguments at every `apply` call, a use as `dim=` or in `range()`) are padded with
-    `None`; a returned `0` becomes `None`; a conditional expression on a tensor
-    (`g if x > 0 else 0`) becomes `torch.where`.
+    `None`; so are those of inputs that may be tensors, but only once a run shows they
+    never require grad; a returned `0` becomes `None`; a conditional expression on a
+    tensor (`g if x > 0 else 0`) becomes `torch.where`.
 
     ## Why is this bad?
     Autograd checks the tuple `backward` returns against the inputs `apply` received and
@@ -71,25 +72,36 @@ class AutogradFunctionGradientCount(Rule):
     ```
 
     ## Fix safety
-    `None` is the right gradient only for an input that needs none, so padding happens
-    only at positions the rule can show hold non-tensors. When a missing position could
-    be a tensor that needs a gradient, or `backward` has no `return` at all, the finding
-    is reported without a fix: padding would silently drop that gradient. With the
+    Safe where it is certain, unsafe where only a run can tell. `None` is the right
+    gradient only for an input that needs none, so padding is safe only at positions the
+    rule can show hold non-tensors. When a missing position could be a tensor that needs
+    a gradient (a weight passed to `apply`), the padding is unsafe: applied only when
+    verification runs the file and sees that input never require grad (a buffer, a
+    constant), rejected when it did (the gradient would be silently dropped). With the
     combined `forward(ctx, ...)` style, autograd counts the arguments actually passed to
     `apply`; when `forward` has defaults and the file's call sites disagree (or there are
-    none), the finding is report-only. Padding justified only by an input being kept as a
-    ctx attribute and used as a plain factor in `backward` is marked unsafe. `0 -> None`
-    is safe (both mean "zero gradient"); `torch.where` is used only when the condition
-    compares a tensor and the other branch is a tensor.
+    none), `backward` is padded to the declared count, unsafe (autograd accepts trailing
+    `None`s beyond the inputs given). Padding justified only by an input being kept as a
+    ctx attribute and used as a plain factor in `backward` is unsafe too. `0 -> None` is
+    safe (both mean "zero gradient"); `torch.where` is used only when the condition
+    compares a tensor and the other branch is a tensor; a `0` behind a condition that may
+    be a tensor becomes `None`, unsafe (right for a Python bool or a one-element tensor;
+    an element-wise test still raises, and the run rejects it). Report only, because no
+    run can supply the missing math: a `backward` with no `return` at all.
 
     ## Verification
-    The original error is gone and the fixed Function passes `torch.autograd.gradcheck`
-    in float64.
+    The original error is gone; called on the same saved context, the fixed `backward`
+    returns the original's gradients wherever the original returned one, and `None` only
+    for inputs that never required grad during the run (function mode, whose synthesized
+    inputs all require grad, cannot show that: unverified). Where the original's
+    gradients match finite differences, the fixed Function passes
+    `torch.autograd.gradcheck` in float64.
     """
 
     code = "AGF004"
     name = "autograd-function-gradient-count"
     safety = Applicability.SAFE
+    safety_note = "unsafe where only a run can tell"
     message = "custom autograd Function's backward returns the wrong number of gradients"
     triggers = ("Function",)
     contract = Contract(
@@ -474,7 +486,8 @@ class MyReLU(torch.autograd.Function):
         return torch.where(input > 0, grad_output, 0)
 """,
         ),
-        # 6. the missing input is a weight tensor: padding would drop its gradient
+        # 6. the missing input is a weight tensor: padding would drop its gradient if it needs
+        #    one, so the padding is unsafe (kept only when a run shows it never requires grad)
         invalid(
             """
 import torch
@@ -489,7 +502,21 @@ class Bilinear(torch.autograd.Function):
     def backward(ctx, grad_output):
         x, weight = ctx.saved_tensors
         return grad_output.mm(weight.t())
-"""
+""",
+            """
+import torch
+
+class Bilinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return x.mm(weight)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, weight = ctx.saved_tensors
+        return grad_output.mm(weight.t()), None
+""",
         ),
         # 7. backward without any return: every gradient silently missing
         invalid(
@@ -562,7 +589,8 @@ def attention(scores):
     return SoftmaxDim.apply(scores, -1, 0.5)
 """,
         ),
-        # 9. combined style with defaults and call sites that disagree: report only
+        # 9. combined style with defaults and call sites that disagree: padded to the declared
+        #    count (autograd accepts trailing Nones beyond the inputs given), unsafe
         invalid(
             """
 import torch
@@ -581,7 +609,25 @@ class Smooth(torch.autograd.Function):
 
 a = Smooth.apply(torch.randn(3, requires_grad=True))
 b = Smooth.apply(torch.randn(3, requires_grad=True), 0.5)
-"""
+""",
+            """
+import torch
+
+class Smooth(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, beta=1.0):
+        ctx.save_for_backward(x)
+        ctx.beta = beta
+        return torch.nn.functional.smooth_l1_loss(x, torch.zeros_like(x), beta=beta)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * x.clamp(-ctx.beta, ctx.beta) / ctx.beta, None
+
+a = Smooth.apply(torch.randn(3, requires_grad=True))
+b = Smooth.apply(torch.randn(3, requires_grad=True), 0.5)
+""",
         ),
         # 10. straight-through estimator: `0` behind a Python condition (needs_input_grad)
         invalid(
@@ -696,11 +742,14 @@ class _Checker:
             f"`{self.function.name}.backward` returns {got} gradient{'s' if got != 1 else ''} but `forward` takes "
             f"{expected} input{'s' if expected != 1 else ''}"
         )
+        pad = f"return None for input{'s' if len(names) > 1 else ''} " + ", ".join(f"`{n}`" for n in names)
         if not certain:
             self.rule.report(
                 node,
                 f"{head} at some call sites: `apply` is called with different argument counts; return one "
-                "gradient (or None) per input `forward` declares",
+                "gradient (or None) per input `forward` declares (unsafe fix: None, kept only if a run shows "
+                "the input never requires grad)",
+                self._padding(node, len(missing), Applicability.UNSAFE, pad + " (verified by a run)"),
             )
             return
         verdicts = [_input_evidence(self.function, i, self.calls, self.imports) for i in missing]
@@ -710,18 +759,26 @@ class _Checker:
             self.rule.report(
                 node,
                 f"{head}; {listed} may need a gradient, so padding with None could silently drop it: "
-                "return its gradient (or None if it needs none)",
+                "return its gradient (or None if it needs none; the unsafe fix pads None, kept only if a run "
+                "shows the input never requires grad)",
+                self._padding(node, len(missing), Applicability.UNSAFE, pad + " (verified by a run)"),
             )
             return
         applicability = Applicability.UNSAFE if "unsafe" in verdicts else Applicability.SAFE
-        count = len(missing)
-        fix = Fix(
+        listed = ", ".join(f"`{n}`" for n in names)
+        self.rule.report(
+            node,
+            f"{head}; return None for the non-tensor {listed}",
+            self._padding(node, len(missing), applicability, f"return None for the non-tensor input{'s' if len(names) > 1 else ''} {listed}"),
+        )
+
+    def _padding(self, node: cst.Return, count: int, applicability: Applicability, description: str) -> Fix:
+        """Pad `return` with `count` Nones: safe for proven non-tensors, unsafe (run-judged) otherwise."""
+        return Fix(
             applicability=applicability,
             edits=(Edit(node, lambda updated: _pad_return(updated, count)),),
-            description=f"return None for the non-tensor input{'s' if count > 1 else ''} "
-            + ", ".join(f"`{n}`" for n in names),
+            description=description,
         )
-        self.rule.report(node, f"{head}; return None for the non-tensor " + ", ".join(f"`{n}`" for n in names), fix)
 
     # -- zeros ---------------------------------------------------------------------------
 
@@ -754,9 +811,17 @@ class _Checker:
         if not branches:
             return
         if not _is_python_condition(node.test, self.facts, self.function.backward_ctx() or "ctx"):
+            # right for a Python bool or a one-element tensor; an element-wise test still
+            # raises 'ambiguous' after the fix, so the run rejects it
+            fix = Fix(
+                applicability=Applicability.UNSAFE,
+                edits=tuple(Edit(branch, lambda updated: cst.Name("None")) for branch in branches),
+                description="return None instead of a Python 0 (the condition may be a tensor: verified by a run)",
+            )
             self.rule.report(
                 node,
                 f"`{self.function.name}.backward` may return a Python `0`: autograd wants a tensor or None",
+                fix,
             )
             return
         for branch in branches:

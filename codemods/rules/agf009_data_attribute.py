@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from autograd_fix.codemods.data_rewrites import copy_into, out_of_place, out_of_place_name, shares_storage
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix, invalid, valid
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
@@ -36,7 +37,9 @@ class DataAttribute(Rule):
     outputs, losses) where autograd is in play (training, evaluation, `forward`). Reads
     become `.detach()`; in-place updates of a parameter through `.data` become the same
     update on the parameter itself under `torch.no_grad()`; `nn.init.*(w.data)` becomes
-    `nn.init.*(w)`.
+    `nn.init.*(w)`. Where only a run can tell, `w.data = <computed>` becomes `w.copy_(...)`
+    under `torch.no_grad()`, and a change through `.data` of an activation autograd saved
+    goes out of place (`h = h.mul(2)`).
 
     In play means: a tensor computed in the same scope (a forward's output, a loss, an
     intermediate) or saved by an op there, a module's `forward`, and any scope that runs
@@ -71,10 +74,21 @@ class DataAttribute(Rule):
     through `.detach()` that is now checked by autograd), then unsafe. A mutation of a
     leaf (parameter, `requires_grad` tensor) through `.data` becomes the mutation of the
     leaf under `torch.no_grad()`: same parameter values afterwards; unsafe because a
-    mutation that used to corrupt a saved tensor silently now raises. Not fixed, only
-    reported: `leaf.data = other` (may change shape; no `detach` equivalent), mutations
-    through `.data` of non-leaf tensors (often deliberate straight-through tricks), and
-    storage changes (`resize_`, `set_`). Not reported: `.data` of things not shown to
+    mutation that used to corrupt a saved tensor silently now raises. Left to a run
+    (unsafe fixes, kept only when verification accepts them): `leaf.data = <computed
+    value>` becomes `leaf.copy_(<value>)` under `torch.no_grad()` (the same values when
+    the shapes match; `copy_` raises where they do not, and the run rejects it); an
+    in-place change through `.data` of a non-leaf tensor autograd saved (`h.data.mul_(2)`
+    after `h = torch.sigmoid(...)`) becomes `h = h.mul(2)` (accepted when the forward
+    values before the first backward are equal and the rewritten's gradients match
+    finite differences where the original's did not; rejected when another name or view
+    still held the old `h`). Not fixed, only reported, because no run can settle them:
+    `leaf.data = other` where `other` is a tensor someone else holds (`enc.weight.data`,
+    a name, a view: weight tying, which `copy_` would silently undo); mutations through
+    `.data` of non-leaf tensors autograd did not save, or with methods whose derivative
+    is zero (`round_`, `sign_`) or that overwrite (`zero_`, `fill_`, `copy_`): deliberate
+    straight-through tricks, which a finite-difference check would call a correction;
+    and storage changes (`resize_`, `set_`). Not reported: `.data` of things not shown to
     be tracked tensors (`dataset.data`, a `PackedSequence`'s `.data`, numpy arrays),
     `.grad.data`, reads under `no_grad`, code inside optimizers (`Optimizer`
     subclasses) and initializers (functions ending in `_`), `__init__`, and parameters in
@@ -88,8 +102,10 @@ class DataAttribute(Rule):
     pass; only `decoder(z)`, `decoder.forward(z)` or a submodule call are.
 
     ## Verification
-    For reads: outputs and gradients equal. For mutations: parameters change as the
-    original intended.
+    For reads and leaf updates: outputs and gradients equal. Where the original's
+    gradients were wrong (a `.data` change of a tensor autograd saved): the forward
+    values before the first backward equal, the rewritten's gradients match finite
+    differences in float64 and the original's do not.
     """
 
     code = "AGF009"
@@ -134,11 +150,7 @@ class DataAttribute(Rule):
                     swap = any(_same(read.value, target.value) for read in _data_reads(small.value, set()))
                     fact = analysis.tracked(target.value, site.statement)
                     if not swap and fact is not None and self._in_play(site, fact):
-                        self.report(
-                            target,
-                            f"`{_label(target)} = ...` replaces the storage of a tracked tensor behind autograd's "
-                            "back; use `with torch.no_grad(): ....copy_(...)` when the shapes match",
-                        )
+                        self._storage_swap(site, small, target, fact)
             for data in _data_reads(site.statement, handled):
                 self._read(site, data, analysis)
         for run in consecutive_runs(updates):
@@ -236,11 +248,7 @@ class DataAttribute(Rule):
             return
         label = _label(data.value)
         if not fact.leaf:
-            self.report(
-                data,
-                f"in-place change of `{label}` through `.data`: if autograd saved `{label}`, gradients are silently "
-                "wrong; compute it out of place, or detach on purpose",
-            )
+            self._non_leaf_mutation(site, small, data, fact)
             return
         if _storage_change(small) or len(site.statement.body) != 1:
             self.report(data, f"in-place change of `{label}` through `.data`; do it on `{label}` under `torch.no_grad()`")
@@ -251,6 +259,46 @@ class DataAttribute(Rule):
                         "drop `.data` (already under no_grad)", fix)
             return
         updates.append((site.block, site.index, (site, data)))
+
+    def _non_leaf_mutation(self, site: Site, small: cst.BaseSmallStatement, data: cst.Attribute, fact: Tracked) -> None:
+        """Out of place when autograd saved the tensor (its gradients are silently wrong
+        now, and a run can show the rewritten's are right); otherwise it is a
+        straight-through trick no run can tell from a mistake: report only."""
+        label = _label(data.value)
+        name = out_of_place_name(small) if fact.saved and len(site.statement.body) == 1 else None
+        if name is None:
+            self.report(
+                data,
+                f"in-place change of `{label}` through `.data`: if autograd saved `{label}`, gradients are silently "
+                "wrong; compute it out of place, or detach on purpose",
+            )
+            return
+        fix = Fix(Applicability.UNSAFE, (Edit(small, out_of_place),), f"compute `{name}` out of place (verified by a run)")
+        self.report(
+            data,
+            f"in-place change of `{label}` through `.data` after autograd saved it: backward silently uses the "
+            f"changed values; compute `{name}` out of place",
+            fix,
+        )
+
+    def _storage_swap(self, site: Site, small: cst.Assign, target: cst.Attribute, fact: Tracked) -> None:
+        """`leaf.data = value`: `copy_` under no_grad is the same when shapes and dtypes
+        match, which a run shows (`copy_` raises on a shape mismatch)."""
+        label = _label(target)
+        message = (
+            f"`{label} = ...` replaces the storage of a tracked tensor behind autograd's back; use "
+            "`with torch.no_grad(): ....copy_(...)` when the shapes match"
+        )
+        if not fact.leaf or len(site.statement.body) != 1 or len(small.targets) != 1 or shares_storage(small.value):
+            self.report(target, message)
+            return
+        edits: tuple[Edit, ...] = (Edit(small, copy_into),)
+        needs: tuple[str, ...] = ()
+        if not site.position.grad_disabled:
+            wrap, needs = no_grad_wrap_edits([site.statement], self.context.imports)
+            edits += tuple(wrap)
+        fix = Fix(Applicability.UNSAFE, edits, "copy the values in under `torch.no_grad()` (verified by a run)", needs)
+        self.report(target, message, fix)
 
     def _report_update_run(self, run: list[tuple[Site, cst.Attribute]]) -> None:
         statements = [site.statement for site, _ in run]
@@ -1176,7 +1224,8 @@ optimizer.step()
 snapshot = layer.weight.detach()
 """,
     ),
-    # 9. `leaf.data = other` in a training loop (max-norm embeddings): report only
+    # 9. `leaf.data = <computed>` in a training loop (max-norm embeddings): copy_ under
+    #    no_grad, unsafe (a run shows whether the shapes match)
     invalid(
         """
 import torch
@@ -1191,9 +1240,24 @@ for ids in torch.randint(0, 100, (5, 8)):
     loss.backward()
     optimizer.step()
     emb.weight.data = F.normalize(emb.weight.detach(), dim=1)
-"""
+""",
+        """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+emb = nn.Embedding(100, 16)
+optimizer = torch.optim.Adam(emb.parameters())
+for ids in torch.randint(0, 100, (5, 8)):
+    loss = emb(ids).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        emb.weight.copy_(F.normalize(emb.weight.detach(), dim=1))
+""",
     ),
-    # 10. a mutation through `.data` of an intermediate: report only
+    # 10. a straight-through rounding through `.data` of an intermediate: report only
     invalid(
         """
 import torch
@@ -1226,6 +1290,37 @@ w = torch.randn(3, requires_grad=True)
 y = (w ** 2).sum()
 with torch.no_grad():
     w.mul_(0.5)
+""",
+    ),
+    # 11. an activation autograd saved, scaled through `.data`: out of place, unsafe
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+class Gated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        gate = torch.sigmoid(self.fc(x))
+        gate.data.mul_(2).clamp_(max=1.5)
+        return gate * x
+""",
+        """
+import torch
+import torch.nn as nn
+
+class Gated(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        gate = torch.sigmoid(self.fc(x))
+        gate = gate.mul(2).clamp(max=1.5)
+        return gate * x
 """,
     ),
 ]
