@@ -95,13 +95,25 @@ def python_files(root: Path) -> list[Path]:
     )
 
 
+def is_main_guard(node: ast.If) -> bool:
+    """Whether an `if` is the script's `if __name__ == "__main__":`."""
+    test = node.test
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
+
+
 def multi_process_reason(path: Path) -> str | None:
     """Why a file is not a single-process script, or None when it is one.
 
     A file starts several processes when it calls a spawner or joins a process group
     unconditionally. A call under an `if` (nanoGPT's `if ddp:`, ImageNet's
     `if args.multiprocessing_distributed:`) is an option, so the file runs as one process
-    by default and is verified. A file that does not parse is left to the tool to report.
+    by default and is verified; `if __name__ == "__main__":` is no option, it is how the
+    script runs. A file that does not parse is left to the tool to report.
     """
     try:
         tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
@@ -109,7 +121,7 @@ def multi_process_reason(path: Path) -> str | None:
         return None
     conditional: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If):
+        if isinstance(node, ast.If) and not is_main_guard(node):
             conditional.update(id(inner) for branch in (node.body, node.orelse) for statement in branch for inner in ast.walk(statement))
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and id(node) not in conditional:
