@@ -47,7 +47,12 @@ _AUTOGRAD_ERROR = re.compile(
     r"gradient different than None|grad can be implicitly created only for scalar"
 )
 _MEMORY_ERROR = re.compile(r"can't allocate memory|DefaultCPUAllocator|out of memory|OutOfMemoryError|Cannot allocate memory")
-_VOLATILE_GLOBAL = re.compile(r"time|elapsed|duration|^start$|^end$|^t0$|^t1$|^tic$|^toc$|^now$|timestamp")
+#: float globals read from a clock or derived from one (an iteration's `dt`, tokens per second,
+#: model FLOPs utilisation): they differ between any two runs, so they are not outputs
+_VOLATILE_GLOBAL = re.compile(
+    r"time|elapsed|duration|^start$|^end$|^t\d+$|^tic$|^toc$|^now$|timestamp|"
+    r"^dt$|^dt_|_dt$|per_sec|per_second|per_s$|throughput|^fps$|latency|^mfu$|_mfu$|^mfu_"
+)
 MAX_ITEMS = 1000
 
 
