@@ -58,6 +58,7 @@ from typing import Any, Callable
 
 import torch
 
+from .printed import printed_differences, printed_lines
 from .sandbox import Outcome
 from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult, format_bytes
 
@@ -205,7 +206,18 @@ def _outputs(s: Sides, *, lenient: bool) -> list[str]:
     diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "", lenient=lenient)
     if s.mode in ("function", "method"):
         diffs += _compare_maps(s.original.get("params_final", {}), s.rewritten.get("params_final", {}), "param", lenient)
+    if "printed" in s.original and "printed" in s.rewritten:
+        # a script reports its results by printing them: what it printed is an output
+        diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL, lenient=lenient)
     return diffs
+
+
+def _printed_note(s: Sides) -> str:
+    """" (N printed lines)" when the compared outputs include what the script printed."""
+    if "printed" not in s.original or "printed" not in s.rewritten:
+        return ""
+    lines = printed_lines(s.original["printed"])
+    return f" ({lines} printed line{'s' if lines != 1 else ''})" if lines else ""
 
 
 def check_outputs_equal(s: Sides) -> CheckResult:
@@ -214,7 +226,7 @@ def check_outputs_equal(s: Sides) -> CheckResult:
     diffs = _outputs(s, lenient=False)
     if diffs:
         return CheckResult("outputs_equal", FAIL, "outputs differ: " + "; ".join(diffs[:3]))
-    return CheckResult("outputs_equal", PASS, "outputs equal")
+    return CheckResult("outputs_equal", PASS, "outputs equal" + _printed_note(s))
 
 
 def check_accumulated_values_equal(s: Sides) -> CheckResult:
@@ -223,7 +235,7 @@ def check_accumulated_values_equal(s: Sides) -> CheckResult:
     diffs = _outputs(s, lenient=True)
     if diffs:
         return CheckResult("accumulated_values_equal", FAIL, "accumulated values differ: " + "; ".join(diffs[:3]))
-    return CheckResult("accumulated_values_equal", PASS, "accumulated values equal")
+    return CheckResult("accumulated_values_equal", PASS, "accumulated values equal" + _printed_note(s))
 
 
 def _forward_record_diffs(o: list[dict[str, Any]], r: list[dict[str, Any]]) -> list[str]:
