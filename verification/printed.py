@@ -12,9 +12,11 @@ Comparison (documented, stable):
   non-blank text; blank space is not compared.
 * integers (no decimal point, no exponent: counts, epochs, sizes): exactly.
 * other numbers: equal within the float tolerance of `contracts` (rtol=1.3e-6, atol=1e-5,
-  the float32 tolerances ``.item()`` values get), widened to one unit in the last
-  printed digit (``f"{x:.4f}"`` of two values within tolerance can round apart by one
-  such unit, never by two).
+  the float32 tolerances ``.item()`` values get), widened by what printing rounded
+  away: half a unit in the last printed digit of each side (``f"{x:.4f}"`` of two values
+  within tolerance can round apart by one such unit, never by two; ``tensor(2.3026)``
+  against ``2.302585`` by half of one). A shortest-repr float (``0.3``) cannot be told
+  from a rounded one, so it too stands for +-0.05.
 * ``tensor(0.5000, grad_fn=<AddBackward0>)``: the ``grad_fn=<...>`` and
   ``requires_grad=True`` parts are dropped (a fix that stops recording a graph keeps the
   values' meaning); with ``lenient`` (AGF006: ``loss`` became ``loss.item()``) a
@@ -137,8 +139,9 @@ def _numbers_close(a: str, b: str, rtol: float, atol: float) -> bool:
         return math.isnan(x) and math.isnan(y)
     if math.isinf(x) or math.isinf(y):
         return x == y
-    printed_unit = 10.0 ** -min(_decimals(a), _decimals(b))
-    return abs(x - y) <= max(atol + rtol * abs(x), printed_unit * (1 + 1e-9))
+    # each printed number stands for the values that round to it: +- half its last digit
+    rounding = 0.5 * (10.0 ** -_decimals(a) + 10.0 ** -_decimals(b))
+    return abs(x - y) <= atol + rtol * abs(x) + rounding * (1 + 1e-9)
 
 
 def _line_differences(a: list[str], b: list[str], rtol: float, atol: float) -> str | None:
