@@ -396,8 +396,30 @@ def check_step_grads_match_contributions(s: Sides) -> CheckResult:
             FAIL,
             f"at step {first['step']} {first['param']}: {first['detail']} ({count} violation(s) over {steps} steps)",
         )
+    before = _first_step_differences(s.original.get("steps") or [], r.get("steps") or [])
+    if before:
+        return CheckResult(
+            "step_grads_match_contributions",
+            FAIL,
+            "before the first optimizer.step() the rewritten backpropagates something else than the original "
+            "(zeroing gradients changes no loss and no contribution): " + "; ".join(before[:3]),
+        )
     tail = f"; original: {orig_count} step(s) saw stale gradients" if orig_count else ""
-    return CheckResult("step_grads_match_contributions", PASS, f"every step's .grad = contributions since the previous step ({steps} steps){tail}")
+    first = " (first step's losses and contributions equal the original's)" if s.original.get("steps") else ""
+    return CheckResult("step_grads_match_contributions", PASS, f"every step's .grad = contributions since the previous step ({steps} steps){tail}{first}")
+
+
+def _first_step_differences(o_steps: list[dict[str, Any]], r_steps: list[dict[str, Any]]) -> list[str]:
+    """Until the first ``optimizer.step()`` no parameter has moved, so a fix that only
+    adds or moves zeroing must backpropagate the same losses (scale included) and add the
+    same contributions to every parameter as the original did."""
+    if not o_steps or not r_steps:
+        return []
+    a, b = o_steps[0], r_steps[0]
+    diffs = compare(_seq(list(a.get("losses") or [])), _seq(list(b.get("losses") or [])), "losses backpropagated")
+    if not diffs:
+        diffs = _grad_maps(a.get("contributions") or {}, b.get("contributions") or {}, "contribution to")
+    return diffs
 
 
 def check_original_error_gone(s: Sides) -> CheckResult:

@@ -265,6 +265,9 @@ class Probes:
         self._module_names = ModuleNames()
         self._optimizers: dict[int, int] = {}
         self._pending: dict[int, torch.Tensor] = {}
+        # contributions since the last step of *any* optimizer: a GAN's discriminator
+        # may rightly drop what the generator's backward (already stepped) left on it
+        self._since_any_step: dict[int, torch.Tensor] = {}
         self._ever_grad: set[int] = set()
         self._saved: list[tuple[weakref.ref, bool]] = []
         self._graph_bytes = _LiveGraphBytes()
@@ -510,8 +513,9 @@ class Probes:
             contribution = after if prior is None or prior.shape != after.shape else after - prior
             if bool(contribution.abs().sum() > 0):
                 self._ever_grad.add(id(leaf))
-            pending = self._pending.get(id(leaf))
-            self._pending[id(leaf)] = contribution if pending is None else pending + contribution
+            for sums in (self._pending, self._since_any_step):
+                pending = sums.get(id(leaf))
+                sums[id(leaf)] = contribution if pending is None else pending + contribution
         self._sample()
         return result
 
@@ -532,6 +536,11 @@ class Probes:
                 grads[id(param)] = grad
                 contributions[id(param)] = contribution
                 problem = self._check_step(grad, contribution)
+                if problem is not None and id(param) in self._since_any_step:
+                    # the grad holds exactly what backward added since another optimizer
+                    # stepped: what came before served that step and was zeroed, nothing stale
+                    if self._check_step(grad, self._since_any_step[id(param)]) is None:
+                        problem = None
                 if problem is not None:
                     kind, detail = problem
                     stale = stale or kind == "stale"
@@ -544,6 +553,7 @@ class Probes:
                 {"step": self.step_count, "optimizer": opt_index, "grads": grads, "contributions": contributions, "losses": self._losses_since_step}
             )
         self._losses_since_step = []
+        self._since_any_step.clear()
         self.step_count += 1
 
     @staticmethod
