@@ -268,6 +268,8 @@ class Probes:
         # contributions since the last step of *any* optimizer: a GAN's discriminator
         # may rightly drop what the generator's backward (already stepped) left on it
         self._since_any_step: dict[int, torch.Tensor] = {}
+        # every byte autograd saved over the run (each storage counted when it became live)
+        self._recorded_bytes = 0
         self._ever_grad: set[int] = set()
         self._saved: list[tuple[weakref.ref, bool]] = []
         self._graph_bytes = _LiveGraphBytes()
@@ -408,6 +410,7 @@ class Probes:
                 entry = live.counts.get(key)
                 if entry is None:
                     live.acquire(key, nbytes)
+                    self._recorded_bytes += nbytes
                 else:
                     entry[0] += 1
         self._saved.append((ref if ref is not None else weakref.ref(detached), excluded))
@@ -599,6 +602,7 @@ class Probes:
             "retained_graph_bytes": int(sum(storages.values())),
             "retained_storages": len(storages),
             "peak_graph_bytes": int(self._graph_bytes.peak),
+            "recorded_graph_bytes": int(self._recorded_bytes),
             "graph_nodes": graph_nodes_from(live_roots),
             "backward_passes": self.backward_count,
             "optimizer_steps": self.step_count,
