@@ -535,6 +535,53 @@ def test_gradient_accumulation_fix_that_drops_the_loss_scale_is_rejected(verifie
     assert "losses backpropagated" in verdict.reason
 
 
+# -- AGF001: a validation graph smaller than the training step's ---------------------------------
+# OpenNMT's validate(): the training step's graph sets the run's peak in both versions, so
+# the fix lowers neither the peak nor the (empty) end state, only what autograd records.
+NMT = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Embedding(20, 16), nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 20))
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+criterion = nn.CrossEntropyLoss(reduction="sum")
+data = [(torch.randint(0, 20, (8, 7)), torch.randint(0, 20, (8, 7))) for _ in range(3)]
+
+
+def validate(batch):
+    src, tgt = batch
+    scores = model(src)
+    loss = criterion(scores.flatten(0, 1), tgt.flatten())
+    return loss.item()
+
+
+for epoch in range(2):
+    for src, tgt in data[:2]:
+        loss = criterion(model(src).flatten(0, 1), tgt.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    del loss
+    valid_loss = validate((data[2][0][:2], data[2][1][:2]))
+"""
+AGF001 = ("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any")
+
+
+def test_no_grad_validation_below_the_training_peak_is_accepted_on_the_graph_recorded(verifier):
+    fixed = NMT.replace("    scores = model(src)\n", "    with torch.no_grad():\n        scores = model(src)\n")
+    verdict = run(verifier, NMT, fixed, AGF001)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "graph recorded over the run" in verdict.reason
+
+
+def test_no_grad_around_code_that_records_nothing_is_not_lower(verifier):
+    rewritten = NMT.replace("    return loss.item()\n", "    with torch.no_grad():\n        value = loss.item()\n    return value\n")
+    verdict = run(verifier, NMT, rewritten, AGF001)
+    assert verdict.verdict == "rejected", verdict.reason
+    assert verdict.reason.endswith("not lower")
+
+
 # -- accepted means exercised ---------------------------------------------------------------------
 def test_change_behind_sys_exit_is_unverified(verifier):
     early = TRAIN.replace("for epoch in range(2):", "import sys\nif __name__ == '__main__':\n    sys.exit(0)\nfor epoch in range(2):")
