@@ -29,8 +29,8 @@ a placeholder on both sides, so the rest of the line is still compared):
   ``3 min``), and ``it/s`` / ``s/it`` rates (tqdm-style progress);
 * clock times and dates (``07:22:47``, ``2026-12-01``);
 * hex addresses (``0x7f3a5c2b1e40``: object reprs);
-* the shadow copy's path (the harness writes the user's path instead) and paths under
-  the temporary folder (``/tmp/tmpab12cd/...``);
+* paths under the temporary folder (``/tmp/tmpab12cd/...``); the shadow copy's path
+  is not masked but written back as the user's by the harness, as in error messages;
 * text before a carriage return on a line (a progress bar redrawing itself).
 
 Captured text is bounded (`MAX_PRINTED_CHARS`); when a side printed more, only the
@@ -107,10 +107,8 @@ class PrintedText(io.TextIOBase):
         return {"text": text, "chars": self.total, "truncated": self.total > self._kept}
 
 
-def mask_volatile(text: str, copy_root: str | None = None) -> str:
+def mask_volatile(text: str) -> str:
     """`text` with everything two runs of one program print differently replaced."""
-    if copy_root:
-        text = text.replace(copy_root, "<copy>")
     temp = re.escape(tempfile.gettempdir())
     text = re.sub(temp + r"[/\\][^\s'\"]*", "<tmp>", text)
     lines = [line.rsplit("\r", 1)[-1] for line in text.split("\n")]
