@@ -223,21 +223,13 @@ def _outputs(s: Sides, *, lenient: bool) -> list[str]:
     return diffs
 
 
-def _printed_note(s: Sides) -> str:
-    """" (N printed lines)" when the compared outputs include what the script printed."""
-    if "printed" not in s.original or "printed" not in s.rewritten:
-        return ""
-    lines = printed_lines(s.original["printed"])
-    return f" ({lines} printed line{'s' if lines != 1 else ''})" if lines else ""
-
-
 def check_outputs_equal(s: Sides) -> CheckResult:
     if _original_values_missing(s):
         return CheckResult("outputs_equal", NA, "the original raised before producing values")
     diffs = _outputs(s, lenient=False)
     if diffs:
         return CheckResult("outputs_equal", FAIL, "outputs differ: " + "; ".join(diffs[:3]))
-    return CheckResult("outputs_equal", PASS, "outputs equal" + _printed_note(s))
+    return CheckResult("outputs_equal", PASS, "outputs equal")
 
 
 def check_accumulated_values_equal(s: Sides) -> CheckResult:
@@ -714,6 +706,13 @@ def _summarize_value(value: Any) -> Any:
     return type(value).__name__
 
 
+def _printed_summary(printed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a script printed, as compared: line count, size, and whether it was cut."""
+    if printed is None:
+        return None
+    return {"lines": printed_lines(printed), "chars": printed["chars"], "truncated": printed["truncated"]}
+
+
 def side_evidence(outcome: Outcome) -> dict[str, Any]:
     evidence: dict[str, Any] = {
         "status": outcome.status,
@@ -733,6 +732,7 @@ def side_evidence(outcome: Outcome) -> dict[str, Any]:
             "unbound": record.get("unbound"),
             "bound": record.get("bound"),
             "outputs": {k: _summarize_value(v) for k, v in (record.get("outputs") or {}).items()},
+            "printed": _printed_summary(record.get("printed")),
             "measured": measures,
             "step_violations": record.get("step_violation_count", 0),
             "stale_steps": record.get("stale_steps", 0),

@@ -33,6 +33,12 @@ a placeholder on both sides, so the rest of the line is still compared):
   is not masked but written back as the user's by the harness, as in error messages;
 * text before a carriage return on a line (a progress bar redrawing itself).
 
+Not compared at all: lines about autograd's own state (they name a ``graph``,
+``grad_fn``, ``requires_grad`` or ``is_leaf``: "graph nodes kept alive: 354", "logits
+hold a graph: True"). The fixes judged on outputs (AGF001, AGF006, ...) change that
+state by design; what such a line prints is a measure of the graph, which the
+retained-graph checks judge, not a result of the program.
+
 Captured text is bounded (`MAX_PRINTED_CHARS`); when a side printed more, only the
 prefix both sides kept is compared and the detail says so.
 """
@@ -56,6 +62,7 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?\b"), "<clock>"),
     (re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "<address>"),
 )
+_AUTOGRAD_STATE = re.compile(r"\bgraphs?\b|grad_fn|requires_grad|is_leaf", re.IGNORECASE)
 _TENSOR_NOISE = re.compile(r",\s*(?:grad_fn=<\w+>|requires_grad=True)")
 _SCALAR_TENSOR = re.compile(r"tensor\(\s*([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))\s*\)")
 _TOKEN = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)\b|[^\s\d]+|\d+", re.IGNORECASE)
@@ -122,7 +129,8 @@ def _normalize(text: str, lenient: bool) -> list[list[str]]:
     text = _TENSOR_NOISE.sub("", mask_volatile(text))
     if lenient:
         text = _SCALAR_TENSOR.sub(r"\1", text)
-    return [tokens for line in text.splitlines() if (tokens := _TOKEN.findall(line))]
+    lines = [line for line in text.splitlines() if not _AUTOGRAD_STATE.search(line)]
+    return [tokens for line in lines if (tokens := _TOKEN.findall(line))]
 
 
 def _decimals(token: str) -> int:
