@@ -107,6 +107,32 @@ def test_temporary_paths_are_masked():
     assert mask_volatile(f"saved {temp}/tmpab12cd/x.pt (best)\n") == "saved <tmp> (best)\n"
 
 
+def test_a_one_number_tensor_compares_as_the_number():
+    # AGF006: `running += loss` printed a tensor, `running += loss.item()` a float
+    assert differences("loss tensor(2.3026, grad_fn=<AddBackward0>)\n", "loss 2.302585\n") == []
+    assert differences("{'train_loss': [tensor(1.0423), tensor(0.9527)]}\n", "{'train_loss': [1.0423438847064972, 0.9526653587818146]}\n") == []
+    assert differences("loss tensor(2.3026)\n", "loss 2.3126\n")
+    assert differences("loss tensor([2.3026, 1.0])\n", "loss [2.3026, 1.0]\n")
+
+
+def test_capture_is_bounded_and_only_the_common_prefix_is_compared():
+    line = "step loss 0.5000\n"
+    a, b = printed(line * 50, limit=len(line) * 10), printed(line * 40 + "step loss 0.9\n", limit=len(line) * 10)
+    assert a["truncated"] and a["chars"] == len(line) * 50 and len(a["text"]) == len(line) * 10
+    assert printed_differences(a, b, **TOL) == []
+    assert printed_differences(a, printed("step loss 0.7\n" * 50, limit=len(line) * 10), **TOL)
+
+
+def test_what_is_printed_still_reaches_the_runs_log():
+    import io
+
+    log = io.StringIO()
+    sink = PrintedText(limit=4, forward=log)
+    print("loss 0.5", file=sink)
+    assert log.getvalue() == "loss 0.5\n"
+    assert sink.record() == {"text": "loss", "chars": 9, "truncated": True}
+
+
 # -- end to end: scripts judged on what they print ---------------------------------------------------
 VALIDATE = """
 import time

@@ -219,7 +219,7 @@ def _outputs(s: Sides, *, lenient: bool) -> list[str]:
         diffs += _compare_maps(s.original.get("params_final", {}), s.rewritten.get("params_final", {}), "param", lenient)
     if "printed" in s.original and "printed" in s.rewritten:
         # a script reports its results by printing them: what it printed is an output
-        diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL, lenient=lenient)
+        diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL)
     return diffs
 
 

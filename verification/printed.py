@@ -19,8 +19,8 @@ Comparison (documented, stable):
   from a rounded one, so it too stands for +-0.05.
 * ``tensor(0.5000, grad_fn=<AddBackward0>)``: the ``grad_fn=<...>`` and
   ``requires_grad=True`` parts are dropped (a fix that stops recording a graph keeps the
-  values' meaning); with ``lenient`` (AGF006: ``loss`` became ``loss.item()``) a
-  one-number ``tensor(x)`` compares as the number ``x``.
+  values' meaning), and a one-number ``tensor(x)`` compares as the number ``x`` (AGF006:
+  ``loss`` became ``loss.item()``), as `contracts.compare` does for values.
 
 Masked, because two runs of the same program print them differently (each replaced by
 a placeholder on both sides, so the rest of the line is still compared):
@@ -125,10 +125,8 @@ def mask_volatile(text: str) -> str:
     return text
 
 
-def _normalize(text: str, lenient: bool) -> list[list[str]]:
-    text = _TENSOR_NOISE.sub("", mask_volatile(text))
-    if lenient:
-        text = _SCALAR_TENSOR.sub(r"\1", text)
+def _normalize(text: str) -> list[list[str]]:
+    text = _SCALAR_TENSOR.sub(r"\1", _TENSOR_NOISE.sub("", mask_volatile(text)))
     lines = [line for line in text.splitlines() if not _AUTOGRAD_STATE.search(line)]
     return [tokens for line in lines if (tokens := _TOKEN.findall(line))]
 
@@ -166,7 +164,7 @@ def _line_differences(a: list[str], b: list[str], rtol: float, atol: float) -> s
     return None
 
 
-def printed_differences(original: dict, rewritten: dict, *, rtol: float, atol: float, lenient: bool = False) -> list[str]:
+def printed_differences(original: dict, rewritten: dict, *, rtol: float, atol: float) -> list[str]:
     """Differences between two sides' printed output (records from `PrintedText.record`)."""
     a_text, b_text = str(original.get("text") or ""), str(rewritten.get("text") or "")
     cut = ""
@@ -174,7 +172,7 @@ def printed_differences(original: dict, rewritten: dict, *, rtol: float, atol: f
         keep = min(len(a_text), len(b_text))
         a_text, b_text = a_text[:keep].rsplit("\n", 1)[0], b_text[:keep].rsplit("\n", 1)[0]
         cut = f" (compared the first {keep} printed characters of {original.get('chars')} / {rewritten.get('chars')})"
-    a_lines, b_lines = _normalize(a_text, lenient), _normalize(b_text, lenient)
+    a_lines, b_lines = _normalize(a_text), _normalize(b_text)
     diffs: list[str] = []
     for index, (x, y) in enumerate(zip(a_lines, b_lines)):
         difference = _line_differences(x, y, rtol, atol)
