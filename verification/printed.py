@@ -49,7 +49,6 @@ import io
 import math
 import re
 import tempfile
-from typing import Callable
 
 MAX_PRINTED_CHARS = 64 * 1024
 MAX_PRINTED_DIFFS = 3
@@ -99,6 +98,12 @@ class PrintedText(io.TextIOBase):
             self._kept += len(piece)
         return len(text)
 
+    def fileno(self) -> int:
+        """The log's descriptor (code that writes to it directly is not captured)."""
+        if self._forward is None:
+            raise io.UnsupportedOperation("fileno")
+        return self._forward.fileno()
+
     def flush(self) -> None:
         if self._forward is not None:
             self._forward.flush()
@@ -106,12 +111,9 @@ class PrintedText(io.TextIOBase):
     def text(self) -> str:
         return "".join(self._parts)
 
-    def record(self, to_user: Callable[[str], str] | None = None) -> dict[str, object]:
-        """What goes into the run's record: the kept text (user paths) and its size."""
-        text = self.text()
-        if to_user is not None:
-            text = to_user(text)
-        return {"text": text, "chars": self.total, "truncated": self.total > self._kept}
+    def record(self) -> dict[str, object]:
+        """What goes into the run's record: the kept text and how much was printed."""
+        return {"text": self.text(), "chars": self.total, "truncated": self.total > self._kept}
 
 
 def mask_volatile(text: str) -> str:
