@@ -127,10 +127,11 @@ def mask_volatile(text: str) -> str:
     return text
 
 
-def _normalize(text: str) -> list[list[str]]:
+def _normalize(text: str) -> list[tuple[str, list[str]]]:
+    """The compared lines: (the line as masked, its tokens), blank lines left out."""
     text = _SCALAR_TENSOR.sub(r"\1", _TENSOR_NOISE.sub("", mask_volatile(text)))
-    lines = [line for line in text.splitlines() if not _AUTOGRAD_STATE.search(line)]
-    return [tokens for line in lines if (tokens := _TOKEN.findall(line))]
+    lines = [line.strip() for line in text.splitlines() if not _AUTOGRAD_STATE.search(line)]
+    return [(line, tokens) for line in lines if (tokens := _TOKEN.findall(line))]
 
 
 def _decimals(token: str) -> int:
@@ -150,9 +151,10 @@ def _numbers_close(a: str, b: str, rtol: float, atol: float) -> bool:
     return abs(x - y) <= atol + rtol * abs(x) + rounding * (1 + 1e-9)
 
 
-def _line_differences(a: list[str], b: list[str], rtol: float, atol: float) -> str | None:
+def _line_differences(a: tuple[str, list[str]], b: tuple[str, list[str]], rtol: float, atol: float) -> str | None:
+    (a_line, a), (b_line, b) = a, b
     if len(a) != len(b):
-        return f"{' '.join(a)!r} vs {' '.join(b)!r}"
+        return f"{a_line[:120]!r} vs {b_line[:120]!r}"
     for x, y in zip(a, b):
         both_numbers = _NUMBER.fullmatch(x) and _NUMBER.fullmatch(y)
         if both_numbers and _INTEGER.fullmatch(x) and _INTEGER.fullmatch(y):
@@ -162,7 +164,7 @@ def _line_differences(a: list[str], b: list[str], rtol: float, atol: float) -> s
             continue
         if not both_numbers and x == y:
             continue
-        return f"{x} vs {y} in {' '.join(b)!r}"
+        return f"{x} vs {y} in {b_line[:120]!r}"
     return None
 
 
