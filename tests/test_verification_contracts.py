@@ -460,6 +460,128 @@ def test_losses_are_recorded_per_step(verifier):
     assert rewritten["first_losses"][2] != original["first_losses"][2]
 
 
+# -- AGF002: two optimizers, and what is backpropagated before the first step --------------------
+# An encoder trained against a discriminator (idinvert): the encoder's adversarial loss
+# flows through D, so D's .grad holds it after the encoder's step; the right fix zeroes D
+# after that step, dropping a contribution the encoder's step already used.
+GAN = """
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+E = nn.Sequential(nn.Linear(12, 8), nn.Tanh(), nn.Linear(8, 4))
+G = nn.Linear(4, 12).requires_grad_(False)
+D = nn.Sequential(nn.Linear(12, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+optimizer_E = torch.optim.Adam(E.parameters(), lr=1e-3)
+optimizer_D = torch.optim.Adam(D.parameters(), lr=1e-3)
+for it in range(3):
+    x_real = torch.randn(6, 12)
+    x_rec = G(E(x_real))
+    loss_E = F.mse_loss(x_rec, x_real) + 0.1 * F.softplus(-D(x_rec)).mean()
+    optimizer_E.zero_grad()
+    loss_E.backward()
+    optimizer_E.step()
+    x_fake = G(E(x_real)).detach()
+    loss_D = F.softplus(D(x_fake)).mean() + F.softplus(-D(x_real)).mean()
+    loss_D.backward()
+    optimizer_D.step()
+"""
+GAN_FIXED = GAN.replace("    loss_D = F", "    optimizer_D.zero_grad()\n    loss_D = F")
+
+
+def test_discriminator_zeroed_after_the_generator_step_is_accepted(verifier):
+    verdict = run(verifier, GAN, GAN_FIXED, AGF002)
+    assert verdict.verdict == "accepted", verdict.reason
+
+
+def test_discriminator_zeroed_between_its_backward_and_step_is_rejected(verifier):
+    wrong = GAN.replace("    optimizer_D.step()", "    optimizer_D.zero_grad()\n    optimizer_D.step()")
+    verdict = run(verifier, GAN, wrong, AGF002)
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "D.0.weight: no gradient at step" in verdict.reason
+
+
+ACCUMULATE = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
+loss_function = nn.CrossEntropyLoss()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+accumulation_steps = 2
+training_set = [(torch.randn(4, 10), torch.randint(0, 3, (4,))) for _ in range(6)]
+for i, (inputs, labels) in enumerate(training_set):
+    loss = loss_function(model(inputs), labels)
+    loss = loss / accumulation_steps
+    loss.backward()
+    if (i + 1) % accumulation_steps == 0:
+        optimizer.step()
+"""
+ACCUMULATE_FIXED = ACCUMULATE.replace("        optimizer.step()\n", "        optimizer.step()\n        model.zero_grad()\n")
+
+
+def test_gradient_accumulation_fix_is_accepted_with_the_first_step_compared(verifier):
+    verdict = run(verifier, ACCUMULATE, ACCUMULATE_FIXED, AGF002)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "first step's losses and contributions equal the original's" in verdict.reason
+
+
+def test_gradient_accumulation_fix_that_drops_the_loss_scale_is_rejected(verifier):
+    wrong = ACCUMULATE_FIXED.replace("    loss = loss / accumulation_steps\n", "")
+    verdict = run(verifier, ACCUMULATE, wrong, AGF002)
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "losses backpropagated" in verdict.reason
+
+
+# -- AGF001: a validation graph smaller than the training step's ---------------------------------
+# OpenNMT's validate(): the training step's graph sets the run's peak in both versions, so
+# the fix lowers neither the peak nor the (empty) end state, only what autograd records.
+NMT = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Embedding(20, 16), nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 20))
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+criterion = nn.CrossEntropyLoss(reduction="sum")
+data = [(torch.randint(0, 20, (8, 7)), torch.randint(0, 20, (8, 7))) for _ in range(3)]
+
+
+def validate(batch):
+    src, tgt = batch
+    scores = model(src)
+    loss = criterion(scores.flatten(0, 1), tgt.flatten())
+    return loss.item()
+
+
+for epoch in range(2):
+    for src, tgt in data[:2]:
+        loss = criterion(model(src).flatten(0, 1), tgt.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    del loss
+    valid_loss = validate((data[2][0][:2], data[2][1][:2]))
+"""
+AGF001 = ("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any")
+
+
+def test_no_grad_validation_below_the_training_peak_is_accepted_on_the_graph_recorded(verifier):
+    fixed = NMT.replace("    scores = model(src)\n", "    with torch.no_grad():\n        scores = model(src)\n")
+    verdict = run(verifier, NMT, fixed, AGF001)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "graph recorded over the run" in verdict.reason
+
+
+def test_no_grad_around_code_that_records_nothing_is_not_lower(verifier):
+    rewritten = NMT.replace("    return loss.item()\n", "    with torch.no_grad():\n        value = loss.item()\n    return value\n")
+    verdict = run(verifier, NMT, rewritten, AGF001)
+    assert verdict.verdict == "rejected", verdict.reason
+    assert verdict.reason.endswith("not lower")
+
+
 # -- accepted means exercised ---------------------------------------------------------------------
 def test_change_behind_sys_exit_is_unverified(verifier):
     early = TRAIN.replace("for epoch in range(2):", "import sys\nif __name__ == '__main__':\n    sys.exit(0)\nfor epoch in range(2):")

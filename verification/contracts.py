@@ -18,8 +18,18 @@ Tolerances (documented, stable):
   shape must match; ``requires_grad``/``grad_fn`` are not compared (a fix that detaches a
   value keeps its meaning).
 * Python floats: the float32 tolerances above (they usually come from ``.item()``).
+* what a script or driver printed (scripts report results by printing them): part of
+  ``outputs_equal`` / ``accumulated_values_equal`` in script and driver mode, line by
+  line and token by token; numbers within the float tolerances above widened by half a
+  unit in each side's last printed digit, integers exactly, timings / clock times /
+  hex addresses / temporary paths masked (`printed` documents the rules).
 * gradient at a step vs. the sum of contributions since the previous step: rtol=1e-4,
-  atol=1e-6 (each contribution is a difference of two float32 accumulations).
+  atol=1e-6 (each contribution is a difference of two float32 accumulations). The sum
+  since the previous step of *any* optimizer also satisfies it (a discriminator zeroed
+  after the generator's step drops what the generator's backward, already stepped, left
+  on it). Before the first ``optimizer.step()`` nothing has moved, so the losses
+  backpropagated (scale included) and each parameter's contributions must equal the
+  original's (float tolerances above).
 * finite differences: ``torch.autograd.gradcheck`` defaults in float64 (eps=1e-6,
   atol=1e-5, rtol=1e-3), for Function units in full; for scripts and functions along one
   random direction (`directional`): |<grad, v> - central difference| <= 1e-5 + 1e-3 *
@@ -45,9 +55,10 @@ Tolerances (documented, stable):
   compared only when both runs finished without raising (a run that raised stopped
   early).
 * ``retained_graph_lower_if_any``: not higher as above, and strictly lower where the
-  original held any graph: on the peak when the original's peak was > 0, or at the end
-  (bytes, else graph nodes); an original that held none requires a rewritten that holds
-  none.
+  original held any graph: on the peak when the original's peak was > 0, at the end
+  (bytes, else graph nodes), or on the bytes autograd saved over the whole run (a
+  validation graph smaller than the training step's sets no peak; exact, no GC noise);
+  an original that held none requires a rewritten that holds none.
 """
 
 from __future__ import annotations
@@ -58,6 +69,7 @@ from typing import Any, Callable
 
 import torch
 
+from .printed import printed_differences, printed_lines
 from .sandbox import Outcome
 from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult, format_bytes
 
@@ -205,6 +217,9 @@ def _outputs(s: Sides, *, lenient: bool) -> list[str]:
     diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "", lenient=lenient)
     if s.mode in ("function", "method"):
         diffs += _compare_maps(s.original.get("params_final", {}), s.rewritten.get("params_final", {}), "param", lenient)
+    if "printed" in s.original and "printed" in s.rewritten:
+        # a script reports its results by printing them: what it printed is an output
+        diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL)
     return diffs
 
 
@@ -363,11 +378,26 @@ def check_retained_graph_lower_if_any(s: Sides) -> CheckResult:
         peak_lower, peak_not_higher = False, True
         held_any = a > 0 or na > 0
         nothing_now = b == 0 and nb == 0
+    ra, rb = _recorded(s)
+    recorded_lower = ra is not None and rb is not None and ra > 0 and rb < ra
     if held_any:
-        ok = (peak_lower or end_lower) and end_not_higher and peak_not_higher
+        ok = (peak_lower or end_lower or recorded_lower) and end_not_higher and peak_not_higher
     else:
         ok = nothing_now
+    if recorded_lower and not (peak_lower or end_lower):
+        text += f", graph recorded over the run {format_bytes(ra)} -> {format_bytes(rb)}"
     return CheckResult("retained_graph_lower_if_any", PASS if ok else FAIL, text if ok else f"{text}: not lower")
+
+
+def _recorded(s: Sides) -> tuple[int | None, int | None]:
+    """Bytes autograd saved over the whole run, each side (None when not comparable): a
+    validation graph smaller than the training step's sets no peak, yet the fix that
+    stops recording it records less, every run, without GC noise."""
+    if not _peak_comparable(s):
+        return None, None
+    a = s.original.get("measures", {}).get("recorded_graph_bytes")
+    b = s.rewritten.get("measures", {}).get("recorded_graph_bytes")
+    return a, b
 
 
 def check_step_grads_match_contributions(s: Sides) -> CheckResult:
@@ -384,8 +414,30 @@ def check_step_grads_match_contributions(s: Sides) -> CheckResult:
             FAIL,
             f"at step {first['step']} {first['param']}: {first['detail']} ({count} violation(s) over {steps} steps)",
         )
+    before = _first_step_differences(s.original.get("steps") or [], r.get("steps") or [])
+    if before:
+        return CheckResult(
+            "step_grads_match_contributions",
+            FAIL,
+            "before the first optimizer.step() the rewritten backpropagates something else than the original "
+            "(zeroing gradients changes no loss and no contribution): " + "; ".join(before[:3]),
+        )
     tail = f"; original: {orig_count} step(s) saw stale gradients" if orig_count else ""
-    return CheckResult("step_grads_match_contributions", PASS, f"every step's .grad = contributions since the previous step ({steps} steps){tail}")
+    first = " (first step's losses and contributions equal the original's)" if s.original.get("steps") else ""
+    return CheckResult("step_grads_match_contributions", PASS, f"every step's .grad = contributions since the previous step ({steps} steps){tail}{first}")
+
+
+def _first_step_differences(o_steps: list[dict[str, Any]], r_steps: list[dict[str, Any]]) -> list[str]:
+    """Until the first ``optimizer.step()`` no parameter has moved, so a fix that only
+    adds or moves zeroing must backpropagate the same losses (scale included) and add the
+    same contributions to every parameter as the original did."""
+    if not o_steps or not r_steps:
+        return []
+    a, b = o_steps[0], r_steps[0]
+    diffs = compare(_seq(list(a.get("losses") or [])), _seq(list(b.get("losses") or [])), "losses backpropagated")
+    if not diffs:
+        diffs = _grad_maps(a.get("contributions") or {}, b.get("contributions") or {}, "contribution to")
+    return diffs
 
 
 def check_original_error_gone(s: Sides) -> CheckResult:
@@ -686,6 +738,13 @@ def _summarize_value(value: Any) -> Any:
     return type(value).__name__
 
 
+def _printed_summary(printed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a script printed, as compared: line count, size, and whether it was cut."""
+    if printed is None:
+        return None
+    return {"lines": printed_lines(printed), "chars": printed["chars"], "truncated": printed["truncated"]}
+
+
 def side_evidence(outcome: Outcome) -> dict[str, Any]:
     evidence: dict[str, Any] = {
         "status": outcome.status,
@@ -705,6 +764,7 @@ def side_evidence(outcome: Outcome) -> dict[str, Any]:
             "unbound": record.get("unbound"),
             "bound": record.get("bound"),
             "outputs": {k: _summarize_value(v) for k, v in (record.get("outputs") or {}).items()},
+            "printed": _printed_summary(record.get("printed")),
             "measured": measures,
             "step_violations": record.get("step_violation_count", 0),
             "stale_steps": record.get("stale_steps", 0),

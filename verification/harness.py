@@ -9,6 +9,7 @@ file, and only if the child exited normally.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib
 import inspect
 import math
@@ -30,6 +31,7 @@ from .coverage import LineWatch
 from .directional import Perturbation, directional_check
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
 from .place import Place, chain_argv, prepare
+from .printed import PrintedText
 from .probes import Probes, iter_tensors
 from .reach import ReachTracer
 
@@ -160,6 +162,8 @@ def run_side(spec: dict[str, Any]) -> dict[str, Any]:
     record["reached"] = sorted(tracer.reached)
     if place is not None:
         place.user_view(record.get("exception"))
+        if record.get("printed"):
+            record["printed"]["text"] = place.to_user_path(record["printed"]["text"])
     elif record.get("exception"):
         record["exception"].pop("frames", None)
     return record
@@ -315,8 +319,10 @@ def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, names
     """Run a ``__main__`` (script or driver) under probes; `namespace`, its globals once
     `run()` returns or raises, holds the outputs."""
     probes.install()
+    printed = PrintedText(forward=sys.stdout)
     try:
-        run()
+        with contextlib.redirect_stdout(printed):
+            run()
     except SystemExit as exc:
         if exc.code not in (None, 0):
             record["exception"] = describe_exception(exc, "run", path)
@@ -329,6 +335,7 @@ def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, names
     record["measures"] = probes.finish(roots)
     del roots
     record["outputs"] = {name: serialize(value) for name, value in outputs.items()}
+    record["printed"] = printed.record()
     _leaf_records(record, probes)
 
 

@@ -265,6 +265,11 @@ class Probes:
         self._module_names = ModuleNames()
         self._optimizers: dict[int, int] = {}
         self._pending: dict[int, torch.Tensor] = {}
+        # contributions since the last step of *any* optimizer: a GAN's discriminator
+        # may rightly drop what the generator's backward (already stepped) left on it
+        self._since_any_step: dict[int, torch.Tensor] = {}
+        # every byte autograd saved over the run (each storage counted when it became live)
+        self._recorded_bytes = 0
         self._ever_grad: set[int] = set()
         self._saved: list[tuple[weakref.ref, bool]] = []
         self._graph_bytes = _LiveGraphBytes()
@@ -405,6 +410,7 @@ class Probes:
                 entry = live.counts.get(key)
                 if entry is None:
                     live.acquire(key, nbytes)
+                    self._recorded_bytes += nbytes
                 else:
                     entry[0] += 1
         self._saved.append((ref if ref is not None else weakref.ref(detached), excluded))
@@ -510,8 +516,9 @@ class Probes:
             contribution = after if prior is None or prior.shape != after.shape else after - prior
             if bool(contribution.abs().sum() > 0):
                 self._ever_grad.add(id(leaf))
-            pending = self._pending.get(id(leaf))
-            self._pending[id(leaf)] = contribution if pending is None else pending + contribution
+            for sums in (self._pending, self._since_any_step):
+                pending = sums.get(id(leaf))
+                sums[id(leaf)] = contribution if pending is None else pending + contribution
         self._sample()
         return result
 
@@ -532,6 +539,11 @@ class Probes:
                 grads[id(param)] = grad
                 contributions[id(param)] = contribution
                 problem = self._check_step(grad, contribution)
+                if problem is not None and id(param) in self._since_any_step:
+                    # the grad holds exactly what backward added since another optimizer
+                    # stepped: what came before served that step and was zeroed, nothing stale
+                    if self._check_step(grad, self._since_any_step[id(param)]) is None:
+                        problem = None
                 if problem is not None:
                     kind, detail = problem
                     stale = stale or kind == "stale"
@@ -544,6 +556,7 @@ class Probes:
                 {"step": self.step_count, "optimizer": opt_index, "grads": grads, "contributions": contributions, "losses": self._losses_since_step}
             )
         self._losses_since_step = []
+        self._since_any_step.clear()
         self.step_count += 1
 
     @staticmethod
@@ -589,6 +602,7 @@ class Probes:
             "retained_graph_bytes": int(sum(storages.values())),
             "retained_storages": len(storages),
             "peak_graph_bytes": int(self._graph_bytes.peak),
+            "recorded_graph_bytes": int(self._recorded_bytes),
             "graph_nodes": graph_nodes_from(live_roots),
             "backward_passes": self.backward_count,
             "optimizer_steps": self.step_count,
