@@ -322,9 +322,9 @@ def test_lstm_classifier_gets_long_token_ids_below_the_vocabulary(tmp_path, veri
     assert verdict.verdict == "accepted", verdict.reason
     _, values = _bind(LSTM, "train")
     for token_ids, labels in values["train_loader"]:
-        assert token_ids.dtype == torch.long and token_ids.shape == (4, 8)
+        assert token_ids.dtype == torch.long and token_ids.shape[1:] == (8,) and token_ids.shape[0] in (4, 2)
         assert 0 <= int(token_ids.min()) and int(token_ids.max()) < 1000
-        assert labels.shape == (4,) and int(labels.max()) < 5
+        assert labels.shape == token_ids.shape[:1] and int(labels.max()) < 5
     assert len(values["train_loader"]) <= 3
 
 
@@ -841,3 +841,40 @@ def test_no_synthesized_tensor_exceeds_the_caps(model_class):
         assert _spatial_dims(loader[0][0]) == [224, 224]  # needed, so allowed, still under the element cap
         assert loader[0][0].shape[0] == 2  # and run two at a time
     assert math.prod(loader[0][0].shape) <= MAX_ELEMENTS
+
+
+def test_a_synthesized_loader_ends_with_a_partial_batch_so_batch_weighting_shows(verifier) -> None:
+    """Modelled on an ImageNet-style `validate` that averages per-batch losses: weighting
+    by batch size is invisible when every batch has the same size, so the last
+    synthesized batch is smaller, as a DataLoader without `drop_last` gives."""
+    original = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(10, 3)
+
+            def forward(self, x):
+                return self.fc(x)
+
+
+        def validate(model, val_loader, criterion):
+            model.eval()
+            total, count = 0.0, 0
+            for images, target in val_loader:
+                loss = criterion(model(images), target)
+                total += loss.item() * images.size(0)
+                count += images.size(0)
+            return total / count
+        """
+    )
+    wrong = original.replace("total += loss.item() * images.size(0)", "total += loss.item()").replace(
+        "count += images.size(0)", "count += 1"
+    )
+    verdict = verify_pair(original, wrong, verifier=verifier, checks=("outputs_equal",), timeout=30)
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "the last of 2" in str(verdict.units[0].evidence["original"].get("bound"))

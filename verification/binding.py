@@ -614,7 +614,15 @@ class Binder:
             dtype = first["target"].dtype if first["target"].is_floating_point() else self.dtype
             y = make_target(first["loss"], first["out_shape"], first["classes"], self.device, dtype)
             batches.append((x, y))
-        self.described[name] = f"{N_BATCHES} batches of (x {list(first['x'].shape)}, y {list(first['target'].shape)})"
+        last_x, last_y = batches[-1]
+        partial = ""
+        if last_x.dim() and last_y.dim() and last_x.shape[0] == last_y.shape[0] >= 2:
+            # as a DataLoader without drop_last: the last batch is smaller, so code that
+            # weights batches (a mean of means, `* len(y)`) shows what it computes
+            half = last_x.shape[0] // 2
+            batches[-1] = (last_x[:half].clone(), last_y[:half].clone())
+            partial = f", the last of {half}"
+        self.described[name] = f"{N_BATCHES} batches of (x {list(first['x'].shape)}, y {list(first['target'].shape)}){partial}"
         return batches
 
     def _criterion(self, name: str) -> nn.Module:
