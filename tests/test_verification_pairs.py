@@ -542,3 +542,34 @@ def test_script_driver_rejects_a_backward_that_is_no_longer_the_derivative(verif
     wrong = SWISH_SAVED.replace("(s + x * s * (1 - s))", "(s + x * s)")
     verdict = run(verifier, SWISH_SCRIPT, wrong, AGF005)
     assert verdict.verdict == "rejected", verdict.reason
+
+
+# -- a constructor's output is the object it builds (modelled on torch_geometric's LLM) --
+LLM_WRAPPER = """
+import torch
+from torch import nn
+
+
+class LLM(nn.Module):
+    def __init__(self, hidden=8, dtype=torch.bfloat16):
+        super().__init__()
+        self.proj = nn.Linear(hidden, hidden)
+        self.autocast_context = torch.cuda.amp.autocast(dtype=dtype)
+
+    def forward(self, x):
+        with self.autocast_context:
+            return self.proj(x)
+"""
+
+
+def test_constructor_rewrite_that_keeps_the_autocast_settings_is_accepted(verifier):
+    fixed = LLM_WRAPPER.replace("torch.cuda.amp.autocast(dtype=dtype)", 'torch.amp.autocast("cuda", dtype=dtype)')
+    verdict = run(verifier, LLM_WRAPPER, fixed, entry="LLM.__init__")
+    assert verdict.verdict == "accepted", verdict.reason
+
+
+def test_constructor_rewrite_that_moves_autocast_to_another_device_is_rejected(verifier):
+    wrong = LLM_WRAPPER.replace("torch.cuda.amp.autocast(dtype=dtype)", 'torch.autocast("cpu", dtype=dtype)')
+    verdict = run(verifier, LLM_WRAPPER, wrong, entry="LLM.__init__")
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "self.autocast_context.device: 'cuda' != 'cpu'" in verdict.reason

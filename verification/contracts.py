@@ -142,9 +142,12 @@ def compare(a: Any, b: Any, where: str, *, lenient: bool = False) -> list[str]:
         if "__dict__" in a and "__dict__" in b:
             return _compare_maps(a["__dict__"], b["__dict__"], where, lenient)
         if "__module__" in a and "__module__" in b:
-            return _compare_maps(a["state"], b["state"], where, lenient)
+            attrs = _compare_maps(a.get("attrs") or {}, b.get("attrs") or {}, where, lenient)
+            return _compare_maps(a["state"], b["state"], where, lenient) + attrs
         if "__object__" in a and "__object__" in b:
-            return [] if a["__object__"] == b["__object__"] else [f"{where}: {a['__object__']} vs {b['__object__']}"]
+            if a["__object__"] != b["__object__"]:
+                return [f"{where}: {a['__object__']} vs {b['__object__']}"]
+            return _compare_maps(a.get("attrs") or {}, b.get("attrs") or {}, where, lenient)
         return _compare_maps(a, b, where, lenient)
     if _is_number(a) and _is_number(b) and not isinstance(a, bool) and not isinstance(b, bool):
         return [] if _close_numbers(float(a), float(b)) else [f"{where}: {a!r} != {b!r}"]

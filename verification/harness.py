@@ -110,7 +110,16 @@ def serialize(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         return {"__dict__": {str(k): serialize(v, depth + 1) for k, v in list(value.items())[:MAX_ITEMS]}}
     if isinstance(value, nn.Module):
-        return {"__module__": type(value).__name__, "state": {k: v.detach().to("cpu", copy=True) for k, v in value.state_dict().items()}}
+        return {
+            "__module__": type(value).__name__,
+            "state": {k: v.detach().to("cpu", copy=True) for k, v in value.state_dict().items()},
+            # what the module keeps besides tensors (sizes, flags, an autocast context):
+            # a fix must not change how it will compute
+            "attrs": {k: serialize(v, depth + 1) for k, v in vars(value).items() if not k.startswith("_")},
+        }
+    if isinstance(value, torch.autocast):
+        settings = {"device": value.device, "dtype": str(value.fast_dtype), "enabled": bool(value._enabled)}
+        return {"__object__": "autocast", "attrs": settings}
     try:
         import numpy
 
@@ -450,6 +459,8 @@ def _run_callable(spec: dict[str, Any], record: dict[str, Any], probes: Probes, 
     roots = list(iter_tensors(result))
     record["measures"] = probes.finish(roots)
     record["outputs"] = {"return": serialize(result)}
+    if qualname.endswith(".__init__") and hasattr(target, "__self__"):
+        record["outputs"]["self"] = serialize(target.__self__)  # what a constructor makes is the object
     if record["exception"] is None and probes.backward_count == 0:
         _harness_backward(record, probes, roots, named, path)
     del roots

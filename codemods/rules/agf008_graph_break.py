@@ -119,8 +119,11 @@ class GraphBreak(Rule):
 
     ## Verification
     The rewritten run's parameter gradients (None in the original) must match finite
-    differences of the loss. Outputs are not compared: once gradients flow the optimizer
-    changes the model, so every value after the first step differs by design.
+    differences of the loss. An original that raised because its loss was cut off the
+    graph (`element 0 of tensors does not require grad`) must run clean once rewritten; a
+    rewrite that still cuts the graph raises the same error, or its gradients miss the
+    finite differences, and is rejected. Outputs are not compared: once gradients flow the
+    optimizer changes the model, so every value after the first step differs by design.
     """
 
     code = "AGF008"
@@ -129,10 +132,11 @@ class GraphBreak(Rule):
     message = "the loss's gradient path is cut before backward()"
     triggers = ("backward", "training_step")
     contract = Contract(
-        description="the rewritten run's parameter gradients (None in the original) match finite differences of "
-        "the first loss in float64, along a random direction (the original's mismatch is shown); outputs are not "
-        "compared, since training now changes the model by design",
-        checks=("gradients_match_finite_differences",),
+        description="the original's autograd error (a loss cut off its graph: `element 0 of tensors does not "
+        "require grad`), if it raised one, is gone; the rewritten run's parameter gradients (None in the original) "
+        "match finite differences of the first loss in float64, along a random direction (the original's mismatch "
+        "is shown); outputs are not compared, since training now changes the model by design",
+        checks=("original_error_gone", "gradients_match_finite_differences"),
     )
 
     def visit_Module(self, node: cst.Module) -> bool:
