@@ -38,14 +38,15 @@ def decide(record: FindingRecord, unsafe_fixes: bool) -> bool:
     if record.plan_id is None or record.verification is None:
         return False
     verdict = record.verification.verdict
-    if verdict is Status.REJECTED or record.verification.reason == CANNOT_COMPOSE:
+    if verdict is Status.REJECTED:
         return False
     if record.fix_applicability == "safe":
         return True
     return verdict is Status.ACCEPTED or unsafe_fixes
 
 
-#: the reason given when a fix cannot be composed with the ones going in
+#: the reason given when a fix cannot be composed with the ones going in (such a patch is
+#: never verified, so never decided on, and never goes in)
 CANNOT_COMPOSE = "the fix cannot be applied on top of the others"
 
 

@@ -58,8 +58,26 @@ def test_policy(applicability: str, verdict: str, unsafe: bool, applied: bool) -
     assert decide(record(applicability, verdict), unsafe) is applied
 
 
-def test_a_patch_that_cannot_be_composed_is_never_applied() -> None:
-    assert decide(record("safe", "unverified", reason=CANNOT_COMPOSE), True) is False
+def test_a_patch_that_cannot_be_composed_is_never_applied(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two safe AGF001 fixes; the second cannot be composed on top of the first: it gets
+    an unverified verdict naming that, stays out of the final text, the first goes in."""
+    from autograd_fix import verification
+    from autograd_fix.cli import verify_patches
+    from autograd_fix.cli.runner import Job, check_file
+
+    source = SCRIPT + SCRIPT.split("model.eval()\n", 1)[1].replace("outputs", "more")
+    job = Job(path="evaluate.py", select=None, ignore=(), unsafe_fixes=False, compute_fix=False, fix_diffs=False,
+              data=source.encode())
+    outcome = check_file(job)
+    first, second = [r.plan_id for r in outcome.findings]
+    monkeypatch.setattr(verification, "verify_many", lambda pairs, **kw: [Verdict("accepted", "stub", p["rule"]) for p in pairs])
+    real_pair = verify_patches._FileQueue.pair
+    monkeypatch.setattr(verify_patches._FileQueue, "pair", lambda self, r: None if r.plan_id == second else real_pair(self, r))
+    (result,) = verify_patches.verify_and_compose([outcome], [job], verify_patches.VerifySettings(), False, None)
+    by_id = {r.plan_id: r for r in result.findings}
+    assert by_id[second].verification.reason == CANNOT_COMPOSE and not by_id[second].fix_applies
+    assert by_id[first].fix_applies and result.fixed is not None
+    assert result.fixed.count("with torch.no_grad():") == 1
 
 
 def test_a_patch_never_verified_is_never_applied() -> None:
