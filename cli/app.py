@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from autograd_fix import __version__
-from autograd_fix.cli.config import Config, ConfigError, load_config
+from autograd_fix.cli.config import ConfigError, load_config
 from autograd_fix.cli.discovery import discover
 from autograd_fix.cli.notebook import notebook_bytes
 from autograd_fix.cli.notebook_check import cell_positions

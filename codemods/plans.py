@@ -28,7 +28,6 @@ from autograd_fix.codemods.engine import (
     run_rules,
     target_paths,
     triggered,
-    unified_diff,
     validate_python,
 )
 from autograd_fix.codemods.imports import add_imports
@@ -187,7 +186,3 @@ class FilePlans:
             pieces.append(piece)
         pieces.extend(codes.text_of(node) for node in module.footer)
         return codes.join(pieces, module.has_trailing_newline)
-
-    def diff(self, plan_id: str, path: str) -> str:
-        """Unified diff of one plan's fix applied alone (the JSON output's per-finding diff)."""
-        return unified_diff(self.text, self.compose([plan_id]), path)

@@ -552,7 +552,7 @@ class _ScopeCheck:
             and self._history_in_view(tensor, position)
         )
         if not fixable:
-            self.rule.report(call, message + f"; backpropagate the loss tensor itself")
+            self.rule.report(call, message + "; backpropagate the loss tensor itself")
             return
         assert tensor is not None
         removal = self._removal_edits(line, target_name, tensor) if not direct else None
