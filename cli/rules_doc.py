@@ -1,7 +1,10 @@
-"""Documentation generated from the rules themselves: `--list-rules`, `--explain`, README.
+"""Documentation generated from the rules themselves: `--list-rules`, `--explain`, README, rule pages.
 
 The README's rule table sits between two markers and a test fails when it differs from
 `readme_table()`; `python -m autograd_fix.cli.rules_doc --write-readme` refreshes it.
+The rule pages `docs/rules/AGFNNN.md` (the help URI of every finding) are the rule's
+documentation followed by its VALID and INVALID examples, read from the rule's sibling
+example module; `--write-docs` refreshes them and a test fails when one is stale.
 """
 
 from __future__ import annotations
@@ -45,6 +48,39 @@ def explain_text(rule: type[Rule]) -> str:
     return f"# {rule.code} {rule.name} (fix: {rule.safety_label()})\n\n{rule.documentation()}\n"
 
 
+#: How many examples of each kind a rule page shows (the example modules hold many more).
+PAGE_EXAMPLES = 3
+
+
+def rule_page(rule: type[Rule]) -> str:
+    """The rule's web page: its documentation, then examples it leaves alone and ones it fixes."""
+    examples = rule.examples()
+    parts = [explain_text(rule).rstrip("\n"), "", "## Examples from the test suite", ""]
+    parts.append("Code the rule leaves alone:")
+    for example in examples.valid[:PAGE_EXAMPLES]:
+        parts += ["", _python_block(example.source)]
+    shown = [example for example in examples.invalid if example.expected is not None][:PAGE_EXAMPLES]
+    parts += ["", "Code the rule reports, and what `--apply` makes of it:"]
+    for example in shown:
+        parts += ["", _python_block(example.source), "", "becomes", "", _python_block(example.expected or "")]
+    return "\n".join(parts) + "\n"
+
+
+def _python_block(source: str) -> str:
+    return "```python\n" + source.strip("\n") + "\n```"
+
+
+def write_rule_pages(folder: Path) -> list[Path]:
+    """Write `AGFNNN.md` for every rule into `folder`; return the paths written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for rule in all_rules():
+        path = folder / f"{rule.code}.md"
+        path.write_text(rule_page(rule), encoding="utf-8")
+        written.append(path)
+    return written
+
+
 def replace_table(readme: str) -> str:
     start = readme.index(README_BEGIN) + len(README_BEGIN)
     end = readme.index(README_END)
@@ -52,12 +88,15 @@ def replace_table(readme: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv != ["--write-readme"]:
-        sys.stderr.write("usage: python -m autograd_fix.cli.rules_doc --write-readme\n")
-        return 2
-    path = Path("README.md")
-    path.write_text(replace_table(path.read_text(encoding="utf-8")), encoding="utf-8")
-    return 0
+    if argv == ["--write-readme"]:
+        path = Path("README.md")
+        path.write_text(replace_table(path.read_text(encoding="utf-8")), encoding="utf-8")
+        return 0
+    if argv == ["--write-docs"]:
+        write_rule_pages(Path("docs") / "rules")
+        return 0
+    sys.stderr.write("usage: python -m autograd_fix.cli.rules_doc --write-readme | --write-docs\n")
+    return 2
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ module first (a call graph, say) do their work in `visit_Module`.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 from dataclasses import dataclass
@@ -33,6 +34,14 @@ class Contract:
 
     description: str
     checks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RuleExamples:
+    """A rule's examples: VALID ones it must leave alone, INVALID ones it must report (and fix)."""
+
+    valid: tuple[Example, ...]
+    invalid: tuple[Example, ...]
 
 
 class RuleContext:
@@ -83,8 +92,6 @@ class Rule(cst.BatchableCSTVisitor):
         if not any(token in text for token in cls.triggers):
             return False
         return cls.trigger_pattern is None or cls.trigger_pattern.search(text) is not None
-    VALID: ClassVar[list[Example]] = []
-    INVALID: ClassVar[list[Example]] = []
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__()
@@ -102,6 +109,16 @@ class Rule(cst.BatchableCSTVisitor):
                 node=node,
             )
         )
+
+    @classmethod
+    def examples(cls) -> RuleExamples:
+        """The rule's VALID and INVALID examples, kept in its sibling module under `rules/examples/`.
+
+        Rule files hold logic only; the docs generator and the parametrized example tests
+        read the examples through here.
+        """
+        module = importlib.import_module(cls.__module__.replace(".rules.", ".rules.examples.", 1))
+        return RuleExamples(valid=tuple(module.VALID), invalid=tuple(module.INVALID))
 
     @classmethod
     def documentation(cls) -> str:

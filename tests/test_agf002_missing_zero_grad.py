@@ -73,7 +73,7 @@ def test_aliased_no_grad_manual_update() -> None:
 
 
 def test_gan_is_reported_without_a_fix_and_names_both_optimizers() -> None:
-    source = MissingZeroGrad.INVALID[7].source
+    source = MissingZeroGrad.examples().invalid[7].source
     result = check_source(textwrap.dedent(source).lstrip(), [MissingZeroGrad], options=UNSAFE)
     [finding] = result.findings
     assert finding.fix is None

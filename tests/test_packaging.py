@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autograd_fix.cli.rules_doc import README_BEGIN, README_END, readme_table
+from autograd_fix.cli.rules_doc import README_BEGIN, README_END, readme_table, rule_page
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,6 +27,30 @@ def test_readme_rule_table_is_current() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     table = readme[readme.index(README_BEGIN) + len(README_BEGIN) : readme.index(README_END)].strip()
     assert table == readme_table(), "README rule table is stale: python -m autograd_fix.cli.rules_doc --write-readme"
+
+
+def test_rule_pages_are_current() -> None:
+    """docs/rules/AGFNNN.md is every finding's help URI: it exists and shows the current examples."""
+    from autograd_fix.codemods.registry import all_rules
+
+    stale = [
+        rule.code
+        for rule in all_rules()
+        if not (REPO / "docs" / "rules" / f"{rule.code}.md").is_file()
+        or (REPO / "docs" / "rules" / f"{rule.code}.md").read_text(encoding="utf-8") != rule_page(rule)
+    ]
+    assert stale == [], f"rule pages missing or stale: {stale}; run python -m autograd_fix.cli.rules_doc --write-docs"
+
+
+def test_rule_files_hold_logic_and_examples_live_beside_them() -> None:
+    """Issue 8: rule modules define no examples; each has a sibling example module with both kinds."""
+    from autograd_fix.codemods.registry import all_rules
+
+    for rule in all_rules():
+        source = (REPO / "codemods" / "rules" / f"{rule.__module__.rsplit('.', 1)[1]}.py").read_text(encoding="utf-8")
+        assert "VALID" not in source.replace("INVALID", ""), f"{rule.code} still defines examples"
+        examples = rule.examples()
+        assert examples.valid and examples.invalid
 
 
 def test_every_rule_has_an_example_script() -> None:

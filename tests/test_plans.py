@@ -73,7 +73,7 @@ def test_duplicate_positions_get_distinct_ids() -> None:
 
 def _every_invalid_example():
     for rule in all_rules():
-        for number, example in enumerate(rule.INVALID, start=1):
+        for number, example in enumerate(rule.examples().invalid, start=1):
             if example.expected is not None:  # report-only examples have no fix to compose
                 yield pytest.param(rule, example, id=f"{rule.code}-invalid-{number}")
 

@@ -20,7 +20,7 @@ from autograd_fix.codemods.rule import Rule
 
 def _cases():
     for rule in all_rules():
-        for kind, examples in (("valid", rule.VALID), ("invalid", rule.INVALID)):
+        for kind, examples in (("valid", rule.examples().valid), ("invalid", rule.examples().invalid)):
             for number, example in enumerate(examples, start=1):
                 yield pytest.param(rule, example, id=f"{rule.code}-{kind}-{number}")
 
@@ -55,5 +55,5 @@ def test_example(rule: type[Rule], example: Example) -> None:
 def test_rule_is_documented(rule: type[Rule]) -> None:
     assert rule.missing_doc_sections() == []
     assert rule.name == rule.name.lower() and " " not in rule.name
-    assert len(rule.VALID) >= 8 and len(rule.INVALID) >= 8
+    assert len(rule.examples().valid) >= 8 and len(rule.examples().invalid) >= 8
     assert rule.contract.checks and rule.contract.description

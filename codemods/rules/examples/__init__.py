@@ -1,0 +1,1 @@
+"""One module per rule, named as the rule's module: its VALID and INVALID examples."""

@@ -1,0 +1,623 @@
+"""VALID / INVALID examples of `agf001_eval_forward_without_no_grad` (read by the docs and the parametrized tests)."""
+
+from autograd_fix.codemods.model import invalid, valid
+
+VALID = [
+    # 1. the classic MNIST test(): already under no_grad
+    valid(
+        """
+import torch
+import torch.nn.functional as F
+
+def test(model, device, test_loader):
+    model.eval()
+    test_loss = 0
+    with torch.no_grad():
+        for data, target in test_loader:
+            data, target = data.to(device), target.to(device)
+            output = model(data)
+            test_loss += F.nll_loss(output, target, reduction="sum").item()
+    return test_loss / len(test_loader.dataset)
+"""
+    ),
+    # 2. decorator with an alias
+    valid(
+        """
+import torch as T
+
+@T.no_grad()
+def evaluate(model, val_loader):
+    model.eval()
+    return [model(x) for x, _ in val_loader]
+"""
+    ),
+    # 3. inference_mode, imported by name
+    valid(
+        """
+from torch import inference_mode
+
+@inference_mode()
+def predict(model, loader):
+    model.eval()
+    outs = []
+    for batch in loader:
+        outs.append(model(batch))
+    return outs
+"""
+    ),
+    # 4. saliency map: eval mode, but gradients w.r.t. the input are the goal
+    valid(
+        """
+import torch
+
+def saliency(model, image, label):
+    model.eval()
+    image = image.clone().requires_grad_(True)
+    score = model(image)[0, label]
+    score.backward()
+    return image.grad.abs().amax(dim=1)
+"""
+    ),
+    # 5. FGSM adversarial examples on the test set
+    valid(
+        """
+import torch
+import torch.nn.functional as F
+
+def test_fgsm(model, test_loader, epsilon):
+    model.eval()
+    correct = 0
+    for data, target in test_loader:
+        data.requires_grad = True
+        output = model(data)
+        loss = F.nll_loss(output, target)
+        model.zero_grad()
+        loss.backward()
+        perturbed = data + epsilon * data.grad.sign()
+        correct += (model(perturbed).argmax(1) == target).sum().item()
+    return correct
+"""
+    ),
+    # 6. a training loop
+    valid(
+        """
+import torch
+
+def train_one_epoch(model, train_loader, optimizer, criterion):
+    model.train()
+    for inputs, targets in train_loader:
+        optimizer.zero_grad()
+        loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+"""
+    ),
+    # 7. Lightning already runs validation_step under no_grad
+    valid(
+        """
+import torch
+import pytorch_lightning as pl
+
+class LitClassifier(pl.LightningModule):
+    def forward(self, x):
+        return self.net(x)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        self.log("val_loss", torch.nn.functional.cross_entropy(logits, y))
+"""
+    ),
+    # 8. a caller in the same file already disables grad
+    valid(
+        """
+import torch
+
+def run_validation(model, val_loader):
+    model.eval()
+    return sum(model(x).sum().item() for x in val_loader)
+
+def main(model, val_loader):
+    with torch.no_grad():
+        print(run_validation(model, val_loader))
+"""
+    ),
+    # 9. gradient penalty (WGAN-GP) during evaluation uses torch.autograd.grad
+    valid(
+        """
+import torch
+
+def evaluate_critic(critic, real, fake):
+    critic.eval()
+    alpha = torch.rand(real.size(0), 1, 1, 1)
+    mixed = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+    scores = critic(mixed)
+    grads = torch.autograd.grad(scores.sum(), mixed, create_graph=True)[0]
+    return ((grads.norm(2, dim=1) - 1) ** 2).mean()
+"""
+    ),
+    # 10. test-time training: an optimizer steps inside the test loop
+    valid(
+        """
+import torch
+
+def test_time_adapt(model, test_loader, optimizer):
+    model.eval()
+    for x in test_loader:
+        loss = model(x).softmax(1).mul(-1).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+    ),
+    # 11. a helper that training code in the same file calls
+    valid(
+        """
+import torch
+
+def predict(model, x):
+    return model(x)
+
+def train_step(model, x, y, optimizer):
+    loss = torch.nn.functional.mse_loss(predict(model, x), y)
+    loss.backward()
+    optimizer.step()
+"""
+    ),
+    # 12. set_grad_enabled(False) around a while-next loop
+    valid(
+        """
+import torch
+
+def evaluate(model, val_loader):
+    model.eval()
+    it = iter(val_loader)
+    with torch.set_grad_enabled(False):
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            model(batch)
+"""
+    ),
+    # 13. a pytest test that checks the output's grad_fn
+    valid(
+        """
+import torch
+
+def test_forward_shape(model):
+    model.eval()
+    out = model(torch.randn(2, 3))
+    assert out.shape == (2, 4)
+""",
+        filename="tests/test_model.py",
+    ),
+    # 14. the validation loop's outputs are backpropagated later (distillation targets)
+    valid(
+        """
+import torch
+
+def fit(model, val_loader, optimizer):
+    model.eval()
+    outs = []
+    for x in val_loader:
+        outs.append(model(x))
+    model.train()
+    loss = torch.stack(outs).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+"""
+    ),
+    # 15. a Lightning callback's validation hook: Lightning's loop already disables grad
+    valid(
+        """
+import torch
+from pytorch_lightning.callbacks import Callback
+
+class EMASwap(Callback):
+    def on_validation_epoch_start(self, trainer, pl_module):
+        pl_module.eval()
+        for batch in trainer.val_dataloaders:
+            pl_module(batch)
+"""
+    ),
+    # 16. pydantic's `model_validate` in a request validator is not a forward pass
+    valid(
+        """
+import torch
+
+class Server:
+    def _validate_request(self, body):
+        request = Request.model_validate(body, strict=True)
+        checked = validate_model_inputs(request)
+        return checked
+"""
+    ),
+    # 17. a library method returning the forward output: callers elsewhere may train on it
+    valid(
+        """
+import torch
+from torch import nn
+
+class EsmModel(nn.Module):
+    def predict_contacts(self, tokens, attention_mask):
+        return self(tokens, attention_mask=attention_mask, return_contacts=True)["contacts"]
+"""
+    ),
+    # 18. part of the forward itself, despite the word `prediction`
+    valid(
+        """
+import torch
+from torch import nn
+
+class MaskHead(nn.Module):
+    def forward_prediction_heads(self, output, mask_features):
+        decoder_output = self.decoder_norm(output)
+        return self.class_embed(decoder_output), self.mask_embed(decoder_output)
+"""
+    ),
+    # 19. called from a pipeline's `_forward`: the framework decides the grad mode
+    valid(
+        """
+import torch
+
+class TableQAPipeline(Pipeline):
+    def sequential_inference(self, **inputs):
+        all_logits = []
+        for index in range(inputs["input_ids"].shape[0]):
+            all_logits.append(self.model(input_ids=inputs["input_ids"][index : index + 1]).logits)
+        return torch.cat(all_logits)
+
+    def _forward(self, model_inputs):
+        return self.sequential_inference(**model_inputs)
+"""
+    ),
+]
+
+INVALID = [
+    # 1. segmentation validation function: decorate (returns a value -> unsafe fix)
+    invalid(
+        """
+import torch
+
+def validate(model, val_loader, criterion):
+    model.eval()
+    total = 0.0
+    for images, masks in val_loader:
+        logits = model(images)
+        total += criterion(logits, masks).item()
+    return total / len(val_loader)
+""",
+        """
+import torch
+
+@torch.no_grad()
+def validate(model, val_loader, criterion):
+    model.eval()
+    total = 0.0
+    for images, masks in val_loader:
+        logits = model(images)
+        total += criterion(logits, masks).item()
+    return total / len(val_loader)
+""",
+    ),
+    # 2. train and validate in one function: wrap only the validation loop
+    invalid(
+        """
+import torch
+
+def fit(model, train_loader, val_loader, optimizer, criterion, epochs):
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        # validation
+        val_loss = 0.0
+        for x, y in val_loader:
+            val_loss += criterion(model(x), y).item()
+        print(epoch, val_loss)
+""",
+        """
+import torch
+
+def fit(model, train_loader, val_loader, optimizer, criterion, epochs):
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        # validation
+        val_loss = 0.0
+        with torch.no_grad():
+            for x, y in val_loader:
+                val_loss += criterion(model(x), y).item()
+        print(epoch, val_loss)
+""",
+    ),
+    # 3. alias `import torch as T`
+    invalid(
+        """
+import torch as T
+
+def evaluate(net, loader):
+    net.eval()
+    for x in loader:
+        net(x)
+""",
+        """
+import torch as T
+
+@T.no_grad()
+def evaluate(net, loader):
+    net.eval()
+    for x in loader:
+        net(x)
+""",
+    ),
+    # 4. `from torch import no_grad` is reused
+    invalid(
+        """
+from torch import no_grad, nn
+
+def run_inference(model: nn.Module, batches):
+    model.eval()
+    for batch in batches:
+        model(batch)
+""",
+        """
+from torch import no_grad, nn
+
+@no_grad()
+def run_inference(model: nn.Module, batches):
+    model.eval()
+    for batch in batches:
+        model(batch)
+""",
+    ),
+    # 5. no `import torch` yet: it is added
+    invalid(
+        """
+def evaluate(model, loader):
+    model.eval()
+    for x in loader:
+        model(x)
+""",
+        """
+import torch
+
+
+@torch.no_grad()
+def evaluate(model, loader):
+    model.eval()
+    for x in loader:
+        model(x)
+""",
+    ),
+    # 6. `while True: next(it)` over a validation iterator in a script
+    invalid(
+        """
+import torch
+
+model = torch.nn.Linear(4, 2)
+model.eval()
+val_iter = iter([torch.randn(3, 4) for _ in range(5)])
+logits = []
+while True:
+    try:
+        batch = next(val_iter)
+    except StopIteration:
+        break
+    logits.append(model(batch))
+""",
+        """
+import torch
+
+model = torch.nn.Linear(4, 2)
+model.eval()
+val_iter = iter([torch.randn(3, 4) for _ in range(5)])
+logits = []
+with torch.no_grad():
+    while True:
+        try:
+            batch = next(val_iter)
+        except StopIteration:
+            break
+        logits.append(model(batch))
+""",
+    ),
+    # 7. a trainer's evaluate method (HF-style batches)
+    invalid(
+        """
+import torch
+
+class Trainer:
+    def __init__(self, model, eval_dataloader):
+        self.model = model
+        self.eval_dataloader = eval_dataloader
+
+    def evaluate(self):
+        self.model.eval()
+        losses = []
+        for batch in self.eval_dataloader:
+            outputs = self.model(**batch)
+            losses.append(outputs.loss)
+        return torch.stack(losses).mean()
+""",
+        """
+import torch
+
+class Trainer:
+    def __init__(self, model, eval_dataloader):
+        self.model = model
+        self.eval_dataloader = eval_dataloader
+
+    @torch.no_grad()
+    def evaluate(self):
+        self.model.eval()
+        losses = []
+        for batch in self.eval_dataloader:
+            outputs = self.model(**batch)
+            losses.append(outputs.loss)
+        return torch.stack(losses).mean()
+""",
+    ),
+    # 8. Lightning-style step in a hand-written loop (not a LightningModule)
+    invalid(
+        """
+import torch
+from torch import nn
+
+class Seq2Seq(nn.Module):
+    def forward(self, src):
+        return self.decoder(self.encoder(src))
+
+    def validation_step(self, batch):
+        src, tgt = batch
+        logits = self(src)
+        return nn.functional.cross_entropy(logits, tgt).item()
+""",
+        """
+import torch
+from torch import nn
+
+class Seq2Seq(nn.Module):
+    def forward(self, src):
+        return self.decoder(self.encoder(src))
+
+    @torch.no_grad()
+    def validation_step(self, batch):
+        src, tgt = batch
+        logits = self(src)
+        return nn.functional.cross_entropy(logits, tgt).item()
+""",
+    ),
+    # 9. nested loops: only the outer loop is wrapped; comments stay
+    invalid(
+        """
+import torch
+
+def main(detector, loaders):
+    detector.eval()
+    results = {}
+    for name, test_loader in loaders.items():  # one loader per split
+        for images, boxes in test_loader:
+            # forward only
+            results.setdefault(name, []).append(detector(images))
+    return results
+""",
+        """
+import torch
+
+def main(detector, loaders):
+    detector.eval()
+    results = {}
+    with torch.no_grad():
+        for name, test_loader in loaders.items():  # one loader per split
+            for images, boxes in test_loader:
+                # forward only
+                results.setdefault(name, []).append(detector(images))
+    return results
+""",
+    ),
+    # 10. a loop over a validation loader inside a larger script function (no eval())
+    invalid(
+        """
+import torch
+
+def report(model, val_loader, history):
+    history.append("epoch done")
+    correct = 0
+    for x, y in enumerate(val_loader):
+        correct += (model(x).argmax(-1) == y).sum().item()
+    history.append(correct)
+""",
+        """
+import torch
+
+def report(model, val_loader, history):
+    history.append("epoch done")
+    correct = 0
+    with torch.no_grad():
+        for x, y in enumerate(val_loader):
+            correct += (model(x).argmax(-1) == y).sum().item()
+    history.append(correct)
+""",
+    ),
+    # 11. a predict method with other decorators: no_grad goes innermost
+    invalid(
+        """
+import functools
+import torch
+
+class Classifier(torch.nn.Module):
+    @functools.lru_cache(maxsize=None)
+    def predict_proba(self, x):
+        self.eval()
+        return self.forward(x).softmax(-1)
+""",
+        """
+import functools
+import torch
+
+class Classifier(torch.nn.Module):
+    @functools.lru_cache(maxsize=None)
+    @torch.no_grad()
+    def predict_proba(self, x):
+        self.eval()
+        return self.forward(x).softmax(-1)
+""",
+    ),
+    # 12. inference_mode(False) does not disable grad
+    invalid(
+        """
+import torch
+
+def infer(model, test_loader):
+    model.eval()
+    with torch.inference_mode(False):
+        for x in test_loader:
+            model(x)
+""",
+        """
+import torch
+
+@torch.no_grad()
+def infer(model, test_loader):
+    model.eval()
+    with torch.inference_mode(False):
+        for x in test_loader:
+            model(x)
+""",
+    ),
+    # 13. module-level script after model.eval() with a docstring: import goes after it
+    invalid(
+        '''
+"""Evaluate a checkpoint."""
+from mypkg import build_model, val_loader
+
+model = build_model()
+model.eval()
+for x, y in val_loader:
+    print(model(x).argmax(1).eq(y).float().mean())
+''',
+        '''
+"""Evaluate a checkpoint."""
+import torch
+from mypkg import build_model, val_loader
+
+model = build_model()
+model.eval()
+with torch.no_grad():
+    for x, y in val_loader:
+        print(model(x).argmax(1).eq(y).float().mean())
+''',
+    ),
+]

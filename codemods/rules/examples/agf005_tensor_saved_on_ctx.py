@@ -1,0 +1,432 @@
+"""VALID / INVALID examples of `agf005_tensor_saved_on_ctx` (read by the docs and the parametrized tests)."""
+
+from autograd_fix.codemods.model import invalid, valid
+
+VALID = [
+    # 1. the canonical pattern: tensors saved, the float on ctx
+    valid(
+        """
+import torch
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale: float):
+        ctx.scale = scale
+        ctx.save_for_backward(x)
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, = ctx.saved_tensors
+        return grad_output * ctx.scale, None
+"""
+    ),
+    # 2. shapes and dtypes on ctx are not tensors
+    valid(
+        """
+import torch
+
+class SumAll(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.shape = x.shape
+        ctx.dtype = x.dtype
+        return x.sum()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.expand(ctx.shape).to(ctx.dtype)
+"""
+    ),
+    # 3. an unannotated parameter that is never used as a tensor: unsure, left alone
+    valid(
+        """
+import torch
+
+class GradReverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output.neg() * ctx.alpha, None
+"""
+    ),
+    # 4. a tensor on ctx that backward never reads (only used in forward)
+    valid(
+        """
+import torch
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.cache = x.clone()
+        return ctx.cache * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+"""
+    ),
+    # 5. a Python number from `.item()`
+    valid(
+        """
+import torch
+
+class MaxNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.peak = x.abs().max().item()
+        return x / ctx.peak
+
+    @staticmethod
+    def backward(ctx, g):
+        return g / ctx.peak
+"""
+    ),
+    # 6. not an autograd Function
+    valid(
+        """
+import torch
+
+class Cache:
+    def forward(self, ctx, x):
+        ctx.out = torch.exp(x)
+        return ctx.out
+
+    def backward(self, ctx, g):
+        return g * ctx.out
+"""
+    ),
+    # 7. the attribute is stored conditionally: where to save is unclear
+    valid(
+        """
+import torch
+
+class MaybeMask(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, p: float):
+        ctx.mask = None
+        if p > 0:
+            ctx.mask = (torch.rand_like(x) > p).to(x.dtype)
+            return x * ctx.mask
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g if ctx.mask is None else g * ctx.mask), None
+"""
+    ),
+    # 8. backward frees the attribute itself (`del ctx.buf`): left alone
+    valid(
+        """
+import torch
+
+class Buffered(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.buf = torch.sigmoid(x)
+        return ctx.buf.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        s = ctx.buf
+        del ctx.buf
+        return g * s * (1 - s)
+"""
+    ),
+]
+
+INVALID = [
+    # 1. the output kept on ctx (reference cycle)
+    invalid(
+        """
+import torch
+
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = x.exp()
+        ctx.out = out
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.out
+""",
+        """
+import torch
+
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = x.exp()
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        out, = ctx.saved_tensors
+        return grad_output * out
+""",
+    ),
+    # 2. input and weight on ctx, merged with nothing, docstring in backward kept first
+    invalid(
+        """
+import torch
+from torch.autograd import Function
+
+class MyLinear(Function):
+    @staticmethod
+    def forward(ctx, input, weight):
+        ctx.input = input
+        ctx.weight = weight
+        return input.mm(weight.t())
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        \"\"\"Gradients of input @ weight.T.\"\"\"
+        grad_input = grad_output.mm(ctx.weight)
+        grad_weight = grad_output.t().mm(ctx.input)
+        return grad_input, grad_weight
+""",
+        """
+import torch
+from torch.autograd import Function
+
+class MyLinear(Function):
+    @staticmethod
+    def forward(ctx, input, weight):
+        ctx.save_for_backward(input, weight)
+        return input.mm(weight.t())
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        \"\"\"Gradients of input @ weight.T.\"\"\"
+        input, weight = ctx.saved_tensors
+        grad_input = grad_output.mm(weight)
+        grad_weight = grad_output.t().mm(input)
+        return grad_input, grad_weight
+""",
+    ),
+    # 3. merged with an existing save_for_backward; the float stays on ctx
+    invalid(
+        """
+import torch
+
+class SiLUScaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale: float):
+        ctx.save_for_backward(x)
+        ctx.scale = scale
+        ctx.sig = torch.sigmoid(x)
+        return x * ctx.sig * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        s = ctx.sig
+        return g * ctx.scale * (s + x * s * (1 - s)), None
+""",
+        """
+import torch
+
+class SiLUScaled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale: float):
+        ctx.scale = scale
+        sig = torch.sigmoid(x)
+        ctx.save_for_backward(x, sig)
+        return x * sig * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, sig = ctx.saved_tensors
+        s = sig
+        return g * ctx.scale * (s + x * s * (1 - s)), None
+""",
+    ),
+    # 4. import alias, a comment on the stored line moves with the save call
+    invalid(
+        """
+import torch
+import torch.autograd as ag
+
+class Tanh(ag.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        # backward needs the output
+        ctx.y = y
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (1 - ctx.y ** 2)
+""",
+        """
+import torch
+import torch.autograd as ag
+
+class Tanh(ag.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        # backward needs the output
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        y, = ctx.saved_tensors
+        return g * (1 - y ** 2)
+""",
+    ),
+    # 5. setup_context style: the input and the output
+    invalid(
+        """
+import torch
+
+class Softplus(torch.autograd.Function):
+    @staticmethod
+    def forward(x, beta: float = 1.0):
+        return torch.nn.functional.softplus(x, beta=beta)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, beta = inputs
+        ctx.x = x
+        ctx.beta = beta
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * torch.sigmoid(ctx.beta * ctx.x), None
+""",
+        """
+import torch
+
+class Softplus(torch.autograd.Function):
+    @staticmethod
+    def forward(x, beta: float = 1.0):
+        return torch.nn.functional.softplus(x, beta=beta)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, beta = inputs
+        ctx.save_for_backward(x)
+        ctx.beta = beta
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * torch.sigmoid(ctx.beta * x), None
+""",
+    ),
+    # 6. backward keeps the saved tuple in a variable: report only
+    invalid(
+        """
+import torch
+
+class Affine(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x)
+        ctx.w = w.clone()
+        return x.mm(w)
+
+    @staticmethod
+    def backward(ctx, g):
+        saved = ctx.saved_tensors
+        return g.mm(ctx.w.t()), saved[0].t().mm(g)
+"""
+    ),
+    # 7. an intermediate computed inline in the attribute assignment
+    invalid(
+        """
+import torch
+
+class LogSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits):
+        ctx.probs = torch.softmax(logits, dim=-1)
+        return torch.log_softmax(logits, dim=-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g - ctx.probs * g.sum(dim=-1, keepdim=True)
+""",
+        """
+import torch
+
+class LogSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits):
+        probs = torch.softmax(logits, dim=-1)
+        ctx.save_for_backward(probs)
+        return torch.log_softmax(logits, dim=-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        probs, = ctx.saved_tensors
+        return g - probs * g.sum(dim=-1, keepdim=True)
+""",
+    ),
+    # 8. forward returns early before the attribute is set: report only
+    invalid(
+        """
+import torch
+
+class Gate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, enabled: bool):
+        if not enabled:
+            return x.clone()
+        ctx.mask = (x > 0).to(x.dtype)
+        return x * ctx.mask
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.mask, None
+"""
+    ),
+    # 9. existing unpacking extended, saved before the return
+    invalid(
+        """
+import torch
+
+class Swish(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, beta):
+        ctx.save_for_backward(x, beta)
+        out = x * torch.sigmoid(beta * x)
+        ctx.out = out
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, beta = ctx.saved_tensors
+        s = torch.sigmoid(beta * x)
+        y = ctx.out
+        return g * (y * beta + s * (1 - beta * y)), g * (x * y - x * y * s)
+""",
+        """
+import torch
+
+class Swish(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, beta):
+        out = x * torch.sigmoid(beta * x)
+        ctx.save_for_backward(x, beta, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, beta, out = ctx.saved_tensors
+        s = torch.sigmoid(beta * x)
+        y = out
+        return g * (y * beta + s * (1 - beta * y)), g * (x * y - x * y * s)
+""",
+    ),
+]

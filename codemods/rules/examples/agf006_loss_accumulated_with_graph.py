@@ -1,0 +1,395 @@
+"""VALID / INVALID examples of `agf006_loss_accumulated_with_graph` (read by the docs and the parametrized tests)."""
+
+from autograd_fix.codemods.model import invalid, valid
+
+VALID = [
+    # 1. the fixed FAQ loop
+    valid(
+        """
+total_loss = 0.0
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss.item()
+"""
+    ),
+    # 2. the accumulated total is backpropagated (gradient accumulation by summing losses)
+    valid(
+        """
+def step(model, chunks, optimizer):
+    optimizer.zero_grad()
+    total = 0
+    for x, y in chunks:
+        loss = (model(x) - y).pow(2).mean()
+        total = total + loss
+    total.backward()
+    optimizer.step()
+"""
+    ),
+    # 3. multi-task: losses summed in a loop, then backpropagated through a derived name
+    valid(
+        """
+def training_step(self, batch):
+    losses = []
+    for head, target in zip(self.heads, batch["targets"]):
+        loss = self.criterion(head(batch["x"]), target)
+        losses.append(loss)
+    total = torch.stack(losses).sum()
+    total.backward()
+"""
+    ),
+    # 4. validation under no_grad: nothing is recorded
+    valid(
+        """
+import torch
+
+@torch.no_grad()
+def evaluate(model, loader, criterion):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        total += loss
+    return total / len(loader)
+"""
+    ),
+    # 5. detach already there
+    valid(
+        """
+epoch_losses = []
+for batch in loader:
+    loss = model(batch).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    epoch_losses.append(loss.detach())
+"""
+    ),
+    # 6. retain_graph: the graph may be used again, leave it alone
+    valid(
+        """
+running = 0
+for x in loader:
+    loss = model(x).sum()
+    loss.backward(retain_graph=True)
+    running += loss
+"""
+    ),
+    # 7. the list is reset every iteration: nothing accumulates across iterations
+    valid(
+        """
+for x, y in loader:
+    step_losses = []
+    loss = criterion(model(x), y)
+    loss.backward()
+    step_losses.append(loss)
+    log(step_losses)
+"""
+    ),
+    # 8. an attribute accumulator: who reads it is unknown here
+    valid(
+        """
+class Trainer:
+    def fit(self):
+        for x, y in self.loader:
+            loss = self.criterion(self.model(x), y)
+            loss.backward()
+            self.optimizer.step()
+            self.history.append(loss)
+"""
+    ),
+    # 9. backward only sometimes: the accumulated graphs may still be used
+    valid(
+        """
+total = 0
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    total += loss
+    if (i + 1) % 4 == 0:
+        total.backward()
+        total = 0
+"""
+    ),
+    # 10. the accumulated value is computed from an int count, not the loss
+    valid(
+        """
+correct = 0
+for x, y in loader:
+    logits = model(x)
+    loss = criterion(logits, y)
+    loss.backward()
+    optimizer.step()
+    correct += (logits.argmax(1) == y).sum()
+"""
+    ),
+    # 11. DETR-style: the criterion takes and returns dicts; kept dicts are not tensors
+    valid(
+        """
+all_outputs = []
+for samples, targets in data_loader:
+    outputs = model(samples)
+    loss_dict = criterion(outputs, targets)
+    losses = sum(loss_dict[k] * weight_dict[k] for k in loss_dict.keys() if k in weight_dict)
+    optimizer.zero_grad()
+    losses.backward()
+    optimizer.step()
+    all_outputs.append(outputs)
+    metric_logger.update(loss_dict)
+"""
+    ),
+]
+
+INVALID = [
+    # 1. the FAQ example: used only as a number -> .item()
+    invalid(
+        """
+total_loss = 0.0
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss
+print(f"epoch loss {total_loss / len(loader):.4f}")
+""",
+        """
+total_loss = 0.0
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss.item()
+print(f"epoch loss {total_loss / len(loader):.4f}")
+""",
+    ),
+    # 2. returned from a train_epoch function -> .detach() keeps it a tensor
+    invalid(
+        """
+def train_epoch(model, loader, optimizer, criterion):
+    model.train()
+    running_loss = 0.0
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss
+    return running_loss / len(loader)
+""",
+        """
+def train_epoch(model, loader, optimizer, criterion):
+    model.train()
+    running_loss = 0.0
+    for inputs, targets in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        running_loss += loss.detach()
+    return running_loss / len(loader)
+""",
+    ),
+    # 3. a list of losses, later stacked
+    invalid(
+        """
+import torch
+
+losses = []
+for step, batch in enumerate(train_loader):
+    loss = model(**batch).loss
+    accelerator.backward(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+    losses.append(loss)
+print(torch.stack(losses).mean())
+""",
+        """
+import torch
+
+losses = []
+for step, batch in enumerate(train_loader):
+    loss = model(**batch).loss
+    accelerator.backward(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+    losses.append(loss.detach())
+print(torch.stack(losses).mean())
+""",
+    ),
+    # 4. weighted by batch size: the whole product is detached
+    invalid(
+        """
+def fit(net, loader, opt, loss_fn):
+    epoch_loss = 0
+    for xb, yb in loader:
+        loss = loss_fn(net(xb), yb)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        epoch_loss = epoch_loss + loss * xb.size(0)
+    return epoch_loss
+""",
+        """
+def fit(net, loader, opt, loss_fn):
+    epoch_loss = 0
+    for xb, yb in loader:
+        loss = loss_fn(net(xb), yb)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        epoch_loss = epoch_loss + (loss * xb.size(0)).detach()
+    return epoch_loss
+""",
+    ),
+    # 5. a metrics dict: entries of a dict accumulated
+    invalid(
+        """
+from collections import defaultdict
+
+def train(model, loader, optimizer):
+    stats = defaultdict(float)
+    for batch in loader:
+        recon, kl = model.losses(batch)
+        loss = recon + kl
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        stats["loss"] += loss
+    return stats
+""",
+        """
+from collections import defaultdict
+
+def train(model, loader, optimizer):
+    stats = defaultdict(float)
+    for batch in loader:
+        recon, kl = model.losses(batch)
+        loss = recon + kl
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        stats["loss"] += loss.detach()
+    return stats
+""",
+    ),
+    # 6. history of dicts (step outputs kept)
+    invalid(
+        """
+history = []
+for epoch in range(epochs):
+    for x, y in loader:
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        history.append({"epoch": epoch, "loss": loss})
+""",
+        """
+history = []
+for epoch in range(epochs):
+    for x, y in loader:
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        history.append({"epoch": epoch, "loss": loss.detach()})
+""",
+    ),
+    # 7. AMP, and the per-component loss feeding the total
+    invalid(
+        """
+import torch
+
+def train(model, loader, optimizer, scaler, criterion):
+    ce_total = 0.0
+    for images, labels in loader:
+        with torch.autocast("cuda"):
+            logits = model(images)
+            ce = criterion(logits, labels)
+            loss = ce + 0.01 * model.l2()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        ce_total += ce
+    return ce_total
+""",
+        """
+import torch
+
+def train(model, loader, optimizer, scaler, criterion):
+    ce_total = 0.0
+    for images, labels in loader:
+        with torch.autocast("cuda"):
+            logits = model(images)
+            ce = criterion(logits, labels)
+            loss = ce + 0.01 * model.l2()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        ce_total += ce.detach()
+    return ce_total
+""",
+    ),
+    # 8. the running loss of the CIFAR tutorial, reset inside an if, printed
+    invalid(
+        """
+running_loss = 0.0
+for i, (inputs, labels) in enumerate(trainloader):
+    optimizer.zero_grad()
+    outputs = net(inputs)
+    loss = criterion(outputs, labels)
+    loss.backward()
+    optimizer.step()
+    running_loss += loss
+    if i % 2000 == 1999:
+        print(f"[{i + 1:5d}] loss: {running_loss / 2000:.3f}")
+        running_loss = 0.0
+""",
+        """
+running_loss = 0.0
+for i, (inputs, labels) in enumerate(trainloader):
+    optimizer.zero_grad()
+    outputs = net(inputs)
+    loss = criterion(outputs, labels)
+    loss.backward()
+    optimizer.step()
+    running_loss += loss.item()
+    if i % 2000 == 1999:
+        print(f"[{i + 1:5d}] loss: {running_loss / 2000:.3f}")
+        running_loss = 0.0
+""",
+    ),
+    # 9. model outputs kept for epoch metrics
+    invalid(
+        """
+import torch.nn.functional as F
+
+all_logits = []
+for x, y in train_loader:
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    all_logits.append(logits)
+auroc = compute_auroc(torch.cat(all_logits))
+""",
+        """
+import torch.nn.functional as F
+
+all_logits = []
+for x, y in train_loader:
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    all_logits.append(logits.detach())
+auroc = compute_auroc(torch.cat(all_logits))
+""",
+    ),
+]

@@ -1,0 +1,313 @@
+"""VALID / INVALID examples of `agf011_unneeded_retain_graph` (read by the docs and the parametrized tests)."""
+
+from autograd_fix.codemods.model import invalid, valid
+
+VALID = [
+    # 1. no retain_graph at all
+    valid(
+        """
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""
+    ),
+    # 2. TBPTT: the hidden state carries the graph into the next iteration
+    valid(
+        """
+hidden = model.init_hidden(batch_size)
+for x, y in train_loader:
+    optimizer.zero_grad()
+    out, hidden = model(x, hidden)
+    loss = criterion(out, y)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+"""
+    ),
+    # 3. the graph is used again: second backward through a shared feature
+    valid(
+        """
+for x, y in loader:
+    feats = backbone(x)
+    loss_a = head_a(feats).mean()
+    loss_a.backward(retain_graph=True)
+    log_grads(model)
+    loss_b = head_b(feats).mean()
+    loss_b.backward()
+"""
+    ),
+    # 4. one shared feature, several heads in a loop: the graph of z is needed each time
+    valid(
+        """
+z = encoder(x)
+for head in heads:
+    loss = head(z).pow(2).mean()
+    loss.backward(retain_graph=True)
+"""
+    ),
+    # 5. WGAN-GP: autograd.grad then backward over the same graph
+    valid(
+        """
+import torch
+
+def critic_step(critic, real, fake, opt):
+    interp = (real + fake).requires_grad_(True)
+    score = critic(interp)
+    grads = torch.autograd.grad(score.sum(), interp, create_graph=True, retain_graph=True)[0]
+    loss = score.mean() + 10 * (grads.norm(2, dim=1) - 1).pow(2).mean()
+    loss.backward()
+    opt.step()
+"""
+    ),
+    # 6. the loss is returned: the caller may backpropagate again
+    valid(
+        """
+def train_step(model, batch, optimizer):
+    loss = model(batch).mean()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+    return loss
+"""
+    ),
+    # 7. a parameter that may carry the caller's graph (not a data batch)
+    valid(
+        """
+def head_step(head, features, target):
+    loss = (head(features) - target).pow(2).mean()
+    loss.backward(retain_graph=True)
+"""
+    ),
+    # 8. a stateful module in the same file: forward stores a tensor on self
+    valid(
+        """
+import torch
+
+class Memory(torch.nn.Module):
+    def forward(self, x):
+        self.last = self.proj(x) + self.last
+        return self.last
+
+for x, y in loader:
+    loss = (model(x) - y).pow(2).mean()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+"""
+    ),
+    # 9. something reads .grad between the two backward passes
+    valid(
+        """
+for x, y in loader:
+    out = model(x)
+    l1 = criterion(out, y)
+    l2 = out.pow(2).mean()
+    l1.backward(retain_graph=True)
+    g1 = [p.grad.clone() for p in model.parameters()]
+    l2.backward()
+"""
+    ),
+    # 10. iterating over tensors that share a graph (not data batches)
+    valid(
+        """
+parts = model(x).chunk(4)
+for part in parts:
+    part.sum().backward(retain_graph=True)
+"""
+    ),
+]
+
+INVALID = [
+    # 1. a plain training loop
+    invalid(
+        """
+for x, y in train_loader:
+    optimizer.zero_grad()
+    out = model(x)
+    loss = criterion(out, y)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+""",
+        """
+for x, y in train_loader:
+    optimizer.zero_grad()
+    out = model(x)
+    loss = criterion(out, y)
+    loss.backward()
+    optimizer.step()
+""",
+    ),
+    # 2. two losses sharing one graph, backpropagated back to back
+    invalid(
+        """
+for images, labels in loader:
+    optimizer.zero_grad()
+    logits, aux = model(images)
+    main_loss = criterion(logits, labels)
+    aux_loss = 0.4 * criterion(aux, labels)
+    main_loss.backward(retain_graph=True)
+    aux_loss.backward()
+    optimizer.step()
+""",
+        """
+for images, labels in loader:
+    optimizer.zero_grad()
+    logits, aux = model(images)
+    main_loss = criterion(logits, labels)
+    aux_loss = 0.4 * criterion(aux, labels)
+    (main_loss + aux_loss).backward()
+    optimizer.step()
+""",
+    ),
+    # 3. a trainer method with enumerate(tqdm(...)) and a device
+    invalid(
+        """
+import torch
+from tqdm import tqdm
+
+class Trainer:
+    def train_epoch(self, epoch):
+        self.model.train()
+        for step, (x, y) in enumerate(tqdm(self.train_loader)):
+            x, y = x.to(self.device), y.to(self.device)
+            self.optimizer.zero_grad()
+            loss = self.criterion(self.model(x), y)
+            loss.backward(retain_graph=True)  # "fixes" an error once seen
+            self.optimizer.step()
+            self.writer.add_scalar("loss", loss.item(), step)
+""",
+        """
+import torch
+from tqdm import tqdm
+
+class Trainer:
+    def train_epoch(self, epoch):
+        self.model.train()
+        for step, (x, y) in enumerate(tqdm(self.train_loader)):
+            x, y = x.to(self.device), y.to(self.device)
+            self.optimizer.zero_grad()
+            loss = self.criterion(self.model(x), y)
+            loss.backward()  # "fixes" an error once seen
+            self.optimizer.step()
+            self.writer.add_scalar("loss", loss.item(), step)
+""",
+    ),
+    # 4. a train_step function on one batch
+    invalid(
+        """
+def train_step(model, batch, optimizer, criterion):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), targets)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+    return loss.item()
+""",
+        """
+def train_step(model, batch, optimizer, criterion):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+""",
+    ),
+    # 5. merge in a function, keeping the comment of the second call
+    invalid(
+        """
+def training_step(model, batch, opt):
+    x, y = batch
+    recon, mu, logvar = model(x)
+    rec = (recon - x).pow(2).mean()
+    kld = -0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).mean()
+    opt.zero_grad()
+    rec.backward(retain_graph=True)
+    # regulariser
+    kld.backward()
+    opt.step()
+""",
+        """
+def training_step(model, batch, opt):
+    x, y = batch
+    recon, mu, logvar = model(x)
+    rec = (recon - x).pow(2).mean()
+    kld = -0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).mean()
+    opt.zero_grad()
+    # regulariser
+    (rec + kld).backward()
+    opt.step()
+""",
+    ),
+    # 6. range loop over synthetic batches in a script
+    invalid(
+        """
+import torch
+
+model = torch.nn.Linear(10, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for it in range(100):
+    xb = torch.randn(32, 10)
+    loss = model(xb).pow(2).mean()
+    opt.zero_grad()
+    loss.backward(retain_graph=True)
+    opt.step()
+""",
+        """
+import torch
+
+model = torch.nn.Linear(10, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for it in range(100):
+    xb = torch.randn(32, 10)
+    loss = model(xb).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+""",
+    ),
+    # 7. other arguments are kept (gradient given explicitly)
+    invalid(
+        """
+for batch in dataloader:
+    out = net(batch)
+    out.backward(torch.ones_like(out), retain_graph=True)
+    opt.step()
+    opt.zero_grad()
+""",
+        """
+for batch in dataloader:
+    out = net(batch)
+    out.backward(torch.ones_like(out))
+    opt.step()
+    opt.zero_grad()
+""",
+    ),
+    # 8. AMP-free multi-loss with a scalar weight, inside autocast
+    invalid(
+        """
+import torch
+
+for x, y in loader:
+    with torch.autocast("cpu"):
+        pred = model(x)
+        loss_cls = F.cross_entropy(pred, y)
+        loss_reg = pred.pow(2).mean()
+    loss_cls.backward(retain_graph=True)
+    loss_reg.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+        """
+import torch
+
+for x, y in loader:
+    with torch.autocast("cpu"):
+        pred = model(x)
+        loss_cls = F.cross_entropy(pred, y)
+        loss_reg = pred.pow(2).mean()
+    (loss_cls + loss_reg).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+""",
+    ),
+]
