@@ -573,3 +573,47 @@ def test_constructor_rewrite_that_moves_autocast_to_another_device_is_rejected(v
     verdict = run(verifier, LLM_WRAPPER, wrong, entry="LLM.__init__")
     assert verdict.verdict == "rejected", verdict.reason
     assert "self.autocast_context.device: 'cuda' != 'cpu'" in verdict.reason
+
+
+# -- a library file's same-file callers run too ----------------------------------------
+TRAINER = """
+import torch
+from torch import nn
+
+
+class Trainer:
+    def __init__(self, module, lr=0.01):
+        self.module = module
+        self.criterion = nn.CrossEntropyLoss()
+        self.optimizer = torch.optim.SGD(self.module.parameters(), lr=lr)
+
+    def infer(self, x):
+        return self.module(x)
+
+    def train_step(self, x, y):
+        self.module.train()
+        self.optimizer.zero_grad()
+        loss = self.criterion(self.infer(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def validation_step(self, x, y):
+        self.module.eval()
+        return self.criterion(self.infer(x), y).item()
+"""
+
+
+def test_no_grad_on_a_helper_the_training_step_backprops_through_is_rejected(verifier):
+    """Modelled on skorch#218: the helper's own outputs are equal under no_grad, but the
+    same-file train_step that calls it can no longer backpropagate."""
+    wrong = TRAINER.replace("    def infer(self, x):", "    @torch.no_grad()\n    def infer(self, x):")
+    verdict = run(verifier, TRAINER, wrong, AGF001)
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "Trainer.train_step" in verdict.reason and "does not require grad" in verdict.reason
+
+
+def test_no_grad_on_the_validation_step_is_accepted_though_callers_are_looked_for(verifier):
+    right = TRAINER.replace("    def validation_step(self, x, y):", "    @torch.no_grad()\n    def validation_step(self, x, y):")
+    verdict = run(verifier, TRAINER, right, AGF001)
+    assert verdict.verdict == "accepted", verdict.reason

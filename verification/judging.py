@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from .contracts import evaluate
 from .sandbox import Outcome
-from .verdict import UNVERIFIED, UnitResult
+from .verdict import REJECTED, UNVERIFIED, UnitResult
 
 RunPair = Callable[[dict[str, Any]], "tuple[Outcome, Outcome] | list[Outcome]"]
 _SLOW_HINT = "name a shorter `driver`, or `argv` for fewer epochs or steps, in [tool.autograd-fix.verify]"
@@ -127,6 +127,23 @@ def _covering(fallbacks: list[dict[str, Any]], missing: list[str] | None) -> lis
     return chosen
 
 
+def _caller_results(unit: dict[str, Any], driver: str, mode: str, original: Outcome, rewritten: Outcome) -> list[UnitResult]:
+    """A same-file caller of the changed function rejects the patch when the rewritten
+    raises where the original ran clean; otherwise it says nothing (its outputs may differ
+    by design: a fixed training step trains differently), so it yields no result."""
+    if original.status != "ok" or (original.record or {}).get("unbound") or (original.record or {}).get("setup_error"):
+        return []
+    if _exception(original) is not None:
+        return []
+    exc = _exception(rewritten)
+    if (exc is None and rewritten.status == "ok") or rewritten.status == "timeout":
+        return []
+    what = f"raises {_exc_text(exc)}" if exc is not None else rewritten.detail
+    reason = f"{driver}: calls the changed {unit['caller_of']} and now {what}; the original ran clean"
+    evidence = {"caller_of": unit["caller_of"], "original": "ran clean", "rewritten": what}
+    return [UnitResult(unit["name"], mode, REJECTED, reason, evidence, driver=driver)]
+
+
 def judge_unit(
     unit: dict[str, Any], run_pair: RunPair, checks: tuple[str, ...] | None, note: str = "",
     failures: dict[str, dict[str, Any]] | None = None,
@@ -145,6 +162,8 @@ def judge_unit(
         reason = f"{problem} ({note})" if note else problem
         return [UnitResult(unit["name"], mode, UNVERIFIED, reason, {}, driver=driver)]
     original, rewritten = run_pair(unit)
+    if unit.get("caller_of"):
+        return _caller_results(unit, driver, mode, original, rewritten)
     result = evaluate(unit["name"], mode, unit["kind"], original, rewritten, checks)
     usable = bool(fallbacks) and (any(f.get("kind") == "driver" for f in fallbacks) or not _stopped_on_import(unit, original))
     if fallbacks and lasting_failure(original, rewritten):

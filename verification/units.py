@@ -55,6 +55,10 @@ class Unit:
     #: line ranges of the original's top-level code outside ``__main__`` blocks: importing
     #: the file runs it, so a function fallback cannot get past a failure there
     import_lines: tuple[tuple[int, int], ...] = ()
+    #: set on a *caller* unit: the changed function (qualname) this same-file caller
+    #: calls. A caller only looks for what the change breaks further up (the rewritten
+    #: raising where the original ran clean); it is never evidence that the fix is right
+    caller_of: str | None = None
 
     @property
     def mode(self) -> str:
@@ -74,6 +78,7 @@ class Unit:
             "fallbacks": [unit.to_json() for unit in self.fallbacks],
             "script_changed": self.script_changed,
             "import_lines": [list(r) for r in self.import_lines],
+            "caller_of": self.caller_of,
         }
 
 
@@ -421,6 +426,7 @@ def find_units(
         return [replace(script, fallbacks=tuple(fallbacks))]
     if command_unit is not None:
         return [command_unit]
+    units += _caller_units(orig, rew, units)
     if not units:
         units.append(
             Unit(
@@ -433,6 +439,59 @@ def find_units(
             )
         )
     return units
+
+
+#: at most this many callers are run per patch (each costs two runs)
+MAX_CALLER_UNITS = 3
+
+
+def _caller_units(orig: _Module, rew: _Module, changed: list[Unit]) -> list[Unit]:
+    """Same-file callers of the changed functions, for a file without a driver.
+
+    A library file's function unit runs the changed function alone, which cannot show
+    what the change breaks for its callers: `@torch.no_grad()` on a helper that a
+    `train_step` also calls and backpropagates through leaves the helper's own outputs
+    equal, yet the training step now raises. Running the callers too catches that."""
+    done = {unit.qualname for unit in changed}
+    found: list[Unit] = []
+    for unit in changed:
+        if unit.kind not in ("function", "method") or unit.qualname is None:
+            continue
+        for caller, kind in _callers_of(orig, unit.qualname):
+            if caller in done or len(found) >= MAX_CALLER_UNITS:
+                continue
+            done.add(caller)
+            found.append(replace(_function_unit(orig, rew, caller, kind, caller), caller_of=unit.qualname))
+    return found
+
+
+def _callers_of(module: _Module, qualname: str) -> list[tuple[str, str]]:
+    """(qualname, kind) of the functions, and methods of the same class, that call `qualname`
+    directly: `name(...)` for a function, `self.name(...)` for a method."""
+    cls, _, name = qualname.rpartition(".")
+    if cls:
+        return [
+            (f"{owner}.{method}", "method")
+            for (owner, method), node in module.methods.items()
+            if owner == cls and method != name and _calls(node, name, on_self=True)
+        ]
+    return [
+        (key, "function")
+        for key, node in module.defs.items()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and key != name and _calls(node, name, on_self=False)
+    ]
+
+
+def _calls(node: ast.stmt, name: str, *, on_self: bool) -> bool:
+    for sub in ast.walk(node):
+        if not isinstance(sub, ast.Call):
+            continue
+        func = sub.func
+        if on_self and isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return True
+        if not on_self and isinstance(func, ast.Name) and func.id == name:
+            return True
+    return False
 
 
 def _entry_unit(orig: _Module, rew: _Module, entry: str) -> Unit:
