@@ -405,9 +405,13 @@ def _recorded(s: Sides) -> tuple[int | None, int | None]:
 
 def check_step_grads_match_contributions(s: Sides) -> CheckResult:
     r = s.rewritten
-    steps = r.get("measures", {}).get("optimizer_steps", 0)
+    measures = r.get("measures", {})
+    steps = measures.get("optimizer_steps", 0) + measures.get("manual_updates", 0)
     if not steps:
-        return CheckResult("step_grads_match_contributions", UNKNOWN, "no optimizer.step() ran in the rewritten version")
+        return CheckResult(
+            "step_grads_match_contributions", UNKNOWN, "no optimizer.step() or hand-written update ran in the rewritten version"
+        )
+    unit = "steps" if measures.get("optimizer_steps", 0) else "hand-written updates"
     count = r.get("step_violation_count", 0)
     orig_count = s.original.get("stale_steps", 0)
     if count:
@@ -427,7 +431,7 @@ def check_step_grads_match_contributions(s: Sides) -> CheckResult:
         )
     tail = f"; original: {orig_count} step(s) saw stale gradients" if orig_count else ""
     first = " (first step's losses and contributions equal the original's)" if s.original.get("steps") else ""
-    return CheckResult("step_grads_match_contributions", PASS, f"every step's .grad = contributions since the previous step ({steps} steps){tail}{first}")
+    return CheckResult("step_grads_match_contributions", PASS, f"every step's .grad = contributions since the previous step ({steps} {unit}){tail}{first}")
 
 
 def _first_step_differences(o_steps: list[dict[str, Any]], r_steps: list[dict[str, Any]]) -> list[str]:

@@ -38,6 +38,8 @@ from .reach import ReachTracer
 #: probes whose checks need initial parameter values / ctx tracking
 _NEEDS_INITIAL = {"parameters_change_as_intended"}
 _NEEDS_CTX = {"ctx_freed_without_gc"}
+#: checks that judge every update, hand-written ones (``w -= lr * w.grad``) included
+_NEEDS_UPDATES = {"step_grads_match_contributions"}
 _NEEDS_GRAD_INPUTS = {"original_error_gone", "gradients_match_finite_differences", "forward_values_equal", "equal_or_gradients_corrected"}
 #: checks that need the directional finite-difference re-runs (gradcheck.py covers Functions)
 _NEEDS_FINITE_DIFFERENCES = {"gradients_match_finite_differences", "equal_or_gradients_corrected"}
@@ -200,6 +202,7 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
     watch = LineWatch(path, spec.get("changed_lines"))
     probes = Probes(
         track_ctx=kind == "autograd_function" or bool(checks & _NEEDS_CTX),
+        track_manual_updates=bool(checks & _NEEDS_UPDATES),
         snapshot_initial=bool(checks & _NEEDS_INITIAL) or not checks,
         device=device,
         path=path,

@@ -58,6 +58,7 @@ import torch
 import torch.optim.optimizer as _optimizer_module
 from torch import nn
 
+from .manual_updates import ManualUpdateWatch
 from .gradcheck import backward_vs_finite_differences, compare_backwards, counterpart_class, input_roles, merge_roles, rng_fork
 
 #: float32 gradients are compared to sums of per-backward differences; each difference
@@ -244,8 +245,16 @@ class Probes:
         path: str | None = None,
         counterpart: str | None = None,
         watch: Any = None,
+        track_manual_updates: bool = False,
     ) -> None:
         self.track_ctx = track_ctx
+        self.track_manual_updates = track_manual_updates
+        #: hand-written updates seen (each of one parameter), and the leaves updated
+        #: since the last backward: a clamp right after `w -= ...` is the same update
+        self.manual_updates = 0
+        self.optimizer_steps = 0
+        self._updated_since_backward: set[int] = set()
+        self._stepping = False
         self.path = path
         self.counterpart = counterpart
         self.watch = watch
@@ -320,6 +329,11 @@ class Probes:
         self._handles.append(nn.modules.module.register_module_forward_pre_hook(self._on_forward))
         self._handles.append(nn.modules.module.register_module_forward_hook(self._on_forward_done, always_call=True))
         self._handles.append(_optimizer_module.register_optimizer_step_pre_hook(self._on_step))
+        self._handles.append(_optimizer_module.register_optimizer_step_post_hook(self._after_step))
+        if self.track_manual_updates:
+            watch = ManualUpdateWatch(self._on_manual_update)
+            watch.__enter__()
+            self._undo.append(lambda: watch.__exit__(None, None, None))
         original_backward, original_grad = torch.autograd.backward, torch.autograd.grad
 
         def backward(tensors, *args, **kwargs):
@@ -506,6 +520,7 @@ class Probes:
         before = {id(leaf): _snapshot(leaf.grad) for leaf in leaves}
         result = original(tensors, *args, **kwargs)
         self.backward_count += 1
+        self._updated_since_backward.clear()
         for index, leaf in enumerate(leaves):
             self.register(leaf, f"leaf#{len(self._names)}", "leaf")
             after = leaf.grad
@@ -524,39 +539,75 @@ class Probes:
 
     def _on_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._sample()
+        self._stepping = True
         opt_index = self._optimizers.setdefault(id(optimizer), len(self._optimizers))
         prefix = f"{type(optimizer).__name__}#{opt_index}"
+        params = [param for group in optimizer.param_groups for param in group["params"]]
+        for position, param in enumerate(params):
+            self.register(param, f"{prefix}.p{position}", "optimizer")
+        self.optimizer_steps += 1
+        self._record_step(params, opt_index)
+        self._since_any_step.clear()
+
+    def _after_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._stepping = False
+
+    def _on_manual_update(self, target: torch.Tensor) -> None:
+        """An in-place write with grad mode off: a hand-written update of the parameter it
+        targets, when that parameter has a gradient to use and no optimizer is in play
+        (an optimizer's own writes, and weight clipping or EMA around it, are not steps)."""
+        if self._quiet or self._stepping or self._optimizers:
+            return
+        leaf = target if target.is_leaf and target.requires_grad else self._leaf_sharing(target)
+        if leaf is None or id(leaf) in self._updated_since_backward:
+            return
+        if leaf.grad is None and id(leaf) not in self._pending:
+            return  # initialisation, before any backward reached it
+        self._updated_since_backward.add(id(leaf))
+        self.manual_updates += 1
+        self._record_step([leaf], -1)
+        self._since_any_step.pop(id(leaf), None)
+
+    def _leaf_sharing(self, tensor: torch.Tensor) -> torch.Tensor | None:
+        """The tracked leaf whose storage `tensor` is (``w.data`` of a parameter `w`)."""
+        try:
+            pointer = tensor.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):
+            return None
+        for key in self._pending.keys() | self._since_any_step.keys() | self._ever_grad:
+            leaf = self._keep.get(key)
+            if leaf is not None and leaf.shape == tensor.shape and leaf.untyped_storage().data_ptr() == pointer:
+                return leaf
+        return None
+
+    def _record_step(self, params: list[torch.Tensor], optimizer_index: int) -> None:
+        """Check AGF002's invariant for `params` at an update and keep the step's record."""
         grads: dict[int, torch.Tensor | None] = {}
         contributions: dict[int, torch.Tensor | None] = {}
-        position = 0
         stale = False
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                self.register(param, f"{prefix}.p{position}", "optimizer")
-                position += 1
-                grad = _snapshot(param.grad)
-                contribution = self._pending.pop(id(param), None)
-                grads[id(param)] = grad
-                contributions[id(param)] = contribution
-                problem = self._check_step(grad, contribution)
-                if problem is not None and id(param) in self._since_any_step:
-                    # the grad holds exactly what backward added since another optimizer
-                    # stepped: what came before served that step and was zeroed, nothing stale
-                    if self._check_step(grad, self._since_any_step[id(param)]) is None:
-                        problem = None
-                if problem is not None:
-                    kind, detail = problem
-                    stale = stale or kind == "stale"
-                    self.violation_count += 1
-                    if len(self.violations) < MAX_VIOLATIONS:
-                        self.violations.append({"step": self.step_count, "param": id(param), "kind": kind, "detail": detail})
+        for param in params:
+            grad = _snapshot(param.grad)
+            contribution = self._pending.pop(id(param), None)
+            grads[id(param)] = grad
+            contributions[id(param)] = contribution
+            problem = self._check_step(grad, contribution)
+            if problem is not None and id(param) in self._since_any_step:
+                # the grad holds exactly what backward added since another optimizer
+                # stepped: what came before served that step and was zeroed, nothing stale
+                if self._check_step(grad, self._since_any_step[id(param)]) is None:
+                    problem = None
+            if problem is not None:
+                kind, detail = problem
+                stale = stale or kind == "stale"
+                self.violation_count += 1
+                if len(self.violations) < MAX_VIOLATIONS:
+                    self.violations.append({"step": self.step_count, "param": id(param), "kind": kind, "detail": detail})
         self.stale_steps += int(stale)
         if len(self.steps) < MAX_STORED_STEPS:
             self.steps.append(
-                {"step": self.step_count, "optimizer": opt_index, "grads": grads, "contributions": contributions, "losses": self._losses_since_step}
+                {"step": self.step_count, "optimizer": optimizer_index, "grads": grads, "contributions": contributions, "losses": self._losses_since_step}
             )
         self._losses_since_step = []
-        self._since_any_step.clear()
         self.step_count += 1
 
     @staticmethod
@@ -605,7 +656,8 @@ class Probes:
             "recorded_graph_bytes": int(self._recorded_bytes),
             "graph_nodes": graph_nodes_from(live_roots),
             "backward_passes": self.backward_count,
-            "optimizer_steps": self.step_count,
+            "optimizer_steps": self.optimizer_steps,
+            "manual_updates": self.manual_updates,
             "duration_s": round(duration, 4),
             "ctx_created": len(self._ctx_refs),
             "ctx_alive_without_gc": ctx_alive_no_gc,
