@@ -620,7 +620,7 @@ def test_no_grad_on_the_validation_step_is_accepted_though_callers_are_looked_fo
 
 
 # -- AGF002 on a hand-written SGD loop (no optimizer) ------------------------------------
-MANUAL_SGD = """
+HAND_SGD = """
 import torch
 
 torch.manual_seed(0)
@@ -641,15 +641,15 @@ print("final loss", loss.item())
 
 def test_manual_sgd_reset_after_the_update_is_accepted(verifier):
     """jcjohnson/pytorch-examples#4: the maintainer's fix clears .grad after the update."""
-    fixed = MANUAL_SGD.replace("        w2 -= learning_rate * w2.grad\n", "        w2 -= learning_rate * w2.grad\n        w1.grad = None\n        w2.grad = None\n")
-    verdict = run(verifier, MANUAL_SGD, fixed, AGF002)
+    fixed = HAND_SGD.replace("        w2 -= learning_rate * w2.grad\n", "        w2 -= learning_rate * w2.grad\n        w1.grad = None\n        w2.grad = None\n")
+    verdict = run(verifier, HAND_SGD, fixed, AGF002)
     assert verdict.verdict == "accepted", verdict.reason
     assert "hand-written updates" in verdict.reason
 
 
 def test_manual_sgd_zeroed_before_the_update_is_rejected(verifier):
-    wrong = MANUAL_SGD.replace("    with torch.no_grad():\n", "    with torch.no_grad():\n        w1.grad.zero_()\n        w2.grad.zero_()\n")
-    verdict = run(verifier, MANUAL_SGD, wrong, AGF002)
+    wrong = HAND_SGD.replace("    with torch.no_grad():\n", "    with torch.no_grad():\n        w1.grad.zero_()\n        w2.grad.zero_()\n")
+    verdict = run(verifier, HAND_SGD, wrong, AGF002)
     assert verdict.verdict == "rejected", verdict.reason
     assert "gradient zero at step" in verdict.reason
 
@@ -657,7 +657,7 @@ def test_manual_sgd_zeroed_before_the_update_is_rejected(verifier):
 def test_manual_update_through_data_with_a_clamp_is_one_update(verifier):
     """`w.data.sub_` reaches the parameter through its storage; the clamp that follows is
     part of the same update, not a second step with a stale gradient."""
-    original = MANUAL_SGD.replace(
+    original = HAND_SGD.replace(
         "        w1 -= learning_rate * w1.grad\n",
         "        w1.data.sub_(learning_rate * w1.grad.data)\n        w1.clamp_(-1, 1)\n",
     )
