@@ -878,3 +878,30 @@ def test_a_synthesized_loader_ends_with_a_partial_batch_so_batch_weighting_shows
     verdict = verify_pair(original, wrong, verifier=verifier, checks=("outputs_equal",), timeout=30)
     assert verdict.verdict == "rejected", verdict.reason
     assert "the last of 2" in str(verdict.units[0].evidence["original"].get("bound"))
+
+
+def test_a_body_that_reads_a_third_dimension_gets_a_three_dimensional_input():
+    """da-rnn's decoder reads `input_encoded.size(2)` and multiplies batches of matrices
+    with it: a (batch, features) input can only raise "Dimension out of range"."""
+    source = textwrap.dedent(
+        """
+        import torch
+
+        def attend(input_encoded, hidden, y_history, t):
+            context = input_encoded.new_zeros(input_encoded.size(0), input_encoded.size(2))
+            scores = torch.bmm(input_encoded, hidden.unsqueeze(2))
+            return context, scores, y_history.shape[-1], y_history[:, t]
+        """
+    )
+    uses = read_unit(source, "attend", lambda func: False).uses
+    assert uses["input_encoded"].min_rank == 3
+    assert uses["y_history"].min_rank == 1
+    assert uses["hidden"].min_rank == 0  # `hidden.unsqueeze(2)` is passed, not `hidden`
+    assert uses["t"].min_rank == 0
+
+
+def test_with_rank_adds_sequence_axes_after_the_batch():
+    from autograd_fix.verification.shapes import SEQUENCE, with_rank
+
+    grown = with_rank(torch.randn(4, 6), 3)
+    assert tuple(grown.shape) == (4, SEQUENCE, 6) and grown.dtype == torch.float32

@@ -38,6 +38,7 @@ from .shapes import (
     model_plans,
     run_sliced,
     tensor_shape,
+    with_rank,
 )
 from .targets import class_count, criterion_for, loss_kind, loss_output, make_target
 
@@ -660,6 +661,8 @@ class Binder:
             shape = tensor_shape(self._layout(), self._plain_tensors, bool(use and use.matrix))
             self._plain_tensors += 1
             base = torch.randn(*shape, device=self.device, dtype=self.dtype)
+        if use is not None and 0 < base.dim() < use.min_rank:
+            base = with_rank(base, use.min_rank)
         needs_grad = bool(re.search(rf"\b{re.escape(name)}\.grad\b", self.source)) and not re.search(
             rf"\b{re.escape(name)}\.requires_grad", self.source
         )

@@ -71,6 +71,9 @@ class Use:
     module: bool = False
     #: ``inputs, labels = batch``: one batch of a loader
     unpacked: bool = False
+    #: the fewest dimensions the body needs: ``x.size(2)`` or ``x.shape[2]`` need 3,
+    #: ``torch.bmm(x, ...)`` needs 3 (0: no sign)
+    min_rank: int = 0
 
     @property
     def reads_as_tensor(self) -> bool:
@@ -122,6 +125,20 @@ def _torch_function(func: ast.expr) -> str | None:
     return leaf
 
 
+#: products over a batch of matrices: both operands have exactly three dimensions
+_BATCHED_MATRIX = frozenset({"bmm", "baddbmm"})
+
+
+def _rank_for_index(node: ast.expr) -> int:
+    """Dimensions that indexing dimension `node` needs (``2`` -> 3, ``-3`` -> 3; 0: unknown)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value + 1 if node.value >= 0 else -node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        value = node.operand.value
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return 0
+
+
 def _names_in(node: ast.expr) -> list[str]:
     """The names an argument is or holds (``x``, ``[x, y]``, ``(x, y)``)."""
     if isinstance(node, ast.Name):
@@ -164,6 +181,19 @@ class _Collector(ast.NodeVisitor):
             self.uses[node.value.id].module = True
         self.generic_visit(node)
 
+    def _needs_rank(self, name: str, rank: int) -> None:
+        use = self.uses.get(name)
+        if use is not None and rank > use.min_rank:
+            use.min_rank = rank
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        value = node.value
+        if isinstance(value, ast.Attribute) and value.attr == "shape" and isinstance(value.value, ast.Name):
+            rank = _rank_for_index(node.slice)
+            if rank:
+                self._needs_rank(value.value.id, rank)
+        self.generic_visit(node)
+
     def visit_Assign(self, node: ast.Assign) -> None:
         if isinstance(node.value, ast.Name) and node.value.id in self.uses:
             if any(isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) >= 2 for target in node.targets):
@@ -197,6 +227,15 @@ class _Collector(ast.NodeVisitor):
             self.param_calls.append(node)
         elif isinstance(func, ast.Name) and any(isinstance(a, ast.Name) and a.id in self.uses for a in node.args):
             self.helper_calls.append(node)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr == "size" and node.args:
+            rank = _rank_for_index(node.args[0])
+            if rank:
+                self._needs_rank(func.value.id, rank)
+        if isinstance(func, ast.Attribute) and func.attr in _BATCHED_MATRIX:
+            operands = node.args[:2] if _torch_function(func) is not None else [func.value, *node.args[:1]]
+            for operand in operands:
+                if isinstance(operand, ast.Name):
+                    self._needs_rank(operand.id, 3)
         leaf = _torch_function(func)
         if leaf is not None:
             self._torch_call(leaf, node)

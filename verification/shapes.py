@@ -287,6 +287,16 @@ def tensor_shape(layout: int, position: int, matrix_use: bool) -> tuple[int, ...
     return others
 
 
+def with_rank(tensor: torch.Tensor, rank: int) -> torch.Tensor:
+    """`tensor` grown to `rank` dimensions by sequence axes after the batch axis:
+    ``(batch, features)`` becomes ``(batch, SEQUENCE, features)`` for a body that reads
+    ``x.size(2)`` or multiplies batches of matrices. Fresh values, same dtype and device."""
+    shape = list(tensor.shape)
+    while len(shape) < rank:
+        shape.insert(1, SEQUENCE)
+    return torch.randn(*shape, device=tensor.device, dtype=tensor.dtype) if tensor.is_floating_point() else tensor.new_zeros(shape)
+
+
 def run_sliced(seconds: float, fn: Callable[[], object]) -> object:
     """`fn()`, stopped with `SliceExpired` after `seconds` (main thread only, where
     signals can interrupt; elsewhere it simply runs)."""
