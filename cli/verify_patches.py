@@ -62,12 +62,24 @@ class _FileQueue:
         self.plans = plans
         self.records = records
         self.going_in: list[str] = []
+        self._composed: dict[tuple[str, ...], str] = {}
+
+    def _compose(self, ids: list[str]) -> str:
+        """The file with `ids` applied; this patch's "before" is the last one's "before"
+        or "after", so only the newest two are kept (composing validates the whole file)."""
+        key = tuple(ids)
+        text = self._composed.pop(key, None)
+        if text is None:
+            text = self.plans.compose(ids)
+            self._composed = dict(list(self._composed.items())[-1:])
+        self._composed[key] = text  # most recently used last
+        return text
 
     def pair(self, record: FindingRecord) -> dict | None:
         """The verification request of `record`'s patch on top of those going in."""
         try:
-            before = self.plans.compose(self.going_in)
-            after = self.plans.compose([*self.going_in, record.plan_id or ""])
+            before = self._compose(self.going_in)
+            after = self._compose([*self.going_in, record.plan_id or ""])
         except EngineError:
             return None
         rule = rule_by_code(record.code)
@@ -114,6 +126,7 @@ def verify_records(
     """
     from autograd_fix.verification import Verifier, WorkerError, verify_many
     from autograd_fix.verification.shadow import ShadowCopies
+    from autograd_fix.verification.source_memo import SourceMemo
 
     total = sum(len(queue.records) for queue in queues)
     if not total:
@@ -128,6 +141,7 @@ def verify_records(
         return
     pending = {id(queue): list(queue.records) for queue in queues}
     shadows = ShadowCopies()  # each project copied once for the whole run
+    memo = SourceMemo()  # each statement analysed once for the whole run
     try:
         with progress_bar(progress_console, total, "verifying patches") as advance:
             while any(pending.values()):
@@ -143,7 +157,7 @@ def verify_records(
                     batch.append((queue, record, pair))
                 verdicts = verify_many(
                     [pair for _, _, pair in batch], jobs=settings.jobs, device=settings.device,
-                    timeout=settings.timeout, verifier=verifier, shadows=shadows,
+                    timeout=settings.timeout, verifier=verifier, shadows=shadows, memo=memo,
                 ) if batch else []
                 for (queue, record, pair), verdict in zip(batch, verdicts):
                     notebook = queue.outcome.notebook

@@ -18,6 +18,7 @@ from .client import Verifier, WorkerError
 from .config import ConfigError, VerifyConfig, load_config
 from .drivers import DriverError, parse_command
 from .shadow import ShadowCopies, ShadowError, project_root
+from .source_memo import SourceMemo
 from .units import Unit, UnitError, _Module, find_units
 from .verdict import ACCEPTED, UNVERIFIED, UnitResult, Verdict, combine
 
@@ -64,7 +65,9 @@ def _known_failures(unit: dict[str, Any], path: str, shadows: ShadowCopies) -> d
     return unit
 
 
-def _request(pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopies) -> tuple[dict[str, Any] | None, Verdict | None]:
+def _request(
+    pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopies, memo: SourceMemo | None = None
+) -> tuple[dict[str, Any] | None, Verdict | None]:
     """A worker request for one pair, or the verdict when nothing needs to run."""
     merged = {**defaults, **{k: v for k, v in pair.items() if v is not None}}
     path = merged.get("path") or "<string>"
@@ -77,7 +80,9 @@ def _request(pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopi
     except (ConfigError, DriverError) as exc:
         return None, Verdict(UNVERIFIED, f"{exc} (see `driver` in [tool.autograd-fix.verify])" if isinstance(exc, DriverError) else str(exc), rule, ())
     try:
-        units = find_units(merged["original"], merged["rewritten"], path=path, entry=merged.get("entry"), driver=command)
+        units = find_units(
+            merged["original"], merged["rewritten"], path=path, entry=merged.get("entry"), driver=command, memo=memo
+        )
     except UnitError as exc:
         return None, Verdict(UNVERIFIED, str(exc), rule, ())
     if not units:
@@ -122,6 +127,7 @@ def verify_many(
     config_dir: str | None = None,
     verifier: Verifier | None = None,
     shadows: ShadowCopies | None = None,
+    memo: SourceMemo | None = None,
 ) -> list[Verdict]:
     """Verify independent patches, up to `jobs` at a time, on one warm worker.
 
@@ -129,17 +135,19 @@ def verify_many(
     ``path``, ``rule``, ``entry``, ``checks``, ``device``, ``timeout``, ``config_dir``
     (per-pair values win over the keyword defaults). Verdicts come back in order.
     Each file's project is copied once per `shadows` (once per call without one).
+    A run that calls this repeatedly passes one `memo`, so each patch is analysed for what
+    it changed rather than for the size of its file.
     """
     if shadows is None:
         with ShadowCopies() as own_shadows:
             return verify_many(pairs, jobs=jobs, device=device, timeout=timeout, memory_mb=memory_mb,
-                               config_dir=config_dir, verifier=verifier, shadows=own_shadows)
+                               config_dir=config_dir, verifier=verifier, shadows=own_shadows, memo=memo)
     defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir}
     verdicts: list[Verdict | None] = []
     requests: list[dict[str, Any]] = []
     slots: list[int] = []
     for pair in pairs:
-        request, verdict = _request(pair, defaults, shadows)
+        request, verdict = _request(pair, defaults, shadows, memo)
         verdicts.append(verdict)
         if request is not None:
             slots.append(len(verdicts) - 1)
