@@ -1,0 +1,86 @@
+"""What the tool prints: diffs that `git apply` takes byte for byte, syntax error
+positions, summaries that agree with `--apply`, help text, piped output."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autograd_fix.cli.app import app
+
+# AGF012 rewrites line 3 (a safe fix), so a three-line hunk context reaches line 1
+DEPRECATED = (
+    "import torch\n"
+    "from torch.autograd import Variable\n"
+    "inputs = Variable(torch.randn(8, 4))\n"
+    "print(inputs.sum())\n"
+)
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+
+
+def run(*args: str, input: bytes | None = None):
+    return CliRunner().invoke(app, list(args), input=input, catch_exceptions=False)
+
+
+def _git_repo(folder: Path, files: dict[str, bytes]) -> None:
+    """A repository holding `files` as committed, with no line-ending conversion."""
+    subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
+    subprocess.run(["git", "config", "core.autocrlf", "false"], cwd=folder, check=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+
+
+@needs_git
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(DEPRECATED.replace("\n", "\r\n").encode(), id="crlf"),
+        pytest.param(b"\xef\xbb\xbf" + DEPRECATED.encode(), id="bom"),
+        pytest.param(b"\xef\xbb\xbf" + DEPRECATED.replace("\n", "\r\n").encode(), id="bom-crlf"),
+        pytest.param(DEPRECATED.replace("Variable\n", "Variable\r\n").encode(), id="mixed-endings"),
+        pytest.param(DEPRECATED.replace("torch\n", "torch  # \x0c page\n").encode(), id="form-feed"),
+        pytest.param(DEPRECATED.rstrip("\n").replace("\n", "\r\n").encode(), id="crlf-no-final-newline"),
+    ],
+)
+def test_diff_applies_with_git_and_gives_the_bytes_apply_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _git_repo(tmp_path, {"train.py": data})
+    result = run("--diff", "--no-verify", "--color", "never", "train.py")
+    assert result.exit_code == 0
+    assert "Variable(" in result.stdout  # the change is in the diff at all
+    patch = tmp_path / "fix.patch"
+    patch.write_bytes(result.stdout_bytes)
+    subprocess.run(["git", "apply", "--check", "fix.patch"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply", "fix.patch"], cwd=tmp_path, check=True)
+    patched = (tmp_path / "train.py").read_bytes()
+
+    (tmp_path / "train.py").write_bytes(data)
+    assert run("--apply", "--no-verify", "train.py").exit_code == 0
+    assert patched == (tmp_path / "train.py").read_bytes()
+    assert patched != data
+
+
+@needs_git
+def test_coloured_diff_keeps_crlf_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _git_repo(tmp_path, {"train.py": DEPRECATED.replace("\n", "\r\n").encode()})
+    result = run("--diff", "--no-verify", "--color", "always", "train.py")
+    assert b"torch.randn(8, 4))\x1b[0m\r\n" in result.stdout_bytes  # the ending after the colour reset
+    assert b" import torch\r\n" in result.stdout_bytes
+
+
+def test_json_fix_diff_carries_the_bom(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_bytes(b"\xef\xbb\xbf" + DEPRECATED.replace("\n", "\r\n").encode())
+    import json
+
+    result = run("--format", "json", "train.py")
+    diff = json.loads(result.stdout)["findings"][0]["fix"]["diff"]
+    assert " \ufeffimport torch\r\n" in diff
