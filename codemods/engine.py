@@ -66,9 +66,31 @@ def parse_module(text: str) -> cst.Module:
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
-        raise EngineError(f"syntax error at {error.raw_line}:{error.raw_column + 1}: {error.message}") from None
+        raise EngineError(syntax_error_message(text, error)) from None
     except RecursionError:
         raise EngineError("source nests too deeply to parse") from None
+
+
+#: the native parser's own position, repeated inside its message ("error at 5:8: ...")
+_LIBCST_PREFIX = re.compile(r"^(?:parser error: )?(?:error at \d+:\d+: )?")
+
+
+def syntax_error_message(text: str, error: cst.ParserSyntaxError) -> str:
+    """`syntax error at LINE:COL: message`, where and what `python -m py_compile` reports.
+
+    libcst's positions are those of the token where its parser gave up, often lines
+    after the real mistake (an unclosed parenthesis on line 3 reads "5:8"), and its
+    message repeats yet another position; CPython names the first real error. libcst's
+    own position is kept only for source CPython compiles (a libcst limitation)."""
+    try:
+        compile(text, "<autograd-fix>", "exec", dont_inherit=True)
+    except SyntaxError as compiled:
+        line, column = compiled.lineno or 1, max(compiled.offset or 1, 1)
+        return f"syntax error at {line}:{column}: {compiled.msg}"
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    message = _LIBCST_PREFIX.sub("", error.message, count=1)
+    return f"syntax error at {error.raw_line}:{error.raw_column + 1}: {message} (libcst cannot parse it, although Python compiles it)"
 
 
 #: a file that contains none of these does not use PyTorch (not even through a model

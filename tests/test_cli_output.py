@@ -84,3 +84,46 @@ def test_json_fix_diff_carries_the_bom(tmp_path: Path, monkeypatch: pytest.Monke
     result = run("--format", "json", "train.py")
     diff = json.loads(result.stdout)["findings"][0]["fix"]["diff"]
     assert " \ufeffimport torch\r\n" in diff
+
+
+UNCLOSED = "import torch\n\nlogits = model(torch.cat((a, b)\nloss = criterion(logits, y)\n\nloss.backward()\n"
+
+
+def _py_compile_error(path: Path) -> SyntaxError:
+    import py_compile
+
+    with pytest.raises(py_compile.PyCompileError) as caught:
+        py_compile.compile(str(path), cfile=str(path.with_suffix(".pyc")), doraise=True)
+    error = caught.value.exc_value
+    assert isinstance(error, SyntaxError)
+    return error
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        pytest.param(UNCLOSED, id="unclosed-paren"),
+        pytest.param("import torch\nfor x in loader:\nloss = model(x)\n", id="missing-indent"),
+        pytest.param("import torch\n\ndef step(x):\n    return x +\n\nstep(torch.ones(2))\n", id="dangling-operator"),
+        pytest.param("import torch\nif torch.cuda.is_available():\n\tx = 1\n        y = 2\n", id="tab-mixup"),
+        pytest.param("import torch\nx = torch.ones(2]\n", id="mismatched-bracket"),
+    ],
+)
+def test_syntax_error_names_the_position_py_compile_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "broken.py"
+    path.write_text(source)
+    expected = _py_compile_error(path)
+    result = run("broken.py")
+    assert result.exit_code == 2
+    assert f"error: broken.py: syntax error at {expected.lineno}:{expected.offset}: {expected.msg}\n" in result.stderr
+
+
+def test_unclosed_paren_is_reported_on_its_own_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken.py").write_text(UNCLOSED)
+    result = run("broken.py")
+    assert "error: broken.py: syntax error at 3:25: '(' was never closed\n" in result.stderr
+    assert "parser error" not in result.stderr
