@@ -3,6 +3,7 @@ positions, summaries that agree with `--apply`, help text, piped output."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -127,3 +128,91 @@ def test_unclosed_paren_is_reported_on_its_own_line(tmp_path: Path, monkeypatch:
     result = run("broken.py")
     assert "error: broken.py: syntax error at 3:25: '(' was never closed\n" in result.stderr
     assert "parser error" not in result.stderr
+
+
+def test_top_level_help_lists_every_command() -> None:
+    result = run("--help")
+    assert result.exit_code == 0
+    commands = result.stdout.split("Commands:", 1)[1].split("Arguments:", 1)[0]
+    for command in ("autograd-fix verify ORIGINAL REWRITTEN", "autograd-fix verify FILE --gradcheck", "autograd-fix server"):
+        assert command in commands
+
+
+@pytest.mark.parametrize("command", [[], ["verify"], ["server"]])
+def test_every_command_has_the_same_plain_help(command: list[str]) -> None:
+    from autograd_fix.cli.app import main
+
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exited:
+        main([*command, "-h"])
+    assert exited.value.code == 0
+    text = out.getvalue()
+    assert text.startswith(f"Usage: autograd-fix{''.join(' ' + c for c in command)} [OPTIONS]")
+    assert "\nOptions:\n" in text and "-h, --help" in text
+    assert "╭" not in text and "│" not in text  # no rich boxes in one command only
+    assert "<bool>" not in text and "<str>" not in text and "<float" not in text
+
+
+def test_gradcheck_flag_shows_no_type() -> None:
+    from autograd_fix.cli.verify_command import verify_app
+
+    result = CliRunner().invoke(verify_app, ["--help"])
+    line = next(line for line in result.stdout.splitlines() if line.strip().startswith("--gradcheck "))
+    assert line.split()[0] == "--gradcheck" and line.split()[1] == "gradcheck"
+
+
+LONG_REASON = (
+    "function scale with synthesized inputs: cannot bind 'lookup_table' (original): no role inferred from "
+    "its name, annotation, default or use in the body; add a factory under [tool.autograd-fix.verify] in "
+    "pyproject.toml, e.g. lookup_table = \"mypkg.testing:make_lookup_table\""
+)
+
+
+def test_verify_prints_a_single_units_reason_once_unwrapped_and_verbatim(capsys: pytest.CaptureFixture[str]) -> None:
+    from autograd_fix.cli.verify_command import output_console, render_verdict
+    from autograd_fix.verification.verdict import UnitResult, combine
+
+    verdict = combine([UnitResult("scale", "function", "unverified", LONG_REASON)], None)
+    render_verdict(verdict, output_console())  # stdout is captured: not a terminal
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"unverified: {LONG_REASON}"
+    assert lines[1] == "  scale (function): unverified"
+    assert sum(LONG_REASON in line for line in lines) == 1
+
+
+def test_verify_names_each_units_reason_when_the_verdict_quotes_only_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from autograd_fix.cli.verify_command import output_console, render_verdict
+    from autograd_fix.verification.verdict import UnitResult, combine
+
+    units = [
+        UnitResult("train", "function", "accepted", "outputs equal, .grad untouched"),
+        UnitResult("evaluate", "function", "rejected", "outputs differ: logits [0] 0.1 vs 0.3"),
+    ]
+    render_verdict(combine(units, None), output_console())
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "rejected: evaluate: outputs differ: logits [0] 0.1 vs 0.3"
+    assert "  train (function): accepted - outputs equal, .grad untouched" in lines
+    assert "  evaluate (function): rejected" in lines
+
+
+def test_piped_verify_output_is_not_cut_at_80_columns(tmp_path: Path) -> None:
+    """A real run with stdout a pipe: one verdict line however long, said once."""
+    import sys
+
+    (tmp_path / "before.py").write_text("import torch\n\n\ndef scale(x):\n    y = x * 2\n    return y.sum().item()\n")
+    (tmp_path / "after.py").write_text(
+        "import torch\n\n\ndef scale(x):\n    y = x * 2\n    return y.sum().item() + lookup_table_for_scaling\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-m", "autograd_fix", "verify", "before.py", "after.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
+    assert completed.returncode == 3, completed.stderr
+    first, second = completed.stdout.splitlines()[:2]
+    assert first.startswith("unverified: function scale with synthesized inputs: cannot bind 'lookup_table_for_scaling'")
+    assert first.endswith('lookup_table_for_scaling = "mypkg.testing:make_lookup_table_for_scaling"')
+    assert "[tool.autograd-fix.verify]" in first  # not eaten as rich markup
+    assert second == "  scale (function): unverified"
