@@ -210,7 +210,8 @@ def check(
 
     stdin_data = job_list[0].data if use_stdin else None
     sink = ReportSink(output_file, out)
-    code = _emit(outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data)
+    code = _emit(outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
+                 verified_later=verify)
     try:
         sink.close()
     except ReportOutputError as error:
@@ -231,6 +232,7 @@ def _emit(
     sink: ReportSink,
     color: Color,
     stdin_data: bytes | None,
+    verified_later: bool = False,
 ) -> int:
     err = _console(color, stderr=True)
     use_stdin = stdin_data is not None
@@ -243,6 +245,8 @@ def _emit(
         if r.fix_applicability == "unsafe" and not r.fix_applies
         and (r.verification is None or r.verification.verdict is not Status.REJECTED)
     )
+    # what the summary counts (read and analysed), whether or not it could be fixed
+    counts = {"checked": sum(1 for o in outcomes if o.findings or not o.error), "verified_later": verified_later}
     fixed = files_fixed = 0
     applied_ids: set[int] = set()
     if mode == "apply":
@@ -303,7 +307,7 @@ def _emit(
             text = file_diff(outcome)
             if text:
                 print_diff(out, text)
-        err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
+        err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
         return status
     if mode == "apply":
         applied = [r for r in records if id(r) in applied_ids]
@@ -313,12 +317,12 @@ def _emit(
             out.print(f"fixed {record.location}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
         out.print(
-            summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, fixed=fixed, files_fixed=files_fixed),
+            summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, fixed=fixed, files_fixed=files_fixed, **counts),
             highlight=False,
         )
         return status
     print_findings(out, records)
-    out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
+    out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
     return status
 
 

@@ -86,10 +86,20 @@ def plural(count: int, word: str) -> str:
 
 
 def summary_line(
-    findings: int, fixable: int, hidden_unsafe: int, errors: int, *, mode: str, fixed: int = 0, files_fixed: int = 0
+    findings: int, fixable: int, hidden_unsafe: int, errors: int, *, mode: str, fixed: int = 0, files_fixed: int = 0,
+    checked: int | None = None, verified_later: bool = False,
 ) -> str:
+    """The run's last line.
+
+    `checked`: files read and analysed; with none, the line says so rather than "No
+    findings" (nothing was looked at). `hidden_unsafe`: unsafe fixes not applied with
+    the current options; `verified_later` (a listing, when `--apply` would verify) says
+    `--apply` applies them once verification accepts them, as it does; otherwise only
+    `--unsafe-fixes` would."""
     parts: list[str] = []
-    if mode == "apply":
+    if checked == 0 and not findings:
+        parts.append("No files checked")
+    elif mode == "apply":
         parts.append(f"Fixed {plural(fixed, 'finding')} in {plural(files_fixed, 'file')}")
         remaining = findings - fixed
         parts.append(f"{remaining} remaining" if remaining else "nothing left to fix")
@@ -101,7 +111,9 @@ def summary_line(
             parts.append(f"{fixable} fixable with --apply")
     else:
         parts.append("No findings")
-    if hidden_unsafe:
+    if hidden_unsafe and verified_later and mode == "report":
+        parts.append(f"{hidden_unsafe} more fixable with --apply once verification accepts {'it' if hidden_unsafe == 1 else 'them'}")
+    elif hidden_unsafe:
         parts.append(f"{hidden_unsafe} more fixable with --unsafe-fixes")
     if errors:
         parts.append(f"{plural(errors, 'file')} could not be checked")

@@ -216,3 +216,56 @@ def test_piped_verify_output_is_not_cut_at_80_columns(tmp_path: Path) -> None:
     assert first.endswith('lookup_table_for_scaling = "mypkg.testing:make_lookup_table_for_scaling"')
     assert "[tool.autograd-fix.verify]" in first  # not eaten as rich markup
     assert second == "  scale (function): unverified"
+
+
+def _gated(repo_root: Path) -> str:
+    """The AGF003 example as a library file (no __main__: function-mode verification):
+    one safe and one unsafe fix, both accepted."""
+    example = (repo_root / "examples" / "inplace_on_grad_tracked_tensor.py").read_text()
+    return example.split('\nif __name__ == "__main__":')[0]
+
+
+def test_listing_counts_what_apply_then_fixes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path) -> None:
+    """An unsafe fix that verification accepts is applied by a plain --apply: the
+    listing must not send the user to --unsafe-fixes for it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gated.py").write_text(_gated(repo_root))
+    listing = run("gated.py")
+    assert listing.stdout.splitlines()[-1] == (
+        "Found 2 findings; 1 fixable with --apply; 1 more fixable with --apply once verification accepts it."
+    )
+    applied = run("--apply", "gated.py")
+    assert applied.exit_code == 0, applied.output
+    assert applied.stdout.splitlines()[-1] == "Fixed 2 findings in 1 file; nothing left to fix."
+    assert "        gate.mul_(2.0)\n" not in (tmp_path / "gated.py").read_text()
+
+
+def test_listing_without_verification_points_to_unsafe_fixes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gated.py").write_text(_gated(repo_root))
+    listing = run("--no-verify", "gated.py")
+    assert listing.stdout.splitlines()[-1] == "Found 2 findings; 1 fixable with --apply; 1 more fixable with --unsafe-fixes."
+    applied = run("--apply", "--no-verify", "gated.py")
+    assert applied.stdout.splitlines()[-1] == "Fixed 1 finding in 1 file; 1 remaining; 1 more fixable with --unsafe-fixes."
+
+
+@pytest.mark.parametrize("mode", [[], ["--diff"], ["--apply"]])
+def test_nothing_checked_is_not_called_no_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.txt").write_text("not python\n")
+    (tmp_path / "broken.py").write_text(UNCLOSED)
+    empty = run(*mode, "--no-verify", "docs")
+    assert "No findings" not in empty.output
+    assert "No files checked." in empty.output
+    broken = run(*mode, "--no-verify", "broken.py")
+    assert "No findings" not in broken.output
+    assert "No files checked; 1 file could not be checked." in broken.output
+
+
+def test_a_checked_clean_file_still_says_no_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "clean.py").write_text("import torch\n\nx = torch.ones(3)\n")
+    (tmp_path / "broken.py").write_text(UNCLOSED)
+    result = run("clean.py", "broken.py")
+    assert result.stdout.splitlines()[-1] == "No findings; 1 file could not be checked."
