@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from autograd_fix.cli.notebook import is_notebook, load_notebook
-from autograd_fix.codemods.source import SourceError
+from autograd_fix.codemods.source import SourceError, read_source
 from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, Verifier, find_units, gradcheck_file, verify_pair
 from autograd_fix.verification.verdict import format_bytes
 
@@ -70,12 +70,14 @@ _PIPE_WIDTH = 100_000
 
 
 def _read(path: Path) -> str:
-    """The file's text; for a notebook, its code cells as one program (IPython masked)."""
+    """The file's text as Python reads it (its encoding cookie, no BOM, its own line
+    endings, so line numbers are the file's); for a notebook, its code cells as one
+    program (IPython masked)."""
     try:
         if is_notebook(str(path)):
             return load_notebook(path.read_bytes()).source.text
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, SourceError) as exc:
+        return read_source(str(path)).text
+    except (OSError, SourceError) as exc:
         raise _usage(f"cannot read {path}: {exc}") from exc
 
 

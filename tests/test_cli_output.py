@@ -269,3 +269,74 @@ def test_a_checked_clean_file_still_says_no_findings(tmp_path: Path, monkeypatch
     (tmp_path / "broken.py").write_text(UNCLOSED)
     result = run("clean.py", "broken.py")
     assert result.stdout.splitlines()[-1] == "No findings; 1 file could not be checked."
+
+
+def _quoted_line(reason: str) -> tuple[int, str]:
+    """(N, code) from a reason's `at line N: code`."""
+    import re
+
+    match = re.search(r" at line (\d+): (.+?)(?: \(run\)|; |$)", reason)
+    assert match is not None, reason
+    return int(match.group(1)), match.group(2)
+
+
+def _user_line(data: bytes, number: int) -> str:
+    text = data.decode("utf-8-sig").replace("\r\n", "\n")
+    return text.split("\n")[number - 1].strip()
+
+
+EVALUATE = (
+    '"""Evaluation helpers."""\n'
+    "\n"
+    "import torch\n"
+    "from torch import nn\n"
+    "\n"
+    "\n"
+    "def evaluate(model, val_loader):\n"
+    "    model.eval()\n"
+    "    all_logits = []\n"
+    "    for inputs, targets in val_loader:\n"
+    "        all_logits.append(model(inputs))\n"
+    "    scores = torch.cat(all_logits).softmax(1)\n"
+    "    return scores.numpy().tolist()\n"
+)
+
+
+@pytest.mark.parametrize("crlf_bom", [False, True], ids=["lf", "bom-crlf"])
+def test_function_mode_reason_quotes_the_users_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crlf_bom: bool) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = EVALUATE.encode()
+    if crlf_bom:
+        data = b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n")
+    (tmp_path / "evaluate.py").write_bytes(data)
+    import json
+
+    result = run("--diff", "--format", "json", "evaluate.py")
+    reason = json.loads(result.stdout)["findings"][0]["verification"]["reason"]
+    assert reason.startswith("function evaluate with synthesized inputs")
+    number, code = _quoted_line(reason)
+    assert (number, code) == (13, "return scores.numpy().tolist()")
+    assert code == _user_line(data, number)
+
+
+SCALE = '"""Scaling helpers."""\nimport torch\n\n\ndef scale(x):\n    x = x.detach().requires_grad_()\n    y = x * 2\n    z = y.sum()\n    z.backward()\n    return x.grad\n'
+SCALE_PATCHED = SCALE.replace("    z = y.sum()\n", "    with torch.no_grad():\n        z = y.sum()\n")
+
+
+def test_verify_quotes_the_original_files_line_for_the_rewritten_runs_error(tmp_path: Path) -> None:
+    """The patch inserted a line above the one that now raises: the reason names that
+    line's number in the user's (original) file, with its text."""
+    from autograd_fix.cli.verify_command import verify_app
+
+    original = b"\xef\xbb\xbf" + SCALE.replace("\n", "\r\n").encode()
+    (tmp_path / "scale.py").write_bytes(original)
+    (tmp_path / "scale_fixed.py").write_text(SCALE_PATCHED)
+    result = CliRunner().invoke(verify_app, [str(tmp_path / "scale.py"), str(tmp_path / "scale_fixed.py"), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    import json
+
+    reason = json.loads(result.stdout)["reason"]
+    assert "rewritten raises RuntimeError" in reason
+    number, code = _quoted_line(reason)
+    assert (number, code) == (9, "z.backward()")
+    assert code == _user_line(original, number)
