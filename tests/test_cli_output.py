@@ -340,3 +340,21 @@ def test_verify_quotes_the_original_files_line_for_the_rewritten_runs_error(tmp_
     number, code = _quoted_line(reason)
     assert (number, code) == (9, "z.backward()")
     assert code == _user_line(original, number)
+
+
+def test_stdin_reason_counts_lines_in_the_text_checked_not_the_file_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editor pipes its buffer (two lines longer than the saved file) with
+    --stdin-filename: the reason's line number and text are the buffer's."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evaluate.py").write_text(EVALUATE)
+    buffer = "# edited, not saved yet\n# another new line\n" + EVALUATE
+    import json
+
+    result = run("--diff", "--format", "json", "-", "--stdin-filename", "evaluate.py", input=buffer.encode())
+    finding = json.loads(result.stdout)["findings"][0]
+    assert finding["line"] == 9
+    number, code = _quoted_line(finding["verification"]["reason"])
+    assert (number, code) == (15, "return scores.numpy().tolist()")
+    assert code == _user_line(buffer.encode(), number)
