@@ -93,7 +93,7 @@ def _checks_for(rule: str | None) -> tuple[str, ...] | None:
     return tuple(contract.checks) if contract is not None else None
 
 
-@verify_app.command()
+@verify_app.command(no_args_is_help=True)
 def verify(
     ctx: typer.Context,
     files: list[Path] = typer.Argument(..., metavar="ORIGINAL REWRITTEN | FILE", help="Two versions of a file, or FILE with --gradcheck.", show_default=False),
