@@ -93,24 +93,24 @@ def _usage_error(message: str) -> typer.Exit:
 
 @app.command()
 def check(
-    paths: Optional[list[str]] = typer.Argument(None, help="Files or folders (recursive over .py and .ipynb); '-' reads stdin."),
+    paths: Optional[list[str]] = typer.Argument(None, metavar="PATH", help="Files or folders (recursive over .py and .ipynb); '-' reads stdin."),
     diff: bool = typer.Option(False, "--diff", help="Show the fixes as a unified diff; write nothing."),
     apply: bool = typer.Option(False, "--apply", help="Write the fixes (with '-': fixed source to stdout)."),
     check_mode: bool = typer.Option(False, "--check", help="Exit 1 when any finding remains."),
-    select: Optional[list[str]] = typer.Option(None, "--select", help="Only these codes or prefixes (AGF0)."),
-    ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Skip these codes or prefixes."),
+    select: Optional[list[str]] = typer.Option(None, "--select", metavar="CODES", help="Only these codes or prefixes (AGF0)."),
+    ignore: Optional[list[str]] = typer.Option(None, "--ignore", metavar="CODES", help="Skip these codes or prefixes."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="text, json, sarif or github."),
     output_file: Optional[str] = typer.Option(None, "--output-file", "-o", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout."),
     color: Color = typer.Option(Color.auto, "--color", help="auto, always or never."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: all cores)."),
-    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="Name for source read from stdin."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", min=1, help="Worker processes (default: all cores)."),
+    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", metavar="NAME", help="Name for source read from stdin."),
     list_rules: bool = typer.Option(False, "--list-rules", help="List every rule and exit."),
     explain: Optional[str] = typer.Option(None, "--explain", metavar="CODE", help="Show a rule's documentation."),
     version: bool = typer.Option(False, "--version", help="Show the version and exit."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run original and fixed code before accepting a fix (--diff/--apply)."),
     device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
-    verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
+    verify_timeout: float = typer.Option(20.0, "--verify-timeout", metavar="SECONDS", min=0.1, help="Seconds per verification run."),
     target_torch: Optional[str] = typer.Option(
         None, "--target-torch", metavar="VERSION",
         help="Oldest PyTorch the code must run on (e.g. 2.1); fixes never use newer APIs.",
@@ -118,9 +118,15 @@ def check(
 ) -> None:
     """Find PyTorch autograd pitfalls and fix them.
 
-    Also: `autograd-fix verify ORIGINAL REWRITTEN` compares two versions of a file,
-    `autograd-fix verify FILE --gradcheck` gradchecks its custom autograd Functions, and
-    `autograd-fix server` starts the language server (LSP over stdio) for editors.
+    \b
+    Commands:
+      autograd-fix [OPTIONS] PATH...  find (and with --diff/--apply fix) pitfalls
+      autograd-fix verify ORIGINAL REWRITTEN
+                                      compare two versions of a file
+      autograd-fix verify FILE --gradcheck
+                                      gradcheck its custom autograd Functions
+      autograd-fix server             the language server (LSP over stdio)
+    Each command takes -h/--help.
     """
     out = _console(color)
     if version:
@@ -204,7 +210,8 @@ def check(
 
     stdin_data = job_list[0].data if use_stdin else None
     sink = ReportSink(output_file, out)
-    code = _emit(outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data)
+    code = _emit(outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
+                 verified_later=verify)
     try:
         sink.close()
     except ReportOutputError as error:
@@ -225,6 +232,7 @@ def _emit(
     sink: ReportSink,
     color: Color,
     stdin_data: bytes | None,
+    verified_later: bool = False,
 ) -> int:
     err = _console(color, stderr=True)
     use_stdin = stdin_data is not None
@@ -237,6 +245,8 @@ def _emit(
         if r.fix_applicability == "unsafe" and not r.fix_applies
         and (r.verification is None or r.verification.verdict is not Status.REJECTED)
     )
+    # what the summary counts (read and analysed), whether or not it could be fixed
+    counts = {"checked": sum(1 for o in outcomes if o.findings or not o.error), "verified_later": verified_later}
     fixed = files_fixed = 0
     applied_ids: set[int] = set()
     if mode == "apply":
@@ -297,7 +307,7 @@ def _emit(
             text = file_diff(outcome)
             if text:
                 print_diff(out, text)
-        err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
+        err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
         return status
     if mode == "apply":
         applied = [r for r in records if id(r) in applied_ids]
@@ -307,12 +317,12 @@ def _emit(
             out.print(f"fixed {record.location}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
         out.print(
-            summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, fixed=fixed, files_fixed=files_fixed),
+            summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, fixed=fixed, files_fixed=files_fixed, **counts),
             highlight=False,
         )
         return status
     print_findings(out, records)
-    out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
+    out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
     return status
 
 

@@ -23,7 +23,7 @@ from autograd_fix.codemods.engine import (
 )
 from autograd_fix.codemods.plans import plan_ids
 from autograd_fix.codemods.registry import select_rules
-from autograd_fix.codemods.source import SourceError, decode_source, read_bytes, read_source
+from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_bytes, read_source
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.verdict import Verdict
 
@@ -131,7 +131,7 @@ def check_file(job: Job) -> FileOutcome:
         diff = None
         fix = None if id(finding) in dropped else finding.fix
         if job.fix_diffs and fix is not None and result.module is not None:
-            diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source.text, paths, codes)
+            diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source, paths, codes)
         patched = _patched(result.module, fix, paths, codes) if job.fix_texts and fix is not None and result.module else None
         outcome.findings.append(
             FindingRecord(
@@ -157,12 +157,12 @@ def check_file(job: Job) -> FileOutcome:
     return outcome
 
 
-def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, text: str, paths, codes) -> str | None:
+def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, source: SourceText, paths, codes) -> str | None:
     """The finding's fix alone as a diff: of the file, or of the notebook's cells."""
     if notebook is None:
-        return single_fix_diff(module, finding, path, paths, codes)
+        return single_fix_diff(module, finding, path, paths, codes, bom=source.bom)
     patched = _patched(module, finding.fix, paths, codes)
-    return notebook.diff(text, patched, path) if patched is not None else None
+    return notebook.diff(source.text, patched, path) if patched is not None else None
 
 
 def _patched(module, fix, paths, codes) -> str | None:

@@ -83,9 +83,13 @@ class _FileQueue:
         except EngineError:
             return None
         rule = rule_by_code(record.code)
+        # line numbers in reasons count in the text that was checked (stdin, an editor
+        # buffer), not in the file on disk; a notebook's are mapped to cells afterwards
+        user_text = self.outcome.original if self.outcome.notebook is None else None
         return {
             "original": before,
             "rewritten": after,
+            "user_text": user_text,
             "path": record.path,
             "rule": record.code,
             "checks": tuple(rule.contract.checks) if rule else None,

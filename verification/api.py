@@ -106,6 +106,7 @@ def _request(
         "factories": config.factories,
         "factory_root": config.root,
         "threads": int(merged.get("threads", 1)),
+        "user_text": merged.get("user_text"),
     }
     return request, None
 
@@ -133,7 +134,9 @@ def verify_many(
 
     Each pair is a dict with ``original`` and ``rewritten`` sources and optionally
     ``path``, ``rule``, ``entry``, ``checks``, ``device``, ``timeout``, ``config_dir``
-    (per-pair values win over the keyword defaults). Verdicts come back in order.
+    (per-pair values win over the keyword defaults), and ``user_text``: the text the
+    user sees as `path` (an editor buffer, stdin), when it is not the file on disk;
+    reasons give line numbers in it. Verdicts come back in order.
     Each file's project is copied once per `shadows` (once per call without one).
     A run that calls this repeatedly passes one `memo`, so each patch is analysed for what
     it changed rather than for the size of its file.
