@@ -762,3 +762,24 @@ def test_added_gradient_off_the_derivative_of_a_true_backward_is_rejected(verifi
     fixed = MUL_LIBRARY.replace("        return grad_x\n", "        return grad_x, grad_w\n")
     verdict = run(verifier, MUL_LIBRARY, fixed, AGF004, rule="AGF004")
     assert verdict.verdict == "accepted", verdict.reason
+
+
+ADDER_LAYER = ADDER_LIBRARY + """
+
+class AdderLinear(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(out_features, in_features) * 0.1)
+
+    def forward(self, x):
+        return adder.apply(self.weight, x.t()).t()
+"""
+
+
+def test_none_for_an_input_the_files_own_layer_feeds_a_graph_is_rejected(verifier):
+    # the layer passes its input there: stacked after another layer it carries a graph,
+    # so padding with None would silently stop gradients reaching everything before it
+    wrong = ADDER_LAYER.replace("        return grad_W_col\n", "        return grad_W_col, None\n")
+    verdict = run(verifier, ADDER_LAYER, wrong, AGF004, rule="AGF004")
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "returns None for input 1, which the file fills with `x.t()` in AdderLinear.forward" in verdict.reason

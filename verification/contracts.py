@@ -534,6 +534,16 @@ def check_backward_agrees_with_original(s: Sides) -> CheckResult:
         if direct["mismatches"]:
             return CheckResult(name, FAIL, f"{cls}.backward differs from the original's on the same ctx at {direct['mismatches'][0]}")
         needed = [p for p in direct["padded_none"] if p < len(roles) and roles[p] == "grad"]
+        carried = {int(k): v for k, v in (s.original.get("graph_inputs") or {}).items()}
+        evidence = next((p for p in needed if p in carried), None)
+        if evidence is not None and s.mode == "autograd_function":
+            # the file itself passes a graph-carrying value there: its gradient is dropped
+            return CheckResult(
+                name,
+                FAIL,
+                f"{cls}.backward returns None for input {evidence}, which the file fills with {carried[evidence]}: "
+                "a value that carries a graph, so its gradient would be dropped",
+            )
         if needed and s.mode == "autograd_function":
             # synthesized inputs all require grad: that is our choice, not the program's
             return CheckResult(

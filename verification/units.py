@@ -59,6 +59,9 @@ class Unit:
     #: calls. A caller only looks for what the change breaks further up (the rewritten
     #: raising where the original ran clean); it is never evidence that the fix is right
     caller_of: str | None = None
+    #: on an ``autograd_function`` unit: apply() argument positions this file's own code
+    #: fills with a value that can carry a graph, each with where (see `graph_inputs`)
+    graph_inputs: tuple[tuple[int, str], ...] = ()
 
     @property
     def mode(self) -> str:
@@ -79,6 +82,7 @@ class Unit:
             "script_changed": self.script_changed,
             "import_lines": [list(r) for r in self.import_lines],
             "caller_of": self.caller_of,
+            "graph_inputs": [list(entry) for entry in self.graph_inputs],
         }
 
 
@@ -396,7 +400,8 @@ def find_units(
         if isinstance(a, ast.ClassDef):
             assert isinstance(b, ast.ClassDef)
             if _is_autograd_function(a) or _is_autograd_function(b):
-                units.append(_function_unit(orig, rew, key, "autograd_function", key))
+                unit = _function_unit(orig, rew, key, "autograd_function", key)
+                units.append(replace(unit, graph_inputs=graph_inputs(orig, key)))
                 continue
             if orig.class_bodies.get(key) != rew.class_bodies.get(key):
                 need_script = True
@@ -473,6 +478,59 @@ def _callers_of(module: _Module, qualname: str) -> list[tuple[str, str]]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and key != name
         and name in module.memo.calls(module.segment(node), node).plain
     ]
+
+
+def _is_module_class(cls: ast.ClassDef) -> bool:
+    return any(ast.unparse(base).split(".")[-1] == "Module" for base in cls.bases)
+
+
+def _parameter_attributes(cls: ast.ClassDef) -> set[str]:
+    """``self.name`` attributes the class assigns an ``nn.Parameter(...)``."""
+    found: set[str] = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if ast.unparse(node.value.func).split(".")[-1] != "Parameter":
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                    found.add(target.attr)
+    return found
+
+
+def graph_inputs(module: _Module, function: str) -> tuple[tuple[int, str], ...]:
+    """Positions of `function`.apply(...) arguments that this file's own modules fill with
+    a value that carries a graph: derived from a module ``forward``'s input (in any
+    network that stacks the module, the previous layer's output) or from a parameter the
+    module registers. Static evidence for what a synthesized run cannot tell: whether
+    an input of the Function needs its gradient."""
+    found: dict[int, str] = {}
+    for cls in module.tree.body:
+        if not (isinstance(cls, ast.ClassDef) and _is_module_class(cls)):
+            continue
+        parameters = _parameter_attributes(cls)
+        for method in cls.body:
+            if not (isinstance(method, ast.FunctionDef) and method.name == "forward"):
+                continue
+            inputs = {arg.arg for arg in method.args.args[1:]}
+            for call in ast.walk(method):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "apply"):
+                    continue
+                if ast.unparse(call.func.value).split(".")[-1] != function:
+                    continue
+                for position, arg in enumerate(call.args):
+                    why = _carries_graph(arg, inputs, parameters)
+                    if why and position not in found:
+                        found[position] = f"`{ast.unparse(arg)}` in {cls.name}.forward (line {call.lineno}), {why}"
+    return tuple(sorted(found.items()))
+
+
+def _carries_graph(arg: ast.expr, inputs: set[str], parameters: set[str]) -> str | None:
+    for node in ast.walk(arg):
+        if isinstance(node, ast.Name) and node.id in inputs:
+            return f"derived from the module's input `{node.id}`"
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in parameters:
+            return f"the module's parameter `self.{node.attr}`"
+    return None
 
 
 def _entry_unit(orig: _Module, rew: _Module, entry: str) -> Unit:

@@ -81,6 +81,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "threads": request.get("threads", 1),
         "changed_lines": changed,
         "input_plan": unit.get("input_plan"),
+        "graph_inputs": unit.get("graph_inputs") or [],
     }
 
 
