@@ -10,7 +10,7 @@ unsafe fix is applied when accepted, or when unverified only with `--unsafe-fixe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
 
@@ -104,8 +104,10 @@ def _queues(outcomes: list[FileOutcome], jobs: list[Job]) -> list[_FileQueue]:
 def verify_records(
     queues: list[_FileQueue], settings: VerifySettings, unsafe_fixes: bool, progress_console: Console | None,
     verifier: Verifier | None = None,
+    on_file_done: Callable[[_FileQueue], None] | None = None,
 ) -> None:
-    """Run every candidate patch and store its verdict on the record.
+    """Run every candidate patch and store its verdict on the record; `on_file_done`
+    hears of each file as soon as its last patch has a verdict.
 
     A file's patches are verified one after another, in source order, each on top of the
     ones already going in (so a second bug is judged once the first is fixed, not against
@@ -127,7 +129,7 @@ def verify_records(
                 record.verification = _unverified(record, f"verification worker unavailable: {error}")
         return
     pending = {id(queue): list(queue.records) for queue in queues}
-    shadows = ShadowCopies()  # each project copied once for the whole run
+    shadows = ShadowCopies(parent=getattr(verifier, "scratch", None))  # each project copied once for the whole run
     try:
         with progress_bar(progress_console, total, "verifying patches") as advance:
             while any(pending.values()):
@@ -153,6 +155,10 @@ def verify_records(
                     if decide(record, unsafe_fixes):
                         queue.going_in.append(record.plan_id or "")
                 advance(len(batch))
+                if on_file_done is not None:
+                    for queue in queues:
+                        if not pending[id(queue)]:
+                            on_file_done(queue)
     finally:
         if own:
             verifier.close()
@@ -166,29 +172,47 @@ def verify_and_compose(
     unsafe_fixes: bool,
     progress_console: Console | None,
     verifier: Verifier | None = None,
+    on_decided: Callable[[FileOutcome], None] | None = None,
 ) -> list[FileOutcome]:
-    """Verify every patch, then compose each file's fixed text from the accepted plans."""
+    """Verify every patch, and compose each file's fixed text from its accepted plans as
+    soon as its last patch is decided; `on_decided(outcome)` is then called at once
+    (`--apply` writes the file there), before the other files' patches are done."""
     queues = _queues(outcomes, jobs)
-    verify_records(queues, settings, unsafe_fixes, progress_console, verifier)
+    finished: set[int] = set()
+
+    def finish(queue: _FileQueue) -> None:
+        if id(queue) in finished:
+            return
+        finished.add(id(queue))
+        _compose(queue)
+        if on_decided is not None:
+            on_decided(queue.outcome)
+
+    verify_records(queues, settings, unsafe_fixes, progress_console, verifier, on_file_done=finish)
     for queue in queues:
-        accepted = set(queue.going_in)
-        for record in queue.outcome.findings:
-            record.fix_applies = record.plan_id in accepted
-        if not accepted:
-            continue
-        try:
-            fixed = queue.plans.compose(queue.going_in, final=True)
-            notebook = queue.outcome.notebook
-            if notebook is not None and not notebook.intact(fixed):
-                raise EngineError("the fixes would change an IPython magic line or a cell boundary")
-            queue.outcome.fixed = fixed
-        except EngineError as error:
-            queue.outcome.error = f"{error}; file left unchanged"
-            for record in queue.outcome.findings:
-                record.fix_applies = False
+        finish(queue)
     queued = {id(queue.outcome) for queue in queues}
     for outcome in outcomes:  # files whose patches never reached verification
         if id(outcome) not in queued:
             for record in outcome.findings:
                 record.fix_applies = False
     return outcomes
+
+
+def _compose(queue: _FileQueue) -> None:
+    """The file's fixed text from the plans going in (none: the file stays as it is)."""
+    accepted = set(queue.going_in)
+    for record in queue.outcome.findings:
+        record.fix_applies = record.plan_id in accepted
+    if not accepted:
+        return
+    try:
+        fixed = queue.plans.compose(queue.going_in, final=True)
+        notebook = queue.outcome.notebook
+        if notebook is not None and not notebook.intact(fixed):
+            raise EngineError("the fixes would change an IPython magic line or a cell boundary")
+        queue.outcome.fixed = fixed
+    except EngineError as error:
+        queue.outcome.error = f"{error}; file left unchanged"
+        for record in queue.outcome.findings:
+            record.fix_applies = False
