@@ -37,6 +37,15 @@ def encode(outcome: FileOutcome, text: str | None = None) -> bytes:
     return SourceText(text=body, encoding=outcome.encoding, bom=outcome.bom).encode(body)
 
 
+def decision_note(outcome: FileOutcome) -> str:
+    """A decided file in a few words: how many of its candidate fixes go in."""
+    if outcome.error:
+        return outcome.error
+    candidates = [r for r in outcome.findings if r.plan_id is not None]
+    accepted = sum(1 for r in candidates if r.fix_applies)
+    return f"{accepted} of {len(candidates)} fix{'es' if len(candidates) != 1 else ''} accepted"
+
+
 @dataclass
 class Applier:
     """Writes decided files, one by one; call it with each outcome once decided."""
