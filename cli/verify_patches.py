@@ -114,7 +114,7 @@ def verify_records(
     an original that still fails on the first); different files go in parallel. A
     long-lived caller (the language server) passes its warm `verifier` and keeps it open.
     """
-    from autograd_fix.verification import Verifier, WorkerError, verify_many
+    from autograd_fix.verification import Verifier, WorkerError, api
     from autograd_fix.verification.shadow import ShadowCopies
 
     total = sum(len(queue.records) for queue in queues)
@@ -129,36 +129,46 @@ def verify_records(
                 record.verification = _unverified(record, f"verification worker unavailable: {error}")
         return
     pending = {id(queue): list(queue.records) for queue in queues}
+    busy: set[int] = set()  # files with a patch being verified (one at a time per file)
     shadows = ShadowCopies(parent=getattr(verifier, "scratch", None))  # each project copied once for the whole run
     try:
         with progress_bar(progress_console, total, "verifying patches") as advance:
-            while any(pending.values()):
-                batch: list[tuple[_FileQueue, FindingRecord, dict]] = []
+
+            def settled(queue: _FileQueue) -> None:
+                advance(1)
+                if not pending[id(queue)] and id(queue) not in busy and on_file_done is not None:
+                    on_file_done(queue)
+
+            def next_pair() -> tuple[tuple[_FileQueue, FindingRecord, dict], dict] | None:
+                """The next patch of the first file that is free: earlier files finish
+                (and are written) first, instead of all at the very end."""
                 for queue in queues:
-                    if not pending[id(queue)]:
-                        continue
-                    record = pending[id(queue)].pop(0)
-                    pair = queue.pair(record)
-                    if pair is None:
-                        record.verification = _unverified(record, CANNOT_COMPOSE)
-                        continue
-                    batch.append((queue, record, pair))
-                verdicts = verify_many(
-                    [pair for _, _, pair in batch], jobs=settings.jobs, device=settings.device,
-                    timeout=settings.timeout, verifier=verifier, shadows=shadows,
-                ) if batch else []
-                for (queue, record, pair), verdict in zip(batch, verdicts):
-                    notebook = queue.outcome.notebook
-                    if notebook is not None:  # the runs saw the cells' program: name cells
-                        verdict = localize_verification(verdict, notebook, pair)
-                    record.verification = verdict
-                    if decide(record, unsafe_fixes):
-                        queue.going_in.append(record.plan_id or "")
-                advance(len(batch))
-                if on_file_done is not None:
-                    for queue in queues:
-                        if not pending[id(queue)]:
-                            on_file_done(queue)
+                    while pending[id(queue)] and id(queue) not in busy:
+                        record = pending[id(queue)].pop(0)
+                        pair = queue.pair(record)
+                        if pair is None:
+                            record.verification = _unverified(record, CANNOT_COMPOSE)
+                            settled(queue)
+                            continue
+                        busy.add(id(queue))
+                        return (queue, record, pair), pair
+                return None
+
+            def on_verdict(key: tuple[_FileQueue, FindingRecord, dict], verdict: Verdict) -> None:
+                queue, record, pair = key
+                notebook = queue.outcome.notebook
+                if notebook is not None:  # the runs saw the cells' program: name cells
+                    verdict = localize_verification(verdict, notebook, pair)
+                record.verification = verdict
+                if decide(record, unsafe_fixes):
+                    queue.going_in.append(record.plan_id or "")
+                busy.discard(id(queue))
+                settled(queue)
+
+            api.verify_stream(
+                next_pair, on_verdict, verifier=verifier, shadows=shadows,
+                jobs=settings.jobs, device=settings.device, timeout=settings.timeout,
+            )
     finally:
         if own:
             verifier.close()

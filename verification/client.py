@@ -22,7 +22,7 @@ import tempfile
 import sys
 import time
 import weakref
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 READY_TIMEOUT_S = 120.0
 
@@ -153,6 +153,35 @@ class Verifier:
                 answers[message["id"]] = message
                 in_flight -= 1
         return [answers[i] for i in ids]
+
+    def stream(
+        self,
+        feed: Callable[[], dict[str, Any] | None],
+        on_answer: Callable[[dict[str, Any], dict[str, Any]], None],
+        *,
+        jobs: int = 1,
+    ) -> None:
+        """Keep up to `jobs` requests in flight until `feed` has nothing more: `feed()`
+        gives the next request (None: none for now), `on_answer(request, answer)` hears
+        of each answer as it arrives (and may let `feed` give more, such as a file's
+        next patch). Unlike `run_many`, nothing waits for a whole batch."""
+        in_flight: dict[int, tuple[dict[str, Any], float]] = {}
+        while True:
+            while len(in_flight) < max(1, jobs):
+                request = feed()
+                if request is None:
+                    break
+                request = dict(request, id=self._next_id)
+                self._next_id += 1
+                self._send(request)
+                budget = float(request.get("timeout", 20.0)) * 2 * max(1, len(request.get("units") or [None])) + 60.0
+                in_flight[request["id"]] = (request, budget)
+            if not in_flight:
+                return
+            message = self._read_message(time.monotonic() + max(budget for _, budget in in_flight.values()))
+            sent = in_flight.pop(message.get("id"), None) if "id" in message else None
+            if sent is not None:
+                on_answer(sent[0], message)
 
     def ping(self) -> bool:
         return self.run_many([{"op": "ping"}])[0].get("result") == "pong"
