@@ -1,0 +1,133 @@
+"""Incremental, interruptible runs (issue 10, item 4): each file is written as soon as its
+fixes are decided; Ctrl-C and SIGTERM stop cleanly, saying what was and was not written;
+no temporary folder and no process outlives the run, even when the worker is killed.
+
+The CLI runs as a real process (`cli_process`), in its own empty TMPDIR."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cli_process import CliProcess, children_of, kill_quietly, start_cli, wait_until_gone
+
+FIXED_MARK = "with torch.no_grad():"
+
+
+def slow_eval_script(seconds: float) -> str:
+    """A runnable evaluation script with an AGF001 bug (a safe, verified fix) whose
+    verification takes at least `seconds` (both sides run the script)."""
+    return textwrap.dedent(
+        f"""\
+        import time
+
+        import torch
+        from torch import nn
+
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
+        val_loader = [torch.randn(4, 8) for _ in range(3)]
+        model.eval()
+        outputs = []
+        for batch in val_loader:
+            outputs.append(model(batch))
+        time.sleep({seconds})
+        print(torch.cat(outputs).sum().item())
+        """
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    return root
+
+
+@pytest.fixture
+def running():
+    started: list[CliProcess] = []
+    yield started
+    for cli in started:
+        kill_quietly(cli)
+
+
+def files(project: Path, count: int, seconds: float) -> list[Path]:
+    paths = []
+    for number in range(count):
+        path = project / f"eval_{number}.py"
+        path.write_text(slow_eval_script(seconds))
+        paths.append(path)
+    return paths
+
+
+def assert_nothing_left(cli: CliProcess) -> None:
+    assert wait_until_gone(cli.tmpdir) == [], "processes outlived the run"
+    assert sorted(p.name for p in cli.tmpdir.iterdir()) == [], "temporary folders outlived the run"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupt_keeps_written_files_says_which_and_leaves_nothing(
+    project: Path, tmp_path: Path, running: list[CliProcess], signum: int
+) -> None:
+    paths = files(project, 4, seconds=2.0)
+    original = paths[0].read_text()
+    cli = start_cli(["--apply", "-j", "1", "."], project, tmp_path / "tmp")
+    running.append(cli)
+    # without a terminal: one progress line per decided file, as it happens
+    first = cli.wait_for_stderr(lambda line: "eval_0.py: written" in line, timeout=240)
+    assert first.startswith("autograd-fix: [1/4] eval_0.py: written (1 fix)")
+    assert FIXED_MARK in paths[0].read_text()  # on disk before the run ends
+    assert all(p.read_text() == original for p in paths[1:])
+    cli.signal(signum)
+    code = cli.finish()
+    assert code == 128 + signum
+    stderr = cli.stderr
+    assert "autograd-fix: interrupted" in stderr and "Traceback" not in stderr
+    assert "written: eval_0.py" in stderr
+    for path in paths[2:]:
+        assert f"not written: {path.name}" in stderr
+        assert path.read_text() == original
+    assert FIXED_MARK in paths[0].read_text()
+    assert_nothing_left(cli)
+
+
+@pytest.mark.slow
+def test_a_killed_worker_leaves_no_folder_and_the_run_goes_on(project: Path, tmp_path: Path, running: list[CliProcess]) -> None:
+    (path,) = files(project, 1, seconds=30.0)
+    cli = start_cli(["--diff", "--color", "never", "."], project, tmp_path / "tmp")
+    running.append(cli)
+    worker = None
+    for _ in range(2400):  # the worker, once it has forked the patch's job
+        workers = children_of(cli.proc.pid)
+        if workers and children_of(workers[0]):
+            worker = workers[0]
+            break
+        if cli.proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert worker is not None, cli.stderr
+    os.kill(worker, signal.SIGKILL)
+    code = cli.finish()
+    assert code == 0, cli.stderr
+    assert "unverified" in cli.stdout and "verification" in cli.stdout
+    assert path.read_text() == slow_eval_script(30.0)
+    assert_nothing_left(cli)
+
+
+@pytest.mark.slow
+def test_a_finished_run_leaves_no_temporary_folder(project: Path, tmp_path: Path, running: list[CliProcess]) -> None:
+    (path,) = files(project, 1, seconds=0.0)
+    cli = start_cli(["--apply", "."], project, tmp_path / "tmp")
+    running.append(cli)
+    assert cli.finish(timeout=240) == 0, cli.stderr
+    assert FIXED_MARK in path.read_text()
+    assert "autograd-fix: [1/1] eval_0.py: written (1 fix)" in cli.stderr
+    assert_nothing_left(cli)
