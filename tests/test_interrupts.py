@@ -131,3 +131,72 @@ def test_a_finished_run_leaves_no_temporary_folder(project: Path, tmp_path: Path
     assert FIXED_MARK in path.read_text()
     assert "autograd-fix: [1/1] eval_0.py: written (1 fix)" in cli.stderr
     assert_nothing_left(cli)
+
+
+# -- the pieces, in-process ----------------------------------------------------------------
+def test_a_signal_during_a_write_waits_for_the_write_to_finish() -> None:
+    from autograd_fix.cli.interrupts import Interrupted, StopSignals
+
+    done = []
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Interrupted) as stopped:
+        with StopSignals() as stops:
+            with stops.held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the handler has run by now, and only noted it
+                done.append("write finished")
+    assert done == ["write finished"]
+    assert stopped.value.exit_code == 143
+    assert signal.getsignal(signal.SIGTERM) == before  # handlers restored
+
+
+def test_each_file_is_decided_before_the_next_file_is_verified(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first file's patches all get verdicts, and the file is handed on (to be
+    written), before any patch of the second file is sent: nothing waits for the end."""
+    from autograd_fix.cli import verify_patches
+    from autograd_fix.cli.runner import Job, check_file
+    from autograd_fix.verification import api
+    from autograd_fix.verification.verdict import Verdict
+
+    events: list[tuple[str, str]] = []
+
+    def stream(next_pair, on_verdict, **kwargs):
+        while (item := next_pair()) is not None:
+            key, pair = item
+            events.append(("verify", pair["path"]))
+            on_verdict(key, Verdict("accepted", "stub", pair["rule"]))
+
+    monkeypatch.setattr(api, "verify_stream", stream)
+    two_loops = slow_eval_script(0) + "for batch in val_loader:\n    outputs.append(model(batch))\n"
+    jobs = [
+        Job(path=name, select=None, ignore=(), unsafe_fixes=False, compute_fix=False, fix_diffs=False, data=two_loops.encode())
+        for name in ("a.py", "b.py")
+    ]
+    outcomes = [check_file(job) for job in jobs]
+    assert all(len(o.findings) == 2 for o in outcomes)
+    verify_patches.verify_and_compose(
+        outcomes, jobs, verify_patches.VerifySettings(), False, None, verifier=object(),
+        on_decided=lambda outcome: events.append(("decided", outcome.path)),
+    )
+    assert events == [("verify", "a.py"), ("verify", "a.py"), ("decided", "a.py"),
+                      ("verify", "b.py"), ("verify", "b.py"), ("decided", "b.py")]
+    assert all(o.fixed is not None and o.fixed.count("with torch.no_grad():") == 2 for o in outcomes)
+
+
+def test_progress_lines_only_without_a_terminal() -> None:
+    import io
+
+    from rich.console import Console
+
+    from autograd_fix.cli.progress import file_lines
+
+    terminal = Console(file=io.StringIO(), force_terminal=True)
+    assert file_lines(terminal, 3) is None
+    buffer = io.StringIO()
+    note = file_lines(Console(file=buffer, force_terminal=False, width=40), 2)
+    note("src/a_rather_long_path/to/some/module.py", "written (2 fixes)")
+    note("src/b.py", "no fix accepted; unchanged")
+    assert buffer.getvalue().splitlines() == [
+        "autograd-fix: [1/2] src/a_rather_long_path/to/some/module.py: written (2 fixes)",
+        "autograd-fix: [2/2] src/b.py: no fix accepted; unchanged",
+    ]
