@@ -225,3 +225,27 @@ def test_report_file_behind_a_symlink_stays_a_symlink(project: Path) -> None:
     assert result.exit_code == 0, result.output
     assert (project / "report.json").is_symlink()
     assert '"findings"' in (project / "reports" / "latest.json").read_text()
+
+
+def test_two_runs_do_not_both_count_the_same_fix(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another run fixes the file after this one read it: this run's write is refused
+    (the bytes changed), so only one of them says it fixed it."""
+    from autograd_fix.cli import app as app_module
+
+    path = project / "src" / "eval.py"
+    path.write_text(TRAIN)
+    real_run_jobs = app_module.run_jobs
+
+    def other_run_writes_first(jobs, workers, on_done=None, on_outcome=None):
+        def then_ours(outcome):
+            write_user_file(str(path), outcome.fixed.encode(), expected_digest=sha(TRAIN.encode()))
+            on_outcome(outcome)
+
+        return real_run_jobs(jobs, workers, on_done, then_ours)
+
+    monkeypatch.setattr(app_module, "run_jobs", other_run_writes_first)
+    result = apply("src")
+    assert result.exit_code == 2
+    assert "error: src/eval.py: changed on disk since it was read; not overwritten (run again)" in result.stderr
+    assert "Fixed 0 findings in 0 files" in result.stdout
+    assert path.read_text().count(FIXED_MARK) == 1
