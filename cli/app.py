@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -354,8 +353,7 @@ class _Noted:
 
 def _report_interrupt(stop: Interrupted, applier: Applier | None, mode: str) -> None:
     """Say, on stderr, that the run stopped and which files it did and did not write."""
-    name = "Ctrl-C" if stop.signum == signal.SIGINT else signal.Signals(stop.signum).name
-    lines = [f"autograd-fix: interrupted ({name}); stopping."]
+    lines = [f"autograd-fix: interrupted ({stop.label}); stopping."]
     if applier is None:
         lines.append("No file was written." if mode == "apply" else "Nothing was written (this mode writes no file).")
     else:
@@ -380,4 +378,9 @@ def main(argv: list[str] | None = None) -> None:
 
         server_app(args=args[1:], prog_name="autograd-fix server")
         return
-    app(args=args, prog_name="autograd-fix")
+    with StopSignals():
+        try:
+            app(args=args, prog_name="autograd-fix")
+        except Interrupted as stop:  # outside the run itself (finding files, reporting)
+            typer.echo(f"autograd-fix: interrupted ({stop.label}).", err=True)
+            sys.exit(stop.exit_code)

@@ -20,8 +20,9 @@ from typing import Iterator
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class Interrupted(KeyboardInterrupt):
-    """The run was asked to stop by `signum`."""
+class Interrupted(BaseException):
+    """The run was asked to stop by `signum`. Not a KeyboardInterrupt: click turns
+    those into "Aborted!" and exit 1, which would hide what was written."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -30,6 +31,10 @@ class Interrupted(KeyboardInterrupt):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+    @property
+    def label(self) -> str:
+        return "Ctrl-C" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
 
 
 class StopSignals:

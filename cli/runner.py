@@ -195,8 +195,11 @@ def run_jobs(
 
 def _leave_interrupts_to_the_parent() -> None:
     """Pool workers ignore Ctrl-C: the terminal sends it to the whole process group,
-    and the parent alone decides how the run stops (no traceback from each worker)."""
+    and the parent alone decides how the run stops (no traceback from each worker).
+    SIGTERM ends a worker as it would any process (not the parent's handler, which
+    a fork inherits)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _collect(

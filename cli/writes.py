@@ -13,9 +13,10 @@
   left alone. The window that remains is the few microseconds between that last
   comparison and the write itself.
 - **Hard links, owner, group, mode (and extended attributes)** are kept. A file with
-  more than one link, or owned by someone else than the writing user, is rewritten in
-  place (the same inode: every link sees the fix, the owner stays), after the content
-  check made through the very descriptor that is then written. Any other file is
+  more than one link, owned by someone else than the writing user, or in a folder that
+  takes no new file (no write permission there), is rewritten in place (the same
+  inode: every link sees the fix, the owner stays), after the content check made
+  through the very descriptor that is then written. Any other file is
   replaced atomically (a temporary file in the same folder, then `os.replace`), with
   mode, owner, group and extended attributes copied to the new file first, so a crash
   mid-write never leaves half a file.
@@ -36,6 +37,10 @@ from typing import Iterable, Sequence
 
 class WriteRefused(Exception):
     """The file was not written; the message says why (one line, no path)."""
+
+
+class _NoSibling(Exception):
+    """The folder takes no temporary file: the atomic replace is impossible there."""
 
 
 def allowed_roots(paths: Iterable[str]) -> tuple[str, ...]:
@@ -97,7 +102,10 @@ def write_user_file(
         else:
             if expected_digest is not None:
                 _check_unchanged(_read(target), expected_digest)
-            _replace_atomically(target, data, info, expected_digest)
+            try:
+                _replace_atomically(target, data, info, expected_digest)
+            except _NoSibling:
+                _rewrite_in_place(target, data, expected_digest)
     except FileNotFoundError:
         raise WriteRefused("was removed since it was read; not written") from None
     except OSError as error:
@@ -133,7 +141,12 @@ def _replace_atomically(path: str, data: bytes, info: os.stat_result | None, exp
     """A temporary sibling with the old file's mode, owner and xattrs, then `os.replace`;
     the content is compared once more right before the replace."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(prefix=".autograd-fix-", suffix=".tmp", dir=directory)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".autograd-fix-", suffix=".tmp", dir=directory)
+    except PermissionError:
+        if info is None:
+            raise
+        raise _NoSibling() from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -200,3 +200,23 @@ def test_progress_lines_only_without_a_terminal() -> None:
         "autograd-fix: [1/2] src/a_rather_long_path/to/some/module.py: written (2 fixes)",
         "autograd-fix: [2/2] src/b.py: no fix accepted; unchanged",
     ]
+
+
+def test_an_interrupt_outside_the_run_still_exits_128_plus_the_signal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C while files are being found: no "Aborted!" and exit 1 (click's way), but
+    one line and 130."""
+    from autograd_fix.cli import app as app_module
+    from autograd_fix.cli.interrupts import Interrupted
+
+    def interrupted(*args, **kwargs):
+        raise Interrupted(signal.SIGINT)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(app_module, "discover", interrupted)
+    with pytest.raises(SystemExit) as exited:
+        app_module.main(["."])
+    assert exited.value.code == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "autograd-fix: interrupted (Ctrl-C)." and "Aborted" not in err
