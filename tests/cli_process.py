@@ -39,8 +39,13 @@ class CliProcess:
             time.sleep(0.05)
         raise AssertionError(f"no such line on stderr within {timeout}s; got:\n" + "".join(self.stderr_lines))
 
-    def signal(self, signum: int) -> None:
-        self.proc.send_signal(signum)
+    def signal(self, signum: int, *, group: bool = False) -> None:
+        """To the tool alone (as `kill` does), or to its whole process group (as a
+        terminal's Ctrl-C does: the verification worker gets it too)."""
+        if group:
+            os.killpg(self.proc.pid, signum)
+        else:
+            self.proc.send_signal(signum)
 
     def finish(self, timeout: float = 60.0) -> int:
         code = self.proc.wait(timeout=timeout)
@@ -66,6 +71,7 @@ def start_cli(args: list[str], cwd: Path, tmpdir: Path) -> CliProcess:
     proc = subprocess.Popen(
         [sys.executable, "-m", "autograd_fix", *args], cwd=cwd, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        start_new_session=True,  # its own process group, as a shell gives a command
     )
     cli = CliProcess(proc, tmpdir)
     for stream, lines in ((proc.stdout, cli.stdout_lines), (proc.stderr, cli.stderr_lines)):

@@ -73,9 +73,11 @@ def assert_nothing_left(cli: CliProcess) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    ("signum", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)], ids=["ctrl-c-to-the-group", "sigterm"]
+)
 def test_interrupt_keeps_written_files_says_which_and_leaves_nothing(
-    project: Path, tmp_path: Path, running: list[CliProcess], signum: int
+    project: Path, tmp_path: Path, running: list[CliProcess], signum: int, group: bool
 ) -> None:
     paths = files(project, 4, seconds=2.0)
     original = paths[0].read_text()
@@ -86,7 +88,7 @@ def test_interrupt_keeps_written_files_says_which_and_leaves_nothing(
     assert first.startswith("autograd-fix: [1/4] eval_0.py: written (1 fix)")
     assert FIXED_MARK in paths[0].read_text()  # on disk before the run ends
     assert all(p.read_text() == original for p in paths[1:])
-    cli.signal(signum)
+    cli.signal(signum, group=group)
     code = cli.finish()
     assert code == 128 + signum
     stderr = cli.stderr
