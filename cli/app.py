@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 
 from autograd_fix import __version__
-from autograd_fix.cli.apply_files import Applier, decision_note, encode, new_bytes
+from autograd_fix.cli.apply_files import Applier, DecisionNotes, encode, interrupt_report, new_bytes
 from autograd_fix.cli.config import ConfigError, load_config
 from autograd_fix.cli.discovery import discover
 from autograd_fix.cli.notebook_check import cell_positions
@@ -206,13 +206,13 @@ def check(
             with progress_bar(progress, len(job_list), "checking files", more_than=STATIC_PROGRESS_MIN_FILES) as advance:
                 outcomes = run_jobs(job_list, workers, advance, None if verifying else applier)
             if verifying:
-                decided = applier or _Noted()
+                decided = applier or DecisionNotes()
                 decided.expect(outcomes)
                 decided.note = file_lines(progress, len(decided.candidates))
                 settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs)
                 outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, progress, on_decided=decided)
         except Interrupted as stop:
-            _report_interrupt(stop, applier, mode)
+            typer.echo(interrupt_report(stop, applier, mode), err=True)
             raise typer.Exit(stop.exit_code)
     outcomes = [cell_positions(outcome) for outcome in outcomes]
     outcomes.sort(key=lambda outcome: outcome.path)
@@ -333,35 +333,6 @@ def _emit(
     print_findings(out, records)
     out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
     return status
-
-
-class _Noted:
-    """`--diff` and report runs: no file is written, but each decided file still gets
-    its progress line."""
-
-    def __init__(self) -> None:
-        self.candidates: list[str] = []
-        self.note = None
-
-    def expect(self, outcomes: list[FileOutcome]) -> None:
-        self.candidates = [o.path for o in outcomes if not o.error and any(r.plan_id for r in o.findings)]
-
-    def __call__(self, outcome: FileOutcome) -> None:
-        if self.note is not None:
-            self.note(outcome.path, decision_note(outcome))
-
-
-def _report_interrupt(stop: Interrupted, applier: Applier | None, mode: str) -> None:
-    """Say, on stderr, that the run stopped and which files it did and did not write."""
-    lines = [f"autograd-fix: interrupted ({stop.label}); stopping."]
-    if applier is None:
-        lines.append("No file was written." if mode == "apply" else "Nothing was written (this mode writes no file).")
-    else:
-        lines += [f"written: {path}" for path in applier.written]
-        lines += [f"not written: {path}" for path in applier.not_written()]
-        if not applier.written:
-            lines.append("No file was written.")
-    typer.echo("\n".join(lines), err=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from autograd_fix.cli.interrupts import StopSignals
+from autograd_fix.cli.interrupts import Interrupted, StopSignals
 from autograd_fix.cli.notebook import notebook_bytes
 from autograd_fix.cli.runner import FileOutcome
 from autograd_fix.cli.writes import WriteRefused, write_user_file
@@ -46,6 +46,11 @@ def decision_note(outcome: FileOutcome) -> str:
     return f"{accepted} of {len(candidates)} fix{'es' if len(candidates) != 1 else ''} accepted"
 
 
+def candidates(outcomes: Iterable[FileOutcome]) -> list[str]:
+    """The files that have fixes still to decide after the static pass."""
+    return [o.path for o in outcomes if not o.error and any(r.plan_id for r in o.findings)]
+
+
 @dataclass
 class Applier:
     """Writes decided files, one by one; call it with each outcome once decided."""
@@ -65,7 +70,7 @@ class Applier:
 
     def expect(self, outcomes: Iterable[FileOutcome]) -> None:
         """Remember which files have fixes still to decide (for an interrupt's report)."""
-        self.candidates = [o.path for o in outcomes if not o.error and any(r.plan_id or r.fix_applies for r in o.findings)]
+        self.candidates = candidates(outcomes)
 
     def __call__(self, outcome: FileOutcome) -> None:
         if outcome.fixed is None or outcome.error:
@@ -96,3 +101,33 @@ class Applier:
         """Files that had fixes in view and were not written (for an interrupt's report)."""
         done = set(self.written) | {path for path, _ in self.refused}
         return [path for path in self.candidates if path not in done]
+
+
+@dataclass
+class DecisionNotes:
+    """`--diff` and report runs: no file is written, but each decided file still gets
+    its progress line (the same protocol as `Applier`)."""
+
+    note: Callable[[str, str], None] | None = None
+    candidates: list[str] = field(default_factory=list)
+
+    def expect(self, outcomes: Iterable[FileOutcome]) -> None:
+        self.candidates = candidates(outcomes)
+
+    def __call__(self, outcome: FileOutcome) -> None:
+        if self.note is not None:
+            self.note(outcome.path, decision_note(outcome))
+
+
+def interrupt_report(stop: Interrupted, applier: Applier | None, mode: str) -> str:
+    """What an interrupted run says on stderr: that it stopped, and which files it did
+    and did not write."""
+    lines = [f"autograd-fix: interrupted ({stop.label}); stopping."]
+    if applier is None:
+        lines.append("No file was written." if mode == "apply" else "Nothing was written (this mode writes no file).")
+    else:
+        lines += [f"written: {path}" for path in applier.written]
+        lines += [f"not written: {path}" for path in applier.not_written()]
+        if not applier.written:
+            lines.append("No file was written.")
+    return "\n".join(lines)
