@@ -261,8 +261,9 @@ def _emit(
     )
     fixed = files_fixed = 0
     applied_ids: set[int] = set()
+    refused = applier.refused if applier is not None else []
     if applier is not None:  # files were written as they were decided
-        errors.extend(applier.refused)
+        errors.extend(refused)
         files_fixed, applied_ids = len(applier.written), applier.applied_ids
     elif mode == "apply":  # stdin: the fixed source goes to stdout below
         for outcome in outcomes:
@@ -326,7 +327,10 @@ def _emit(
             out.print(f"fixed {record.location}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
         out.print(
-            summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, fixed=fixed, files_fixed=files_fixed),
+            summary_line(
+                len(records), fixable, hidden_unsafe, len(errors) - len(refused), mode=mode, fixed=fixed,
+                files_fixed=files_fixed, not_written=len(refused),
+            ),
             highlight=False,
         )
         return status

@@ -77,8 +77,11 @@ def plural(count: int, word: str) -> str:
 
 
 def summary_line(
-    findings: int, fixable: int, hidden_unsafe: int, errors: int, *, mode: str, fixed: int = 0, files_fixed: int = 0
+    findings: int, fixable: int, hidden_unsafe: int, errors: int, *, mode: str, fixed: int = 0, files_fixed: int = 0,
+    not_written: int = 0,
 ) -> str:
+    """The last line of a run; `errors` counts files not checked, `not_written` files
+    checked and fixed whose write `--apply` refused (they are not in `fixed`)."""
     parts: list[str] = []
     if mode == "apply":
         parts.append(f"Fixed {plural(fixed, 'finding')} in {plural(files_fixed, 'file')}")
@@ -94,6 +97,8 @@ def summary_line(
         parts.append("No findings")
     if hidden_unsafe:
         parts.append(f"{hidden_unsafe} more fixable with --unsafe-fixes")
+    if not_written:
+        parts.append(f"{plural(not_written, 'file')} not written")
     if errors:
         parts.append(f"{plural(errors, 'file')} could not be checked")
     return "; ".join(parts) + "."

@@ -168,7 +168,8 @@ def test_apply_refuses_a_symlink_out_of_the_tree_and_goes_on(project: Path) -> N
     assert f"error: src/common.py: is a symlink to {outside}, outside the paths given; not written" in result.stderr
     assert outside.read_text() == TRAIN
     assert FIXED_MARK in (project / "src" / "train.py").read_text()
-    assert "Fixed 1 finding in 1 file" in result.stdout  # the refused file is not counted
+    # the refused file is not counted as fixed, nor as not checked
+    assert "Fixed 1 finding in 1 file; 1 remaining; 1 file not written." in result.stdout
 
 
 def test_apply_keeps_a_hard_link(project: Path) -> None:
@@ -190,7 +191,7 @@ def test_apply_leaves_a_read_only_file_alone_with_an_error(project: Path) -> Non
     assert "error: src/train.py: is read-only (mode 0444); not written" in result.stderr
     assert path.read_text() == TRAIN and stat.S_IMODE(path.stat().st_mode) == 0o444
     assert FIXED_MARK in other.read_text()
-    assert "Fixed 1 finding in 1 file" in result.stdout
+    assert "Fixed 1 finding in 1 file; 1 remaining; 1 file not written." in result.stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
@@ -247,7 +248,7 @@ def test_two_runs_do_not_both_count_the_same_fix(project: Path, monkeypatch: pyt
     result = apply("src")
     assert result.exit_code == 2
     assert "error: src/eval.py: changed on disk since it was read; not overwritten (run again)" in result.stderr
-    assert "Fixed 0 findings in 0 files" in result.stdout
+    assert "Fixed 0 findings in 0 files; 1 remaining; 1 file not written." in result.stdout
     assert path.read_text().count(FIXED_MARK) == 1
 
 
