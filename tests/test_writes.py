@@ -4,6 +4,7 @@ files, and edits made while it ran (issue 10, item 2)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 from pathlib import Path
@@ -204,17 +205,20 @@ def test_apply_keeps_the_owner_of_someone_elses_file(project: Path) -> None:
     assert (path.stat().st_uid, path.stat().st_gid) == (1, 1)
 
 
-def test_apply_refused_write_shows_in_json_errors(project: Path) -> None:
+def test_apply_refused_write_shows_in_json_and_sarif_errors(project: Path) -> None:
     path = project / "src" / "train.py"
     path.write_text(TRAIN)
     path.chmod(0o444)
     result = CliRunner().invoke(app, ["--apply", "--no-verify", "--format", "json", "src"], catch_exceptions=False)
-    import json
-
     summary = json.loads(result.stdout)["summary"]
     assert result.exit_code == 2
     assert summary["fixed"] == 0
     assert summary["errors"] == [{"path": "src/train.py", "message": "is read-only (mode 0444); not written"}]
+    result = CliRunner().invoke(app, ["--apply", "--no-verify", "--format", "sarif", "src"], catch_exceptions=False)
+    (invocation,) = json.loads(result.stdout)["runs"][0]["invocations"]
+    assert invocation["executionSuccessful"] is False
+    assert "is read-only (mode 0444); not written" in json.dumps(invocation["toolExecutionNotifications"])
+    assert path.read_text() == TRAIN
 
 
 def test_report_file_behind_a_symlink_stays_a_symlink(project: Path) -> None:
