@@ -38,8 +38,8 @@ from autograd_fix.cli.rules_doc import explain_text, rules_table_text
 from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
 from autograd_fix.cli.sarif import sarif_json
 from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
-from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.cli.writes import allowed_roots
+from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.source import SourceError
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.verdict import Status
