@@ -30,6 +30,9 @@ from autograd_fix.verification.verdict import Verdict
 
 #: below this many files a pool costs more (worker start-up) than it saves
 POOL_THRESHOLD = 8
+#: at most this many files go to a pool worker at once: an interrupt waits for the
+#: chunks being checked, and `--apply` writes a file only once its chunk is back
+MAX_CHUNK = 8
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,7 @@ def run_jobs(
     workers = min(workers, len(jobs), os.cpu_count() or 1)
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_parent)
     try:
-        results = pool.map(check_file, jobs, chunksize=max(1, len(jobs) // (workers * 4)))
+        results = pool.map(check_file, jobs, chunksize=max(1, min(MAX_CHUNK, len(jobs) // (workers * 4))))
         return _collect(results, on_done, on_outcome)
     finally:  # interrupted: drop the queued files instead of checking them all first
         pool.shutdown(wait=True, cancel_futures=True)
