@@ -102,6 +102,32 @@ def test_interrupt_keeps_written_files_says_which_and_leaves_nothing(
 
 
 @pytest.mark.slow
+def test_interrupting_a_large_static_apply_lists_exactly_the_files_on_disk(
+    project: Path, tmp_path: Path, running: list[CliProcess]
+) -> None:
+    """`--no-verify`, a process pool: files are written as their chunk comes back; after
+    Ctrl-C the "written:" lines name exactly the files that changed."""
+    source = slow_eval_script(0)
+    paths = []
+    for number in range(300):
+        path = project / f"m{number:03}.py"
+        path.write_text(source)
+        paths.append(path)
+    cli = start_cli(["--apply", "--no-verify", "-j", "2", "."], project, tmp_path / "tmp")
+    running.append(cli)
+    deadline = time.monotonic() + 120
+    while not any(FIXED_MARK in p.read_text() for p in paths) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cli.signal(signal.SIGINT)
+    assert cli.finish() == 130, cli.stderr
+    listed = {line.split(": ", 1)[1] for line in cli.stderr.splitlines() if line.startswith("written: ")}
+    changed = {p.name for p in paths if FIXED_MARK in p.read_text()}
+    assert changed and listed == changed
+    assert len(changed) < len(paths)  # it did stop early
+    assert_nothing_left(cli)
+
+
+@pytest.mark.slow
 def test_a_killed_worker_leaves_no_folder_and_the_run_goes_on(project: Path, tmp_path: Path, running: list[CliProcess]) -> None:
     (path,) = files(project, 1, seconds=30.0)
     cli = start_cli(["--diff", "--color", "never", "."], project, tmp_path / "tmp")
