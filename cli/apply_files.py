@@ -10,6 +10,7 @@ report say exactly which files changed.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -77,25 +78,21 @@ class Applier:
             if self.note is not None and outcome.path in self.candidates:
                 self.note(outcome.path, outcome.error or "no fix accepted; unchanged")
             return
-        try:
-            if self.stops is not None:
-                with self.stops.held():
-                    self._write(outcome)
-            else:
-                self._write(outcome)
-        except (WriteRefused, SourceError) as error:
-            self.refused.append((outcome.path, str(error)))
+        # the write and its record go together: a signal in between would leave a
+        # written file out of the interrupt's "written:" list
+        with self.stops.held() if self.stops is not None else nullcontext():
+            try:
+                write_user_file(outcome.path, new_bytes(outcome), expected_digest=outcome.digest, roots=self.roots)
+            except (WriteRefused, SourceError) as error:
+                self.refused.append((outcome.path, str(error)))
+                if self.note is not None:
+                    self.note(outcome.path, f"not written: {error}")
+                return
+            self.written.append(outcome.path)
+            fixes = [r for r in outcome.findings if r.fix_applies]
+            self.applied_ids.update(id(r) for r in fixes)
             if self.note is not None:
-                self.note(outcome.path, f"not written: {error}")
-            return
-        self.written.append(outcome.path)
-        fixes = [r for r in outcome.findings if r.fix_applies]
-        self.applied_ids.update(id(r) for r in fixes)
-        if self.note is not None:
-            self.note(outcome.path, f"written ({len(fixes)} fix{'es' if len(fixes) != 1 else ''})")
-
-    def _write(self, outcome: FileOutcome) -> None:
-        write_user_file(outcome.path, new_bytes(outcome), expected_digest=outcome.digest, roots=self.roots)
+                self.note(outcome.path, f"written ({len(fixes)} fix{'es' if len(fixes) != 1 else ''})")
 
     def not_written(self) -> list[str]:
         """Files that had fixes in view and were not written (for an interrupt's report)."""
