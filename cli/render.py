@@ -87,7 +87,7 @@ def plural(count: int, word: str) -> str:
 
 def summary_line(
     findings: int, fixable: int, hidden_unsafe: int, errors: int, *, mode: str, fixed: int = 0, files_fixed: int = 0,
-    checked: int | None = None, verified_later: bool = False,
+    checked: int | None = None, verified_later: bool = False, not_written: int = 0,
 ) -> str:
     """The run's last line.
 
@@ -95,7 +95,8 @@ def summary_line(
     findings" (nothing was looked at). `hidden_unsafe`: unsafe fixes not applied with
     the current options; `verified_later` (a listing, when `--apply` would verify) says
     `--apply` applies them once verification accepts them, as it does; otherwise only
-    `--unsafe-fixes` would."""
+    `--unsafe-fixes` would. `errors` counts files not checked, `not_written` files
+    checked and fixed whose write `--apply` refused (they are not in `fixed`)."""
     parts: list[str] = []
     if checked == 0 and not findings:
         parts.append("No files checked")
@@ -115,6 +116,8 @@ def summary_line(
         parts.append(f"{hidden_unsafe} more fixable with --apply once verification accepts {'it' if hidden_unsafe == 1 else 'them'}")
     elif hidden_unsafe:
         parts.append(f"{hidden_unsafe} more fixable with --unsafe-fixes")
+    if not_written:
+        parts.append(f"{plural(not_written, 'file')} not written")
     if errors:
         parts.append(f"{plural(errors, 'file')} could not be checked")
     return "; ".join(parts) + "."

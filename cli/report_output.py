@@ -17,7 +17,7 @@ import stat
 import typer
 from rich.console import Console
 
-from autograd_fix.codemods.source import write_atomic
+from autograd_fix.cli.writes import WriteRefused, write_user_file
 
 
 class ReportOutputError(Exception):
@@ -77,7 +77,9 @@ class ReportSink:
                 with open(target, "wb") as handle:  # a pipe or a device: nothing to replace
                     handle.write(data)
             else:
-                write_atomic(target, data)
+                write_user_file(target, data)
+        except WriteRefused as error:
+            raise ReportOutputError(f"cannot write --output-file {self.path}: it {error}") from None
         except OSError as error:
             raise ReportOutputError(f"cannot write --output-file {self.path}: {error.strerror or error}") from None
 

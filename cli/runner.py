@@ -6,6 +6,7 @@ Workers return only picklable, plain data: the libcst trees stay in the worker.
 from __future__ import annotations
 
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -29,6 +30,9 @@ from autograd_fix.verification.verdict import Verdict
 
 #: below this many files a pool costs more (worker start-up) than it saves
 POOL_THRESHOLD = 8
+#: at most this many files go to a pool worker at once: an interrupt waits for the
+#: chunks being checked, and `--apply` writes a file only once its chunk is back
+MAX_CHUNK = 8
 
 
 @dataclass(frozen=True)
@@ -172,20 +176,45 @@ def _patched(module, fix, paths, codes) -> str | None:
         return None
 
 
-def run_jobs(jobs: list[Job], workers: int, on_done: Callable[[int], None] | None = None) -> list[FileOutcome]:
+def run_jobs(
+    jobs: list[Job],
+    workers: int,
+    on_done: Callable[[int], None] | None = None,
+    on_outcome: Callable[[FileOutcome], None] | None = None,
+) -> list[FileOutcome]:
     """Outcomes in the order of `jobs`; `on_done(1)` is called as each file finishes
-    (for a progress bar)."""
+    (for a progress bar), then `on_outcome(outcome)` (`--apply` writes it there and
+    then, not at the end of the run)."""
     if workers <= 1 or len(jobs) < POOL_THRESHOLD:
-        return _collect(map(check_file, jobs), on_done)
+        return _collect(map(check_file, jobs), on_done, on_outcome)
     workers = min(workers, len(jobs), os.cpu_count() or 1)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return _collect(pool.map(check_file, jobs, chunksize=max(1, len(jobs) // (workers * 4))), on_done)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_parent)
+    try:
+        results = pool.map(check_file, jobs, chunksize=max(1, min(MAX_CHUNK, len(jobs) // (workers * 4))))
+        return _collect(results, on_done, on_outcome)
+    finally:  # interrupted: drop the queued files instead of checking them all first
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _collect(results: Iterable[FileOutcome], on_done: Callable[[int], None] | None) -> list[FileOutcome]:
+def _leave_interrupts_to_the_parent() -> None:
+    """Pool workers ignore Ctrl-C: the terminal sends it to the whole process group,
+    and the parent alone decides how the run stops (no traceback from each worker).
+    SIGTERM ends a worker as it would any process (not the parent's handler, which
+    a fork inherits)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _collect(
+    results: Iterable[FileOutcome],
+    on_done: Callable[[int], None] | None,
+    on_outcome: Callable[[FileOutcome], None] | None,
+) -> list[FileOutcome]:
     outcomes = []
     for outcome in results:
         outcomes.append(outcome)
         if on_done is not None:
             on_done(1)
+        if on_outcome is not None:
+            on_outcome(outcome)
     return outcomes

@@ -12,7 +12,7 @@ never depend on the tool's working directory.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable, Hashable
 
 from .client import Verifier, WorkerError
 from .config import ConfigError, VerifyConfig, load_config
@@ -172,9 +172,72 @@ def verify_many(
                 worker.close()
         for slot, request, answer in zip(slots, requests, answers):
             verdicts[slot] = _verdict(answer, pairs[slot].get("rule"))
-            for driver, failure in ((answer.get("result") or {}).get("driver_failures") or {}).items():
-                shadows.driver_failures[(request["path"], driver)] = failure
+            _remember_failures(shadows, request, answer)
     return [v for v in verdicts if v is not None]
+
+
+def verify_stream(
+    next_pair: Callable[[], tuple[Hashable, dict[str, Any]] | None],
+    on_verdict: Callable[[Hashable, Verdict], None],
+    *,
+    verifier: Verifier,
+    shadows: ShadowCopies,
+    jobs: int | None = None,
+    device: str = "auto",
+    timeout: float = 20.0,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    config_dir: str | None = None,
+    memo: SourceMemo | None = None,
+) -> None:
+    """Verify patches as they come: `next_pair()` gives `(key, pair)` (None: nothing
+    more for now), `on_verdict(key, verdict)` is called as soon as that patch is judged,
+    and may make `next_pair` give more (a file's next patch, composed on the ones that
+    went in). Up to `jobs` run at once; no patch waits for a batch of others, so a caller
+    can act on each file as soon as its last verdict is in. A worker that dies leaves
+    every patch still in flight, and every later one, unverified."""
+    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir}
+    waiting: dict[int, tuple[Hashable, dict[str, Any]]] = {}
+    tags = iter(range(1 << 62))
+    broken: list[str] = []
+
+    def feed() -> dict[str, Any] | None:
+        while not broken:
+            item = next_pair()
+            if item is None:
+                return None
+            key, pair = item
+            request, verdict = _request(pair, defaults, shadows, memo)
+            if request is None:
+                on_verdict(key, verdict or Verdict(UNVERIFIED, "nothing to run", pair.get("rule"), ()))
+                continue
+            tag = next(tags)
+            waiting[tag] = (key, pair)
+            return {**request, "tag": tag}
+        return None
+
+    def answer(request: dict[str, Any], message: dict[str, Any]) -> None:
+        key, pair = waiting.pop(request["tag"])
+        _remember_failures(shadows, request, message)
+        on_verdict(key, _verdict(message, pair.get("rule")))
+
+    try:
+        verifier.stream(feed, answer, jobs=jobs or default_jobs())
+    except WorkerError as exc:
+        broken.append(str(exc))
+    if not broken:
+        return
+    while waiting:
+        key, pair = waiting.pop(next(iter(waiting)))
+        on_verdict(key, Verdict(UNVERIFIED, f"verification failed: {broken[0]}", pair.get("rule"), ()))
+    while (item := next_pair()) is not None:
+        key, pair = item
+        on_verdict(key, Verdict(UNVERIFIED, f"verification failed: {broken[0]}", pair.get("rule"), ()))
+
+
+def _remember_failures(shadows: ShadowCopies, request: dict[str, Any], answer: dict[str, Any]) -> None:
+    """Drivers found unable to run for this file: its next patches skip them."""
+    for driver, failure in ((answer.get("result") or {}).get("driver_failures") or {}).items():
+        shadows.driver_failures[(request["path"], driver)] = failure
 
 
 def verify_pair(
