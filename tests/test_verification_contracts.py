@@ -783,3 +783,18 @@ def test_none_for_an_input_the_files_own_layer_feeds_a_graph_is_rejected(verifie
     verdict = run(verifier, ADDER_LAYER, wrong, AGF004, rule="AGF004")
     assert verdict.verdict == "rejected", verdict.reason
     assert "returns None for input 1, which the file fills with `x.t()` in AdderLinear.forward" in verdict.reason
+
+
+def test_every_registered_check_has_one_implementation_and_its_probes():
+    import inspect
+
+    from autograd_fix.verification import CHECK_NAMES, contracts
+    from autograd_fix.verification.checks import Probe, probes_for
+
+    assert tuple(contracts.CHECKS) == CHECK_NAMES
+    assert len(set(CHECK_NAMES)) == len(CHECK_NAMES)
+    written = {name[len("check_"):] for name, fn in inspect.getmembers(contracts, inspect.isfunction) if name.startswith("check_")}
+    assert written == set(CHECK_NAMES)  # no implementation outside the registry
+    # the harness turns on exactly what a contract's checks name
+    assert probes_for(["gradients_match_finite_differences"]) == {Probe.GRAD_INPUTS, Probe.FINITE_DIFFERENCES}
+    assert probes_for(["outputs_equal", "grads_equal"]) == frozenset()

@@ -65,10 +65,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import torch
 
+from .checks import SPECS, CheckStatus
 from .printed import printed_differences, printed_lines
 from .sandbox import Outcome
 from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult, format_bytes
@@ -79,13 +81,13 @@ PEAK_SLACK_RATIO, PEAK_SLACK_BYTES = 0.05, 64 * 1024
 PEAK_GRAPH_SLACK_RATIO = 0.01
 MAX_MISMATCHES = 5
 
-PASS, FAIL, NA, UNKNOWN = "pass", "fail", "n/a", "unverified"
+PASS, FAIL, NA, UNKNOWN = CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.NA, CheckStatus.UNKNOWN
 
 
 @dataclass(frozen=True)
 class CheckResult:
     check: str
-    status: str  # pass | fail | n/a | unverified
+    status: CheckStatus
     detail: str
 
     def to_json(self) -> dict[str, str]:
@@ -725,25 +727,18 @@ def check_parameters_change_as_intended(s: Sides) -> CheckResult:
     return CheckResult("parameters_change_as_intended", PASS, f"all {checked} parameter(s) with a gradient were updated")
 
 
-CHECKS: dict[str, Callable[[Sides], CheckResult]] = {
-    "outputs_equal": check_outputs_equal,
-    "grads_untouched": check_grads_untouched,
-    "retained_graph_not_higher": check_retained_graph_not_higher,
-    "retained_graph_lower_if_any": check_retained_graph_lower_if_any,
-    "grads_equal": check_grads_equal,
-    "step_grads_match_contributions": check_step_grads_match_contributions,
-    "original_error_gone": check_original_error_gone,
-    "forward_values_equal": check_forward_values_equal,
-    "gradients_match_finite_differences": check_gradients_match_finite_differences,
-    "parameters_change_as_intended": check_parameters_change_as_intended,
-    "gradcheck_passes": check_gradcheck_passes,
-    "ctx_freed_without_gc": check_ctx_freed_without_gc,
-    "peak_memory_not_higher": check_peak_memory_not_higher,
-    "accumulated_values_equal": check_accumulated_values_equal,
-    "equal_or_gradients_corrected": check_equal_or_gradients_corrected,
-    "backward_agrees_with_original": check_backward_agrees_with_original,
-    "gradcheck_if_original_matches": check_gradcheck_if_original_matches,
-}
+def _implementations() -> dict[str, Callable[[Sides], CheckResult]]:
+    """Each registered check's implementation, ``check_<name>`` in this module."""
+    found = {}
+    for spec in SPECS:
+        implementation = globals().get(f"check_{spec.name}")
+        if not callable(implementation):  # pragma: no cover - held by a test
+            raise RuntimeError(f"check {spec.name!r} is registered in checks.SPECS but has no check_{spec.name}")
+        found[spec.name] = implementation
+    return found
+
+
+CHECKS: Mapping[str, Callable[[Sides], CheckResult]] = MappingProxyType(_implementations())
 
 #: checks that expect the original to fail and the rewritten to run clean
 _ERROR_FIXING = {"original_error_gone"}

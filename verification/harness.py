@@ -28,6 +28,7 @@ from torch import nn
 from .binding import Binder, Unbindable
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
+from .checks import Probe, probes_for
 from .directional import Perturbation, directional_check
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
 from .place import Place, chain_argv, prepare
@@ -35,14 +36,6 @@ from .printed import PrintedText
 from .probes import Probes, iter_tensors
 from .reach import ReachTracer
 
-#: probes whose checks need initial parameter values / ctx tracking
-_NEEDS_INITIAL = {"parameters_change_as_intended"}
-_NEEDS_CTX = {"ctx_freed_without_gc"}
-#: checks that judge every update, hand-written ones (``w -= lr * w.grad``) included
-_NEEDS_UPDATES = {"step_grads_match_contributions"}
-_NEEDS_GRAD_INPUTS = {"original_error_gone", "gradients_match_finite_differences", "forward_values_equal", "equal_or_gradients_corrected"}
-#: checks that need the directional finite-difference re-runs (gradcheck.py covers Functions)
-_NEEDS_FINITE_DIFFERENCES = {"gradients_match_finite_differences", "equal_or_gradients_corrected"}
 _AUTOGRAD_ERROR = re.compile(
     r"leaf Variable that requires grad|modified by an inplace operation|does not require grad and does not have a grad_fn|"
     r"backward through the graph a second time|incorrect number of gradients|returned an invalid gradient|"
@@ -191,6 +184,7 @@ def _in_copy(place: Place, folder: str | None) -> str | None:
 def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str, Any]:
     kind = spec["kind"]
     checks = set(spec.get("checks") or ())
+    needs = probes_for(checks)  # what the contract's checks need recorded (checks.SPECS)
     record: dict[str, Any] = {"kind": kind, "exception": None, "unbound": None, "bound": {}, "outputs": {}}
     try:
         device = resolve_device(spec.get("device", "auto"))
@@ -201,9 +195,9 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
     seed_all(0)
     watch = LineWatch(path, spec.get("changed_lines"))
     probes = Probes(
-        track_ctx=kind == "autograd_function" or bool(checks & _NEEDS_CTX),
-        track_manual_updates=bool(checks & _NEEDS_UPDATES),
-        snapshot_initial=bool(checks & _NEEDS_INITIAL) or not checks,
+        track_ctx=kind == "autograd_function" or Probe.SAVED_CONTEXTS in needs,
+        track_manual_updates=Probe.MANUAL_UPDATES in needs,
+        snapshot_initial=Probe.INITIAL_PARAMETERS in needs or not checks,
         device=device,
         path=path,
         counterpart=spec.get("counterpart"),
@@ -217,9 +211,9 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
         elif kind == "autograd_function":
             _run_function_class(spec, record, probes, path, device)
         else:
-            _run_callable(spec, record, probes, path, device, checks)
+            _run_callable(spec, record, probes, path, device, needs)
     record["changed_lines"] = watch.report()
-    if kind not in ("autograd_function", "driver") and checks & _NEEDS_FINITE_DIFFERENCES and not record.get("unbound"):
+    if kind not in ("autograd_function", "driver") and Probe.FINITE_DIFFERENCES in needs and not record.get("unbound"):
         record["finite_differences"] = _finite_differences(spec, path, device)
     return record
 
@@ -420,7 +414,9 @@ def _resolve(namespace: dict[str, Any], qualname: str) -> Any:
     return obj
 
 
-def _run_callable(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, device: str, checks: set[str]) -> None:
+def _run_callable(
+    spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, device: str, needs: frozenset[Probe]
+) -> None:
     namespace = _load_module(spec, record, path)
     if namespace is None:
         return
@@ -431,7 +427,7 @@ def _run_callable(spec: dict[str, Any], record: dict[str, Any], probes: Probes, 
         device=torch.device(device),
         factories=dict(spec.get("factories") or {}),
         factory_root=spec.get("factory_root"),
-        tensors_require_grad=bool(checks & _NEEDS_GRAD_INPUTS),
+        tensors_require_grad=Probe.GRAD_INPUTS in needs,
         qualname=qualname,
         plan=spec.get("input_plan"),
     )

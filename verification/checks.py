@@ -1,0 +1,77 @@
+"""The registry of contract checks: one entry per check, the only place a check is named.
+
+Each `CheckSpec` says what a rule's contract may ask for (its name), what the run must
+record for it (its `Probe`s: the harness turns on exactly those), and where its
+implementation lives (``contracts.check_<name>``, resolved by `contracts.CHECKS`, which
+a test holds to this list). Torch-free, so the cli and the rules can validate contract
+names without importing torch.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Iterable
+
+
+class CheckStatus(enum.StrEnum):
+    """What one check concluded. `NA` (the check does not apply) is never a pass."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NA = "n/a"
+    UNKNOWN = "unverified"
+
+
+class Probe(enum.Enum):
+    """What a run records beyond the always-on measures, for the checks that need it."""
+
+    #: parameter values before the run, to see which ones an update moved
+    INITIAL_PARAMETERS = "initial parameters"
+    #: custom Function contexts and what they keep alive
+    SAVED_CONTEXTS = "saved contexts"
+    #: hand-written parameter updates (``w -= lr * w.grad``) as steps
+    MANUAL_UPDATES = "manual updates"
+    #: synthesized tensor inputs that require grad, so input gradients exist
+    GRAD_INPUTS = "inputs that require grad"
+    #: the float64 re-runs of the directional finite-difference check
+    FINITE_DIFFERENCES = "finite differences"
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    probes: frozenset[Probe] = frozenset()
+
+
+def _spec(name: str, *probes: Probe) -> CheckSpec:
+    return CheckSpec(name, frozenset(probes))
+
+
+SPECS: tuple[CheckSpec, ...] = (
+    _spec("outputs_equal"),
+    _spec("grads_untouched"),
+    _spec("retained_graph_not_higher"),
+    _spec("retained_graph_lower_if_any"),
+    _spec("grads_equal"),
+    _spec("step_grads_match_contributions", Probe.MANUAL_UPDATES),
+    _spec("original_error_gone", Probe.GRAD_INPUTS),
+    _spec("forward_values_equal", Probe.GRAD_INPUTS),
+    _spec("gradients_match_finite_differences", Probe.GRAD_INPUTS, Probe.FINITE_DIFFERENCES),
+    _spec("parameters_change_as_intended", Probe.INITIAL_PARAMETERS),
+    _spec("gradcheck_passes"),
+    _spec("ctx_freed_without_gc", Probe.SAVED_CONTEXTS),
+    _spec("peak_memory_not_higher"),
+    _spec("accumulated_values_equal"),
+    _spec("equal_or_gradients_corrected", Probe.GRAD_INPUTS, Probe.FINITE_DIFFERENCES),
+    _spec("backward_agrees_with_original"),
+    _spec("gradcheck_if_original_matches"),
+)
+
+CHECK_NAMES: tuple[str, ...] = tuple(spec.name for spec in SPECS)
+
+
+def probes_for(names: Iterable[str]) -> frozenset[Probe]:
+    """The probes a run needs for the checks `names` (unknown names need none)."""
+    wanted = set(names)
+    return frozenset(probe for spec in SPECS if spec.name in wanted for probe in spec.probes)
