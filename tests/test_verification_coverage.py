@@ -5,6 +5,9 @@ from __future__ import annotations
 import sys
 import textwrap
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from autograd_fix.verification.coverage import LineWatch, changed_lines, executable_lines, unexercised
 
 TRAIN = textwrap.dedent(
@@ -118,3 +121,22 @@ def test_lines_run_while_paused_do_not_count_and_the_previous_tracer_is_restored
 def test_without_changed_lines_nothing_is_watched():
     watch = _run(GATED, "/proj/gated.py", None)
     assert not watch.enabled and watch.report() is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from(["", "x = 1", "model.eval()", "y = x", "pass"]), max_size=30),
+    st.lists(st.sampled_from(["", "x = 1", "model.eval()", "z = 2", "pass"]), max_size=30),
+)
+def test_trimmed_opcodes_rebuild_the_rewritten_lines(a, b):
+    # only the stretch between the first and last differing line is matched; the
+    # opcodes must still turn one version into the other, at the right line numbers
+    from autograd_fix.verification.coverage import _opcodes
+
+    rebuilt: list[str] = []
+    position = 0
+    for tag, i1, i2, j1, j2 in _opcodes(a, b):
+        assert i1 == position
+        rebuilt += a[i1:i2] if tag == "equal" else b[j1:j2]
+        position = i2
+    assert position == len(a) and rebuilt == b

@@ -62,14 +62,35 @@ def _anchor(start: int, executable: set[int]) -> list[int]:
     return [max(before)] if before else []
 
 
+def _opcodes(a: list[str], b: list[str]) -> Iterator[tuple[str, int, int, int, int]]:
+    """difflib's opcodes for `a` -> `b`, matched only between the first and last line
+    that differ: a patch touches a few lines, and matching every repeated line of a long
+    file (blank lines, ``model.eval()`` in each of 100 functions) cost each patch time
+    that grew with the square of the file's length."""
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    if head:
+        yield "equal", 0, head, 0, head
+    middle = difflib.SequenceMatcher(None, a[head : len(a) - tail], b[head : len(b) - tail], autojunk=False)
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
+        if i1 != i2 or j1 != j2:
+            yield tag, i1 + head, i2 + head, j1 + head, j2 + head
+    if tail:
+        yield "equal", len(a) - tail, len(a), len(b) - tail, len(b)
+
+
 def changed_lines(original: str, rewritten: str, path: str = "<string>") -> tuple[list[list[int]], list[list[int]]]:
     """Per side, the executable line numbers (1-based) of each changed hunk."""
     a, b = original.splitlines(), rewritten.splitlines()
     exec_a, exec_b = executable_lines(original, path), executable_lines(rewritten, path)
     hunks_a: list[list[int]] = []
     hunks_b: list[list[int]] = []
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes(a, b):
         if tag == "equal":
             continue
         side_a = [line for line in range(i1 + 1, i2 + 1) if line in exec_a] or _anchor(i1 + 1, exec_a)
