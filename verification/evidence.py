@@ -11,6 +11,7 @@ Pure ast: no user code runs here.
 from __future__ import annotations
 
 import ast
+import io
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -298,8 +299,23 @@ def read_unit(source: str, qualname: str | None, is_module: Callable[[ast.expr],
         return UnitText()
     collector = _collect(function, is_module)
     _inherit_from_helpers(tree, collector, is_module)
-    text = ast.get_source_segment(source, function) or ""
-    return UnitText(text=text, names=collector.names, uses=collector.uses)
+    return UnitText(text=_segment(source, function), names=collector.names, uses=collector.uses)
+
+
+def _segment(source: str, node: ast.stmt) -> str:
+    """`node`'s source text, as ``ast.get_source_segment`` gives it, without that
+    function's pure-Python split of the whole file (a cost per run that grew with it)."""
+    if node.end_lineno is None or node.end_col_offset is None:
+        return ""
+    # lines as the tokenizer counts them (\n, \r\n, \r; not form feeds or U+2028)
+    lines = io.StringIO(source, newline="").readlines()[node.lineno - 1 : node.end_lineno]
+    if not lines:
+        return ""
+    if len(lines) == 1:
+        return lines[0].encode()[node.col_offset : node.end_col_offset].decode(errors="replace")
+    first = lines[0].encode()[node.col_offset :].decode(errors="replace")
+    last = lines[-1].encode()[: node.end_col_offset].decode(errors="replace")
+    return first + "".join(lines[1:-1]) + last
 
 
 def _positional_params(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:

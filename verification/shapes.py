@@ -89,11 +89,18 @@ def forwards(source: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
     except (SyntaxError, ValueError):
         return {}
     found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-    for node in ast.walk(tree):
+    # classes live at module level, in classes, or under an if/try/with: function
+    # bodies (most of a large file) are not walked, each run asks this again
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or isinstance(node, ast.expr):
+            continue
         if isinstance(node, ast.ClassDef):
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "forward":
                     found.setdefault(node.name, item)
+        pending.extend(reversed(list(ast.iter_child_nodes(node))))
     return found
 
 
