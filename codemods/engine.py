@@ -339,8 +339,8 @@ def unified_diff(before: str, after: str, path: str) -> str:
     while name.startswith("./"):
         name = name[2:]
     lines = difflib.unified_diff(
-        before.splitlines(keepends=True),
-        after.splitlines(keepends=True),
+        git_lines(before),
+        git_lines(after),
         fromfile=f"a/{name}",
         tofile=f"b/{name}",
     )
@@ -350,3 +350,19 @@ def unified_diff(before: str, after: str, path: str) -> str:
             line += "\n\\ No newline at end of file\n"
         out.append(line)
     return "".join(out)
+
+
+def git_lines(text: str) -> list[str]:
+    """`text` split where git splits it: after each "\\n" only, ends kept.
+
+    `str.splitlines` also breaks at "\\r", form feeds, "\\x1c".."\\x1e", "\\x85" and
+    U+2028/U+2029, which can sit inside a comment or string: a diff built on those
+    lines has hunks that `git apply` cannot find, and a CR-only file came out as lines
+    each marked "No newline at end of file". A "\\r\\n" ending stays on its line.
+    """
+    lines = text.split("\n")
+    tail = lines.pop()
+    result = [line + "\n" for line in lines]
+    if tail:
+        result.append(tail)
+    return result
