@@ -13,10 +13,12 @@ from __future__ import annotations
 import io
 import os
 import stat
+import sys
 
 import typer
 from rich.console import Console
 
+from autograd_fix.cli.render import print_diff
 from autograd_fix.codemods.source import write_atomic
 
 
@@ -65,6 +67,20 @@ class ReportSink:
             self._buffer.write(text)
         else:
             typer.echo(text, nl=False)
+
+    def write_diff(self, diff: str, data: bytes) -> None:
+        """A diff: coloured through rich on a colour console; otherwise `data` (the diff's
+        bytes, `render.diff_bytes`) exactly, since rich would expand tabs, drop carriage
+        returns and control characters, and re-encode the file's text, and `git apply`
+        needs every byte of every line."""
+        if self.console.color_system is not None and not self.console.no_color:
+            print_diff(self.console, diff)
+        elif self._buffer is not None:
+            self._buffer.write(data.decode("utf-8", "surrogateescape"))  # `close` encodes it back
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
 
     def close(self) -> None:
         """Write the collected report to its file (once, atomically); stdout needs nothing."""
