@@ -3,6 +3,7 @@ properties checked on each.
 
     python benchmarks/fuzz_campaign.py --budget 10000 --seed 1 \
         [--seconds S] [--seed-dir FOLDER ...] [--git-sample 0.05] [--failures DIR]
+    python benchmarks/fuzz_campaign.py --replay DIR     # re-check saved failing inputs
 
 Programs come from `fuzz_programs.py` (mutated real PyTorch files, hypothesmith programs
 spliced into them). Properties, for every program:
@@ -238,6 +239,23 @@ def campaign(
     return tally
 
 
+def replay(folder: Path, unsafe: bool = True) -> Tally:
+    """Every saved input in `folder` again, through every property (the CLI included)."""
+    tally = Tally()
+    with tempfile.TemporaryDirectory(prefix="agf-fuzz-") as scratch:
+        subprocess.run(["git", "init", "-q", scratch], check=True)
+        for path in sorted(folder.glob("*.py")):
+            program = Program(data=path.read_bytes(), origin=f"replay {path.name}")
+            tally.tried += 1
+            tally.git_checked += 1
+            found, outcome = check_program(program, unsafe)
+            if not found:
+                expected = written_bytes(outcome) if outcome is not None and outcome.fixed is not None and not outcome.error else None
+                found = check_diff_apply(program, unsafe, expected, Path(scratch) / "work")
+            tally.failures.extend(found)
+    return tally
+
+
 def report(tally: Tally, elapsed: float) -> str:
     counts = tally.count()
     lines = [
@@ -258,9 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--git-sample", type=float, default=0.05, help="share of programs also run through the CLI and git apply")
     parser.add_argument("--hypothesmith", type=int, default=200, help="hypothesmith programs to generate for splicing")
     parser.add_argument("--failures", type=Path, default=None, help="folder for failing inputs")
+    parser.add_argument("--replay", type=Path, default=None, help="re-check the inputs saved in this folder instead")
     args = parser.parse_args(argv)
     start = time.monotonic()
-    tally = campaign(
+    tally = replay(args.replay) if args.replay else campaign(
         budget=args.budget,
         seconds=args.seconds,
         seed=args.seed,
