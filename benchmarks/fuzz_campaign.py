@@ -18,7 +18,8 @@ spliced into them). Properties, for every program:
   error the first run did not have), or the engine's fix rounds did not converge;
 - diff/apply (a sample, `--git-sample`): the real CLI, in-process, run with `--diff` in
   one folder and with `--apply` in another; the diff is applied with real `git apply`
-  and must give the same bytes `--apply` wrote, which must equal the in-process result.
+  and must give the same bytes `--apply` wrote, which must equal the in-process result
+  and what `--apply -` prints for the same bytes on standard input.
 
 The in-process API (`cli.runner.check_file`, what each worker runs) keeps the campaign
 fast; the sampled CLI runs cover the printing and writing paths. Every failing input is
@@ -160,7 +161,7 @@ def _diff(before: bytes, after: bytes) -> str:
     return "".join(repr(line) + "\n" for line in lines)
 
 
-def run_cli(args: list[str], folder: Path) -> tuple[int, bytes, BaseException | None]:
+def run_cli(args: list[str], folder: Path, stdin: bytes | None = None) -> tuple[int, bytes, BaseException | None]:
     """The real command line, in-process, in `folder`: (exit code, stdout, exception)."""
     from typer.testing import CliRunner
 
@@ -169,7 +170,7 @@ def run_cli(args: list[str], folder: Path) -> tuple[int, bytes, BaseException | 
     previous = os.getcwd()
     os.chdir(folder)
     try:
-        result = CliRunner().invoke(app, args, catch_exceptions=True)
+        result = CliRunner().invoke(app, args, input=stdin, catch_exceptions=True)
     finally:
         os.chdir(previous)
     exception = result.exception if not isinstance(result.exception, SystemExit) else None
@@ -195,6 +196,11 @@ def check_diff_apply(program: Program, unsafe: bool, expected: bytes | None, scr
     failures = []
     if applied != (program.data if expected is None else expected):
         failures.append(Failure("diff-apply", program, "--apply wrote other bytes than the in-process engine result"))
+    _, piped, error = run_cli(["--apply", *flags, "--stdin-filename", FILE_NAME, "-"], apply_dir, stdin=program.data)
+    if error is not None:
+        return failures + [Failure("crash", program, "--apply -: " + "".join(traceback.format_exception(error)))]
+    if piped and piped != applied:
+        failures.append(Failure("diff-apply", program, f"--apply - (stdin) printed other bytes than --apply wrote:\n{piped!r}"))
     if diff.strip():
         (scratch / "change.diff").write_bytes(diff)
         git = subprocess.run(
