@@ -80,6 +80,8 @@ class Tally:
     #: files CPython compiles that the tool reports as a syntax error (libcst's parser
     #: is stricter in places): not one of the four properties, counted so it is seen
     rejected_valid: int = 0
+    #: how the programs were made: origin kind and each mutation applied
+    made: Counter = field(default_factory=Counter)
     failures: list[Failure] = field(default_factory=list)
 
     def count(self) -> Counter:
@@ -233,6 +235,7 @@ def campaign(
     git_sample: float,
     hypothesmith_count: int,
     failures_dir: Path | None,
+    progress: bool = False,
 ) -> Tally:
     rng = random.Random(seed)
     seeds = project_seeds() + folder_seeds(seed_dirs)
@@ -245,6 +248,10 @@ def campaign(
             if tally.tried >= budget or (deadline is not None and time.monotonic() > deadline):
                 break
             tally.tried += 1
+            tally.made["hypothesmith splice" if program.origin.startswith("hypothesmith") else "mutated seed"] += 1
+            tally.made.update(step.split("(")[0] for step in program.steps if not step.startswith("splice"))
+            if progress and tally.tried % 1000 == 0:
+                print(f"{tally.tried} programs, {len(tally.failures)} failures", file=sys.stderr, flush=True)
             unsafe = rng.random() < 0.8
             found, outcome = check_program(program, unsafe)
             if outcome is not None:
@@ -291,6 +298,8 @@ def report(tally: Tally, elapsed: float) -> str:
     ]
     lines += [f"  {prop:<12} failures: {counts.get(prop, 0)}" for prop in PROPERTIES]
     lines.append(f"  (not a property: {tally.rejected_valid} files CPython compiles were reported as syntax errors)")
+    if tally.made:
+        lines.append("made: " + ", ".join(f"{kind} {count}" for kind, count in tally.made.most_common()))
     return "\n".join(lines)
 
 
@@ -303,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--git-sample", type=float, default=0.05, help="share of programs also run through the CLI and git apply")
     parser.add_argument("--hypothesmith", type=int, default=200, help="hypothesmith programs to generate for splicing")
     parser.add_argument("--failures", type=Path, default=None, help="folder for failing inputs")
+    parser.add_argument("--progress", action="store_true", help="a line on stderr every 1000 programs")
     parser.add_argument("--replay", type=Path, default=None, help="re-check the inputs saved in this folder instead")
     args = parser.parse_args(argv)
     start = time.monotonic()
@@ -314,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         git_sample=args.git_sample,
         hypothesmith_count=args.hypothesmith,
         failures_dir=args.failures,
+        progress=args.progress,
     )
     print(report(tally, time.monotonic() - start))
     for failure in tally.failures[:20]:
