@@ -350,16 +350,28 @@ def splice(source: str, seed: tuple[str, bytes], rng: random.Random) -> Program:
     return Program(data=_encode(joined, encoding, bom), origin=f"hypothesmith + seed {name}", steps=(f"splice({where})",))
 
 
+def concatenate(first: tuple[str, bytes], second: tuple[str, bytes]) -> tuple[str, bytes]:
+    """Two seeds as one file (the second re-encoded in the first's encoding)."""
+    text, encoding, bom = _text(first[1])
+    other, _, _ = _text(second[1])
+    joined = text + ("" if text.endswith(("\n", "\r")) else "\n") + other
+    return f"{first[0]} + {second[0]}", _encode(joined, encoding, bom)
+
+
 def programs(
     seeds: list[tuple[str, bytes]],
     rng: random.Random,
     hypothesmith_pool: list[str],
     hypothesmith_share: float = 0.25,
+    concat_share: float = 0.15,
 ) -> Iterator[Program]:
-    """An endless stream of programs: mutated seeds, and hypothesmith ones spliced into
-    seeds (then sometimes mutated too)."""
+    """An endless stream of programs: mutated seeds (some made of two seeds, so fixes of
+    several rules meet in one file), and hypothesmith ones spliced into seeds (then
+    sometimes mutated too)."""
     while True:
         seed = rng.choice(seeds)
+        if rng.random() < concat_share:
+            seed = concatenate(seed, rng.choice(seeds))
         if hypothesmith_pool and rng.random() < hypothesmith_share:
             program = splice(rng.choice(hypothesmith_pool), seed, rng)
             if rng.random() < 0.3:
