@@ -270,6 +270,55 @@ def nest_in_block(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return _encode("".join(parts), encoding, bom), f"nest({head!r},{indent!r})"
 
 
+def _indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _simple(line: str) -> bool:
+    """A one-line simple statement that can share its line (a rough textual test)."""
+    body = line.strip()
+    return bool(body) and not body.endswith((":", "\\", ",", "(", "[", "{")) and not body.startswith(
+        ("#", "@", "if ", "for ", "while ", "with ", "def ", "class ", "try", "else", "elif ", "except", "finally", "return", "import ", "from ", '"', "'", ")", "]", "}")
+    ) and body.count("(") == body.count(")") and body.count("[") == body.count("]") and "#" not in body and '"""' not in body
+
+
+def restyle(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """Valid code written another way, which a fix must keep valid: two statements on one
+    line (`a; b`), a one-line block (`for x in xs: f(x)`), a backslash continuation,
+    `torch` under another alias, or a comment between statements."""
+    text, encoding, bom = _text(data)
+    lines = _split_universal(text)
+    style = rng.choice(("semicolon", "one-line-block", "backslash", "alias", "comment"))
+    if style == "alias" and "import torch\n" in text:
+        alias = rng.choice(("th", "T", "pt"))
+        joined = text.replace("import torch\n", f"import torch as {alias}\n", 1).replace("torch.", f"{alias}.")
+        return _encode(joined, encoding, bom), f"restyle(alias {alias})"
+    spots = list(range(len(lines) - 1))
+    rng.shuffle(spots)
+    for i in spots:
+        line, following = lines[i], lines[i + 1]
+        ending = line[len(line.rstrip("\r\n")):]
+        if style == "semicolon" and _simple(line) and _simple(following) and _indent_of(line) == _indent_of(following):
+            lines[i : i + 2] = [line.rstrip("\r\n") + "; " + following.strip(" \t")]
+            break
+        if style == "one-line-block" and line.rstrip().endswith(":") and line.lstrip().startswith(("for ", "if ", "while ", "with ")):
+            after = lines[i + 2] if i + 2 < len(lines) else ""
+            deeper = len(_indent_of(following)) > len(_indent_of(line))
+            if deeper and _simple(following) and len(_indent_of(after)) <= len(_indent_of(line)) and "#" not in line:
+                lines[i : i + 2] = [line.rstrip("\r\n") + " " + following.strip(" \t")]
+                break
+        if style == "backslash" and _simple(line) and " = " in line:
+            head, _, tail = line.rstrip("\r\n").partition(" = ")
+            lines[i] = f"{head} = \\{ending or chr(10)}{_indent_of(line)}    {tail}{ending}"
+            break
+        if style == "comment" and line.strip() and not line.rstrip().endswith(("\\", ",", "(")) and _simple(line):
+            lines.insert(i + 1, f"{_indent_of(following) if following.strip() else _indent_of(line)}# {rng.choice(('TODO', 'noqa', 'note: keep'))}{ending or chr(10)}")
+            break
+    else:
+        return data, f"restyle({style}: no spot)"
+    return _encode("".join(lines), encoding, bom), f"restyle({style}@{i + 1})"
+
+
 Mutation = Callable[[bytes, random.Random], tuple[bytes, str]]
 
 #: (mutation, weight): line endings and encodings are cheap and the most common in the wild
@@ -283,6 +332,7 @@ MUTATIONS: tuple[tuple[Mutation, int], ...] = (
     (odd_whitespace, 2),
     (strip_final_newline, 1),
     (nest_in_block, 1),
+    (restyle, 4),
 )
 
 
