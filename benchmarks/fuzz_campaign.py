@@ -24,7 +24,7 @@ spliced into them). Properties, for every program:
 The in-process API (`cli.runner.check_file`, what each worker runs) keeps the campaign
 fast; the sampled CLI runs cover the printing and writing paths. Every failing input is
 written to `--failures` with a note of how it was made and what went wrong, so
-`autograd-fix --apply --no-verify --unsafe-fixes FILE` reproduces it.
+`autograd-fix --apply FILE` with the options the note names reproduces it.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from fuzz_programs import Program, folder_seeds, hypothesmith_sources, programs,
 
 from autograd_fix.cli.runner import FileOutcome, Job, check_file  # noqa: E402
 from autograd_fix.codemods.source import SourceError, SourceText  # noqa: E402
+from autograd_fix.codemods.torch_version import TorchVersion  # noqa: E402
 
 PROPERTIES = ("crash", "unparsable", "idempotence", "diff-apply")
 
@@ -88,15 +89,33 @@ class Tally:
         return Counter(failure.prop for failure in self.failures)
 
 
-def job_for(data: bytes, unsafe: bool) -> Job:
+#: PyTorch floors to run under (`--target-torch`): AGF012 rewrites differently below 2.4
+#: and 2.3, and each floor must hold in every fix round
+TARGETS = (None, None, "1.10", "2.2", "2.3")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command-line choices a program is checked under."""
+
+    unsafe: bool = True
+    target: str | None = None
+
+    def flags(self) -> list[str]:
+        target = ["--target-torch", self.target] if self.target else []
+        return ["--no-verify", "--unsafe-fixes" if self.unsafe else "--no-unsafe-fixes", *target, "--color", "never"]
+
+
+def job_for(data: bytes, options: Options) -> Job:
     return Job(
         path=FILE_NAME,
         select=None,
         ignore=(),
-        unsafe_fixes=unsafe,
+        unsafe_fixes=options.unsafe,
         compute_fix=True,
         fix_diffs=True,
         data=data,
+        target_torch=TorchVersion.parse(options.target) if options.target else None,
     )
 
 
@@ -106,11 +125,11 @@ def written_bytes(outcome: FileOutcome) -> bytes:
     return SourceText(text=text, encoding=outcome.encoding, bom=outcome.bom).encode(text)
 
 
-def check_program(program: Program, unsafe: bool) -> tuple[list[Failure], FileOutcome | None]:
+def check_program(program: Program, options: Options) -> tuple[list[Failure], FileOutcome | None]:
     """The in-process properties: crash, unparsable, idempotence."""
     failures: list[Failure] = []
     try:
-        outcome = check_file(job_for(program.data, unsafe))
+        outcome = check_file(job_for(program.data, options))
     except Exception:
         return [Failure("crash", program, traceback.format_exc())], None
     if outcome.error:
@@ -127,7 +146,7 @@ def check_program(program: Program, unsafe: bool) -> tuple[list[Failure], FileOu
     if not compiles(data) and compiles(program.data):
         return [Failure("unparsable", program, f"written bytes do not compile: {compile_error(data)}")], outcome
     try:
-        again = check_file(job_for(data, unsafe))
+        again = check_file(job_for(data, options))
     except Exception:
         return [Failure("crash", program, "second run:\n" + traceback.format_exc())], outcome
     if again.error:
@@ -179,10 +198,10 @@ def run_cli(args: list[str], folder: Path, stdin: bytes | None = None) -> tuple[
     return result.exit_code, result.stdout_bytes, exception
 
 
-def check_diff_apply(program: Program, unsafe: bool, expected: bytes | None, scratch: Path) -> list[Failure]:
+def check_diff_apply(program: Program, options: Options, expected: bytes | None, scratch: Path) -> list[Failure]:
     """`--diff` piped to `git apply` gives the bytes `--apply` writes (and those equal the
     in-process result `expected`; None when nothing changes)."""
-    flags = ["--no-verify", "--unsafe-fixes" if unsafe else "--no-unsafe-fixes", "--color", "never"]
+    flags = options.flags()
     diff_dir, apply_dir = scratch / "diff", scratch / "apply"
     for folder in (diff_dir, apply_dir):
         shutil.rmtree(folder, ignore_errors=True)
@@ -252,8 +271,8 @@ def campaign(
             tally.made.update(step.split("(")[0] for step in program.steps if not step.startswith("splice"))
             if progress and tally.tried % 1000 == 0:
                 print(f"{tally.tried} programs, {len(tally.failures)} failures", file=sys.stderr, flush=True)
-            unsafe = rng.random() < 0.8
-            found, outcome = check_program(program, unsafe)
+            options = Options(unsafe=rng.random() < 0.8, target=rng.choice(TARGETS))
+            found, outcome = check_program(program, options)
             if outcome is not None:
                 tally.fixed += outcome.fixed is not None
                 tally.errors += outcome.error is not None
@@ -264,15 +283,16 @@ def campaign(
             if not found and rng.random() < git_sample:
                 tally.git_checked += 1
                 expected = written_bytes(outcome) if outcome is not None and outcome.fixed is not None and not outcome.error else None
-                found = check_diff_apply(program, unsafe, expected, Path(scratch) / "work")
+                found = check_diff_apply(program, options, expected, Path(scratch) / "work")
             for failure in found:
+                failure.detail = f"options: {' '.join(options.flags())}\n{failure.detail}"
                 if failures_dir is not None:
                     save_failure(failures_dir, len(tally.failures), failure)
                 tally.failures.append(failure)
     return tally
 
 
-def replay(folder: Path, unsafe: bool = True) -> Tally:
+def replay(folder: Path, options: Options = Options()) -> Tally:
     """Every saved input in `folder` again, through every property (the CLI included)."""
     tally = Tally()
     with tempfile.TemporaryDirectory(prefix="agf-fuzz-") as scratch:
@@ -281,10 +301,10 @@ def replay(folder: Path, unsafe: bool = True) -> Tally:
             program = Program(data=path.read_bytes(), origin=f"replay {path.name}")
             tally.tried += 1
             tally.git_checked += 1
-            found, outcome = check_program(program, unsafe)
+            found, outcome = check_program(program, options)
             if not found:
                 expected = written_bytes(outcome) if outcome is not None and outcome.fixed is not None and not outcome.error else None
-                found = check_diff_apply(program, unsafe, expected, Path(scratch) / "work")
+                found = check_diff_apply(program, options, expected, Path(scratch) / "work")
             tally.failures.extend(found)
     return tally
 

@@ -76,16 +76,16 @@ def test_campaign_reports_a_diff_that_differs_from_apply(fuzz, tmp_path: Path, m
     from autograd_fix.codemods.engine import unified_diff
 
     program = fuzz.Program(data=EVAL_LOOP, origin="test")
-    found, outcome = fuzz.check_program(program, unsafe=True)
+    found, outcome = fuzz.check_program(program, fuzz.Options())
     assert found == [] and outcome.fixed is not None
     expected = fuzz.written_bytes(outcome)
-    assert fuzz.check_diff_apply(program, True, expected, tmp_path) == []
+    assert fuzz.check_diff_apply(program, fuzz.Options(), expected, tmp_path) == []
 
     def wrong(outcome):
         # a well-formed diff of another fix: git applies it, to other bytes than --apply
         return unified_diff(outcome.original, outcome.fixed, outcome.path).replace("+@torch.no_grad()", "+@torch.enable_grad()")
 
     monkeypatch.setattr(app, "file_diff", wrong)
-    failures = fuzz.check_diff_apply(program, True, expected, tmp_path)
+    failures = fuzz.check_diff_apply(program, fuzz.Options(), expected, tmp_path)
     assert [f.prop for f in failures] == ["diff-apply"]
     assert "other bytes" in failures[0].detail
