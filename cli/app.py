@@ -1,7 +1,9 @@
 """`autograd-fix [--diff | --apply | --check] PATH...` — the command-line tool.
 
-Exit codes: 0 fine; 1 findings remain under `--check`; 2 usage error, or a file that
-could not be read, parsed or safely fixed (each reported by name; the run goes on).
+Exit codes: 0 fine; 1 findings remain under `--check`; 2 usage error, a path that
+could not be read, parsed or safely fixed (each reported by name; the run goes on), or
+a named path with no Python file in it; 128 + the signal's number when interrupted
+(130 for Ctrl-C, 143 for SIGTERM), after saying which files were written.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import typer
 from rich.console import Console
 
 from autograd_fix import __version__
+from autograd_fix.cli.apply_files import Applier, DecisionNotes, encode, interrupt_report, new_bytes
 from autograd_fix.cli.config import ConfigError, load_config
 from autograd_fix.cli.discovery import discover
-from autograd_fix.cli.notebook import notebook_bytes
 from autograd_fix.cli.notebook_check import cell_positions
-from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, progress_bar, progress_console
+from autograd_fix.cli.interrupts import Interrupted, StopSignals
+from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
 from autograd_fix.cli.github_format import github_annotations
 from autograd_fix.cli.render import (
     diff_bytes,
@@ -35,8 +38,9 @@ from autograd_fix.cli.rules_doc import explain_text, rules_table_text
 from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
 from autograd_fix.cli.sarif import sarif_json
 from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
+from autograd_fix.cli.writes import allowed_roots
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
-from autograd_fix.codemods.source import SourceError, SourceText, read_bytes, write_atomic
+from autograd_fix.codemods.source import SourceError
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.verdict import Status
 
@@ -93,24 +97,24 @@ def _usage_error(message: str) -> typer.Exit:
 
 @app.command()
 def check(
-    paths: Optional[list[str]] = typer.Argument(None, help="Files or folders (recursive over .py and .ipynb); '-' reads stdin."),
+    paths: Optional[list[str]] = typer.Argument(None, metavar="PATH", help="Files or folders (recursive over .py and .ipynb); '-' reads stdin."),
     diff: bool = typer.Option(False, "--diff", help="Show the fixes as a unified diff; write nothing."),
     apply: bool = typer.Option(False, "--apply", help="Write the fixes (with '-': fixed source to stdout)."),
     check_mode: bool = typer.Option(False, "--check", help="Exit 1 when any finding remains."),
-    select: Optional[list[str]] = typer.Option(None, "--select", help="Only these codes or prefixes (AGF0)."),
-    ignore: Optional[list[str]] = typer.Option(None, "--ignore", help="Skip these codes or prefixes."),
+    select: Optional[list[str]] = typer.Option(None, "--select", metavar="CODES", help="Only these codes or prefixes (AGF0)."),
+    ignore: Optional[list[str]] = typer.Option(None, "--ignore", metavar="CODES", help="Skip these codes or prefixes."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="text, json, sarif or github."),
     output_file: Optional[str] = typer.Option(None, "--output-file", "-o", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout."),
     color: Color = typer.Option(Color.auto, "--color", help="auto, always or never."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", min=1, help="Worker processes (default: all cores)."),
-    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", help="Name for source read from stdin."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", min=1, help="Worker processes (default: all cores)."),
+    stdin_filename: Optional[str] = typer.Option(None, "--stdin-filename", metavar="NAME", help="Name for source read from stdin."),
     list_rules: bool = typer.Option(False, "--list-rules", help="List every rule and exit."),
     explain: Optional[str] = typer.Option(None, "--explain", metavar="CODE", help="Show a rule's documentation."),
     version: bool = typer.Option(False, "--version", help="Show the version and exit."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run original and fixed code before accepting a fix (--diff/--apply)."),
     device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
-    verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
+    verify_timeout: float = typer.Option(20.0, "--verify-timeout", metavar="SECONDS", min=0.1, help="Seconds per verification run."),
     target_torch: Optional[str] = typer.Option(
         None, "--target-torch", metavar="VERSION",
         help="Oldest PyTorch the code must run on (e.g. 2.1); fixes never use newer APIs.",
@@ -118,9 +122,15 @@ def check(
 ) -> None:
     """Find PyTorch autograd pitfalls and fix them.
 
-    Also: `autograd-fix verify ORIGINAL REWRITTEN` compares two versions of a file,
-    `autograd-fix verify FILE --gradcheck` gradchecks its custom autograd Functions, and
-    `autograd-fix server` starts the language server (LSP over stdio) for editors.
+    \b
+    Commands:
+      autograd-fix [OPTIONS] PATH...  find (and with --diff/--apply fix) pitfalls
+      autograd-fix verify ORIGINAL REWRITTEN
+                                      compare two versions of a file
+      autograd-fix verify FILE --gradcheck
+                                      gradcheck its custom autograd Functions
+      autograd-fix server             the language server (LSP over stdio)
+    Each command takes -h/--help.
     """
     out = _console(color)
     if version:
@@ -179,11 +189,14 @@ def check(
         )
 
     errors: list[tuple[str, str]] = []
+    warnings: list[tuple[str, str]] = []  # (path, message): not errors, but exit 2
     if use_stdin:
         job_list = [make_job(stdin_filename or "-", sys.stdin.buffer.read())]
     else:
         found = discover(paths, config.exclude, config.root, include=config.extend_include)
         errors.extend((missing, "no such file or folder") for missing in found.missing)
+        errors.extend(found.problems)
+        warnings.extend((path, f"No Python files found in {path}") for path in found.empty)
         job_list = [make_job(_display_path(path)) for path in found.files]
     if output_file is not None:
         try:
@@ -193,18 +206,30 @@ def check(
             raise _usage_error(str(error))
     workers = jobs or os.cpu_count() or 1
     progress = progress_console()
-    with progress_bar(progress, len(job_list), "checking files", more_than=STATIC_PROGRESS_MIN_FILES) as advance:
-        outcomes = run_jobs(job_list, workers, advance)
-    if verifying:
-        settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs)
-        outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, progress)
+    with StopSignals() as stops:
+        applier = Applier(allowed_roots(paths), stops) if mode == "apply" and not use_stdin else None
+        try:
+            with progress_bar(progress, len(job_list), "checking files", more_than=STATIC_PROGRESS_MIN_FILES) as advance:
+                outcomes = run_jobs(job_list, workers, advance, None if verifying else applier)
+            if verifying:
+                decided = applier or DecisionNotes()
+                decided.expect(outcomes)
+                decided.note = file_lines(progress, len(decided.candidates))
+                settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs)
+                outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, progress, on_decided=decided)
+        except Interrupted as stop:
+            typer.echo(interrupt_report(stop, applier, mode), err=True)
+            raise typer.Exit(stop.exit_code)
     outcomes = [cell_positions(outcome) for outcome in outcomes]
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)
 
     stdin_data = job_list[0].data if use_stdin else None
     sink = ReportSink(output_file, out)
-    code = _emit(outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data)
+    code = _emit(
+        outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
+        applier=applier, warnings=warnings, verified_later=verify,
+    )
     try:
         sink.close()
     except ReportOutputError as error:
@@ -225,8 +250,12 @@ def _emit(
     sink: ReportSink,
     color: Color,
     stdin_data: bytes | None,
+    applier: Applier | None = None,
+    warnings: list[tuple[str, str]] | None = None,
+    verified_later: bool = False,
 ) -> int:
     err = _console(color, stderr=True)
+    warnings = warnings or []
     use_stdin = stdin_data is not None
     out = sink.console
     records = [record for outcome in outcomes for record in outcome.findings]
@@ -237,34 +266,32 @@ def _emit(
         if r.fix_applicability == "unsafe" and not r.fix_applies
         and (r.verification is None or r.verification.verdict is not Status.REJECTED)
     )
+    # what the summary counts (read and analysed), whether or not it could be fixed
+    counts = {"checked": sum(1 for o in outcomes if o.findings or not o.error), "verified_later": verified_later}
     fixed = files_fixed = 0
     applied_ids: set[int] = set()
-    if mode == "apply":
+    refused = applier.refused if applier is not None else []
+    if applier is not None:  # files were written as they were decided
+        errors.extend(refused)
+        files_fixed, applied_ids = len(applier.written), applier.applied_ids
+    elif mode == "apply":  # stdin: the fixed source goes to stdout below
         for outcome in outcomes:
-            if outcome.fixed is None or outcome.error:
-                continue
-            if not use_stdin:  # stdin's fixed source goes to stdout below
-                try:
-                    write_atomic(outcome.path, _new_bytes(outcome), expected_digest=outcome.digest)
-                except SourceError as error:
-                    errors.append((outcome.path, str(error)))
-                    continue
-                except OSError as error:
-                    errors.append((outcome.path, f"cannot write: {error.strerror or error}"))
-                    continue
-            files_fixed += 1
-            applied_ids.update(id(r) for r in outcome.findings if r.fix_applies)
-        fixed = len(applied_ids)
+            if outcome.fixed is not None and not outcome.error:
+                files_fixed += 1
+                applied_ids.update(id(r) for r in outcome.findings if r.fix_applies)
+    fixed = len(applied_ids)
     for path, message in errors:
         err.print(f"error: {path}: {message}", highlight=False, markup=False)
-    status = EXIT_ERROR if errors else EXIT_OK
+    for _, message in warnings:
+        err.print(f"warning: {message}", highlight=False, markup=False)
+    status = EXIT_ERROR if errors or warnings else EXIT_OK
 
     if mode == "apply" and use_stdin:
         outcome = outcomes[0]
         text = outcome.fixed if outcome.fixed is not None else outcome.original
         if text is not None:
             try:
-                data = _new_bytes(outcome, stdin_data) if outcome.notebook is not None else _encode(outcome, text)
+                data = new_bytes(outcome, stdin_data) if outcome.notebook is not None else encode(outcome, text)
             except SourceError as error:
                 err.print(f"error: {outcome.path}: {error}", highlight=False, markup=False)
                 return EXIT_ERROR
@@ -278,16 +305,16 @@ def _emit(
         "findings": len(records),
         "fixable": fixable,
         "fixed": fixed,
-        "errors": [{"path": path, "message": message} for path, message in errors],
+        "errors": [{"path": path, "message": message} for path, message in [*errors, *warnings]],
     }
     if output_format is OutputFormat.json:
         sink.write(json_document(outcomes, summary) + "\n")
         return status
     if output_format is OutputFormat.sarif:
-        sink.write(sarif_json(outcomes, errors, summary, fixed=applied_ids if mode == "apply" else None) + "\n")
+        sink.write(sarif_json(outcomes, [*errors, *warnings], summary, fixed=applied_ids if mode == "apply" else None) + "\n")
         return status
     if output_format is OutputFormat.github:
-        sink.write(github_annotations([r for r in records if id(r) not in applied_ids], errors))
+        sink.write(github_annotations([r for r in records if id(r) not in applied_ids], [*errors, *warnings]))
         return status
 
     if mode == "diff":
@@ -297,7 +324,7 @@ def _emit(
             text = file_diff(outcome)
             if text:
                 sink.write_diff(text, diff_bytes(outcome, text))
-        err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
+        err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
         return status
     if mode == "apply":
         applied = [r for r in records if id(r) in applied_ids]
@@ -307,30 +334,16 @@ def _emit(
             out.print(f"fixed {record.location}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
         out.print(
-            summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, fixed=fixed, files_fixed=files_fixed),
+            summary_line(
+                len(records), fixable, hidden_unsafe, len(errors) - len(refused), mode=mode, fixed=fixed,
+                files_fixed=files_fixed, not_written=len(refused), **counts,
+            ),
             highlight=False,
         )
         return status
     print_findings(out, records)
-    out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode), highlight=False)
+    out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
     return status
-
-
-def _new_bytes(outcome: FileOutcome, original: bytes | None = None) -> bytes:
-    """What `--apply` writes: the fixed source, or the notebook with its changed cells
-    (built from `original`, by default the file as it is now on disk)."""
-    if outcome.notebook is None:
-        return _encode(outcome)
-    data = original if original is not None else read_bytes(outcome.path)
-    if outcome.fixed is None:
-        return data
-    return notebook_bytes(data, outcome.digest or "", outcome.notebook, outcome.original or "", outcome.fixed)
-
-
-def _encode(outcome: FileOutcome, text: str | None = None) -> bytes:
-    """The file's new bytes, in its own encoding and with its BOM if it had one."""
-    body = text if text is not None else outcome.fixed or ""
-    return SourceText(text=body, encoding=outcome.encoding, bom=outcome.bom).encode(body)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -347,4 +360,9 @@ def main(argv: list[str] | None = None) -> None:
 
         server_app(args=args[1:], prog_name="autograd-fix server")
         return
-    app(args=args, prog_name="autograd-fix")
+    with StopSignals():
+        try:
+            app(args=args, prog_name="autograd-fix")
+        except Interrupted as stop:  # outside the run itself (finding files, reporting)
+            typer.echo(f"autograd-fix: interrupted ({stop.label}).", err=True)
+            sys.exit(stop.exit_code)

@@ -13,13 +13,21 @@ always checked (as Ruff does without `--force-exclude`).
 Each entry is matched only against the specs of its own ancestors, with a path relative
 to each spec's folder, and the first spec (deepest first) with a matching pattern
 decides; nothing is re-matched from the repository root.
+
+Odd trees do not stop the walk. Symlinked folders are not entered (so a link loop
+cannot recurse); a `*.py` entry that is a broken or looping symlink, a FIFO, a socket or
+a device, and a folder that cannot be listed, each become one entry of `problems`
+(path, why), and the walk goes on. A FIFO is never opened (that would block). A named
+path that yields no file at all is listed in `empty`.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -42,6 +50,10 @@ class Discovery:
     files: list[Path] = field(default_factory=list)
     #: paths given on the command line that do not exist
     missing: list[str] = field(default_factory=list)
+    #: entries that could not be looked at: (path as shown, why)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    #: paths given on the command line under which no file to check was found
+    empty: list[str] = field(default_factory=list)
 
 
 def accepts_file(name: str, shown: str = "", include: tuple[str, ...] = ()) -> bool:
@@ -198,15 +210,40 @@ def discover(
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
+        before = (len(result.files), len(result.problems))
+        if not os.path.lexists(path):
             result.missing.append(raw)
             continue
-        if path.is_file():
-            _add(result, seen, path)
+        if not path.is_dir():
+            why = _not_a_file(path)
+            if why is None:
+                _add(result, seen, path)
+            else:
+                result.problems.append((raw, why))
             continue
         absolute = path.resolve()
         _walk(path, absolute, _root_excludes(absolute, configured, base), result, seen, wanted)
+        if (len(result.files), len(result.problems)) == before:
+            result.empty.append(raw)
+    result.problems = list(dict.fromkeys(result.problems))  # a path named and walked: once
     return result
+
+
+def _not_a_file(path: Path) -> str | None:
+    """Why `path` (not a folder) cannot be read as a source file, or None if it can."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "symlink loop (Too many levels of symbolic links); skipped"
+        if error.errno == errno.ENOENT and os.path.islink(path):
+            return f"broken symlink (to {os.readlink(path)}, which does not exist); skipped"
+        return f"cannot read: {error.strerror or error}; skipped"
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {stat.S_ISFIFO: "a named pipe (FIFO)", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device", stat.S_ISBLK: "a device"}
+    kind = next((name for test, name in kinds.items() if test(mode)), "something else")
+    return f"{kind}, not a regular file; skipped"
 
 
 def _add(result: Discovery, seen: set[Path], path: Path) -> None:
@@ -220,18 +257,44 @@ def _walk(
     shown: Path, absolute: Path, excludes: _Excludes, result: Discovery, seen: set[Path], wanted: tuple[str, ...]
 ) -> None:
     try:
-        entries = sorted(os.scandir(absolute), key=lambda entry: entry.name)
+        with os.scandir(absolute) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
     except OSError as error:
-        result.missing.append(f"{shown}: {error.strerror}")
+        result.problems.append((shown.as_posix(), f"cannot read folder: {error.strerror or error}; skipped"))
         return
     for entry in entries:
-        is_dir = entry.is_dir(follow_symlinks=False)
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
         if excludes.excluded(entry.name, is_dir):
             continue
         if is_dir:
             child = absolute / entry.name
-            if (child / "pyvenv.cfg").exists():
+            if _is_virtualenv(child):
                 continue  # a virtual environment under any name
             _walk(shown / entry.name, child, excludes.below(entry.name, child), result, seen, wanted)
-        elif accepts_file(entry.name, (shown / entry.name).as_posix(), wanted) and entry.is_file():
-            _add(result, seen, shown / entry.name)
+        elif accepts_file(entry.name, (shown / entry.name).as_posix(), wanted):
+            _walk_file(entry, shown / entry.name, result, seen)
+
+
+def _walk_file(entry: os.DirEntry, shown: Path, result: Discovery, seen: set[Path]) -> None:
+    """A walked entry with a source file's name: added, skipped (a symlink to a folder),
+    or one problem."""
+    try:
+        if entry.is_symlink() and entry.is_dir():
+            return  # a linked folder named like a file: folder links are not followed
+    except OSError:
+        pass
+    why = _not_a_file(Path(entry.path))
+    if why is None:
+        _add(result, seen, shown)
+    else:
+        result.problems.append((shown.as_posix(), why))
+
+
+def _is_virtualenv(folder: Path) -> bool:
+    try:
+        return (folder / "pyvenv.cfg").exists()
+    except OSError:
+        return False

@@ -5,6 +5,11 @@ worth one; in a pipe, a log file or CI nothing at all is written (no bar, no
 escape codes), whatever `--color` or `FORCE_COLOR` say: the decision is the stream's
 own `isatty()`. The bar is transient: it disappears when the run ends, leaving the
 output as it would be without it.
+
+A verified run is long (seconds per patch), so without a terminal it is not silent
+either: `file_lines` writes one plain line per file as its fixes are decided
+(`autograd-fix: [3/12] src/train.py: written (2 fixes)`), which a CI log or a pipe
+shows as it happens.
 """
 
 from __future__ import annotations
@@ -49,3 +54,19 @@ def progress_bar(console: Console | None, total: int, label: str, *, more_than: 
     task = progress.add_task(label, total=total)
     with progress:
         yield lambda steps: progress.advance(task, steps)
+
+
+def file_lines(console: Console | None, total: int) -> Callable[[str, str], None] | None:
+    """`note(path, what)` writing `autograd-fix: [n/total] path: what` on `console` when
+    it is not a terminal (a terminal has the bar instead); None when there is nothing
+    to say (no console, or no file to decide)."""
+    if console is None or console.is_terminal or total <= 0:
+        return None
+    done = [0]
+
+    def note(path: str, what: str) -> None:
+        done[0] += 1
+        console.print(f"autograd-fix: [{done[0]}/{total}] {path}: {what}", markup=False, highlight=False, soft_wrap=True)
+        console.file.flush()
+
+    return note

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from autograd_fix.cli.runner import FileOutcome, FindingRecord
-from autograd_fix.codemods.engine import unified_diff
+from autograd_fix.codemods.engine import git_lines, unified_diff
 
 
 def finding_line(record: FindingRecord) -> Text:
@@ -55,8 +55,7 @@ def file_diff(outcome: FileOutcome) -> str:
         return ""
     if outcome.notebook is not None:
         return outcome.notebook.diff(outcome.original, outcome.fixed, outcome.path)
-    bom = "\ufeff" if outcome.bom else ""
-    return unified_diff(bom + outcome.original, bom + outcome.fixed, outcome.path)
+    return unified_diff(outcome.original, outcome.fixed, outcome.path, bom=outcome.bom)
 
 
 def diff_bytes(outcome: FileOutcome, diff: str) -> bytes:
@@ -72,9 +71,17 @@ def diff_bytes(outcome: FileOutcome, diff: str) -> bytes:
 
 
 def print_diff(console: Console, diff: str) -> None:
-    """Colour a unified diff line by line (plain when the console has no colour)."""
-    for line in diff.splitlines(keepends=True):
-        body = line.rstrip("\n")
+    """Colour a unified diff line by line; without colour, write it byte for byte.
+
+    Rich drops carriage returns and form feeds from the text it prints, and `git apply`
+    needs them (a CRLF file's lines end in CRLF in its diff), so plain output bypasses
+    rich, and coloured output writes each line's ending itself after the styled body."""
+    if console.color_system is None:
+        console.file.write(diff)
+        console.file.flush()
+        return
+    for line in git_lines(diff):
+        body = line.rstrip("\r\n")
         style = None
         if line.startswith(("+++", "---")):
             style = "bold"
@@ -84,7 +91,8 @@ def print_diff(console: Console, diff: str) -> None:
             style = "green"
         elif line.startswith("-"):
             style = "red"
-        console.print(Text(body, style=style or ""), soft_wrap=True, highlight=False, markup=False)
+        console.print(Text(body, style=style or ""), soft_wrap=True, highlight=False, markup=False, end="")
+        console.file.write(line[len(body):])
 
 
 def plural(count: int, word: str) -> str:
@@ -92,10 +100,21 @@ def plural(count: int, word: str) -> str:
 
 
 def summary_line(
-    findings: int, fixable: int, hidden_unsafe: int, errors: int, *, mode: str, fixed: int = 0, files_fixed: int = 0
+    findings: int, fixable: int, hidden_unsafe: int, errors: int, *, mode: str, fixed: int = 0, files_fixed: int = 0,
+    checked: int | None = None, verified_later: bool = False, not_written: int = 0,
 ) -> str:
+    """The run's last line.
+
+    `checked`: files read and analysed; with none, the line says so rather than "No
+    findings" (nothing was looked at). `hidden_unsafe`: unsafe fixes not applied with
+    the current options; `verified_later` (a listing, when `--apply` would verify) says
+    `--apply` applies them once verification accepts them, as it does; otherwise only
+    `--unsafe-fixes` would. `errors` counts files not checked, `not_written` files
+    checked and fixed whose write `--apply` refused (they are not in `fixed`)."""
     parts: list[str] = []
-    if mode == "apply":
+    if checked == 0 and not findings:
+        parts.append("No files checked")
+    elif mode == "apply":
         parts.append(f"Fixed {plural(fixed, 'finding')} in {plural(files_fixed, 'file')}")
         remaining = findings - fixed
         parts.append(f"{remaining} remaining" if remaining else "nothing left to fix")
@@ -107,8 +126,12 @@ def summary_line(
             parts.append(f"{fixable} fixable with --apply")
     else:
         parts.append("No findings")
-    if hidden_unsafe:
+    if hidden_unsafe and verified_later and mode == "report":
+        parts.append(f"{hidden_unsafe} more fixable with --apply once verification accepts {'it' if hidden_unsafe == 1 else 'them'}")
+    elif hidden_unsafe:
         parts.append(f"{hidden_unsafe} more fixable with --unsafe-fixes")
+    if not_written:
+        parts.append(f"{plural(not_written, 'file')} not written")
     if errors:
         parts.append(f"{plural(errors, 'file')} could not be checked")
     return "; ".join(parts) + "."

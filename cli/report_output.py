@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 
 from autograd_fix.cli.render import print_diff
-from autograd_fix.codemods.source import write_atomic
+from autograd_fix.cli.writes import WriteRefused, write_user_file
 
 
 class ReportOutputError(Exception):
@@ -69,10 +69,10 @@ class ReportSink:
             typer.echo(text, nl=False)
 
     def write_diff(self, diff: str, data: bytes) -> None:
-        """A diff: coloured through rich on a colour console; otherwise `data` (the diff's
-        bytes, `render.diff_bytes`) exactly, since rich would expand tabs, drop carriage
-        returns and control characters, and re-encode the file's text, and `git apply`
-        needs every byte of every line."""
+        """A diff: coloured on a colour console (`render.print_diff`); otherwise `data`,
+        the diff's bytes in the file's own encoding (`render.diff_bytes`), exactly:
+        `git apply` needs every byte of every line, and writing text to stdout would
+        re-encode a latin-1 file's lines as UTF-8."""
         if self.console.color_system is not None and not self.console.no_color:
             print_diff(self.console, diff)
         elif self._buffer is not None:
@@ -93,7 +93,9 @@ class ReportSink:
                 with open(target, "wb") as handle:  # a pipe or a device: nothing to replace
                     handle.write(data)
             else:
-                write_atomic(target, data)
+                write_user_file(target, data)
+        except WriteRefused as error:
+            raise ReportOutputError(f"cannot write --output-file {self.path}: it {error}") from None
         except OSError as error:
             raise ReportOutputError(f"cannot write --output-file {self.path}: {error.strerror or error}") from None
 

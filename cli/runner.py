@@ -6,6 +6,7 @@ Workers return only picklable, plain data: the libcst trees stay in the worker.
 from __future__ import annotations
 
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -23,12 +24,15 @@ from autograd_fix.codemods.engine import (
 )
 from autograd_fix.codemods.plans import plan_ids
 from autograd_fix.codemods.registry import select_rules
-from autograd_fix.codemods.source import SourceError, decode_source, read_bytes, read_source
+from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_bytes, read_source
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.verdict import Verdict
 
 #: below this many files a pool costs more (worker start-up) than it saves
 POOL_THRESHOLD = 8
+#: at most this many files go to a pool worker at once: an interrupt waits for the
+#: chunks being checked, and `--apply` writes a file only once its chunk is back
+MAX_CHUNK = 8
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,7 @@ def check_file(job: Job) -> FileOutcome:
         diff = None
         fix = None if id(finding) in dropped else finding.fix
         if job.fix_diffs and fix is not None and result.module is not None:
-            diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source.text, paths, codes)
+            diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source, paths, codes)
         patched = _patched(result.module, fix, paths, codes) if job.fix_texts and fix is not None and result.module else None
         outcome.findings.append(
             FindingRecord(
@@ -157,12 +161,12 @@ def check_file(job: Job) -> FileOutcome:
     return outcome
 
 
-def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, text: str, paths, codes) -> str | None:
+def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, source: SourceText, paths, codes) -> str | None:
     """The finding's fix alone as a diff: of the file, or of the notebook's cells."""
     if notebook is None:
-        return single_fix_diff(module, finding, path, paths, codes)
+        return single_fix_diff(module, finding, path, paths, codes, bom=source.bom)
     patched = _patched(module, finding.fix, paths, codes)
-    return notebook.diff(text, patched, path) if patched is not None else None
+    return notebook.diff(source.text, patched, path) if patched is not None else None
 
 
 def _patched(module, fix, paths, codes) -> str | None:
@@ -172,20 +176,45 @@ def _patched(module, fix, paths, codes) -> str | None:
         return None
 
 
-def run_jobs(jobs: list[Job], workers: int, on_done: Callable[[int], None] | None = None) -> list[FileOutcome]:
+def run_jobs(
+    jobs: list[Job],
+    workers: int,
+    on_done: Callable[[int], None] | None = None,
+    on_outcome: Callable[[FileOutcome], None] | None = None,
+) -> list[FileOutcome]:
     """Outcomes in the order of `jobs`; `on_done(1)` is called as each file finishes
-    (for a progress bar)."""
+    (for a progress bar), then `on_outcome(outcome)` (`--apply` writes it there and
+    then, not at the end of the run)."""
     if workers <= 1 or len(jobs) < POOL_THRESHOLD:
-        return _collect(map(check_file, jobs), on_done)
+        return _collect(map(check_file, jobs), on_done, on_outcome)
     workers = min(workers, len(jobs), os.cpu_count() or 1)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return _collect(pool.map(check_file, jobs, chunksize=max(1, len(jobs) // (workers * 4))), on_done)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_parent)
+    try:
+        results = pool.map(check_file, jobs, chunksize=max(1, min(MAX_CHUNK, len(jobs) // (workers * 4))))
+        return _collect(results, on_done, on_outcome)
+    finally:  # interrupted: drop the queued files instead of checking them all first
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _collect(results: Iterable[FileOutcome], on_done: Callable[[int], None] | None) -> list[FileOutcome]:
+def _leave_interrupts_to_the_parent() -> None:
+    """Pool workers ignore Ctrl-C: the terminal sends it to the whole process group,
+    and the parent alone decides how the run stops (no traceback from each worker).
+    SIGTERM ends a worker as it would any process (not the parent's handler, which
+    a fork inherits)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _collect(
+    results: Iterable[FileOutcome],
+    on_done: Callable[[int], None] | None,
+    on_outcome: Callable[[FileOutcome], None] | None,
+) -> list[FileOutcome]:
     outcomes = []
     for outcome in results:
         outcomes.append(outcome)
         if on_done is not None:
             on_done(1)
+        if on_outcome is not None:
+            on_outcome(outcome)
     return outcomes

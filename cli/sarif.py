@@ -155,11 +155,21 @@ def _fix(record: FindingRecord, outcome: FileOutcome, location: dict[str, Any]) 
     replacements = text_replacements(outcome.original, record.patched)
     if not replacements:
         return None
-    flag = "" if record.fix_applicability == "safe" else " --unsafe-fixes"
     return {
-        "description": {"text": f"{record.fix_applicability} fix (autograd-fix --apply{flag}): {record.message}"},
+        "description": {"text": f"{record.fix_applicability} fix ({_how_applied(record)}): {record.message}"},
         "artifactChanges": [{"artifactLocation": location, "replacements": replacements}],
     }
+
+
+def _how_applied(record: FindingRecord) -> str:
+    """The command that applies the fix, as `--apply`'s policy decides: a safe fix unless
+    rejected; an unsafe one once verification accepts it, or with --unsafe-fixes when
+    verification could not decide."""
+    if record.fix_applicability == "safe" or (record.verification is not None and record.verification.verdict is Status.ACCEPTED):
+        return "autograd-fix --apply"
+    if record.verification is not None:
+        return "autograd-fix --apply --unsafe-fixes: verification could not decide it"
+    return "autograd-fix --apply once verification accepts it, or --apply --unsafe-fixes unless it rejects it"
 
 
 def text_replacements(before: str, after: str) -> list[dict[str, Any]]:

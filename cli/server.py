@@ -277,11 +277,11 @@ server_app = typer.Typer(add_completion=False, rich_markup_mode=None, context_se
 
 @server_app.command()
 def serve(
-    stdio: bool = typer.Option(False, "--stdio", help="Accepted for clients that pass it: stdio is the only transport."),
-    debounce_ms: int = typer.Option(DEFAULT_DEBOUNCE_MS, "--debounce-ms", min=0, help="Wait this long after an edit before analysing."),
+    stdio: bool = typer.Option(False, "--stdio", help="Accepted for clients that pass it: stdio is the only transport.", show_default=False),
+    debounce_ms: int = typer.Option(DEFAULT_DEBOUNCE_MS, "--debounce-ms", metavar="MS", min=0, help="Wait this long after an edit before analysing."),
     device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
-    verify_timeout: float = typer.Option(20.0, "--verify-timeout", min=0.1, help="Seconds per verification run."),
-    log_level: Optional[str] = typer.Option(None, "--log-level", help="Log to stderr at this level (DEBUG, INFO, WARNING, ERROR)."),
+    verify_timeout: float = typer.Option(20.0, "--verify-timeout", metavar="SECONDS", min=0.1, help="Seconds per verification run."),
+    log_level: Optional[str] = typer.Option(None, "--log-level", metavar="LEVEL", help="Log to stderr at this level (DEBUG, INFO, WARNING, ERROR)."),
 ) -> None:
     """Start the autograd-fix language server (LSP over stdio) for an editor."""
     if log_level and log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

@@ -21,9 +21,10 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from autograd_fix.cli.notebook import is_notebook, load_notebook
-from autograd_fix.codemods.source import SourceError
+from autograd_fix.codemods.source import SourceError, read_source
 from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, Verifier, find_units, gradcheck_file, verify_pair
 from autograd_fix.verification.verdict import format_bytes
 
@@ -33,7 +34,8 @@ _STYLE = {"accepted": "bold green", "rejected": "bold red", "unverified": "bold 
 verify_app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="Run the original and the rewritten version of a file and compare gradients, outputs and memory.",
+    rich_markup_mode=None,  # the same plain help as `autograd-fix --help` and `server --help`
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
@@ -49,17 +51,33 @@ class Format(str, enum.Enum):
 
 
 def _usage(message: str) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    Console(stderr=True, soft_wrap=True).print(Text.assemble(("error:", "red"), f" {message}"), highlight=False)
     return typer.Exit(EXIT_USAGE)
 
 
+def output_console() -> Console:
+    """Standard output: on a terminal as wide as it is; in a pipe or a file, lines are
+    never cut at a fixed 80 columns (soft wrap for text, unbounded width for tables)."""
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:
+        console = Console(highlight=False, soft_wrap=True, width=_PIPE_WIDTH)
+    return console
+
+
+#: the width a table may take when standard output is not a terminal (tables only grow
+#: as wide as their content)
+_PIPE_WIDTH = 100_000
+
+
 def _read(path: Path) -> str:
-    """The file's text; for a notebook, its code cells as one program (IPython masked)."""
+    """The file's text as Python reads it (its encoding cookie, no BOM, its own line
+    endings, so line numbers are the file's); for a notebook, its code cells as one
+    program (IPython masked)."""
     try:
         if is_notebook(str(path)):
             return load_notebook(path.read_bytes()).source.text
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, SourceError) as exc:
+        return read_source(str(path)).text
+    except (OSError, SourceError) as exc:
         raise _usage(f"cannot read {path}: {exc}") from exc
 
 
@@ -75,19 +93,24 @@ def _checks_for(rule: str | None) -> tuple[str, ...] | None:
     return tuple(contract.checks) if contract is not None else None
 
 
-@verify_app.command()
+@verify_app.command(no_args_is_help=True)
 def verify(
     ctx: typer.Context,
-    files: list[Path] = typer.Argument(..., help="ORIGINAL REWRITTEN, or FILE with --gradcheck."),
-    rule: Optional[str] = typer.Option(None, "--rule", help="Judge by this rule's contract (e.g. AGF001)."),
-    entry: Optional[str] = typer.Option(None, "--entry", help="The unit to run: a function, Class.method, or __main__."),
-    device: Device = typer.Option(Device.auto, "--device", help="Where function-mode inputs live."),
-    timeout: float = typer.Option(20.0, "--timeout", min=0.1, help="Seconds allowed per run."),
+    files: list[Path] = typer.Argument(..., metavar="ORIGINAL REWRITTEN | FILE", help="Two versions of a file, or FILE with --gradcheck.", show_default=False),
+    rule: Optional[str] = typer.Option(None, "--rule", metavar="CODE", help="Judge by this rule's contract (e.g. AGF001)."),
+    entry: Optional[str] = typer.Option(None, "--entry", metavar="NAME", help="The unit to run: a function, Class.method, or __main__."),
+    device: Device = typer.Option(Device.auto, "--device", help="Where function-mode inputs live: auto, cpu or cuda."),
+    timeout: float = typer.Option(20.0, "--timeout", metavar="SECONDS", min=0.1, help="Seconds allowed per run."),
     output_format: Format = typer.Option(Format.text, "--format", help="text or json."),
-    gradcheck: bool = typer.Option(False, "--gradcheck", help="gradcheck every custom autograd.Function in FILE."),
+    gradcheck: bool = typer.Option(False, "--gradcheck", help="gradcheck every custom autograd.Function in FILE.", show_default=False),
 ) -> None:
-    """Verify one patch (two versions of a file), or gradcheck one file."""
-    console = Console(highlight=False)
+    """Run the original and the rewritten version of a file and compare gradients,
+    outputs and memory; or gradcheck every custom autograd.Function in one file.
+
+    Exit codes: 0 accepted (or every Function passes gradcheck), 1 rejected (or a
+    Function fails), 3 unverified (or no Function could be checked), 2 usage error.
+    """
+    console = output_console()
     # a caller holding a warm worker (the main app, tests) passes it as the context obj
     verifier = ctx.obj if isinstance(ctx.obj, Verifier) else None
     if gradcheck:
@@ -123,9 +146,15 @@ def verify(
 
 def render_verdict(verdict: Verdict, console: Console) -> None:
     """The verdict line, then per unit its checks and what each side measured."""
-    console.print(f"[{_STYLE[verdict.verdict]}]{verdict.verdict}[/]: {verdict.reason}")
+    console.print(Text.assemble((str(verdict.verdict), _STYLE[verdict.verdict]), f": {verdict.reason}"))
     for unit in verdict.units:
-        console.print(f"  [bold]{unit.name}[/] ({unit.mode}): [{_STYLE[unit.verdict]}]{unit.verdict}[/] - {unit.reason}")
+        # the verdict line already quotes the reason of a single unit, or of the unit
+        # that decided it: said once is enough
+        told = unit.reason in verdict.reason
+        line = Text.assemble("  ", (unit.name, "bold"), f" ({unit.mode}): ", (str(unit.verdict), _STYLE[unit.verdict]))
+        if not told:
+            line.append(f" - {unit.reason}")
+        console.print(line)
         checks = unit.evidence.get("checks") or []
         if checks:
             table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
@@ -134,7 +163,7 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
             table.add_column("detail")
             for check in checks:
                 style = {"pass": "green", "fail": "red"}.get(check["status"], "yellow")
-                table.add_row(check["check"], f"[{style}]{check['status']}[/]", check["detail"])
+                table.add_row(Text(check["check"]), Text(check["status"], style=style), Text(check["detail"]))
             console.print(table)
         sides = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
         sides.add_column("")
@@ -153,7 +182,7 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
         ]
         if orig or rew:
             for label, get in rows:
-                sides.add_row(label, get(orig), get(rew))
+                sides.add_row(label, Text(get(orig)), Text(get(rew)))
             console.print(sides)
 
 
@@ -163,12 +192,12 @@ def _gradcheck(path: Path, timeout: float, output_format: Format, console: Conso
         console.print_json(json.dumps({"file": str(path), "functions": reports}, default=str))
     else:
         if not reports:
-            console.print(f"{path}: no custom torch.autograd.Function found")
+            console.print(Text(f"{path}: no custom torch.autograd.Function found"))
         for report in reports:
-            state = {True: "[bold green]passed[/]", False: "[bold red]failed[/]", None: "[bold yellow]unchecked[/]"}[report.get("passed")]
+            state = {True: ("passed", "bold green"), False: ("failed", "bold red"), None: ("unchecked", "bold yellow")}[report.get("passed")]
             tail = f" - {report['error']}" if report.get("error") else ""
             inputs = f" ({report['inputs']})" if report.get("inputs") else ""
-            console.print(f"{report['name']}: {state}{inputs}{tail}")
+            console.print(Text.assemble(f"{report['name']}: ", state, f"{inputs}{tail}"))
     if any(r.get("passed") is False for r in reports):
         return EXIT_CODES["rejected"]
     if not reports or any(r.get("passed") is None for r in reports):

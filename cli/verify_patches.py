@@ -10,7 +10,7 @@ unsafe fix is applied when accepted, or when unverified only with `--unsafe-fixe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
 
@@ -62,18 +62,34 @@ class _FileQueue:
         self.plans = plans
         self.records = records
         self.going_in: list[str] = []
+        self._composed: dict[tuple[str, ...], str] = {}
+
+    def _compose(self, ids: list[str]) -> str:
+        """The file with `ids` applied; this patch's "before" is the last one's "before"
+        or "after", so only the newest two are kept (composing validates the whole file)."""
+        key = tuple(ids)
+        text = self._composed.pop(key, None)
+        if text is None:
+            text = self.plans.compose(ids)
+            self._composed = dict(list(self._composed.items())[-1:])
+        self._composed[key] = text  # most recently used last
+        return text
 
     def pair(self, record: FindingRecord) -> dict | None:
         """The verification request of `record`'s patch on top of those going in."""
         try:
-            before = self.plans.compose(self.going_in)
-            after = self.plans.compose([*self.going_in, record.plan_id or ""])
+            before = self._compose(self.going_in)
+            after = self._compose([*self.going_in, record.plan_id or ""])
         except EngineError:
             return None
         rule = rule_by_code(record.code)
+        # line numbers in reasons count in the text that was checked (stdin, an editor
+        # buffer), not in the file on disk; a notebook's are mapped to cells afterwards
+        user_text = self.outcome.original if self.outcome.notebook is None else None
         return {
             "original": before,
             "rewritten": after,
+            "user_text": user_text,
             "path": record.path,
             "rule": record.code,
             "checks": tuple(rule.contract.checks) if rule else None,
@@ -104,16 +120,19 @@ def _queues(outcomes: list[FileOutcome], jobs: list[Job]) -> list[_FileQueue]:
 def verify_records(
     queues: list[_FileQueue], settings: VerifySettings, unsafe_fixes: bool, progress_console: Console | None,
     verifier: Verifier | None = None,
+    on_file_done: Callable[[_FileQueue], None] | None = None,
 ) -> None:
-    """Run every candidate patch and store its verdict on the record.
+    """Run every candidate patch and store its verdict on the record; `on_file_done`
+    hears of each file as soon as its last patch has a verdict.
 
     A file's patches are verified one after another, in source order, each on top of the
     ones already going in (so a second bug is judged once the first is fixed, not against
     an original that still fails on the first); different files go in parallel. A
     long-lived caller (the language server) passes its warm `verifier` and keeps it open.
     """
-    from autograd_fix.verification import Verifier, WorkerError, verify_many
+    from autograd_fix.verification import Verifier, WorkerError, api
     from autograd_fix.verification.shadow import ShadowCopies
+    from autograd_fix.verification.source_memo import SourceMemo
 
     total = sum(len(queue.records) for queue in queues)
     if not total:
@@ -127,32 +146,47 @@ def verify_records(
                 record.verification = _unverified(record, f"verification worker unavailable: {error}")
         return
     pending = {id(queue): list(queue.records) for queue in queues}
-    shadows = ShadowCopies()  # each project copied once for the whole run
+    busy: set[int] = set()  # files with a patch being verified (one at a time per file)
+    shadows = ShadowCopies(parent=getattr(verifier, "scratch", None))  # each project copied once for the whole run
+    memo = SourceMemo()  # each statement analysed once for the whole run
     try:
         with progress_bar(progress_console, total, "verifying patches") as advance:
-            while any(pending.values()):
-                batch: list[tuple[_FileQueue, FindingRecord, dict]] = []
+
+            def settled(queue: _FileQueue) -> None:
+                advance(1)
+                if not pending[id(queue)] and id(queue) not in busy and on_file_done is not None:
+                    on_file_done(queue)
+
+            def next_pair() -> tuple[tuple[_FileQueue, FindingRecord, dict], dict] | None:
+                """The next patch of the first file that is free: earlier files finish
+                (and are written) first, instead of all at the very end."""
                 for queue in queues:
-                    if not pending[id(queue)]:
-                        continue
-                    record = pending[id(queue)].pop(0)
-                    pair = queue.pair(record)
-                    if pair is None:
-                        record.verification = _unverified(record, CANNOT_COMPOSE)
-                        continue
-                    batch.append((queue, record, pair))
-                verdicts = verify_many(
-                    [pair for _, _, pair in batch], jobs=settings.jobs, device=settings.device,
-                    timeout=settings.timeout, verifier=verifier, shadows=shadows,
-                ) if batch else []
-                for (queue, record, pair), verdict in zip(batch, verdicts):
-                    notebook = queue.outcome.notebook
-                    if notebook is not None:  # the runs saw the cells' program: name cells
-                        verdict = localize_verification(verdict, notebook, pair)
-                    record.verification = verdict
-                    if decide(record, unsafe_fixes):
-                        queue.going_in.append(record.plan_id or "")
-                advance(len(batch))
+                    while pending[id(queue)] and id(queue) not in busy:
+                        record = pending[id(queue)].pop(0)
+                        pair = queue.pair(record)
+                        if pair is None:
+                            record.verification = _unverified(record, CANNOT_COMPOSE)
+                            settled(queue)
+                            continue
+                        busy.add(id(queue))
+                        return (queue, record, pair), pair
+                return None
+
+            def on_verdict(key: tuple[_FileQueue, FindingRecord, dict], verdict: Verdict) -> None:
+                queue, record, pair = key
+                notebook = queue.outcome.notebook
+                if notebook is not None:  # the runs saw the cells' program: name cells
+                    verdict = localize_verification(verdict, notebook, pair)
+                record.verification = verdict
+                if decide(record, unsafe_fixes):
+                    queue.going_in.append(record.plan_id or "")
+                busy.discard(id(queue))
+                settled(queue)
+
+            api.verify_stream(
+                next_pair, on_verdict, verifier=verifier, shadows=shadows, memo=memo,
+                jobs=settings.jobs, device=settings.device, timeout=settings.timeout,
+            )
     finally:
         if own:
             verifier.close()
@@ -166,29 +200,47 @@ def verify_and_compose(
     unsafe_fixes: bool,
     progress_console: Console | None,
     verifier: Verifier | None = None,
+    on_decided: Callable[[FileOutcome], None] | None = None,
 ) -> list[FileOutcome]:
-    """Verify every patch, then compose each file's fixed text from the accepted plans."""
+    """Verify every patch, and compose each file's fixed text from its accepted plans as
+    soon as its last patch is decided; `on_decided(outcome)` is then called at once
+    (`--apply` writes the file there), before the other files' patches are done."""
     queues = _queues(outcomes, jobs)
-    verify_records(queues, settings, unsafe_fixes, progress_console, verifier)
+    finished: set[int] = set()
+
+    def finish(queue: _FileQueue) -> None:
+        if id(queue) in finished:
+            return
+        finished.add(id(queue))
+        _compose(queue)
+        if on_decided is not None:
+            on_decided(queue.outcome)
+
+    verify_records(queues, settings, unsafe_fixes, progress_console, verifier, on_file_done=finish)
     for queue in queues:
-        accepted = set(queue.going_in)
-        for record in queue.outcome.findings:
-            record.fix_applies = record.plan_id in accepted
-        if not accepted:
-            continue
-        try:
-            fixed = queue.plans.compose(queue.going_in, final=True)
-            notebook = queue.outcome.notebook
-            if notebook is not None and not notebook.intact(fixed):
-                raise EngineError("the fixes would change an IPython magic line or a cell boundary")
-            queue.outcome.fixed = fixed
-        except EngineError as error:
-            queue.outcome.error = f"{error}; file left unchanged"
-            for record in queue.outcome.findings:
-                record.fix_applies = False
+        finish(queue)
     queued = {id(queue.outcome) for queue in queues}
     for outcome in outcomes:  # files whose patches never reached verification
         if id(outcome) not in queued:
             for record in outcome.findings:
                 record.fix_applies = False
     return outcomes
+
+
+def _compose(queue: _FileQueue) -> None:
+    """The file's fixed text from the plans going in (none: the file stays as it is)."""
+    accepted = set(queue.going_in)
+    for record in queue.outcome.findings:
+        record.fix_applies = record.plan_id in accepted
+    if not accepted:
+        return
+    try:
+        fixed = queue.plans.compose(queue.going_in, final=True)
+        notebook = queue.outcome.notebook
+        if notebook is not None and not notebook.intact(fixed):
+            raise EngineError("the fixes would change an IPython magic line or a cell boundary")
+        queue.outcome.fixed = fixed
+    except EngineError as error:
+        queue.outcome.error = f"{error}; file left unchanged"
+        for record in queue.outcome.findings:
+            record.fix_applies = False

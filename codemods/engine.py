@@ -66,9 +66,31 @@ def parse_module(text: str) -> cst.Module:
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
-        raise EngineError(f"syntax error at {error.raw_line}:{error.raw_column + 1}: {error.message}") from None
+        raise EngineError(syntax_error_message(text, error)) from None
     except RecursionError:
         raise EngineError("source nests too deeply to parse") from None
+
+
+#: the native parser's own position, repeated inside its message ("error at 5:8: ...")
+_LIBCST_PREFIX = re.compile(r"^(?:parser error: )?(?:error at \d+:\d+: )?")
+
+
+def syntax_error_message(text: str, error: cst.ParserSyntaxError) -> str:
+    """`syntax error at LINE:COL: message`, where and what `python -m py_compile` reports.
+
+    libcst's positions are those of the token where its parser gave up, often lines
+    after the real mistake (an unclosed parenthesis on line 3 reads "5:8"), and its
+    message repeats yet another position; CPython names the first real error. libcst's
+    own position is kept only for source CPython compiles (a libcst limitation)."""
+    try:
+        compile(text, "<autograd-fix>", "exec", dont_inherit=True)
+    except SyntaxError as compiled:
+        line, column = compiled.lineno or 1, max(compiled.offset or 1, 1)
+        return f"syntax error at {line}:{column}: {compiled.msg}"
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    message = _LIBCST_PREFIX.sub("", error.message, count=1)
+    return f"syntax error at {error.raw_line}:{error.raw_column + 1}: {message} (libcst cannot parse it, although Python compiles it)"
 
 
 #: a file that contains none of these does not use PyTorch (not even through a model
@@ -323,21 +345,38 @@ def single_fix_diff(
     path: str,
     paths: dict[int, frozenset[int]] | None = None,
     codes: StatementCode | None = None,
+    bom: bool = False,
 ) -> str:
     """Unified diff of `finding`'s fix applied alone (the JSON output's per-finding diff);
-    `paths` and `codes` as for `apply_fixes`."""
+    `paths` and `codes` as for `apply_fixes`, `bom` as for `unified_diff`."""
     if finding.fix is None:
         return ""
     after = apply_fixes(module, [finding.fix], paths, codes)
     before = codes.original if codes is not None and codes.module is module else module.code
-    return unified_diff(before, after, path)
+    return unified_diff(before, after, path, bom=bom)
 
 
-def unified_diff(before: str, after: str, path: str) -> str:
-    """A `git apply`-compatible unified diff with `a/` and `b/` prefixes."""
+def git_lines(text: str) -> list[str]:
+    r"""`text` split after each ``\n`` only, ends kept: the lines git sees.
+
+    `str.splitlines` also splits at ``\r``, form feeds and other separators, which git
+    keeps inside a line: a diff built from such lines would not apply to the file."""
+    lines = text.split("\n")
+    ended = [line + "\n" for line in lines[:-1]]
+    return ended + [lines[-1]] if lines[-1] else ended
+
+
+def unified_diff(before: str, after: str, path: str, bom: bool = False) -> str:
+    """A `git apply`-compatible unified diff with `a/` and `b/` prefixes.
+
+    Lines keep their own endings (a CRLF file's diff has CRLF lines, as git expects);
+    `bom`: the file starts with a UTF-8 byte order mark, which git counts as part of
+    the first line, so the diff's first line carries it too."""
     name = path.replace("\\", "/")
     while name.startswith("./"):
         name = name[2:]
+    if bom:
+        before, after = "\ufeff" + before, "\ufeff" + after
     lines = difflib.unified_diff(
         git_lines(before),
         git_lines(after),
@@ -350,19 +389,3 @@ def unified_diff(before: str, after: str, path: str) -> str:
             line += "\n\\ No newline at end of file\n"
         out.append(line)
     return "".join(out)
-
-
-def git_lines(text: str) -> list[str]:
-    """`text` split where git splits it: after each "\\n" only, ends kept.
-
-    `str.splitlines` also breaks at "\\r", form feeds, "\\x1c".."\\x1e", "\\x85" and
-    U+2028/U+2029, which can sit inside a comment or string: a diff built on those
-    lines has hunks that `git apply` cannot find, and a CR-only file came out as lines
-    each marked "No newline at end of file". A "\\r\\n" ending stays on its line.
-    """
-    lines = text.split("\n")
-    tail = lines.pop()
-    result = [line + "\n" for line in lines]
-    if tail:
-        result.append(tail)
-    return result

@@ -2,8 +2,8 @@
 
 Keeps the encoding (PEP 263 cookie or UTF-8), a UTF-8 BOM, and line endings (libcst
 reproduces the original newlines; new lines use the file's first newline style).
-Writes are atomic: a temporary file in the same folder, then `os.replace`; given the
-digest of the bytes that were read, a write refuses to replace a file changed since.
+Writing a user's file is `cli.writes.write_user_file`'s job (symlinks, hard links,
+owner, mode, read-only files, edits made meanwhile); `digest` is what it compares.
 """
 
 from __future__ import annotations
@@ -11,9 +11,6 @@ from __future__ import annotations
 import codecs
 import hashlib
 import io
-import os
-import stat
-import tempfile
 import tokenize
 from dataclasses import dataclass
 
@@ -72,44 +69,3 @@ def read_bytes(path: str) -> bytes:
 
 def read_source(path: str) -> SourceText:
     return decode_source(read_bytes(path))
-
-
-def write_atomic(path: str, data: bytes, expected_digest: str | None = None) -> None:
-    """Replace `path` with `data` in one step, keeping its permission bits.
-
-    A new file gets the permissions `open()` would give it (0o666 less the umask), not
-    the owner-only bits of the temporary file it starts as. With `expected_digest`, the
-    file is compared with it just before the replace and left alone
-    (SourceChangedError) if it changed, or vanished, since it was read.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:
-        mode = 0o666 & ~_umask()
-    fd, temp = tempfile.mkstemp(prefix=".autograd-fix-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        if expected_digest is not None and _current_digest(path) != expected_digest:
-            raise SourceChangedError("changed on disk since it was read; not overwritten (run again)")
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-
-
-def _current_digest(path: str) -> str | None:
-    try:
-        return digest(read_bytes(path))
-    except SourceError:
-        return None
-def _umask() -> int:
-    """The process umask (it can only be read by setting it, so it is set straight back)."""
-    current = os.umask(0o022)
-    os.umask(current)
-    return current

@@ -34,6 +34,17 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def stub_stream(judge):
+    """A stand-in for `verification.api.verify_stream` that judges each pair with `judge`."""
+
+    def verify_stream(next_pair, on_verdict, **kwargs):
+        while (item := next_pair()) is not None:
+            key, pair = item
+            on_verdict(key, judge(pair))
+
+    return verify_stream
+
+
 def record(applicability: str, verdict: str | None, reason: str = "r") -> FindingRecord:
     return FindingRecord(
         path="f.py", line=1, column=1, end_line=1, end_column=2, code="AGF001", name="n", message="m",
@@ -70,7 +81,7 @@ def test_a_patch_that_cannot_be_composed_is_never_applied(monkeypatch: pytest.Mo
               data=source.encode())
     outcome = check_file(job)
     first, second = [r.plan_id for r in outcome.findings]
-    monkeypatch.setattr(verification, "verify_many", lambda pairs, **kw: [Verdict("accepted", "stub", p["rule"]) for p in pairs])
+    monkeypatch.setattr(verification.api, "verify_stream", stub_stream(lambda pair: Verdict("accepted", "stub", pair["rule"])))
     real_pair = verify_patches._FileQueue.pair
     monkeypatch.setattr(verify_patches._FileQueue, "pair", lambda self, r: None if r.plan_id == second else real_pair(self, r))
     (result,) = verify_patches.verify_and_compose([outcome], [job], verify_patches.VerifySettings(), False, None)
@@ -122,10 +133,8 @@ def test_rejected_patch_is_not_applied(script: Path, monkeypatch: pytest.MonkeyP
     from autograd_fix import verification
     from autograd_fix.verification import Verdict
 
-    def reject_all(pairs, **kwargs):
-        return [Verdict("rejected", "outputs differ: logits max abs diff 0.5", p.get("rule"), ()) for p in pairs]
-
-    monkeypatch.setattr(verification, "verify_many", reject_all)
+    reject_all = stub_stream(lambda pair: Verdict("rejected", "outputs differ: logits max abs diff 0.5", pair.get("rule"), ()))
+    monkeypatch.setattr(verification.api, "verify_stream", reject_all)
     result = CliRunner().invoke(app, ["--apply", "evaluate.py"], catch_exceptions=False)
     assert script.read_text() == SCRIPT
     assert "rejected: outputs differ" in result.stdout

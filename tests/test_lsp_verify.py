@@ -31,10 +31,12 @@ RETAIN = textwrap.dedent(
 
 
 def _verdicts(monkeypatch: pytest.MonkeyPatch, verdict: str) -> None:
-    def stub(pairs, **kwargs):
-        return [Verdict(verdict, f"stubbed {verdict}", p.get("rule"), ()) for p in pairs]
+    def stub(next_pair, on_verdict, **kwargs):
+        while (item := next_pair()) is not None:
+            key, pair = item
+            on_verdict(key, Verdict(verdict, f"stubbed {verdict}", pair.get("rule"), ()))
 
-    monkeypatch.setattr(verification, "verify_many", stub)
+    monkeypatch.setattr(verification.api, "verify_stream", stub)
 
 
 def _report(text: str, tmp_path: Path, unsafe_fixes: bool = False):

@@ -20,7 +20,6 @@ from autograd_fix.cli.app import app
 from autograd_fix.cli.magics import mask_cell
 from autograd_fix.cli.notebook import load_notebook
 from autograd_fix.cli.verify_command import _read, verify_app
-from autograd_fix.codemods.source import SourceChangedError, digest, write_atomic
 
 SETUP = "import torch\nfrom torch import nn\n\ntorch.manual_seed(0)\nmodel = nn.Linear(8, 2)\nval_batches = [torch.randn(4, 8) for _ in range(3)]"
 EVAL = "model.eval()\nscores = []\nfor batch in val_batches:\n    scores.append(model(batch))\nprint(len(scores))"
@@ -278,10 +277,14 @@ def test_a_file_changed_during_the_run_is_not_overwritten(project: Path, monkeyp
     py_path.write_text(SETUP + "\n" + EVAL + "\n")
     real_run_jobs = app_module.run_jobs
 
-    def run_then_someone_edits(jobs, workers, on_done=None):
+    def run_then_someone_edits(jobs, workers, on_done=None, on_outcome=None):
+        """Both files are edited after they were read, before the first is written."""
         outcomes = real_run_jobs(jobs, workers, on_done)
         for path in (nb_path, py_path):
             path.write_bytes(path.read_bytes().replace(b"val_batches", b"test_batches"))
+        for outcome in outcomes:
+            if on_outcome is not None:
+                on_outcome(outcome)
         return outcomes
 
     monkeypatch.setattr(app_module, "run_jobs", run_then_someone_edits)
@@ -290,18 +293,6 @@ def test_a_file_changed_during_the_run_is_not_overwritten(project: Path, monkeyp
     for path in (nb_path, py_path):
         assert f"error: {path.name}: changed on disk since it was read; not overwritten" in result.stderr
         assert b"test_batches" in path.read_bytes() and b"no_grad" not in path.read_bytes()
-
-
-def test_write_atomic_compares_just_before_replacing(tmp_path: Path) -> None:
-    path = tmp_path / "f.py"
-    path.write_bytes(b"old\n")
-    seen = digest(b"old\n")
-    path.write_bytes(b"edited\n")
-    with pytest.raises(SourceChangedError):
-        write_atomic(str(path), b"new\n", expected_digest=seen)
-    assert path.read_bytes() == b"edited\n" and [p.name for p in tmp_path.iterdir()] == ["f.py"]
-    write_atomic(str(path), b"new\n", expected_digest=digest(b"edited\n"))
-    assert path.read_bytes() == b"new\n"
 
 
 # -- verification --------------------------------------------------------------------------

@@ -362,3 +362,29 @@ def test_readme_github_example_is_what_the_tool_prints(monkeypatch: pytest.Monke
     arguments, *expected = block.strip("\n").splitlines()
     monkeypatch.chdir(repo)
     assert run("--format", "github", *arguments.split()).stdout.splitlines() == expected
+
+
+@pytest.mark.parametrize(
+    ("verdict", "command"),
+    [
+        (None, "autograd-fix --apply once verification accepts it, or --apply --unsafe-fixes unless it rejects it"),
+        ("accepted", "autograd-fix --apply"),
+        ("unverified", "autograd-fix --apply --unsafe-fixes: verification could not decide it"),
+    ],
+)
+def test_sarif_unsafe_fix_names_the_command_that_applies_it(verdict: str | None, command: str) -> None:
+    """As `--apply` decides: an accepted unsafe fix needs no --unsafe-fixes."""
+    from autograd_fix.cli.runner import FileOutcome, FindingRecord
+    from autograd_fix.cli.sarif import sarif_document
+    from autograd_fix.verification.verdict import Verdict
+
+    original = "def evaluate(model, loader):\n    model.eval()\n    return [model(x) for x in loader]\n"
+    patched = "@torch.no_grad()\n" + original
+    finding = FindingRecord(
+        path="ev.py", line=1, column=1, end_line=3, end_column=40, code="AGF001", name="eval-forward-without-no-grad",
+        message="m", fix_applicability="unsafe", fix_applies=verdict == "accepted", patched=patched,
+        verification=Verdict(verdict, "r", "AGF001") if verdict else None,
+    )
+    summary = {"files": 1, "findings": 1, "fixable": 0, "fixed": 0, "errors": []}
+    result = sarif_document([FileOutcome(path="ev.py", findings=[finding], original=original)], [], summary)["runs"][0]["results"][0]
+    assert result["fixes"][0]["description"]["text"] == f"unsafe fix ({command}): m"

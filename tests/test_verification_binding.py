@@ -895,7 +895,8 @@ def test_a_body_that_reads_a_third_dimension_gets_a_three_dimensional_input():
     )
     uses = read_unit(source, "attend", lambda func: False).uses
     assert uses["input_encoded"].min_rank == 3
-    assert uses["y_history"].min_rank == 1
+    assert uses["y_history"].min_rank == 2  # `y_history[:, t]` indexes a second axis
+    assert uses["y_history"].stepped_axes == {1} and not uses["input_encoded"].stepped_axes
     assert uses["hidden"].min_rank == 0  # `hidden.unsqueeze(2)` is passed, not `hidden`
     assert uses["t"].min_rank == 0
 
@@ -905,3 +906,20 @@ def test_with_rank_adds_sequence_axes_after_the_batch():
 
     grown = with_rank(torch.randn(4, 6), 3)
     assert tuple(grown.shape) == (4, SEQUENCE, 6) and grown.dtype == torch.float32
+
+
+def test_a_module_seen_by_the_names_is_never_mistaken_for_a_later_one():
+    # ids are reused once a module dies: a dropped probe model must not make the next
+    # module at the same address pass for one already named
+    import gc
+
+    from torch import nn
+
+    from autograd_fix.verification.probes import ModuleNames
+
+    names = ModuleNames()
+    for index in range(20):
+        module = nn.Linear(2, 2)
+        assert names.first_call(module) == f"Linear#{index}"
+        del module
+        gc.collect()

@@ -691,3 +691,95 @@ def test_an_original_that_raises_needs_to_reach_only_the_first_changed_code(veri
     assert verdict.verdict == "accepted", verdict.reason
     coverage = verdict.units[0].evidence["original"]["changed_lines"]
     assert len(coverage["hunks"]) == 2 and len(coverage["missed"]) == 1
+
+
+ADDER_LIBRARY = """
+import math
+
+import torch
+from torch import nn
+from torch.autograd import Function
+
+
+class adder(Function):
+    @staticmethod
+    def forward(ctx, W_col, X_col):
+        ctx.save_for_backward(W_col, X_col)
+        return -(W_col.unsqueeze(2) - X_col.unsqueeze(0)).abs().sum(1)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        W_col, X_col = ctx.saved_tensors
+        grad_W_col = ((X_col.unsqueeze(0) - W_col.unsqueeze(2)) * grad_output.unsqueeze(1)).sum(2)
+        grad_W_col = grad_W_col / grad_W_col.norm(p=2).clamp(min=1e-12) * math.sqrt(W_col.size(1) * W_col.size(0)) / 5
+        grad_X_col = (-(X_col.unsqueeze(0) - W_col.unsqueeze(2)).clamp(-1, 1) * grad_output.unsqueeze(1)).sum(0)
+        return grad_W_col
+"""
+
+
+def test_surrogate_backward_that_returns_its_own_dropped_gradient_is_accepted(verifier):
+    # huawei-noah/AdderNet#21: the backward is deliberately not the derivative (a
+    # normalised full-precision gradient), so the gradient the fix adds cannot be judged
+    # by finite differences; the original's own gradient must be kept exactly
+    fixed = ADDER_LIBRARY.replace("        return grad_W_col\n", "        return grad_W_col, grad_X_col\n")
+    verdict = run(verifier, ADDER_LIBRARY, fixed, AGF004, rule="AGF004")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "adds its own values at position(s) [1], not checked against finite differences" in verdict.reason
+    assert "returns the original's gradients at position(s) [0]" in verdict.reason
+
+
+def test_surrogate_backward_whose_kept_gradient_changes_is_rejected(verifier):
+    wrong = ADDER_LIBRARY.replace("        return grad_W_col\n", "        return grad_W_col * 0.5, grad_X_col\n")
+    verdict = run(verifier, ADDER_LIBRARY, wrong, AGF004, rule="AGF004")
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "differs from the original's on the same ctx at position 0" in verdict.reason
+
+
+MUL_LIBRARY = """
+import torch
+
+
+class ScaledMul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, w = ctx.saved_tensors
+        grad_x = grad_output * w
+        grad_w = grad_output * x
+        return grad_x
+"""
+
+
+def test_added_gradient_off_the_derivative_of_a_true_backward_is_rejected(verifier):
+    # the original's gradient at position 0 is the true derivative, so the added one is held to it too
+    wrong = MUL_LIBRARY.replace("        return grad_x\n", "        return grad_x, grad_w * 2\n")
+    verdict = run(verifier, MUL_LIBRARY, wrong, AGF004, rule="AGF004")
+    assert verdict.verdict == "rejected", verdict.reason
+    fixed = MUL_LIBRARY.replace("        return grad_x\n", "        return grad_x, grad_w\n")
+    verdict = run(verifier, MUL_LIBRARY, fixed, AGF004, rule="AGF004")
+    assert verdict.verdict == "accepted", verdict.reason
+
+
+ADDER_LAYER = ADDER_LIBRARY + """
+
+class AdderLinear(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(out_features, in_features) * 0.1)
+
+    def forward(self, x):
+        return adder.apply(self.weight, x.t()).t()
+"""
+
+
+def test_none_for_an_input_the_files_own_layer_feeds_a_graph_is_rejected(verifier):
+    # the layer passes its input there: stacked after another layer it carries a graph,
+    # so padding with None would silently stop gradients reaching everything before it
+    wrong = ADDER_LAYER.replace("        return grad_W_col\n", "        return grad_W_col, None\n")
+    verdict = run(verifier, ADDER_LAYER, wrong, AGF004, rule="AGF004")
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "returns None for input 1, which the file fills with `x.t()` in AdderLinear.forward" in verdict.reason

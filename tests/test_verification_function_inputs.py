@@ -325,3 +325,48 @@ def test_gradient_reversal_with_a_tensor_alpha(verifier):
     assert fixed.verdict == "accepted", fixed.reason
     wrong = REVGRAD.replace("return -grad_output * alpha_, None", "return None, None")
     assert verdict_of(verifier, one_gradient, wrong, AGF004).verdict == "rejected"
+
+
+DA_RNN_DECODER = '''
+import torch
+from torch import nn
+
+
+class Decoder(nn.Module):
+    def __init__(self, encoder_hidden_size=6, decoder_hidden_size=5, T=4):
+        super().__init__()
+        self.T = T
+        self.attn = nn.Linear(decoder_hidden_size, encoder_hidden_size)
+        self.fc = nn.Linear(encoder_hidden_size, 1)
+        self.fc_y = nn.Linear(1, 1)
+        self.gru = nn.GRUCell(1, decoder_hidden_size)
+        self.fc_final = nn.Linear(decoder_hidden_size + encoder_hidden_size, 1)
+
+    def forward(self, input_encoded, y_history):
+        n = input_encoded.size(0)
+        hidden = input_encoded.new_zeros(n, self.gru.hidden_size)
+        context = input_encoded.new_zeros(n, input_encoded.size(2))
+        for t in range(self.T - 1):
+            scores = torch.bmm(input_encoded, self.attn(hidden).unsqueeze(2)).squeeze(2)
+            attn_weights = torch.softmax(scores, dim=1)
+            context += torch.bmm(attn_weights.unsqueeze(1), input_encoded).squeeze(1)
+            y_tilde = self.fc(context) + self.fc_y(y_history[:, t : t + 1])
+            hidden = self.gru(y_tilde, hidden)
+        return self.fc_final(torch.cat((hidden, context), dim=1))
+'''
+AGF003_CHECKS = ("original_error_gone", "forward_values_equal", "gradients_match_finite_differences", "parameters_change_as_intended")
+
+
+def test_a_decoder_method_gets_inputs_that_reach_its_own_autograd_error():
+    # Seanny123/da-rnn#14: `context +=` on a tensor a Linear saved. The inputs must fit
+    # the attention (6 features, a time axis for bmm) and give y_history a window to step
+    # through; the candidate that gets the original as far as its in-place error is the
+    # one both sides run, and the out-of-place fix is judged on its gradients
+    fixed = DA_RNN_DECODER.replace("context += torch.bmm", "context = context + torch.bmm")
+    verdict = verify_pair(DA_RNN_DECODER, fixed, checks=AGF003_CHECKS, rule="AGF003", timeout=60)
+    assert verdict.verdict == "accepted", verdict.reason
+    bound = verdict.units[0].evidence["original"]["bound"]
+    assert bound["input_encoded"].startswith("tensor [4, 8, 6]") and bound["y_history"].startswith("tensor [4, 8]")
+    dropped = DA_RNN_DECODER.replace("context += torch.bmm", "context = torch.bmm")
+    verdict = verify_pair(DA_RNN_DECODER, dropped, checks=AGF003_CHECKS, rule="AGF003", timeout=60)
+    assert verdict.verdict == "rejected", verdict.reason

@@ -369,3 +369,35 @@ def test_probes_track_graph_bytes_held_during_the_run_without_the_gc():
     assert measured[False]["peak_graph_bytes"] == 4 * (5 * 8 + 5 * 16) * 4
     assert measured[False]["retained_graph_bytes"] == 0
     assert measured[True]["peak_graph_bytes"] == 0
+
+
+def test_graph_inputs_of_a_function_come_from_the_files_own_layers():
+    from autograd_fix.verification.units import _Module, graph_inputs
+
+    source = '''
+import torch
+from torch import nn
+
+
+class RoundSTE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, bits):
+        return torch.round(x * bits) / bits
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output, None
+
+
+class Quant(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(1))
+        self.bits = 4
+
+    def forward(self, x):
+        return RoundSTE.apply(torch.relu(x), self.bits) * self.scale, RoundSTE.apply(self.scale, 8)
+'''
+    found = dict(graph_inputs(_Module(source, "q.py"), "RoundSTE"))
+    assert set(found) == {0}  # an int and a literal never carry a graph
+    assert found[0].startswith(("`torch.relu(x)` in Quant.forward", "`self.scale` in Quant.forward"))

@@ -12,12 +12,13 @@ never depend on the tool's working directory.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable, Hashable
 
 from .client import Verifier, WorkerError
 from .config import ConfigError, VerifyConfig, load_config
 from .drivers import DriverError, parse_command
 from .shadow import ShadowCopies, ShadowError, project_root
+from .source_memo import SourceMemo
 from .units import Unit, UnitError, _Module, find_units
 from .verdict import ACCEPTED, UNVERIFIED, UnitResult, Verdict, combine
 
@@ -64,7 +65,9 @@ def _known_failures(unit: dict[str, Any], path: str, shadows: ShadowCopies) -> d
     return unit
 
 
-def _request(pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopies) -> tuple[dict[str, Any] | None, Verdict | None]:
+def _request(
+    pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopies, memo: SourceMemo | None = None
+) -> tuple[dict[str, Any] | None, Verdict | None]:
     """A worker request for one pair, or the verdict when nothing needs to run."""
     merged = {**defaults, **{k: v for k, v in pair.items() if v is not None}}
     path = merged.get("path") or "<string>"
@@ -77,7 +80,9 @@ def _request(pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopi
     except (ConfigError, DriverError) as exc:
         return None, Verdict(UNVERIFIED, f"{exc} (see `driver` in [tool.autograd-fix.verify])" if isinstance(exc, DriverError) else str(exc), rule, ())
     try:
-        units = find_units(merged["original"], merged["rewritten"], path=path, entry=merged.get("entry"), driver=command)
+        units = find_units(
+            merged["original"], merged["rewritten"], path=path, entry=merged.get("entry"), driver=command, memo=memo
+        )
     except UnitError as exc:
         return None, Verdict(UNVERIFIED, str(exc), rule, ())
     if not units:
@@ -101,6 +106,7 @@ def _request(pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopi
         "factories": config.factories,
         "factory_root": config.root,
         "threads": int(merged.get("threads", 1)),
+        "user_text": merged.get("user_text"),
     }
     return request, None
 
@@ -122,24 +128,29 @@ def verify_many(
     config_dir: str | None = None,
     verifier: Verifier | None = None,
     shadows: ShadowCopies | None = None,
+    memo: SourceMemo | None = None,
 ) -> list[Verdict]:
     """Verify independent patches, up to `jobs` at a time, on one warm worker.
 
     Each pair is a dict with ``original`` and ``rewritten`` sources and optionally
     ``path``, ``rule``, ``entry``, ``checks``, ``device``, ``timeout``, ``config_dir``
-    (per-pair values win over the keyword defaults). Verdicts come back in order.
+    (per-pair values win over the keyword defaults), and ``user_text``: the text the
+    user sees as `path` (an editor buffer, stdin), when it is not the file on disk;
+    reasons give line numbers in it. Verdicts come back in order.
     Each file's project is copied once per `shadows` (once per call without one).
+    A run that calls this repeatedly passes one `memo`, so each patch is analysed for what
+    it changed rather than for the size of its file.
     """
     if shadows is None:
         with ShadowCopies() as own_shadows:
             return verify_many(pairs, jobs=jobs, device=device, timeout=timeout, memory_mb=memory_mb,
-                               config_dir=config_dir, verifier=verifier, shadows=own_shadows)
+                               config_dir=config_dir, verifier=verifier, shadows=own_shadows, memo=memo)
     defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir}
     verdicts: list[Verdict | None] = []
     requests: list[dict[str, Any]] = []
     slots: list[int] = []
     for pair in pairs:
-        request, verdict = _request(pair, defaults, shadows)
+        request, verdict = _request(pair, defaults, shadows, memo)
         verdicts.append(verdict)
         if request is not None:
             slots.append(len(verdicts) - 1)
@@ -161,9 +172,72 @@ def verify_many(
                 worker.close()
         for slot, request, answer in zip(slots, requests, answers):
             verdicts[slot] = _verdict(answer, pairs[slot].get("rule"))
-            for driver, failure in ((answer.get("result") or {}).get("driver_failures") or {}).items():
-                shadows.driver_failures[(request["path"], driver)] = failure
+            _remember_failures(shadows, request, answer)
     return [v for v in verdicts if v is not None]
+
+
+def verify_stream(
+    next_pair: Callable[[], tuple[Hashable, dict[str, Any]] | None],
+    on_verdict: Callable[[Hashable, Verdict], None],
+    *,
+    verifier: Verifier,
+    shadows: ShadowCopies,
+    jobs: int | None = None,
+    device: str = "auto",
+    timeout: float = 20.0,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    config_dir: str | None = None,
+    memo: SourceMemo | None = None,
+) -> None:
+    """Verify patches as they come: `next_pair()` gives `(key, pair)` (None: nothing
+    more for now), `on_verdict(key, verdict)` is called as soon as that patch is judged,
+    and may make `next_pair` give more (a file's next patch, composed on the ones that
+    went in). Up to `jobs` run at once; no patch waits for a batch of others, so a caller
+    can act on each file as soon as its last verdict is in. A worker that dies leaves
+    every patch still in flight, and every later one, unverified."""
+    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir}
+    waiting: dict[int, tuple[Hashable, dict[str, Any]]] = {}
+    tags = iter(range(1 << 62))
+    broken: list[str] = []
+
+    def feed() -> dict[str, Any] | None:
+        while not broken:
+            item = next_pair()
+            if item is None:
+                return None
+            key, pair = item
+            request, verdict = _request(pair, defaults, shadows, memo)
+            if request is None:
+                on_verdict(key, verdict or Verdict(UNVERIFIED, "nothing to run", pair.get("rule"), ()))
+                continue
+            tag = next(tags)
+            waiting[tag] = (key, pair)
+            return {**request, "tag": tag}
+        return None
+
+    def answer(request: dict[str, Any], message: dict[str, Any]) -> None:
+        key, pair = waiting.pop(request["tag"])
+        _remember_failures(shadows, request, message)
+        on_verdict(key, _verdict(message, pair.get("rule")))
+
+    try:
+        verifier.stream(feed, answer, jobs=jobs or default_jobs())
+    except WorkerError as exc:
+        broken.append(str(exc))
+    if not broken:
+        return
+    while waiting:
+        key, pair = waiting.pop(next(iter(waiting)))
+        on_verdict(key, Verdict(UNVERIFIED, f"verification failed: {broken[0]}", pair.get("rule"), ()))
+    while (item := next_pair()) is not None:
+        key, pair = item
+        on_verdict(key, Verdict(UNVERIFIED, f"verification failed: {broken[0]}", pair.get("rule"), ()))
+
+
+def _remember_failures(shadows: ShadowCopies, request: dict[str, Any], answer: dict[str, Any]) -> None:
+    """Drivers found unable to run for this file: its next patches skip them."""
+    for driver, failure in ((answer.get("result") or {}).get("driver_failures") or {}).items():
+        shadows.driver_failures[(request["path"], driver)] = failure
 
 
 def verify_pair(

@@ -32,13 +32,16 @@ from .evidence import UnitText, read_unit
 from .shapes import (
     FEATURES,
     MAX_BATCH,
-    TENSOR_LAYOUTS,
+    Layout,
+    module_feature_sizes,
+    tensor_layouts,
     Plan,
     SliceExpired,
     model_plans,
     run_sliced,
     tensor_shape,
     with_rank,
+    with_stepped_axes,
 )
 from .targets import class_count, criterion_for, loss_kind, loss_output, make_target
 
@@ -158,8 +161,8 @@ class Binder:
         if self._plans is not None and self._plan_index is not None:
             return {"index": self._plan_index, "count": len(self._plans), "shape": self._plans[self._plan_index].describe()}
         if self._plain_tensors:
-            index = self._layout()
-            return {"index": index, "count": len(TENSOR_LAYOUTS), "shape": f"plain tensors, {TENSOR_LAYOUTS[index][0]}"}
+            index, layouts = self._layout(), self._layouts()
+            return {"index": index, "count": len(layouts), "shape": f"plain tensors, {layouts[index][0]}"}
         return None
 
     # -- public -------------------------------------------------------------------
@@ -631,8 +634,13 @@ class Binder:
         self.described[name] = f"{type(crit).__name__}()"
         return crit
 
+    def _layouts(self) -> tuple[Layout, ...]:
+        """Plain-tensor layouts; a method of a module also tries its layers' own sizes."""
+        owner = self.values.get("self")
+        return tensor_layouts(module_feature_sizes(owner) if isinstance(owner, nn.Module) else ())
+
     def _layout(self) -> int:
-        return min(max(self.plan or 0, 0), len(TENSOR_LAYOUTS) - 1)
+        return min(max(self.plan or 0, 0), len(self._layouts()) - 1)
 
     def _tensor(self, name: str) -> torch.Tensor:
         """An input tensor: shaped like the model's batch when there is a model, else by
@@ -658,11 +666,13 @@ class Binder:
                     raise  # the body feeds it to the model: the model's refusal is the reason
                 base = None
         if base is None:
-            shape = tensor_shape(self._layout(), self._plain_tensors, bool(use and use.matrix))
+            shape = tensor_shape(self._layout(), self._plain_tensors, bool(use and use.matrix), self._layouts())
             self._plain_tensors += 1
             base = torch.randn(*shape, device=self.device, dtype=self.dtype)
         if use is not None and 0 < base.dim() < use.min_rank:
             base = with_rank(base, use.min_rank)
+        if use is not None and use.stepped_axes and base.dim():
+            base = with_stepped_axes(base, use.stepped_axes)
         needs_grad = bool(re.search(rf"\b{re.escape(name)}\.grad\b", self.source)) and not re.search(
             rf"\b{re.escape(name)}\.requires_grad", self.source
         )

@@ -4,6 +4,11 @@
 requests; `run_many` keeps up to `jobs` requests in flight (the worker forks one job per
 request, so independent patches run in parallel). The worker ends when its stdin closes:
 on `close`, at interpreter exit (a `weakref.finalize`), or when this process dies.
+
+Every temporary folder of the worker and its runs lives under one `scratch` folder that
+this process creates (`agf-verify-*`, handed to the worker as its `TMPDIR`) and
+removes once the worker has exited, on every way out: a run, a crashed or killed
+worker (whose runs cannot clean up after themselves), an interrupt.
 """
 
 from __future__ import annotations
@@ -11,11 +16,13 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
+import tempfile
 import sys
 import time
 import weakref
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 READY_TIMEOUT_S = 120.0
 
@@ -24,19 +31,31 @@ class WorkerError(RuntimeError):
     """The worker could not start or stopped answering."""
 
 
-def _shutdown(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
+def _shutdown(proc: subprocess.Popen | None, scratch: str) -> None:
     try:
-        if proc.stdin:
-            proc.stdin.close()
-    except OSError:
-        pass
-    try:
-        proc.wait(timeout=3)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=3)
+        if proc is not None and proc.poll() is None:
+            try:
+                if proc.stdin:
+                    proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=3)
+    finally:
+        _remove(scratch)
+
+
+def _remove(folder: str) -> None:
+    """Remove `folder`; a run killed with its worker may still be dying (the kernel
+    kills it on its parent's death), so a few tries a moment apart."""
+    for _ in range(20):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not os.path.exists(folder):
+            return
+        time.sleep(0.05)
 
 
 class Verifier:
@@ -48,6 +67,10 @@ class Verifier:
         env.setdefault("OMP_NUM_THREADS", "1")
         if debug is None:
             debug = bool(os.environ.get("AUTOGRAD_FIX_VERIFY_DEBUG"))
+        #: the folder holding every temporary folder of this worker's runs
+        self.scratch = tempfile.mkdtemp(prefix="agf-verify-")
+        env["TMPDIR"] = self.scratch
+        self._finalizer = weakref.finalize(self, _remove, self.scratch)
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "autograd_fix.verification.worker"],
             stdin=subprocess.PIPE,
@@ -56,7 +79,8 @@ class Verifier:
             env=env,
             close_fds=True,
         )
-        self._finalizer = weakref.finalize(self, _shutdown, self._proc)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _shutdown, self._proc, self.scratch)
         self._buffer = b""
         self._next_id = 0
         self._pending: dict[int, dict[str, Any]] = {}
@@ -129,6 +153,35 @@ class Verifier:
                 answers[message["id"]] = message
                 in_flight -= 1
         return [answers[i] for i in ids]
+
+    def stream(
+        self,
+        feed: Callable[[], dict[str, Any] | None],
+        on_answer: Callable[[dict[str, Any], dict[str, Any]], None],
+        *,
+        jobs: int = 1,
+    ) -> None:
+        """Keep up to `jobs` requests in flight until `feed` has nothing more: `feed()`
+        gives the next request (None: none for now), `on_answer(request, answer)` hears
+        of each answer as it arrives (and may let `feed` give more, such as a file's
+        next patch). Unlike `run_many`, nothing waits for a whole batch."""
+        in_flight: dict[int, tuple[dict[str, Any], float]] = {}
+        while True:
+            while len(in_flight) < max(1, jobs):
+                request = feed()
+                if request is None:
+                    break
+                request = dict(request, id=self._next_id)
+                self._next_id += 1
+                self._send(request)
+                budget = float(request.get("timeout", 20.0)) * 2 * max(1, len(request.get("units") or [None])) + 60.0
+                in_flight[request["id"]] = (request, budget)
+            if not in_flight:
+                return
+            message = self._read_message(time.monotonic() + max(budget for _, budget in in_flight.values()))
+            sent = in_flight.pop(message.get("id"), None) if "id" in message else None
+            if sent is not None:
+                on_answer(sent[0], message)
 
     def ping(self) -> bool:
         return self.run_many([{"op": "ping"}])[0].get("result") == "pong"

@@ -534,6 +534,16 @@ def check_backward_agrees_with_original(s: Sides) -> CheckResult:
         if direct["mismatches"]:
             return CheckResult(name, FAIL, f"{cls}.backward differs from the original's on the same ctx at {direct['mismatches'][0]}")
         needed = [p for p in direct["padded_none"] if p < len(roles) and roles[p] == "grad"]
+        carried = {int(k): v for k, v in (s.original.get("graph_inputs") or {}).items()}
+        evidence = next((p for p in needed if p in carried), None)
+        if evidence is not None and s.mode == "autograd_function":
+            # the file itself passes a graph-carrying value there: its gradient is dropped
+            return CheckResult(
+                name,
+                FAIL,
+                f"{cls}.backward returns None for input {evidence}, which the file fills with {carried[evidence]}: "
+                "a value that carries a graph, so its gradient would be dropped",
+            )
         if needed and s.mode == "autograd_function":
             # synthesized inputs all require grad: that is our choice, not the program's
             return CheckResult(
@@ -544,16 +554,39 @@ def check_backward_agrees_with_original(s: Sides) -> CheckResult:
             )
         if needed:
             return CheckResult(name, FAIL, f"{cls}.backward returns None for input {needed[0]}, which required grad during the run: its gradient is dropped")
+        added_note = ""
         if direct["added"]:
             gate = check_gradcheck_if_original_matches(s)
-            if gate.status != PASS:
+            surrogate = _not_true_derivative(s.original, cls)
+            if gate.status == FAIL:
+                return CheckResult(name, FAIL, f"{cls}.backward adds gradient(s) at position(s) {direct['added']}: {gate.detail}")
+            if gate.status != PASS and surrogate is None:
                 return CheckResult(name, UNKNOWN, f"{cls}.backward adds gradient(s) at position(s) {direct['added']} that no run can check: {gate.detail}")
+            if gate.status != PASS:
+                # a straight-through estimator or gradient reversal: its own values are the
+                # intent, and finite differences cannot judge a gradient that is not one
+                added_note = (
+                    f", and adds its own values at position(s) {direct['added']}, not checked against finite "
+                    f"differences because the original's are not the true derivative ({surrogate}), by design or not"
+                )
         kept = direct.get("original_positions") or []
         clause = f"{cls}.backward returns the original's gradients at position(s) {kept}" if kept else f"{cls}.backward: the original returned no gradient"
+        clause += added_note
         if direct["padded_none"]:
             clause += f", None for input(s) {direct['padded_none']} (never required grad)"
         clauses.append(clause)
     return CheckResult(name, PASS, "; ".join(clauses))
+
+
+def _not_true_derivative(record: dict[str, Any], cls: str) -> str | None:
+    """The first position where the original `cls.backward` was measured off finite
+    differences (float64, a random direction), or None when it was not measured off."""
+    entry = _functions(record).get(cls) or {}
+    fd = entry.get("fd") or {}
+    if fd.get("error") or not fd.get("positions"):
+        return None
+    off = _fd_mismatches(entry)
+    return off[0] if off else None
 
 
 def _fd_mismatches(entry: dict[str, Any]) -> list[str]:

@@ -74,6 +74,9 @@ class Use:
     #: the fewest dimensions the body needs: ``x.size(2)`` or ``x.shape[2]`` need 3,
     #: ``torch.bmm(x, ...)`` needs 3 (0: no sign)
     min_rank: int = 0
+    #: axes (after the batch axis) the body indexes with a computed position, such as
+    #: ``y[:, t : t + 1]`` in a loop over time steps: they need more than one entry
+    stepped_axes: set[int] = field(default_factory=set)
 
     @property
     def reads_as_tensor(self) -> bool:
@@ -139,6 +142,13 @@ def _rank_for_index(node: ast.expr) -> int:
     return 0
 
 
+def _computed_position(part: ast.expr) -> bool:
+    """An index or slice bound that is computed (``t``, ``t + 1``), not a literal or ``:``."""
+    if isinstance(part, ast.Slice):
+        return any(bound is not None and _computed_position(bound) for bound in (part.lower, part.upper))
+    return not isinstance(part, (ast.Constant, ast.UnaryOp, ast.Starred))
+
+
 def _names_in(node: ast.expr) -> list[str]:
     """The names an argument is or holds (``x``, ``[x, y]``, ``(x, y)``)."""
     if isinstance(node, ast.Name):
@@ -192,6 +202,12 @@ class _Collector(ast.NodeVisitor):
             rank = _rank_for_index(node.slice)
             if rank:
                 self._needs_rank(value.value.id, rank)
+        if isinstance(value, ast.Name) and value.id in self.uses:
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            for axis, part in enumerate(parts):
+                if axis and _computed_position(part):
+                    self.uses[value.id].stepped_axes.add(axis)
+                    self._needs_rank(value.id, axis + 1)
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:

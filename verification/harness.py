@@ -581,6 +581,7 @@ def _run_function_class(spec: dict[str, Any], record: dict[str, Any], probes: Pr
         record["unbound"] = {"name": spec["qualname"], "why": str(exc)}
         return
     record["bound"] = {"inputs": description}
+    record["graph_inputs"] = {int(position): why for position, why in spec.get("graph_inputs") or ()}
     tensors = {name: a for name, a in zip(names, [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad])}
     for name, tensor in tensors.items():
         probes.register(tensor, name, "bound")

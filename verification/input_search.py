@@ -3,7 +3,8 @@
 Why here and not in the run child: the binder already picks the first candidate the
 *model* accepts, but a unit may still reject it (a ``view(-1, 400)``, a matrix product
 with a parameter). Only a fresh run can tell, and the rule is that the first candidate
-that runs the ORIGINAL cleanly is the one both sides get: so the original is re-run
+the ORIGINAL gets past (clean, or failing for its own reason rather than on a shape)
+is the one both sides get: so the original is re-run
 alone with the next candidates, each under a short time slice, and the rewritten side
 then runs with the winner. Bounded: at most `MAX_TRIALS` extra runs, and no more than
 half the unit's timeout spent on them.
@@ -33,9 +34,11 @@ TRIAL_SLICE_S = 5.0
 RunSides = Callable[[dict[str, Any], dict[str, Any], Sequence[str]], list[Outcome]]
 
 
-def _clean(outcome: Outcome) -> bool:
+def _fits(outcome: Outcome) -> bool:
+    """The run got past the shapes: clean, or ended on the code's own error (an in-place
+    op autograd needed, the very bug under repair), which is the contracts' to judge."""
     record = outcome.record
-    return outcome.status == "ok" and bool(record) and not record.get("exception") and not record.get("unbound")
+    return outcome.status == "ok" and bool(record) and not record.get("unbound") and not shape_error(outcome)
 
 
 def _plan(outcome: Outcome) -> dict[str, Any] | None:
@@ -53,7 +56,7 @@ def shape_error(outcome: Outcome) -> bool:
 def run_searching_inputs(
     request: dict[str, Any], unit: dict[str, Any], sources: tuple[str, str], run_sides: RunSides,
 ) -> tuple[Outcome, Outcome]:
-    """Both sides' outcomes, with the input plan that runs the original cleanly when the
+    """Both sides' outcomes, with the input plan the original gets past (see `_fits`) when the
     first one does not (and the same plan on the rewritten side in every case)."""
     original, rewritten = run_sides(request, unit, sources)
     plan = _plan(original)
@@ -70,7 +73,7 @@ def run_searching_inputs(
                 break
             (trial,) = run_sides(trial_request, {**unit, "input_plan": index}, (sources[0],))
             tried += 1
-            if _clean(trial):
+            if _fits(trial):
                 original, chosen = trial, index
                 break
     rewritten_plan = _plan(rewritten)

@@ -8,7 +8,9 @@ keeps the run out of the user's tree and off the network.
 
 Reasons must quote the user's file, not the copy: `Place.user_view` turns an exception
 record's paths back into the user's and maps line numbers of the side's text onto the
-user's file (a line the patch added or moved reads "line N of the patched file").
+user's file (a line the patch added or moved reads "line N of the patched file"). The
+user's file is the text that was checked (``user_text``: an editor buffer, stdin) when
+the caller gives it, not the file on disk, which may be older.
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ def prepare(spec: dict[str, Any], workdir: str) -> Place:
     guard_user_tree(user_root or "", workdir)
     sys.dont_write_bytecode = True
     place = Place(copy_root=copy_root, script=script, user_root=user_root, user_path=spec.get("user_path"))
-    user = _user_text(place.user_path)
+    # the text the user sees: the buffer or stdin that was checked, else the file on disk
+    user = spec["user_text"] if spec.get("user_text") is not None else _user_text(place.user_path)
     if user is not None and user != spec["source"]:
         place.matches_user = False
         place.line_map = _line_map(spec["source"], user)

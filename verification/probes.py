@@ -162,23 +162,28 @@ def _leaves_of(tensors: Any, inputs: Any) -> list[torch.Tensor]:
 
 class ModuleNames:
     """Names of outermost modules in the order of their first forward (``Net#0``): the
-    same program gives the same names in every run, whoever holds the module."""
+    same program gives the same names in every run, whoever holds the module.
+
+    Seen modules are held weakly, not by ``id``: a probe model the binder built and
+    dropped frees its id for the next module, which then passed for one already seen,
+    so its parameters were never named (nor moved by the finite-difference re-runs,
+    which disagreed with each other depending on the allocator)."""
 
     __slots__ = ("_seen", "_count")
 
     def __init__(self) -> None:
-        self._seen: set[int] = set()
+        self._seen: weakref.WeakSet[nn.Module] = weakref.WeakSet()
         self._count: dict[str, int] = {}
 
     def first_call(self, module: nn.Module) -> str | None:
         """The module's name at its (or an enclosing module's) first forward, else None."""
-        if id(module) in self._seen:
+        if module in self._seen:
             return None
         cls = type(module).__name__
         index = self._count.get(cls, 0)
         self._count[cls] = index + 1
         for sub in module.modules():
-            self._seen.add(id(sub))
+            self._seen.add(sub)
         return f"{cls}#{index}"
 
 

@@ -122,7 +122,10 @@ class ShadowCopies:
     (``driver_failures[(path, driver)] = {"why", "fall_back"}``), so the file's next
     patches skip them."""
 
-    def __init__(self) -> None:
+    def __init__(self, parent: str | None = None) -> None:
+        #: where the copies' folder is made (the verifier's scratch folder: removed with
+        #: it on every way out; None: the system's temporary folder)
+        self._parent = parent
         self._folder: str | None = None
         self._made: dict[str, Shadow | ShadowError] = {}
         self.driver_failures: dict[tuple[str, str], dict] = {}
@@ -131,7 +134,7 @@ class ShadowCopies:
         known = self._made.get(root)
         if known is None:
             if self._folder is None:
-                self._folder = tempfile.mkdtemp(prefix="agf-shadow-")
+                self._folder = tempfile.mkdtemp(prefix="agf-shadow-", dir=self._parent)
             destination = os.path.join(self._folder, str(len(self._made)))
             try:
                 known = make_base(root, destination)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -276,14 +276,48 @@ TENSOR_LAYOUTS: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...] = (
 )
 
 
-def tensor_shape(layout: int, position: int, matrix_use: bool) -> tuple[int, ...]:
+#: at most this many of a module's own feature sizes become extra layouts
+MAX_MODULE_SIZES = 3
+
+Layout = tuple[str, tuple[int, ...], tuple[int, ...]]
+
+
+def module_feature_sizes(module: nn.Module) -> list[int]:
+    """Feature sizes a module's own layers take or give, first seen first: a method of
+    the module that mixes a plain tensor with them (``torch.bmm(x, self.attn(h))``, a
+    context fed to ``self.fc``) needs one of them as that tensor's last axis."""
+    sizes: list[int] = []
+    for layer in module.modules():
+        if isinstance(layer, nn.Linear):
+            found = [layer.in_features, layer.out_features]
+        elif isinstance(layer, (nn.RNNBase, nn.RNNCellBase)):
+            found = [layer.input_size, layer.hidden_size]
+        elif isinstance(layer, nn.LayerNorm) and layer.normalized_shape:
+            found = [layer.normalized_shape[-1]]
+        else:
+            continue
+        for size in found:
+            if size not in sizes and size != FEATURES and 1 < size <= MAX_SEQUENCE * FEATURES:
+                sizes.append(int(size))
+    return sizes[:MAX_MODULE_SIZES]
+
+
+def tensor_layouts(module_sizes: Sequence[int] = ()) -> tuple[Layout, ...]:
+    """The plain-tensor layouts to try in order: "by use" with the default features,
+    then "by use" with each of the unit's module's own feature sizes, then the rest."""
+    first, *rest = TENSOR_LAYOUTS
+    extra = tuple((f"by use, {size} features", (MAX_BATCH, size), (MAX_BATCH, size)) for size in module_sizes)
+    return (first, *extra, *rest)
+
+
+def tensor_shape(layout: int, position: int, matrix_use: bool, layouts: Sequence[Layout] = TENSOR_LAYOUTS) -> tuple[int, ...]:
     """Shape of the `position`-th plain tensor under `layout`; `matrix_use` (the body
-    multiplies by it as a matrix) only matters for the "by use" layout."""
-    name, first, others = TENSOR_LAYOUTS[layout]
+    multiplies by it as a matrix) only matters for the "by use" layouts."""
+    name, first, others = layouts[layout]
     if position == 0:
         return first
-    if name == "by use" and matrix_use:
-        return (FEATURES, FEATURES)
+    if name.startswith("by use") and matrix_use:
+        return (first[-1], first[-1])
     return others
 
 
@@ -294,6 +328,19 @@ def with_rank(tensor: torch.Tensor, rank: int) -> torch.Tensor:
     shape = list(tensor.shape)
     while len(shape) < rank:
         shape.insert(1, SEQUENCE)
+    return torch.randn(*shape, device=tensor.device, dtype=tensor.dtype) if tensor.is_floating_point() else tensor.new_zeros(shape)
+
+
+def with_stepped_axes(tensor: torch.Tensor, axes: set[int]) -> torch.Tensor:
+    """`tensor` with each of `axes` at least `SEQUENCE` long: a body that steps along an
+    axis (``y[:, t : t + 1]`` for each time step) gets a window to step through, where a
+    layer's width of 1 would leave it empty after the first step."""
+    shape = list(tensor.shape)
+    grown = [axis for axis in axes if axis < len(shape) and shape[axis] < SEQUENCE]
+    if not grown:
+        return tensor
+    for axis in grown:
+        shape[axis] = SEQUENCE
     return torch.randn(*shape, device=tensor.device, dtype=tensor.dtype) if tensor.is_floating_point() else tensor.new_zeros(shape)
 
 

@@ -15,11 +15,11 @@ statement, under a non-``__main__`` name), so line numbers are the file's own.
 from __future__ import annotations
 
 import ast
-import builtins
 import symtable
 from dataclasses import dataclass, field, replace
 
 from .drivers import Command, function_label, script_label
+from .source_memo import SourceMemo, global_reads
 
 MAIN_KEY = "__main__"
 SCRIPT_ENTRIES = {"__main__", "script", "<script>", "<module>"}
@@ -59,6 +59,9 @@ class Unit:
     #: calls. A caller only looks for what the change breaks further up (the rewritten
     #: raising where the original ran clean); it is never evidence that the fix is right
     caller_of: str | None = None
+    #: on an ``autograd_function`` unit: apply() argument positions this file's own code
+    #: fills with a value that can carry a graph, each with where (see `graph_inputs`)
+    graph_inputs: tuple[tuple[int, str], ...] = ()
 
     @property
     def mode(self) -> str:
@@ -79,6 +82,7 @@ class Unit:
             "script_changed": self.script_changed,
             "import_lines": [list(r) for r in self.import_lines],
             "caller_of": self.caller_of,
+            "graph_inputs": [list(entry) for entry in self.graph_inputs],
         }
 
 
@@ -151,7 +155,8 @@ def _is_script_statement(node: ast.stmt) -> bool:
 class _Module:
     """Index of one version's top level."""
 
-    def __init__(self, source: str, path: str) -> None:
+    def __init__(self, source: str, path: str, memo: SourceMemo | None = None) -> None:
+        self.memo = memo or SourceMemo()
         try:
             self.tree = ast.parse(source, filename=path)
         except SyntaxError as exc:
@@ -183,9 +188,19 @@ class _Module:
     def global_reads(self, qualname: str) -> set[str]:
         """Globals the function `qualname` reads (symtable knows exactly), builtins excluded.
 
-        The symbol table is built once per module and its top level indexed by name: one
-        table per definition made finding a unit quadratic in the size of the file.
-        """
+        Asked of the definition's own text, remembered per statement: a symbol table of
+        the whole file per patch made a file's verification quadratic in its findings."""
+        head = qualname.split(".")[0]
+        node = self.defs.get(head)
+        if node is not None:
+            reads = self.memo.reads(self.segment(node), node, self.path, qualname)
+            if reads is not None:
+                return set(reads)
+        return self._module_reads(qualname)
+
+    def _module_reads(self, qualname: str) -> set[str]:
+        """The same answer from the whole file's symbol table (a definition whose text
+        does not stand alone, or a name that is no top-level definition)."""
         if self._symbols is None:
             table = symtable.symtable(self.source, self.path, "exec")
             self._symbols = {}
@@ -197,7 +212,7 @@ class _Module:
             if current is None:
                 break
             current = next((c for c in current.get_children() if c.get_name() == part), None)
-        return set() if current is None else _global_reads(current)
+        return set() if current is None else set(global_reads(current))
 
     @property
     def is_script(self) -> bool:
@@ -269,26 +284,14 @@ class _Module:
 
     def import_time_names(self) -> set[str]:
         """Names the module defines when imported (everything but ``__main__`` blocks);
-        computed once per module (every changed function asks)."""
+        computed once per module, from answers remembered per statement."""
         if self._import_time_names is None:
-            self._import_time_names = self._collect_import_time_names()
+            names: set[str] = set()
+            for node in self.tree.body:
+                if not _is_main_block(node):
+                    names |= self.memo.bound_names(self.segment(node), node)
+            self._import_time_names = names
         return self._import_time_names
-
-    def _collect_import_time_names(self) -> set[str]:
-        names: set[str] = set()
-        for node in self.tree.body:
-            if _is_main_block(node):
-                continue
-            for sub in ast.walk(node):
-                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    names.add(sub.name)
-                elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-                    names |= {(a.asname or a.name).split(".")[0] for a in sub.names}
-                elif isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                    names.add(sub.id)
-                elif isinstance(sub, ast.Global):
-                    names |= set(sub.names)
-        return names
 
     def defined_names(self, reduced_source: str) -> set[str]:
         tree = ast.parse(reduced_source)
@@ -304,21 +307,6 @@ class _Module:
                         names |= {(a.asname or a.name).split(".")[0] for a in sub.names}
             names |= set(_assigned_names(node))
         return names
-
-
-def _global_reads(current: symtable.SymbolTable) -> set[str]:
-    """Globals read in `current` and the scopes nested in it, builtins excluded."""
-    found: set[str] = set()
-
-    def walk(t: symtable.SymbolTable) -> None:
-        for sym in t.get_symbols():
-            if sym.is_global() and sym.is_referenced():
-                found.add(sym.get_name())
-        for child in t.get_children():
-            walk(child)
-
-    walk(current)
-    return {name for name in found if not hasattr(builtins, name) and name not in {"__name__", "__file__"}}
 
 
 def _function_unit(orig: _Module, rew: _Module, name: str, kind: str, qualname: str) -> Unit:
@@ -378,15 +366,23 @@ def _command_unit(orig: _Module, rew: _Module, command: Command, fallbacks: list
 
 
 def find_units(
-    original: str, rewritten: str, *, path: str = "<string>", entry: str | None = None, driver: Command | None = None
+    original: str,
+    rewritten: str,
+    *,
+    path: str = "<string>",
+    entry: str | None = None,
+    driver: Command | None = None,
+    memo: SourceMemo | None = None,
 ) -> list[Unit]:
     """The units to run for this patch; empty when the two versions' ASTs are equal.
 
     A file with a script part gives one script unit whose fallbacks are the changed
     functions; a library file gives a `driver` unit when the project names one, else
-    the function units themselves."""
-    orig = _Module(original, path)
-    rew = _Module(rewritten, path)
+    the function units themselves. A run that verifies many patches of one file passes
+    one `memo`, so that each patch costs what it changed, not the size of the file."""
+    memo = memo or SourceMemo()
+    orig = memo.module(original, path, lambda: _Module(original, path, memo))
+    rew = memo.module(rewritten, path, lambda: _Module(rewritten, path, memo))
     if entry is not None:
         return [_entry_unit(orig, rew, entry)]
     if _same_statements(orig, rew, orig.tree.body, rew.tree.body):
@@ -404,7 +400,8 @@ def find_units(
         if isinstance(a, ast.ClassDef):
             assert isinstance(b, ast.ClassDef)
             if _is_autograd_function(a) or _is_autograd_function(b):
-                units.append(_function_unit(orig, rew, key, "autograd_function", key))
+                unit = _function_unit(orig, rew, key, "autograd_function", key)
+                units.append(replace(unit, graph_inputs=graph_inputs(orig, key)))
                 continue
             if orig.class_bodies.get(key) != rew.class_bodies.get(key):
                 need_script = True
@@ -473,25 +470,67 @@ def _callers_of(module: _Module, qualname: str) -> list[tuple[str, str]]:
         return [
             (f"{owner}.{method}", "method")
             for (owner, method), node in module.methods.items()
-            if owner == cls and method != name and _calls(node, name, on_self=True)
+            if owner == cls and method != name and name in module.memo.calls(module.segment(node), node).on_self
         ]
     return [
         (key, "function")
         for key, node in module.defs.items()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and key != name and _calls(node, name, on_self=False)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and key != name
+        and name in module.memo.calls(module.segment(node), node).plain
     ]
 
 
-def _calls(node: ast.stmt, name: str, *, on_self: bool) -> bool:
-    for sub in ast.walk(node):
-        if not isinstance(sub, ast.Call):
+def _is_module_class(cls: ast.ClassDef) -> bool:
+    return any(ast.unparse(base).split(".")[-1] == "Module" for base in cls.bases)
+
+
+def _parameter_attributes(cls: ast.ClassDef) -> set[str]:
+    """``self.name`` attributes the class assigns an ``nn.Parameter(...)``."""
+    found: set[str] = set()
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if ast.unparse(node.value.func).split(".")[-1] != "Parameter":
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                    found.add(target.attr)
+    return found
+
+
+def graph_inputs(module: _Module, function: str) -> tuple[tuple[int, str], ...]:
+    """Positions of `function`.apply(...) arguments that this file's own modules fill with
+    a value that carries a graph: derived from a module ``forward``'s input (in any
+    network that stacks the module, the previous layer's output) or from a parameter the
+    module registers. Static evidence for what a synthesized run cannot tell: whether
+    an input of the Function needs its gradient."""
+    found: dict[int, str] = {}
+    for cls in module.tree.body:
+        if not (isinstance(cls, ast.ClassDef) and _is_module_class(cls)):
             continue
-        func = sub.func
-        if on_self and isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name) and func.value.id == "self":
-            return True
-        if not on_self and isinstance(func, ast.Name) and func.id == name:
-            return True
-    return False
+        parameters = _parameter_attributes(cls)
+        for method in cls.body:
+            if not (isinstance(method, ast.FunctionDef) and method.name == "forward"):
+                continue
+            inputs = {arg.arg for arg in method.args.args[1:]}
+            for call in ast.walk(method):
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "apply"):
+                    continue
+                if ast.unparse(call.func.value).split(".")[-1] != function:
+                    continue
+                for position, arg in enumerate(call.args):
+                    why = _carries_graph(arg, inputs, parameters)
+                    if why and position not in found:
+                        found[position] = f"`{ast.unparse(arg)}` in {cls.name}.forward (line {call.lineno}), {why}"
+    return tuple(sorted(found.items()))
+
+
+def _carries_graph(arg: ast.expr, inputs: set[str], parameters: set[str]) -> str | None:
+    for node in ast.walk(arg):
+        if isinstance(node, ast.Name) and node.id in inputs:
+            return f"derived from the module's input `{node.id}`"
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in parameters:
+            return f"the module's parameter `self.{node.attr}`"
+    return None
 
 
 def _entry_unit(orig: _Module, rew: _Module, entry: str) -> Unit:

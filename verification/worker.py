@@ -69,6 +69,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "command": unit.get("command"),
         "path": request.get("path") or "<string>",
         "user_path": request.get("path"),
+        "user_text": request.get("user_text"),
         "relative": request.get("relative"),
         "user_root": request.get("user_root"),
         "shadow_base": request.get("shadow_base"),
@@ -80,6 +81,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "threads": request.get("threads", 1),
         "changed_lines": changed,
         "input_plan": unit.get("input_plan"),
+        "graph_inputs": unit.get("graph_inputs") or [],
     }
 
 
