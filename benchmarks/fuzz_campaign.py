@@ -2,7 +2,7 @@
 properties checked on each.
 
     python benchmarks/fuzz_campaign.py --budget 10000 --seed 1 \
-        [--seconds S] [--seed-dir FOLDER ...] [--git-sample 0.05] [--failures DIR]
+        [--seconds S] [--seed-dir FOLDER ...] [--git-sample 0.05] [--failures DIR] [--progress]
     python benchmarks/fuzz_campaign.py --replay DIR     # re-check saved failing inputs
 
 Programs come from `fuzz_programs.py` (mutated real PyTorch files, hypothesmith programs
@@ -11,9 +11,9 @@ spliced into them). Properties, for every program:
 - crash: any exception out of the tool (the per-file reader and engine report a bad
   file as an error; anything else escaping is a bug). A fix the engine had to drop
   because it would not apply counts as a crash too, since the rule built an invalid tree;
-- unparsable: the bytes `--apply` would write do not `compile()` (checked on the bytes,
-  so a declared encoding and BOM must still hold), or the engine dropped a fix because it
-  produced code that does not parse;
+- unparsable: for an input that compiles, the bytes `--apply` would write do not
+  `compile()` (checked on the bytes, so a declared encoding and BOM must still hold), or
+  the engine dropped a fix because it produced code that does not parse;
 - idempotence: checking the written bytes again finds another change to make (or an
   error the first run did not have), or the engine's fix rounds did not converge;
 - diff/apply (a sample, `--git-sample`): the real CLI, in-process, run with `--diff` in
