@@ -26,9 +26,9 @@ from autograd_fix.cli.interrupts import Interrupted, StopSignals
 from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
 from autograd_fix.cli.github_format import github_annotations
 from autograd_fix.cli.render import (
+    diff_bytes,
     file_diff,
     json_document,
-    print_diff,
     print_findings,
     summary_line,
     verdict_lines,
@@ -323,7 +323,7 @@ def _emit(
                 out.print(line, style="dim", highlight=False, markup=False)
             text = file_diff(outcome)
             if text:
-                print_diff(out, text)
+                sink.write_diff(text, diff_bytes(outcome, text))
         err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
         return status
     if mode == "apply":

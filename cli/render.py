@@ -49,11 +49,25 @@ def print_findings(console: Console, records: Iterable[FindingRecord]) -> None:
 
 
 def file_diff(outcome: FileOutcome) -> str:
+    """The file's unified diff; a UTF-8 BOM stays on line 1 of both sides, as git shows
+    it, so a hunk that touches line 1 still applies."""
     if outcome.original is None or outcome.fixed is None:
         return ""
     if outcome.notebook is not None:
         return outcome.notebook.diff(outcome.original, outcome.fixed, outcome.path)
     return unified_diff(outcome.original, outcome.fixed, outcome.path, bom=outcome.bom)
+
+
+def diff_bytes(outcome: FileOutcome, diff: str) -> bytes:
+    """`diff` as the bytes `git apply` expects: the file's lines in the file's own
+    encoding (a latin-1 file's diff in UTF-8 matches none of its lines), the `---`/`+++`
+    header lines in UTF-8."""
+    encoding = "utf-8" if outcome.notebook is not None else outcome.encoding
+    out = []
+    for line in diff.split("\n"):
+        header = line.startswith(("--- a/", "+++ b/"))
+        out.append(line.encode("utf-8" if header else encoding, "surrogateescape" if header else "strict"))
+    return b"\n".join(out)
 
 
 def print_diff(console: Console, diff: str) -> None:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import io
 import os
 import stat
+import sys
 
 import typer
 from rich.console import Console
 
+from autograd_fix.cli.render import print_diff
 from autograd_fix.cli.writes import WriteRefused, write_user_file
 
 
@@ -65,6 +67,20 @@ class ReportSink:
             self._buffer.write(text)
         else:
             typer.echo(text, nl=False)
+
+    def write_diff(self, diff: str, data: bytes) -> None:
+        """A diff: coloured on a colour console (`render.print_diff`); otherwise `data`,
+        the diff's bytes in the file's own encoding (`render.diff_bytes`), exactly:
+        `git apply` needs every byte of every line, and writing text to stdout would
+        re-encode a latin-1 file's lines as UTF-8."""
+        if self.console.color_system is not None and not self.console.no_color:
+            print_diff(self.console, diff)
+        elif self._buffer is not None:
+            self._buffer.write(data.decode("utf-8", "surrogateescape"))  # `close` encodes it back
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
 
     def close(self) -> None:
         """Write the collected report to its file (once, atomically); stdout needs nothing."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -83,7 +84,7 @@ def syntax_error_message(text: str, error: cst.ParserSyntaxError) -> str:
     message repeats yet another position; CPython names the first real error. libcst's
     own position is kept only for source CPython compiles (a libcst limitation)."""
     try:
-        compile(text, "<autograd-fix>", "exec", dont_inherit=True)
+        compile_quietly(text)
     except SyntaxError as compiled:
         line, column = compiled.lineno or 1, max(compiled.offset or 1, 1)
         return f"syntax error at {line}:{column}: {compiled.msg}"
@@ -332,9 +333,19 @@ def fix_until_stable(
     raise EngineError(f"fixes did not converge after {MAX_FIX_ROUNDS} rounds; file left unchanged")
 
 
+def compile_quietly(text: str) -> None:
+    """`compile(text)` without its warnings: an odd literal such as `0x1for` or `"\\d"` in
+    the user's code is theirs to hear about when they run it, not a stray
+    "<autograd-fix>:2: SyntaxWarning" line in the tool's output (twice in `--diff`), and
+    under `-W error` such a warning would become a SyntaxError that rejects a good fix."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compile(text, "<autograd-fix>", "exec", dont_inherit=True)
+
+
 def validate_python(text: str) -> None:
     try:
-        compile(text, "<autograd-fix>", "exec", dont_inherit=True)
+        compile_quietly(text)
     except (SyntaxError, ValueError) as error:
         raise EngineError(f"a fix produced code that does not compile ({error}); file left unchanged") from None
 

@@ -129,3 +129,27 @@ def test_qualified_names_through_aliases() -> None:
 def test_add_imports_is_idempotent() -> None:
     module = cst.parse_module("import torch\nx = 1\n")
     assert add_imports(module, ["import torch"]).code == "import torch\nx = 1\n"
+
+
+def test_fixing_code_that_compiles_with_a_syntax_warning_is_silent_and_works_under_W_error() -> None:
+    """`0x1for` compiles with a SyntaxWarning: the engine's own compile checks must not
+    print it (found by the fuzz campaign as stray '<autograd-fix>:2: SyntaxWarning' lines)
+    nor, with warnings as errors, reject the fix as code that does not compile."""
+    import warnings
+
+    text = "x = [0x1for i in range(3)]\nloss = 1\nbad = (\n"
+    fixed = "x = [0x1for i in range(3)]\nloss_value = 1\n"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = check_source("import torch\n" + fixed.replace("loss_value", "loss"), [RenameLoss])
+        errors = []
+        try:
+            check_source("import torch\n" + text, [RenameLoss])
+        except Exception as error:  # a syntax error is reported with CPython's position
+            errors.append(str(error))
+    assert result.fixed == "import torch\n" + fixed
+    assert [str(w.message) for w in caught] == []
+    assert errors and "never closed" in errors[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_source("import torch\n" + fixed.replace("loss_value", "loss"), [RenameLoss]).fixed == "import torch\n" + fixed
