@@ -8,6 +8,10 @@ limit (``RLIMIT_AS``, CPU runs only: CUDA reserves huge virtual ranges) plus a r
 memory watch by the parent, a CPU-time limit as a backstop, and a wall-clock deadline
 enforced by the parent with ``SIGKILL`` to the whole group.
 
+With a `RunIsolation`, the child also enters its own namespaces and gets a scrubbed
+environment (see `isolation`): it then runs as pid 2 of a PID namespace under a parent
+that relays its exit status, so the outcome reads the same either way.
+
 The child reports through a file (``torch.save``) and the parent trusts it only when the
 child exited 0 after writing it: ``os._exit``, ``sys.exit`` from a thread, a segfault or
 a kill all leave no record and are described from the wait status instead.
@@ -26,6 +30,8 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from .isolation import PID_NAME, RunIsolation, as_seen_from, enter, scrub_environment
 
 PR_SET_PDEATHSIG = 1
 HARNESS_FAILED = 86  # exit status of a child whose harness itself failed
@@ -47,6 +53,16 @@ def _vm_size() -> int:
             return int(handle.read().split()[0]) * _PAGE
     except OSError:  # pragma: no cover
         return 0
+
+
+def _run_rss(child: "Child") -> int:
+    """Resident memory of the child, or of the run it confined (see `isolation.enter`)."""
+    try:
+        with open(os.path.join(child.workdir, PID_NAME)) as handle:
+            inner = int(handle.read() or 0)
+    except (OSError, ValueError):
+        inner = 0
+    return max(_rss(child.pid), _rss(inner) if inner else 0)
 
 
 def _rss(pid: int) -> int:
@@ -102,10 +118,17 @@ class Child:
             self.kept += min(room, len(data))
 
 
-def spawn(target: Callable[[], Any], save: Callable[[Any, str], None], limits: Limits, *, close_fds: tuple[int, ...] = ()) -> Child:
-    """Fork a child that runs `target()` in a fresh temp dir and saves its result."""
+RECORD_NAME = ".autograd_fix_record.pt"
+
+
+def spawn(
+    target: Callable[[], Any], save: Callable[[Any, str], None], limits: Limits, *, close_fds: tuple[int, ...] = (),
+    isolation: RunIsolation | None = None,
+) -> Child:
+    """Fork a child that runs `target()` in a fresh temp dir (confined as `isolation`
+    says) and saves its result."""
     workdir = tempfile.mkdtemp(prefix="agf-run-")
-    record_path = os.path.join(workdir, ".autograd_fix_record.pt")
+    record_path = os.path.join(workdir, RECORD_NAME)
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -134,9 +157,16 @@ def spawn(target: Callable[[], Any], save: Callable[[Any, str], None], limits: L
             cpu = int(limits.timeout * 2) + 5
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            os.chdir(workdir)
+            here = workdir
+            if isolation is not None and isolation.namespaces:
+                here = enter(workdir, isolation.view, isolation.needed)
+            if isolation is not None and isolation.scrub:
+                scrub_environment(here, isolation.pass_env)
+            os.chdir(here)
             result = target()
-            save(result, record_path)
+            if isolation is not None and isolation.scrub and isolation.view and here != isolation.view:
+                result = as_seen_from(result, here, isolation.view)
+            save(result, os.path.join(here, RECORD_NAME))
             code = 0
         except BaseException:  # noqa: BLE001 - report and leave with a known status
             try:
@@ -218,7 +248,7 @@ def wait_all(children: list[Child], load: Callable[[str], Any]) -> list[Outcome]
                 child.killed_for = "timeout"
                 _kill_group(pid)
             elif check_rss and not child.limits.limit_address_space and child.limits.memory_mb > 0:
-                if _rss(pid) > child.limits.memory_mb * 1024 * 1024:
+                if _run_rss(child) > child.limits.memory_mb * 1024 * 1024:
                     child.killed_for = "memory"
                     _kill_group(pid)
         if not running:

@@ -6,6 +6,11 @@ else can write into the protocol stream. Requests: ``{"id", "op": "verify" | "gr
 | "ping", ...}``. EOF on stdin (the tool exited, however it died) kills every job's
 process group and ends the worker.
 
+Each run child is confined (`isolation`): the worker probes once at start whether
+namespaces work here (the answer goes out in its ``ready`` message) and makes the one
+*view* folder where every run sees its own folder; each request carries its project's
+``isolation`` mode and ``pass_env`` values.
+
 Why fork per job, and fork again per run: a fork of a process that already imported torch
 costs milliseconds instead of the seconds of ``import torch``, and a job process can
 compare the two runs' records (torch tensors) without the tool importing torch. The
@@ -58,6 +63,20 @@ def _limits(request: dict[str, Any]):
     )
 
 
+def _isolation(request: dict[str, Any]):
+    """The confinement of this request's runs (see `isolation.RunIsolation`)."""
+    from .isolation import RunIsolation
+
+    needed = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
+    return RunIsolation(
+        mode=str(request.get("isolation") or "auto"),
+        available=request.get("isolation_unavailable") is None,
+        view=request.get("view"),
+        pass_env=dict(request.get("pass_env") or {}),
+        needed=needed,
+    )
+
+
 def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed: list[list[int]] | None = None) -> dict[str, Any]:
     return {
         "kind": unit["kind"],
@@ -95,7 +114,8 @@ def _run_sides(request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, 
     for spec in specs:
         if spec["side"] == "rewritten":
             spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
-    children = [spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds) for spec in specs]
+    isolation = _isolation(request)
+    children = [spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds, isolation=isolation) for spec in specs]
     return wait_all(children, _load)
 
 
@@ -127,7 +147,8 @@ def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) 
     from .sandbox import spawn, wait_all
 
     spec = {"source": request["source"], "path": request.get("path"), "threads": request.get("threads", 1)}
-    (outcome,) = wait_all([spawn(lambda: run_gradcheck_file(spec), _save, _limits(request), close_fds=close_fds)], _load)
+    child = spawn(lambda: run_gradcheck_file(spec), _save, _limits(request), close_fds=close_fds, isolation=_isolation(request))
+    (outcome,) = wait_all([child], _load)
     if outcome.status != "ok" or outcome.record is None:
         return {"error": f"gradcheck run {outcome.detail}", "functions": []}
     record = outcome.record
@@ -217,6 +238,11 @@ def main() -> None:
     """Serve requests until stdin closes."""
     import torch  # noqa: F401 - the point of a warm worker: pay for this once
 
+    import tempfile
+
+    from .isolation import probe
+
+    unavailable = probe()  # None: runs can enter namespaces here; else why not
     _prewarm()
     # Children would otherwise walk (and copy-on-write) every object torch created
     # whenever they collect garbage: freeze them into the permanent generation.
@@ -295,7 +321,8 @@ def main() -> None:
         except ValueError:
             send({"id": job["id"], "ok": False, "error": "verification job died without answering"})
 
-    send({"ready": True, "pid": os.getpid(), "torch": torch.__version__})
+    view = tempfile.mkdtemp(prefix="agf-view-")  # empty: each run binds its own folder here
+    send({"ready": True, "pid": os.getpid(), "torch": torch.__version__, "isolation_unavailable": unavailable})
     try:
         while True:
             for key, _ in selector.select(0.1):
@@ -315,7 +342,7 @@ def main() -> None:
                         if request.get("op") == "ping":
                             send({"id": request.get("id"), "ok": True, "result": "pong"})
                         else:
-                            start(request)
+                            start({**request, "view": view, "isolation_unavailable": unavailable})
                 else:
                     fd = key.fd
                     job = next(j for f, j in jobs.items() if f == fd)
@@ -337,6 +364,10 @@ def main() -> None:
                 os.killpg(job["pid"], signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        try:
+            os.rmdir(view)
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":

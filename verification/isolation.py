@@ -1,0 +1,393 @@
+"""OS isolation of one verification run: namespaces, a read-only file system, a scrubbed
+environment.
+
+Verification runs the user's code (a ``__main__`` block, a pytest node, a training
+step) twice per patch. That code may write checkpoints to absolute paths, post to a
+webhook, read cloud keys from the environment or daemonise. Each run child therefore
+enters, on Linux, its own unprivileged namespaces (`enter`):
+
+- a **user** namespace (the caller's uid and gid mapped to themselves), which makes the
+  others possible without privileges;
+- a **network** namespace with nothing in it (loopback down): every ``connect`` fails
+  with "Network is unreachable", abstract Unix sockets of the host are out of reach;
+- a **mount** namespace where every mount is bind-remounted read-only, except the run's
+  own folder (its copy of the project, ``HOME`` and ``TMPDIR``), a private ``/dev/shm``
+  and a fresh ``/proc`` that shows only the run's processes; ``/run`` and ``/var/run``
+  (where daemons keep their sockets: docker, dbus) are hidden under an empty read-only
+  tmpfs;
+- a **PID** namespace: the run's code is pid 2 under a pid 1 that exits with the run,
+  and the kernel then kills everything left in the namespace, so a ``setsid`` plus
+  double fork cannot outlive the run, and no process outside is visible or signalable.
+
+Finally the run process enters a second, nested user namespace: it keeps no capability
+over the mounts it was given, so it cannot remount them writable or unmount the mask.
+
+Why ``unshare(2)`` through ``ctypes`` and not bubblewrap: bubblewrap is a separate
+binary (not installed on the CI machines or most laptops) that would have to *exec* the
+run, while the warm worker's point is that a run is a ``fork`` of a process that already
+imported torch (milliseconds instead of seconds); ``bwrap`` cannot enter namespaces for
+an already running Python process. The namespaces need nothing but the kernel, and the
+whole set-up costs about a millisecond plus one cheap ``posix_spawn`` of the pid 1.
+
+Where the kernel refuses (no user namespaces: macOS, a hardened kernel, a container
+without ``CLONE_NEWUSER``), `probe` says why; the run then goes unisolated with a
+notice (``isolation = "auto"``), or not at all (``isolation = "required"``).
+
+The environment of a run is an allowlist in every mode but ``off``: ``PATH``, locale,
+the variables that fix torch's numerics (`RUN_ENV`), ``HOME`` and ``TMPDIR`` in the
+run's folder, plus what ``pass-env`` names. Both sides of a patch see the same paths:
+the worker gives every run the same *view* path and each run binds its own folder there
+in its private mount namespace, so ``HOME``, ``__file__`` and temporary paths print the
+same on both sides.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import tempfile
+from dataclasses import dataclass, field
+
+MODES = ("auto", "required", "off")
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+#: mount flags a less privileged namespace may not drop: kept on every remount
+_LOCKED = MS_NOSUID | MS_NODEV | MS_NOEXEC
+
+#: variables a run keeps from the tool's environment (besides ``LC_*`` and ``pass-env``)
+RUN_ENV = (
+    "PATH", "LANG", "LANGUAGE", "TZ",
+    # numerics and devices: both sides must compute exactly as the user's runs do
+    "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES", "PYTORCH_NVML_BASED_CUDA_CHECK",
+)
+#: what the worker itself keeps (it imports torch and forks the runs): `RUN_ENV`, the
+#: interpreter's search paths and the prefixes that configure torch and its libraries
+_WORKER_ENV = ("HOME", "TMPDIR", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "TERM", "NO_COLOR")
+_WORKER_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TORCH_", "PYTORCH_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "CUBLAS_",
+                    "CUDNN_", "AUTOGRAD_FIX_")
+#: the run folder's sub-folders that become HOME and TMPDIR
+HOME_NAME = "home"
+TMP_NAME = "tmp"
+#: folders where daemons keep their Unix sockets (a read-only mount does not stop a connect)
+_SOCKET_FOLDERS = ("/run", "/var/run", "/tmp/.X11-unix")
+
+
+class IsolationError(OSError):
+    """The namespaces could not be set up."""
+
+
+@dataclass(frozen=True)
+class RunIsolation:
+    """How one run child is confined: `mode` from the config, whether namespaces work
+    on this machine (`available`), the view path every run of the worker shares, and
+    the extra variables (name -> value) the project passes through."""
+
+    mode: str = "auto"
+    available: bool = False
+    view: str | None = None
+    pass_env: dict[str, str] = field(default_factory=dict)
+    #: folders the run reads besides its own (the shadow copy's base, the user's tree)
+    needed: tuple[str, ...] = ()
+
+    @property
+    def namespaces(self) -> bool:
+        return self.mode != "off" and self.available
+
+    @property
+    def scrub(self) -> bool:
+        return self.mode != "off"
+
+
+def worker_environment(environ: dict[str, str]) -> dict[str, str]:
+    """The worker's environment: `environ` without anything a run must not see (cloud
+    keys, tokens), keeping what importing torch and finding packages depend on."""
+    keep = set(RUN_ENV) | set(_WORKER_ENV)
+    return {k: v for k, v in environ.items() if k in keep or k.startswith(_WORKER_PREFIXES)}
+
+
+def pass_env_values(names: tuple[str, ...] | list[str], environ: dict[str, str]) -> dict[str, str]:
+    """The values of the `pass-env` variables set in `environ` (unset ones stay unset)."""
+    return {name: environ[name] for name in names if name in environ}
+
+
+def notice(reason: str) -> str:
+    """The one-line warning of a run that goes unisolated."""
+    return (
+        f"verification runs are NOT isolated on this machine ({reason}): the code being verified can write "
+        "files, use the network and read the environment; pass --no-verify to run nothing, or set "
+        'isolation = "required" under [tool.autograd-fix.verify] to refuse unisolated runs'
+    )
+
+
+def refusal(reason: str) -> str:
+    """The verdict reason when ``isolation = "required"`` meets a machine without it."""
+    return (
+        f'not run: isolation = "required" in [tool.autograd-fix.verify], but verification runs cannot be '
+        f"isolated on this machine ({reason})"
+    )
+
+
+# -- set-up, in a forked run child ---------------------------------------------------
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise IsolationError(err, f"{what}: {os.strerror(err)}")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _new_user_namespace(libc: ctypes.CDLL, flags: int) -> None:
+    """unshare `flags` (with CLONE_NEWUSER) and map our uid and gid onto themselves."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(libc.unshare(CLONE_NEWUSER | flags), "unshare")
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def _mount(libc: ctypes.CDLL, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    encode = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)), f"mount {target}")
+
+
+def _mount_points() -> list[str]:
+    """Every mount point of this mount namespace, parents first."""
+    points = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) > 4:
+                points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return sorted(set(points), key=lambda p: (p.count("/"), p))
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _read_only_everywhere(libc: ctypes.CDLL, keep: tuple[str, ...]) -> None:
+    """Bind-remount every mount read-only but those at or under `keep`."""
+    for point in _mount_points():
+        if any(_inside(point, k) for k in keep):
+            continue
+        try:
+            locked = os.statvfs(point).f_flag & _LOCKED
+        except OSError:
+            continue  # a mount point we cannot reach (overmounted, gone): nothing to write through
+        try:
+            _mount(libc, None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | locked)
+        except IsolationError as exc:
+            if _inside(point, "/proc"):
+                continue  # replaced by a fresh proc below
+            raise IsolationError(exc.errno, f"cannot make {point} read-only: {exc.strerror}") from exc
+
+
+def _confine_files(libc: ctypes.CDLL, workdir: str, seen_at: str, needed: tuple[str, ...]) -> None:
+    """The mount namespace's layout (see the module docstring); `needed` are folders the
+    run reads (the shadow copy's base, the user's tree for large linked files)."""
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    _mount(libc, workdir, seen_at, None, MS_BIND | MS_REC)
+    _read_only_everywhere(libc, (seen_at,))
+    for folder in _SOCKET_FOLDERS:
+        if os.path.isdir(folder) and not os.path.islink(folder) and not any(_inside(p, folder) for p in (seen_at, *needed)):
+            try:
+                _mount(libc, "tmpfs", folder, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=755")
+            except IsolationError:
+                pass  # best effort: a socket there stays reachable (documented)
+    if os.path.isdir("/dev/shm"):
+        _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    try:
+        _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except IsolationError:
+        pass  # a container that masks parts of /proc: the old one stays, read-only
+
+
+def _spawn_init(read_fd: int) -> int:
+    """The namespace's pid 1: ``cat`` reading a pipe only the run's parent holds open, so
+    it (and with it everything in the namespace) ends when that parent does. Spawned, not
+    forked: a fork of a process that imported torch costs tens of milliseconds."""
+    cat = next((p for p in ("/usr/bin/cat", "/bin/cat") if os.access(p, os.X_OK)), None)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        if cat is not None:
+            actions = [(os.POSIX_SPAWN_DUP2, read_fd, 0), (os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
+            try:
+                return os.posix_spawn(cat, [cat], {}, file_actions=actions, setsigdef=(signal.SIGINT, signal.SIGTERM))
+            except OSError:
+                pass
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - only without cat
+            try:
+                while os.read(read_fd, 1):
+                    pass
+            finally:
+                os._exit(0)
+        return pid
+    finally:
+        os.close(devnull)
+
+
+def _relay(run_pid: int, init_pid: int, write_fd: int) -> None:
+    """In the run's parent (outside the PID namespace): wait for the run, end the
+    namespace (its pid 1, then the kernel kills the rest), and leave with the run's own
+    status, a signal included, so the sandbox describes it as before. Never returns."""
+    while True:
+        try:
+            _, status = os.waitpid(run_pid, 0)
+            break
+        except InterruptedError:  # pragma: no cover
+            continue
+        except ChildProcessError:  # pragma: no cover
+            status = 0
+            break
+    os.close(write_fd)
+    try:
+        os.kill(init_pid, signal.SIGKILL)
+        os.waitpid(init_pid, 0)  # returns once every process of the namespace is gone
+    except (ProcessLookupError, ChildProcessError):  # pragma: no cover
+        pass
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # pragma: no cover - a signal that did not kill
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+#: a file in the run folder where the run's parent writes the run's pid (for the memory watch)
+PID_NAME = ".autograd_fix_pid"
+
+
+def enter(workdir: str, view: str | None, needed: tuple[str, ...] = ()) -> str:
+    """Confine this (single-threaded, freshly forked) process; returns the path where it
+    now sees `workdir`. The caller's process stays outside as the run's parent and never
+    returns from here; what returns is the run itself, pid 2 of the new PID namespace.
+
+    Raises IsolationError when the kernel refuses the namespaces (nothing changed yet)."""
+    libc = _libc()
+    # opened before the mount namespace exists, so it does not keep "/" from going read-only
+    pid_fd = os.open(os.path.join(workdir, PID_NAME), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    _new_user_namespace(libc, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID)
+    read_fd, write_fd = os.pipe()
+    init_pid = _spawn_init(read_fd)
+    os.close(read_fd)
+    run_pid = os.fork()
+    if run_pid:
+        os.write(pid_fd, str(run_pid).encode())
+        os.close(pid_fd)
+        _relay(run_pid, init_pid, write_fd)
+    os.close(pid_fd)
+    os.close(write_fd)
+    from .sandbox import die_with_parent
+
+    die_with_parent()
+    seen_at = view if view and os.path.isdir(view) else workdir
+    _confine_files(libc, workdir, seen_at, needed)
+    _new_user_namespace(libc, 0)  # no capability left over these mounts
+    return seen_at
+
+
+def scrub_environment(folder: str, pass_env: dict[str, str]) -> None:
+    """Replace this process's environment with the allowlist, ``HOME`` and ``TMPDIR``
+    under `folder`, and wipe the copy the kernel shows as ``/proc/self/environ``."""
+    kept = {k: v for k, v in os.environ.items() if k in RUN_ENV or k.startswith("LC_")}
+    home, tmp = os.path.join(folder, HOME_NAME), os.path.join(folder, TMP_NAME)
+    os.makedirs(home, exist_ok=True)
+    os.makedirs(tmp, exist_ok=True)
+    os.environ.clear()
+    os.environ.update({**kept, **pass_env, "HOME": home, "TMPDIR": tmp, "PYTHONDONTWRITEBYTECODE": "1"})
+    tempfile.tempdir = None  # cached by the worker: read TMPDIR again
+    _wipe_initial_environment()
+
+
+def _wipe_initial_environment() -> None:
+    """Zero the environment block the process was started with (the worker's), which
+    ``/proc/self/environ`` reads and nothing references once ``os.environ`` was reset
+    (``setenv`` copies its strings)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50, 51)
+    except (OSError, IndexError, ValueError):  # pragma: no cover - not Linux
+        return
+    if 0 < start < end:
+        ctypes.memset(start, 0, end - start)
+
+
+def as_seen_from(value: object, real: str, view: str) -> object:
+    """`value` (a run's record) with the run folder `real` written as `view`: without a
+    mount namespace the two sides' folders differ, and a path the code stored (``HOME``,
+    a temporary file, ``__file__``) must still compare equal."""
+    if isinstance(value, str):
+        return value.replace(real, view)
+    if isinstance(value, dict):
+        return {key: as_seen_from(item, real, view) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_seen_from(item, real, view) for item in value]
+    if isinstance(value, tuple):
+        return tuple(as_seen_from(item, real, view) for item in value)
+    return value
+
+
+def probe() -> str | None:
+    """None when `enter` works here, else why not (tried in a throwaway child)."""
+    if not hasattr(os, "fork") or not os.path.exists("/proc/self/uid_map"):
+        return "this system has no Linux user namespaces"
+    folder = tempfile.mkdtemp(prefix="agf-probe-")
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read_fd)
+            enter(folder, None)
+            try:  # the run side: the network must be gone, the file system read-only
+                open(os.path.join(os.path.dirname(folder), f"{os.path.basename(folder)}-escape"), "w").close()
+                message = "a write outside the run's folder succeeded"
+            except OSError:
+                message = ""
+            os.write(write_fd, message.encode() or b"ok")
+            code = 0
+        except BaseException as exc:  # noqa: BLE001 - report, whatever it was
+            try:
+                os.write(write_fd, str(exc).encode()[:500])
+            except OSError:
+                pass
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    chunks = []
+    while chunk := os.read(read_fd, 4096):
+        chunks.append(chunk)
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass
+    answer = b"".join(chunks).decode(errors="replace")
+    return None if answer == "ok" else (answer or "the namespace set-up failed")
