@@ -110,6 +110,10 @@ def test_endless_flood_is_a_timeout_not_a_hang(verifier):
 
 
 def test_no_grandchild_outlives_a_killed_run(verifier, tmp_path):
+    # without namespaces (isolation = "off"), so that the run can write its sleeper's pid
+    # where the test reads it: the process group kill alone must take the sleeper down
+    # (tests/test_isolation.py covers isolated runs)
+    (tmp_path / "pyproject.toml").write_text('[tool.autograd-fix.verify]\nisolation = "off"\n')
     pid_file = tmp_path / "sleeper.pid"
     spawner = BASE + textwrap.dedent(
         f"""
@@ -120,7 +124,7 @@ def test_no_grandchild_outlives_a_killed_run(verifier, tmp_path):
             pass
         """
     )
-    verdict = pair(verifier, spawner, spawner + "total = 3\n", timeout=2)
+    verdict = pair(verifier, spawner, spawner + "total = 3\n", timeout=2, path=str(tmp_path / "spawner.py"))
     assert verdict.verdict == "unverified"
     sleeper = int(pid_file.read_text())
     deadline = time.monotonic() + 5

@@ -79,6 +79,9 @@ RUN_ENV = (
 _WORKER_ENV = ("HOME", "TMPDIR", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "TERM", "NO_COLOR")
 _WORKER_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TORCH_", "PYTORCH_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "CUBLAS_",
                     "CUDNN_", "AUTOGRAD_FIX_")
+#: set (to anything) in the tool's environment, runs go without namespaces as where the
+#: kernel refuses them (to try a project's runs unisolated, and to test that path)
+DISABLE_VARIABLE = "AUTOGRAD_FIX_NO_NAMESPACES"
 #: the run folder's sub-folders that become HOME and TMPDIR
 HOME_NAME = "home"
 TMP_NAME = "tmp"
@@ -355,6 +358,8 @@ def as_seen_from(value: object, real: str, view: str) -> object:
 
 def probe() -> str | None:
     """None when `enter` works here, else why not (tried in a throwaway child)."""
+    if os.environ.get(DISABLE_VARIABLE):
+        return f"turned off by {DISABLE_VARIABLE}"
     if not hasattr(os, "fork") or not os.path.exists("/proc/self/uid_map"):
         return "this system has no Linux user namespaces"
     folder = tempfile.mkdtemp(prefix="agf-probe-")
