@@ -33,6 +33,14 @@ class VerifySettings:
     jobs: int | None = None
 
 
+def say_isolation_notice(verifier: "Verifier | None") -> None:
+    """Warn on stderr, once per run of the tool, that verification runs went unisolated
+    (the machine has no user namespaces); `Verifier.isolation_notice` keeps the once."""
+    notice = verifier.isolation_notice() if verifier is not None else None
+    if notice:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/yellow] {notice}", markup=True)
+
+
 def decide(record: FindingRecord, unsafe_fixes: bool) -> bool:
     """Whether `record`'s fix may be applied, given its verification verdict."""
     if record.plan_id is None or record.verification is None:
@@ -145,6 +153,7 @@ def verify_records(
                     [pair for _, _, pair in batch], jobs=settings.jobs, device=settings.device,
                     timeout=settings.timeout, verifier=verifier, shadows=shadows,
                 ) if batch else []
+                say_isolation_notice(verifier)
                 for (queue, record, pair), verdict in zip(batch, verdicts):
                     notebook = queue.outcome.notebook
                     if notebook is not None:  # the runs saw the cells' program: name cells

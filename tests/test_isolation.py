@@ -287,3 +287,20 @@ def test_isolation_off_runs_without_a_notice(unisolated, project):
 def test_signals_keep_their_meaning_inside_the_namespace(verifier, project):
     verdict = verify(verifier, project, f"import os\nos.kill(os.getpid(), {int(signal.SIGTERM)})\n")
     assert verdict.verdict == "unverified" and "SIGTERM" in verdict.reason
+
+
+def test_the_cli_warns_once_on_stderr_when_runs_go_unisolated(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from autograd_fix.cli.app import app
+
+    monkeypatch.setenv(DISABLE_VARIABLE, "1")
+    monkeypatch.chdir(tmp_path)
+    loop = "for batch in val_loader:\n    outputs.append(model(batch))\n"
+    script = "import torch\nfrom torch import nn\nmodel = nn.Linear(4, 2)\nmodel.eval()\nval_loader = [torch.randn(2, 4)]\noutputs = []\n"
+    for name in ("a.py", "b.py"):  # two patches, one warning
+        (tmp_path / name).write_text(script + loop)
+    result = CliRunner().invoke(app, ["--diff", "--color", "never", "a.py", "b.py"], catch_exceptions=False)
+    assert result.stdout.count("accepted") == 2, result.output
+    assert result.stderr.count("NOT isolated") == 1
+    assert "--no-verify" in result.stderr

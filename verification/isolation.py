@@ -46,6 +46,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import shutil
 import signal
 import tempfile
 from dataclasses import dataclass, field
@@ -390,9 +391,6 @@ def probe() -> str | None:
         chunks.append(chunk)
     os.close(read_fd)
     os.waitpid(pid, 0)
-    try:
-        os.rmdir(folder)
-    except OSError:
-        pass
+    shutil.rmtree(folder, ignore_errors=True)
     answer = b"".join(chunks).decode(errors="replace")
     return None if answer == "ok" else (answer or "the namespace set-up failed")
