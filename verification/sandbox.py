@@ -162,6 +162,8 @@ def spawn(
                 here = enter(workdir, isolation.view, isolation.needed)
             if isolation is not None and isolation.scrub:
                 scrub_environment(here, isolation.pass_env)
+            elif isolation is not None:
+                os.environ.update(isolation.pass_env)
             os.chdir(here)
             result = target()
             if isolation is not None and isolation.scrub and isolation.view and here != isolation.view:
