@@ -304,3 +304,30 @@ def test_the_cli_warns_once_on_stderr_when_runs_go_unisolated(tmp_path, monkeypa
     assert result.stdout.count("accepted") == 2, result.output
     assert result.stderr.count("NOT isolated") == 1
     assert "--no-verify" in result.stderr
+
+
+def test_a_forged_record_cannot_run_code_in_the_job(verifier, project, tmp_path):
+    """The run writes its record's folder; a pickle that would run code when the job
+    reads it back is refused instead (the job lives outside the namespaces)."""
+    marker = tmp_path / "forged-record-ran"
+    verdict = verify(verifier, project, f"""
+    import os, pickle, threading, time
+
+    class _Evil:
+        def __reduce__(self):
+            return (os.system, ("touch {marker}",))
+
+    def _forge():
+        while True:
+            try:
+                with open(os.path.join(os.environ["HOME"], "..", ".autograd_fix_record.pt"), "wb") as handle:
+                    pickle.dump(_Evil(), handle)
+            except OSError:
+                pass
+            time.sleep(0.001)
+
+    threading.Thread(target=_forge, daemon=True).start()
+    time.sleep(0.2)
+    """)
+    assert not marker.exists()
+    assert verdict.verdict in VERDICTS

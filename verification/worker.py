@@ -40,9 +40,13 @@ def _save(record: Any, path: str) -> None:
 
 
 def _load(path: str) -> Any:
+    """A run's record, unpickled without running code: the run could write its folder
+    (the record's) while it lived, and this process is outside its namespaces. A record
+    holding anything but tensors and plain values is unreadable, which the run's outcome
+    reports as a harness error."""
     import torch
 
-    return torch.load(path, weights_only=False)
+    return torch.load(path, weights_only=True)
 
 
 def _limits(request: dict[str, Any]):
