@@ -331,3 +331,18 @@ def test_a_forged_record_cannot_run_code_in_the_job(verifier, project, tmp_path)
     """)
     assert not marker.exists()
     assert verdict.verdict in VERDICTS
+
+
+def test_a_killed_workers_view_folder_is_removed_by_the_next_worker(tmp_path, monkeypatch):
+    import tempfile
+
+    from autograd_fix.verification.isolation import make_view
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = tmp_path / "agf-view-999999999-x"  # no such pid
+    live = tmp_path / f"agf-view-{os.getpid()}-y"
+    dead.mkdir()
+    live.mkdir()
+    view = make_view()
+    assert not dead.exists() and live.exists()
+    assert Path(view).parent == tmp_path and Path(view).name.startswith(f"agf-view-{os.getpid()}-")

@@ -77,9 +77,9 @@ RUN_ENV = (
 )
 #: what the worker itself keeps (it imports torch and forks the runs): `RUN_ENV`, the
 #: interpreter's search paths and the prefixes that configure torch and its libraries
-_WORKER_ENV = ("HOME", "TMPDIR", "PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "TERM", "NO_COLOR")
-_WORKER_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TORCH_", "PYTORCH_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "CUBLAS_",
-                    "CUDNN_", "AUTOGRAD_FIX_")
+_WORKER_ENV = ("HOME", "TMPDIR", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "TERM", "NO_COLOR")
+_WORKER_PREFIXES = ("LC_", "PYTHON", "CUDA_", "NVIDIA_", "TORCH", "PYTORCH_", "TRITON_", "OMP_", "MKL_", "KMP_",
+                    "OPENBLAS_", "CUBLAS_", "CUDNN_", "AUTOGRAD_FIX_")
 #: set (to anything) in the tool's environment, runs go without namespaces as where the
 #: kernel refuses them (to try a project's runs unisolated, and to test that path)
 DISABLE_VARIABLE = "AUTOGRAD_FIX_NO_NAMESPACES"
@@ -355,6 +355,27 @@ def as_seen_from(value: object, real: str, view: str) -> object:
     if isinstance(value, tuple):
         return tuple(as_seen_from(item, real, view) for item in value)
     return value
+
+
+VIEW_PREFIX = "agf-view-"
+
+
+def make_view() -> str:
+    """The worker's empty view folder (named after its pid), after removing those of
+    workers that died without removing theirs (killed): empty folders only."""
+    base = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(VIEW_PREFIX)]
+    except OSError:
+        names = []
+    for name in names:
+        pid = name[len(VIEW_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            try:
+                os.rmdir(os.path.join(base, name))
+            except OSError:
+                pass
+    return tempfile.mkdtemp(prefix=f"{VIEW_PREFIX}{os.getpid()}-")
 
 
 def probe() -> str | None:

@@ -242,9 +242,7 @@ def main() -> None:
     """Serve requests until stdin closes."""
     import torch  # noqa: F401 - the point of a warm worker: pay for this once
 
-    import tempfile
-
-    from .isolation import probe
+    from .isolation import make_view, probe
 
     unavailable = probe()  # None: runs can enter namespaces here; else why not
     _prewarm()
@@ -325,7 +323,7 @@ def main() -> None:
         except ValueError:
             send({"id": job["id"], "ok": False, "error": "verification job died without answering"})
 
-    view = tempfile.mkdtemp(prefix="agf-view-")  # empty: each run binds its own folder here
+    view = make_view()  # empty: each run binds its own folder here
     send({"ready": True, "pid": os.getpid(), "torch": torch.__version__, "isolation_unavailable": unavailable})
     try:
         while True:
