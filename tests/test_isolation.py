@@ -346,3 +346,16 @@ def test_a_killed_workers_view_folder_is_removed_by_the_next_worker(tmp_path, mo
     view = make_view()
     assert not dead.exists() and live.exists()
     assert Path(view).parent == tmp_path and Path(view).name.startswith(f"agf-view-{os.getpid()}-")
+
+
+def test_a_bad_isolation_setting_stops_the_cli_before_anything_runs(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from autograd_fix.cli.app import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.autograd-fix.verify]\npass-env = "WANDB_MODE"\n')
+    (tmp_path / "a.py").write_text("import torch\n")
+    result = CliRunner().invoke(app, ["--diff", "a.py"], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "pass-env must be a list of variable names" in result.output
