@@ -153,7 +153,8 @@ def verify_records(
                     [pair for _, _, pair in batch], jobs=settings.jobs, device=settings.device,
                     timeout=settings.timeout, verifier=verifier, shadows=shadows,
                 ) if batch else []
-                say_isolation_notice(verifier)
+                if own:  # a long-lived caller (the language server) says it its own way
+                    say_isolation_notice(verifier)
                 for (queue, record, pair), verdict in zip(batch, verdicts):
                     notebook = queue.outcome.notebook
                     if notebook is not None:  # the runs saw the cells' program: name cells
