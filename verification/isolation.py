@@ -1,36 +1,39 @@
-"""OS isolation of one verification run: namespaces, a read-only file system, a scrubbed
+"""OS isolation of verification runs: namespaces, a read-only file system, a scrubbed
 environment.
 
 Verification runs the user's code (a ``__main__`` block, a pytest node, a training
 step) twice per patch. That code may write checkpoints to absolute paths, post to a
-webhook, read cloud keys from the environment or daemonise. Each run child therefore
-enters, on Linux, its own unprivileged namespaces (`enter`):
+webhook, read cloud keys from the environment or daemonise. So, on Linux:
 
-- a **user** namespace (the caller's uid and gid mapped to themselves), which makes the
-  others possible without privileges;
-- a **network** namespace with nothing in it (loopback down): every ``connect`` fails
-  with "Network is unreachable", abstract Unix sockets of the host are out of reach;
-- a **mount** namespace where every mount is bind-remounted read-only, except the run's
-  own folder (its copy of the project, ``HOME`` and ``TMPDIR``), a private ``/dev/shm``
-  and a fresh ``/proc`` that shows only the run's processes; ``/run`` and ``/var/run``
-  (where daemons keep their sockets: docker, dbus) are hidden under an empty read-only
-  tmpfs;
-- a **PID** namespace: the run's code is pid 2 under a pid 1 that exits with the run,
-  and the kernel then kills everything left in the namespace, so a ``setsid`` plus
-  double fork cannot outlive the run, and no process outside is visible or signalable.
-
-Finally the run process enters a second, nested user namespace: it keeps no capability
-over the mounts it was given, so it cannot remount them writable or unmount the mask.
+- the worker enters a **user** namespace first thing (`enter_worker`; the caller's uid
+  and gid mapped to themselves), where it holds the capabilities the rest needs without
+  privileges, and a **PID** namespace its jobs are born into (nothing it started
+  outlives it);
+- each run child is forked by its job (`RunForker`) into a **PID** namespace of its own,
+  as pid 2 under a ``cat`` as pid 1 (a pid 1 would ignore signals it has no handler for):
+  when the run ends the job kills that pid 1 and the kernel kills everything left, so a
+  ``setsid`` plus double fork cannot outlive the run, and nothing outside (the job, the
+  worker, the tool, the user's shell) is visible or signalable from inside;
+- the run child then enters (`confine`) a **network** namespace with nothing in it
+  (loopback down: every ``connect`` fails with "Network is unreachable", abstract Unix
+  sockets of the host are out of reach), and a **mount** namespace where every mount is
+  bind-remounted read-only, except the run's own folder (its copy of the project,
+  ``HOME`` and ``TMPDIR``), a private ``/dev/shm`` and a fresh ``/proc`` that shows only
+  the run's processes; ``/run`` and ``/var/run`` (daemon sockets: docker, dbus) are
+  hidden under an empty read-only tmpfs;
+- finally it enters a second, nested user namespace: it keeps no capability over the
+  mounts it was given, so it cannot remount them writable or unmount the masks.
 
 Why ``unshare(2)`` through ``ctypes`` and not bubblewrap: bubblewrap is a separate
 binary (not installed on the CI machines or most laptops) that would have to *exec* the
 run, while the warm worker's point is that a run is a ``fork`` of a process that already
-imported torch (milliseconds instead of seconds); ``bwrap`` cannot enter namespaces for
-an already running Python process. The namespaces need nothing but the kernel, and the
-whole set-up costs about a millisecond plus one cheap ``posix_spawn`` of the pid 1.
+imported torch (milliseconds instead of seconds); ``bwrap`` cannot confine an already
+running Python process. Namespaces need nothing but the kernel, and per run they cost a
+``posix_spawn`` of the pid 1 and a few dozen ``mount`` calls: a few milliseconds, no
+extra fork.
 
 Where the kernel refuses (no user namespaces: macOS, a hardened kernel, a container
-without ``CLONE_NEWUSER``), `probe` says why; the run then goes unisolated with a
+without ``CLONE_NEWUSER``), `set_up_worker` says why; runs then go unisolated with a
 notice (``isolation = "auto"``), or not at all (``isolation = "required"``).
 
 The environment of a run is an allowlist in every mode but ``off``: ``PATH``, locale,
@@ -96,12 +99,12 @@ class IsolationError(OSError):
 
 @dataclass(frozen=True)
 class RunIsolation:
-    """How one run child is confined: `mode` from the config, whether namespaces work
-    on this machine (`available`), the view path every run of the worker shares, and
-    the extra variables (name -> value) the project passes through."""
+    """How one run child is confined: `mode` from the config, the job's `forker` (None
+    where namespaces do not work here), the view path every run of the worker shares,
+    and the extra variables (name -> value) the project passes through."""
 
     mode: str = "auto"
-    available: bool = False
+    forker: "RunForker | None" = None
     view: str | None = None
     pass_env: dict[str, str] = field(default_factory=dict)
     #: folders the run reads besides its own (the shadow copy's base, the user's tree)
@@ -109,7 +112,7 @@ class RunIsolation:
 
     @property
     def namespaces(self) -> bool:
-        return self.mode != "off" and self.available
+        return self.mode != "off" and self.forker is not None
 
     @property
     def scrub(self) -> bool:
@@ -231,21 +234,24 @@ def _confine_files(libc: ctypes.CDLL, workdir: str, seen_at: str, needed: tuple[
 
 
 def _spawn_init(read_fd: int) -> int:
-    """The namespace's pid 1: ``cat`` reading a pipe only the run's parent holds open, so
-    it (and with it everything in the namespace) ends when that parent does. Spawned, not
-    forked: a fork of a process that imported torch costs tens of milliseconds."""
+    """The new PID namespace's pid 1: ``cat`` reading a pipe only the job holds open, so
+    it (and with it everything in the namespace) ends when the job does, if the job does
+    not end it first. Spawned, not forked: a fork of a process that imported torch costs
+    tens of milliseconds, a spawn well under one."""
     cat = next((p for p in ("/usr/bin/cat", "/bin/cat") if os.access(p, os.X_OK)), None)
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         if cat is not None:
             actions = [(os.POSIX_SPAWN_DUP2, read_fd, 0), (os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
             try:
-                return os.posix_spawn(cat, [cat], {}, file_actions=actions, setsigdef=(signal.SIGINT, signal.SIGTERM))
+                return os.posix_spawn(cat, [cat], {}, file_actions=actions, setpgroup=0,
+                                      setsigdef=(signal.SIGINT, signal.SIGTERM))
             except OSError:
                 pass
         pid = os.fork()
         if pid == 0:  # pragma: no cover - only without cat
             try:
+                os.setpgid(0, 0)
                 while os.read(read_fd, 1):
                     pass
             finally:
@@ -255,63 +261,94 @@ def _spawn_init(read_fd: int) -> int:
         os.close(devnull)
 
 
-def _relay(run_pid: int, init_pid: int, write_fd: int) -> None:
-    """In the run's parent (outside the PID namespace): wait for the run, end the
-    namespace (its pid 1, then the kernel kills the rest), and leave with the run's own
-    status, a signal included, so the sandbox describes it as before. Never returns."""
-    while True:
+@dataclass(frozen=True)
+class Namespace:
+    """One run's PID namespace, seen from the job: its pid 1 and the pipe end that keeps
+    that pid 1 alive."""
+
+    init_pid: int
+    keep_fd: int
+
+    def end(self) -> None:
+        """Kill its pid 1; the kernel then kills everything left in the namespace, and the
+        wait returns once all of it is gone."""
         try:
-            _, status = os.waitpid(run_pid, 0)
-            break
-        except InterruptedError:  # pragma: no cover
-            continue
-        except ChildProcessError:  # pragma: no cover
-            status = 0
-            break
-    os.close(write_fd)
-    try:
-        os.kill(init_pid, signal.SIGKILL)
-        os.waitpid(init_pid, 0)  # returns once every process of the namespace is gone
-    except (ProcessLookupError, ChildProcessError):  # pragma: no cover
-        pass
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)  # pragma: no cover - a signal that did not kill
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+            os.close(self.keep_fd)
+        except OSError:  # pragma: no cover
+            pass
+        try:
+            os.kill(self.init_pid, signal.SIGKILL)
+            os.waitpid(self.init_pid, 0)
+        except (ProcessLookupError, ChildProcessError):  # pragma: no cover
+            pass
 
 
-#: a file in the run folder where the run's parent writes the run's pid (for the memory watch)
-PID_NAME = ".autograd_fix_pid"
-
-
-def enter(workdir: str, view: str | None, needed: tuple[str, ...] = ()) -> str:
-    """Confine this (single-threaded, freshly forked) process; returns the path where it
-    now sees `workdir`. The caller's process stays outside as the run's parent and never
-    returns from here; what returns is the run itself, pid 2 of the new PID namespace.
-
-    Raises IsolationError when the kernel refuses the namespaces (nothing changed yet)."""
+def enter_worker() -> int:
+    """In the worker, first thing (one thread, no torch yet): a user namespace where it
+    holds every capability, and a PID namespace its children are born into, under a
+    ``cat`` as pid 1 that lives while the returned pipe end stays open. Jobs, born there,
+    can then give each run a PID namespace of its own (`RunForker`), and nothing the worker
+    started outlives it: when it dies, the pipe closes, the ``cat`` ends, and the kernel
+    kills what is left. Raises IsolationError when the kernel refuses."""
     libc = _libc()
-    # opened before the mount namespace exists, so it does not keep "/" from going read-only
-    pid_fd = os.open(os.path.join(workdir, PID_NAME), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    _new_user_namespace(libc, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID)
-    read_fd, write_fd = os.pipe()
-    init_pid = _spawn_init(read_fd)
-    os.close(read_fd)
-    run_pid = os.fork()
-    if run_pid:
-        os.write(pid_fd, str(run_pid).encode())
-        os.close(pid_fd)
-        _relay(run_pid, init_pid, write_fd)
-    os.close(pid_fd)
-    os.close(write_fd)
-    from .sandbox import die_with_parent
+    _new_user_namespace(libc, CLONE_NEWPID)
+    read_fd, keep_fd = os.pipe()
+    try:
+        _spawn_init(read_fd)
+    finally:
+        os.close(read_fd)
+    return keep_fd
 
-    die_with_parent()
+
+class RunForker:
+    """In a job (born in the worker's PID namespace, see `enter_worker`): forks each run
+    child into a fresh PID namespace, as pid 2 under a ``cat`` as pid 1, so signals keep
+    their meaning for the run (a pid 1 ignores those it has no handler for) and a run
+    costs one fork, as without isolation."""
+
+    def __init__(self) -> None:
+        self._libc = _libc()
+        self._own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+
+    def fork(self) -> tuple[int, Namespace | None]:
+        """``os.fork`` into a new PID namespace: (0, None) in the child; (its pid, its
+        namespace) in the job, whose own later children are born outside it again."""
+        _check(self._libc.unshare(CLONE_NEWPID), "unshare")
+        read_fd, keep_fd = os.pipe()
+        init_pid = None
+        try:
+            init_pid = _spawn_init(read_fd)
+            pid = os.fork()
+        except BaseException:
+            if init_pid is not None:
+                Namespace(init_pid, keep_fd).end()
+            else:
+                os.close(keep_fd)
+            self._born_outside()
+            raise
+        finally:
+            os.close(read_fd)
+        if pid == 0:
+            os.close(keep_fd)
+            os.close(self._own_pid_ns)
+            return 0, None
+        self._born_outside()
+        return pid, Namespace(init_pid, keep_fd)
+
+    def _born_outside(self) -> None:
+        """The job's next children are born in its own PID namespace again."""
+        _check(self._libc.setns(self._own_pid_ns, CLONE_NEWPID), "setns")
+
+
+def confine(workdir: str, view: str | None, needed: tuple[str, ...] = ()) -> str:
+    """In a run child forked by `JobNamespaces.fork`: its own mount and network
+    namespaces (laid out as the module docstring says), then a nested user namespace
+    that keeps no capability over them. Returns where the run now sees `workdir`."""
+    libc = _libc()
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
     seen_at = view if view and os.path.isdir(view) else workdir
     _confine_files(libc, workdir, seen_at, needed)
-    _new_user_namespace(libc, 0)  # no capability left over these mounts
+    _new_user_namespace(libc, 0)
     return seen_at
 
 
@@ -379,11 +416,8 @@ def make_view() -> str:
 
 
 def probe() -> str | None:
-    """None when `enter` works here, else why not (tried in a throwaway child)."""
-    if os.environ.get(DISABLE_VARIABLE):
-        return f"turned off by {DISABLE_VARIABLE}"
-    if not hasattr(os, "fork") or not os.path.exists("/proc/self/uid_map"):
-        return "this system has no Linux user namespaces"
+    """None when runs can be confined here, else why not. Call after `enter_worker`: a
+    throwaway job forks one run, which checks that it cannot write outside its folder."""
     folder = tempfile.mkdtemp(prefix="agf-probe-")
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -391,17 +425,23 @@ def probe() -> str | None:
         code = 1
         try:
             os.close(read_fd)
-            enter(folder, None)
-            try:  # the run side: the network must be gone, the file system read-only
-                open(os.path.join(os.path.dirname(folder), f"{os.path.basename(folder)}-escape"), "w").close()
-                message = "a write outside the run's folder succeeded"
-            except OSError:
-                message = ""
-            os.write(write_fd, message.encode() or b"ok")
-            code = 0
+            run, namespace = RunForker().fork()
+            if run:
+                os.waitpid(run, 0)
+                namespace.end()
+                code = 0
+            else:
+                confine(folder, None)
+                try:
+                    open(f"{folder}-escape", "w").close()
+                    message = "a write outside the run's folder succeeded"
+                except OSError:
+                    message = "ok"
+                os.write(write_fd, message.encode())
+                code = 0
         except BaseException as exc:  # noqa: BLE001 - report, whatever it was
             try:
-                os.write(write_fd, str(exc).encode()[:500])
+                os.write(write_fd, str(exc).encode()[:500] or b"the namespace set-up failed")
             except OSError:
                 pass
         finally:
@@ -415,3 +455,17 @@ def probe() -> str | None:
     shutil.rmtree(folder, ignore_errors=True)
     answer = b"".join(chunks).decode(errors="replace")
     return None if answer == "ok" else (answer or "the namespace set-up failed")
+
+
+def set_up_worker() -> tuple[int | None, str | None]:
+    """The worker's namespaces and whether runs can be confined: (the pipe end to hold,
+    None) when they can, (None or that pipe end, why not) when they cannot."""
+    if os.environ.get(DISABLE_VARIABLE):
+        return None, f"turned off by {DISABLE_VARIABLE}"
+    if not hasattr(os, "fork") or not os.path.exists("/proc/self/uid_map"):
+        return None, "this system has no Linux user namespaces"
+    try:
+        keep_fd = enter_worker()
+    except OSError as exc:
+        return None, str(exc)
+    return keep_fd, probe()

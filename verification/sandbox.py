@@ -8,9 +8,10 @@ limit (``RLIMIT_AS``, CPU runs only: CUDA reserves huge virtual ranges) plus a r
 memory watch by the parent, a CPU-time limit as a backstop, and a wall-clock deadline
 enforced by the parent with ``SIGKILL`` to the whole group.
 
-With a `RunIsolation`, the child also enters its own namespaces and gets a scrubbed
-environment (see `isolation`): it then runs as pid 2 of a PID namespace under a parent
-that relays its exit status, so the outcome reads the same either way.
+With a `RunIsolation`, the child is forked into its own PID namespace (as pid 2, so
+its exit status and signals read as without one), enters its own mount and network
+namespaces and gets a scrubbed environment (see `isolation`); once it is reaped, its
+namespace's pid 1 is killed, which kills whatever it left, ``setsid`` daemons included.
 
 The child reports through a file (``torch.save``) and the parent trusts it only when the
 child exited 0 after writing it: ``os._exit``, ``sys.exit`` from a thread, a segfault or
@@ -31,7 +32,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .isolation import PID_NAME, RunIsolation, as_seen_from, enter, scrub_environment
+from .isolation import Namespace, RunIsolation, as_seen_from, confine, scrub_environment
 
 PR_SET_PDEATHSIG = 1
 HARNESS_FAILED = 86  # exit status of a child whose harness itself failed
@@ -53,16 +54,6 @@ def _vm_size() -> int:
             return int(handle.read().split()[0]) * _PAGE
     except OSError:  # pragma: no cover
         return 0
-
-
-def _run_rss(child: "Child") -> int:
-    """Resident memory of the child, or of the run it confined (see `isolation.enter`)."""
-    try:
-        with open(os.path.join(child.workdir, PID_NAME)) as handle:
-            inner = int(handle.read() or 0)
-    except (OSError, ValueError):
-        inner = 0
-    return max(_rss(child.pid), _rss(inner) if inner else 0)
 
 
 def _rss(pid: int) -> int:
@@ -109,6 +100,8 @@ class Child:
     status: int | None = None
     killed_for: str | None = None
     ended: float | None = None
+    #: the run's own PID namespace, ended once the run is reaped (None: not isolated)
+    namespace: Namespace | None = None
 
     def take(self, data: bytes) -> None:
         self.total += len(data)
@@ -132,7 +125,8 @@ def spawn(
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    confined = isolation is not None and isolation.namespaces
+    pid, namespace = isolation.forker.fork() if confined else (os.fork(), None)
     if pid == 0:  # child
         code = HARNESS_FAILED
         try:
@@ -158,8 +152,8 @@ def spawn(
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             here = workdir
-            if isolation is not None and isolation.namespaces:
-                here = enter(workdir, isolation.view, isolation.needed)
+            if confined:
+                here = confine(workdir, isolation.view, isolation.needed)
             if isolation is not None and isolation.scrub:
                 scrub_environment(here, isolation.pass_env)
             elif isolation is not None:
@@ -185,7 +179,7 @@ def spawn(
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     now = time.monotonic()
-    return Child(pid, read_fd, workdir, record_path, now + limits.timeout, now, limits)
+    return Child(pid, read_fd, workdir, record_path, now + limits.timeout, now, limits, namespace=namespace)
 
 
 def _kill_group(pid: int) -> None:
@@ -238,10 +232,14 @@ def wait_all(children: list[Child], load: Callable[[str], Any]) -> list[Outcome]
                 exited = None
                 del running[pid]
                 child.ended = now
+                if child.namespace is not None:
+                    child.namespace.end()
                 continue
             if exited is not None:
                 _kill_group(pid)  # anything it left behind
                 _, status = os.waitpid(pid, 0)
+                if child.namespace is not None:
+                    child.namespace.end()  # and anything that left its group
                 child.status = status
                 child.ended = now
                 del running[pid]
@@ -250,7 +248,7 @@ def wait_all(children: list[Child], load: Callable[[str], Any]) -> list[Outcome]
                 child.killed_for = "timeout"
                 _kill_group(pid)
             elif check_rss and not child.limits.limit_address_space and child.limits.memory_mb > 0:
-                if _run_rss(child) > child.limits.memory_mb * 1024 * 1024:
+                if _rss(pid) > child.limits.memory_mb * 1024 * 1024:
                     child.killed_for = "memory"
                     _kill_group(pid)
         if not running:

@@ -68,13 +68,16 @@ def _limits(request: dict[str, Any]):
 
 
 def _isolation(request: dict[str, Any]):
-    """The confinement of this request's runs (see `isolation.RunIsolation`)."""
-    from .isolation import RunIsolation
+    """The confinement of this request's runs (see `isolation.RunIsolation`), made once
+    per job: its `RunForker` holds the job's own PID namespace."""
+    from .isolation import RunForker, RunIsolation
 
+    mode = str(request.get("isolation") or "auto")
+    usable = request.get("isolation_unavailable") is None and mode != "off"
     needed = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
     return RunIsolation(
-        mode=str(request.get("isolation") or "auto"),
-        available=request.get("isolation_unavailable") is None,
+        mode=mode,
+        forker=RunForker() if usable else None,
         view=request.get("view"),
         pass_env=dict(request.get("pass_env") or {}),
         needed=needed,
@@ -106,7 +109,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
     }
 
 
-def _run_sides(request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...]):
+def _run_sides(request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...], isolation):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .coverage import changed_lines
     from .harness import run_side
@@ -118,7 +121,6 @@ def _run_sides(request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, 
     for spec in specs:
         if spec["side"] == "rewritten":
             spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
-    isolation = _isolation(request)
     children = [spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds, isolation=isolation) for spec in specs]
     return wait_all(children, _load)
 
@@ -131,13 +133,14 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     from .judging import judge_unit
 
     torch.set_num_threads(1)
+    isolation = _isolation(request)
     checks = tuple(request.get("checks") or ()) or None
     results = []
     failures: dict[str, dict[str, Any]] = {}
 
     def run_pair(unit: dict[str, Any]):
         return run_searching_inputs(
-            request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, close_fds)
+            request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, close_fds, isolation)
         )
 
     for unit in request["units"]:
@@ -240,11 +243,12 @@ def _warm_up() -> None:
 
 def main() -> None:
     """Serve requests until stdin closes."""
+    from .isolation import make_view, set_up_worker
+
+    # before torch exists (one thread): namespaces, and whether runs can be confined
+    keep_fd, unavailable = set_up_worker()
     import torch  # noqa: F401 - the point of a warm worker: pay for this once
 
-    from .isolation import make_view, probe
-
-    unavailable = probe()  # None: runs can enter namespaces here; else why not
     _prewarm()
     # Children would otherwise walk (and copy-on-write) every object torch created
     # whenever they collect garbage: freeze them into the permanent generation.
@@ -277,7 +281,7 @@ def main() -> None:
             try:
                 os.setpgid(0, 0)
                 die_with_parent()
-                for fd in (read_fd, stdin_fd, proto_out, *jobs):
+                for fd in (read_fd, stdin_fd, proto_out, *jobs, *([keep_fd] if keep_fd is not None else [])):
                     try:
                         os.close(fd)
                     except OSError:
