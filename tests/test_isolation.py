@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from autograd_fix.verification import Verifier, verify_pair
-from autograd_fix.verification.isolation import DISABLE_VARIABLE, probe, worker_environment
+from autograd_fix.verification.isolation import DISABLE_VARIABLE, check, worker_environment
 
 VERDICTS = {"accepted", "rejected", "unverified"}
 SECRET = "AGF_TEST_SECRET"
 #: kept in the worker's environment by its AUTOGRAD_FIX_ prefix: only the run's scrub removes it
 WORKER_SECRET = "AUTOGRAD_FIX_TEST_SECRET"
 
-UNAVAILABLE = probe()
+UNAVAILABLE = check()
 needs_namespaces = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no namespaces here: {UNAVAILABLE}")
 
 LIBC_WRITE = '''

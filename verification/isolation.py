@@ -469,3 +469,25 @@ def set_up_worker() -> tuple[int | None, str | None]:
     except OSError as exc:
         return None, str(exc)
     return keep_fd, probe()
+
+
+def check() -> str | None:
+    """What `set_up_worker` would answer, asked in a throwaway child, so that the calling
+    process keeps its own namespaces (for tests and diagnostics)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            why = set_up_worker()[1]
+            os.write(write_fd, b"ok" if why is None else why.encode()[:500] or b"failed")
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    chunks = []
+    while chunk := os.read(read_fd, 4096):
+        chunks.append(chunk)
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    answer = b"".join(chunks).decode(errors="replace")
+    return None if answer == "ok" else (answer or "the check failed")
