@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from autograd_fix.verification import Verifier, verify_pair
-from autograd_fix.verification.isolation import DISABLE_VARIABLE, check, worker_environment
+from autograd_fix.verification.isolation import worker_environment
+from autograd_fix.verification.namespaces import DISABLE_VARIABLE, check
 
 VERDICTS = {"accepted", "rejected", "unverified"}
 SECRET = "AGF_TEST_SECRET"

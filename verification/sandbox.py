@@ -32,7 +32,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .isolation import Namespace, RunIsolation, as_seen_from, confine, scrub_environment
+from .isolation import RunIsolation, as_seen_from, scrub_environment
+from .namespaces import Namespace, confine
 
 PR_SET_PDEATHSIG = 1
 HARNESS_FAILED = 86  # exit status of a child whose harness itself failed

@@ -8,7 +8,7 @@ version-control folders, virtual environments and caches skipped), and each run 
 copies that base into its own folder before writing its side's text over the script.
 
 A large file is a symlink to the user's file. What keeps a run from writing through it
-is its mount namespace (`isolation`: everything but the run's folder is read-only);
+is its mount namespace (`namespaces`: everything but the run's folder is read-only);
 the audit hook installed here (`guard_user_tree`) is a second, Python-level line that
 also holds where namespaces are unavailable, for ``open(..., "w")``, ``os.remove`` and
 friends (not for a C extension that opens the path itself).

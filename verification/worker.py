@@ -70,7 +70,8 @@ def _limits(request: dict[str, Any]):
 def _isolation(request: dict[str, Any]):
     """The confinement of this request's runs (see `isolation.RunIsolation`), made once
     per job: its `RunForker` holds the job's own PID namespace."""
-    from .isolation import RunForker, RunIsolation
+    from .isolation import RunIsolation
+    from .namespaces import RunForker
 
     mode = str(request.get("isolation") or "auto")
     usable = request.get("isolation_unavailable") is None and mode != "off"
@@ -243,7 +244,8 @@ def _warm_up() -> None:
 
 def main() -> None:
     """Serve requests until stdin closes."""
-    from .isolation import make_view, set_up_worker
+    from .isolation import make_view
+    from .namespaces import set_up_worker
 
     # before torch exists (one thread): namespaces, and whether runs can be confined
     keep_fd, unavailable = set_up_worker()
