@@ -308,15 +308,22 @@ def probe() -> str | None:
                 pass
         finally:
             os._exit(code)
+    answer = _answer(pid, read_fd, write_fd, "the namespace set-up failed")
+    shutil.rmtree(folder, ignore_errors=True)
+    return answer
+
+
+def _answer(pid: int, read_fd: int, write_fd: int, silent: str) -> str | None:
+    """What a throwaway child wrote before it (and its own children) ended: None for
+    "ok", `silent` when it wrote nothing, else the text."""
     os.close(write_fd)
     chunks = []
     while chunk := os.read(read_fd, 4096):
         chunks.append(chunk)
     os.close(read_fd)
     os.waitpid(pid, 0)
-    shutil.rmtree(folder, ignore_errors=True)
     answer = b"".join(chunks).decode(errors="replace")
-    return None if answer == "ok" else (answer or "the namespace set-up failed")
+    return None if answer == "ok" else (answer or silent)
 
 
 def set_up_worker() -> tuple[int | None, str | None]:
@@ -345,11 +352,4 @@ def check() -> str | None:
             os.write(write_fd, b"ok" if why is None else why.encode()[:500] or b"failed")
         finally:
             os._exit(0)
-    os.close(write_fd)
-    chunks = []
-    while chunk := os.read(read_fd, 4096):
-        chunks.append(chunk)
-    os.close(read_fd)
-    os.waitpid(pid, 0)
-    answer = b"".join(chunks).decode(errors="replace")
-    return None if answer == "ok" else (answer or "the check failed")
+    return _answer(pid, read_fd, write_fd, "the check failed")
