@@ -79,7 +79,7 @@ def notice(reason: str) -> str:
     """The one-line warning of a run that goes unisolated."""
     return (
         f"verification runs are NOT isolated on this machine ({reason}): the code being verified can write "
-        "files, use the network and read the environment; pass --no-verify to run nothing, or set "
+        "files outside its folder, use the network and leave processes behind; pass --no-verify to run nothing, or set "
         'isolation = "required" under [tool.autograd-fix.verify] to refuse unisolated runs'
     )
 

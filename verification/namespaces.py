@@ -310,6 +310,8 @@ def probe() -> str | None:
             os._exit(code)
     answer = _answer(pid, read_fd, write_fd, "the namespace set-up failed")
     shutil.rmtree(folder, ignore_errors=True)
+    if os.path.exists(f"{folder}-escape"):
+        os.unlink(f"{folder}-escape")
     return answer
 
 
