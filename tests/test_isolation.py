@@ -360,3 +360,12 @@ def test_a_bad_isolation_setting_stops_the_cli_before_anything_runs(tmp_path, mo
     result = CliRunner().invoke(app, ["--diff", "a.py"], catch_exceptions=False)
     assert result.exit_code == 2
     assert "pass-env must be a list of variable names" in result.output
+
+
+def test_required_isolation_refuses_a_worker_that_cannot_isolate(unisolated, project):
+    (project / "pyproject.toml").write_text('[project]\nname = "proj"\n[tool.autograd-fix.verify]\nisolation = "required"\n')
+    marker = project.parent / "ran"
+    verdict = verify(unisolated, project, f"open({str(marker)!r}, 'w').close()\n")
+    assert verdict.verdict == "unverified"
+    assert 'isolation = "required"' in verdict.reason and DISABLE_VARIABLE in verdict.reason
+    assert not marker.exists()
