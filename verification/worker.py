@@ -6,10 +6,11 @@ else can write into the protocol stream. Requests: ``{"id", "op": "verify" | "gr
 | "ping", ...}``. EOF on stdin (the tool exited, however it died) kills every job's
 process group and ends the worker.
 
-Each run child is confined (`isolation`): the worker probes once at start whether
-namespaces work here (the answer goes out in its ``ready`` message) and makes the one
-*view* folder where every run sees its own folder; each request carries its project's
-``isolation`` mode and ``pass_env`` values.
+Each run child is confined (`namespaces`, `isolation`): first thing, before importing
+torch (one thread), the worker enters its user and PID namespaces and tries one confined
+run (the answer goes out in its ``ready`` message); it makes the one *view* folder where
+every run sees its own folder; each request carries its project's ``isolation`` mode and
+``pass_env`` values, and each job forks its runs into PID namespaces of their own.
 
 Why fork per job, and fork again per run: a fork of a process that already imported torch
 costs milliseconds instead of the seconds of ``import torch``, and a job process can
@@ -28,7 +29,10 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .isolation import RunIsolation
 
 JOB_SLACK_S = 15.0
 
@@ -110,7 +114,9 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
     }
 
 
-def _run_sides(request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...], isolation):
+def _run_sides(
+    request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...], isolation: "RunIsolation",
+):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .coverage import changed_lines
     from .harness import run_side
