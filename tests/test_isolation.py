@@ -369,3 +369,39 @@ def test_required_isolation_refuses_a_worker_that_cannot_isolate(unisolated, pro
     assert verdict.verdict == "unverified"
     assert 'isolation = "required"' in verdict.reason and DISABLE_VARIABLE in verdict.reason
     assert not marker.exists()
+
+
+@needs_namespaces
+def test_nothing_a_run_started_outlives_a_killed_worker(project, tmp_path, monkeypatch):
+    """The tool dies mid-run (its worker SIGKILLed): the run's daemon goes with it."""
+    import threading
+
+    name = f"agf{uuid.uuid4().hex[:10]}"
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # what the killed worker leaves stays here
+    doomed = Verifier()
+    body = f"""
+    import ctypes, os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)  # PR_SET_NAME
+            time.sleep(60)
+        os._exit(0)
+    time.sleep(60)
+    """
+    verdicts = []
+    worker = threading.Thread(target=lambda: verdicts.append(verify(doomed, project, body, timeout=30)))
+    worker.start()
+    deadline = time.monotonic() + 20
+    while not _named(name) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _named(name), "the daemon never started"
+    os.kill(doomed.worker_pid, signal.SIGKILL)
+    worker.join(30)
+    assert verdicts and verdicts[0].verdict == "unverified"
+    deadline = time.monotonic() + 3
+    while _named(name) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _named(name) == []
+    doomed.close()
