@@ -125,6 +125,7 @@ def test_tampering_with_the_users_project_changes_nothing(verifier, project):
     assert after == before
 
 
+@needs_namespaces  # without them, /proc shows the worker's own environment
 def test_a_secret_in_the_tools_environment_never_reaches_the_run(verifier, project, monkeypatch):
     monkeypatch.setenv("AGF_TEST_PASSED", "visible")
     (project / "pyproject.toml").write_text('[project]\nname = "proj"\n[tool.autograd-fix.verify]\npass-env = ["AGF_TEST_PASSED"]\n')
