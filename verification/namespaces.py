@@ -127,9 +127,12 @@ def _read_only_everywhere(libc: ctypes.CDLL, keep: tuple[str, ...]) -> None:
         if any(_inside(point, k) for k in keep):
             continue
         try:
-            locked = os.statvfs(point).f_flag & _LOCKED
+            flags = os.statvfs(point).f_flag
         except OSError:
             continue  # a mount point we cannot reach (overmounted, gone): nothing to write through
+        if flags & os.ST_RDONLY:
+            continue
+        locked = flags & _LOCKED
         try:
             _mount(libc, None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | locked)
         except IsolationError as exc:
