@@ -29,6 +29,8 @@ MODES = ("auto", "required", "off")
 #: variables a run keeps from the tool's environment (besides ``LC_*`` and ``pass-env``)
 RUN_ENV = (
     "PATH", "LANG", "LANGUAGE", "TZ",
+    # a subprocess of the run (``python other.py``) must import and load libraries as the run did
+    "PYTHONPATH", "LD_LIBRARY_PATH",
     # numerics and devices: both sides must compute exactly as the user's runs do
     "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES", "PYTORCH_NVML_BASED_CUDA_CHECK",
