@@ -345,7 +345,7 @@ def test_a_killed_workers_view_folder_is_removed_by_the_next_worker(tmp_path, mo
     live = tmp_path / f"agf-view-{os.getpid()}-y"
     dead.mkdir()
     live.mkdir()
-    view = make_view()
+    view = make_view(os.getpid())
     assert not dead.exists() and live.exists()
     assert Path(view).parent == tmp_path and Path(view).name.startswith(f"agf-view-{os.getpid()}-")
 

@@ -139,9 +139,10 @@ def as_seen_from(value: object, real: str, view: str) -> object:
 VIEW_PREFIX = "agf-view-"
 
 
-def make_view() -> str:
-    """The worker's empty view folder (named after its pid), after removing those of
-    workers that died without removing theirs (killed): empty folders only."""
+def make_view(owner: int) -> str:
+    """The worker's empty view folder, named after `owner` (the worker's pid as the tool
+    sees it), after removing those of workers that died without removing theirs
+    (killed): empty folders only."""
     base = tempfile.gettempdir()
     try:
         names = [n for n in os.listdir(base) if n.startswith(VIEW_PREFIX)]
@@ -154,6 +155,6 @@ def make_view() -> str:
                 os.rmdir(os.path.join(base, name))
             except OSError:
                 pass
-    return tempfile.mkdtemp(prefix=f"{VIEW_PREFIX}{os.getpid()}-")
+    return tempfile.mkdtemp(prefix=f"{VIEW_PREFIX}{owner}-")
 
 

@@ -58,6 +58,7 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
 #: mount flags a less privileged namespace may not drop: kept on every remount
 _LOCKED = MS_NOSUID | MS_NODEV | MS_NOEXEC
 
@@ -211,21 +212,56 @@ class Namespace:
             pass
 
 
-def enter_worker() -> int:
+@dataclass(frozen=True)
+class WorkerSetUp:
+    """What `set_up_worker` did: the pipe end that keeps the worker's PID namespace alive
+    (None: none made), the pid the tool knows the worker by (None: this process's), and
+    why runs cannot be confined here (None: they can)."""
+
+    keep_fd: int | None = None
+    outer_pid: int | None = None
+    unavailable: str | None = None
+
+
+def enter_worker() -> tuple[int, int]:
     """In the worker, first thing (one thread, no torch yet): a user namespace where it
-    holds every capability, and a PID namespace its children are born into, under a
-    ``cat`` as pid 1 that lives while the returned pipe end stays open. Jobs, born there,
-    can then give each run a PID namespace of its own (`RunForker`), and nothing the worker
-    started outlives it: when it dies, the pipe closes, the ``cat`` ends, and the kernel
-    kills what is left. Raises IsolationError when the kernel refuses."""
+    holds every capability, and a PID namespace, entered by forking: the process the tool
+    started stays outside, waits and leaves with the worker's status, and what returns
+    here is the worker inside, pid 2 under a ``cat`` as pid 1. (A process whose children
+    are born in another PID namespace than its own cannot start threads, so the worker
+    must live inside.) Its jobs can then give each run a PID namespace of its own
+    (`RunForker`), and nothing the worker started outlives it: when it dies, the returned
+    pipe end closes, the ``cat`` ends, and the kernel kills what is left.
+
+    Returns (that pipe end, the outer pid); raises IsolationError when the kernel refuses."""
     libc = _libc()
+    outer_pid = os.getpid()
     _new_user_namespace(libc, CLONE_NEWPID)
     read_fd, keep_fd = os.pipe()
     try:
         _spawn_init(read_fd)
+        pid = os.fork()
     finally:
         os.close(read_fd)
-    return keep_fd
+    if pid:
+        _stay_outside(pid)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != 0:  # pragma: no cover - the outer process died before the prctl
+        os._exit(1)
+    return keep_fd, outer_pid
+
+
+def _stay_outside(pid: int) -> None:
+    """The process the tool started: wait for the worker and leave as it did. Ctrl-C is
+    the worker's to handle; never returns."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:  # pragma: no cover
+            continue
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
 class RunForker:
@@ -331,18 +367,17 @@ def _answer(pid: int, read_fd: int, write_fd: int, silent: str) -> str | None:
     return None if answer == "ok" else (answer or silent)
 
 
-def set_up_worker() -> tuple[int | None, str | None]:
-    """The worker's namespaces and whether runs can be confined: (the pipe end to hold,
-    None) when they can, (None or that pipe end, why not) when they cannot."""
+def set_up_worker() -> WorkerSetUp:
+    """The worker's namespaces (`enter_worker`) and whether runs can be confined."""
     if os.environ.get(DISABLE_VARIABLE):
-        return None, f"turned off by {DISABLE_VARIABLE}"
+        return WorkerSetUp(unavailable=f"turned off by {DISABLE_VARIABLE}")
     if not hasattr(os, "fork") or not os.path.exists("/proc/self/uid_map"):
-        return None, "this system has no Linux user namespaces"
+        return WorkerSetUp(unavailable="this system has no Linux user namespaces")
     try:
-        keep_fd = enter_worker()
+        keep_fd, outer_pid = enter_worker()
     except OSError as exc:
-        return None, str(exc)
-    return keep_fd, probe()
+        return WorkerSetUp(unavailable=str(exc))
+    return WorkerSetUp(keep_fd, outer_pid, probe())
 
 
 def check() -> str | None:
@@ -353,7 +388,7 @@ def check() -> str | None:
     if pid == 0:
         try:
             os.close(read_fd)
-            why = set_up_worker()[1]
+            why = set_up_worker().unavailable
             os.write(write_fd, b"ok" if why is None else why.encode()[:500] or b"failed")
         finally:
             os._exit(0)

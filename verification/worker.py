@@ -254,7 +254,8 @@ def main() -> None:
     from .namespaces import set_up_worker
 
     # before torch exists (one thread): namespaces, and whether runs can be confined
-    keep_fd, unavailable = set_up_worker()
+    namespaces = set_up_worker()
+    keep_fd, unavailable = namespaces.keep_fd, namespaces.unavailable
     import torch  # noqa: F401 - the point of a warm worker: pay for this once
 
     _prewarm()
@@ -335,8 +336,9 @@ def main() -> None:
         except ValueError:
             send({"id": job["id"], "ok": False, "error": "verification job died without answering"})
 
-    view = make_view()  # empty: each run binds its own folder here
-    send({"ready": True, "pid": os.getpid(), "torch": torch.__version__, "isolation_unavailable": unavailable})
+    pid = namespaces.outer_pid or os.getpid()  # the process the tool started (inside, this one is pid 2)
+    view = make_view(pid)  # empty: each run binds its own folder here
+    send({"ready": True, "pid": pid, "torch": torch.__version__, "isolation_unavailable": unavailable})
     try:
         while True:
             for key, _ in selector.select(0.1):
