@@ -6,8 +6,7 @@ webhook, read cloud keys from the environment or daemonise. So, on Linux:
 
 - the worker enters a **user** namespace first thing (`enter_worker`; the caller's uid
   and gid mapped to themselves), where it holds the capabilities the rest needs without
-  privileges, and a **PID** namespace its jobs are born into (nothing it started
-  outlives it);
+  privileges, and a **PID** namespace of its own (nothing it started outlives it);
 - each run child is forked by its job (`RunForker`) into a **PID** namespace of its own,
   as pid 2 under a ``cat`` as pid 1 (a pid 1 would ignore signals it has no handler for):
   when the run ends the job kills that pid 1 and the kernel kills everything left, so a
