@@ -37,12 +37,16 @@ RUN_ENV = (
 )
 #: what the worker itself keeps (it imports torch and forks the runs): `RUN_ENV`, the
 #: interpreter's search paths and the prefixes that configure torch and its libraries
-_WORKER_ENV = ("HOME", "TMPDIR", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "TERM", "NO_COLOR")
+_WORKER_ENV = ("HOME", "TMPDIR", "VIRTUAL_ENV", "CONDA_PREFIX", "TERM", "NO_COLOR")
 _WORKER_PREFIXES = ("LC_", "PYTHON", "CUDA_", "NVIDIA_", "TORCH", "PYTORCH_", "TRITON_", "OMP_", "MKL_", "KMP_",
                     "OPENBLAS_", "CUBLAS_", "CUDNN_", "AUTOGRAD_FIX_")
 #: the run folder's sub-folders that become HOME and TMPDIR
 HOME_NAME = "home"
 TMP_NAME = "tmp"
+#: the worker's view folder: ``agf-view-<pid>-<random>`` in TMPDIR
+VIEW_PREFIX = "agf-view-"
+
+
 @dataclass(frozen=True)
 class RunIsolation:
     """How one run child is confined: `mode` from the config, the job's `forker` (None
@@ -134,9 +138,6 @@ def as_seen_from(value: object, real: str, view: str) -> object:
     if isinstance(value, tuple):
         return tuple(as_seen_from(item, real, view) for item in value)
     return value
-
-
-VIEW_PREFIX = "agf-view-"
 
 
 def make_view(owner: int) -> str:

@@ -157,8 +157,8 @@ def _confine_files(libc: ctypes.CDLL, workdir: str, seen_at: str, needed: tuple[
         _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
     try:
         _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    except IsolationError:
-        pass  # a container that masks parts of /proc: the old one stays, read-only
+    except IsolationError as exc:  # a container that masks parts of /proc refuses this
+        raise IsolationError(exc.errno, f"cannot mount a /proc of the run's own: {exc.strerror}") from exc
 
 
 def _spawn_init(read_fd: int) -> int:
