@@ -136,7 +136,22 @@ def load_config(start: Path) -> Config:
         raise ConfigError(f"{source}: [tool.autograd-fix] per-file-ignores must map globs to lists of codes")
     config.per_file_ignores = per_file
     config.target_torch = _target_torch(table, source) or _declared_floor(start)
+    if "verify" in table:
+        _check_verify_table(source)
     return config
+
+
+def _check_verify_table(source: Path) -> None:
+    """`[tool.autograd-fix.verify]` (driver, argv, isolation, pass-env, factories) is read
+    per verified file by the verification stage; a malformed one stops the run here
+    instead of leaving every patch unverified."""
+    from autograd_fix.verification.config import ConfigError as VerifyConfigError
+    from autograd_fix.verification.config import load_config as load_verify_config
+
+    try:
+        load_verify_config(config_dir=str(source.parent))
+    except VerifyConfigError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _target_torch(table: dict[str, Any], source: Path) -> TorchVersion | None:

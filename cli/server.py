@@ -170,6 +170,9 @@ class AutogradFixServer(LanguageServer):
         report: VerifyReport = await loop.run_in_executor(
             self.verify_thread, verify_document, data, analysis, self.verify_settings, self.warm_verifier
         )
+        notice = self.verifier.isolation_notice() if self.verifier is not None else None
+        if notice:  # once per worker: its runs could not be isolated on this machine
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"autograd-fix: {notice}"))
         if report.error:
             return self.tell(types.MessageType.Error, f"autograd-fix: {report.error}; nothing applied", applied=False, verdicts=report.verdicts)
         current = self.open_document(uri)

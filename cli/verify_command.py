@@ -25,7 +25,8 @@ from rich.text import Text
 
 from autograd_fix.cli.notebook import is_notebook, load_notebook
 from autograd_fix.codemods.source import SourceError, read_source
-from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, Verifier, find_units, gradcheck_file, verify_pair
+from autograd_fix.cli.verify_patches import say_isolation_notice
+from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, Verifier, WorkerError, find_units, gradcheck_file, verify_pair
 from autograd_fix.verification.verdict import format_bytes
 
 EXIT_USAGE = 2
@@ -126,17 +127,28 @@ def verify(
     except UnitError as exc:
         if entry is not None:
             raise _usage(str(exc)) from exc
-    verdict = verify_pair(
-        original,
-        rewritten,
-        path=str(files[0].resolve()),
-        rule=rule.upper() if rule else None,
-        entry=entry,
-        device=device.value,
-        timeout=timeout,
-        checks=checks,
-        verifier=verifier,
-    )
+    own = None
+    if verifier is None:  # one of our own, to hear whether its runs were isolated
+        try:
+            own = verifier = Verifier()
+        except WorkerError:
+            pass  # verify_pair turns the failure into an `unverified` verdict
+    try:
+        verdict = verify_pair(
+            original,
+            rewritten,
+            path=str(files[0].resolve()),
+            rule=rule.upper() if rule else None,
+            entry=entry,
+            device=device.value,
+            timeout=timeout,
+            checks=checks,
+            verifier=verifier,
+        )
+        say_isolation_notice(verifier)
+    finally:
+        if own is not None:
+            own.close()
     if output_format is Format.json:
         console.print_json(json.dumps(verdict.to_json(), default=str))
     else:

@@ -33,6 +33,14 @@ class VerifySettings:
     jobs: int | None = None
 
 
+def say_isolation_notice(verifier: "Verifier | None") -> None:
+    """Warn on stderr, once per run of the tool, that verification runs went unisolated
+    (the machine has no user namespaces); `Verifier.isolation_notice` keeps the once."""
+    notice = verifier.isolation_notice() if verifier is not None else None
+    if notice:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/yellow] {notice}", markup=True)
+
+
 def decide(record: FindingRecord, unsafe_fixes: bool) -> bool:
     """Whether `record`'s fix may be applied, given its verification verdict."""
     if record.plan_id is None or record.verification is None:
@@ -173,6 +181,8 @@ def verify_records(
                 return None
 
             def on_verdict(key: tuple[_FileQueue, FindingRecord, dict], verdict: Verdict) -> None:
+                if own:  # a long-lived caller (the language server) says it its own way
+                    say_isolation_notice(verifier)
                 queue, record, pair = key
                 notebook = queue.outcome.notebook
                 if notebook is not None:  # the runs saw the cells' program: name cells

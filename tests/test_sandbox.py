@@ -110,23 +110,38 @@ def test_endless_flood_is_a_timeout_not_a_hang(verifier):
 
 
 def test_no_grandchild_outlives_a_killed_run(verifier, tmp_path):
-    pid_file = tmp_path / "sleeper.pid"
+    # without a PID namespace of its own (isolation = "off"): the process group kill alone
+    # must take the sleeper down (tests/test_isolation.py covers isolated runs). Found by
+    # its unique command line: its pid, as the run sees it, may be a namespace's.
+    (tmp_path / "pyproject.toml").write_text('[tool.autograd-fix.verify]\nisolation = "off"\n')
+    seconds = f"300.{os.getpid()}{time.monotonic_ns() % 100000}"
     spawner = BASE + textwrap.dedent(
         f"""
         import subprocess
-        proc = subprocess.Popen(["sleep", "300"])
-        open({str(pid_file)!r}, "w").write(str(proc.pid))
+        proc = subprocess.Popen(["sleep", {seconds!r}])
         while True:
             pass
         """
     )
-    verdict = pair(verifier, spawner, spawner + "total = 3\n", timeout=2)
+    verdict = pair(verifier, spawner, spawner + "total = 3\n", timeout=2, path=str(tmp_path / "spawner.py"))
     assert verdict.verdict == "unverified"
-    sleeper = int(pid_file.read_text())
     deadline = time.monotonic() + 5
-    while _alive(sleeper) and time.monotonic() < deadline:
+    while _sleepers(seconds) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(sleeper)
+    assert _sleepers(seconds) == []
+
+
+def _sleepers(seconds: str) -> list[int]:
+    """Live processes running ``sleep <seconds>``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if handle.read().split(b"\0")[:2] == [b"sleep", seconds.encode()] and _alive(int(entry)):
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            pass
+    return found
 
 
 def test_independent_patches_run_in_parallel_and_keep_their_order(verifier):

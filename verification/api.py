@@ -17,6 +17,7 @@ from typing import Any, Callable, Hashable
 from .client import Verifier, WorkerError
 from .config import ConfigError, VerifyConfig, load_config
 from .drivers import DriverError, parse_command
+from .isolation import pass_env_values, refusal
 from .shadow import ShadowCopies, ShadowError, project_root
 from .source_memo import SourceMemo
 from .units import Unit, UnitError, _Module, find_units
@@ -107,8 +108,25 @@ def _request(
         "factory_root": config.root,
         "threads": int(merged.get("threads", 1)),
         "user_text": merged.get("user_text"),
+        "isolation": config.isolation,
+        "pass_env": pass_env_values(config.pass_env, dict(os.environ)),
     }
     return request, None
+
+
+def _unisolated(worker: Verifier, requests: list[dict[str, Any]]) -> list[str | None]:
+    """Per request: the refusal when it requires isolation this machine lacks, else None
+    (and the worker notes an ``auto`` request that will run unisolated)."""
+    reason = worker.isolation_unavailable
+    if reason is None:
+        return [None for _ in requests]
+    refusals: list[str | None] = []
+    for request in requests:
+        mode = request.get("isolation", "auto")
+        if mode == "auto":
+            worker.ran_unisolated()
+        refusals.append(refusal(reason) if mode == "required" else None)
+    return refusals
 
 
 def _verdict(answer: dict[str, Any], rule: str | None) -> Verdict:
@@ -163,14 +181,20 @@ def verify_many(
             for slot in slots:
                 verdicts[slot] = Verdict(UNVERIFIED, f"verification worker unavailable: {exc}", pairs[slot].get("rule"), ())
             return [v for v in verdicts if v is not None]
+        refusals = _unisolated(worker, requests)
+        runnable = [request for request, refused in zip(requests, refusals) if refused is None]
         try:
-            answers = worker.run_many(requests, jobs=jobs or default_jobs())
+            answers = iter(worker.run_many(runnable, jobs=jobs or default_jobs()) if runnable else [])
         except WorkerError as exc:
-            answers = [{"ok": False, "error": str(exc)} for _ in requests]
+            answers = iter([{"ok": False, "error": str(exc)} for _ in runnable])
         finally:
             if own:
                 worker.close()
-        for slot, request, answer in zip(slots, requests, answers):
+        for slot, request, refused in zip(slots, requests, refusals):
+            if refused is not None:
+                verdicts[slot] = Verdict(UNVERIFIED, refused, pairs[slot].get("rule"), ())
+                continue
+            answer = next(answers)
             verdicts[slot] = _verdict(answer, pairs[slot].get("rule"))
             _remember_failures(shadows, request, answer)
     return [v for v in verdicts if v is not None]
@@ -207,6 +231,9 @@ def verify_stream(
                 return None
             key, pair = item
             request, verdict = _request(pair, defaults, shadows, memo)
+            refused = _unisolated(verifier, [request])[0] if request is not None else None
+            if refused is not None:
+                verdict, request = Verdict(UNVERIFIED, refused, pair.get("rule"), ()), None
             if request is None:
                 on_verdict(key, verdict or Verdict(UNVERIFIED, "nothing to run", pair.get("rule"), ()))
                 continue
@@ -278,6 +305,8 @@ def gradcheck_file(source: str, *, path: str, timeout: float = 20.0, verifier: V
     request = {"op": "gradcheck", "source": source, "path": path, "timeout": timeout, "memory_mb": DEFAULT_MEMORY_MB}
     own = verifier is None
     worker = verifier or Verifier()
+    if worker.isolation_unavailable is not None:
+        worker.ran_unisolated()
     try:
         (answer,) = worker.run_many([request])
     finally:

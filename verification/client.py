@@ -9,6 +9,10 @@ Every temporary folder of the worker and its runs lives under one `scratch` fold
 this process creates (`agf-verify-*`, handed to the worker as its `TMPDIR`) and
 removes once the worker has exited, on every way out: a run, a crashed or killed
 worker (whose runs cannot clean up after themselves), an interrupt.
+
+The worker starts with `isolation.worker_environment`, not the tool's whole environment:
+a secret that never reaches the worker cannot be read from its runs' memory. Its first
+message says whether its runs can be isolated here (`isolation_unavailable`).
 """
 
 from __future__ import annotations
@@ -62,7 +66,9 @@ class Verifier:
     """One warm worker; use as a context manager or call `close`."""
 
     def __init__(self, *, debug: bool | None = None) -> None:
-        env = dict(os.environ)
+        from .isolation import worker_environment
+
+        env = worker_environment(dict(os.environ))
         env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         env.setdefault("OMP_NUM_THREADS", "1")
         if debug is None:
@@ -89,6 +95,24 @@ class Verifier:
             self.close()
             raise WorkerError(f"the verification worker did not start: {ready}")
         self.worker_pid = ready.get("pid")
+        #: None when runs are isolated here, else why they cannot be
+        self.isolation_unavailable: str | None = ready.get("isolation_unavailable")
+        self._unisolated = False
+        self._noticed = False
+
+    def ran_unisolated(self) -> None:
+        """Note that a request with ``isolation = "auto"`` ran without namespaces."""
+        self._unisolated = True
+
+    def isolation_notice(self) -> str | None:
+        """The warning that runs went unisolated, the first time only (once per run of
+        the tool, which holds one Verifier); None when every run so far was isolated."""
+        if self.isolation_unavailable is None or not self._unisolated or self._noticed:
+            return None
+        self._noticed = True
+        from .isolation import notice
+
+        return notice(self.isolation_unavailable)
 
     # -- lifecycle ----------------------------------------------------------------
     def close(self) -> None:

@@ -6,6 +6,12 @@ script is a project file, or a pytest node id (``"tests/test_train.py::test_step
 in it are relative to the folder holding the ``pyproject.toml``. ``argv`` is the list of
 arguments a script driver gets after its name (default none, so argparse defaults apply).
 
+``isolation`` (``"auto"``, the default, ``"required"`` or ``"off"``) says how runs are
+confined (see `isolation`): ``auto`` isolates where the OS allows and says once when it
+cannot, ``required`` refuses to run where it cannot, ``off`` runs as the tool's own
+process would (no namespaces, the tool's environment). ``pass-env`` lists environment
+variables a run keeps besides the allowlist (``pass-env = ["WANDB_MODE"]``).
+
 Input factories serve function-mode verification.
 
 When the name heuristics cannot build an input (a model whose constructor needs a
@@ -29,6 +35,11 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
+from .isolation import MODES
+
+#: keys of the table that are settings, not input factories
+SETTINGS = frozenset({"driver", "argv", "isolation", "pass-env"})
+
 
 @dataclass(frozen=True)
 class VerifyConfig:
@@ -39,9 +50,12 @@ class VerifyConfig:
     root: str | None = None
     driver: str | None = None
     argv: tuple[str, ...] = ()
+    isolation: str = "auto"
+    pass_env: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"factories": dict(self.factories), "root": self.root, "driver": self.driver, "argv": list(self.argv)}
+        return {"factories": dict(self.factories), "root": self.root, "driver": self.driver, "argv": list(self.argv),
+                "isolation": self.isolation, "pass_env": list(self.pass_env)}
 
 
 class ConfigError(ValueError):
@@ -83,11 +97,18 @@ def load_config(path: str | None = None, *, config_dir: str | None = None) -> Ve
     argv = table.get("argv", [])
     if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] argv must be a list of strings, got {argv!r}")
+    isolation = table.get("isolation", "auto")
+    if isolation not in MODES:
+        raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] isolation must be one of {', '.join(map(repr, MODES))}, got {isolation!r}")
+    pass_env = table.get("pass-env", [])
+    if not isinstance(pass_env, list) or not all(isinstance(a, str) and a and "=" not in a for a in pass_env):
+        raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] pass-env must be a list of variable names, got {pass_env!r}")
     factories = {}
     for name, value in table.items():
-        if name in ("driver", "argv"):
+        if name in SETTINGS:
             continue
         if not isinstance(value, str) or value.count(":") != 1:
             raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] {name} must be \"module:callable\", got {value!r}")
         factories[name] = value
-    return VerifyConfig(factories=factories, root=os.path.dirname(pyproject), driver=driver, argv=tuple(argv))
+    return VerifyConfig(factories=factories, root=os.path.dirname(pyproject), driver=driver, argv=tuple(argv),
+                        isolation=isolation, pass_env=tuple(pass_env))

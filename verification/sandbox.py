@@ -8,6 +8,11 @@ limit (``RLIMIT_AS``, CPU runs only: CUDA reserves huge virtual ranges) plus a r
 memory watch by the parent, a CPU-time limit as a backstop, and a wall-clock deadline
 enforced by the parent with ``SIGKILL`` to the whole group.
 
+With a `RunIsolation`, the child is forked into its own PID namespace (as pid 2, so
+its exit status and signals read as without one), enters its own mount and network
+namespaces and gets a scrubbed environment (see `isolation`); once it is reaped, its
+namespace's pid 1 is killed, which kills whatever it left, ``setsid`` daemons included.
+
 The child reports through a file (``torch.save``) and the parent trusts it only when the
 child exited 0 after writing it: ``os._exit``, ``sys.exit`` from a thread, a segfault or
 a kill all leave no record and are described from the wait status instead.
@@ -26,6 +31,9 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from .isolation import RunIsolation, as_seen_from, scrub_environment
+from .namespaces import Namespace, confine
 
 PR_SET_PDEATHSIG = 1
 HARNESS_FAILED = 86  # exit status of a child whose harness itself failed
@@ -93,6 +101,8 @@ class Child:
     status: int | None = None
     killed_for: str | None = None
     ended: float | None = None
+    #: the run's own PID namespace, ended once the run is reaped (None: not isolated)
+    namespace: Namespace | None = None
 
     def take(self, data: bytes) -> None:
         self.total += len(data)
@@ -102,14 +112,22 @@ class Child:
             self.kept += min(room, len(data))
 
 
-def spawn(target: Callable[[], Any], save: Callable[[Any, str], None], limits: Limits, *, close_fds: tuple[int, ...] = ()) -> Child:
-    """Fork a child that runs `target()` in a fresh temp dir and saves its result."""
+RECORD_NAME = ".autograd_fix_record.pt"
+
+
+def spawn(
+    target: Callable[[], Any], save: Callable[[Any, str], None], limits: Limits, *, close_fds: tuple[int, ...] = (),
+    isolation: RunIsolation | None = None,
+) -> Child:
+    """Fork a child that runs `target()` in a fresh temp dir (confined as `isolation`
+    says) and saves its result."""
     workdir = tempfile.mkdtemp(prefix="agf-run-")
-    record_path = os.path.join(workdir, ".autograd_fix_record.pt")
+    record_path = os.path.join(workdir, RECORD_NAME)
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    confined = isolation is not None and isolation.namespaces
+    pid, namespace = isolation.forker.fork() if confined else (os.fork(), None)
     if pid == 0:  # child
         code = HARNESS_FAILED
         try:
@@ -134,9 +152,18 @@ def spawn(target: Callable[[], Any], save: Callable[[Any, str], None], limits: L
             cpu = int(limits.timeout * 2) + 5
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            os.chdir(workdir)
+            here = workdir
+            if confined:
+                here = confine(workdir, isolation.view, isolation.needed)
+            if isolation is not None and isolation.scrub:
+                scrub_environment(here, isolation.pass_env)
+            elif isolation is not None:
+                os.environ.update(isolation.pass_env)
+            os.chdir(here)
             result = target()
-            save(result, record_path)
+            if isolation is not None and isolation.scrub and isolation.view and here != isolation.view:
+                result = as_seen_from(result, here, isolation.view)
+            save(result, os.path.join(here, RECORD_NAME))
             code = 0
         except BaseException:  # noqa: BLE001 - report and leave with a known status
             try:
@@ -153,7 +180,7 @@ def spawn(target: Callable[[], Any], save: Callable[[Any, str], None], limits: L
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     now = time.monotonic()
-    return Child(pid, read_fd, workdir, record_path, now + limits.timeout, now, limits)
+    return Child(pid, read_fd, workdir, record_path, now + limits.timeout, now, limits, namespace=namespace)
 
 
 def _kill_group(pid: int) -> None:
@@ -206,10 +233,14 @@ def wait_all(children: list[Child], load: Callable[[str], Any]) -> list[Outcome]
                 exited = None
                 del running[pid]
                 child.ended = now
+                if child.namespace is not None:
+                    child.namespace.end()
                 continue
             if exited is not None:
                 _kill_group(pid)  # anything it left behind
                 _, status = os.waitpid(pid, 0)
+                if child.namespace is not None:
+                    child.namespace.end()  # and anything that left its group
                 child.status = status
                 child.ended = now
                 del running[pid]

@@ -7,10 +7,11 @@ verification run into a *base* copy (small files copied, large data files symlin
 version-control folders, virtual environments and caches skipped), and each run child
 copies that base into its own folder before writing its side's text over the script.
 
-Limit, by design: a large file is a symlink to the user's file. The run child's audit
-hook (`guard_user_tree`) refuses Python-level writes whose real path lies in the user's
-project, which covers ``open(..., "w")``, ``os.remove`` and friends, but not a C
-extension that opens the path itself for writing.
+A large file is a symlink to the user's file. What keeps a run from writing through it
+is its mount namespace (`namespaces`: everything but the run's folder is read-only);
+the audit hook installed here (`guard_user_tree`) is a second, Python-level line that
+also holds where namespaces are unavailable, for ``open(..., "w")``, ``os.remove`` and
+friends (not for a C extension that opens the path itself).
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ else can write into the protocol stream. Requests: ``{"id", "op": "verify" | "gr
 | "ping", ...}``. EOF on stdin (the tool exited, however it died) kills every job's
 process group and ends the worker.
 
+Each run child is confined (`namespaces`, `isolation`): first thing, before importing
+torch (one thread), the worker enters its user and PID namespaces and tries one confined
+run (the answer goes out in its ``ready`` message); it makes the one *view* folder where
+every run sees its own folder; each request carries its project's ``isolation`` mode and
+``pass_env`` values, and each job forks its runs into PID namespaces of their own.
+
 Why fork per job, and fork again per run: a fork of a process that already imported torch
 costs milliseconds instead of the seconds of ``import torch``, and a job process can
 compare the two runs' records (torch tensors) without the tool importing torch. The
@@ -23,7 +29,10 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .isolation import RunIsolation
 
 JOB_SLACK_S = 15.0
 
@@ -35,9 +44,13 @@ def _save(record: Any, path: str) -> None:
 
 
 def _load(path: str) -> Any:
+    """A run's record, unpickled without running code: the run could write its folder
+    (the record's) while it lived, and this process is outside its namespaces. A record
+    holding anything but tensors and plain values is unreadable, which the run's outcome
+    reports as a harness error."""
     import torch
 
-    return torch.load(path, weights_only=False)
+    return torch.load(path, weights_only=True)
 
 
 def _limits(request: dict[str, Any]):
@@ -55,6 +68,24 @@ def _limits(request: dict[str, Any]):
         memory_mb=int(request.get("memory_mb", 4096)),
         output_cap=int(request.get("output_cap", 64 * 1024)),
         limit_address_space=not cuda_possible,
+    )
+
+
+def _isolation(request: dict[str, Any]):
+    """The confinement of this request's runs (see `isolation.RunIsolation`), made once
+    per job: its `RunForker` holds the job's own PID namespace."""
+    from .isolation import RunIsolation
+    from .namespaces import RunForker
+
+    mode = str(request.get("isolation") or "auto")
+    usable = request.get("isolation_unavailable") is None and mode != "off"
+    needed = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
+    return RunIsolation(
+        mode=mode,
+        forker=RunForker() if usable else None,
+        view=request.get("view"),
+        pass_env=dict(request.get("pass_env") or {}),
+        needed=needed,
     )
 
 
@@ -85,7 +116,9 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
     }
 
 
-def _run_sides(request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...]):
+def _run_sides(
+    request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...], isolation: "RunIsolation",
+):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .coverage import changed_lines
     from .harness import run_side
@@ -97,7 +130,7 @@ def _run_sides(request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, 
     for spec in specs:
         if spec["side"] == "rewritten":
             spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
-    children = [spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds) for spec in specs]
+    children = [spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds, isolation=isolation) for spec in specs]
     return wait_all(children, _load)
 
 
@@ -109,13 +142,14 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     from .judging import judge_unit
 
     torch.set_num_threads(1)
+    isolation = _isolation(request)
     checks = tuple(request.get("checks") or ()) or None
     results = []
     failures: dict[str, dict[str, Any]] = {}
 
     def run_pair(unit: dict[str, Any]):
         return run_searching_inputs(
-            request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, close_fds)
+            request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, close_fds, isolation)
         )
 
     for unit in request["units"]:
@@ -129,7 +163,8 @@ def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) 
     from .sandbox import spawn, wait_all
 
     spec = {"source": request["source"], "path": request.get("path"), "threads": request.get("threads", 1)}
-    (outcome,) = wait_all([spawn(lambda: run_gradcheck_file(spec), _save, _limits(request), close_fds=close_fds)], _load)
+    child = spawn(lambda: run_gradcheck_file(spec), _save, _limits(request), close_fds=close_fds, isolation=_isolation(request))
+    (outcome,) = wait_all([child], _load)
     if outcome.status != "ok" or outcome.record is None:
         return {"error": f"gradcheck run {outcome.detail}", "functions": []}
     record = outcome.record
@@ -217,6 +252,12 @@ def _warm_up() -> None:
 
 def main() -> None:
     """Serve requests until stdin closes."""
+    from .isolation import make_view
+    from .namespaces import set_up_worker
+
+    # before torch exists (one thread): namespaces, and whether runs can be confined
+    namespaces = set_up_worker()
+    keep_fd, unavailable = namespaces.keep_fd, namespaces.unavailable
     import torch  # noqa: F401 - the point of a warm worker: pay for this once
 
     _prewarm()
@@ -251,7 +292,7 @@ def main() -> None:
             try:
                 os.setpgid(0, 0)
                 die_with_parent()
-                for fd in (read_fd, stdin_fd, proto_out, *jobs):
+                for fd in (read_fd, stdin_fd, proto_out, *jobs, *([keep_fd] if keep_fd is not None else [])):
                     try:
                         os.close(fd)
                     except OSError:
@@ -297,7 +338,9 @@ def main() -> None:
         except ValueError:
             send({"id": job["id"], "ok": False, "error": "verification job died without answering"})
 
-    send({"ready": True, "pid": os.getpid(), "torch": torch.__version__})
+    pid = namespaces.outer_pid or os.getpid()  # the process the tool started (inside, this one is pid 2)
+    view = make_view(pid)  # empty: each run binds its own folder here
+    send({"ready": True, "pid": pid, "torch": torch.__version__, "isolation_unavailable": unavailable})
     try:
         while True:
             for key, _ in selector.select(0.1):
@@ -317,7 +360,7 @@ def main() -> None:
                         if request.get("op") == "ping":
                             send({"id": request.get("id"), "ok": True, "result": "pong"})
                         else:
-                            start(request)
+                            start({**request, "view": view, "isolation_unavailable": unavailable})
                 else:
                     fd = key.fd
                     job = next(j for f, j in jobs.items() if f == fd)
@@ -339,6 +382,10 @@ def main() -> None:
                 os.killpg(job["pid"], signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        try:
+            os.rmdir(view)
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
