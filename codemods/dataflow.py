@@ -7,8 +7,10 @@ use them to *rule out* a rewrite (fail closed), never to justify one on their ow
 
 from __future__ import annotations
 
+from typing import Callable
+
 import libcst as cst
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import iter_descendants, walk
 
 
 def simple_statements_after(body: cst.CSTNode, loop: cst.CSTNode) -> list[cst.CSTNode]:
@@ -119,3 +121,87 @@ class NameFinder(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.read.add(node.value)
+
+
+#: where a value made by one expression ends up, as far as its own function shows
+REACHES_SINK = "sink"
+RETURNED = "returned"
+DROPPED = "dropped"
+
+
+def result_flow(
+    container: cst.FunctionDef, node: cst.CSTNode, is_sink: Callable[[cst.CSTNode], bool]
+) -> str:
+    """Does the value of `node` (a call inside `container`) reach a statement `is_sink` accepts?
+
+    A forward taint over the simple statements of `container` in source order, starting at
+    the statement holding `node`: targets assigned from tainted names (and receivers such
+    as `outputs.append(value)`) become tainted; a loop around `node` carries its taint into
+    the loop's earlier statements (the next iteration). Taint is never cleared, so the
+    answer errs towards REACHES_SINK. Returns REACHES_SINK, RETURNED (handed back by a
+    `return`/`yield`: the callers decide) or DROPPED. A `node` outside any simple statement
+    (an `if`/`for` header) answers REACHES_SINK: unknown, fail closed.
+    """
+    statements = _ordered_simple_statements(container.body)
+    index = next((i for i, statement in enumerate(statements) if _contains(statement, node)), None)
+    if index is None:
+        return REACHES_SINK
+    loop = _outermost_loop_around(container.body, node)
+    later = statements[index + 1 :]
+    if loop is not None:
+        later += [statement for statement in statements[:index] if _contains(loop, statement)]
+    returned = False
+    tainted: set[str] = set()
+    for position, statement in enumerate([statements[index], *later]):
+        if position and not read_names(statement) & tainted:
+            continue
+        if is_sink(statement):
+            return REACHES_SINK
+        returned = returned or _hands_back(statement)
+        tainted |= assigned_names(statement)
+    return RETURNED if returned else DROPPED
+
+
+def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return root is node or any(candidate is node for candidate in iter_descendants(root))
+
+
+def _hands_back(statement: cst.CSTNode) -> bool:
+    return any(isinstance(node, (cst.Return, cst.Yield)) for node in iter_descendants(statement)) or isinstance(
+        statement, (cst.Return, cst.Yield)
+    )
+
+
+def _ordered_simple_statements(body: cst.CSTNode) -> list[cst.CSTNode]:
+    collector = _SimpleStatements()
+    walk(body, collector)
+    return collector.statements
+
+
+class _SimpleStatements(cst.CSTVisitor):
+    """Simple statement lines in source order; nested functions and classes are theirs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statements: list[cst.CSTNode] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        self.statements.append(node)
+        return False
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
+        self.statements.append(node)
+        return False
+
+
+def _outermost_loop_around(body: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+    for candidate in iter_descendants(body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
+        if isinstance(candidate, (cst.For, cst.While)) and _contains(candidate, node):
+            return candidate
+    return None

@@ -7,7 +7,16 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autograd_fix.codemods.dataflow import assigned_names, bound_names, read_names, simple_statements_after
+from autograd_fix.codemods.dataflow import (
+    DROPPED,
+    REACHES_SINK,
+    RETURNED,
+    assigned_names,
+    bound_names,
+    read_names,
+    result_flow,
+    simple_statements_after,
+)
 from autograd_fix.codemods.gradmode import GradUseFinder, disables_grad, find_grad_use, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
@@ -55,7 +64,8 @@ class _Function:
     calls: set[str]
     decorated_no_grad: bool
     enclosed_no_grad: bool
-    call_sites: list[tuple["_Function | None", bool]] = field(default_factory=list)
+    #: (calling function or None, under no_grad there, the call expression)
+    call_sites: list[tuple["_Function | None", bool, cst.Call]] = field(default_factory=list)
     uses_grad: bool = False
     called_under_no_grad: bool = False
     called_from_grad_scope: bool = False
@@ -169,6 +179,24 @@ class EvalForwardWithoutNoGrad(Rule):
             )
 
 
+def _stores_on_self(function: cst.FunctionDef) -> bool:
+    """Does the function assign `self.<attr>` (or an item of it)? Its results then
+    travel through the object, which the call-site data flow cannot follow."""
+    for node in iter_descendants(function.body):
+        targets: list[cst.BaseExpression] = []
+        if isinstance(node, cst.Assign):
+            targets = [target.target for target in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            base = target
+            while isinstance(base, (cst.Attribute, cst.Subscript)):
+                base = base.value
+            if base is not target and isinstance(base, cst.Name) and base.value == "self":
+                return True
+    return False
+
+
 def _returns_value(function: cst.FunctionDef) -> bool:
     finder = _ReturnFinder()
     walk(function.body, finder)
@@ -250,9 +278,9 @@ class _Analysis:
     def collect(self, module: cst.Module) -> None:
         collector = _Collector(self)
         walk(module, collector)
-        for caller, under_no_grad, name in collector.call_sites:
+        for caller, under_no_grad, name, call in collector.call_sites:
             for callee in self.resolve(name, caller.class_name if caller else None):
-                callee.call_sites.append((caller, under_no_grad))
+                callee.call_sites.append((caller, under_no_grad, call))
         self._propagate()
 
     def resolve(self, name: str, caller_class: str | None) -> list[_Function]:
@@ -274,18 +302,29 @@ class _Analysis:
                     callee.uses_grad for name in function.calls for callee in self.resolve(name, function.class_name)
                 ):
                     function.uses_grad = changed = True
+        flows: dict[int, str] = {}
         changed = True
         while changed:
             changed = False
             for function in functions:
-                for caller, under_no_grad in function.call_sites:
+                for caller, under_no_grad, call in function.call_sites:
                     no_grad = under_no_grad or (caller is not None and (caller.decorated_no_grad or caller.called_under_no_grad))
                     if no_grad and not function.called_under_no_grad:
                         function.called_under_no_grad = changed = True
-                    if caller is not None and caller.uses_grad and not function.called_from_grad_scope:
+                    if caller is None or function.called_from_grad_scope:
+                        continue
+                    if not (caller.uses_grad or caller.called_from_grad_scope):
+                        continue
+                    flow = flows[id(call)] if id(call) in flows else flows.setdefault(id(call), self._result_flow(caller, call))
+                    if flow == DROPPED and _stores_on_self(function.node):
+                        flow = REACHES_SINK  # `self.forward_step(batch)` may leave its graph on self
+                    if (flow == REACHES_SINK and caller.uses_grad) or (flow == RETURNED and caller.called_from_grad_scope):
                         function.called_from_grad_scope = changed = True
-                    if caller is not None and caller.called_from_grad_scope and not function.called_from_grad_scope:
-                        function.called_from_grad_scope = changed = True
+
+    def _result_flow(self, caller: _Function, call: cst.Call) -> str:
+        """Where the callee's result goes in `caller`: into a gradient computation, back
+        to `caller`'s own callers, or nowhere gradients are taken (a metric, a log)."""
+        return result_flow(caller.node, call, lambda statement: self.uses_grad(statement, caller.class_name))
 
     # -- queries ------------------------------------------------------------------------
     def uses_grad(self, node: cst.CSTNode, class_name: str | None) -> bool:
@@ -324,7 +363,7 @@ class _Collector(cst.CSTVisitor):
         #: gradient evidence of the functions being visited, innermost last
         self.grad_finders: list[GradUseFinder] = []
         #: (calling function or None at module level, under no_grad there, callee name)
-        self.call_sites: list[tuple[_Function | None, bool, str]] = []
+        self.call_sites: list[tuple[_Function | None, bool, str, cst.Call]] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.classes.append((node.name.value, _is_module_like(node, self.analysis.imports)))
@@ -370,6 +409,18 @@ class _Collector(cst.CSTVisitor):
         if self.grad_finders:
             self.grad_finders[-1].visit_Attribute(node)
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_Assign(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_AugAssign(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_AnnAssign(node)
+
     def visit_With(self, node: cst.With) -> None:
         if with_disables_grad(node, self.analysis.imports):
             self.no_grad_depth += 1
@@ -385,7 +436,7 @@ class _Collector(cst.CSTVisitor):
         if name is None:
             return
         caller = self.functions[-1] if self.functions else None
-        self.call_sites.append((caller, self.no_grad_depth > 0, name))
+        self.call_sites.append((caller, self.no_grad_depth > 0, name, node))
 
 
 def _is_module_like(node: cst.ClassDef, imports: ImportIndex) -> bool:
@@ -420,7 +471,7 @@ FORWARD_NAMES = frozenset({"forward", "_forward", "__call__"})
 
 
 def _called_from_a_forward(function: _Function) -> bool:
-    return any(caller is not None and caller.node.name.value in FORWARD_NAMES for caller, _ in function.call_sites)
+    return any(caller is not None and caller.node.name.value in FORWARD_NAMES for caller, _, _ in function.call_sites)
 
 
 def _is_lightning_hook(name: str) -> bool:

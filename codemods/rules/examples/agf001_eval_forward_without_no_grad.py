@@ -273,6 +273,30 @@ class TableQAPipeline(Pipeline):
         return self.sequential_inference(**model_inputs)
 """
     ),
+    # issue 8: `predict` averages test-time views, and `fit` backpropagates through
+    # what it returns: the call's result reaches `backward`, so it is not evaluation
+    valid(
+        """
+import torch
+
+class MultiViewTrainer:
+    def __init__(self, model, optimizer, criterion):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = criterion
+
+    def predict(self, views):
+        logits = [self.model(view) for view in views]
+        return torch.stack(logits).mean(0)
+
+    def fit(self, loader):
+        for views, labels in loader:
+            loss = self.criterion(self.predict(views), labels)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -619,5 +643,113 @@ with torch.no_grad():
     for x, y in val_loader:
         print(model(x).argmax(1).eq(y).float().mean())
 ''',
+    ),
+    # issue 8: reading `requires_grad` in a debug print is not a gradient use
+    invalid(
+        """
+import torch
+
+def evaluate(model, val_loader, device):
+    model.eval()
+    correct = 0
+    for step, (images, labels) in enumerate(val_loader):
+        images, labels = images.to(device), labels.to(device)
+        logits = model(images)
+        if step == 0:
+            print("logits require grad:", logits.requires_grad)
+        correct += (logits.argmax(1) == labels).sum().item()
+    return correct / len(val_loader.dataset)
+""",
+        """
+import torch
+
+@torch.no_grad()
+def evaluate(model, val_loader, device):
+    model.eval()
+    correct = 0
+    for step, (images, labels) in enumerate(val_loader):
+        images, labels = images.to(device), labels.to(device)
+        logits = model(images)
+        if step == 0:
+            print("logits require grad:", logits.requires_grad)
+        correct += (logits.argmax(1) == labels).sum().item()
+    return correct / len(val_loader.dataset)
+""",
+    ),
+    # issue 8 (pytorch/examples language_translation): `main` trains and also calls
+    # `validate`, but what `validate` returns only picks the checkpoint: its forward
+    # passes never reach `backward`
+    invalid(
+        """
+import torch
+
+def train(model, train_dl, loss_fn, optim):
+    model.train()
+    losses = 0
+    for src, tgt in train_dl:
+        logits = model(src, tgt[:-1, :])
+        optim.zero_grad()
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[1:, :].reshape(-1))
+        loss.backward()
+        optim.step()
+        losses += loss.item()
+    return losses / len(list(train_dl))
+
+def validate(model, valid_dl, loss_fn):
+    losses = 0
+    model.eval()
+    for src, tgt in valid_dl:
+        logits = model(src, tgt[:-1, :])
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[1:, :].reshape(-1))
+        losses += loss.item()
+    return losses / len(list(valid_dl))
+
+def main(model, train_dl, valid_dl, opts):
+    loss_fn = torch.nn.CrossEntropyLoss()
+    optim = torch.optim.Adam(model.parameters(), lr=opts.lr)
+    best_val_loss = 1e6
+    for epoch in range(1, opts.epochs + 1):
+        train_loss = train(model, train_dl, loss_fn, optim)
+        val_loss = validate(model, valid_dl, loss_fn)
+        if val_loss < best_val_loss:
+            best_val_loss = val_loss
+            torch.save(model.state_dict(), opts.logging_dir + "best.pt")
+""",
+        """
+import torch
+
+def train(model, train_dl, loss_fn, optim):
+    model.train()
+    losses = 0
+    for src, tgt in train_dl:
+        logits = model(src, tgt[:-1, :])
+        optim.zero_grad()
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[1:, :].reshape(-1))
+        loss.backward()
+        optim.step()
+        losses += loss.item()
+    return losses / len(list(train_dl))
+
+@torch.no_grad()
+def validate(model, valid_dl, loss_fn):
+    losses = 0
+    model.eval()
+    for src, tgt in valid_dl:
+        logits = model(src, tgt[:-1, :])
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[1:, :].reshape(-1))
+        losses += loss.item()
+    return losses / len(list(valid_dl))
+
+def main(model, train_dl, valid_dl, opts):
+    loss_fn = torch.nn.CrossEntropyLoss()
+    optim = torch.optim.Adam(model.parameters(), lr=opts.lr)
+    best_val_loss = 1e6
+    for epoch in range(1, opts.epochs + 1):
+        train_loss = train(model, train_dl, loss_fn, optim)
+        val_loss = validate(model, valid_dl, loss_fn)
+        if val_loss < best_val_loss:
+            best_val_loss = val_loss
+            torch.save(model.state_dict(), opts.logging_dir + "best.pt")
+""",
     ),
 ]
