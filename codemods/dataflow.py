@@ -7,7 +7,7 @@ use them to *rule out* a rewrite (fail closed), never to justify one on their ow
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import libcst as cst
 from autograd_fix.codemods.walk import iter_descendants, walk
@@ -205,3 +205,53 @@ def _outermost_loop_around(body: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode 
         if isinstance(candidate, (cst.For, cst.While)) and _contains(candidate, node):
             return candidate
     return None
+
+
+def may_run_before(statements: Sequence[cst.CSTNode], target: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements of straight-line code (a module's body) that can run before `target`.
+
+    Earlier siblings at every level of nesting, and the whole of any loop around `target`
+    (a later iteration runs after it). Branches beside `target`'s own (`else` of its `if`)
+    are left out: they cannot run before it in the same pass. Only for code that runs
+    once, such as a script's module level; a function can be called again, so inside one
+    every statement may run before every other. Unknown shapes answer every statement.
+    """
+    for index, statement in enumerate(statements):
+        if not _contains(statement, target):
+            continue
+        earlier = list(statements[:index])
+        if statement is target or isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            return earlier
+        if isinstance(statement, (cst.For, cst.While)):
+            return [*earlier, statement]
+        for block in _blocks(statement):
+            if any(_contains(child, target) for child in block):
+                return [*earlier, *_headers(statement), *may_run_before(block, target)]
+        return [*earlier, statement]
+    return list(statements)
+
+
+def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
+    """Statement lists of an `if` (with its `elif`/`else` chain), `with` or `try`."""
+    blocks: list[Sequence[cst.CSTNode]] = []
+    if isinstance(statement, cst.If):
+        blocks.append(statement.body.body)
+        if isinstance(statement.orelse, cst.If):
+            blocks.append([statement.orelse])
+        elif statement.orelse is not None:
+            blocks.append(statement.orelse.body.body)
+    elif isinstance(statement, cst.With):
+        blocks.append(statement.body.body)
+    elif isinstance(statement, (cst.Try, cst.TryStar)):
+        # a handler or `finally` may run after any statement of the body: whole try then
+        return []
+    return blocks
+
+
+def _headers(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """Expressions of a compound statement that run before its blocks (`if` test, `with` items)."""
+    if isinstance(statement, cst.If):
+        return [statement.test]
+    if isinstance(statement, cst.With):
+        return [item.item for item in statement.items]
+    return []
