@@ -17,6 +17,7 @@ from autograd_fix.codemods.dataflow import (
     result_flow,
     simple_statements_after,
 )
+from autograd_fix.codemods.graphflow import graph_flow
 from autograd_fix.codemods.gradmode import GradUseFinder, disables_grad, find_grad_use, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
@@ -47,6 +48,18 @@ NOT_A_FORWARD_TOKENS = frozenset(
 )
 #: `self.forward`, `model.forward`: explicit forward calls
 FORWARD_METHODS = frozenset({"forward"})
+#: nn.Module's (and Hugging Face's) own API: calling these on a model is not a forward
+#: pass (`generate` runs under no_grad itself)
+MODULE_API_METHODS = frozenset(
+    {"eval", "train", "parameters", "named_parameters", "buffers", "named_buffers", "children",
+     "named_children", "modules", "named_modules", "state_dict", "load_state_dict", "to", "cuda", "cpu",
+     "float", "half", "double", "bfloat16", "type", "zero_grad", "apply", "register_forward_hook",
+     "register_forward_pre_hook", "register_full_backward_hook", "register_backward_hook", "register_buffer",
+     "register_parameter", "register_module", "requires_grad_", "get_submodule", "get_parameter", "add_module",
+     "extra_repr", "share_memory", "save_pretrained", "from_pretrained", "generate", "get_input_embeddings",
+     "get_output_embeddings", "resize_token_embeddings", "num_parameters", "tie_weights", "compile",
+     "fuse_model", "reset_parameters", "init_weights", "set_default_tensor_type"}
+)
 #: Lightning runs these hooks (and every `on_validation*` / `on_test*` / `on_predict*`
 #: callback hook) under no_grad/inference_mode itself
 LIGHTNING_HOOKS = frozenset(
@@ -273,6 +286,8 @@ class _Analysis:
         self.path = path.replace("\\", "/")
         self.functions: dict[int, _Function] = {}
         self.by_key: dict[tuple[str | None, str], list[_Function]] = {}
+        #: classes of this file that are modules (an nn.Module base, or a `forward`)
+        self.module_classes: set[str] = set()
 
     # -- collection -------------------------------------------------------------------
     def collect(self, module: cst.Module) -> None:
@@ -346,9 +361,13 @@ class _Scope:
     class_name: str | None
     module_like_class: bool
     eval_receivers: set[str]
+    #: `self.layers` built from modules in the class, `layer` in `for layer in self.layers`
+    module_values: frozenset[str] = frozenset()
 
     def child(self) -> "_Scope":
-        return _Scope(self.function, self.class_name, self.module_like_class, set(self.eval_receivers))
+        return _Scope(
+            self.function, self.class_name, self.module_like_class, set(self.eval_receivers), self.module_values
+        )
 
 
 class _Collector(cst.CSTVisitor):
@@ -366,7 +385,10 @@ class _Collector(cst.CSTVisitor):
         self.call_sites: list[tuple[_Function | None, bool, str, cst.Call]] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.append((node.name.value, _is_module_like(node, self.analysis.imports)))
+        module_like = _is_module_like(node, self.analysis.imports)
+        self.classes.append((node.name.value, module_like))
+        if module_like:
+            self.analysis.module_classes.add(node.name.value)
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.classes.pop()
@@ -494,9 +516,10 @@ class _Finder:
         if isinstance(statement, cst.SimpleStatementLine):
             _update_eval_state(statement, scope.eval_receivers)
         elif isinstance(statement, cst.FunctionDef):
-            self.function(statement, lightning)
+            self.function(statement, lightning, scope)
         elif isinstance(statement, cst.ClassDef):
-            inner = _Scope(None, statement.name.value, _is_module_like(statement, self.imports), set())
+            attributes = _module_attributes(statement, self.analysis.module_classes, self.imports)
+            inner = _Scope(None, statement.name.value, _is_module_like(statement, self.imports), set(), attributes)
             self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
@@ -507,7 +530,7 @@ class _Finder:
             for body in _child_blocks(statement):
                 self.block(body, scope.child())
 
-    def function(self, node: cst.FunctionDef, lightning: bool) -> None:
+    def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
         function = self.analysis.functions[id(node)]
         if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
             return
@@ -516,7 +539,10 @@ class _Finder:
             return
         if self._is_pytest_test(name, function):
             return
-        scope = _Scope(function, function.class_name, function.module_like_class, set())
+        outer = enclosing.module_values if function.class_name and function.class_name == enclosing.class_name else frozenset()
+        scope = _Scope(
+            function, function.class_name, function.module_like_class, set(), outer | _module_loop_names(node, outer)
+        )
         tokens = set(name_tokens(name))
         eval_named = bool(tokens & EVAL_NAME_TOKENS) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
         if eval_named and not function.uses_grad:
@@ -532,7 +558,35 @@ class _Finder:
             return
         if eval_named:
             return  # evaluation-named but uses gradients (saliency, TTT): leave it alone
+        before = len(self.found)
         self.block(node.body.body, scope)
+        if len(self.found) == before and self._graph_dies_inside(function, scope):
+            self.found.append((node, "function"))  # no evaluation loop to wrap: the whole function
+
+    def _graph_dies_inside(self, function: _Function, scope: _Scope) -> bool:
+        """Whatever its name: does the function run a model with grad on and let every
+        graph die inside it (nothing graph-carrying returned or stored), and nothing it
+        calls, here or in a caller that uses its result, take gradients?
+
+        A model handed to a call this file cannot see (`trainer.fit(model)`,
+        `torch.onnx.export(model, ...)`) may be trained there: fail closed.
+        """
+        node = function.node
+        name = node.name.value
+        if function.uses_grad or function.called_from_grad_scope or _called_from_a_forward(function):
+            return False
+        if name in FORWARD_NAMES or name.startswith("__") or (function.class_name is not None and name == "train"):
+            return False
+        if _contains_grad_mode_change(node.body, self.imports):
+            return False
+        receivers = _eval_receivers_anywhere(node.body)
+        if not _has_unguarded_model_call(node.body, scope, receivers, self.imports, methods=True):
+            return False
+        finder = _ModelCallFinder(scope, receivers, self.imports, False, methods=True)
+        flow = graph_flow(node, self.imports, finder.is_model_call)
+        if not flow.built or flow.returned or flow.escapes:
+            return False
+        return not _hands_model_away(node, finder, self.analysis, scope.class_name)
 
     def _is_pytest_test(self, name: str, function: _Function) -> bool:
         file_name = self.analysis.path.rsplit("/", 1)[-1]
@@ -694,8 +748,9 @@ def _has_unguarded_model_call(
     receivers: set[str],
     imports: ImportIndex,
     only_receivers: bool = False,
+    methods: bool = False,
 ) -> bool:
-    finder = _ModelCallFinder(scope, receivers, imports, only_receivers)
+    finder = _ModelCallFinder(scope, receivers, imports, only_receivers, methods)
     walk(body, finder)
     return finder.found
 
@@ -703,8 +758,13 @@ def _has_unguarded_model_call(
 class _ModelCallFinder(cst.CSTVisitor):
     """Is a model called outside any nested no_grad block?"""
 
-    def __init__(self, scope: _Scope, receivers: set[str], imports: ImportIndex, only_receivers: bool) -> None:
+    def __init__(
+        self, scope: _Scope, receivers: set[str], imports: ImportIndex, only_receivers: bool, methods: bool = False
+    ) -> None:
         super().__init__()
+        #: count a model's own methods (`model.encode(src)`) as forward passes: only where
+        #: the data flow then follows their results (`model.init_hidden(n)` is one too)
+        self.methods = methods
         self.scope = scope
         self.receivers = receivers
         self.imports = imports
@@ -721,24 +781,38 @@ class _ModelCallFinder(cst.CSTVisitor):
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.found:
-            return
+        if not self.found and self.is_model_call(node):
+            self.found = True
+
+    def is_model_call(self, node: cst.Call) -> bool:
+        """Does this call run a model's forward (or a model's own method)?"""
+        if isinstance(node.func, cst.Subscript):  # `self.blocks[i](h)`
+            return dotted_name(node.func.value) in self.scope.module_values
         callee = dotted_name(node.func)
         if callee is None or self.imports.qualified_name(node.func) is not None:
-            return  # an imported API (torch.*, F.*), not a model instance
+            return False  # an imported API (torch.*, F.*), not a model instance
         owner, _, method = callee.rpartition(".")
         if method in FORWARD_METHODS and owner:
             callee = owner
         elif owner and owner.rsplit(".", 1)[-1][:1].isupper():
-            return  # `Request.model_validate(...)`: a class's method, not a forward pass
-        if callee in self.receivers:
-            self.found = True
-        elif self.only_receivers:
-            return
-        elif callee == "self":
-            self.found = self.scope.module_like_class
-        elif _looks_like_model(callee.rsplit(".", 1)[-1]):
-            self.found = True
+            return False  # `Request.model_validate(...)`: a class's method, not a forward pass
+        elif not owner and callee[:1].isupper():
+            return False  # `Net(...)`: a constructor
+        if self.is_model_value(callee):
+            return True
+        if not self.methods or self.only_receivers or not owner or method in MODULE_API_METHODS or method.startswith("_"):
+            return False
+        # `model.encode(src)`, `self.model.decode(ys, memory)`: a model's own computation
+        return owner != "self" and self.is_model_value(owner)
+
+    def is_model_value(self, name: str) -> bool:
+        if name in self.receivers or name in self.scope.module_values:
+            return True
+        if self.only_receivers:
+            return False
+        if name == "self":
+            return self.scope.module_like_class
+        return _looks_like_model(name.rsplit(".", 1)[-1])
 
 
 def _looks_like_model(identifier: str) -> bool:
@@ -775,4 +849,65 @@ def _feeds_later_gradient(
             tainted |= assigned_names(statement)
         else:
             tainted -= assigned_names(statement)
+    return False
+
+
+def _module_attributes(node: cst.ClassDef, module_classes: set[str], imports: ImportIndex) -> frozenset[str]:
+    """`self.X` attributes a class's methods build from modules: `self.fc = nn.Linear(...)`,
+    `self.layers = self.layers + [Layer(d, e).to(device)]`, `nn.ModuleList(...)`."""
+    found: set[str] = set()
+    for statement in iter_descendants(node.body, prune=lambda n: isinstance(n, cst.ClassDef)):
+        if not isinstance(statement, (cst.Assign, cst.AugAssign, cst.AnnAssign)) or statement.value is None:
+            continue
+        targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+        names = [dotted_name(target) for target in targets]
+        attributes = [name for name in names if name is not None and name.startswith("self.") and name.count(".") == 1]
+        if attributes and _builds_module(statement.value, module_classes, imports):
+            found.update(attributes)
+    return frozenset(found)
+
+
+def _builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:
+    for call in iter_descendants(value):
+        if not isinstance(call, cst.Call):
+            continue
+        qualified = imports.qualified_name(call.func) or ""
+        if qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper():
+            if qualified.rsplit(".", 1)[-1] != "Parameter":
+                return True
+        if isinstance(call.func, cst.Name) and call.func.value in module_classes:
+            return True
+    return False
+
+
+def _module_loop_names(function: cst.FunctionDef, attributes: frozenset[str]) -> frozenset[str]:
+    """`layer` in `for layer in self.layers:` (or `for i, layer in enumerate(self.layers)`)."""
+    found: set[str] = set()
+    for loop in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
+        if not isinstance(loop, (cst.For, cst.CompFor)):
+            continue
+        iterable, target = loop.iter, loop.target
+        if isinstance(iterable, cst.Call) and last_segment(iterable.func) == "enumerate" and iterable.args:
+            iterable = iterable.args[0].value
+            if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+                target = target.elements[1].value
+        if dotted_name(iterable) in attributes and isinstance(target, cst.Name):
+            found.add(target.value)
+    return frozenset(found)
+
+
+def _hands_model_away(
+    function: cst.FunctionDef, finder: "_ModelCallFinder", analysis: _Analysis, class_name: str | None
+) -> bool:
+    """Is a model (or `self` in a module) passed to a call outside this file's functions?"""
+    for call in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
+        if not isinstance(call, cst.Call):
+            continue
+        name = dotted_name(call.func)
+        if name is not None and analysis.resolve(name, class_name):
+            continue  # a same-file function: its own gradient use was already counted
+        for argument in call.args:
+            value = dotted_name(argument.value)
+            if value is not None and finder.is_model_value(value):
+                return True
     return False
