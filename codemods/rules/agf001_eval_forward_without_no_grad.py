@@ -138,12 +138,15 @@ class EvalForwardWithoutNoGrad(Rule):
     name = "eval-forward-without-no-grad"
     safety = Applicability.SAFE
     message = "evaluation forward pass runs with autograd recording"
-    #: every kind of evidence (names, `.eval()`, `.train(False)`, loaders) contains one
-    triggers = ("eval", "val", "test", "predict", "infer", "holdout", "train(False)")
+    #: every kind of evidence (names, `.eval()`, `.train(False)`, loaders) contains one;
+    #: a graph that dies inside a function is cut by one of the calls after them
+    triggers = ("eval", "val", "test", "predict", "infer", "holdout", "train(False)", ".item(", ".argmax(",
+                ".argmin(", ".tolist(", ".numpy(", ".detach(", ".max(", ".min(", ".topk(", ".sort(")
     #: ... as a word of an identifier (`val_loader`, `validate`, `.eval()`), not in `value`
     trigger_pattern = re.compile(
         r"(?:^|[^a-zA-Z])(?:val|valid|validate|validation|test|testing|eval|evaluate|evaluation|holdout|"
-        r"predict|infer|inference)(?:$|[^a-z])|\.train\(False\)",
+        r"predict|infer|inference)(?:$|[^a-z])|\.train\(False\)|\.(?:item|argmax|argmin|tolist|numpy|detach|max|"
+        r"min|topk|sort)\(",
         re.M,
     )
     contract = Contract(
