@@ -89,7 +89,11 @@ class EvalForwardWithoutNoGrad(Rule):
     ## What it does
     Finds evaluation or inference forward passes (a validation loop, an `evaluate` /
     `predict` / `test` function, a loop after `model.eval()`) that run while autograd is
-    recording, and wraps them in `torch.no_grad()`.
+    recording, and wraps them in `torch.no_grad()`. Whatever a function is called, it is
+    an evaluation pass when it runs a model and every graph dies inside it: only values
+    cut from the graph (`.item()`, `argmax`, `.detach()`, the indices of `max(dim)`)
+    are returned, and nothing graph-carrying is stored on `self`, in an argument or in
+    module state (a greedy decoder, a per-label `predict`).
 
     ## Why is this bad?
     `model.eval()` switches Dropout and BatchNorm to inference behaviour; it does not turn
@@ -119,13 +123,18 @@ class EvalForwardWithoutNoGrad(Rule):
     ## Fix safety
     The loop wrap is safe: the rule fires only when nothing in the scope (or in the
     same-file functions it calls) uses gradients (`.backward(`, `torch.autograd`,
-    `torch.func`, `.grad`, `requires_grad`, optimizer steps) and no value made in the loop
+    `torch.func`, `.grad`, writing `requires_grad`, optimizer steps; reading
+    `x.requires_grad` in a print or an assert is not one) and no value made in the loop
     flows into a later gradient computation in the same function. Decorating a function
     that returns values is unsafe: a caller in another file could backpropagate through
     what it returns. The rule stays silent under `no_grad`, `inference_mode` or
     `set_grad_enabled(False)` (decorator, `with`, or a same-file caller), in Lightning's
     `validation_step`/`test_step`/`predict_step` (Lightning already disables grad), in
-    pytest tests, and in functions that training code in the same file calls.
+    pytest tests, and in functions whose result a same-file caller feeds into a gradient
+    computation (a caller that trains elsewhere but only logs this function's result,
+    such as a `fit` calling `validate`, does not count). A function is not decorated on
+    data flow alone when it hands a model to code this file cannot see
+    (`trainer.fit(model)`).
     `no_grad` is used rather than `inference_mode`, whose tensors cannot later be saved
     for backward.
 
