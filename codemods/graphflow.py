@@ -61,7 +61,10 @@ class GraphFlow:
 
 
 def graph_flow(function: cst.FunctionDef, imports: ImportIndex, is_source: Callable[[cst.Call], bool]) -> GraphFlow:
-    """Follow the values made by `is_source` calls (forward passes) through `function`."""
+    """Follow the values made by `is_source` calls (forward passes) through `function`.
+
+    A source call that is a statement of its own (its result dropped) makes nothing.
+    """
     return _GraphFlowAnalysis(function, imports, is_source).run()
 
 
@@ -73,8 +76,11 @@ class _GraphFlowAnalysis:
     def __init__(self, function: cst.FunctionDef, imports: ImportIndex, is_source: Callable[[cst.Call], bool]) -> None:
         self.function = function
         self.imports = imports
-        self.is_source = is_source
         self.nodes = [node for node in iter_descendants(function.body, prune=_prune) if node is not function.body]
+        # a call whose result is dropped (`self.head.reset(n)`, `self.ema.update(model)`,
+        # a forward run for its hooks) makes no value this function could cut
+        dropped = {id(node.value) for node in self.nodes if isinstance(node, cst.Expr)}
+        self.is_source = lambda call: id(call) not in dropped and is_source(call)
         self.locals = self._local_names()
         self.tainted: set[str] = set()
         self.result = GraphFlow()

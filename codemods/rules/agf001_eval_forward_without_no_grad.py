@@ -589,13 +589,20 @@ class _Finder:
             return False
         if name in FORWARD_NAMES or name.startswith("__") or (function.class_name is not None and name == "train"):
             return False
-        if _contains_grad_mode_change(node.body, self.imports):
-            return False
         receivers = _eval_receivers_anywhere(node.body)
         if not _has_unguarded_model_call(node.body, scope, receivers, self.imports, methods=True):
             return False
+        if _contains_grad_mode_change(node.body, self.imports):
+            return False
         finder = _ModelCallFinder(scope, receivers, self.imports, False, methods=True)
-        flow = graph_flow(node, self.imports, finder.is_model_call)
+
+        def is_forward(call: cst.Call) -> bool:
+            name = dotted_name(call.func)
+            if name is not None and self.analysis.resolve(name, scope.class_name):
+                return False  # `self.has_ema()`: this file's own function, not a module
+            return finder.is_model_call(call)
+
+        flow = graph_flow(node, self.imports, is_forward)
         if not flow.built or flow.returned or flow.escapes:
             return False
         return not _hands_model_away(node, finder, self.analysis, scope.class_name)
@@ -864,11 +871,16 @@ def _feeds_later_gradient(
     return False
 
 
+def _nested_scope(node: cst.CSTNode) -> bool:
+    return isinstance(node, (cst.FunctionDef, cst.ClassDef))
+
+
 def _module_attributes(node: cst.ClassDef, module_classes: set[str], imports: ImportIndex) -> frozenset[str]:
-    """`self.X` attributes a class's methods build from modules: `self.fc = nn.Linear(...)`,
+    """`self.X` attributes a class's `__init__` builds from modules: `self.fc = nn.Linear(...)`,
     `self.layers = self.layers + [Layer(d, e).to(device)]`, `nn.ModuleList(...)`."""
     found: set[str] = set()
-    for statement in iter_descendants(node.body, prune=lambda n: isinstance(n, cst.ClassDef)):
+    inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
+    for statement in (n for init in inits for n in iter_descendants(init.body, prune=_nested_scope)):
         if not isinstance(statement, (cst.Assign, cst.AugAssign, cst.AnnAssign)) or statement.value is None:
             continue
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
@@ -895,7 +907,9 @@ def _builds_module(value: cst.BaseExpression, module_classes: set[str], imports:
 def _module_loop_names(function: cst.FunctionDef, attributes: frozenset[str]) -> frozenset[str]:
     """`layer` in `for layer in self.layers:` (or `for i, layer in enumerate(self.layers)`)."""
     found: set[str] = set()
-    for loop in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
+    if not attributes:
+        return frozenset()
+    for loop in iter_descendants(function.body, prune=_nested_scope):
         if not isinstance(loop, (cst.For, cst.CompFor)):
             continue
         iterable, target = loop.iter, loop.target
