@@ -17,7 +17,7 @@ from autograd_fix.codemods.dataflow import (
     result_flow,
     simple_statements_after,
 )
-from autograd_fix.codemods.graphflow import graph_flow
+from autograd_fix.codemods.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES, VALUE_INDEX_PAIRS, graph_flow
 from autograd_fix.codemods.gradmode import GradUseFinder, disables_grad, find_grad_use, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
@@ -79,6 +79,12 @@ class _Function:
     enclosed_no_grad: bool
     #: (calling function or None, under no_grad there, the call expression)
     call_sites: list[tuple["_Function | None", bool, cst.Call]] = field(default_factory=list)
+    #: `for` loops and comprehensions directly in this function (not in nested ones)
+    loops: list[cst.CSTNode] = field(default_factory=list)
+    #: returns or yields a value
+    returns_value: bool = False
+    #: something in it cuts a graph (`.item()`, `argmax`, `.shape`, a comparison)
+    cuts: bool = False
     uses_grad: bool = False
     called_under_no_grad: bool = False
     called_from_grad_scope: bool = False
@@ -442,6 +448,28 @@ class _Collector(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.grad_finders:
             self.grad_finders[-1].visit_Attribute(node)
+            if node.attr.value in METADATA_ATTRIBUTES:
+                self.functions[-1].cuts = True
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if self.functions:
+            self.functions[-1].cuts = True
+
+    def visit_For(self, node: cst.For) -> None:
+        if self.functions:
+            self.functions[-1].loops.append(node)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        if self.functions:
+            self.functions[-1].loops.append(node)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if self.functions and node.value is not None:
+            self.functions[-1].returns_value = True
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if self.functions:
+            self.functions[-1].returns_value = True
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.grad_finders:
@@ -466,6 +494,9 @@ class _Collector(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.grad_finders:
             self.grad_finders[-1].visit_Call(node)
+            segment = last_segment(node.func)
+            if segment in CUTTING_METHODS or segment in CUTTING_FUNCTIONS or segment in VALUE_INDEX_PAIRS:
+                self.functions[-1].cuts = True
         name = dotted_name(node.func)
         if name is None:
             return
@@ -553,7 +584,7 @@ class _Finder:
             return
         outer = enclosing.module_values if function.class_name and function.class_name == enclosing.class_name else frozenset()
         scope = _Scope(
-            function, function.class_name, function.module_like_class, set(), outer | _module_loop_names(node, outer)
+            function, function.class_name, function.module_like_class, set(), outer | _module_loop_names(function.loops, outer)
         )
         tokens = set(name_tokens(name))
         eval_named = bool(tokens & EVAL_NAME_TOKENS) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
@@ -589,6 +620,8 @@ class _Finder:
             return False
         if name in FORWARD_NAMES or name.startswith("__") or (function.class_name is not None and name == "train"):
             return False
+        if function.returns_value and not function.cuts:
+            return False  # whatever it returns is as it was made: a graph, if a model ran
         receivers = _eval_receivers_anywhere(node.body)
         if not _has_unguarded_model_call(node.body, scope, receivers, self.imports, methods=True):
             return False
@@ -904,14 +937,13 @@ def _builds_module(value: cst.BaseExpression, module_classes: set[str], imports:
     return False
 
 
-def _module_loop_names(function: cst.FunctionDef, attributes: frozenset[str]) -> frozenset[str]:
+def _module_loop_names(loops: list[cst.CSTNode], attributes: frozenset[str]) -> frozenset[str]:
     """`layer` in `for layer in self.layers:` (or `for i, layer in enumerate(self.layers)`)."""
     found: set[str] = set()
     if not attributes:
         return frozenset()
-    for loop in iter_descendants(function.body, prune=_nested_scope):
-        if not isinstance(loop, (cst.For, cst.CompFor)):
-            continue
+    for loop in loops:
+        assert isinstance(loop, (cst.For, cst.CompFor))
         iterable, target = loop.iter, loop.target
         if isinstance(iterable, cst.Call) and last_segment(iterable.func) == "enumerate" and iterable.args:
             iterable = iterable.args[0].value
