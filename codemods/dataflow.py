@@ -153,13 +153,66 @@ def result_flow(
     returned = False
     tainted: set[str] = set()
     for position, statement in enumerate([statements[index], *later]):
-        if position and not read_names(statement) & tainted:
+        if position and not _reads(statement) & tainted:
             continue
         if is_sink(statement):
             return REACHES_SINK
         returned = returned or _hands_back(statement)
-        tainted |= assigned_names(statement)
+        tainted |= _writes(statement, node if not position else None)
     return RETURNED if returned else DROPPED
+
+
+def _reads(statement: cst.CSTNode) -> set[str]:
+    """Names read, with `self` refined to the attributes read (`self.history`)."""
+    return (read_names(statement) - {"self"}) | _self_paths(statement)
+
+
+def _writes(statement: cst.CSTNode, source: cst.CSTNode | None) -> set[str]:
+    """Names (and `self.<attr>` paths) a statement binds or fills; `self` itself, the
+    receiver of the method called, is not one (`self.validate(batch)` changes no name)."""
+    written = assigned_names(statement) - {"self"}
+    if source is not None:
+        written -= assigned_names(source) - _assignment_names(source)
+    return written | {path for path in _self_paths(statement) if _self_path_written(statement, path)}
+
+
+def _assignment_names(node: cst.CSTNode) -> set[str]:
+    finder = NameFinder()
+    finder.visit_Call = lambda call: None  # type: ignore[method-assign]
+    walk(node, finder)
+    return finder.bound
+
+
+def _self_paths(statement: cst.CSTNode) -> set[str]:
+    return {
+        f"self.{node.attr.value}"
+        for node in iter_descendants(statement)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+    }
+
+
+def _self_path_written(statement: cst.CSTNode, path: str) -> bool:
+    """`self.history = ...`, `self.history[k] = ...`, `self.history.append(...)`."""
+    attribute = path.split(".", 1)[1]
+    for node in iter_descendants(statement):
+        targets: list[cst.CSTNode] = []
+        if isinstance(node, cst.Assign):
+            targets = [target.target for target in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            targets = [node.func.value]
+        for target in targets:
+            while isinstance(target, cst.Subscript):
+                target = target.value
+            if (
+                isinstance(target, cst.Attribute)
+                and target.attr.value == attribute
+                and isinstance(target.value, cst.Name)
+                and target.value.value == "self"
+            ):
+                return True
+    return False
 
 
 def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:

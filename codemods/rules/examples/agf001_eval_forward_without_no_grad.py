@@ -961,4 +961,73 @@ def greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, devic
     return ys
 """,
     ),
+    # issue 8: a trainer's `fit` calls both steps; the validation step's own result only
+    # reaches a print, so it is evaluation although its caller trains
+    invalid(
+        """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, criterion):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = criterion
+
+    def training_step(self, batch):
+        x, y = batch
+        loss = self.criterion(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def validation_step(self, batch):
+        x, y = batch
+        logits = self.model(x)
+        return self.criterion(logits, y).item()
+
+    def fit(self, train_loader, val_loader, epochs):
+        for epoch in range(epochs):
+            self.model.train()
+            for batch in train_loader:
+                self.training_step(batch)
+            self.model.eval()
+            val_losses = [self.validation_step(batch) for batch in val_loader]
+            print(f"epoch {epoch}: val loss {sum(val_losses) / len(val_losses):.4f}")
+""",
+        """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, criterion):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = criterion
+
+    def training_step(self, batch):
+        x, y = batch
+        loss = self.criterion(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    @torch.no_grad()
+    def validation_step(self, batch):
+        x, y = batch
+        logits = self.model(x)
+        return self.criterion(logits, y).item()
+
+    def fit(self, train_loader, val_loader, epochs):
+        for epoch in range(epochs):
+            self.model.train()
+            for batch in train_loader:
+                self.training_step(batch)
+            self.model.eval()
+            val_losses = [self.validation_step(batch) for batch in val_loader]
+            print(f"epoch {epoch}: val loss {sum(val_losses) / len(val_losses):.4f}")
+""",
+    ),
 ]
