@@ -308,3 +308,21 @@ def _headers(statement: cst.CSTNode) -> list[cst.CSTNode]:
     if isinstance(statement, cst.With):
         return [item.item for item in statement.items]
     return []
+
+
+def stores_on_self(function: cst.FunctionDef) -> bool:
+    """Does the function assign `self.<attr>` (or an item of it)? Its results then
+    travel through the object, which the call-site data flow cannot follow."""
+    for node in iter_descendants(function.body):
+        targets: list[cst.BaseExpression] = []
+        if isinstance(node, cst.Assign):
+            targets = [target.target for target in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            base = target
+            while isinstance(base, (cst.Attribute, cst.Subscript)):
+                base = base.value
+            if base is not target and isinstance(base, cst.Name) and base.value == "self":
+                return True
+    return False

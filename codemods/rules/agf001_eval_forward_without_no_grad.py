@@ -16,7 +16,9 @@ from autograd_fix.codemods.dataflow import (
     read_names,
     result_flow,
     simple_statements_after,
+    stores_on_self,
 )
+from autograd_fix.codemods.module_values import module_attributes, module_loop_names
 from autograd_fix.codemods.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES, VALUE_INDEX_PAIRS, graph_flow
 from autograd_fix.codemods.gradmode import GradUseFinder, disables_grad, find_grad_use, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
@@ -210,24 +212,6 @@ class EvalForwardWithoutNoGrad(Rule):
             )
 
 
-def _stores_on_self(function: cst.FunctionDef) -> bool:
-    """Does the function assign `self.<attr>` (or an item of it)? Its results then
-    travel through the object, which the call-site data flow cannot follow."""
-    for node in iter_descendants(function.body):
-        targets: list[cst.BaseExpression] = []
-        if isinstance(node, cst.Assign):
-            targets = [target.target for target in node.targets]
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
-            targets = [node.target]
-        for target in targets:
-            base = target
-            while isinstance(base, (cst.Attribute, cst.Subscript)):
-                base = base.value
-            if base is not target and isinstance(base, cst.Name) and base.value == "self":
-                return True
-    return False
-
-
 def _returns_value(function: cst.FunctionDef) -> bool:
     finder = _ReturnFinder()
     walk(function.body, finder)
@@ -349,7 +333,7 @@ class _Analysis:
                     if not (caller.uses_grad or caller.called_from_grad_scope):
                         continue
                     flow = flows[id(call)] if id(call) in flows else flows.setdefault(id(call), self._result_flow(caller, call))
-                    if flow == DROPPED and _stores_on_self(function.node):
+                    if flow == DROPPED and stores_on_self(function.node):
                         flow = REACHES_SINK  # `self.forward_step(batch)` may leave its graph on self
                     if (flow == REACHES_SINK and caller.uses_grad) or (flow == RETURNED and caller.called_from_grad_scope):
                         function.called_from_grad_scope = changed = True
@@ -561,7 +545,7 @@ class _Finder:
         elif isinstance(statement, cst.FunctionDef):
             self.function(statement, lightning, scope)
         elif isinstance(statement, cst.ClassDef):
-            attributes = _module_attributes(statement, self.analysis.module_classes, self.imports)
+            attributes = module_attributes(statement, self.analysis.module_classes, self.imports)
             inner = _Scope(None, statement.name.value, _is_module_like(statement, self.imports), set(), attributes)
             self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
         elif isinstance(statement, cst.With):
@@ -584,7 +568,7 @@ class _Finder:
             return
         outer = enclosing.module_values if function.class_name and function.class_name == enclosing.class_name else frozenset()
         scope = _Scope(
-            function, function.class_name, function.module_like_class, set(), outer | _module_loop_names(function.loops, outer)
+            function, function.class_name, function.module_like_class, set(), outer | module_loop_names(function.loops, outer)
         )
         tokens = set(name_tokens(name))
         eval_named = bool(tokens & EVAL_NAME_TOKENS) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
@@ -902,56 +886,6 @@ def _feeds_later_gradient(
         else:
             tainted -= assigned_names(statement)
     return False
-
-
-def _nested_scope(node: cst.CSTNode) -> bool:
-    return isinstance(node, (cst.FunctionDef, cst.ClassDef))
-
-
-def _module_attributes(node: cst.ClassDef, module_classes: set[str], imports: ImportIndex) -> frozenset[str]:
-    """`self.X` attributes a class's `__init__` builds from modules: `self.fc = nn.Linear(...)`,
-    `self.layers = self.layers + [Layer(d, e).to(device)]`, `nn.ModuleList(...)`."""
-    found: set[str] = set()
-    inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
-    for statement in (n for init in inits for n in iter_descendants(init.body, prune=_nested_scope)):
-        if not isinstance(statement, (cst.Assign, cst.AugAssign, cst.AnnAssign)) or statement.value is None:
-            continue
-        targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
-        names = [dotted_name(target) for target in targets]
-        attributes = [name for name in names if name is not None and name.startswith("self.") and name.count(".") == 1]
-        if attributes and _builds_module(statement.value, module_classes, imports):
-            found.update(attributes)
-    return frozenset(found)
-
-
-def _builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:
-    for call in iter_descendants(value):
-        if not isinstance(call, cst.Call):
-            continue
-        qualified = imports.qualified_name(call.func) or ""
-        if qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper():
-            if qualified.rsplit(".", 1)[-1] != "Parameter":
-                return True
-        if isinstance(call.func, cst.Name) and call.func.value in module_classes:
-            return True
-    return False
-
-
-def _module_loop_names(loops: list[cst.CSTNode], attributes: frozenset[str]) -> frozenset[str]:
-    """`layer` in `for layer in self.layers:` (or `for i, layer in enumerate(self.layers)`)."""
-    found: set[str] = set()
-    if not attributes:
-        return frozenset()
-    for loop in loops:
-        assert isinstance(loop, (cst.For, cst.CompFor))
-        iterable, target = loop.iter, loop.target
-        if isinstance(iterable, cst.Call) and last_segment(iterable.func) == "enumerate" and iterable.args:
-            iterable = iterable.args[0].value
-            if isinstance(target, cst.Tuple) and len(target.elements) == 2:
-                target = target.elements[1].value
-        if dotted_name(iterable) in attributes and isinstance(target, cst.Name):
-            found.add(target.value)
-    return frozenset(found)
 
 
 def _hands_model_away(
