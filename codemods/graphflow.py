@@ -96,6 +96,9 @@ class _GraphFlowAnalysis:
     def run(self) -> GraphFlow:
         if any(isinstance(node, (cst.Global, cst.Nonlocal)) for node in self.nodes):
             self.result.escapes.append(self.function)  # module state: fail closed
+        if any(isinstance(node, cst.FunctionDef) or _registers_hook(node) for node in self.nodes):
+            # a nested function or a hook can capture activations this analysis does not see
+            self.result.escapes.append(self.function)
         changed = True
         while changed:
             before = len(self.tainted)
@@ -247,6 +250,14 @@ class _GraphFlowAnalysis:
             root = _root_name(target)
             return root is None or root not in self.fresh
         return False
+
+
+def _registers_hook(node: cst.CSTNode) -> bool:
+    """`model.register_forward_hook(save)`, `t.register_hook(fn)`."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return False
+    method = node.func.attr.value
+    return method.startswith("register_") and "hook" in method
 
 
 def _targets_of(node: cst.CSTNode) -> list[cst.BaseExpression]:

@@ -75,6 +75,8 @@ def test_graph_returned(body: str) -> None:
         "agent = rref.local_value()\nagent.saved.append(model(x))",  # an alias of an outside object
         "global LAST\nLAST = model(x).argmax()",
         "store = {}\nstore = self.buffers\nstore['x'] = model(x)",
+        "acts = []\nmodel.layer.register_forward_hook(lambda m, i, o: acts.append(o))\nreturn model(x).argmax(), acts",
+        "acts = []\ndef save(m, i, o):\n    acts.append(o)\nh = model.register_forward_hook(save)\nreturn model(x).argmax()",
     ],
 )
 def test_graph_stored_where_the_caller_sees_it(body: str) -> None:
