@@ -7,8 +7,10 @@ use them to *rule out* a rewrite (fail closed), never to justify one on their ow
 
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
 import libcst as cst
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import iter_descendants, walk
 
 
 def simple_statements_after(body: cst.CSTNode, loop: cst.CSTNode) -> list[cst.CSTNode]:
@@ -119,3 +121,208 @@ class NameFinder(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.read.add(node.value)
+
+
+#: where a value made by one expression ends up, as far as its own function shows
+REACHES_SINK = "sink"
+RETURNED = "returned"
+DROPPED = "dropped"
+
+
+def result_flow(
+    container: cst.FunctionDef, node: cst.CSTNode, is_sink: Callable[[cst.CSTNode], bool]
+) -> str:
+    """Does the value of `node` (a call inside `container`) reach a statement `is_sink` accepts?
+
+    A forward taint over the simple statements of `container` in source order, starting at
+    the statement holding `node`: targets assigned from tainted names (and receivers such
+    as `outputs.append(value)`) become tainted; a loop around `node` carries its taint into
+    the loop's earlier statements (the next iteration). Taint is never cleared, so the
+    answer errs towards REACHES_SINK. Returns REACHES_SINK, RETURNED (handed back by a
+    `return`/`yield`: the callers decide) or DROPPED. A `node` outside any simple statement
+    (an `if`/`for` header) answers REACHES_SINK: unknown, fail closed.
+    """
+    statements = _ordered_simple_statements(container.body)
+    index = next((i for i, statement in enumerate(statements) if _contains(statement, node)), None)
+    if index is None:
+        return REACHES_SINK
+    loop = _outermost_loop_around(container.body, node)
+    later = statements[index + 1 :]
+    if loop is not None:
+        later += [statement for statement in statements[:index] if _contains(loop, statement)]
+    returned = False
+    tainted: set[str] = set()
+    for position, statement in enumerate([statements[index], *later]):
+        if position and not _reads(statement) & tainted:
+            continue
+        if is_sink(statement):
+            return REACHES_SINK
+        returned = returned or _hands_back(statement)
+        tainted |= _writes(statement, node if not position else None)
+    return RETURNED if returned else DROPPED
+
+
+def _reads(statement: cst.CSTNode) -> set[str]:
+    """Names read, with `self` refined to the attributes read (`self.history`)."""
+    return (read_names(statement) - {"self"}) | _self_paths(statement)
+
+
+def _writes(statement: cst.CSTNode, source: cst.CSTNode | None) -> set[str]:
+    """Names (and `self.<attr>` paths) a statement binds or fills; `self` itself, the
+    receiver of the method called, is not one (`self.validate(batch)` changes no name)."""
+    written = assigned_names(statement) - {"self"}
+    if source is not None:
+        written -= assigned_names(source) - _assignment_names(source)
+    return written | {path for path in _self_paths(statement) if _self_path_written(statement, path)}
+
+
+def _assignment_names(node: cst.CSTNode) -> set[str]:
+    finder = NameFinder()
+    finder.visit_Call = lambda call: None  # type: ignore[method-assign]
+    walk(node, finder)
+    return finder.bound
+
+
+def _self_paths(statement: cst.CSTNode) -> set[str]:
+    return {
+        f"self.{node.attr.value}"
+        for node in iter_descendants(statement)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+    }
+
+
+def _self_path_written(statement: cst.CSTNode, path: str) -> bool:
+    """`self.history = ...`, `self.history[k] = ...`, `self.history.append(...)`."""
+    attribute = path.split(".", 1)[1]
+    for node in iter_descendants(statement):
+        targets: list[cst.CSTNode] = []
+        if isinstance(node, cst.Assign):
+            targets = [target.target for target in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            targets = [node.func.value]
+        for target in targets:
+            while isinstance(target, cst.Subscript):
+                target = target.value
+            if (
+                isinstance(target, cst.Attribute)
+                and target.attr.value == attribute
+                and isinstance(target.value, cst.Name)
+                and target.value.value == "self"
+            ):
+                return True
+    return False
+
+
+def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return root is node or any(candidate is node for candidate in iter_descendants(root))
+
+
+def _hands_back(statement: cst.CSTNode) -> bool:
+    return any(isinstance(node, (cst.Return, cst.Yield)) for node in iter_descendants(statement)) or isinstance(
+        statement, (cst.Return, cst.Yield)
+    )
+
+
+def _ordered_simple_statements(body: cst.CSTNode) -> list[cst.CSTNode]:
+    collector = _SimpleStatements()
+    walk(body, collector)
+    return collector.statements
+
+
+class _SimpleStatements(cst.CSTVisitor):
+    """Simple statement lines in source order; nested functions and classes are theirs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statements: list[cst.CSTNode] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        self.statements.append(node)
+        return False
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
+        self.statements.append(node)
+        return False
+
+
+def _outermost_loop_around(body: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+    for candidate in iter_descendants(body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
+        if isinstance(candidate, (cst.For, cst.While)) and _contains(candidate, node):
+            return candidate
+    return None
+
+
+def may_run_before(statements: Sequence[cst.CSTNode], target: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements of straight-line code (a module's body) that can run before `target`.
+
+    Earlier siblings at every level of nesting, and the whole of any loop around `target`
+    (a later iteration runs after it). Branches beside `target`'s own (`else` of its `if`)
+    are left out: they cannot run before it in the same pass. Only for code that runs
+    once, such as a script's module level; a function can be called again, so inside one
+    every statement may run before every other. Unknown shapes answer every statement.
+    """
+    for index, statement in enumerate(statements):
+        if not _contains(statement, target):
+            continue
+        earlier = list(statements[:index])
+        if statement is target or isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            return earlier
+        if isinstance(statement, (cst.For, cst.While)):
+            return [*earlier, statement]
+        for block in _blocks(statement):
+            if any(_contains(child, target) for child in block):
+                return [*earlier, *_headers(statement), *may_run_before(block, target)]
+        return [*earlier, statement]
+    return list(statements)
+
+
+def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
+    """Statement lists of an `if` (with its `elif`/`else` chain), `with` or `try`."""
+    blocks: list[Sequence[cst.CSTNode]] = []
+    if isinstance(statement, cst.If):
+        blocks.append(statement.body.body)
+        if isinstance(statement.orelse, cst.If):
+            blocks.append([statement.orelse])
+        elif statement.orelse is not None:
+            blocks.append(statement.orelse.body.body)
+    elif isinstance(statement, cst.With):
+        blocks.append(statement.body.body)
+    elif isinstance(statement, (cst.Try, cst.TryStar)):
+        # a handler or `finally` may run after any statement of the body: whole try then
+        return []
+    return blocks
+
+
+def _headers(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """Expressions of a compound statement that run before its blocks (`if` test, `with` items)."""
+    if isinstance(statement, cst.If):
+        return [statement.test]
+    if isinstance(statement, cst.With):
+        return [item.item for item in statement.items]
+    return []
+
+
+def stores_on_self(function: cst.FunctionDef) -> bool:
+    """Does the function assign `self.<attr>` (or an item of it)? Its results then
+    travel through the object, which the call-site data flow cannot follow."""
+    for node in iter_descendants(function.body):
+        targets: list[cst.BaseExpression] = []
+        if isinstance(node, cst.Assign):
+            targets = [target.target for target in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            base = target
+            while isinstance(base, (cst.Attribute, cst.Subscript)):
+                base = base.value
+            if base is not target and isinstance(base, cst.Name) and base.value == "self":
+                return True
+    return False

@@ -34,7 +34,10 @@ GRAD_METHODS = frozenset(
     {"backward", "manual_backward", "zero_grad", "requires_grad_", "retain_grad", "register_hook", "grad"}
 )
 #: attributes whose reads or writes mean the code cares about gradients
-GRAD_ATTRIBUTES = frozenset({"grad", "grad_fn", "requires_grad", "is_leaf", "_grad"})
+GRAD_ATTRIBUTES = frozenset({"grad", "grad_fn", "is_leaf", "_grad"})
+#: attributes that only mean gradient use when written: `print(x.requires_grad)` or
+#: `assert not out.requires_grad` inspects a flag, it computes no gradient
+GRAD_FLAGS = frozenset({"requires_grad"})
 #: receivers of `.step()` that are not optimizers (schedulers step on metrics)
 _NON_OPTIMIZER_STEP_TOKENS = frozenset({"sched", "scheduler", "lr", "schedule", "warmup", "swa", "progress", "pbar", "env"})
 
@@ -132,6 +135,25 @@ class GradUseFinder(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in GRAD_ATTRIBUTES:
             self.result.direct.append(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._flag_written(target.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._flag_written(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._flag_written(node.target)
+
+    def _flag_written(self, target: cst.BaseExpression) -> None:
+        """`p.requires_grad = True` (or a tuple of such targets) asks for gradients."""
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._flag_written(element.value)
+        elif isinstance(target, cst.Attribute) and target.attr.value in GRAD_FLAGS:
+            self.result.direct.append(target)
 
 
 def find_grad_use(node: cst.CSTNode, imports: ImportIndex) -> GradUse:

@@ -7,10 +7,22 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autograd_fix.codemods.dataflow import assigned_names, bound_names, read_names, simple_statements_after
+from autograd_fix.codemods.dataflow import (
+    DROPPED,
+    REACHES_SINK,
+    RETURNED,
+    assigned_names,
+    bound_names,
+    read_names,
+    result_flow,
+    simple_statements_after,
+    stores_on_self,
+)
 from autograd_fix.codemods.gradmode import GradUseFinder, disables_grad, find_grad_use, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES, VALUE_INDEX_PAIRS, graph_flow
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
+from autograd_fix.codemods.module_values import module_attributes, module_loop_names
 from autograd_fix.codemods.names import expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.walk import iter_descendants, walk
@@ -38,6 +50,18 @@ NOT_A_FORWARD_TOKENS = frozenset(
 )
 #: `self.forward`, `model.forward`: explicit forward calls
 FORWARD_METHODS = frozenset({"forward"})
+#: nn.Module's (and Hugging Face's) own API: calling these on a model is not a forward
+#: pass (`generate` runs under no_grad itself)
+MODULE_API_METHODS = frozenset(
+    {"eval", "train", "parameters", "named_parameters", "buffers", "named_buffers", "children",
+     "named_children", "modules", "named_modules", "state_dict", "load_state_dict", "to", "cuda", "cpu",
+     "float", "half", "double", "bfloat16", "type", "zero_grad", "apply", "register_forward_hook",
+     "register_forward_pre_hook", "register_full_backward_hook", "register_backward_hook", "register_buffer",
+     "register_parameter", "register_module", "requires_grad_", "get_submodule", "get_parameter", "add_module",
+     "extra_repr", "share_memory", "save_pretrained", "from_pretrained", "generate", "get_input_embeddings",
+     "get_output_embeddings", "resize_token_embeddings", "num_parameters", "tie_weights", "compile",
+     "fuse_model", "reset_parameters", "init_weights", "set_default_tensor_type"}
+)
 #: Lightning runs these hooks (and every `on_validation*` / `on_test*` / `on_predict*`
 #: callback hook) under no_grad/inference_mode itself
 LIGHTNING_HOOKS = frozenset(
@@ -55,7 +79,14 @@ class _Function:
     calls: set[str]
     decorated_no_grad: bool
     enclosed_no_grad: bool
-    call_sites: list[tuple["_Function | None", bool]] = field(default_factory=list)
+    #: (calling function or None, under no_grad there, the call expression)
+    call_sites: list[tuple["_Function | None", bool, cst.Call]] = field(default_factory=list)
+    #: `for` loops and comprehensions directly in this function (not in nested ones)
+    loops: list[cst.CSTNode] = field(default_factory=list)
+    #: returns or yields a value
+    returns_value: bool = False
+    #: something in it cuts a graph (`.item()`, `argmax`, `.shape`, a comparison)
+    cuts: bool = False
     uses_grad: bool = False
     called_under_no_grad: bool = False
     called_from_grad_scope: bool = False
@@ -66,7 +97,11 @@ class EvalForwardWithoutNoGrad(Rule):
     ## What it does
     Finds evaluation or inference forward passes (a validation loop, an `evaluate` /
     `predict` / `test` function, a loop after `model.eval()`) that run while autograd is
-    recording, and wraps them in `torch.no_grad()`.
+    recording, and wraps them in `torch.no_grad()`. Whatever a function is called, it is
+    an evaluation pass when it runs a model and every graph dies inside it: only values
+    cut from the graph (`.item()`, `argmax`, `.detach()`, the indices of `max(dim)`)
+    are returned, and nothing graph-carrying is stored on `self`, in an argument or in
+    module state (a greedy decoder, a per-label `predict`).
 
     ## Why is this bad?
     `model.eval()` switches Dropout and BatchNorm to inference behaviour; it does not turn
@@ -96,13 +131,18 @@ class EvalForwardWithoutNoGrad(Rule):
     ## Fix safety
     The loop wrap is safe: the rule fires only when nothing in the scope (or in the
     same-file functions it calls) uses gradients (`.backward(`, `torch.autograd`,
-    `torch.func`, `.grad`, `requires_grad`, optimizer steps) and no value made in the loop
+    `torch.func`, `.grad`, writing `requires_grad`, optimizer steps; reading
+    `x.requires_grad` in a print or an assert is not one) and no value made in the loop
     flows into a later gradient computation in the same function. Decorating a function
     that returns values is unsafe: a caller in another file could backpropagate through
     what it returns. The rule stays silent under `no_grad`, `inference_mode` or
     `set_grad_enabled(False)` (decorator, `with`, or a same-file caller), in Lightning's
     `validation_step`/`test_step`/`predict_step` (Lightning already disables grad), in
-    pytest tests, and in functions that training code in the same file calls.
+    pytest tests, and in functions whose result a same-file caller feeds into a gradient
+    computation (a caller that trains elsewhere but only logs this function's result,
+    such as a `fit` calling `validate`, does not count). A function is not decorated on
+    data flow alone when it hands a model to code this file cannot see
+    (`trainer.fit(model)`).
     `no_grad` is used rather than `inference_mode`, whose tensors cannot later be saved
     for backward.
 
@@ -115,12 +155,15 @@ class EvalForwardWithoutNoGrad(Rule):
     name = "eval-forward-without-no-grad"
     safety = Applicability.SAFE
     message = "evaluation forward pass runs with autograd recording"
-    #: every kind of evidence (names, `.eval()`, `.train(False)`, loaders) contains one
-    triggers = ("eval", "val", "test", "predict", "infer", "holdout", "train(False)")
+    #: every kind of evidence (names, `.eval()`, `.train(False)`, loaders) contains one;
+    #: a graph that dies inside a function is cut by one of the calls after them
+    triggers = ("eval", "val", "test", "predict", "infer", "holdout", "train(False)", ".item(", ".argmax(",
+                ".argmin(", ".tolist(", ".numpy(", ".detach(", ".max(", ".min(", ".topk(", ".sort(")
     #: ... as a word of an identifier (`val_loader`, `validate`, `.eval()`), not in `value`
     trigger_pattern = re.compile(
         r"(?:^|[^a-zA-Z])(?:val|valid|validate|validation|test|testing|eval|evaluate|evaluation|holdout|"
-        r"predict|infer|inference)(?:$|[^a-z])|\.train\(False\)",
+        r"predict|infer|inference)(?:$|[^a-z])|\.train\(False\)|\.(?:item|argmax|argmin|tolist|numpy|detach|max|"
+        r"min|topk|sort)\(",
         re.M,
     )
     contract = Contract(
@@ -245,14 +288,16 @@ class _Analysis:
         self.path = path.replace("\\", "/")
         self.functions: dict[int, _Function] = {}
         self.by_key: dict[tuple[str | None, str], list[_Function]] = {}
+        #: classes of this file that are modules (an nn.Module base, or a `forward`)
+        self.module_classes: set[str] = set()
 
     # -- collection -------------------------------------------------------------------
     def collect(self, module: cst.Module) -> None:
         collector = _Collector(self)
         walk(module, collector)
-        for caller, under_no_grad, name in collector.call_sites:
+        for caller, under_no_grad, name, call in collector.call_sites:
             for callee in self.resolve(name, caller.class_name if caller else None):
-                callee.call_sites.append((caller, under_no_grad))
+                callee.call_sites.append((caller, under_no_grad, call))
         self._propagate()
 
     def resolve(self, name: str, caller_class: str | None) -> list[_Function]:
@@ -274,18 +319,29 @@ class _Analysis:
                     callee.uses_grad for name in function.calls for callee in self.resolve(name, function.class_name)
                 ):
                     function.uses_grad = changed = True
+        flows: dict[int, str] = {}
         changed = True
         while changed:
             changed = False
             for function in functions:
-                for caller, under_no_grad in function.call_sites:
+                for caller, under_no_grad, call in function.call_sites:
                     no_grad = under_no_grad or (caller is not None and (caller.decorated_no_grad or caller.called_under_no_grad))
                     if no_grad and not function.called_under_no_grad:
                         function.called_under_no_grad = changed = True
-                    if caller is not None and caller.uses_grad and not function.called_from_grad_scope:
+                    if caller is None or function.called_from_grad_scope:
+                        continue
+                    if not (caller.uses_grad or caller.called_from_grad_scope):
+                        continue
+                    flow = flows[id(call)] if id(call) in flows else flows.setdefault(id(call), self._result_flow(caller, call))
+                    if flow == DROPPED and stores_on_self(function.node):
+                        flow = REACHES_SINK  # `self.forward_step(batch)` may leave its graph on self
+                    if (flow == REACHES_SINK and caller.uses_grad) or (flow == RETURNED and caller.called_from_grad_scope):
                         function.called_from_grad_scope = changed = True
-                    if caller is not None and caller.called_from_grad_scope and not function.called_from_grad_scope:
-                        function.called_from_grad_scope = changed = True
+
+    def _result_flow(self, caller: _Function, call: cst.Call) -> str:
+        """Where the callee's result goes in `caller`: into a gradient computation, back
+        to `caller`'s own callers, or nowhere gradients are taken (a metric, a log)."""
+        return result_flow(caller.node, call, lambda statement: self.uses_grad(statement, caller.class_name))
 
     # -- queries ------------------------------------------------------------------------
     def uses_grad(self, node: cst.CSTNode, class_name: str | None) -> bool:
@@ -307,9 +363,13 @@ class _Scope:
     class_name: str | None
     module_like_class: bool
     eval_receivers: set[str]
+    #: `self.layers` built from modules in the class, `layer` in `for layer in self.layers`
+    module_values: frozenset[str] = frozenset()
 
     def child(self) -> "_Scope":
-        return _Scope(self.function, self.class_name, self.module_like_class, set(self.eval_receivers))
+        return _Scope(
+            self.function, self.class_name, self.module_like_class, set(self.eval_receivers), self.module_values
+        )
 
 
 class _Collector(cst.CSTVisitor):
@@ -324,10 +384,13 @@ class _Collector(cst.CSTVisitor):
         #: gradient evidence of the functions being visited, innermost last
         self.grad_finders: list[GradUseFinder] = []
         #: (calling function or None at module level, under no_grad there, callee name)
-        self.call_sites: list[tuple[_Function | None, bool, str]] = []
+        self.call_sites: list[tuple[_Function | None, bool, str, cst.Call]] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.classes.append((node.name.value, _is_module_like(node, self.analysis.imports)))
+        module_like = _is_module_like(node, self.analysis.imports)
+        self.classes.append((node.name.value, module_like))
+        if module_like:
+            self.analysis.module_classes.add(node.name.value)
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.classes.pop()
@@ -369,6 +432,40 @@ class _Collector(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.grad_finders:
             self.grad_finders[-1].visit_Attribute(node)
+            if node.attr.value in METADATA_ATTRIBUTES:
+                self.functions[-1].cuts = True
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if self.functions:
+            self.functions[-1].cuts = True
+
+    def visit_For(self, node: cst.For) -> None:
+        if self.functions:
+            self.functions[-1].loops.append(node)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        if self.functions:
+            self.functions[-1].loops.append(node)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if self.functions and node.value is not None:
+            self.functions[-1].returns_value = True
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if self.functions:
+            self.functions[-1].returns_value = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_Assign(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_AugAssign(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_AnnAssign(node)
 
     def visit_With(self, node: cst.With) -> None:
         if with_disables_grad(node, self.analysis.imports):
@@ -381,11 +478,14 @@ class _Collector(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.grad_finders:
             self.grad_finders[-1].visit_Call(node)
+            segment = last_segment(node.func)
+            if segment in CUTTING_METHODS or segment in CUTTING_FUNCTIONS or segment in VALUE_INDEX_PAIRS:
+                self.functions[-1].cuts = True
         name = dotted_name(node.func)
         if name is None:
             return
         caller = self.functions[-1] if self.functions else None
-        self.call_sites.append((caller, self.no_grad_depth > 0, name))
+        self.call_sites.append((caller, self.no_grad_depth > 0, name, node))
 
 
 def _is_module_like(node: cst.ClassDef, imports: ImportIndex) -> bool:
@@ -420,7 +520,7 @@ FORWARD_NAMES = frozenset({"forward", "_forward", "__call__"})
 
 
 def _called_from_a_forward(function: _Function) -> bool:
-    return any(caller is not None and caller.node.name.value in FORWARD_NAMES for caller, _ in function.call_sites)
+    return any(caller is not None and caller.node.name.value in FORWARD_NAMES for caller, _, _ in function.call_sites)
 
 
 def _is_lightning_hook(name: str) -> bool:
@@ -443,9 +543,10 @@ class _Finder:
         if isinstance(statement, cst.SimpleStatementLine):
             _update_eval_state(statement, scope.eval_receivers)
         elif isinstance(statement, cst.FunctionDef):
-            self.function(statement, lightning)
+            self.function(statement, lightning, scope)
         elif isinstance(statement, cst.ClassDef):
-            inner = _Scope(None, statement.name.value, _is_module_like(statement, self.imports), set())
+            attributes = module_attributes(statement, self.analysis.module_classes, self.imports)
+            inner = _Scope(None, statement.name.value, _is_module_like(statement, self.imports), set(), attributes)
             self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
@@ -456,7 +557,7 @@ class _Finder:
             for body in _child_blocks(statement):
                 self.block(body, scope.child())
 
-    def function(self, node: cst.FunctionDef, lightning: bool) -> None:
+    def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
         function = self.analysis.functions[id(node)]
         if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
             return
@@ -465,7 +566,10 @@ class _Finder:
             return
         if self._is_pytest_test(name, function):
             return
-        scope = _Scope(function, function.class_name, function.module_like_class, set())
+        outer = enclosing.module_values if function.class_name and function.class_name == enclosing.class_name else frozenset()
+        scope = _Scope(
+            function, function.class_name, function.module_like_class, set(), outer | module_loop_names(function.loops, outer)
+        )
         tokens = set(name_tokens(name))
         eval_named = bool(tokens & EVAL_NAME_TOKENS) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
         if eval_named and not function.uses_grad:
@@ -481,7 +585,44 @@ class _Finder:
             return
         if eval_named:
             return  # evaluation-named but uses gradients (saliency, TTT): leave it alone
+        before = len(self.found)
         self.block(node.body.body, scope)
+        if len(self.found) == before and self._graph_dies_inside(function, scope):
+            self.found.append((node, "function"))  # no evaluation loop to wrap: the whole function
+
+    def _graph_dies_inside(self, function: _Function, scope: _Scope) -> bool:
+        """Whatever its name: does the function run a model with grad on and let every
+        graph die inside it (nothing graph-carrying returned or stored), and nothing it
+        calls, here or in a caller that uses its result, take gradients?
+
+        A model handed to a call this file cannot see (`trainer.fit(model)`,
+        `torch.onnx.export(model, ...)`) may be trained there: fail closed.
+        """
+        node = function.node
+        name = node.name.value
+        if function.uses_grad or function.called_from_grad_scope or _called_from_a_forward(function):
+            return False
+        if name in FORWARD_NAMES or name.startswith("__") or (function.class_name is not None and name == "train"):
+            return False
+        if function.returns_value and not function.cuts:
+            return False  # whatever it returns is as it was made: a graph, if a model ran
+        receivers = _eval_receivers_anywhere(node.body)
+        if not _has_unguarded_model_call(node.body, scope, receivers, self.imports, methods=True):
+            return False
+        if _contains_grad_mode_change(node.body, self.imports):
+            return False
+        finder = _ModelCallFinder(scope, receivers, self.imports, False, methods=True)
+
+        def is_forward(call: cst.Call) -> bool:
+            name = dotted_name(call.func)
+            if name is not None and self.analysis.resolve(name, scope.class_name):
+                return False  # `self.has_ema()`: this file's own function, not a module
+            return finder.is_model_call(call)
+
+        flow = graph_flow(node, self.imports, is_forward)
+        if not flow.built or flow.returned or flow.escapes:
+            return False
+        return not _hands_model_away(node, finder, self.analysis, scope.class_name)
 
     def _is_pytest_test(self, name: str, function: _Function) -> bool:
         file_name = self.analysis.path.rsplit("/", 1)[-1]
@@ -643,8 +784,9 @@ def _has_unguarded_model_call(
     receivers: set[str],
     imports: ImportIndex,
     only_receivers: bool = False,
+    methods: bool = False,
 ) -> bool:
-    finder = _ModelCallFinder(scope, receivers, imports, only_receivers)
+    finder = _ModelCallFinder(scope, receivers, imports, only_receivers, methods)
     walk(body, finder)
     return finder.found
 
@@ -652,8 +794,13 @@ def _has_unguarded_model_call(
 class _ModelCallFinder(cst.CSTVisitor):
     """Is a model called outside any nested no_grad block?"""
 
-    def __init__(self, scope: _Scope, receivers: set[str], imports: ImportIndex, only_receivers: bool) -> None:
+    def __init__(
+        self, scope: _Scope, receivers: set[str], imports: ImportIndex, only_receivers: bool, methods: bool = False
+    ) -> None:
         super().__init__()
+        #: count a model's own methods (`model.encode(src)`) as forward passes: only where
+        #: the data flow then follows their results (`model.init_hidden(n)` is one too)
+        self.methods = methods
         self.scope = scope
         self.receivers = receivers
         self.imports = imports
@@ -670,24 +817,38 @@ class _ModelCallFinder(cst.CSTVisitor):
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.found:
-            return
+        if not self.found and self.is_model_call(node):
+            self.found = True
+
+    def is_model_call(self, node: cst.Call) -> bool:
+        """Does this call run a model's forward (or a model's own method)?"""
+        if isinstance(node.func, cst.Subscript):  # `self.blocks[i](h)`
+            return dotted_name(node.func.value) in self.scope.module_values
         callee = dotted_name(node.func)
         if callee is None or self.imports.qualified_name(node.func) is not None:
-            return  # an imported API (torch.*, F.*), not a model instance
+            return False  # an imported API (torch.*, F.*), not a model instance
         owner, _, method = callee.rpartition(".")
         if method in FORWARD_METHODS and owner:
             callee = owner
         elif owner and owner.rsplit(".", 1)[-1][:1].isupper():
-            return  # `Request.model_validate(...)`: a class's method, not a forward pass
-        if callee in self.receivers:
-            self.found = True
-        elif self.only_receivers:
-            return
-        elif callee == "self":
-            self.found = self.scope.module_like_class
-        elif _looks_like_model(callee.rsplit(".", 1)[-1]):
-            self.found = True
+            return False  # `Request.model_validate(...)`: a class's method, not a forward pass
+        elif not owner and callee[:1].isupper():
+            return False  # `Net(...)`: a constructor
+        if self.is_model_value(callee):
+            return True
+        if not self.methods or self.only_receivers or not owner or method in MODULE_API_METHODS or method.startswith("_"):
+            return False
+        # `model.encode(src)`, `self.model.decode(ys, memory)`: a model's own computation
+        return owner != "self" and self.is_model_value(owner)
+
+    def is_model_value(self, name: str) -> bool:
+        if name in self.receivers or name in self.scope.module_values:
+            return True
+        if self.only_receivers:
+            return False
+        if name == "self":
+            return self.scope.module_like_class
+        return _looks_like_model(name.rsplit(".", 1)[-1])
 
 
 def _looks_like_model(identifier: str) -> bool:
@@ -724,4 +885,21 @@ def _feeds_later_gradient(
             tainted |= assigned_names(statement)
         else:
             tainted -= assigned_names(statement)
+    return False
+
+
+def _hands_model_away(
+    function: cst.FunctionDef, finder: "_ModelCallFinder", analysis: _Analysis, class_name: str | None
+) -> bool:
+    """Is a model (or `self` in a module) passed to a call outside this file's functions?"""
+    for call in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
+        if not isinstance(call, cst.Call):
+            continue
+        name = dotted_name(call.func)
+        if name is not None and analysis.resolve(name, class_name):
+            continue  # a same-file function: its own gradient use was already counted
+        for argument in call.args:
+            value = dotted_name(argument.value)
+            if value is not None and finder.is_model_value(value):
+                return True
     return False

@@ -58,6 +58,11 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
     iterations of a training loop (`total_loss += loss`, `losses.append(loss)`,
     `history["loss"] += loss`, `stats.append({"loss": loss})`), and cuts them off the graph
     with `.detach()` (or `.item()` where the accumulator is only ever used as a number).
+    What carries the graph is read from the backward calls: a name, an output's attribute
+    (`outputs.loss.backward()`, then `total += outputs.loss`), the items of a criterion's
+    dict of loss terms summed into the loss (`losses["box"]`), and a step's output dict
+    whose item is backpropagated (`out["loss"].backward()`, then `epoch.append(out)`:
+    reported without a fix, since which of its items are tensors is not known).
 
     ## Why is this bad?
     Adding a loss that requires grad to a running total records the addition: the total
@@ -130,7 +135,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
                 if _grad_disabled(loop, imports, parents):
                     continue
                 analysis = _LoopAnalysis(loop, imports, parents)
-                if not analysis.tracked:
+                if not (analysis.tracked or analysis.tracked_paths):
                     continue
                 for accumulation in analysis.accumulations():
                     self._check(accumulation, analysis)
@@ -150,6 +155,17 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
             and analysis.starts_as_number(name)
             and _numeric_uses(name, scope, analysis.parents, set())
         )
+        code = self.context.module.code_for_node(accumulation.values[0]).strip()
+        containers = [v for v in accumulation.values if isinstance(v, cst.Name) and v.value in analysis.graph_containers]
+        if containers:
+            # a step's output dict (`{"loss": loss, "logits": logits}`): `.detach()` does not
+            # apply to it, and which items are tensors is not known here: report only
+            self.report(
+                accumulation.statement,
+                f"`{name}` keeps `{code}`, whose items carry this iteration's autograd graph, across "
+                "iterations; store detached copies of its tensors",
+            )
+            return
         method = "item" if use_item else "detach"
         edits = tuple(Edit(value, _method_appender(method)) for value in accumulation.values)
         fix = Fix(
@@ -157,7 +173,6 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
             edits,
             f"accumulate `.{method}()` so the graph of each iteration can be freed",
         )
-        code = self.context.module.code_for_node(accumulation.values[0]).strip()
         self.report(
             accumulation.statement,
             f"`{name}` accumulates `{code}` with its autograd graph across iterations, keeping every "
@@ -192,6 +207,13 @@ class _LoopAnalysis:
         self.tracked: set[str] = set()
         #: tracked names known to be scalars (backward without a `gradient` argument)
         self.scalar: set[str] = set()
+        #: `outputs.loss`, `out["loss"]`: attributes and items the iteration backpropagates from
+        self.tracked_paths: set[str] = set()
+        #: names whose items carry the graph: `losses` in `loss = losses["box"] + losses["cls"]`
+        self.graph_items: set[str] = set()
+        #: containers holding a graph among other things: `out` in `out["loss"].backward()`
+        #: (`out["acc"]` may be a float: only keeping `out` itself is known to keep the graph)
+        self.graph_containers: set[str] = set()
         self._find_tracked()
 
     @property
@@ -212,6 +234,9 @@ class _LoopAnalysis:
         for call in calls:
             assert isinstance(call, cst.Call)
             root = backward_root(call, self.imports)
+            if isinstance(root, (cst.Attribute, cst.Subscript)) and runs_every_iteration(call, self.loop, self.parents):
+                self._track_path(root)
+                continue
             if not isinstance(root, cst.Name) or not runs_every_iteration(call, self.loop, self.parents):
                 continue
             if root.value in self.tracked or not self._fresh_graph(root.value):
@@ -221,6 +246,32 @@ class _LoopAnalysis:
                 self.scalar.add(root.value)
         for name in list(self.tracked):
             self.tracked |= self._loss_inputs(name)
+            self.graph_items |= self._loss_items(name)
+
+    def _track_path(self, root: cst.Attribute | cst.Subscript) -> None:
+        """`outputs.loss.backward()`: the path carries this iteration's graph, and so do
+        the items of `out` in `out["loss"].backward()` (an output dict of a step)."""
+        base = root.value
+        if not isinstance(base, cst.Name) or not self._fresh_graph(base.value):
+            return
+        self.tracked_paths.add(_code(root))
+        if isinstance(root, cst.Subscript):
+            self.graph_containers.add(base.value)
+
+    def _loss_items(self, name: str) -> set[str]:
+        """`losses` in `loss = losses["box"] + losses["cls"]`, `losses` bound by a loss call
+        in the same iteration: every item of that dict of loss terms carries the graph."""
+        found = self._bindings_of(name)
+        if len(found) != 1 or found[0].value is None:
+            return set()
+        items: set[str] = set()
+        for leaf in _arithmetic_operands(found[0].value):
+            if isinstance(leaf, cst.Subscript) and isinstance(leaf.value, cst.Name):
+                candidate = self._bindings_of(leaf.value.value)
+                if len(candidate) == 1 and candidate[0].value is not None and self._is_loss_call(candidate[0].value):
+                    if self._fresh_graph(leaf.value.value):
+                        items.add(leaf.value.value)
+        return items
 
     def _fresh_graph(self, name: str) -> bool:
         """Bound in the loop by computations only (no for/with targets, no `.item()`-like cut)."""
@@ -324,9 +375,17 @@ class _LoopAnalysis:
     def _carries_graph(self, value: cst.BaseExpression) -> bool:
         """A tracked name, or arithmetic on one (`loss * x.size(0)`), with no cut anywhere."""
         if isinstance(value, cst.Name):
-            return value.value in self.tracked
+            return value.value in self.tracked or value.value in self.graph_containers
+        if isinstance(value, (cst.Attribute, cst.Subscript)):
+            if _code(value) in self.tracked_paths:
+                return True
+            return isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) and (
+                value.value.value in self.graph_items
+            )
         if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not breaks_graph(value):
-            return any(leaf.value in self.tracked for leaf in _arithmetic_leaves(value))
+            return any(
+                self._carries_graph(leaf) for leaf in _arithmetic_operands(value) if not isinstance(leaf, cst.Name)
+            ) or any(leaf.value in self.tracked for leaf in _arithmetic_leaves(value))
         return False
 
     def accumulator_is_carried(self, accumulation: _Accumulation) -> bool:
@@ -395,6 +454,19 @@ def _arithmetic_leaves(node: cst.BaseExpression) -> list[cst.Name]:
     if isinstance(node, cst.UnaryOperation):
         return _arithmetic_leaves(node.expression)
     return [node] if isinstance(node, cst.Name) else []
+
+
+def _arithmetic_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of `+ - * /` chains: names, attributes, items, calls."""
+    if isinstance(node, cst.BinaryOperation):
+        return _arithmetic_operands(node.left) + _arithmetic_operands(node.right)
+    if isinstance(node, cst.UnaryOperation):
+        return _arithmetic_operands(node.expression)
+    return [node]
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
 
 
 def _is_number(node: cst.BaseExpression | None) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from autograd_fix.codemods.dataflow import may_run_before
 from autograd_fix.codemods.data_rewrites import copy_into, out_of_place, out_of_place_name, shares_storage
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
@@ -158,7 +159,7 @@ class DataAttribute(Rule):
         return False
 
     # -- is autograd in play here? ------------------------------------------------------
-    def _in_play(self, site: Site, fact: Tracked) -> bool:
+    def _in_play(self, site: Site, fact: Tracked, write: bool = False) -> bool:
         """Can a `.data` access of this tensor here corrupt or break a graph?
 
         `.data` is dangerous only where autograd records: for a tensor computed in this
@@ -166,7 +167,9 @@ class DataAttribute(Rule):
         tensor an op in this scope saved, in a module's `forward`, and in a scope that
         runs backward (`.backward()`, `torch.autograd.grad`), an optimizer step or reads
         `.grad` (a hand-written update). Never in `__init__`; never for a parameter in
-        code that only builds, converts, fuses or initialises modules.
+        code that only builds, converts, fuses or initialises modules; not for an in-place
+        `write` in a script's set-up before its first backward (a storage swap `.data = x`
+        or a read still counts: what training sees changes, or the fix is free).
         """
         function = site.position.function
         if function is not None and function.name.value == "__init__":
@@ -175,11 +178,20 @@ class DataAttribute(Rule):
             return True
         if function is not None and function.name.value == "forward" and site.position.class_name is not None:
             return True
-        key = id(function) if function is not None else 0
+        if function is None and write:
+            # a script's module level runs once, top to bottom: set-up before its first
+            # backward (`model.embed.weight.data.copy_(vectors)`) has no graph to corrupt
+            return self._autograd_in(may_run_before(self._module.body, site.statement), id(site.statement))
+        if function is None:
+            return self._autograd_in([self._module], 0)
+        return self._autograd_in([function.body], id(function))
+
+    def _autograd_in(self, scopes: list[cst.CSTNode], key: int) -> bool:
+        """Do these statements (not nested functions or classes) run backward, step or read grads?"""
         if key not in self._scopes:
-            scope = function.body if function is not None else self._module
             finder = _AutogradFinder(self.context.imports)
-            walk(scope, finder)
+            for scope in scopes:
+                walk(scope, finder)
             self._scopes[key] = finder.found
         return self._scopes[key]
 
@@ -244,7 +256,7 @@ class DataAttribute(Rule):
     def _mutation(self, site: Site, small: cst.BaseSmallStatement, data: cst.Attribute,
                   analysis: TrackingAnalysis, updates: list) -> None:
         fact = analysis.tracked(data.value, site.statement)
-        if fact is None or not self._in_play(site, fact):
+        if fact is None or not self._in_play(site, fact, write=True):
             return
         label = _label(data.value)
         if not fact.leaf:

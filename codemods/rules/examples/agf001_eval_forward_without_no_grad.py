@@ -273,6 +273,54 @@ class TableQAPipeline(Pipeline):
         return self.sequential_inference(**model_inputs)
 """
     ),
+    # issue 8: `predict` averages test-time views, and `fit` backpropagates through
+    # what it returns: the call's result reaches `backward`, so it is not evaluation
+    valid(
+        """
+import torch
+
+class MultiViewTrainer:
+    def __init__(self, model, optimizer, criterion):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = criterion
+
+    def predict(self, views):
+        logits = [self.model(view) for view in views]
+        return torch.stack(logits).mean(0)
+
+    def fit(self, loader):
+        for views, labels in loader:
+            loss = self.criterion(self.predict(views), labels)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+"""
+    ),
+    # issue 8 (pytorch/examples distributed/rpc/batch/reinforce.py): the log-probability
+    # keeps its graph for `finish_episode`'s backward, stored through an alias of the agent
+    valid(
+        """
+import torch
+from torch.distributions import Categorical
+
+
+class Agent:
+    def __init__(self, policy, optimizer):
+        self.policy = policy
+        self.optimizer = optimizer
+        self.saved_log_probs = {}
+
+    @staticmethod
+    def select_action(agent_rref, ob_id, state):
+        self = agent_rref.local_value()
+        probs = self.policy(state)
+        m = Categorical(probs)
+        action = m.sample()
+        self.saved_log_probs[ob_id].append(m.log_prob(action))
+        return action.item()
+"""
+    ),
 ]
 
 INVALID = [
@@ -619,5 +667,367 @@ with torch.no_grad():
     for x, y in val_loader:
         print(model(x).argmax(1).eq(y).float().mean())
 ''',
+    ),
+    # issue 8: reading `requires_grad` in a debug print is not a gradient use
+    invalid(
+        """
+import torch
+
+def evaluate(model, val_loader, device):
+    model.eval()
+    correct = 0
+    for step, (images, labels) in enumerate(val_loader):
+        images, labels = images.to(device), labels.to(device)
+        logits = model(images)
+        if step == 0:
+            print("logits require grad:", logits.requires_grad)
+        correct += (logits.argmax(1) == labels).sum().item()
+    return correct / len(val_loader.dataset)
+""",
+        """
+import torch
+
+@torch.no_grad()
+def evaluate(model, val_loader, device):
+    model.eval()
+    correct = 0
+    for step, (images, labels) in enumerate(val_loader):
+        images, labels = images.to(device), labels.to(device)
+        logits = model(images)
+        if step == 0:
+            print("logits require grad:", logits.requires_grad)
+        correct += (logits.argmax(1) == labels).sum().item()
+    return correct / len(val_loader.dataset)
+""",
+    ),
+    # issue 8 (pytorch/examples language_translation): `main` trains and also calls
+    # `validate`, but what `validate` returns only picks the checkpoint: its forward
+    # passes never reach `backward`
+    invalid(
+        """
+import torch
+
+def train(model, train_dl, loss_fn, optim):
+    model.train()
+    losses = 0
+    for src, tgt in train_dl:
+        logits = model(src, tgt[:-1, :])
+        optim.zero_grad()
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[1:, :].reshape(-1))
+        loss.backward()
+        optim.step()
+        losses += loss.item()
+    return losses / len(list(train_dl))
+
+def validate(model, valid_dl, loss_fn):
+    losses = 0
+    model.eval()
+    for src, tgt in valid_dl:
+        logits = model(src, tgt[:-1, :])
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[1:, :].reshape(-1))
+        losses += loss.item()
+    return losses / len(list(valid_dl))
+
+def main(model, train_dl, valid_dl, opts):
+    loss_fn = torch.nn.CrossEntropyLoss()
+    optim = torch.optim.Adam(model.parameters(), lr=opts.lr)
+    best_val_loss = 1e6
+    for epoch in range(1, opts.epochs + 1):
+        train_loss = train(model, train_dl, loss_fn, optim)
+        val_loss = validate(model, valid_dl, loss_fn)
+        if val_loss < best_val_loss:
+            best_val_loss = val_loss
+            torch.save(model.state_dict(), opts.logging_dir + "best.pt")
+""",
+        """
+import torch
+
+def train(model, train_dl, loss_fn, optim):
+    model.train()
+    losses = 0
+    for src, tgt in train_dl:
+        logits = model(src, tgt[:-1, :])
+        optim.zero_grad()
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[1:, :].reshape(-1))
+        loss.backward()
+        optim.step()
+        losses += loss.item()
+    return losses / len(list(train_dl))
+
+@torch.no_grad()
+def validate(model, valid_dl, loss_fn):
+    losses = 0
+    model.eval()
+    for src, tgt in valid_dl:
+        logits = model(src, tgt[:-1, :])
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[1:, :].reshape(-1))
+        losses += loss.item()
+    return losses / len(list(valid_dl))
+
+def main(model, train_dl, valid_dl, opts):
+    loss_fn = torch.nn.CrossEntropyLoss()
+    optim = torch.optim.Adam(model.parameters(), lr=opts.lr)
+    best_val_loss = 1e6
+    for epoch in range(1, opts.epochs + 1):
+        train_loss = train(model, train_dl, loss_fn, optim)
+        val_loss = validate(model, valid_dl, loss_fn)
+        if val_loss < best_val_loss:
+            best_val_loss = val_loss
+            torch.save(model.state_dict(), opts.logging_dir + "best.pt")
+""",
+    ),
+    # issue 8 (pytorch/examples mnist_forward_forward): `predict` runs every layer once
+    # per label over the whole batch and keeps all those graphs until `argmax`, which
+    # has none: the graph dies inside, so this is evaluation whatever the name says
+    invalid(
+        """
+import torch
+import torch.nn as nn
+from torch.optim import Adam
+
+
+def overlay_y_on_x(x, y, classes=10):
+    x_ = x.clone()
+    x_[:, :classes] *= 0.0
+    x_[range(x.shape[0]), y] = x.max()
+    return x_
+
+
+class Net(torch.nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.layers = []
+        for d in range(len(dims) - 1):
+            self.layers = self.layers + [Layer(dims[d], dims[d + 1])]
+
+    def predict(self, x):
+        goodness_per_label = []
+        for label in range(10):
+            h = overlay_y_on_x(x, label)
+            goodness = []
+            for layer in self.layers:
+                h = layer(h)
+                goodness = goodness + [h.pow(2).mean(1)]
+            goodness_per_label += [sum(goodness).unsqueeze(1)]
+        goodness_per_label = torch.cat(goodness_per_label, 1)
+        return goodness_per_label.argmax(1)
+
+    def train(self, x_pos, x_neg):
+        h_pos, h_neg = x_pos, x_neg
+        for i, layer in enumerate(self.layers):
+            h_pos, h_neg = layer.train(h_pos, h_neg)
+
+
+class Layer(nn.Linear):
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__(in_features, out_features, bias)
+        self.relu = torch.nn.ReLU()
+        self.opt = Adam(self.parameters(), lr=0.03)
+        self.threshold = 2.0
+        self.num_epochs = 3
+
+    def forward(self, x):
+        x_direction = x / (x.norm(2, 1, keepdim=True) + 1e-4)
+        return self.relu(torch.mm(x_direction, self.weight.T) + self.bias.unsqueeze(0))
+
+    def train(self, x_pos, x_neg):
+        for i in range(self.num_epochs):
+            g_pos = self.forward(x_pos).pow(2).mean(1)
+            g_neg = self.forward(x_neg).pow(2).mean(1)
+            loss = torch.log1p(torch.exp(torch.cat([-g_pos + self.threshold, g_neg - self.threshold]))).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+        return self.forward(x_pos).detach(), self.forward(x_neg).detach()
+""",
+        """
+import torch
+import torch.nn as nn
+from torch.optim import Adam
+
+
+def overlay_y_on_x(x, y, classes=10):
+    x_ = x.clone()
+    x_[:, :classes] *= 0.0
+    x_[range(x.shape[0]), y] = x.max()
+    return x_
+
+
+class Net(torch.nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.layers = []
+        for d in range(len(dims) - 1):
+            self.layers = self.layers + [Layer(dims[d], dims[d + 1])]
+
+    @torch.no_grad()
+    def predict(self, x):
+        goodness_per_label = []
+        for label in range(10):
+            h = overlay_y_on_x(x, label)
+            goodness = []
+            for layer in self.layers:
+                h = layer(h)
+                goodness = goodness + [h.pow(2).mean(1)]
+            goodness_per_label += [sum(goodness).unsqueeze(1)]
+        goodness_per_label = torch.cat(goodness_per_label, 1)
+        return goodness_per_label.argmax(1)
+
+    def train(self, x_pos, x_neg):
+        h_pos, h_neg = x_pos, x_neg
+        for i, layer in enumerate(self.layers):
+            h_pos, h_neg = layer.train(h_pos, h_neg)
+
+
+class Layer(nn.Linear):
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__(in_features, out_features, bias)
+        self.relu = torch.nn.ReLU()
+        self.opt = Adam(self.parameters(), lr=0.03)
+        self.threshold = 2.0
+        self.num_epochs = 3
+
+    def forward(self, x):
+        x_direction = x / (x.norm(2, 1, keepdim=True) + 1e-4)
+        return self.relu(torch.mm(x_direction, self.weight.T) + self.bias.unsqueeze(0))
+
+    def train(self, x_pos, x_neg):
+        for i in range(self.num_epochs):
+            g_pos = self.forward(x_pos).pow(2).mean(1)
+            g_neg = self.forward(x_neg).pow(2).mean(1)
+            loss = torch.log1p(torch.exp(torch.cat([-g_pos + self.threshold, g_neg - self.threshold]))).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+        return self.forward(x_pos).detach(), self.forward(x_neg).detach()
+""",
+    ),
+    # issue 8 (pytorch/examples language_translation): greedy decoding after
+    # `model.eval()`; only `.item()` token ids leave the function
+    invalid(
+        """
+import torch
+
+
+def generate_square_subsequent_mask(size, device):
+    mask = (torch.triu(torch.ones((size, size), device=device)) == 1).transpose(0, 1)
+    return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, 0.0)
+
+
+def greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, device):
+    src = src.to(device)
+    src_mask = src_mask.to(device)
+    memory = model.encode(src, src_mask)
+    ys = torch.ones(1, 1).fill_(start_symbol).type(torch.long).to(device)
+    for _ in range(max_len - 1):
+        memory = memory.to(device)
+        tgt_mask = generate_square_subsequent_mask(ys.size(0), device).type(torch.bool).to(device)
+        out = model.decode(ys, memory, tgt_mask)
+        out = out.transpose(0, 1)
+        prob = model.ff(out[:, -1])
+        _, next_word = torch.max(prob, dim=1)
+        next_word = next_word.item()
+        ys = torch.cat([ys, torch.ones(1, 1).type_as(src.data).fill_(next_word)], dim=0)
+        if next_word == end_symbol:
+            break
+    return ys
+""",
+        """
+import torch
+
+
+def generate_square_subsequent_mask(size, device):
+    mask = (torch.triu(torch.ones((size, size), device=device)) == 1).transpose(0, 1)
+    return mask.float().masked_fill(mask == 0, float("-inf")).masked_fill(mask == 1, 0.0)
+
+
+@torch.no_grad()
+def greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, device):
+    src = src.to(device)
+    src_mask = src_mask.to(device)
+    memory = model.encode(src, src_mask)
+    ys = torch.ones(1, 1).fill_(start_symbol).type(torch.long).to(device)
+    for _ in range(max_len - 1):
+        memory = memory.to(device)
+        tgt_mask = generate_square_subsequent_mask(ys.size(0), device).type(torch.bool).to(device)
+        out = model.decode(ys, memory, tgt_mask)
+        out = out.transpose(0, 1)
+        prob = model.ff(out[:, -1])
+        _, next_word = torch.max(prob, dim=1)
+        next_word = next_word.item()
+        ys = torch.cat([ys, torch.ones(1, 1).type_as(src.data).fill_(next_word)], dim=0)
+        if next_word == end_symbol:
+            break
+    return ys
+""",
+    ),
+    # issue 8: a trainer's `fit` calls both steps; the validation step's own result only
+    # reaches a print, so it is evaluation although its caller trains
+    invalid(
+        """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, criterion):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = criterion
+
+    def training_step(self, batch):
+        x, y = batch
+        loss = self.criterion(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def validation_step(self, batch):
+        x, y = batch
+        logits = self.model(x)
+        return self.criterion(logits, y).item()
+
+    def fit(self, train_loader, val_loader, epochs):
+        for epoch in range(epochs):
+            self.model.train()
+            for batch in train_loader:
+                self.training_step(batch)
+            self.model.eval()
+            val_losses = [self.validation_step(batch) for batch in val_loader]
+            print(f"epoch {epoch}: val loss {sum(val_losses) / len(val_losses):.4f}")
+""",
+        """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, criterion):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = criterion
+
+    def training_step(self, batch):
+        x, y = batch
+        loss = self.criterion(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    @torch.no_grad()
+    def validation_step(self, batch):
+        x, y = batch
+        logits = self.model(x)
+        return self.criterion(logits, y).item()
+
+    def fit(self, train_loader, val_loader, epochs):
+        for epoch in range(epochs):
+            self.model.train()
+            for batch in train_loader:
+                self.training_step(batch)
+            self.model.eval()
+            val_losses = [self.validation_step(batch) for batch in val_loader]
+            print(f"epoch {epoch}: val loss {sum(val_losses) / len(val_losses):.4f}")
+""",
     ),
 ]

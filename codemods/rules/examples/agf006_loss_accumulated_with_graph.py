@@ -138,6 +138,25 @@ for samples, targets in data_loader:
     metric_logger.update(loss_dict)
 """
     ),
+    # issue 8: `out["loss"]` is backpropagated, but `out["acc"]` may be a float: keeping
+    # one item of the output dict is not known to keep the graph
+    valid(
+        """
+import torch
+
+
+def train_epoch(model, loader, optimizer, step_fn):
+    model.train()
+    accuracies = []
+    for batch in loader:
+        out = step_fn(model, batch)
+        optimizer.zero_grad()
+        out["loss"].backward()
+        optimizer.step()
+        accuracies.append(out["acc"])
+    return sum(accuracies) / len(accuracies)
+"""
+    ),
 ]
 
 INVALID = [
@@ -390,6 +409,108 @@ for x, y in train_loader:
     optimizer.zero_grad()
     all_logits.append(logits.detach())
 auroc = compute_auroc(torch.cat(all_logits))
+""",
+    ),
+    # issue 8: a Hugging Face-style output whose `.loss` is itself backpropagated
+    invalid(
+        """
+import torch
+
+
+def train_epoch(model, loader, optimizer):
+    model.train()
+    total_loss = 0
+    for batch in loader:
+        outputs = model(**batch)
+        outputs.loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total_loss += outputs.loss
+    return total_loss / len(loader)
+""",
+        """
+import torch
+
+
+def train_epoch(model, loader, optimizer):
+    model.train()
+    total_loss = 0
+    for batch in loader:
+        outputs = model(**batch)
+        outputs.loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        total_loss += outputs.loss.detach()
+    return total_loss / len(loader)
+""",
+    ),
+    # issue 8: a detection criterion's dict of loss terms, summed into the loss
+    invalid(
+        """
+import torch
+
+
+def train_one_epoch(model, criterion, data_loader, optimizer):
+    model.train()
+    running = {"box": 0.0, "cls": 0.0}
+    for images, targets in data_loader:
+        outputs = model(images)
+        losses = criterion(outputs, targets)
+        loss = losses["box"] + losses["cls"]
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        running["box"] += losses["box"]
+        running["cls"] += losses["cls"]
+    return running
+""",
+        """
+import torch
+
+
+def train_one_epoch(model, criterion, data_loader, optimizer):
+    model.train()
+    running = {"box": 0.0, "cls": 0.0}
+    for images, targets in data_loader:
+        outputs = model(images)
+        losses = criterion(outputs, targets)
+        loss = losses["box"] + losses["cls"]
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        running["box"] += losses["box"].detach()
+        running["cls"] += losses["cls"].detach()
+    return running
+""",
+    ),
+    # issue 8: a step's output dict, whose "loss" was backpropagated, kept for the epoch:
+    # report only (which of its items are tensors is not known)
+    invalid(
+        """
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, criterion):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = criterion
+
+    def training_step(self, batch):
+        x, y = batch
+        logits = self.model(x)
+        loss = self.criterion(logits, y)
+        return {"loss": loss, "logits": logits}
+
+    def fit(self, loader):
+        epoch_outputs = []
+        for batch in loader:
+            out = self.training_step(batch)
+            self.optimizer.zero_grad()
+            out["loss"].backward()
+            self.optimizer.step()
+            epoch_outputs.append(out)
+        return epoch_outputs
 """,
     ),
 ]

@@ -339,6 +339,44 @@ class RelativePositionBiasBase(nn.Module):
         return self.relative_attention_bias(bbox)
 """
     ),
+    # issue 8 (pytorch/examples legacy/snli/train.py): pretrained vectors copied in
+    # through `.data` in the script's set-up, before any forward or backward has run
+    valid(
+        """
+import torch
+import torch.nn as nn
+import torch.optim as O
+
+
+class SNLIClassifier(nn.Module):
+    def __init__(self, n_embed, d_embed, d_out):
+        super().__init__()
+        self.embed = nn.Embedding(n_embed, d_embed)
+        self.out = nn.Linear(d_embed, d_out)
+
+    def forward(self, premise):
+        return self.out(self.embed(premise).mean(0))
+
+
+vectors = torch.randn(100, 16)
+train_iter = [(torch.randint(0, 100, (7, 4)), torch.randint(0, 3, (4,))) for _ in range(3)]
+word_vectors = True
+
+model = SNLIClassifier(100, 16, 3)
+if word_vectors:
+    model.embed.weight.data.copy_(vectors)
+
+criterion = nn.CrossEntropyLoss()
+opt = O.Adam(model.parameters(), lr=0.001)
+for epoch in range(2):
+    for premise, label in train_iter:
+        opt.zero_grad()
+        answer = model(premise)
+        loss = criterion(answer, label)
+        loss.backward()
+        opt.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -643,6 +681,88 @@ class Gated(nn.Module):
         gate = torch.sigmoid(self.fc(x))
         gate = gate.mul(2).clamp(max=1.5)
         return gate * x
+""",
+    ),
+    # issue 8: the same copy after a first training loop ran backward is a finding
+    invalid(
+        """
+import torch
+import torch.nn as nn
+import torch.optim as O
+
+
+class SNLIClassifier(nn.Module):
+    def __init__(self, n_embed, d_embed, d_out):
+        super().__init__()
+        self.embed = nn.Embedding(n_embed, d_embed)
+        self.out = nn.Linear(d_embed, d_out)
+
+    def forward(self, premise):
+        return self.out(self.embed(premise).mean(0))
+
+
+vectors = torch.randn(100, 16)
+train_iter = [(torch.randint(0, 100, (7, 4)), torch.randint(0, 3, (4,))) for _ in range(3)]
+word_vectors = True
+
+model = SNLIClassifier(100, 16, 3)
+criterion = nn.CrossEntropyLoss()
+opt = O.Adam(model.parameters(), lr=0.001)
+for epoch in range(2):
+    for premise, label in train_iter:
+        opt.zero_grad()
+        criterion(model(premise), label).backward()
+        opt.step()
+if word_vectors:
+    model.embed.weight.data.copy_(vectors)
+
+for epoch in range(2):
+    for premise, label in train_iter:
+        opt.zero_grad()
+        answer = model(premise)
+        loss = criterion(answer, label)
+        loss.backward()
+        opt.step()
+""",
+        """
+import torch
+import torch.nn as nn
+import torch.optim as O
+
+
+class SNLIClassifier(nn.Module):
+    def __init__(self, n_embed, d_embed, d_out):
+        super().__init__()
+        self.embed = nn.Embedding(n_embed, d_embed)
+        self.out = nn.Linear(d_embed, d_out)
+
+    def forward(self, premise):
+        return self.out(self.embed(premise).mean(0))
+
+
+vectors = torch.randn(100, 16)
+train_iter = [(torch.randint(0, 100, (7, 4)), torch.randint(0, 3, (4,))) for _ in range(3)]
+word_vectors = True
+
+model = SNLIClassifier(100, 16, 3)
+criterion = nn.CrossEntropyLoss()
+opt = O.Adam(model.parameters(), lr=0.001)
+for epoch in range(2):
+    for premise, label in train_iter:
+        opt.zero_grad()
+        criterion(model(premise), label).backward()
+        opt.step()
+if word_vectors:
+    with torch.no_grad():
+        model.embed.weight.copy_(vectors)
+
+for epoch in range(2):
+    for premise, label in train_iter:
+        opt.zero_grad()
+        answer = model(premise)
+        loss = criterion(answer, label)
+        loss.backward()
+        opt.step()
 """,
     ),
 ]

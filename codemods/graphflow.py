@@ -1,0 +1,298 @@
+"""Graph-carrying values inside one function, and whether any of them leaves it.
+
+A forward pass under enabled grad makes values that carry an autograd graph. They stop
+carrying it through `.item()`, `.detach()`, `.argmax()`, comparisons and integer casts,
+and the indices of `max(dim)` / `topk` / `sort` never carried one. When no graph-carrying
+value is returned, yielded or stored where the caller can see it, the graph dies with the
+call: nobody can backpropagate through it, so the forward is an evaluation pass whatever
+the function is called.
+
+The answer is flow-insensitive (a name is graph-carrying if any assignment to it makes it
+so) and over-approximates what escapes: it errs towards "carries a graph" and "escapes",
+which keeps a rule that relies on it silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.walk import iter_children, iter_descendants
+
+#: methods whose result holds no graph, whatever the receiver
+CUTTING_METHODS = frozenset(
+    {"item", "tolist", "numpy", "detach", "detach_", "argmax", "argmin", "argsort", "eq", "ne", "lt", "le", "gt",
+     "ge", "size", "dim", "numel", "long", "int", "bool", "byte", "nonzero", "isnan", "isinf", "isfinite",
+     "data_ptr", "stride", "equal", "allclose"}
+)
+#: functions (builtins and torch's) whose result holds no graph
+CUTTING_FUNCTIONS = frozenset(
+    {"float", "int", "bool", "len", "str", "repr", "round", "isinstance", "print", "torch.argmax", "torch.argmin",
+     "torch.argsort", "torch.eq", "torch.ne", "torch.isnan", "torch.isinf", "torch.isfinite", "torch.equal",
+     "torch.allclose", "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.randn_like",
+     "torch.rand_like", "torch.full_like"}
+)
+#: `values, indices = x.max(dim)`: only the first of the pair can carry a graph
+VALUE_INDEX_PAIRS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median"})
+#: attributes that are metadata, not tensors
+METADATA_ATTRIBUTES = frozenset(
+    {"shape", "dtype", "device", "requires_grad", "is_leaf", "ndim", "is_cuda", "layout", "names", "grad_fn"}
+)
+#: calls that make a new, empty or copied, container
+_NEW_CONTAINERS = frozenset({"list", "dict", "set", "tuple", "defaultdict", "OrderedDict", "deque", "Counter"})
+#: calls that put a value into their receiver
+_STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "put", "put_nowait",
+                              "push", "appendleft", "copy_", "__setitem__"})
+
+
+@dataclass
+class GraphFlow:
+    """What became of the graph-carrying values a function made."""
+
+    #: some value in the function carries a graph (a source call ran)
+    built: bool = False
+    #: a graph-carrying value is returned or yielded
+    returned: bool = False
+    #: statements that store a graph-carrying value where the caller can see it
+    escapes: list[cst.CSTNode] = field(default_factory=list)
+
+
+def graph_flow(function: cst.FunctionDef, imports: ImportIndex, is_source: Callable[[cst.Call], bool]) -> GraphFlow:
+    """Follow the values made by `is_source` calls (forward passes) through `function`.
+
+    A source call that is a statement of its own (its result dropped) makes nothing.
+    """
+    return _GraphFlowAnalysis(function, imports, is_source).run()
+
+
+def _prune(node: cst.CSTNode) -> bool:
+    return isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+
+
+class _GraphFlowAnalysis:
+    def __init__(self, function: cst.FunctionDef, imports: ImportIndex, is_source: Callable[[cst.Call], bool]) -> None:
+        self.function = function
+        self.imports = imports
+        self.nodes = [node for node in iter_descendants(function.body, prune=_prune) if node is not function.body]
+        # a call whose result is dropped (`self.head.reset(n)`, `self.ema.update(model)`,
+        # a forward run for its hooks) makes no value this function could cut
+        dropped = {id(node.value) for node in self.nodes if isinstance(node, cst.Expr)}
+        self.is_source = lambda call: id(call) not in dropped and is_source(call)
+        self.locals = self._local_names()
+        self.tainted: set[str] = set()
+        self.result = GraphFlow()
+
+    def _local_names(self) -> set[str]:
+        names: set[str] = set()
+        for node in self.nodes:
+            for target in _targets_of(node):
+                names |= _bound_names(target)
+        params = {param.name.value for param in _all_params(self.function.params)}
+        return names - params
+
+    def run(self) -> GraphFlow:
+        if any(isinstance(node, (cst.Global, cst.Nonlocal)) for node in self.nodes):
+            self.result.escapes.append(self.function)  # module state: fail closed
+        if any(isinstance(node, cst.FunctionDef) or _registers_hook(node) for node in self.nodes):
+            # a nested function or a hook can capture activations this analysis does not see
+            self.result.escapes.append(self.function)
+        changed = True
+        while changed:
+            before = len(self.tainted)
+            for node in self.nodes:
+                self._bind(node)
+            changed = len(self.tainted) != before
+        self.result.built = any(isinstance(node, cst.Call) and self.is_source(node) for node in self.nodes)
+        self.fresh = self._fresh_locals()
+        for node in self.nodes:
+            self._check_exit(node)
+        return self.result
+
+    def _fresh_locals(self) -> set[str]:
+        """Locals that only ever hold objects made here: `[]`, `dict()`, a new tensor.
+
+        `self = rref.local_value()` or `for buffer in self.buffers` alias objects the
+        caller sees: storing into them is an escape.
+        """
+        stale: set[str] = set()
+        for node in self.nodes:
+            for target in _targets_of(node):
+                value = getattr(node, "value", None)
+                single = isinstance(target, cst.Name) and isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign))
+                if not (single and value is not None and self._makes_new(value)):
+                    stale |= _bound_names(target)
+        return self.locals - stale
+
+    def _makes_new(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.Tuple, cst.ListComp, cst.DictComp, cst.SetComp,
+                              cst.GeneratorExp, cst.BinaryOperation, cst.Integer, cst.Float, cst.SimpleString,
+                              cst.FormattedString, cst.ConcatenatedString)):
+            return True
+        if isinstance(value, cst.Call):
+            callee = value.func.value if isinstance(value.func, cst.Name) else (
+                value.func.attr.value if isinstance(value.func, cst.Attribute) else ""
+            )
+            return callee in _NEW_CONTAINERS or self.carries(value)
+        return False
+
+    # -- binding ----------------------------------------------------------------------
+    def _bind(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                self._assign(target.target, node.value)
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+            if isinstance(node, cst.AugAssign) and self.carries(node.target):
+                return
+            self._assign(node.target, node.value)
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            self._assign(node.target, node.iter)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            self._assign(node.asname.name, node.item)
+        elif isinstance(node, cst.NamedExpr):
+            self._assign(node.target, node.value)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            # `outputs.append(logits)`: the local container now holds a graph
+            if node.func.attr.value in _STORING_METHODS and any(self.carries(arg.value) for arg in node.args):
+                root = _root_name(node.func.value)
+                if root is not None and root in self.locals:
+                    self.tainted.add(root)
+
+    def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)) and self._value_index_pair(value):
+            elements = [element.value for element in target.elements]
+            if len(elements) == 2:
+                self._assign_taint(elements[0], self.carries(value))
+                return
+        self._assign_taint(target, self.carries(value))
+
+    def _assign_taint(self, target: cst.BaseExpression, carries: bool) -> None:
+        if not carries:
+            return
+        if isinstance(target, cst.Name):
+            self.tainted.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._assign_taint(element.value, carries)
+        elif isinstance(target, cst.StarredElement):
+            self._assign_taint(target.value, carries)
+        elif isinstance(target, (cst.Attribute, cst.Subscript)):
+            root = _root_name(target)
+            if root is not None and root in self.locals:
+                self.tainted.add(root)
+
+    def _value_index_pair(self, value: cst.BaseExpression) -> bool:
+        if not isinstance(value, cst.Call):
+            return False
+        qualified = self.imports.qualified_name(value.func) or ""
+        if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in VALUE_INDEX_PAIRS:
+            return True
+        return isinstance(value.func, cst.Attribute) and value.func.attr.value in VALUE_INDEX_PAIRS and bool(value.args)
+
+    # -- does an expression carry a graph? ---------------------------------------------
+    def carries(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Name):
+            return node.value in self.tainted
+        if isinstance(node, cst.Call):
+            return self._call_carries(node)
+        if isinstance(node, cst.Attribute):
+            return node.attr.value not in METADATA_ATTRIBUTES and self.carries(node.value)
+        if isinstance(node, (cst.Comparison, cst.FormattedString, cst.Lambda, cst.SimpleString, cst.Integer,
+                             cst.Float, cst.Imaginary, cst.ConcatenatedString)):
+            return False
+        if isinstance(node, cst.Subscript):
+            return self.carries(node.value)
+        return any(self.carries(child) for child in iter_children(node))
+
+    def _call_carries(self, call: cst.Call) -> bool:
+        if self.is_source(call):
+            return True
+        qualified = self.imports.qualified_name(call.func)
+        name = qualified or (call.func.value if isinstance(call.func, cst.Name) else None)
+        if name in CUTTING_FUNCTIONS:
+            return False
+        if isinstance(call.func, cst.Attribute):
+            if call.func.attr.value in CUTTING_METHODS:
+                return False
+            if self.carries(call.func.value):
+                return True
+        return any(self.carries(argument.value) for argument in call.args)
+
+    # -- does a graph leave the function? ----------------------------------------------
+    def _check_exit(self, node: cst.CSTNode) -> None:
+        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None:
+            value = node.value
+            if isinstance(value, cst.From):
+                value = value.item
+            if self.carries(value):
+                self.result.returned = True
+        elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if self.carries(node.value) and any(self._stores_outside(target) for target in targets):
+                self.result.escapes.append(node)
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not self.is_source(node):
+            receiver = node.func.value
+            storing = node.func.attr.value in _STORING_METHODS
+            if self.imports.qualified_name(node.func) is not None or (self.carries(receiver) and not storing):
+                return  # `torch.cat(...)`, `F.relu(...)`, `h.mul(...)`: a new value, not a store
+            root = _root_name(receiver)
+            if (root is None or root not in self.fresh) and any(self.carries(arg.value) for arg in node.args):
+                self.result.escapes.append(node)  # `self.cache.append(out)`, `writer.add(out)`
+
+    def _stores_outside(self, target: cst.BaseExpression) -> bool:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return any(self._stores_outside(element.value) for element in target.elements)
+        if isinstance(target, cst.StarredElement):
+            return self._stores_outside(target.value)
+        if isinstance(target, (cst.Attribute, cst.Subscript)):
+            root = _root_name(target)
+            return root is None or root not in self.fresh
+        return False
+
+
+def _registers_hook(node: cst.CSTNode) -> bool:
+    """`model.register_forward_hook(save)`, `t.register_hook(fn)`."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return False
+    method = node.func.attr.value
+    return method.startswith("register_") and "hook" in method
+
+
+def _targets_of(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.Assign):
+        return [target.target for target in node.targets]
+    if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr)):
+        return [node.target]
+    if isinstance(node, (cst.For, cst.CompFor)):
+        return [node.target]
+    if isinstance(node, cst.WithItem) and node.asname is not None:
+        return [node.asname.name]
+    return []
+
+
+def _bound_names(target: cst.BaseExpression) -> set[str]:
+    """Names a target binds: `x`, `a, (b, *c)`; `self.x` and `d[k]` bind none."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_bound_names(element.value) for element in target.elements))
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return set()
+
+
+def _all_params(params: cst.Parameters) -> list[cst.Param]:
+    found = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            found.append(star)
+    return found
+
+
+def _root_name(node: cst.BaseExpression) -> str | None:
+    """`outputs` for `outputs`, `outputs["x"]`, `outputs.items`; None for a call's result."""
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None

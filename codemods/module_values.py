@@ -1,0 +1,66 @@
+"""Which values in a class or function are modules, read from how they are built.
+
+`self.fc = nn.Linear(...)` or `self.layers = [Layer(d, e) for ...]` in `__init__` makes
+`self.fc` / `self.layers` modules (or containers of modules), and a loop over such a
+container binds a module: `for layer in self.layers: h = layer(h)` is a forward pass
+though no name says "model". Constructors are recognised by qualified name (`torch.nn.*`)
+or as classes of the same file that are modules.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.names import last_segment
+from autograd_fix.codemods.walk import iter_descendants
+
+
+def _nested_scope(node: cst.CSTNode) -> bool:
+    return isinstance(node, (cst.FunctionDef, cst.ClassDef))
+
+
+def module_attributes(node: cst.ClassDef, module_classes: set[str], imports: ImportIndex) -> frozenset[str]:
+    """`self.X` attributes a class's `__init__` builds from modules: `self.fc = nn.Linear(...)`,
+    `self.layers = self.layers + [Layer(d, e).to(device)]`, `nn.ModuleList(...)`."""
+    found: set[str] = set()
+    inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
+    for statement in (n for init in inits for n in iter_descendants(init.body, prune=_nested_scope)):
+        if not isinstance(statement, (cst.Assign, cst.AugAssign, cst.AnnAssign)) or statement.value is None:
+            continue
+        targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+        names = [dotted_name(target) for target in targets]
+        attributes = [name for name in names if name is not None and name.startswith("self.") and name.count(".") == 1]
+        if attributes and _builds_module(statement.value, module_classes, imports):
+            found.update(attributes)
+    return frozenset(found)
+
+
+def _builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:
+    for call in iter_descendants(value):
+        if not isinstance(call, cst.Call):
+            continue
+        qualified = imports.qualified_name(call.func) or ""
+        if qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper():
+            if qualified.rsplit(".", 1)[-1] != "Parameter":
+                return True
+        if isinstance(call.func, cst.Name) and call.func.value in module_classes:
+            return True
+    return False
+
+
+def module_loop_names(loops: list[cst.CSTNode], attributes: frozenset[str]) -> frozenset[str]:
+    """`layer` in `for layer in self.layers:` (or `for i, layer in enumerate(self.layers)`)."""
+    found: set[str] = set()
+    if not attributes:
+        return frozenset()
+    for loop in loops:
+        assert isinstance(loop, (cst.For, cst.CompFor))
+        iterable, target = loop.iter, loop.target
+        if isinstance(iterable, cst.Call) and last_segment(iterable.func) == "enumerate" and iterable.args:
+            iterable = iterable.args[0].value
+            if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+                target = target.elements[1].value
+        if dotted_name(iterable) in attributes and isinstance(target, cst.Name):
+            found.add(target.value)
+    return frozenset(found)

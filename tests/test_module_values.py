@@ -1,0 +1,59 @@
+"""Unit tests for `codemods/module_values.py`: modules found from how a class builds them."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.module_values import module_attributes, module_loop_names
+
+SOURCE = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    class Net(nn.Module):
+        def __init__(self, dims):
+            super().__init__()
+            self.layers = []
+            for d in range(len(dims) - 1):
+                self.layers = self.layers + [Layer(dims[d], dims[d + 1])]
+            self.head = nn.Linear(dims[-1], 10)
+            self.scale = nn.Parameter(torch.ones(1))
+            self.threshold = 2.0
+
+        def predict(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            for i, block in enumerate(self.layers):
+                pass
+            for value in self.values:
+                pass
+            return self.head(x).argmax(1)
+    """
+)
+
+
+def _parts() -> tuple[cst.ClassDef, cst.FunctionDef, ImportIndex]:
+    module = cst.parse_module(SOURCE)
+    net = next(node for node in module.body if isinstance(node, cst.ClassDef))
+    predict = next(s for s in net.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "predict")
+    return net, predict, ImportIndex.from_module(module)
+
+
+def test_attributes_built_from_modules_in_init() -> None:
+    net, _, imports = _parts()
+    assert module_attributes(net, {"Layer", "Net"}, imports) == {"self.layers", "self.head"}
+
+
+def test_an_unknown_class_is_not_a_module() -> None:
+    net, _, imports = _parts()
+    assert module_attributes(net, set(), imports) == {"self.head"}
+
+
+def test_loops_over_module_containers_bind_modules() -> None:
+    _, predict, _ = _parts()
+    loops = [node for node in predict.body.body if isinstance(node, cst.For)]
+    assert module_loop_names(loops, frozenset({"self.layers", "self.head"})) == {"layer", "block"}
