@@ -11,7 +11,7 @@ tests/corpus/README.md). This prints, overall and per rule:
 
 Every miss is listed with its reason, so BUG_CORPUS.md can explain it.
 
-    python benchmarks/bug_corpus.py [--cases DIR] [--no-run] [--only NAME]
+    python benchmarks/bug_corpus.py [--cases DIR] [--no-run] [--only NAME] [--jobs N]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import sys
 import tempfile
 import tomllib
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -214,9 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=Path, default=CORPUS_DIR)
     parser.add_argument("--no-run", action="store_true", help="static detection only; run no scripts")
     parser.add_argument("--only", help="only case folders whose name contains this")
+    parser.add_argument("--jobs", type=int, default=1, help="cases scored in parallel (each runs two scripts)")
     args = parser.parse_args(argv)
     cases = [c for c in load_cases(args.cases) if not args.only or args.only in c.name]
-    scores = [score_case(case, run=not args.no_run) for case in cases]
+    with ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
+        scores = list(pool.map(lambda case: score_case(case, run=not args.no_run), cases))
     print(report(scores, run=not args.no_run))
     return 0
 
