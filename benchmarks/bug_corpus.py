@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="cases scored in parallel (each runs two scripts)")
     args = parser.parse_args(argv)
     cases = [c for c in load_cases(args.cases) if not args.only or args.only in c.name]
+    if cases:
+        static_result(cases[0].folder / "buggy.py")  # import the rules once, before threads share them
     with ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
         scores = list(pool.map(lambda case: score_case(case, run=not args.no_run), cases))
     print(report(scores, run=not args.no_run))
