@@ -64,7 +64,7 @@ for epoch in range(2):
         optimizer_E_G.zero_grad()
         optimizer_D.zero_grad()
 
-        loss_EG = loss_E_G(x, x_hat, r_x_hat, e_hat, D.W[:, i].transpose(1, 0) if D.W[:, i].dim() > 1 else D.W[:, i])
+        loss_EG = loss_E_G(x, x_hat, r_x_hat, e_hat, D.W[:, i])
         loss_D = loss_DSC(r_x, r_x_hat)
         loss = loss_EG + loss_D
         loss.backward(retain_graph=True)
