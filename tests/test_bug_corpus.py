@@ -85,3 +85,47 @@ def test_malformed_expected_is_rejected():
 )
 def test_near_miss_has_no_finding(case):
     assert bench.findings_of(case) == []
+
+
+def _write_case(root, name, kind, expected, buggy, xfail=None):
+    folder = root / name
+    folder.mkdir()
+    extra = f'xfail = "{xfail}"\n' if xfail else ""
+    (folder / "case.toml").write_text(
+        f'link = "https://example.org/{name}"\nrule = "AGF006"\nkind = "{kind}"\ndescription = "d"\n{extra}', encoding="utf-8"
+    )
+    (folder / "expected.txt").write_text(expected, encoding="utf-8")
+    (folder / "buggy.py").write_text(buggy, encoding="utf-8")
+    return bench.load_case(folder)
+
+
+ACCUMULATING = """\
+import torch
+
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+total = 0
+for _ in range(3):
+    opt.zero_grad()
+    loss = model(torch.randn(4, 2)).pow(2).mean()
+    loss.backward()
+    opt.step()
+    total += loss
+"""
+
+
+def test_scoring_counts_detection_only_at_the_expected_line(tmp_path):
+    """The benchmark's detection must depend on the line, not just the code."""
+    right = _write_case(tmp_path, "agf006_01_right", "bug", "AGF006 11\n", ACCUMULATING)
+    wrong = _write_case(tmp_path, "agf006_02_wrong", "bug", "AGF006 10\n", ACCUMULATING)
+    assert bench.score_case(right, run=False).detected is True
+    missed = bench.score_case(wrong, run=False)
+    assert missed.detected is False and "not detected" in missed.miss
+
+
+def test_scoring_flags_findings_on_near_misses(tmp_path):
+    near = _write_case(tmp_path, "agf006_03_near", "near-miss", "", ACCUMULATING)
+    score = bench.score_case(near, run=False)
+    assert score.false_positive and score.miss.startswith("false positive")
+    report = bench.report([score], run=False)
+    assert "false positives on near-misses: 1/1" in report
