@@ -1,0 +1,72 @@
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass
+class QuestionAnsweringModelOutput:
+    loss: torch.Tensor
+    start_logits: torch.Tensor
+    end_logits: torch.Tensor
+
+
+class BertForQuestionAnswering(nn.Module):
+    def __init__(self, vocab_size=50, hidden=16):
+        super().__init__()
+        self.embeddings = nn.Embedding(vocab_size, hidden)
+        self.qa_outputs = nn.Linear(hidden, 2)
+
+    def forward(self, input_ids, token_type_ids, attention_mask, start_positions, end_positions):
+        sequence_output = self.embeddings(input_ids) * attention_mask.unsqueeze(-1)
+        logits = self.qa_outputs(sequence_output)
+        start_logits, end_logits = logits.split(1, dim=-1)
+        start_logits, end_logits = start_logits.squeeze(-1), end_logits.squeeze(-1)
+        loss = (F.cross_entropy(start_logits, start_positions) + F.cross_entropy(end_logits, end_positions)) / 2
+        return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits)
+
+
+device = "cpu"
+model = BertForQuestionAnswering().to(device)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+train_loader = [
+    (torch.randint(0, 50, (4, 12)), torch.zeros(4, 12, dtype=torch.long), torch.ones(4, 12),
+     torch.randint(0, 12, (4,)), torch.randint(0, 12, (4,)))
+    for _ in range(6)
+]
+num_epoch = 1
+logging_step = 3
+fp16_training = False
+
+model.train()
+print("Start Training ...")
+for epoch in range(num_epoch):
+    step = 1
+    train_loss = train_acc = 0
+
+    for data in train_loader:
+        # Load all data into GPU
+        data = [i.to(device) for i in data]
+
+        output = model(input_ids=data[0], token_type_ids=data[1], attention_mask=data[2],
+                       start_positions=data[3], end_positions=data[4])
+
+        # Choose the most probable start position / end position
+        start_index = torch.argmax(output.start_logits, dim=1)
+        end_index = torch.argmax(output.end_logits, dim=1)
+
+        # Prediction is correct only if both start_index and end_index are correct
+        train_acc += ((start_index == data[3]) & (end_index == data[4])).float().mean()
+        train_loss += output.loss.detach()
+
+        output.loss.backward()
+
+        optimizer.step()
+        optimizer.zero_grad()
+        step += 1
+
+        # Print training loss and accuracy over past logging step
+        if step % logging_step == 0:
+            print(f"Epoch {epoch + 1} | Step {step} | loss = {train_loss.item() / logging_step:.3f}, acc = {train_acc / logging_step:.3f}")
+            train_loss = train_acc = 0

@@ -1,0 +1,60 @@
+import numpy as np
+import torch
+from torch import nn
+
+# Hyper Parameters
+TIME_STEP = 10  # rnn time step
+INPUT_SIZE = 1  # rnn input size
+LR = 0.02  # learning rate
+
+
+class RNN(nn.Module):
+    def __init__(self):
+        super(RNN, self).__init__()
+
+        self.rnn = nn.RNN(
+            input_size=INPUT_SIZE,
+            hidden_size=32,  # rnn hidden unit
+            num_layers=1,  # number of rnn layer
+            batch_first=True,  # input & output will has batch size as 1s dimension. e.g. (batch, time_step, input_size)
+        )
+        self.out = nn.Linear(32, 1)
+
+    def forward(self, x, h_state):
+        # x (batch, time_step, input_size)
+        # h_state (n_layers, batch, hidden_size)
+        # r_out (batch, time_step, hidden_size)
+        r_out, h_state = self.rnn(x, h_state)
+
+        outs = []  # save all predictions
+        for time_step in range(r_out.size(1)):  # calculate output for each time step
+            outs.append(self.out(r_out[:, time_step, :]))
+        return torch.stack(outs, dim=1), h_state
+
+
+rnn = RNN()
+
+optimizer = torch.optim.Adam(rnn.parameters(), lr=LR)  # optimize all cnn parameters
+loss_func = nn.MSELoss()
+
+h_state = None  # for initial hidden state
+
+for step in range(5):
+    start, end = step * np.pi, (step + 1) * np.pi  # time range
+    # use sin predicts cos
+    steps = np.linspace(start, end, TIME_STEP, dtype=np.float32, endpoint=False)
+    x_np = np.sin(steps)
+    y_np = np.cos(steps)
+
+    x = torch.from_numpy(x_np[np.newaxis, :, np.newaxis])  # shape (batch, time_step, input_size)
+    y = torch.from_numpy(y_np[np.newaxis, :, np.newaxis])
+
+    prediction, h_state = rnn(x, h_state)  # rnn output
+    # !! next step is important !!
+    h_state = h_state.data  # repack the hidden state, break the connection from last iteration
+
+    loss = loss_func(prediction, y)  # calculate loss
+    optimizer.zero_grad()  # clear gradients for this training step
+    loss.backward()  # backpropagation, compute gradients
+    optimizer.step()  # apply gradients
+    print(step, round(loss.item(), 4))
