@@ -37,6 +37,7 @@ from .shapes import (
     tensor_layouts,
     Plan,
     SliceExpired,
+    forwards_in,
     model_plans,
     run_sliced,
     tensor_shape,
@@ -150,6 +151,8 @@ class Binder:
     _model: nn.Module | None = None
     _shapes: dict[str, Any] | None = None
     _unit: UnitText | None = None
+    _tree: ast.Module | None = None
+    _forward_defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
     _plans: list[Plan] | None = None
     _plan_index: int | None = None
     _plain_tensors: int = 0
@@ -284,8 +287,25 @@ class Binder:
     def unit(self) -> UnitText:
         """The unit's body as evidence (parsed once per binder)."""
         if self._unit is None:
-            self._unit = read_unit(self.source, self.qualname, self._is_module_callee)
+            self._unit = read_unit(self.source, self.qualname, self._is_module_callee, self._parsed())
         return self._unit
+
+    def _parsed(self) -> ast.Module | None:
+        """The source's syntax tree, parsed once per binder (each question parsed the
+        whole file again: a cost per run that grew with its length); None if it does
+        not parse."""
+        if self._tree is None:
+            try:
+                self._tree = ast.parse(self.source)
+            except (SyntaxError, ValueError):
+                return None
+        return self._tree
+
+    def _forwards(self) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        if self._forward_defs is None:
+            tree = self._parsed()
+            self._forward_defs = forwards_in(tree) if tree is not None else {}
+        return self._forward_defs
 
     def _is_module_callee(self, func: ast.expr, owner: Any = None) -> bool:
         """A callee in the unit's body that is a module: ``self.<layer>`` of a bound
@@ -488,7 +508,7 @@ class Binder:
         if self._shapes is not None:
             return self._shapes
         model = self.model()
-        plans = self._plans = model_plans(model, self.source)
+        plans = self._plans = model_plans(model, self.source, self._forwards())
         rng = self._rng_state()
         if self.plan is not None:
             index = min(max(self.plan, 0), len(plans) - 1)
@@ -572,13 +592,13 @@ class Binder:
         if not required:
             return []
         uses = read_unit(
-            self.source, f"{type(model).__qualname__}.forward", lambda func: self._is_module_callee(func, model)
+            self.source, f"{type(model).__qualname__}.forward", lambda func: self._is_module_callee(func, model), self._parsed()
         ).uses
         extras = []
         for param in required:
             use = uses.get(param.name)
             layer = self._resolve_module(use.callee, model) if use is not None and use.callee is not None else None
-            plan = model_plans(layer, self.source)[0] if layer is not None else Plan((MAX_BATCH, FEATURES), "no known layer")
+            plan = model_plans(layer, self.source, self._forwards())[0] if layer is not None else Plan((MAX_BATCH, FEATURES), "no known layer")
             extras.append(plan.build(self.device, self.dtype))
         return extras
 
@@ -652,7 +672,7 @@ class Binder:
             layer = self._model  # the first input of the model's own method: the model's input
         if layer is not None and layer is not self._model:
             # fed to a part of a model or a layer of its own: shaped for that
-            plan = model_plans(layer, self.source)[0]
+            plan = model_plans(layer, self.source, self._forwards())[0]
             base = plan.build(self.device, self.dtype)
         elif self._has_model():
             try:

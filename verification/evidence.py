@@ -283,17 +283,21 @@ class _Collector(ast.NodeVisitor):
                 self._mark(name, f"its body passes it to {leaf}()", matrix=position == 1 and leaf in _MATRIX_SECOND)
 
 
-def read_unit(source: str, qualname: str | None, is_module: Callable[[ast.expr], bool]) -> UnitText:
+def read_unit(
+    source: str, qualname: str | None, is_module: Callable[[ast.expr], bool], tree: ast.Module | None = None
+) -> UnitText:
     """The unit's text, the names it reads, and each parameter's evidence; `is_module`
     says whether a callee (``self.encoder``, ``discriminator``) is a module, so that
     its positional arguments are tensors. A parameter passed on to another function of
-    the file takes that function's evidence for it (one call deep)."""
+    the file takes that function's evidence for it (one call deep). `tree`: `source`
+    already parsed (a binder parses it once for all its questions)."""
     if not qualname:
         return UnitText()
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return UnitText()
+    if tree is None:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return UnitText()
     function = _find_function(tree, qualname)
     if function is None:
         return UnitText()

@@ -88,6 +88,11 @@ def forwards(source: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return {}
+    return forwards_in(tree)
+
+
+def forwards_in(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """`forwards` of an already parsed module (a binder parses its source once)."""
     found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     # classes live at module level, in classes, or under an if/try/with: function
     # bodies (most of a large file) are not walked, each run asks this again
@@ -128,11 +133,13 @@ def _self_attribute(func: ast.expr) -> str | None:
     return None
 
 
-def entry_layers(model: nn.Module, source: str) -> list[nn.Module]:
+def entry_layers(
+    model: nn.Module, source: str, forward_defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
+) -> list[nn.Module]:
     """Layers that may receive the input first: in the order the forward in `source`
     calls them, then in registration order (the fallback when the forward is not in
     `source`, e.g. a library model). Duplicates removed."""
-    found = _forward_order(model, forwards(source), 0)
+    found = _forward_order(model, forwards(source) if forward_defs is None else forward_defs, 0)
     found.extend(layer for layer in model.modules() if isinstance(layer, _ENTRY_TYPES))
     unique: list[nn.Module] = []
     for layer in found:
@@ -250,11 +257,13 @@ def layer_plans(layer: nn.Module, sequence: int = SEQUENCE) -> Iterator[Plan]:
                 yield Plan(shape, f"{name} num_features={features}")
 
 
-def model_plans(model: nn.Module, source: str) -> list[Plan]:
+def model_plans(
+    model: nn.Module, source: str, forward_defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
+) -> list[Plan]:
     """At most MAX_PLANS candidate inputs for `model`: each entry layer's best plan
     first (the forward's own first layer wins), then their alternatives."""
     sequence = sequence_length(model)
-    per_layer = [list(layer_plans(layer, sequence)) for layer in entry_layers(model, source)]
+    per_layer = [list(layer_plans(layer, sequence)) for layer in entry_layers(model, source, forward_defs)]
     per_layer = [plans for plans in per_layer if plans]
     ordered: list[Plan] = []
     if per_layer:
