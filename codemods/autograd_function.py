@@ -493,7 +493,7 @@ class TensorFacts:
             for name, values in assignments.items():
                 if name in params or any(v is None for v in values):
                     continue
-                if name not in self.tensors and all(self.is_tensor(v) for v in values):
+                if name not in self.tensors and self._all_tensors(name, values):
                     self.tensors.add(name)
                     changed = True
                 elif name not in self.non_tensors and all(self.is_non_tensor(v) for v in values):
@@ -504,6 +504,18 @@ class TensorFacts:
         both = self.tensors & self.non_tensors
         self.tensors -= both
         self.non_tensors -= both
+
+    def _all_tensors(self, name: str, values: list[cst.BaseExpression]) -> bool:
+        """Every value assigned to `name` is a tensor, by induction over the assignments:
+        one that needs no assumption is, and the others are when `name` itself is
+        (``g = g / g.norm() * scale`` after ``g = (x * grad_output).sum(2)``)."""
+        if not any(self.is_tensor(v) for v in values):
+            return False
+        self.tensors.add(name)
+        try:
+            return all(self.is_tensor(v) for v in values)
+        finally:
+            self.tensors.discard(name)
 
     def _torch_function(self, node: cst.Call) -> str | None:
         qualified = self.imports.qualified_name(node.func)

@@ -141,3 +141,37 @@ def test_example_script_raises_before_and_trains_after_the_fix(tmp_path: Path) -
     namespace["train"](steps=2)
     x = torch.randn(4, 3, dtype=torch.float64).add(0.05).requires_grad_()
     assert torch.autograd.gradcheck(lambda t: namespace["LeakyReLU"].apply(t, 0.1), (x,))
+
+
+def test_a_gradient_rescaled_in_place_of_its_name_is_still_one_tensor() -> None:
+    """huawei-noah/AdderNet#21: `grad_W_col` is computed, then reassigned from itself
+    (normalised); the backward returns it alone for two inputs."""
+    source = """
+    import math
+
+    import torch
+    from torch.autograd import Function
+
+    class adder(Function):
+        @staticmethod
+        def forward(ctx, W_col, X_col):
+            ctx.save_for_backward(W_col, X_col)
+            return -(W_col.unsqueeze(2) - X_col.unsqueeze(0)).abs().sum(1)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            W_col, X_col = ctx.saved_tensors
+            grad_W_col = ((X_col.unsqueeze(0) - W_col.unsqueeze(2)) * grad_output.unsqueeze(1)).sum(2)
+            grad_W_col = grad_W_col / grad_W_col.norm(p=2).clamp(min=1e-12) * math.sqrt(W_col.size(1) * W_col.size(0)) / 5
+            return grad_W_col
+    """
+    result = _check(source)
+    assert [f.code for f in result.findings] == ["AGF004"]
+    assert "returns 1 gradient but `forward` takes 2 inputs" in result.findings[0].message
+    # one assignment from something unknown (a helper may return a tuple) leaves it unknown
+    unknown = source.replace(
+        "            return grad_W_col\n",
+        "            if W_col.dim() > 5:\n                grad_W_col = helper(grad_W_col)\n            return grad_W_col\n",
+    )
+    assert "helper(grad_W_col)" in unknown
+    assert _check(unknown).findings == []
