@@ -928,3 +928,27 @@ def tuple_with(target: cst.Tuple | cst.List, names: list[str]) -> cst.Tuple | cs
         last = number == len(names) - 1
         elements.append(cst.Element(cst.Name(name), comma=trailing if last else separator))
     return target.with_changes(elements=elements)
+
+
+def dropped_tensors(function: cst.FunctionDef, facts: "TensorFacts") -> list[str]:
+    """Tensor locals `function` assigns and never reads, in the order first assigned: in
+    a backward, the gradients it computes and then forgets to return (AdderNet's
+    ``grad_X_col``)."""
+    assigned = _assignments(function)
+    reads: dict[str, int] = {}
+    stores: dict[str, int] = {}
+
+    class _Counter(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            reads[node.value] = reads.get(node.value, 0) + 1
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if isinstance(node.target, cst.Name):
+                stores[node.target.value] = stores.get(node.target.value, 0) + 1
+
+    walk(function.body, _Counter())
+    return [
+        name
+        for name in assigned
+        if reads.get(name, 0) == stores.get(name, 0) and name in facts.tensors and all(v is not None for v in assigned[name])
+    ]

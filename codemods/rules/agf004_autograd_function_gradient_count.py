@@ -14,6 +14,7 @@ from autograd_fix.codemods.autograd_function import (
     apply_calls,
     ctx_attribute,
     custom_function,
+    dropped_tensors,
     expected_gradients,
     is_saved_tensors,
     is_scalar_literal,
@@ -77,7 +78,10 @@ class AutogradFunctionGradientCount(Rule):
     rule can show hold non-tensors. When a missing position could be a tensor that needs
     a gradient (a weight passed to `apply`), the padding is unsafe: applied only when
     verification runs the file and sees that input never require grad (a buffer, a
-    constant), rejected when it did (the gradient would be silently dropped). With the
+    constant), rejected when it did (the gradient would be silently dropped). When
+    `backward` computes exactly as many tensors as are missing and never uses them (a
+    gradient written and then forgotten in the `return`), the fix returns those instead
+    of `None`, unsafe too: the run checks the returned gradients. With the
     combined `forward(ctx, ...)` style, autograd counts the arguments actually passed to
     `apply`; when `forward` has defaults and the file's call sites disagree (or there are
     none), `backward` is padded to the declared count, unsafe (autograd accepts trailing
@@ -218,6 +222,22 @@ class _Checker:
             return
         verdicts = [_input_evidence(self.function, i, self.calls, self.imports) for i in missing]
         unproven = [name for name, verdict in zip(names, verdicts) if verdict is None]
+        assert self.function.backward is not None
+        dropped = dropped_tensors(self.function.backward, self.facts)
+        if unproven and len(dropped) == len(missing):
+            # the backward computes exactly that many gradients and never uses them: the
+            # hand fix returns them, and a run judges it like any unsafe fix
+            computed = ", ".join(f"`{n}`" for n in dropped)
+            self.rule.report(
+                node,
+                f"{head}; it computes {computed} but never returns {'them' if len(dropped) > 1 else 'it'}: return "
+                f"{'them' if len(dropped) > 1 else 'it'} for {', '.join(f'`{n}`' for n in names)} (unsafe fix, kept only if "
+                "a run accepts it)",
+                self._padding(
+                    node, len(missing), Applicability.UNSAFE, f"return the computed {computed} (verified by a run)", dropped
+                ),
+            )
+            return
         if unproven:
             listed = ", ".join(f"`{n}`" for n in unproven)
             self.rule.report(
@@ -236,11 +256,14 @@ class _Checker:
             self._padding(node, len(missing), applicability, f"return None for the non-tensor input{'s' if len(names) > 1 else ''} {listed}"),
         )
 
-    def _padding(self, node: cst.Return, count: int, applicability: Applicability, description: str) -> Fix:
-        """Pad `return` with `count` Nones: safe for proven non-tensors, unsafe (run-judged) otherwise."""
+    def _padding(
+        self, node: cst.Return, count: int, applicability: Applicability, description: str, values: list[str] | None = None
+    ) -> Fix:
+        """Pad `return` with `count` Nones (or the names in `values`): safe for proven
+        non-tensors, unsafe (run-judged) otherwise."""
         return Fix(
             applicability=applicability,
-            edits=(Edit(node, lambda updated: _pad_return(updated, count)),),
+            edits=(Edit(node, lambda updated: _pad_return(updated, count, values)),),
             description=description,
         )
 
@@ -362,9 +385,11 @@ def _backward_facts(function: CustomFunction, imports: ImportIndex) -> TensorFac
     return TensorFacts(backward, imports, tensors=tensors, skip_params=1)
 
 
-def _pad_return(updated: cst.CSTNode, count: int) -> cst.CSTNode:
-    """`return g` -> `return g, None`; `return (g,)` -> `return (g, None)`; keeps multi-line layout."""
+def _pad_return(updated: cst.CSTNode, count: int, values: list[str] | None = None) -> cst.CSTNode:
+    """`return g` -> `return g, None`; `return (g,)` -> `return (g, None)`; keeps multi-line
+    layout. With `values`, those names instead of the Nones."""
     assert isinstance(updated, cst.Return) and updated.value is not None
+    fill = list(values) if values is not None else ["None"] * count
     value = updated.value
     if isinstance(value, cst.Tuple) and value.elements:
         elements = list(value.elements)
@@ -381,12 +406,12 @@ def _pad_return(updated: cst.CSTNode, count: int) -> cst.CSTNode:
         elements[-1] = last.with_changes(comma=separator)
         for index in range(count):
             comma = final if index == count - 1 else separator
-            elements.append(cst.Element(cst.Name("None"), comma=comma))
+            elements.append(cst.Element(cst.Name(fill[index]), comma=comma))
         return updated.with_changes(value=value.with_changes(elements=elements))
     separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     elements = [cst.Element(value, comma=separator)]
     for index in range(count):
-        elements.append(cst.Element(cst.Name("None"), comma=separator if index < count - 1 else cst.MaybeSentinel.DEFAULT))
+        elements.append(cst.Element(cst.Name(fill[index]), comma=separator if index < count - 1 else cst.MaybeSentinel.DEFAULT))
     return updated.with_changes(value=cst.Tuple(elements=elements, lpar=(), rpar=()))
 
 
