@@ -143,28 +143,38 @@ def test_example_script_raises_before_and_trains_after_the_fix(tmp_path: Path) -
     assert torch.autograd.gradcheck(lambda t: namespace["LeakyReLU"].apply(t, 0.1), (x,))
 
 
+ADDER = """
+import math
+
+import torch
+from torch.autograd import Function
+
+class adder(Function):
+    @staticmethod
+    def forward(ctx, W_col, X_col):
+        ctx.save_for_backward(W_col, X_col)
+        return -(W_col.unsqueeze(2) - X_col.unsqueeze(0)).abs().sum(1)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        W_col, X_col = ctx.saved_tensors
+        grad_W_col = ((X_col.unsqueeze(0) - W_col.unsqueeze(2)) * grad_output.unsqueeze(1)).sum(2)
+        grad_W_col = grad_W_col / grad_W_col.norm(p=2).clamp(min=1e-12) * math.sqrt(W_col.size(1) * W_col.size(0)) / 5
+        grad_X_col = (-(X_col.unsqueeze(0) - W_col.unsqueeze(2)).clamp(-1, 1) * grad_output.unsqueeze(1)).sum(0)
+        return grad_W_col
+"""
+RESCALE = "        grad_W_col = grad_W_col / grad_W_col.norm"
+DROPPED = "        grad_X_col = (-(X_col"
+
+
+def _without(source: str, prefix: str) -> str:
+    return "".join(line for line in source.splitlines(keepends=True) if not line.startswith(prefix))
+
+
 def test_a_gradient_rescaled_in_place_of_its_name_is_still_one_tensor() -> None:
     """huawei-noah/AdderNet#21: `grad_W_col` is computed, then reassigned from itself
     (normalised); the backward returns it alone for two inputs."""
-    source = """
-    import math
-
-    import torch
-    from torch.autograd import Function
-
-    class adder(Function):
-        @staticmethod
-        def forward(ctx, W_col, X_col):
-            ctx.save_for_backward(W_col, X_col)
-            return -(W_col.unsqueeze(2) - X_col.unsqueeze(0)).abs().sum(1)
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            W_col, X_col = ctx.saved_tensors
-            grad_W_col = ((X_col.unsqueeze(0) - W_col.unsqueeze(2)) * grad_output.unsqueeze(1)).sum(2)
-            grad_W_col = grad_W_col / grad_W_col.norm(p=2).clamp(min=1e-12) * math.sqrt(W_col.size(1) * W_col.size(0)) / 5
-            return grad_W_col
-    """
+    source = _without(ADDER, DROPPED)
     result = _check(source)
     assert [f.code for f in result.findings] == ["AGF004"]
     assert "returns 1 gradient but `forward` takes 2 inputs" in result.findings[0].message
@@ -175,35 +185,19 @@ def test_a_gradient_rescaled_in_place_of_its_name_is_still_one_tensor() -> None:
 def test_a_gradient_computed_and_never_returned_is_what_the_fix_returns() -> None:
     """AdderNet#21's hand fix: `return grad_W_col, grad_X_col`. The backward computed the
     input's gradient and dropped it; returning it (unsafe, judged by a run) beats None."""
-    source = """
-    import torch
-    from torch.autograd import Function
-
-    class adder(Function):
-        @staticmethod
-        def forward(ctx, W_col, X_col):
-            ctx.save_for_backward(W_col, X_col)
-            return -(W_col.unsqueeze(2) - X_col.unsqueeze(0)).abs().sum(1)
-
-        @staticmethod
-        def backward(ctx, grad_output):
-            W_col, X_col = ctx.saved_tensors
-            grad_W_col = ((X_col.unsqueeze(0) - W_col.unsqueeze(2)) * grad_output.unsqueeze(1)).sum(2)
-            grad_X_col = (-(X_col.unsqueeze(0) - W_col.unsqueeze(2)).clamp(-1, 1) * grad_output.unsqueeze(1)).sum(0)
-            return grad_W_col
-    """
+    source = _without(ADDER, RESCALE)
     result = _check(source)
     assert "it computes `grad_X_col` but never returns it" in result.findings[0].message
     assert [f.fix.applicability for f in result.findings] == [Applicability.UNSAFE]
     assert "return grad_W_col, grad_X_col" in result.fixed
     assert _check(source, unsafe=False).fixed is None
     # two computed, one missing: which one is meant is not settled, so None it is
-    two = source.replace("            return grad_W_col\n", "            spare = grad_W_col.abs() * 2\n            return grad_W_col\n")
+    two = source.replace("        return grad_W_col\n", "        spare = grad_W_col.abs() * 2\n        return grad_W_col\n")
     assert "return grad_W_col, None" in _check(two).fixed
     # one assignment from something unknown (a helper may return a tuple) leaves it unknown
     unknown = source.replace(
-        "            return grad_W_col\n",
-        "            if W_col.dim() > 5:\n                grad_W_col = helper(grad_W_col)\n            return grad_W_col\n",
+        "        return grad_W_col\n",
+        "        if W_col.dim() > 5:\n            grad_W_col = helper(grad_W_col)\n        return grad_W_col\n",
     )
     assert "helper(grad_W_col)" in unknown
     assert _check(unknown).findings == []
