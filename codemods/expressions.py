@@ -66,3 +66,13 @@ def method_chain(node: cst.BaseExpression) -> tuple[cst.BaseExpression, list[tup
             break
     links.reverse()
     return current, links
+
+
+def is_true(node: cst.BaseExpression) -> bool:
+    """The literal ``True``."""
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def is_false(node: cst.BaseExpression) -> bool:
+    """The literal ``False``."""
+    return isinstance(node, cst.Name) and node.value == "False"

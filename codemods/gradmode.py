@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.walk import walk
@@ -42,10 +43,6 @@ GRAD_FLAGS = frozenset({"requires_grad"})
 _NON_OPTIMIZER_STEP_TOKENS = frozenset({"sched", "scheduler", "lr", "schedule", "warmup", "swa", "progress", "pbar", "env"})
 
 
-def _is_false(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
-
-
 def disables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
     """True for `torch.no_grad()`, `torch.no_grad`, `inference_mode()`, `set_grad_enabled(False)`.
 
@@ -54,11 +51,11 @@ def disables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
     if isinstance(expression, cst.Call):
         name = imports.qualified_name(expression.func)
         if name in NO_GRAD_NAMES:
-            if name.endswith("inference_mode") and expression.args and _is_false(expression.args[0].value):
+            if name.endswith("inference_mode") and expression.args and is_false(expression.args[0].value):
                 return False
             return True
         if name in SET_GRAD_ENABLED_NAMES:
-            return bool(expression.args) and _is_false(expression.args[0].value)
+            return bool(expression.args) and is_false(expression.args[0].value)
         return False
     return imports.qualified_name(expression) in NO_GRAD_NAMES
 
@@ -70,7 +67,7 @@ def enables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
     if name in ENABLE_GRAD_NAMES:
         return True
     if name in SET_GRAD_ENABLED_NAMES and isinstance(expression, cst.Call):
-        return not (expression.args and _is_false(expression.args[0].value))
+        return not (expression.args and is_false(expression.args[0].value))
     return False
 
 
@@ -126,7 +123,7 @@ class GradUseFinder(cst.CSTVisitor):
             if method in GRAD_METHODS or (method == "step" and is_optimizer_step(node)):
                 self.result.direct.append(node)
         for argument in node.args:
-            if argument.keyword is not None and argument.keyword.value == "requires_grad" and not _is_false(argument.value):
+            if argument.keyword is not None and argument.keyword.value == "requires_grad" and not is_false(argument.value):
                 self.result.direct.append(node)
         name = dotted_name(node.func)
         if name is not None:

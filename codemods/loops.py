@@ -136,14 +136,6 @@ def has_keyword(call: cst.Call, keyword: str) -> cst.Arg | None:
     return None
 
 
-def is_true(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
-
-
-def is_false(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
-
-
 def is_backward_call(call: cst.Call, imports: ImportIndex) -> bool:
     """`x.backward(...)`, `self.manual_backward(x)`, `accelerator.backward(x)`, `torch.autograd.backward(x)`."""
     if imports.qualified_name(call.func) in {"torch.autograd.backward"}:

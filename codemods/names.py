@@ -72,3 +72,19 @@ def method_name(call: cst.Call) -> str | None:
     if isinstance(call.func, cst.Attribute):
         return call.func.attr.value
     return None
+
+
+#: calls that wrap an iterable without changing what it yields items of
+#: (``for i, (x, y) in enumerate(tqdm(val_loader))`` iterates ``val_loader``)
+WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "tqdm_notebook", "zip", "iter", "list", "islice", "track"})
+
+
+def iterable_tokens(node: cst.BaseExpression) -> set[str]:
+    """Tokens naming what a loop iterates, looking through the `WRAPPING_ITERATORS`."""
+    if isinstance(node, cst.Call) and last_segment(node.func) in WRAPPING_ITERATORS:
+        tokens: set[str] = set()
+        for argument in node.args:
+            if argument.keyword is None:
+                tokens |= iterable_tokens(argument.value)
+        return tokens
+    return expression_tokens(node)

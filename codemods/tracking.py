@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Iterator
 import libcst as cst
 
 from autograd_fix.codemods.gradmode import disables_grad, enables_grad, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.walk import walk
@@ -204,14 +205,6 @@ def _last(name: str | None) -> str:
     return (name or "").rsplit(".", 1)[-1]
 
 
-def _is_true(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
-
-
-def _is_false(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
-
-
 def keyword(call: cst.Call, name: str) -> cst.Arg | None:
     """The `name=` argument of `call`, if given."""
     for argument in call.args:
@@ -320,9 +313,9 @@ class TrackingAnalysis:
         flag = keyword(call, "requires_grad")
         args = positional(call)
         if flag is not None:
-            return _is_true(flag.value)
+            return is_true(flag.value)
         if len(args) >= 2:
-            return _is_true(args[1])
+            return is_true(args[1])
         return True
 
 
@@ -369,7 +362,7 @@ class _PrePass(cst.CSTVisitor):
         value = node.value
         for target in node.targets:
             t = target.target
-            if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and not _is_true(value):
+            if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and not is_true(value):
                 self.analysis.freezes_parameters = True
             if self.classes and isinstance(t, cst.Attribute) and dotted_name(t.value) == "self":
                 info = self.classes[-1]
@@ -385,7 +378,7 @@ class _PrePass(cst.CSTVisitor):
         method = func.attr.value if isinstance(func, cst.Attribute) else None
         if method == "requires_grad_":
             args = [a.value for a in node.args]
-            if args and not _is_true(args[0]):
+            if args and not is_true(args[0]):
                 self.analysis.freezes_parameters = True
         if method == "apply" and node.args and isinstance(node.args[0].value, cst.Name):
             self.analysis.apply_functions.add(node.args[0].value.value)
@@ -518,7 +511,7 @@ class _Evaluator:
             return Tracked(Kind.PARAMETER)
         qualified = imports.qualified_name(node.func)
         flag = keyword(node, "requires_grad")
-        if qualified is not None and qualified.startswith("torch.") and flag is not None and _is_true(flag.value):
+        if qualified is not None and qualified.startswith("torch.") and flag is not None and is_true(flag.value):
             return Tracked(Kind.REQUIRES_GRAD)
         if qualified is not None:
             if not qualified.startswith("torch.") or qualified.startswith(("torch.nn.utils", "torch.nn.init", "torch.autograd", "torch.utils", "torch.optim", "torch.cuda", "torch.distributed", "torch.jit")):
@@ -542,7 +535,7 @@ class _Evaluator:
             method = node.func.attr.value
             receiver = node.func.value
             if method == "requires_grad_":
-                if node.args and not _is_true(node.args[0].value):
+                if node.args and not is_true(node.args[0].value):
                     return None
                 return Tracked(Kind.REQUIRES_GRAD)
             if method == "forward" and self.module_of(receiver) is not False:
@@ -859,7 +852,7 @@ class _Walker:
             method = value.func.attr.value
             receiver = value.func.value
             if method == "requires_grad_" and isinstance(receiver, cst.Name):
-                if value.args and not _is_true(value.args[0].value):
+                if value.args and not is_true(value.args[0].value):
                     state.tensors.pop(receiver.value, None)
                 else:
                     state.tensors[receiver.value] = Tracked(Kind.REQUIRES_GRAD)
@@ -914,7 +907,7 @@ class _Walker:
                     state.tensors[name] = Tracked(Kind.SAVED_BY_CTX, saved=True, aliased=True)
             return
         if isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and isinstance(target.value, cst.Name):
-            if _is_true(value):
+            if is_true(value):
                 state.tensors[target.value.value] = Tracked(Kind.REQUIRES_GRAD)
             else:
                 state.tensors.pop(target.value.value, None)
@@ -975,7 +968,7 @@ class _AliasFinder(cst.CSTVisitor):
 
 def _inplace_keyword(call: cst.Call) -> bool:
     flag = keyword(call, "inplace")
-    return flag is not None and _is_true(flag.value)
+    return flag is not None and is_true(flag.value)
 
 
 def _target_names(node: cst.BaseExpression) -> list[str]:

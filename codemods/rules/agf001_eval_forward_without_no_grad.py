@@ -23,7 +23,7 @@ from autograd_fix.codemods.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.module_values import module_attributes, module_loop_names
-from autograd_fix.codemods.names import expression_tokens, last_segment, name_tokens
+from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.walk import iter_descendants, walk
 
@@ -67,9 +67,6 @@ MODULE_API_METHODS = frozenset(
 LIGHTNING_HOOKS = frozenset(
     {"validation_step", "test_step", "predict_step", "validation_epoch_end", "test_epoch_end"}
 )
-_WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "zip", "iter", "list", "islice", "track", "tqdm_notebook"})
-
-
 @dataclass
 class _Function:
     node: cst.FunctionDef
@@ -751,10 +748,10 @@ class _GradModeWithFinder(cst.CSTVisitor):
 
 def _iterates_eval_data(node: cst.For | cst.While) -> bool:
     if isinstance(node, cst.For):
-        return bool(_iterable_tokens(node.iter) & EVAL_DATA_TOKENS)
+        return bool(iterable_tokens(node.iter) & EVAL_DATA_TOKENS)
     finder = _NextFinder()
     walk(node.body, finder)
-    return any(_iterable_tokens(argument) & EVAL_DATA_TOKENS for argument in finder.arguments)
+    return any(iterable_tokens(argument) & EVAL_DATA_TOKENS for argument in finder.arguments)
 
 
 class _NextFinder(cst.CSTVisitor):
@@ -765,17 +762,6 @@ class _NextFinder(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Name) and node.func.value == "next" and node.args:
             self.arguments.append(node.args[0].value)
-
-
-def _iterable_tokens(node: cst.BaseExpression) -> set[str]:
-    """Tokens naming what a loop iterates, looking through enumerate/tqdm/zip/iter."""
-    if isinstance(node, cst.Call) and last_segment(node.func) in _WRAPPING_ITERATORS:
-        tokens: set[str] = set()
-        for argument in node.args:
-            if argument.keyword is None:
-                tokens |= _iterable_tokens(argument.value)
-        return tokens
-    return expression_tokens(node)
 
 
 def _has_unguarded_model_call(

@@ -10,6 +10,7 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.tracking import (
     OUTPUT_SAVING_MODULES,
     Kind,
@@ -261,7 +262,7 @@ class InplaceOnGradTrackedTensor(Rule):
                     continue
                 flag = keyword(call, "inplace")
                 args = positional(call)
-                if flag is None or not _is_true(flag.value) or not args:
+                if flag is None or not is_true(flag.value) or not args:
                     continue
                 argument = args[0]
                 harm = _inplace_harm(argument, site, analysis)
@@ -332,10 +333,6 @@ class InplaceOnGradTrackedTensor(Rule):
 
 
 # -- helpers ---------------------------------------------------------------------------
-def _is_true(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
-
-
 def _label(node: cst.BaseExpression) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
@@ -508,8 +505,8 @@ def _module_inplace_position(call: cst.Call, position: int) -> int | None | bool
     keyword, the positional index otherwise; False when it does not."""
     flag = keyword(call, "inplace")
     if flag is not None:
-        return None if _is_true(flag.value) else False
+        return None if is_true(flag.value) else False
     args = [a for a in call.args if a.keyword is None]
-    if len(args) > position and _is_true(args[position].value):
+    if len(args) > position and is_true(args[position].value):
         return position
     return False

@@ -8,6 +8,7 @@ import libcst as cst
 
 from autograd_fix.codemods.gradmode import function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.loops import (
     Binding,
     RootTracker,
@@ -21,7 +22,6 @@ from autograd_fix.codemods.loops import (
     enclosing_scope,
     has_keyword,
     innermost_loop,
-    is_false,
     is_gradient_call,
     local_nodes,
     parent_map,

@@ -12,6 +12,7 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.tracking import TrackingAnalysis
 from autograd_fix.codemods.walk import walk
 
@@ -444,7 +445,7 @@ def _parse_rewrap(call: cst.Call, imports: ImportIndex) -> _Rewrap | None:
             converts = True
         return _unwrap(call.args[0].value, imports, converts, wrapped_in_copy=True)
     if isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
-        if call.args and not (len(call.args) == 1 and _is_true(call.args[0].value)):
+        if call.args and not (len(call.args) == 1 and is_true(call.args[0].value)):
             return None
         receiver = call.func.value
         rewrap = _unwrap(receiver, imports, False, wrapped_in_copy=False)
@@ -553,11 +554,7 @@ def _sink_of_expression(node: cst.BaseExpression, imports: ImportIndex) -> cst.B
 
 
 def _keyword_true(call: cst.Call, name: str) -> bool:
-    return any(a.keyword is not None and a.keyword.value == name and _is_true(a.value) for a in call.args)
-
-
-def _is_true(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
+    return any(a.keyword is not None and a.keyword.value == name and is_true(a.value) for a in call.args)
 
 
 def _code(node: cst.CSTNode) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.loops import (
     RootTracker,
     StatementOrder,
@@ -19,19 +20,17 @@ from autograd_fix.codemods.loops import (
     has_keyword,
     innermost_loop,
     is_gradient_call,
-    is_true,
     parent_map,
     read_name_nodes,
     runs_every_iteration,
     statement_line,
 )
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.names import expression_tokens, last_segment, name_tokens
+from autograd_fix.codemods.names import WRAPPING_ITERATORS, expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 
 #: an iterable named so yields fresh data batches (no graph carried in)
 _DATA_ITERABLE_TOKENS = frozenset({"loader", "dataloader", "loaders", "batches", "dataset", "ds", "data", "train", "minibatches"})
-_WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "zip", "iter", "islice", "track"})
 #: parameters named so hold input data, not a tensor with a graph from the caller
 _DATA_PARAMETER_TOKENS = frozenset(
     {"batch", "x", "y", "xb", "yb", "inputs", "input", "targets", "target", "images", "image", "imgs", "img",
@@ -371,7 +370,7 @@ def _body(scope: cst.CSTNode) -> cst.CSTNode:
 def _iterates_data(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "range":
         return True
-    if isinstance(node, cst.Call) and last_segment(node.func) in _WRAPPING_ITERATORS:
+    if isinstance(node, cst.Call) and last_segment(node.func) in WRAPPING_ITERATORS:
         positional = [a.value for a in node.args if a.keyword is None]
         return bool(positional) and all(_iterates_data(a) for a in positional)
     return bool(expression_tokens(node) & _DATA_ITERABLE_TOKENS)

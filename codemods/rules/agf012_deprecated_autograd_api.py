@@ -10,7 +10,7 @@ from autograd_fix.codemods.dataflow import assigned_names
 from autograd_fix.codemods.expressions import method_call, method_chain, parenthesized
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.names import expression_tokens, last_segment
+from autograd_fix.codemods.names import iterable_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.torch_version import TorchVersion, supports
 from autograd_fix.codemods.walk import iter_descendants, walk
@@ -70,9 +70,6 @@ _DATA_TOKENS = frozenset(
     {"loader", "loaders", "dataloader", "data", "dataset", "batches", "batch", "samples", "iterator",
      "train", "val", "valid", "test", "trainloader", "testloader"}
 )
-_WRAPPERS = frozenset({"enumerate", "zip", "tqdm", "iter", "islice", "track"})
-
-
 class DeprecatedAutogradApi(Rule):
     """
     ## What it does
@@ -351,7 +348,7 @@ class DeprecatedAutogradApi(Rule):
         for loop in reversed(self._loops):
             if name not in assigned_names(loop.target):
                 continue
-            if not _iterable_tokens(loop.iter) & _DATA_TOKENS:
+            if not iterable_tokens(loop.iter) & _DATA_TOKENS:
                 return False
             return _rebound_only_by_conversions(loop.body, name, self)
         return False
@@ -475,16 +472,6 @@ def _fresh_factory(node: cst.BaseExpression, imports: ImportIndex) -> bool:
         if arg.keyword is not None and arg.keyword.value == "requires_grad" and not _is_literal(arg.value, "False"):
             return False
     return True
-
-
-def _iterable_tokens(node: cst.BaseExpression) -> set[str]:
-    if isinstance(node, cst.Call) and last_segment(node.func) in _WRAPPERS:
-        tokens: set[str] = set()
-        for arg in node.args:
-            if arg.keyword is None:
-                tokens |= _iterable_tokens(arg.value)
-        return tokens
-    return expression_tokens(node)
 
 
 def _rebound_only_by_conversions(body: cst.CSTNode, name: str, rule: DeprecatedAutogradApi) -> bool:
