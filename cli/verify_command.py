@@ -199,7 +199,18 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
 
 
 def _gradcheck(path: Path, timeout: float, output_format: Format, console: Console, verifier: Verifier | None) -> int:
-    reports = gradcheck_file(_read(path), path=str(path.resolve()), timeout=timeout, verifier=verifier)
+    own = None
+    if verifier is None:  # one of our own, to hear whether its runs were isolated
+        try:
+            own = verifier = Verifier()
+        except WorkerError:
+            pass  # gradcheck_file reports the failure per Function
+    try:
+        reports = gradcheck_file(_read(path), path=str(path.resolve()), timeout=timeout, verifier=verifier)
+        say_isolation_notice(verifier)
+    finally:
+        if own is not None:
+            own.close()
     if output_format is Format.json:
         console.print_json(json.dumps({"file": str(path), "functions": reports}, default=str))
     else:

@@ -406,3 +406,30 @@ def test_nothing_a_run_started_outlives_a_killed_worker(project, tmp_path, monke
         time.sleep(0.1)
     assert _named(name) == []
     doomed.close()
+
+
+def test_gradcheck_through_the_cli_says_once_that_runs_went_unisolated(tmp_path: Path):
+    import subprocess
+    import sys
+
+    (tmp_path / "ste.py").write_text(textwrap.dedent("""
+        import torch
+
+        class Square(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (x,) = ctx.saved_tensors
+                return 2 * x * grad_output
+    """))
+    env = {**os.environ, DISABLE_VARIABLE: "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "autograd_fix", "verify", "ste.py", "--gradcheck"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert "Square: passed" in done.stdout, done.stdout + done.stderr
+    assert done.stderr.count("NOT isolated") == 1, done.stderr
