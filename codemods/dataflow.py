@@ -14,12 +14,16 @@ from autograd_fix.codemods.walk import iter_descendants, walk
 
 
 def simple_statements_after(body: cst.CSTNode, loop: cst.CSTNode) -> list[cst.CSTNode]:
-    collector = StatementOrder(loop)
+    collector = _StatementsAfterLoop(loop)
     walk(body, collector)
     return collector.after
 
 
-class StatementOrder(cst.CSTVisitor):
+class _StatementsAfterLoop(cst.CSTVisitor):
+    """Simple statements (and later loop targets) that come after `loop` in a body.
+
+    Not `loops.StatementOrder`, which indexes every node for before/after questions."""
+
     def __init__(self, loop: cst.CSTNode) -> None:
         super().__init__()
         self.loop = loop

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.expressions import is_true
+from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.loops import (
     RootTracker,
     StatementOrder,
