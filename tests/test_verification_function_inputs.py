@@ -370,3 +370,29 @@ def test_a_decoder_method_gets_inputs_that_reach_its_own_autograd_error():
     dropped = DA_RNN_DECODER.replace("context += torch.bmm", "context = torch.bmm")
     verdict = verify_pair(DA_RNN_DECODER, dropped, checks=AGF003_CHECKS, rule="AGF003", timeout=60)
     assert verdict.verdict == "rejected", verdict.reason
+
+
+def _search(errors: dict[int, dict | None]):
+    """run_searching_inputs over fake runs: candidate index -> the original's exception."""
+    from autograd_fix.verification.input_search import run_searching_inputs
+    from autograd_fix.verification.sandbox import Outcome
+
+    def run_sides(request, unit, sources):
+        index = unit.get("input_plan") or 0
+        record = {"exception": errors[index], "input_plan": {"index": index, "count": len(errors), "shape": f"plan {index}"}}
+        return [Outcome("ok", "finished", 0.0, "", 0, record=dict(record)) for _ in sources]
+
+    original, rewritten = run_searching_inputs({"timeout": 20.0}, {}, ("a", "b"), run_sides)
+    return original.record["input_plan"]["index"], rewritten.record["input_plan"]["index"]
+
+
+SHAPE = {"type": "RuntimeError", "message": "mat1 and mat2 shapes cannot be multiplied (4x8 and 6x1)", "autograd": False}
+OWN = {"type": "IndexError", "message": "index 3 is out of bounds", "autograd": False}
+INPLACE = {"type": "RuntimeError", "message": "one of the variables needed for gradient computation has been modified by an inplace operation", "autograd": True}
+
+
+def test_the_input_search_prefers_a_clean_run_or_the_bug_itself_over_another_error():
+    assert _search({0: SHAPE, 1: OWN, 2: None, 3: SHAPE}) == (2, 2)  # clean beats the code's other error
+    assert _search({0: SHAPE, 1: OWN, 2: INPLACE, 3: None}) == (2, 2)  # autograd's error is the bug: stop there
+    assert _search({0: SHAPE, 1: SHAPE, 2: OWN, 3: SHAPE}) == (2, 2)  # past the shapes at least
+    assert _search({0: SHAPE, 1: SHAPE, 2: SHAPE, 3: SHAPE}) == (0, 0)  # nothing fits: the first, marked unfit

@@ -35,10 +35,17 @@ RunSides = Callable[[dict[str, Any], dict[str, Any], Sequence[str]], list[Outcom
 
 
 def _fits(outcome: Outcome) -> bool:
-    """The run got past the shapes: clean, or ended on the code's own error (an in-place
-    op autograd needed, the very bug under repair), which is the contracts' to judge."""
+    """The run got past the shapes: clean, or ended on an error of the code's own."""
     record = outcome.record
     return outcome.status == "ok" and bool(record) and not record.get("unbound") and not shape_error(outcome)
+
+
+def _settles(outcome: Outcome) -> bool:
+    """A candidate to stop at: a clean run, or one that ends on autograd's error (an
+    in-place op it needed: the very bug a fix repairs, the best evidence there is). Any
+    other error of the code's own is kept only if no later candidate does better."""
+    exception = (outcome.record or {}).get("exception")
+    return _fits(outcome) and (not exception or bool(exception.get("autograd")))
 
 
 def _plan(outcome: Outcome) -> dict[str, Any] | None:
@@ -68,14 +75,19 @@ def run_searching_inputs(
         timeout = float(request.get("timeout", 20.0))
         trial_request = {**request, "timeout": min(TRIAL_SLICE_S, timeout)}
         budget = time.monotonic() + timeout / 2
+        fallback: tuple[Outcome, int] | None = None  # the first past the shapes
         for index in range(chosen + 1, min(int(plan["count"]), chosen + 1 + MAX_TRIALS)):
             if time.monotonic() > budget:
                 break
             (trial,) = run_sides(trial_request, {**unit, "input_plan": index}, (sources[0],))
             tried += 1
-            if _fits(trial):
+            if _settles(trial):
                 original, chosen = trial, index
                 break
+            if fallback is None and _fits(trial):
+                fallback = (trial, index)
+        if chosen == first and fallback is not None:
+            original, chosen = fallback
     rewritten_plan = _plan(rewritten)
     if chosen != first or (rewritten_plan is not None and int(rewritten_plan["index"]) != chosen):
         (rewritten,) = run_sides(request, {**unit, "input_plan": chosen}, (sources[1],))
