@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from autograd_fix.codemods.dataflow import DROPPED, REACHES_SINK, RETURNED, may_run_before, result_flow
+from autograd_fix.codemods.semantic.dataflow import DROPPED, REACHES_SINK, RETURNED, may_run_before, result_flow
 from autograd_fix.codemods.walk import iter_descendants
 
 

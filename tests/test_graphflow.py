@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from autograd_fix.codemods.graphflow import GraphFlow, graph_flow
+from autograd_fix.codemods.semantic.graphflow import GraphFlow, graph_flow
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.names import last_segment
 

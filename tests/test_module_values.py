@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
-from autograd_fix.codemods.module_values import module_attributes, module_loop_names
+from autograd_fix.codemods.semantic.module_values import module_attributes, module_loop_names
 
 SOURCE = textwrap.dedent(
     """

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autograd_fix.codemods.dataflow import (
+from autograd_fix.codemods.semantic.dataflow import (
     DROPPED,
     REACHES_SINK,
     RETURNED,
@@ -18,11 +18,11 @@ from autograd_fix.codemods.dataflow import (
     simple_statements_after,
     stores_on_self,
 )
-from autograd_fix.codemods.gradmode import GradUseFinder, disables_grad, find_grad_use, function_disables_grad, with_disables_grad
-from autograd_fix.codemods.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES, VALUE_INDEX_PAIRS, graph_flow
+from autograd_fix.codemods.semantic.gradmode import GradUseFinder, disables_grad, find_grad_use, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES, VALUE_INDEX_PAIRS, graph_flow
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.module_values import module_attributes, module_loop_names
+from autograd_fix.codemods.semantic.module_values import module_attributes, module_loop_names
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.walk import iter_descendants, walk

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autograd_fix.codemods.gradmode import with_disables_grad
+from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
-from autograd_fix.codemods.loops import (
+from autograd_fix.codemods.semantic.loops import (
     all_nodes,
     ancestors,
     bindings,

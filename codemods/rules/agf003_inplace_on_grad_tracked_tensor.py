@@ -11,7 +11,7 @@ from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.expressions import is_true
-from autograd_fix.codemods.tracking import (
+from autograd_fix.codemods.semantic.tracking import (
     OUTPUT_SAVING_MODULES,
     Kind,
     Site,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autograd_fix.codemods.autograd_function import (
+from autograd_fix.codemods.semantic.autograd_function import (
     CustomFunction,
     SavedTensorsReads,
     TensorFacts,

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autograd_fix.codemods.expressions import is_false
-from autograd_fix.codemods.gradmode import function_disables_grad, with_disables_grad
+from autograd_fix.codemods.semantic.gradmode import function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
-from autograd_fix.codemods.loops import (
+from autograd_fix.codemods.semantic.loops import (
     Binding,
     RootTracker,
     all_nodes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autograd_fix.codemods.autograd_function import (
+from autograd_fix.codemods.semantic.autograd_function import (
     RESERVED_CTX_ATTRIBUTES,
     CustomFunction,
     SavedTensorsReads,

@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autograd_fix.codemods.dataflow import assigned_names, read_names
+from autograd_fix.codemods.semantic.dataflow import assigned_names, read_names
 from autograd_fix.codemods.expressions import method_chain, parenthesized
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.expressions import is_true
-from autograd_fix.codemods.tracking import TrackingAnalysis
+from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
 from autograd_fix.codemods.walk import walk
 
 VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})

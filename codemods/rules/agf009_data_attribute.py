@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autograd_fix.codemods.dataflow import may_run_before
+from autograd_fix.codemods.semantic.dataflow import may_run_before
 from autograd_fix.codemods.data_rewrites import copy_into, out_of_place, out_of_place_name, shares_storage
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.tracking import Site, Tracked, TrackingAnalysis
+from autograd_fix.codemods.semantic.tracking import Site, Tracked, TrackingAnalysis
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.walk import walk
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autograd_fix.codemods.dataflow import assigned_names
-from autograd_fix.codemods.gradmode import with_disables_grad
+from autograd_fix.codemods.semantic.dataflow import assigned_names
+from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens

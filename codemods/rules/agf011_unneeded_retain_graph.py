@@ -6,7 +6,7 @@ import libcst as cst
 
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex
-from autograd_fix.codemods.loops import (
+from autograd_fix.codemods.semantic.loops import (
     RootTracker,
     StatementOrder,
     all_nodes,

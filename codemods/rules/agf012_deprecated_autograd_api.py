@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autograd_fix.codemods.dataflow import assigned_names
+from autograd_fix.codemods.semantic.dataflow import assigned_names
 from autograd_fix.codemods.expressions import method_call, method_chain, parenthesized
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix

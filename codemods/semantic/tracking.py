@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from autograd_fix.codemods.gradmode import disables_grad, enables_grad, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.semantic.gradmode import enables_grad, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
