@@ -18,6 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Example, Finding, Fix, Span
+from autograd_fix.codemods.semantic.model import SemanticModel
 from autograd_fix.codemods.torch_version import TorchVersion
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Verification")
@@ -55,9 +56,14 @@ class RuleContext:
         self.target_torch = target_torch
         self.imports = ImportIndex.from_module(module)
         self._positions: dict[cst.CSTNode, object] | None = None
-        #: per-file analyses shared between rules (e.g. tracking.TrackingAnalysis),
-        #: keyed by the analysis' name; lives as long as this file's check.
-        self.cache: dict[str, object] = {}
+        self._semantic: SemanticModel | None = None
+
+    @property
+    def semantic(self) -> "SemanticModel":
+        """The file's semantic model, built on first use and shared by every rule."""
+        if self._semantic is None:
+            self._semantic = SemanticModel(self.module, self.imports)
+        return self._semantic
 
     def span(self, node: cst.CSTNode) -> Span:
         """1-based line/column span of `node` (computed lazily, once per file)."""

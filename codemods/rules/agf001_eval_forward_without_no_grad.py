@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
-from autograd_fix.codemods.semantic.dataflow import (
-    DROPPED,
-    REACHES_SINK,
-    RETURNED,
-    assigned_names,
-    bound_names,
-    read_names,
-    result_flow,
-    simple_statements_after,
-    stores_on_self,
-)
-from autograd_fix.codemods.semantic.gradmode import GradUseFinder, disables_grad, find_grad_use, function_disables_grad, with_disables_grad
-from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES, VALUE_INDEX_PAIRS, graph_flow
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.semantic.module_values import module_attributes, module_loop_names
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, is_module_class
+from autograd_fix.codemods.semantic.dataflow import assigned_names, bound_names, read_names, simple_statements_after
+from autograd_fix.codemods.semantic.gradmode import disables_grad, with_disables_grad
+from autograd_fix.codemods.semantic.graphflow import graph_flow
+from autograd_fix.codemods.semantic.module_values import module_attributes, module_loop_names
 from autograd_fix.codemods.walk import iter_descendants, walk
 
 #: a function named with one of these tokens is an evaluation scope
@@ -67,28 +58,6 @@ MODULE_API_METHODS = frozenset(
 LIGHTNING_HOOKS = frozenset(
     {"validation_step", "test_step", "predict_step", "validation_epoch_end", "test_epoch_end"}
 )
-@dataclass
-class _Function:
-    node: cst.FunctionDef
-    class_name: str | None
-    module_like_class: bool
-    direct_grad: bool
-    calls: set[str]
-    decorated_no_grad: bool
-    enclosed_no_grad: bool
-    #: (calling function or None, under no_grad there, the call expression)
-    call_sites: list[tuple["_Function | None", bool, cst.Call]] = field(default_factory=list)
-    #: `for` loops and comprehensions directly in this function (not in nested ones)
-    loops: list[cst.CSTNode] = field(default_factory=list)
-    #: returns or yields a value
-    returns_value: bool = False
-    #: something in it cuts a graph (`.item()`, `argmax`, `.shape`, a comparison)
-    cuts: bool = False
-    uses_grad: bool = False
-    called_under_no_grad: bool = False
-    called_from_grad_scope: bool = False
-
-
 class EvalForwardWithoutNoGrad(Rule):
     """
     ## What it does
@@ -170,9 +139,9 @@ class EvalForwardWithoutNoGrad(Rule):
     )
 
     def visit_Module(self, node: cst.Module) -> bool:
-        analysis = _Analysis(self.context.imports, self.context.path)
-        analysis.collect(node)
-        for target, kind in analysis.find(node):
+        found: list[tuple[cst.CSTNode, str]] = []
+        _Finder(self.context.semantic.call_graph, self.context.path, found).block(node.body, _Scope(None, None, False, set()))
+        for target, kind in found:
             self._report(target, kind)
         return False
 
@@ -277,86 +246,9 @@ def _wrap_in_with(loop: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
     )
 
 
-class _Analysis:
-    """Whole-module analysis: functions, their callers, gradient use, then findings."""
-
-    def __init__(self, imports: ImportIndex, path: str) -> None:
-        self.imports = imports
-        self.path = path.replace("\\", "/")
-        self.functions: dict[int, _Function] = {}
-        self.by_key: dict[tuple[str | None, str], list[_Function]] = {}
-        #: classes of this file that are modules (an nn.Module base, or a `forward`)
-        self.module_classes: set[str] = set()
-
-    # -- collection -------------------------------------------------------------------
-    def collect(self, module: cst.Module) -> None:
-        collector = _Collector(self)
-        walk(module, collector)
-        for caller, under_no_grad, name, call in collector.call_sites:
-            for callee in self.resolve(name, caller.class_name if caller else None):
-                callee.call_sites.append((caller, under_no_grad, call))
-        self._propagate()
-
-    def resolve(self, name: str, caller_class: str | None) -> list[_Function]:
-        if name.startswith(("self.", "cls.")) and name.count(".") == 1:
-            return self.by_key.get((caller_class, name.split(".", 1)[1]), [])
-        if "." not in name:
-            return self.by_key.get((None, name), [])
-        return []
-
-    def _propagate(self) -> None:
-        functions = list(self.functions.values())
-        for function in functions:
-            function.uses_grad = function.direct_grad
-        changed = True
-        while changed:
-            changed = False
-            for function in functions:
-                if not function.uses_grad and any(
-                    callee.uses_grad for name in function.calls for callee in self.resolve(name, function.class_name)
-                ):
-                    function.uses_grad = changed = True
-        flows: dict[int, str] = {}
-        changed = True
-        while changed:
-            changed = False
-            for function in functions:
-                for caller, under_no_grad, call in function.call_sites:
-                    no_grad = under_no_grad or (caller is not None and (caller.decorated_no_grad or caller.called_under_no_grad))
-                    if no_grad and not function.called_under_no_grad:
-                        function.called_under_no_grad = changed = True
-                    if caller is None or function.called_from_grad_scope:
-                        continue
-                    if not (caller.uses_grad or caller.called_from_grad_scope):
-                        continue
-                    flow = flows[id(call)] if id(call) in flows else flows.setdefault(id(call), self._result_flow(caller, call))
-                    if flow == DROPPED and stores_on_self(function.node):
-                        flow = REACHES_SINK  # `self.forward_step(batch)` may leave its graph on self
-                    if (flow == REACHES_SINK and caller.uses_grad) or (flow == RETURNED and caller.called_from_grad_scope):
-                        function.called_from_grad_scope = changed = True
-
-    def _result_flow(self, caller: _Function, call: cst.Call) -> str:
-        """Where the callee's result goes in `caller`: into a gradient computation, back
-        to `caller`'s own callers, or nowhere gradients are taken (a metric, a log)."""
-        return result_flow(caller.node, call, lambda statement: self.uses_grad(statement, caller.class_name))
-
-    # -- queries ------------------------------------------------------------------------
-    def uses_grad(self, node: cst.CSTNode, class_name: str | None) -> bool:
-        use = find_grad_use(node, self.imports)
-        if use.direct:
-            return True
-        return any(callee.uses_grad for name in use.calls for callee in self.resolve(name, class_name))
-
-    # -- findings -----------------------------------------------------------------------
-    def find(self, module: cst.Module) -> list[tuple[cst.CSTNode, str]]:
-        found: list[tuple[cst.CSTNode, str]] = []
-        _Finder(self, found).block(module.body, _Scope(None, None, False, set()))
-        return found
-
-
 @dataclass
 class _Scope:
-    function: _Function | None
+    function: FunctionFacts | None
     class_name: str | None
     module_like_class: bool
     eval_receivers: set[str]
@@ -367,132 +259,6 @@ class _Scope:
         return _Scope(
             self.function, self.class_name, self.module_like_class, set(self.eval_receivers), self.module_values
         )
-
-
-class _Collector(cst.CSTVisitor):
-    """Records every function (with its grad use) and every same-file call site."""
-
-    def __init__(self, analysis: _Analysis) -> None:
-        super().__init__()
-        self.analysis = analysis
-        self.classes: list[tuple[str, bool]] = []
-        self.functions: list[_Function] = []
-        self.no_grad_depth = 0
-        #: gradient evidence of the functions being visited, innermost last
-        self.grad_finders: list[GradUseFinder] = []
-        #: (calling function or None at module level, under no_grad there, callee name)
-        self.call_sites: list[tuple[_Function | None, bool, str, cst.Call]] = []
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        module_like = _is_module_like(node, self.analysis.imports)
-        self.classes.append((node.name.value, module_like))
-        if module_like:
-            self.analysis.module_classes.add(node.name.value)
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.classes.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        imports = self.analysis.imports
-        in_class = bool(self.classes) and (not self.functions or self.functions[-1].class_name != self.classes[-1][0])
-        class_name, module_like = self.classes[-1] if self.classes and in_class else (None, False)
-        decorated = function_disables_grad(node, imports)
-        function = _Function(
-            node=node,
-            class_name=class_name,
-            module_like_class=module_like,
-            direct_grad=False,
-            calls=set(),
-            decorated_no_grad=decorated,
-            enclosed_no_grad=self.no_grad_depth > 0,
-        )
-        # gradient evidence is gathered in this same pass (see visit_Call/visit_Attribute)
-        self.grad_finders.append(GradUseFinder(imports))
-        self.analysis.functions[id(node)] = function
-        self.analysis.by_key.setdefault((class_name, node.name.value), []).append(function)
-        self.functions.append(function)
-        if decorated:
-            self.no_grad_depth += 1
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        function = self.functions.pop()
-        use = self.grad_finders.pop().result
-        function.direct_grad = bool(use.direct)
-        function.calls = use.calls
-        if self.grad_finders:  # a nested function's evidence counts for its parent too
-            parent = self.grad_finders[-1].result
-            parent.direct.extend(use.direct)
-            parent.calls |= use.calls
-        if function.decorated_no_grad:
-            self.no_grad_depth -= 1
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if self.grad_finders:
-            self.grad_finders[-1].visit_Attribute(node)
-            if node.attr.value in METADATA_ATTRIBUTES:
-                self.functions[-1].cuts = True
-
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        if self.functions:
-            self.functions[-1].cuts = True
-
-    def visit_For(self, node: cst.For) -> None:
-        if self.functions:
-            self.functions[-1].loops.append(node)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        if self.functions:
-            self.functions[-1].loops.append(node)
-
-    def visit_Return(self, node: cst.Return) -> None:
-        if self.functions and node.value is not None:
-            self.functions[-1].returns_value = True
-
-    def visit_Yield(self, node: cst.Yield) -> None:
-        if self.functions:
-            self.functions[-1].returns_value = True
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if self.grad_finders:
-            self.grad_finders[-1].visit_Assign(node)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if self.grad_finders:
-            self.grad_finders[-1].visit_AugAssign(node)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if self.grad_finders:
-            self.grad_finders[-1].visit_AnnAssign(node)
-
-    def visit_With(self, node: cst.With) -> None:
-        if with_disables_grad(node, self.analysis.imports):
-            self.no_grad_depth += 1
-
-    def leave_With(self, original_node: cst.With) -> None:
-        if with_disables_grad(original_node, self.analysis.imports):
-            self.no_grad_depth -= 1
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.grad_finders:
-            self.grad_finders[-1].visit_Call(node)
-            segment = last_segment(node.func)
-            if segment in CUTTING_METHODS or segment in CUTTING_FUNCTIONS or segment in VALUE_INDEX_PAIRS:
-                self.functions[-1].cuts = True
-        name = dotted_name(node.func)
-        if name is None:
-            return
-        caller = self.functions[-1] if self.functions else None
-        self.call_sites.append((caller, self.no_grad_depth > 0, name, node))
-
-
-def _is_module_like(node: cst.ClassDef, imports: ImportIndex) -> bool:
-    for base in node.bases:
-        qualified = imports.qualified_name(base.value) or dotted_name(base.value) or ""
-        if qualified.endswith("Module"):
-            return True
-    return any(
-        isinstance(statement, cst.FunctionDef) and statement.name.value == "forward" for statement in node.body.body
-    )
 
 
 _LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
@@ -516,7 +282,7 @@ def _is_lightning_class(node: cst.ClassDef, imports: ImportIndex) -> bool:
 FORWARD_NAMES = frozenset({"forward", "_forward", "__call__"})
 
 
-def _called_from_a_forward(function: _Function) -> bool:
+def _called_from_a_forward(function: FunctionFacts) -> bool:
     return any(caller is not None and caller.node.name.value in FORWARD_NAMES for caller, _, _ in function.call_sites)
 
 
@@ -527,7 +293,8 @@ def _is_lightning_hook(name: str) -> bool:
 class _Finder:
     """Walks statements in order, tracking `.eval()`/`.train()` state, and decides."""
 
-    def __init__(self, analysis: _Analysis, found: list[tuple[cst.CSTNode, str]]) -> None:
+    def __init__(self, analysis: CallGraph, path: str, found: list[tuple[cst.CSTNode, str]]) -> None:
+        self.path = path.replace("\\", "/")
         self.analysis = analysis
         self.imports = analysis.imports
         self.found = found
@@ -543,7 +310,7 @@ class _Finder:
             self.function(statement, lightning, scope)
         elif isinstance(statement, cst.ClassDef):
             attributes = module_attributes(statement, self.analysis.module_classes, self.imports)
-            inner = _Scope(None, statement.name.value, _is_module_like(statement, self.imports), set(), attributes)
+            inner = _Scope(None, statement.name.value, is_module_class(statement, self.imports), set(), attributes)
             self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
@@ -587,7 +354,7 @@ class _Finder:
         if len(self.found) == before and self._graph_dies_inside(function, scope):
             self.found.append((node, "function"))  # no evaluation loop to wrap: the whole function
 
-    def _graph_dies_inside(self, function: _Function, scope: _Scope) -> bool:
+    def _graph_dies_inside(self, function: FunctionFacts, scope: _Scope) -> bool:
         """Whatever its name: does the function run a model with grad on and let every
         graph die inside it (nothing graph-carrying returned or stored), and nothing it
         calls, here or in a caller that uses its result, take gradients?
@@ -621,9 +388,9 @@ class _Finder:
             return False
         return not _hands_model_away(node, finder, self.analysis, scope.class_name)
 
-    def _is_pytest_test(self, name: str, function: _Function) -> bool:
-        file_name = self.analysis.path.rsplit("/", 1)[-1]
-        test_file = file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{self.analysis.path}"
+    def _is_pytest_test(self, name: str, function: FunctionFacts) -> bool:
+        file_name = self.path.rsplit("/", 1)[-1]
+        test_file = file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{self.path}"
         in_test_class = function.class_name is not None and function.class_name.startswith("Test")
         return (test_file or in_test_class) and name.startswith("test")
 
@@ -850,7 +617,7 @@ def _looks_like_model(identifier: str) -> bool:
 
 
 def _feeds_later_gradient(
-    loop: cst.For | cst.While, container: cst.FunctionDef | None, analysis: _Analysis, class_name: str | None
+    loop: cst.For | cst.While, container: cst.FunctionDef | None, analysis: CallGraph, class_name: str | None
 ) -> bool:
     """Do names the loop binds flow into a gradient computation later in the same scope?
 
@@ -875,7 +642,7 @@ def _feeds_later_gradient(
 
 
 def _hands_model_away(
-    function: cst.FunctionDef, finder: "_ModelCallFinder", analysis: _Analysis, class_name: str | None
+    function: cst.FunctionDef, finder: "_ModelCallFinder", analysis: CallGraph, class_name: str | None
 ) -> bool:
     """Is a model (or `self` in a module) passed to a call outside this file's functions?"""
     for call in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):

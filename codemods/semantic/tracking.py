@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
+from autograd_fix.codemods.semantic.callgraph import is_module_class
 from autograd_fix.codemods.semantic.gradmode import enables_grad, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
@@ -276,11 +277,7 @@ class TrackingAnalysis:
     @classmethod
     def for_context(cls, context: "RuleContext") -> "TrackingAnalysis":
         """The analysis of a `RuleContext`'s module, built once and shared by its rules."""
-        cached = context.cache.get("tracking")  # type: ignore[assignment]
-        if cached is None:
-            cached = cls.build(context.module, context.imports)
-            context.cache["tracking"] = cached
-        return cached
+        return context.semantic.tracking
 
     def position(self, statement: cst.CSTNode) -> Position | None:
         site = self.site(statement)
@@ -330,9 +327,7 @@ class _PrePass(cst.CSTVisitor):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         imports = self.analysis.imports
         bases = [imports.qualified_name(b.value) or dotted_name(b.value) or "" for b in node.bases]
-        module_like = any(b.endswith("Module") for b in bases) or any(
-            isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in node.body.body
-        )
+        module_like = is_module_class(node, imports)
         optimizer = any(b.endswith("Optimizer") or b.startswith("torch.optim") for b in bases)
         function = any(b in {"torch.autograd.Function", "torch.autograd.function.Function"} for b in bases)
         info = ClassInfo(node.name.value, module_like and not function, optimizer, function)

@@ -1,0 +1,256 @@
+"""The file's same-file call graph, with grad mode and gradient use propagated through calls.
+
+One answer, shared by every rule, to: which same-file functions does a call reach; is a
+function only ever called under `no_grad` (decorator, `with` block, or a caller that is);
+does a function (or anything it calls) take gradients; does a caller feed a function's
+result into a gradient computation; which classes are `nn.Module`s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.names import last_segment
+from autograd_fix.codemods.semantic.dataflow import DROPPED, REACHES_SINK, RETURNED, result_flow, stores_on_self
+from autograd_fix.codemods.semantic.gradmode import GradUseFinder, find_grad_use, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES, VALUE_INDEX_PAIRS
+from autograd_fix.codemods.walk import walk
+
+
+@dataclass
+class FunctionFacts:
+    """What the call graph knows of one function of the file."""
+
+    node: cst.FunctionDef
+    class_name: str | None
+    module_like_class: bool
+    direct_grad: bool
+    calls: set[str]
+    decorated_no_grad: bool
+    enclosed_no_grad: bool
+    #: (calling function or None, under no_grad there, the call expression)
+    call_sites: list[tuple["FunctionFacts | None", bool, cst.Call]] = field(default_factory=list)
+    #: `for` loops and comprehensions directly in this function (not in nested ones)
+    loops: list[cst.CSTNode] = field(default_factory=list)
+    #: returns or yields a value
+    returns_value: bool = False
+    #: something in it cuts a graph (`.item()`, `argmax`, `.shape`, a comparison)
+    cuts: bool = False
+    uses_grad: bool = False
+    called_under_no_grad: bool = False
+    called_from_grad_scope: bool = False
+
+
+class CallGraph:
+    """Same-file functions, their call sites and callers, and gradient use through calls.
+
+    Built once per file (see `SemanticModel.call_graph`). Calls resolve by name within
+    the file only: a bare name to a module-level function, `self.name`/`cls.name` to a
+    method of the calling class. A name that resolves to nothing is unknown, never
+    assumed to train or not.
+    """
+
+    def __init__(self, imports: ImportIndex) -> None:
+        self.imports = imports
+        self.functions: dict[int, FunctionFacts] = {}
+        self.by_key: dict[tuple[str | None, str], list[FunctionFacts]] = {}
+        #: classes of this file that are modules (an nn.Module base, or a `forward`)
+        self.module_classes: set[str] = set()
+
+    @classmethod
+    def build(cls, module: cst.Module, imports: ImportIndex) -> "CallGraph":
+        graph = cls(imports)
+        graph._collect(module)
+        return graph
+
+    def facts(self, node: cst.FunctionDef) -> FunctionFacts | None:
+        """The facts of a function of this file (None for a node of another tree)."""
+        return self.functions.get(id(node))
+
+    def _collect(self, module: cst.Module) -> None:
+        collector = _Collector(self)
+        walk(module, collector)
+        for caller, under_no_grad, name, call in collector.call_sites:
+            for callee in self.resolve(name, caller.class_name if caller else None):
+                callee.call_sites.append((caller, under_no_grad, call))
+        self._propagate()
+
+    def resolve(self, name: str, caller_class: str | None) -> list[FunctionFacts]:
+        if name.startswith(("self.", "cls.")) and name.count(".") == 1:
+            return self.by_key.get((caller_class, name.split(".", 1)[1]), [])
+        if "." not in name:
+            return self.by_key.get((None, name), [])
+        return []
+
+    def _propagate(self) -> None:
+        functions = list(self.functions.values())
+        for function in functions:
+            function.uses_grad = function.direct_grad
+        changed = True
+        while changed:
+            changed = False
+            for function in functions:
+                if not function.uses_grad and any(
+                    callee.uses_grad for name in function.calls for callee in self.resolve(name, function.class_name)
+                ):
+                    function.uses_grad = changed = True
+        flows: dict[int, str] = {}
+        changed = True
+        while changed:
+            changed = False
+            for function in functions:
+                for caller, under_no_grad, call in function.call_sites:
+                    no_grad = under_no_grad or (caller is not None and (caller.decorated_no_grad or caller.called_under_no_grad))
+                    if no_grad and not function.called_under_no_grad:
+                        function.called_under_no_grad = changed = True
+                    if caller is None or function.called_from_grad_scope:
+                        continue
+                    if not (caller.uses_grad or caller.called_from_grad_scope):
+                        continue
+                    flow = flows[id(call)] if id(call) in flows else flows.setdefault(id(call), self._result_flow(caller, call))
+                    if flow == DROPPED and stores_on_self(function.node):
+                        flow = REACHES_SINK  # `self.forward_step(batch)` may leave its graph on self
+                    if (flow == REACHES_SINK and caller.uses_grad) or (flow == RETURNED and caller.called_from_grad_scope):
+                        function.called_from_grad_scope = changed = True
+
+    def _result_flow(self, caller: FunctionFacts, call: cst.Call) -> str:
+        """Where the callee's result goes in `caller`: into a gradient computation, back
+        to `caller`'s own callers, or nowhere gradients are taken (a metric, a log)."""
+        return result_flow(caller.node, call, lambda statement: self.uses_grad(statement, caller.class_name))
+
+    # -- queries ------------------------------------------------------------------------
+    def uses_grad(self, node: cst.CSTNode, class_name: str | None) -> bool:
+        use = find_grad_use(node, self.imports)
+        if use.direct:
+            return True
+        return any(callee.uses_grad for name in use.calls for callee in self.resolve(name, class_name))
+
+
+class _Collector(cst.CSTVisitor):
+    """Records every function (with its grad use) and every same-file call site."""
+
+    def __init__(self, analysis: CallGraph) -> None:
+        super().__init__()
+        self.analysis = analysis
+        self.classes: list[tuple[str, bool]] = []
+        self.functions: list[FunctionFacts] = []
+        self.no_grad_depth = 0
+        #: gradient evidence of the functions being visited, innermost last
+        self.grad_finders: list[GradUseFinder] = []
+        #: (calling function or None at module level, under no_grad there, callee name)
+        self.call_sites: list[tuple[FunctionFacts | None, bool, str, cst.Call]] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        module_like = is_module_class(node, self.analysis.imports)
+        self.classes.append((node.name.value, module_like))
+        if module_like:
+            self.analysis.module_classes.add(node.name.value)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        imports = self.analysis.imports
+        in_class = bool(self.classes) and (not self.functions or self.functions[-1].class_name != self.classes[-1][0])
+        class_name, module_like = self.classes[-1] if self.classes and in_class else (None, False)
+        decorated = function_disables_grad(node, imports)
+        function = FunctionFacts(
+            node=node,
+            class_name=class_name,
+            module_like_class=module_like,
+            direct_grad=False,
+            calls=set(),
+            decorated_no_grad=decorated,
+            enclosed_no_grad=self.no_grad_depth > 0,
+        )
+        # gradient evidence is gathered in this same pass (see visit_Call/visit_Attribute)
+        self.grad_finders.append(GradUseFinder(imports))
+        self.analysis.functions[id(node)] = function
+        self.analysis.by_key.setdefault((class_name, node.name.value), []).append(function)
+        self.functions.append(function)
+        if decorated:
+            self.no_grad_depth += 1
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        function = self.functions.pop()
+        use = self.grad_finders.pop().result
+        function.direct_grad = bool(use.direct)
+        function.calls = use.calls
+        if self.grad_finders:  # a nested function's evidence counts for its parent too
+            parent = self.grad_finders[-1].result
+            parent.direct.extend(use.direct)
+            parent.calls |= use.calls
+        if function.decorated_no_grad:
+            self.no_grad_depth -= 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_Attribute(node)
+            if node.attr.value in METADATA_ATTRIBUTES:
+                self.functions[-1].cuts = True
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if self.functions:
+            self.functions[-1].cuts = True
+
+    def visit_For(self, node: cst.For) -> None:
+        if self.functions:
+            self.functions[-1].loops.append(node)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        if self.functions:
+            self.functions[-1].loops.append(node)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if self.functions and node.value is not None:
+            self.functions[-1].returns_value = True
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        if self.functions:
+            self.functions[-1].returns_value = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_Assign(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_AugAssign(node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_AnnAssign(node)
+
+    def visit_With(self, node: cst.With) -> None:
+        if with_disables_grad(node, self.analysis.imports):
+            self.no_grad_depth += 1
+
+    def leave_With(self, original_node: cst.With) -> None:
+        if with_disables_grad(original_node, self.analysis.imports):
+            self.no_grad_depth -= 1
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.grad_finders:
+            self.grad_finders[-1].visit_Call(node)
+            segment = last_segment(node.func)
+            if segment in CUTTING_METHODS or segment in CUTTING_FUNCTIONS or segment in VALUE_INDEX_PAIRS:
+                self.functions[-1].cuts = True
+        name = dotted_name(node.func)
+        if name is None:
+            return
+        caller = self.functions[-1] if self.functions else None
+        self.call_sites.append((caller, self.no_grad_depth > 0, name, node))
+
+
+def is_module_class(node: cst.ClassDef, imports: ImportIndex) -> bool:
+    """An `nn.Module` subclass of this file: a base named `...Module`, or a `forward` method."""
+    for base in node.bases:
+        qualified = imports.qualified_name(base.value) or dotted_name(base.value) or ""
+        if qualified.endswith("Module"):
+            return True
+    return any(
+        isinstance(statement, cst.FunctionDef) and statement.name.value == "forward" for statement in node.body.body
+    )

@@ -1,0 +1,45 @@
+"""`SemanticModel`: one per file, built lazily, shared by every rule that looks at it.
+
+A rule reaches it as `self.context.semantic` and asks questions of its parts; each part
+is computed the first time a rule asks and then reused by the others, so a file pays for
+an analysis only when some selected rule needs it, and never twice.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.semantic.autograd_function import ApplyCalls, CustomFunction, apply_calls, custom_functions
+from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
+
+
+class SemanticModel:
+    """The questions rules ask about one parsed file."""
+
+    def __init__(self, module: cst.Module, imports: ImportIndex) -> None:
+        self.module = module
+        self.imports = imports
+
+    @cached_property
+    def call_graph(self) -> CallGraph:
+        """Same-file functions, callers, grad mode and gradient use through calls."""
+        return CallGraph.build(self.module, self.imports)
+
+    @cached_property
+    def tracking(self) -> TrackingAnalysis:
+        """Which tensors require grad at each statement, what autograd saved, module values."""
+        return TrackingAnalysis.build(self.module, self.imports)
+
+    @cached_property
+    def custom_functions(self) -> list[CustomFunction]:
+        """The file's `torch.autograd.Function` subclasses."""
+        return custom_functions(self.module, self.imports)
+
+    @cached_property
+    def apply_calls(self) -> dict[str, ApplyCalls]:
+        """How each custom Function's `.apply` is called in this file, by class name."""
+        return apply_calls(self.module, self.custom_functions)
