@@ -39,8 +39,12 @@ class FunctionFacts:
     returns_value: bool = False
     #: something in it cuts a graph (`.item()`, `argmax`, `.shape`, a comparison)
     cuts: bool = False
+    #: it, or a same-file function it calls, takes gradients (backward, step, autograd.grad)
     uses_grad: bool = False
+    #: some same-file call site runs it under no_grad (there, or in a caller that does)
     called_under_no_grad: bool = False
+    #: some same-file caller feeds its result into a gradient computation (or returns it
+    #: to a caller that does)
     called_from_grad_scope: bool = False
 
 
