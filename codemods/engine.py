@@ -33,6 +33,11 @@ class EngineError(Exception):
     """The source could not be analysed or its fixes could not be made safe."""
 
 
+class FixConflict(EngineError):
+    """Two fixes edit the same node in ways that cannot both hold (one removed or replaced
+    the node the other still had to edit); applying one of them alone is never done."""
+
+
 @dataclass(frozen=True)
 class FixOptions:
     """Which fixes the static engine applies (`--no-verify`, tests): safe ones, and unsafe
@@ -175,12 +180,44 @@ class _EditApplier(cst.CSTTransformer):
         replacers = self.replacements.get(id(original_node))
         if not replacers:
             return updated_node
-        result = updated_node
-        for replace in replacers:
-            if not isinstance(result, cst.CSTNode):
-                break  # already removed or flattened: later edits have nothing to act on
-            result = replace(result)
-        return result
+        return _chain(updated_node, replacers)
+
+
+def _chain(node: cst.CSTNode, replacers: list) -> object:
+    """`node` after every replacer of one target, each acting on what the previous left of it.
+
+    A replacer may keep the node in a flattened list (`FlattenSentinel([node, added])`):
+    the next replacer then acts on that element and its result is spliced in its place, so
+    an insertion after a statement and a rewrite of the statement itself both hold. When
+    an earlier replacer removed the node (or flattened it away), a later one has nothing
+    to act on: that is a conflict, raised, never half of a fix silently applied.
+    """
+    result: object = node
+    focus: cst.CSTNode | None = node
+    for replace in replacers:
+        if focus is None:
+            raise FixConflict("two fixes edit the same statement: one removed what the other rewrites")
+        out = replace(focus)
+        if result is focus:
+            result = out
+        else:
+            assert isinstance(result, cst.FlattenSentinel)
+            nodes = list(result.nodes)
+            index = next(i for i, element in enumerate(nodes) if element is focus)
+            if isinstance(out, cst.FlattenSentinel):
+                nodes[index : index + 1] = list(out.nodes)
+            elif isinstance(out, cst.RemovalSentinel):
+                del nodes[index]
+            else:
+                nodes[index] = out
+            result = cst.FlattenSentinel(nodes) if nodes else cst.RemovalSentinel.REMOVE
+        if isinstance(out, cst.FlattenSentinel):
+            focus = next((element for element in out.nodes if element is focus), None)
+        elif isinstance(out, cst.RemovalSentinel):
+            focus = None
+        else:
+            focus = out
+    return result
 
 
 def target_paths(module: cst.Module, fixes: Sequence[Fix]) -> dict[int, frozenset[int]]:
@@ -300,6 +337,29 @@ def check_source(
     return result
 
 
+def non_overlapping(module: cst.Module, fixes: Sequence[Fix]) -> list[Fix]:
+    """The fixes of one round: each in order, unless one of its edits targets a node that an
+    earlier chosen fix's edit also targets, contains, or lies inside. Those wait for the
+    next round, which re-runs the rules on the rewritten code: a rewrite that moves or
+    rebuilds a statement (AGF009 folding two `.data` updates into one `with` block) would
+    otherwise drop another rule's edit of the same statement.
+    """
+    paths = target_paths(module, fixes)
+    chosen: list[Fix] = []
+    taken: set[int] = set()  # the chosen fixes' targets
+    above: set[int] = set()  # ... and every node on the way down to them
+    for fix in fixes:
+        targets = {id(edit.target) for edit in fix.edits}
+        own_paths = [paths.get(target) for target in targets]
+        overlaps = bool(targets & above) or any(path is None or path & taken for path in own_paths)
+        if overlaps and chosen:
+            continue
+        chosen.append(fix)
+        taken |= targets
+        above |= frozenset().union(*(path for path in own_paths if path is not None))
+    return chosen
+
+
 def fix_until_stable(
     module: cst.Module,
     rules: Sequence[type[Rule]],
@@ -320,8 +380,9 @@ def fix_until_stable(
         fixes = [f.fix for f in findings if options.allows_finding(f)]
         if not fixes:
             return text
+        fixes = non_overlapping(module, fixes)  # type: ignore[arg-type]
         try:
-            text = apply_fixes(module, fixes)  # type: ignore[arg-type]
+            text = apply_fixes(module, fixes)
         except Exception as error:  # a rule's replacement built an invalid tree
             raise EngineError(f"a fix could not be applied ({type(error).__name__}: {error}); file left unchanged") from None
         findings = None

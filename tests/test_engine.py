@@ -153,3 +153,64 @@ def test_fixing_code_that_compiles_with_a_syntax_warning_is_silent_and_works_und
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert check_source("import torch\n" + fixed.replace("loss_value", "loss"), [RenameLoss]).fixed == "import torch\n" + fixed
+
+
+MANUAL_SGD = """\
+import torch
+
+x = torch.rand(20, 1)
+y = 3 * x + 5
+w = torch.randn(1, requires_grad=True)
+b = torch.zeros(1, requires_grad=True)
+for iteration in range(100):
+    loss = ((y - (w * x + b)) ** 2).mean()
+    loss.backward()
+    # update the parameters
+    b.data.sub_(0.01 * b.grad)
+    w.data.sub_(0.01 * w.grad)
+"""
+
+
+def test_two_rules_rewriting_the_same_update_lines_both_hold() -> None:
+    # greebear/pytorch-learning#1 (tests/corpus/agf002_13): AGF009 folds both `.data`
+    # updates into one `with torch.no_grad():` block and AGF002 adds zeroing after the
+    # last one; together they once dropped the update of `b` and its comment
+    from autograd_fix.codemods.registry import all_rules
+
+    rules = [r for r in all_rules() if r.code in {"AGF002", "AGF009"}]
+    result = check_source(MANUAL_SGD, rules, path="train.py", options=FixOptions(unsafe_fixes=True))
+    assert {f.code for f in result.findings} == {"AGF002", "AGF009"}
+    fixed = result.fixed
+    assert fixed is not None
+    assert "# update the parameters\n" in fixed
+    assert "b.sub_(0.01 * b.grad)" in fixed and "w.sub_(0.01 * w.grad)" in fixed
+    assert "b.grad = None" in fixed and "w.grad = None" in fixed
+    assert ".data" not in fixed
+    again = check_source(fixed, rules, path="train.py", options=FixOptions(unsafe_fixes=True))
+    assert [f for f in again.findings if f.fix is not None] == []
+
+
+def test_a_fix_that_needs_a_statement_another_removed_is_a_conflict_not_half_applied() -> None:
+    from autograd_fix.codemods.engine import FixConflict, apply_fixes
+
+    module = cst.parse_module("a = 1\nb = 2\n")
+    first = module.body[0]
+    remove = Fix(Applicability.SAFE, (Edit(first, lambda node: cst.RemovalSentinel.REMOVE),), "remove")
+    append = Fix(
+        Applicability.SAFE,
+        (Edit(first, lambda node: cst.FlattenSentinel([node, cst.parse_statement("c = 3\n")])),),
+        "append",
+    )
+    # insertion first, then removal of the statement itself: both hold
+    assert apply_fixes(module, [append, remove]) == "c = 3\nb = 2\n"
+    # removal first: the insertion has no statement to follow
+    try:
+        apply_fixes(module, [remove, append])
+    except FixConflict:
+        pass
+    else:
+        raise AssertionError("a conflicting pair was applied")
+    # the engine's rounds apply one of them and let the rules decide again on the result
+    from autograd_fix.codemods.engine import non_overlapping
+
+    assert non_overlapping(module, [remove, append]) == [remove]
