@@ -389,10 +389,14 @@ class _Finder:
         return not _hands_model_away(node, finder, self.analysis, scope.class_name)
 
     def _is_pytest_test(self, name: str, function: FunctionFacts) -> bool:
+        """What pytest collects: `test*` functions of a test file, `test*` methods of a
+        `Test*` class; `DA_rnn.test()`, a module's own method, is never collected."""
+        if not name.startswith("test"):
+            return False
+        if function.class_name is not None:
+            return function.class_name.startswith("Test")
         file_name = self.path.rsplit("/", 1)[-1]
-        test_file = file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{self.path}"
-        in_test_class = function.class_name is not None and function.class_name.startswith("Test")
-        return (test_file or in_test_class) and name.startswith("test")
+        return file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{self.path}"
 
     def loop(self, node: cst.For | cst.While, scope: _Scope) -> None:
         if self._qualifies(node, scope):

@@ -321,6 +321,19 @@ class Agent:
         return action.item()
 """
     ),
+    # a pytest class's test method in a test file: pytest runs it, nobody's eval pass
+    valid(
+        """
+import torch
+
+class TestForecaster:
+    def test_predicts_shape(self, model):
+        model.eval()
+        for window in torch.randn(3, 2, 8).unbind(0):
+            assert model(window).shape == (2, 1)
+""",
+        filename="tests/test_forecaster.py",
+    ),
 ]
 
 INVALID = [
@@ -1029,5 +1042,53 @@ class Trainer:
             val_losses = [self.validation_step(batch) for batch in val_loader]
             print(f"epoch {epoch}: val loss {sum(val_losses) / len(val_losses):.4f}")
 """,
+    ),
+    # DA-RNN shape: a module's own `test()` method (not a pytest test, even in tests/)
+    # runs its sub-modules batch after batch; `.detach()` right after still builds the graph
+    invalid(
+        """
+import numpy as np
+import torch
+from torch import nn
+
+class Forecaster(nn.Module):
+    def __init__(self, series, window=4):
+        super().__init__()
+        self.series = series
+        self.window = window
+        self.encoder = nn.GRU(1, 8, batch_first=True)
+        self.head = nn.Linear(8, 1)
+
+    def test(self):
+        preds = np.zeros(len(self.series) - self.window)
+        for start in range(len(preds)):
+            chunk = torch.from_numpy(self.series[start : start + self.window]).float().view(1, -1, 1)
+            encoded, _ = self.encoder(chunk)
+            preds[start] = self.head(encoded[:, -1]).detach().numpy()[0, 0]
+        return preds
+""",
+        """
+import numpy as np
+import torch
+from torch import nn
+
+class Forecaster(nn.Module):
+    def __init__(self, series, window=4):
+        super().__init__()
+        self.series = series
+        self.window = window
+        self.encoder = nn.GRU(1, 8, batch_first=True)
+        self.head = nn.Linear(8, 1)
+
+    @torch.no_grad()
+    def test(self):
+        preds = np.zeros(len(self.series) - self.window)
+        for start in range(len(preds)):
+            chunk = torch.from_numpy(self.series[start : start + self.window]).float().view(1, -1, 1)
+            encoded, _ = self.encoder(chunk)
+            preds[start] = self.head(encoded[:, -1]).detach().numpy()[0, 0]
+        return preds
+""",
+        filename="tests/forecast_model.py",
     ),
 ]
