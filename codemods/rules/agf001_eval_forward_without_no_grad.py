@@ -359,7 +359,7 @@ class _Finder:
             has_loop = any(isinstance(n, (cst.For, cst.While, cst.CompFor)) for n in iter_descendants(node.body))
             if not receivers and not has_loop and _may_return_tensor(node) and not self._callers_never_train(function):
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
-            if scope.calls(receivers, methods=True).runs_model(node.body):
+            if self._runs_eval_forward(node, scope, receivers):
                 self.found.append((node, None))
             return
         if eval_named:
@@ -368,6 +368,18 @@ class _Finder:
         self.block(node.body.body, scope)
         if len(self.found) == before and self._graph_dies_inside(function, scope):
             self.found.append((node, None))  # no evaluation loop to wrap: the whole function
+
+    def _runs_eval_forward(self, node: cst.FunctionDef, scope: _Scope, receivers: set[str]) -> bool:
+        """A model call outside `no_grad`; a model's own method (`model.infer(x)`) counts
+        only where the function handles grad mode nowhere (a `model.init_hidden(n)` beside a
+        `with torch.no_grad():` forward is set-up) and hands no model to unseen code."""
+        if scope.calls(receivers).runs_model(node.body):
+            return True
+        if changes_grad_mode(node.body, self.imports):
+            return False
+        calls = scope.calls(receivers, methods=True)
+        same_file = lambda callee: bool(self.graph.resolve(callee, scope.class_name))  # noqa: E731
+        return calls.runs_model(node.body) and not hands_model_away(node, calls, same_file)
 
     def _callers_never_train(self, function: FunctionFacts) -> bool:
         """Same-file callers use the result, and none of them can backpropagate through it:

@@ -436,6 +436,35 @@ def main(model, loader):
     run_eval(model, loader, model.validation_step)
 """
     ),
+    # issue 8 (pytorch/examples word_language_model): the forward is under no_grad; the
+    # model method outside it only sets up the hidden state
+    valid(
+        """
+import torch
+
+def evaluate(model, data_source, criterion, eval_batch_size):
+    model.eval()
+    total_loss = 0.0
+    hidden = model.init_hidden(eval_batch_size)
+    with torch.no_grad():
+        for data, targets in data_source:
+            output, hidden = model(data, hidden)
+            total_loss += criterion(output, targets).item()
+    return total_loss / len(data_source)
+"""
+    ),
+    # issue 8 (Lightning's test helpers): a test-named helper that trains the model through
+    # a trainer this file cannot see, then reads its loaders through model methods
+    valid(
+        """
+import torch
+
+def run_model_test(trainer, model, min_acc=0.25):
+    trainer.fit(model)
+    loaders = model.test_dataloader()
+    return [len(loader) for loader in loaders]
+"""
+    ),
 ]
 
 INVALID = [
