@@ -65,7 +65,12 @@ class EvalForwardWithoutNoGrad(Rule):
     an evaluation pass when it runs a model and every graph dies inside it: only values
     cut from the graph (`.item()`, `argmax`, `.detach()`, the indices of `max(dim)`)
     are returned, and nothing graph-carrying is stored on `self`, in an argument or in
-    module state (a greedy decoder, a per-label `predict`).
+    module state (a greedy decoder, a per-label `predict`). In a function that trains in
+    one branch and evaluates in the other (`if is_train: ... else: out = model(x)`), the
+    evaluation branch is one when its graph, followed in control-flow order, never reaches
+    a backward. A forward is a call of a module value (built from `nn` modules, passed in
+    by every same-file caller, put in eval mode, or named like a model), one of its methods
+    (`model.infer(x)`), or a same-file helper that returns one (`self._forward(batch)`).
 
     ## Why is this bad?
     `model.eval()` switches Dropout and BatchNorm to inference behaviour; it does not turn
@@ -97,12 +102,16 @@ class EvalForwardWithoutNoGrad(Rule):
     same-file functions it calls) uses gradients (`.backward(`, `torch.autograd`,
     `torch.func`, `.grad`, writing `requires_grad`, optimizer steps; reading
     `x.requires_grad` in a print or an assert is not one) and no value made in the loop
-    flows into a later gradient computation in the same function. Decorating a function
-    that returns values is unsafe: a caller in another file could backpropagate through
-    what it returns. The rule stays silent under `no_grad`, `inference_mode` or
+    flows into a later gradient computation in the same function. Inside a function, a
+    loop (or branch) that does more than the forward gets only its forward statements
+    wrapped; what is computed from their outputs then carries no graph either. Decorating
+    a function that returns values is unsafe: a caller in another file could backpropagate
+    through what it returns; one that just returns a model's output is decorated only when
+    its same-file callers show the result never reaches a gradient. The rule stays silent under `no_grad`, `inference_mode` or
     `set_grad_enabled(False)` (decorator, `with`, or a same-file caller), in Lightning's
     `validation_step`/`test_step`/`predict_step` (Lightning already disables grad), in
-    pytest tests, and in functions whose result a same-file caller feeds into a gradient
+    functions passed as callbacks (their caller's grad mode is unseen), in pytest tests
+    (`test*` functions of test files, `test*` methods of `Test*` classes), and in functions whose result a same-file caller feeds into a gradient
     computation (a caller that trains elsewhere but only logs this function's result,
     such as a `fit` calling `validate`, does not count). A function is not decorated on
     data flow alone when it hands a model to code this file cannot see
