@@ -145,16 +145,15 @@ class EvalForwardWithoutNoGrad(Rule):
         checks=("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any"),
     )
 
-
     def visit_Module(self, node: cst.Module) -> bool:
-        found: list[tuple[cst.CSTNode, object]] = []
+        found: list[tuple[cst.CSTNode, _Region | None]] = []
         finder = _Finder(self.context.semantic.call_graph, self.context.path, found)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in found:
             self._report(target, region)
         return False
 
-    def _report(self, target: cst.CSTNode, region: object) -> None:
+    def _report(self, target: cst.CSTNode, region: "_Region | None") -> None:
         no_grad, needs = self.context.imports.expression_for("torch.no_grad")
         call = cst.Call(func=no_grad)
         if isinstance(target, cst.FunctionDef):
@@ -168,7 +167,7 @@ class EvalForwardWithoutNoGrad(Rule):
             message = (f"`{target.name.value}` runs the model for evaluation with autograd recording; "
                        "decorate it with `@torch.no_grad()`")
             self.report(target, message, fix)
-        elif isinstance(region, tuple):
+        elif region is not None:
             block, first, last = region
             fix = Fix(
                 applicability=Applicability.SAFE,
@@ -187,6 +186,10 @@ class EvalForwardWithoutNoGrad(Rule):
             )
             self.report(target, "evaluation loop runs the model with autograd recording; wrap it in "
                         "`with torch.no_grad():`", fix)
+
+
+#: statements `first..last` of a block: what a `with torch.no_grad():` must cover
+_Region = tuple[cst.IndentedBlock, int, int]
 
 
 def _may_return_tensor(function: cst.FunctionDef) -> bool:
@@ -295,7 +298,7 @@ def _looks_like_model(identifier: str) -> bool:
 class _Finder:
     """Walks statements in order, tracking `.eval()`/`.train()` state, and decides."""
 
-    def __init__(self, graph: CallGraph, path: str, found: list[tuple[cst.CSTNode, object]]) -> None:
+    def __init__(self, graph: CallGraph, path: str, found: list[tuple[cst.CSTNode, _Region | None]]) -> None:
         self.path = path.replace("\\", "/")
         self.graph = graph
         self.imports = graph.imports
@@ -527,7 +530,7 @@ def _iterates_eval_data(node: cst.For | cst.While) -> bool:
     )
 
 
-def _forward_region(block: cst.BaseSuite, calls: ModelCalls) -> tuple[cst.IndentedBlock, int, int] | None:
+def _forward_region(block: cst.BaseSuite, calls: ModelCalls) -> _Region | None:
     """The statements a `with torch.no_grad():` must cover: from the first to the last
     statement that runs a model, in the innermost block holding every such call (the
     body of the inner loop over a loader). Everything computed from their outputs then
