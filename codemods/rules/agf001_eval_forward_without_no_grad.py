@@ -313,8 +313,9 @@ class _Finder:
             return ModelScope(_looks_like_model, values, False, frozenset(), self._returns_graph(class_name))
         values |= module_loop_names(function.loops, values)
         sites = [call for _, _, call in function.call_sites]
+        static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
         values |= module_parameters(
-            function.node, sites, class_name is not None,
+            function.node, sites, class_name is not None and not static,
             lambda argument: module_argument(argument, self.graph.module_classes, self.imports, _looks_like_model),
         )
         return ModelScope(_looks_like_model, values, function.module_like_class, frozenset(),
