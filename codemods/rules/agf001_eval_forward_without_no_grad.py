@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import libcst as cst
 
@@ -11,12 +12,23 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, is_module_class
-from autograd_fix.codemods.semantic.dataflow import assigned_names, bound_names, read_names, simple_statements_after
-from autograd_fix.codemods.semantic.gradmode import disables_grad, with_disables_grad
+from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
+from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
+from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
+from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.graphflow import graph_flow
-from autograd_fix.codemods.semantic.module_values import module_attributes, module_loop_names
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.semantic.module_calls import (
+    ModelCalls,
+    ModelScope,
+    calls_method,
+    hands_model_away,
+    method_receivers,
+    module_argument,
+    module_parameters,
+    update_eval_state,
+)
+from autograd_fix.codemods.semantic.module_values import module_loop_names
+from autograd_fix.codemods.walk import iter_descendants
 
 #: a function named with one of these tokens is an evaluation scope
 EVAL_NAME_TOKENS = frozenset(
@@ -39,20 +51,6 @@ NOT_A_FORWARD_TOKENS = frozenset(
     {"get", "build", "create", "make", "load", "init", "setup", "save", "export", "prepare", "wrap",
      "compile", "copy", "freeze", "unfreeze", "summary", "count", "print", "log", "register", "to"}
 )
-#: `self.forward`, `model.forward`: explicit forward calls
-FORWARD_METHODS = frozenset({"forward"})
-#: nn.Module's (and Hugging Face's) own API: calling these on a model is not a forward
-#: pass (`generate` runs under no_grad itself)
-MODULE_API_METHODS = frozenset(
-    {"eval", "train", "parameters", "named_parameters", "buffers", "named_buffers", "children",
-     "named_children", "modules", "named_modules", "state_dict", "load_state_dict", "to", "cuda", "cpu",
-     "float", "half", "double", "bfloat16", "type", "zero_grad", "apply", "register_forward_hook",
-     "register_forward_pre_hook", "register_full_backward_hook", "register_backward_hook", "register_buffer",
-     "register_parameter", "register_module", "requires_grad_", "get_submodule", "get_parameter", "add_module",
-     "extra_repr", "share_memory", "save_pretrained", "from_pretrained", "generate", "get_input_embeddings",
-     "get_output_embeddings", "resize_token_embeddings", "num_parameters", "tie_weights", "compile",
-     "fuse_model", "reset_parameters", "init_weights", "set_default_tensor_type"}
-)
 #: Lightning runs these hooks (and every `on_validation*` / `on_test*` / `on_predict*`
 #: callback hook) under no_grad/inference_mode itself
 LIGHTNING_HOOKS = frozenset(
@@ -67,7 +65,12 @@ class EvalForwardWithoutNoGrad(Rule):
     an evaluation pass when it runs a model and every graph dies inside it: only values
     cut from the graph (`.item()`, `argmax`, `.detach()`, the indices of `max(dim)`)
     are returned, and nothing graph-carrying is stored on `self`, in an argument or in
-    module state (a greedy decoder, a per-label `predict`).
+    module state (a greedy decoder, a per-label `predict`). In a function that trains in
+    one branch and evaluates in the other (`if is_train: ... else: out = model(x)`), the
+    evaluation branch is one when its graph, followed in control-flow order, never reaches
+    a backward. A forward is a call of a module value (built from `nn` modules, passed in
+    by every same-file caller, put in eval mode, or named like a model), one of its methods
+    (`model.infer(x)`), or a same-file helper that returns one (`self._forward(batch)`).
 
     ## Why is this bad?
     `model.eval()` switches Dropout and BatchNorm to inference behaviour; it does not turn
@@ -99,12 +102,16 @@ class EvalForwardWithoutNoGrad(Rule):
     same-file functions it calls) uses gradients (`.backward(`, `torch.autograd`,
     `torch.func`, `.grad`, writing `requires_grad`, optimizer steps; reading
     `x.requires_grad` in a print or an assert is not one) and no value made in the loop
-    flows into a later gradient computation in the same function. Decorating a function
-    that returns values is unsafe: a caller in another file could backpropagate through
-    what it returns. The rule stays silent under `no_grad`, `inference_mode` or
+    flows into a later gradient computation in the same function. Inside a function, a
+    loop (or branch) that does more than the forward gets only its forward statements
+    wrapped; what is computed from their outputs then carries no graph either. Decorating
+    a function that returns values is unsafe: a caller in another file could backpropagate
+    through what it returns; one that just returns a model's output is decorated only when
+    its same-file callers show the result never reaches a gradient. The rule stays silent under `no_grad`, `inference_mode` or
     `set_grad_enabled(False)` (decorator, `with`, or a same-file caller), in Lightning's
     `validation_step`/`test_step`/`predict_step` (Lightning already disables grad), in
-    pytest tests, and in functions whose result a same-file caller feeds into a gradient
+    functions passed as callbacks (their caller's grad mode is unseen), in pytest tests
+    (`test*` functions of test files, `test*` methods of `Test*` classes), and in functions whose result a same-file caller feeds into a gradient
     computation (a caller that trains elsewhere but only logs this function's result,
     such as a `fit` calling `validate`, does not count). A function is not decorated on
     data flow alone when it hands a model to code this file cannot see
@@ -139,31 +146,37 @@ class EvalForwardWithoutNoGrad(Rule):
     )
 
     def visit_Module(self, node: cst.Module) -> bool:
-        found: list[tuple[cst.CSTNode, str]] = []
-        _Finder(self.context.semantic.call_graph, self.context.path, found).block(node.body, _Scope(None, None, False, set()))
-        for target, kind in found:
-            self._report(target, kind)
+        found: list[tuple[cst.CSTNode, _Region | None]] = []
+        finder = _Finder(self.context.semantic.call_graph, self.context.path, found)
+        finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
+        for target, region in found:
+            self._report(target, region)
         return False
 
-    def _report(self, target: cst.CSTNode, kind: str) -> None:
-        imports = self.context.imports
-        no_grad, needs = imports.expression_for("torch.no_grad")
+    def _report(self, target: cst.CSTNode, region: "_Region | None") -> None:
+        no_grad, needs = self.context.imports.expression_for("torch.no_grad")
         call = cst.Call(func=no_grad)
-        if kind == "function":
-            assert isinstance(target, cst.FunctionDef)
-            returns_value = _returns_value(target)
+        if isinstance(target, cst.FunctionDef):
+            facts = self.context.semantic.call_graph.facts(target)
             fix = Fix(
-                applicability=Applicability.UNSAFE if returns_value else Applicability.SAFE,
+                applicability=Applicability.UNSAFE if facts is None or facts.returns_value else Applicability.SAFE,
                 edits=(Edit(target, lambda updated: _decorate(updated, call)),),
                 description="decorate with @torch.no_grad()",
                 required_imports=needs,
             )
-            self.report(
-                target,
-                f"`{target.name.value}` runs the model for evaluation with autograd recording; "
-                "decorate it with `@torch.no_grad()`",
-                fix,
+            message = (f"`{target.name.value}` runs the model for evaluation with autograd recording; "
+                       "decorate it with `@torch.no_grad()`")
+            self.report(target, message, fix)
+        elif region is not None:
+            block, first, last = region
+            fix = Fix(
+                applicability=Applicability.SAFE,
+                edits=(Edit(block, lambda updated: _wrap_statements(updated, first, last, call)),),
+                description="wrap the evaluation forward in `with torch.no_grad():`",
+                required_imports=needs,
             )
+            self.report(target, "evaluation forward pass runs with autograd recording; wrap it in "
+                        "`with torch.no_grad():`", fix)
         else:
             fix = Fix(
                 applicability=Applicability.SAFE,
@@ -171,44 +184,12 @@ class EvalForwardWithoutNoGrad(Rule):
                 description="wrap the loop in `with torch.no_grad():`",
                 required_imports=needs,
             )
-            self.report(
-                target,
-                "evaluation loop runs the model with autograd recording; wrap it in `with torch.no_grad():`",
-                fix,
-            )
+            self.report(target, "evaluation loop runs the model with autograd recording; wrap it in "
+                        "`with torch.no_grad():`", fix)
 
 
-def _returns_value(function: cst.FunctionDef) -> bool:
-    finder = _ReturnFinder()
-    walk(function.body, finder)
-    return finder.found
-
-
-class _ReturnFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found = False
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False  # returns of nested functions are theirs
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_Return(self, node: cst.Return) -> None:
-        if node.value is not None:
-            self.found = True
-
-    def visit_Yield(self, node: cst.Yield) -> None:
-        self.found = True
-
-
-#: calls whose result is a Python value, not a tensor that could carry a graph
-_TO_PYTHON = frozenset({"item", "tolist", "numpy", "float", "int", "bool", "len", "str", "round"})
-
-
-def _has_loop(body: cst.CSTNode) -> bool:
-    return any(isinstance(node, (cst.For, cst.While, cst.CompFor)) for node in iter_descendants(body))
+#: statements `first..last` of a block: what a `with torch.no_grad():` must cover
+_Region = tuple[cst.IndentedBlock, int, int]
 
 
 def _may_return_tensor(function: cst.FunctionDef) -> bool:
@@ -219,16 +200,20 @@ def _may_return_tensor(function: cst.FunctionDef) -> bool:
     for node in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda))):
         if isinstance(node, cst.Return) and node.value is not None:
             value = node.value
-            if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)) and not (
-                isinstance(value, cst.Name) and value.value not in {"None", "True", "False"}
+            if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or (
+                isinstance(value, cst.Name) and value.value in {"None", "True", "False"}
             ):
                 continue
             if isinstance(value, cst.Call) and last_segment(value.func) in _TO_PYTHON:
                 continue
             return True
-        if isinstance(node, (cst.Yield,)):
+        if isinstance(node, cst.Yield):
             return True
     return False
+
+
+#: calls whose result is a Python value, not a tensor that could carry a graph
+_TO_PYTHON = frozenset({"item", "tolist", "numpy", "float", "int", "bool", "len", "str", "round"})
 
 
 def _decorate(function: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
@@ -239,26 +224,34 @@ def _decorate(function: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
 def _wrap_in_with(loop: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
     assert isinstance(loop, (cst.For, cst.While))
     inner = loop.with_changes(leading_lines=())
-    return cst.With(
-        items=[cst.WithItem(item=call)],
-        body=cst.IndentedBlock(body=[inner]),
-        leading_lines=loop.leading_lines,
-    )
+    return cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=[inner]),
+                    leading_lines=loop.leading_lines)
+
+
+def _wrap_statements(block: cst.CSTNode, first: int, last: int, call: cst.Call) -> cst.CSTNode:
+    """`with torch.no_grad():` around statements `first..last` of an indented block."""
+    assert isinstance(block, cst.IndentedBlock)
+    body = list(block.body)
+    inner = [body[first].with_changes(leading_lines=()), *body[first + 1 : last + 1]]
+    wrapped = cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=inner),
+                       leading_lines=body[first].leading_lines)
+    return block.with_changes(body=[*body[:first], wrapped, *body[last + 1 :]])
 
 
 @dataclass
 class _Scope:
     function: FunctionFacts | None
     class_name: str | None
-    module_like_class: bool
+    models: ModelScope
     eval_receivers: set[str]
-    #: `self.layers` built from modules in the class, `layer` in `for layer in self.layers`
-    module_values: frozenset[str] = frozenset()
+    imports: ImportIndex
 
     def child(self) -> "_Scope":
-        return _Scope(
-            self.function, self.class_name, self.module_like_class, set(self.eval_receivers), self.module_values
-        )
+        return _Scope(self.function, self.class_name, self.models, set(self.eval_receivers), self.imports)
+
+    def calls(self, receivers: set[str] | None = None, **options: bool) -> ModelCalls:
+        models = self.models.with_receivers(self.eval_receivers if receivers is None else receivers)
+        return ModelCalls(models, self.imports, **options)
 
 
 _LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
@@ -290,320 +283,6 @@ def _is_lightning_hook(name: str) -> bool:
     return name in LIGHTNING_HOOKS or name.startswith(("on_validation", "on_test", "on_predict"))
 
 
-class _Finder:
-    """Walks statements in order, tracking `.eval()`/`.train()` state, and decides."""
-
-    def __init__(self, analysis: CallGraph, path: str, found: list[tuple[cst.CSTNode, str]]) -> None:
-        self.path = path.replace("\\", "/")
-        self.analysis = analysis
-        self.imports = analysis.imports
-        self.found = found
-
-    def block(self, statements, scope: _Scope, lightning: bool = False) -> None:
-        for statement in statements:
-            self.statement(statement, scope, lightning)
-
-    def statement(self, statement: cst.CSTNode, scope: _Scope, lightning: bool = False) -> None:
-        if isinstance(statement, cst.SimpleStatementLine):
-            _update_eval_state(statement, scope.eval_receivers)
-        elif isinstance(statement, cst.FunctionDef):
-            self.function(statement, lightning, scope)
-        elif isinstance(statement, cst.ClassDef):
-            attributes = module_attributes(statement, self.analysis.module_classes, self.imports)
-            inner = _Scope(None, statement.name.value, is_module_class(statement, self.imports), set(), attributes)
-            self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
-        elif isinstance(statement, cst.With):
-            if not with_disables_grad(statement, self.imports):
-                self.block(statement.body.body, scope.child())
-        elif isinstance(statement, (cst.For, cst.While)):
-            self.loop(statement, scope)
-        elif isinstance(statement, (cst.If, cst.Try, cst.TryStar)):
-            for body in _child_blocks(statement):
-                self.block(body, scope.child())
-
-    def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
-        function = self.analysis.functions[id(node)]
-        if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
-            return
-        name = node.name.value
-        if lightning and _is_lightning_hook(name):
-            return
-        if self._is_pytest_test(name, function):
-            return
-        outer = enclosing.module_values if function.class_name and function.class_name == enclosing.class_name else frozenset()
-        scope = _Scope(
-            function, function.class_name, function.module_like_class, set(), outer | module_loop_names(function.loops, outer)
-        )
-        tokens = set(name_tokens(name))
-        eval_named = bool(tokens & EVAL_NAME_TOKENS) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
-        if eval_named and not function.uses_grad:
-            if function.called_from_grad_scope:
-                return  # a helper training code also calls: leave it alone
-            if _called_from_a_forward(function):
-                return  # part of a forward pass: whoever calls the forward decides grad mode
-            receivers = _eval_receivers_anywhere(node.body)
-            if not receivers and not _has_loop(node.body) and _may_return_tensor(node):
-                return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
-            if _has_unguarded_model_call(node.body, scope, receivers, self.imports):
-                self.found.append((node, "function"))
-            return
-        if eval_named:
-            return  # evaluation-named but uses gradients (saliency, TTT): leave it alone
-        before = len(self.found)
-        self.block(node.body.body, scope)
-        if len(self.found) == before and self._graph_dies_inside(function, scope):
-            self.found.append((node, "function"))  # no evaluation loop to wrap: the whole function
-
-    def _graph_dies_inside(self, function: FunctionFacts, scope: _Scope) -> bool:
-        """Whatever its name: does the function run a model with grad on and let every
-        graph die inside it (nothing graph-carrying returned or stored), and nothing it
-        calls, here or in a caller that uses its result, take gradients?
-
-        A model handed to a call this file cannot see (`trainer.fit(model)`,
-        `torch.onnx.export(model, ...)`) may be trained there: fail closed.
-        """
-        node = function.node
-        name = node.name.value
-        if function.uses_grad or function.called_from_grad_scope or _called_from_a_forward(function):
-            return False
-        if name in FORWARD_NAMES or name.startswith("__") or (function.class_name is not None and name == "train"):
-            return False
-        if function.returns_value and not function.cuts:
-            return False  # whatever it returns is as it was made: a graph, if a model ran
-        receivers = _eval_receivers_anywhere(node.body)
-        if not _has_unguarded_model_call(node.body, scope, receivers, self.imports, methods=True):
-            return False
-        if _contains_grad_mode_change(node.body, self.imports):
-            return False
-        finder = _ModelCallFinder(scope, receivers, self.imports, False, methods=True)
-
-        def is_forward(call: cst.Call) -> bool:
-            name = dotted_name(call.func)
-            if name is not None and self.analysis.resolve(name, scope.class_name):
-                return False  # `self.has_ema()`: this file's own function, not a module
-            return finder.is_model_call(call)
-
-        flow = graph_flow(node, self.imports, is_forward)
-        if not flow.built or flow.returned or flow.escapes:
-            return False
-        return not _hands_model_away(node, finder, self.analysis, scope.class_name)
-
-    def _is_pytest_test(self, name: str, function: FunctionFacts) -> bool:
-        file_name = self.path.rsplit("/", 1)[-1]
-        test_file = file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{self.path}"
-        in_test_class = function.class_name is not None and function.class_name.startswith("Test")
-        return (test_file or in_test_class) and name.startswith("test")
-
-    def loop(self, node: cst.For | cst.While, scope: _Scope) -> None:
-        if self._qualifies(node, scope):
-            self.found.append((node, "loop"))
-            return
-        inner = scope.child()
-        self.block(node.body.body, inner)
-        if node.orelse is not None:
-            self.block(node.orelse.body.body, scope.child())
-
-    def _qualifies(self, node: cst.For | cst.While, scope: _Scope) -> bool:
-        function = scope.function
-        if function is not None and function.called_from_grad_scope and _returns_value(function.node):
-            return False
-        if _contains_grad_mode_change(node, self.imports) or _calls_method(node.body, "train"):
-            return False
-        evidence_iterable = _iterates_eval_data(node)
-        receivers = scope.eval_receivers
-        if evidence_iterable:
-            calls_model = _has_unguarded_model_call(node.body, scope, receivers, self.imports)
-        elif receivers:
-            calls_model = _has_unguarded_model_call(node.body, scope, receivers, self.imports, only_receivers=True)
-        else:
-            return False
-        if not calls_model:
-            return False
-        if self.analysis.uses_grad(node, scope.class_name):
-            return False
-        container = function.node if function is not None else None
-        return not _feeds_later_gradient(node, container, self.analysis, scope.class_name)
-
-
-def _child_blocks(statement: cst.CSTNode):
-    if isinstance(statement, cst.If):
-        yield statement.body.body
-        orelse = statement.orelse
-        if isinstance(orelse, cst.If):
-            yield [orelse]
-        elif orelse is not None:
-            yield orelse.body.body
-    else:
-        yield statement.body.body
-        for handler in statement.handlers:
-            yield handler.body.body
-        if statement.orelse is not None:
-            yield statement.orelse.body.body
-        if statement.finalbody is not None:
-            yield statement.finalbody.body.body
-
-
-def _update_eval_state(statement: cst.SimpleStatementLine, receivers: set[str]) -> None:
-    for small in statement.body:
-        if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
-            continue
-        call = small.value
-        if not isinstance(call.func, cst.Attribute):
-            continue
-        receiver = dotted_name(call.func.value)
-        if receiver is None:
-            continue
-        method = call.func.attr.value
-        if method == "eval" and not call.args:
-            receivers.add(receiver)
-        elif method == "train":
-            if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False":
-                receivers.add(receiver)
-            else:
-                receivers.discard(receiver)
-
-
-def _eval_receivers_anywhere(node: cst.CSTNode) -> set[str]:
-    finder = _MethodCallFinder({"eval"})
-    walk(node, finder)
-    return {receiver for receiver in finder.receivers}
-
-
-class _MethodCallFinder(cst.CSTVisitor):
-    def __init__(self, methods: set[str]) -> None:
-        super().__init__()
-        self.methods = methods
-        self.receivers: list[str] = []
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.methods:
-            self.found = True
-            receiver = dotted_name(node.func.value)
-            if receiver is not None:
-                self.receivers.append(receiver)
-
-
-def _calls_method(node: cst.CSTNode | list, method: str) -> bool:
-    finder = _MethodCallFinder({method})
-    for item in node if isinstance(node, (list, tuple)) else [node]:
-        walk(item, finder)
-    return finder.found
-
-
-def _contains_grad_mode_change(node: cst.CSTNode, imports: ImportIndex) -> bool:
-    """A `with` that disables grad inside the loop: the author handled it; fail closed."""
-    finder = _GradModeWithFinder(imports)
-    walk(node, finder)
-    return finder.found
-
-
-class _GradModeWithFinder(cst.CSTVisitor):
-    def __init__(self, imports: ImportIndex) -> None:
-        super().__init__()
-        self.imports = imports
-        self.found = False
-
-    def visit_With(self, node: cst.With) -> None:
-        if with_disables_grad(node, self.imports):
-            self.found = True
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if disables_grad(node, self.imports) and self.imports.qualified_name(node.func) != "torch.no_grad":
-            self.found = True  # set_grad_enabled(False) as a statement
-
-
-def _iterates_eval_data(node: cst.For | cst.While) -> bool:
-    if isinstance(node, cst.For):
-        return bool(iterable_tokens(node.iter) & EVAL_DATA_TOKENS)
-    finder = _NextFinder()
-    walk(node.body, finder)
-    return any(iterable_tokens(argument) & EVAL_DATA_TOKENS for argument in finder.arguments)
-
-
-class _NextFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.arguments: list[cst.BaseExpression] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value == "next" and node.args:
-            self.arguments.append(node.args[0].value)
-
-
-def _has_unguarded_model_call(
-    body: cst.CSTNode,
-    scope: _Scope,
-    receivers: set[str],
-    imports: ImportIndex,
-    only_receivers: bool = False,
-    methods: bool = False,
-) -> bool:
-    finder = _ModelCallFinder(scope, receivers, imports, only_receivers, methods)
-    walk(body, finder)
-    return finder.found
-
-
-class _ModelCallFinder(cst.CSTVisitor):
-    """Is a model called outside any nested no_grad block?"""
-
-    def __init__(
-        self, scope: _Scope, receivers: set[str], imports: ImportIndex, only_receivers: bool, methods: bool = False
-    ) -> None:
-        super().__init__()
-        #: count a model's own methods (`model.encode(src)`) as forward passes: only where
-        #: the data flow then follows their results (`model.init_hidden(n)` is one too)
-        self.methods = methods
-        self.scope = scope
-        self.receivers = receivers
-        self.imports = imports
-        self.only_receivers = only_receivers
-        self.found = False
-
-    def visit_With(self, node: cst.With) -> bool:
-        return not with_disables_grad(node, self.imports)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if not self.found and self.is_model_call(node):
-            self.found = True
-
-    def is_model_call(self, node: cst.Call) -> bool:
-        """Does this call run a model's forward (or a model's own method)?"""
-        if isinstance(node.func, cst.Subscript):  # `self.blocks[i](h)`
-            return dotted_name(node.func.value) in self.scope.module_values
-        callee = dotted_name(node.func)
-        if callee is None or self.imports.qualified_name(node.func) is not None:
-            return False  # an imported API (torch.*, F.*), not a model instance
-        owner, _, method = callee.rpartition(".")
-        if method in FORWARD_METHODS and owner:
-            callee = owner
-        elif owner and owner.rsplit(".", 1)[-1][:1].isupper():
-            return False  # `Request.model_validate(...)`: a class's method, not a forward pass
-        elif not owner and callee[:1].isupper():
-            return False  # `Net(...)`: a constructor
-        if self.is_model_value(callee):
-            return True
-        if not self.methods or self.only_receivers or not owner or method in MODULE_API_METHODS or method.startswith("_"):
-            return False
-        # `model.encode(src)`, `self.model.decode(ys, memory)`: a model's own computation
-        return owner != "self" and self.is_model_value(owner)
-
-    def is_model_value(self, name: str) -> bool:
-        if name in self.receivers or name in self.scope.module_values:
-            return True
-        if self.only_receivers:
-            return False
-        if name == "self":
-            return self.scope.module_like_class
-        return _looks_like_model(name.rsplit(".", 1)[-1])
-
-
 def _looks_like_model(identifier: str) -> bool:
     """`model`, `seg_model`, `model_ema`, `netG`, `teacher`; not `model_validate` or
     `build_model`: the name must end in a model word, or be one followed only by
@@ -616,43 +295,273 @@ def _looks_like_model(identifier: str) -> bool:
     return tokens[0] in MODEL_TOKENS and all(len(token) <= 2 for token in tokens[1:])
 
 
-def _feeds_later_gradient(
-    loop: cst.For | cst.While, container: cst.FunctionDef | None, analysis: CallGraph, class_name: str | None
-) -> bool:
-    """Do names the loop binds flow into a gradient computation later in the same scope?
+class _Finder:
+    """Walks statements in order, tracking `.eval()`/`.train()` state, and decides."""
 
-    A forward taint over the statements after the loop, in source order: assignments from
-    tainted names taint their targets, rebinding without them clears the taint.
-    """
-    if container is None:
-        return False  # module level: a script; later training would be its own loop
-    statements = simple_statements_after(container.body, loop)
-    if not statements:
-        return False
-    tainted = bound_names(loop)
-    for statement in statements:
-        reads = read_names(statement)
-        if reads & tainted:
-            if analysis.uses_grad(statement, class_name):
-                return True
-            tainted |= assigned_names(statement)
+    def __init__(self, graph: CallGraph, path: str, found: list[tuple[cst.CSTNode, _Region | None]]) -> None:
+        self.path = path.replace("\\", "/")
+        self.graph = graph
+        self.imports = graph.imports
+        self.found = found
+        self.graph_returns = GraphReturns(graph, self._forward_calls)
+
+    # -- scopes -------------------------------------------------------------------------
+    def model_scope(self, function: FunctionFacts | None, class_name: str | None) -> ModelScope:
+        """What `function` (None: module level) knows of its models, from evidence first."""
+        values = self.graph.module_attributes(class_name)
+        if function is None:
+            return ModelScope(_looks_like_model, values, False, frozenset(), self._returns_graph(class_name))
+        values |= module_loop_names(function.loops, values)
+        sites = [call for _, _, call in function.call_sites]
+        static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
+        values |= module_parameters(
+            function.node, sites, class_name is not None and not static,
+            lambda argument: module_argument(argument, self.graph.module_classes, self.imports, _looks_like_model),
+        )
+        return ModelScope(_looks_like_model, values, function.module_like_class, frozenset(),
+                          self._returns_graph(class_name))
+
+    def _returns_graph(self, class_name: str | None) -> Callable[[cst.Call], bool]:
+        return lambda call: self.graph_returns.of_call(call, class_name)
+
+    def _forward_calls(self, function: FunctionFacts) -> Callable[[cst.Call], bool]:
+        scope = self.model_scope(function, function.class_name)
+        receivers = method_receivers(function.node.body, "eval")
+        return ModelCalls(scope.with_receivers(receivers), self.imports, methods=True).is_model_call
+
+    # -- walking ------------------------------------------------------------------------
+    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, lightning: bool = False) -> None:
+        for statement in statements:
+            self.statement(statement, scope, lightning)
+
+    def statement(self, statement: cst.CSTNode, scope: _Scope, lightning: bool = False) -> None:
+        if isinstance(statement, cst.SimpleStatementLine):
+            update_eval_state(statement, scope.eval_receivers)
+        elif isinstance(statement, cst.FunctionDef):
+            self.function(statement, lightning, scope)
+        elif isinstance(statement, cst.ClassDef):
+            inner = _Scope(None, statement.name.value, self.model_scope(None, statement.name.value), set(), self.imports)
+            self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
+        elif isinstance(statement, cst.With):
+            if not with_disables_grad(statement, self.imports):
+                self.block(statement.body.body, scope.child())
+        elif isinstance(statement, (cst.For, cst.While)):
+            self.loop(statement, scope)
+        elif isinstance(statement, cst.If) and self._evaluation_branch(statement, scope):
+            return
+        elif isinstance(statement, (cst.If, cst.Try, cst.TryStar)):
+            for body in _child_blocks(statement):
+                self.block(body.body, scope.child())
+
+    def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
+        function = self.graph.functions[id(node)]
+        if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
+            return
+        name = node.name.value
+        if (lightning and _is_lightning_hook(name)) or self._is_pytest_test(name, function):
+            return
+        same_class = function.class_name is not None and function.class_name == enclosing.class_name
+        models = self.model_scope(function, function.class_name if same_class else None)
+        scope = _Scope(function, function.class_name, models, set(), self.imports)
+        tokens = set(name_tokens(name))
+        eval_named = bool(tokens & EVAL_NAME_TOKENS) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
+        if eval_named and not function.uses_grad:
+            if function.called_from_grad_scope or function.passed_as_callback or _called_from_a_forward(function):
+                return  # a helper training code also calls, a callback, or part of a forward pass
+            receivers = method_receivers(node.body, "eval")
+            has_loop = any(isinstance(n, (cst.For, cst.While, cst.CompFor)) for n in iter_descendants(node.body))
+            if not receivers and not has_loop and _may_return_tensor(node) and not self._callers_never_train(function):
+                return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
+            if self._runs_eval_forward(node, scope, receivers):
+                self.found.append((node, None))
+            return
+        if eval_named:
+            return  # evaluation-named but uses gradients (saliency, TTT): leave it alone
+        before = len(self.found)
+        self.block(node.body.body, scope)
+        if len(self.found) == before and self._graph_dies_inside(function, scope):
+            self.found.append((node, None))  # no evaluation loop to wrap: the whole function
+
+    def _runs_eval_forward(self, node: cst.FunctionDef, scope: _Scope, receivers: set[str]) -> bool:
+        """A model call outside `no_grad`; a model's own method (`model.infer(x)`) counts
+        only where the function handles grad mode nowhere (a `model.init_hidden(n)` beside a
+        `with torch.no_grad():` forward is set-up) and hands no model to unseen code."""
+        if scope.calls(receivers).runs_model(node.body):
+            return True
+        if changes_grad_mode(node.body, self.imports):
+            return False
+        calls = scope.calls(receivers, methods=True)
+        same_file = lambda callee: bool(self.graph.resolve(callee, scope.class_name))  # noqa: E731
+        return calls.runs_model(node.body) and not hands_model_away(node, calls, same_file)
+
+    def _callers_never_train(self, function: FunctionFacts) -> bool:
+        """Same-file callers use the result, and none of them can backpropagate through it:
+        module-level callers in a file that takes no gradient, function callers that drop
+        it or only cut it (`.item()`, a metric)."""
+        if not function.call_sites:
+            return False
+        for caller, _, call in function.call_sites:
+            if caller is None:
+                if self.graph.module_level_uses_grad or any(f.uses_grad for f in self.graph.functions.values()):
+                    return False
+            elif result_flow(caller.node, call, lambda s: self.graph.uses_grad(s, caller.class_name)) != DROPPED:
+                return False
+        return True
+
+    def _graph_dies_inside(self, function: FunctionFacts, scope: _Scope) -> bool:
+        """Whatever its name: does the function run a model with grad on and let every
+        graph die inside it (nothing graph-carrying returned or stored), and nothing it
+        calls, here or in a caller that uses its result, take gradients?
+
+        A model handed to a call this file cannot see (`trainer.fit(model)`,
+        `torch.onnx.export(model, ...)`) may be trained there: fail closed.
+        """
+        node = function.node
+        name = node.name.value
+        if function.uses_grad or function.called_from_grad_scope or function.passed_as_callback:
+            return False
+        if _called_from_a_forward(function) or name in FORWARD_NAMES or name.startswith("__") or (function.class_name is not None and name == "train"):
+            return False
+        if function.returns_value and not function.cuts:
+            return False  # whatever it returns is as it was made: a graph, if a model ran
+        calls = scope.calls(method_receivers(node.body, "eval"), methods=True)
+        if not calls.runs_model(node.body) or changes_grad_mode(node.body, self.imports):
+            return False
+
+        def is_forward(call: cst.Call) -> bool:
+            name = dotted_name(call.func)
+            if name is not None and self.graph.resolve(name, scope.class_name):
+                return scope.models.returns_graph(call)  # `self.has_ema()`: only if it returns a graph
+            return calls.is_model_call(call)
+
+        flow = graph_flow(node, self.imports, is_forward)
+        if not flow.built or flow.returned or flow.escapes:
+            return False
+        return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name)))
+
+    def _is_pytest_test(self, name: str, function: FunctionFacts) -> bool:
+        """What pytest collects: `test*` functions of a test file, `test*` methods of a
+        `Test*` class; `DA_rnn.test()`, a module's own method, is never collected."""
+        if not name.startswith("test"):
+            return False
+        if function.class_name is not None:
+            return function.class_name.startswith("Test")
+        file_name = self.path.rsplit("/", 1)[-1]
+        return file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{self.path}"
+
+    # -- loops and branches -------------------------------------------------------------
+    def loop(self, node: cst.For | cst.While, scope: _Scope) -> None:
+        calls = self._qualifying_calls(node, scope)
+        if calls is not None:
+            # inside a function, a loop that does more than the forward (data preparation,
+            # metrics, logging) gets only its forward wrapped, as hand fixes do; a pure
+            # evaluation loop, or one at module level (a script), is wrapped whole
+            region = _forward_region(node.body, calls) if scope.function is not None else None
+            if region is None or (region[1] == 0 and region[2] == len(region[0].body) - 1):
+                self.found.append((node, None))
+            else:
+                self.found.append((region[0].body[region[1]], region))
+            return
+        self.block(node.body.body, scope.child())
+        if node.orelse is not None:
+            self.block(node.orelse.body.body, scope.child())
+
+    def _qualifying_calls(self, node: cst.For | cst.While, scope: _Scope) -> ModelCalls | None:
+        """The model calls that make `node` an evaluation loop, or None when it is not one."""
+        function = scope.function
+        if function is not None and function.called_from_grad_scope and function.returns_value:
+            return None
+        if changes_grad_mode(node, self.imports) or calls_method(node.body, "train"):
+            return None
+        if _iterates_eval_data(node):
+            calls = scope.calls()
+        elif scope.eval_receivers:
+            calls = scope.calls(only_receivers=True)
         else:
-            tainted -= assigned_names(statement)
-    return False
+            return None
+        if not calls.runs_model(node.body) or self.graph.uses_grad(node, scope.class_name):
+            return None
+        uses_grad = lambda statement: self.graph.uses_grad(statement, scope.class_name)  # noqa: E731
+        return None if feeds_later_gradient(node, function.node if function else None, uses_grad) else calls
+
+    def _evaluation_branch(self, node: cst.If, scope: _Scope) -> bool:
+        """`if is_train: ...backward()... else: out = model(x)`: the branch that runs the
+        model without taking gradients is an evaluation pass when its graph, followed in
+        control-flow order, never reaches a gradient (particleflow's `train_and_valid`)."""
+        function = scope.function
+        if function is None or not isinstance(node.orelse, cst.Else):
+            return False
+        branches = [node.body, node.orelse.body]
+        training = [self.graph.uses_grad(branch, scope.class_name) for branch in branches]
+        if training.count(True) != 1:
+            return False
+        branch = branches[training.index(False)]
+        calls = scope.calls()
+        if not isinstance(branch, cst.IndentedBlock) or changes_grad_mode(branch, self.imports):
+            return False
+        region = _forward_region(branch, calls)
+        if region is None:
+            return False
+        block, first, last = region
+        sink = lambda statement: self.graph.uses_grad(statement, scope.class_name)  # noqa: E731
+        for statement in block.body[first : last + 1]:
+            if graph_reaches_gradient(function.node, statement, self.imports, sink, calls.is_model_call):
+                return False
+        self.found.append((block.body[first], region))
+        return True
 
 
-def _hands_model_away(
-    function: cst.FunctionDef, finder: "_ModelCallFinder", analysis: CallGraph, class_name: str | None
-) -> bool:
-    """Is a model (or `self` in a module) passed to a call outside this file's functions?"""
-    for call in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
-        if not isinstance(call, cst.Call):
-            continue
-        name = dotted_name(call.func)
-        if name is not None and analysis.resolve(name, class_name):
-            continue  # a same-file function: its own gradient use was already counted
-        for argument in call.args:
-            value = dotted_name(argument.value)
-            if value is not None and finder.is_model_value(value):
-                return True
-    return False
+def _child_blocks(statement: cst.CSTNode) -> list[cst.BaseSuite]:
+    if isinstance(statement, cst.If):
+        orelse = statement.orelse
+        extra = [cst.IndentedBlock(body=[orelse])] if isinstance(orelse, cst.If) else ([orelse.body] if orelse else [])
+        return [statement.body, *extra]
+    blocks = [statement.body, *(handler.body for handler in statement.handlers)]
+    blocks += [part.body for part in (statement.orelse, statement.finalbody) if part is not None]
+    return blocks
+
+
+def _iterates_eval_data(node: cst.For | cst.While) -> bool:
+    if isinstance(node, cst.For):
+        return bool(iterable_tokens(node.iter) & EVAL_DATA_TOKENS)
+    return any(
+        iterable_tokens(call.args[0].value) & EVAL_DATA_TOKENS
+        for call in iter_descendants(node.body)
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "next" and call.args
+    )
+
+
+def _forward_region(block: cst.BaseSuite, calls: ModelCalls) -> _Region | None:
+    """The statements a `with torch.no_grad():` must cover: from the first to the last
+    statement that runs a model, in the innermost block holding every such call (the
+    body of the inner loop over a loader). Everything computed from their outputs then
+    carries no graph either."""
+    while isinstance(block, cst.IndentedBlock):
+        hits = [i for i, statement in enumerate(block.body) if calls.runs_model(statement)]
+        if not hits:
+            return None
+        inner = _only_inner_block(block.body[hits[0]], calls) if len(hits) == 1 else None
+        if inner is None:
+            return block, hits[0], hits[-1]
+        block = inner
+    return None
+
+
+def _only_inner_block(statement: cst.CSTNode, calls: ModelCalls) -> cst.BaseSuite | None:
+    """The one block of a `for`/`while`/`with`/`if` whose statements run the model, when
+    its header runs none."""
+    if isinstance(statement, (cst.For, cst.While)):
+        header = statement.iter if isinstance(statement, cst.For) else statement.test
+        blocks = [statement.body] + ([statement.orelse.body] if statement.orelse else [])
+    elif isinstance(statement, cst.If):
+        header, blocks = statement.test, _child_blocks(statement)
+    elif isinstance(statement, cst.With):
+        header, blocks = cst.Tuple([cst.Element(item.item) for item in statement.items]), [statement.body]
+    else:
+        return None
+    running = [block for block in blocks if calls.runs_model(block)]
+    if calls.runs_model(header) or len(running) != 1 or not isinstance(running[0], cst.IndentedBlock):
+        return None
+    if isinstance(statement, cst.If) and running[0] is not statement.body and not isinstance(statement.orelse, cst.Else):
+        return None  # an `elif` chain: its block is not a statement list of this tree
+    return running[0]

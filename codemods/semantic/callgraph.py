@@ -9,6 +9,7 @@ result into a gradient computation; which classes are `nn.Module`s.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import libcst as cst
 
@@ -16,7 +17,14 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import last_segment
 from autograd_fix.codemods.semantic.dataflow import DROPPED, REACHES_SINK, RETURNED, result_flow, stores_on_self
 from autograd_fix.codemods.semantic.gradmode import GradUseFinder, find_grad_use, function_disables_grad, with_disables_grad
-from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES, VALUE_INDEX_PAIRS
+from autograd_fix.codemods.semantic.graphflow import (
+    CUTTING_FUNCTIONS,
+    CUTTING_METHODS,
+    METADATA_ATTRIBUTES,
+    VALUE_INDEX_PAIRS,
+    graph_flow,
+)
+from autograd_fix.codemods.semantic.module_values import module_attributes
 from autograd_fix.codemods.walk import walk
 
 
@@ -41,6 +49,9 @@ class FunctionFacts:
     cuts: bool = False
     #: it, or a same-file function it calls, takes gradients (backward, step, autograd.grad)
     uses_grad: bool = False
+    #: passed as a value (`run_eval(model, loader, model.validation_step)`): called by
+    #: code whose grad mode the call graph cannot see
+    passed_as_callback: bool = False
     #: some same-file call site runs it under no_grad (there, or in a caller that does)
     called_under_no_grad: bool = False
     #: some same-file caller feeds its result into a gradient computation (or returns it
@@ -63,6 +74,10 @@ class CallGraph:
         self.by_key: dict[tuple[str | None, str], list[FunctionFacts]] = {}
         #: classes of this file that are modules (an nn.Module base, or a `forward`)
         self.module_classes: set[str] = set()
+        self.classes: dict[str, cst.ClassDef] = {}
+        self._module_attributes: dict[str, frozenset[str]] = {}
+        #: module-level code (outside functions and classes) takes gradients
+        self.module_level_uses_grad = False
 
     @classmethod
     def build(cls, module: cst.Module, imports: ImportIndex) -> "CallGraph":
@@ -74,12 +89,26 @@ class CallGraph:
         """The facts of a function of this file (None for a node of another tree)."""
         return self.functions.get(id(node))
 
+    def module_attributes(self, class_name: str | None) -> frozenset[str]:
+        """`self.X` attributes the class's `__init__` builds from modules (see module_values)."""
+        if class_name is None or class_name not in self.classes:
+            return frozenset()
+        if class_name not in self._module_attributes:
+            self._module_attributes[class_name] = module_attributes(
+                self.classes[class_name], self.module_classes, self.imports
+            )
+        return self._module_attributes[class_name]
+
     def _collect(self, module: cst.Module) -> None:
         collector = _Collector(self)
         walk(module, collector)
+        top = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+        self.module_level_uses_grad = any(self.uses_grad(statement, None) for statement in top)
         for caller, under_no_grad, name, call in collector.call_sites:
             for callee in self.resolve(name, caller.class_name if caller else None):
                 callee.call_sites.append((caller, under_no_grad, call))
+        for function in self.functions.values():
+            function.passed_as_callback = function.node.name.value in collector.callbacks
         self._propagate()
 
     def resolve(self, name: str, caller_class: str | None) -> list[FunctionFacts]:
@@ -133,6 +162,41 @@ class CallGraph:
         return any(callee.uses_grad for name in use.calls for callee in self.resolve(name, class_name))
 
 
+class GraphReturns:
+    """Which same-file functions return (or yield) a graph-carrying value.
+
+    `def _forward(self, batch): return {"energy": self.model(batch)}` does; so does a
+    function returning what such a function returned. A caller supplies what a forward
+    pass is in a function (`forward_calls`), since that needs the role vocabulary.
+    Decorated `no_grad` functions return no graph. Recursion answers "no" while a
+    function is being decided, which keeps a rule that relies on "yes" silent.
+    """
+
+    def __init__(self, graph: CallGraph, forward_calls: Callable[[FunctionFacts], Callable[[cst.Call], bool]]) -> None:
+        self.graph = graph
+        self.forward_calls = forward_calls
+        self._known: dict[int, bool] = {}
+
+    def of_call(self, call: cst.Call, class_name: str | None) -> bool:
+        """Does this call reach a same-file function that returns a graph?"""
+        name = dotted_name(call.func)
+        return name is not None and any(self.returns_graph(f) for f in self.graph.resolve(name, class_name))
+
+    def returns_graph(self, function: FunctionFacts) -> bool:
+        key = id(function.node)
+        if key not in self._known:
+            self._known[key] = False
+            if function.returns_value and not function.decorated_no_grad:
+                is_forward = self.forward_calls(function)
+                flow = graph_flow(
+                    function.node,
+                    self.graph.imports,
+                    lambda call: is_forward(call) or self.of_call(call, function.class_name),
+                )
+                self._known[key] = flow.returned
+        return self._known[key]
+
+
 class _Collector(cst.CSTVisitor):
     """Records every function (with its grad use) and every same-file call site."""
 
@@ -146,10 +210,19 @@ class _Collector(cst.CSTVisitor):
         self.grad_finders: list[GradUseFinder] = []
         #: (calling function or None at module level, under no_grad there, callee name)
         self.call_sites: list[tuple[FunctionFacts | None, bool, str, cst.Call]] = []
+        #: names passed as call arguments (`fn`, `model.validation_step`): maybe callbacks
+        self.callbacks: set[str] = set()
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if isinstance(node.value, cst.Name):
+            self.callbacks.add(node.value.value)
+        elif isinstance(node.value, cst.Attribute):
+            self.callbacks.add(node.value.attr.value)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         module_like = is_module_class(node, self.analysis.imports)
         self.classes.append((node.name.value, module_like))
+        self.analysis.classes.setdefault(node.name.value, node)
         if module_like:
             self.analysis.module_classes.add(node.name.value)
 

@@ -330,3 +330,27 @@ def stores_on_self(function: cst.FunctionDef) -> bool:
             if base is not target and isinstance(base, cst.Name) and base.value == "self":
                 return True
     return False
+
+
+def feeds_later_gradient(
+    loop: cst.For | cst.While, container: cst.FunctionDef | None, uses_grad: Callable[[cst.CSTNode], bool]
+) -> bool:
+    """Do names the loop binds flow into a gradient computation (`uses_grad`) later in
+    the same function (distillation targets computed in one loop, trained on after it)?
+
+    A forward taint over the statements after the loop, in source order: assignments from
+    tainted names taint their targets, rebinding without them clears the taint. At module
+    level (`container` None) the answer is no: a script's later training is its own loop.
+    """
+    if container is None:
+        return False
+    statements = simple_statements_after(container.body, loop)
+    tainted = bound_names(loop)
+    for statement in statements:
+        if read_names(statement) & tainted:
+            if uses_grad(statement):
+                return True
+            tainted |= assigned_names(statement)
+        else:
+            tainted -= assigned_names(statement)
+    return False

@@ -15,7 +15,7 @@ import libcst as cst
 from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import iter_descendants, walk
 
 NO_GRAD_NAMES = frozenset(
     {
@@ -157,3 +157,15 @@ def find_grad_use(node: cst.CSTNode, imports: ImportIndex) -> GradUse:
     finder = GradUseFinder(imports)
     walk(node, finder)
     return finder.result
+
+
+def changes_grad_mode(node: cst.CSTNode, imports: ImportIndex) -> bool:
+    """Does `node` hold a `with` that disables grad, or a `set_grad_enabled(False)`
+    statement? The author then handles grad mode there; a rule should not add to it."""
+    for child in iter_descendants(node):
+        if isinstance(child, cst.With) and with_disables_grad(child, imports):
+            return True
+        if isinstance(child, cst.Call) and disables_grad(child, imports):
+            if imports.qualified_name(child.func) != "torch.no_grad":
+                return True
+    return False

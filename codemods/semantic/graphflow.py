@@ -191,34 +191,8 @@ class _GraphFlowAnalysis:
             return True
         return isinstance(value.func, cst.Attribute) and value.func.attr.value in VALUE_INDEX_PAIRS and bool(value.args)
 
-    # -- does an expression carry a graph? ---------------------------------------------
     def carries(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Name):
-            return node.value in self.tainted
-        if isinstance(node, cst.Call):
-            return self._call_carries(node)
-        if isinstance(node, cst.Attribute):
-            return node.attr.value not in METADATA_ATTRIBUTES and self.carries(node.value)
-        if isinstance(node, (cst.Comparison, cst.FormattedString, cst.Lambda, cst.SimpleString, cst.Integer,
-                             cst.Float, cst.Imaginary, cst.ConcatenatedString)):
-            return False
-        if isinstance(node, cst.Subscript):
-            return self.carries(node.value)
-        return any(self.carries(child) for child in iter_children(node))
-
-    def _call_carries(self, call: cst.Call) -> bool:
-        if self.is_source(call):
-            return True
-        qualified = self.imports.qualified_name(call.func)
-        name = qualified or (call.func.value if isinstance(call.func, cst.Name) else None)
-        if name in CUTTING_FUNCTIONS:
-            return False
-        if isinstance(call.func, cst.Attribute):
-            if call.func.attr.value in CUTTING_METHODS:
-                return False
-            if self.carries(call.func.value):
-                return True
-        return any(self.carries(argument.value) for argument in call.args)
+        return expression_carries(node, self.tainted, self.imports, self.is_source)
 
     # -- does a graph leave the function? ----------------------------------------------
     def _check_exit(self, node: cst.CSTNode) -> None:
@@ -250,6 +224,44 @@ class _GraphFlowAnalysis:
             root = _root_name(target)
             return root is None or root not in self.fresh
         return False
+
+
+def _no_source(call: cst.Call) -> bool:
+    return False
+
+
+def expression_carries(
+    node: cst.CSTNode, tainted: set[str], imports: ImportIndex, is_source: Callable[[cst.Call], bool] = _no_source
+) -> bool:
+    """Does the expression carry a graph, given the graph-carrying names `tainted` and the
+    calls that make a new graph (`is_source`)? Cuts (`.item()`, `.detach()`, `argmax`,
+    comparisons, metadata such as `.shape`) stop it; any other operation passes it on."""
+    def carries(child: cst.CSTNode) -> bool:
+        return expression_carries(child, tainted, imports, is_source)
+
+    if isinstance(node, cst.Name):
+        return node.value in tainted
+    if isinstance(node, cst.Call):
+        if is_source(node):
+            return True
+        qualified = imports.qualified_name(node.func)
+        name = qualified or (node.func.value if isinstance(node.func, cst.Name) else None)
+        if name in CUTTING_FUNCTIONS:
+            return False
+        if isinstance(node.func, cst.Attribute):
+            if node.func.attr.value in CUTTING_METHODS:
+                return False
+            if carries(node.func.value):
+                return True
+        return any(carries(argument.value) for argument in node.args)
+    if isinstance(node, cst.Attribute):
+        return node.attr.value not in METADATA_ATTRIBUTES and carries(node.value)
+    if isinstance(node, (cst.Comparison, cst.FormattedString, cst.Lambda, cst.SimpleString, cst.Integer,
+                         cst.Float, cst.Imaginary, cst.ConcatenatedString)):
+        return False
+    if isinstance(node, cst.Subscript):
+        return carries(node.value)
+    return any(carries(child) for child in iter_children(node))
 
 
 def _registers_hook(node: cst.CSTNode) -> bool:

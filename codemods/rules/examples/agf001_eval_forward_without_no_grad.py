@@ -321,6 +321,150 @@ class Agent:
         return action.item()
 """
     ),
+    # a pytest class's test method in a test file: pytest runs it, nobody's eval pass
+    valid(
+        """
+import torch
+
+class TestForecaster:
+    def test_predicts_shape(self, model):
+        model.eval()
+        for window in torch.randn(3, 2, 8).unbind(0):
+            assert model(window).shape == (2, 1)
+""",
+        filename="tests/test_forecaster.py",
+    ),
+    # issue 8: a branch that runs the model without backward in it, whose loss the
+    # backward after the `if` then uses (gradient accumulation): not an evaluation pass
+    valid(
+        """
+import torch
+
+def train(model, loader, optimizer, criterion, accumulation_steps):
+    for step, (x, y) in enumerate(loader):
+        if step % accumulation_steps == 0:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+        else:
+            loss = criterion(model(x), y)
+        loss.backward()
+        if (step + 1) % accumulation_steps == 0:
+            optimizer.step()
+"""
+    ),
+    # issue 8: the same-file caller of a model-returning helper trains on what it returns
+    valid(
+        """
+import torch
+from torch import nn
+
+def infer(mod, batch):
+    return mod(batch)
+
+net = nn.Linear(4, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for batch in torch.randn(5, 8, 4):
+    loss = infer(net, batch).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+    ),
+    # issue 8: evaluation through a model method, but input gradients are the goal
+    valid(
+        """
+import torch
+
+def eval_saliency(loader, model):
+    model.eval()
+    maps = []
+    for batch in loader:
+        image = batch["image"].requires_grad_(True)
+        model.segment(image).sum().backward()
+        maps.append(image.grad.abs())
+    return maps
+"""
+    ),
+    # issue 8: the trainer's forward helper is called under no_grad by the validation
+    valid(
+        """
+import torch
+
+class Trainer:
+    def __init__(self, model, val_loader):
+        self.model = model
+        self.val_loader = val_loader
+
+    def _outputs(self, batch):
+        return {"logits": self.model(batch["x"])}
+
+    def validate(self):
+        self.model.eval()
+        correct = 0
+        for batch in self.val_loader:
+            with torch.no_grad():
+                out = self._outputs(batch)
+            correct += (out["logits"].argmax(-1) == batch["y"]).sum().item()
+        return correct
+"""
+    ),
+    # issue 8: an evaluation step handed to a runner that disables grad itself (a callback)
+    valid(
+        """
+import torch
+
+class Module(torch.nn.Module):
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def _shared_step(self, batch):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch):
+        self.last_val = self._shared_step(batch).item()
+
+
+def run_eval(model, loader, step):
+    with torch.no_grad():
+        for batch in loader:
+            step(batch)
+
+
+def main(model, loader):
+    run_eval(model, loader, model.validation_step)
+"""
+    ),
+    # issue 8 (pytorch/examples word_language_model): the forward is under no_grad; the
+    # model method outside it only sets up the hidden state
+    valid(
+        """
+import torch
+
+def evaluate(model, data_source, criterion, eval_batch_size):
+    model.eval()
+    total_loss = 0.0
+    hidden = model.init_hidden(eval_batch_size)
+    with torch.no_grad():
+        for data, targets in data_source:
+            output, hidden = model(data, hidden)
+            total_loss += criterion(output, targets).item()
+    return total_loss / len(data_source)
+"""
+    ),
+    # issue 8 (Lightning's test helpers): a test-named helper that trains the model through
+    # a trainer this file cannot see, then reads its loaders through model methods
+    valid(
+        """
+import torch
+
+def run_model_test(trainer, model, min_acc=0.25):
+    trainer.fit(model)
+    loaders = model.test_dataloader()
+    return [len(loader) for loader in loaders]
+"""
+    ),
 ]
 
 INVALID = [
@@ -1028,6 +1172,234 @@ class Trainer:
             self.model.eval()
             val_losses = [self.validation_step(batch) for batch in val_loader]
             print(f"epoch {epoch}: val loss {sum(val_losses) / len(val_losses):.4f}")
+""",
+    ),
+    # DA-RNN shape: a module's own `test()` method (not a pytest test, even in tests/)
+    # runs its sub-modules batch after batch; `.detach()` right after still builds the graph
+    invalid(
+        """
+import numpy as np
+import torch
+from torch import nn
+
+class Forecaster(nn.Module):
+    def __init__(self, series, window=4):
+        super().__init__()
+        self.series = series
+        self.window = window
+        self.encoder = nn.GRU(1, 8, batch_first=True)
+        self.head = nn.Linear(8, 1)
+
+    def test(self):
+        preds = np.zeros(len(self.series) - self.window)
+        for start in range(len(preds)):
+            chunk = torch.from_numpy(self.series[start : start + self.window]).float().view(1, -1, 1)
+            encoded, _ = self.encoder(chunk)
+            preds[start] = self.head(encoded[:, -1]).detach().numpy()[0, 0]
+        return preds
+""",
+        """
+import numpy as np
+import torch
+from torch import nn
+
+class Forecaster(nn.Module):
+    def __init__(self, series, window=4):
+        super().__init__()
+        self.series = series
+        self.window = window
+        self.encoder = nn.GRU(1, 8, batch_first=True)
+        self.head = nn.Linear(8, 1)
+
+    @torch.no_grad()
+    def test(self):
+        preds = np.zeros(len(self.series) - self.window)
+        for start in range(len(preds)):
+            chunk = torch.from_numpy(self.series[start : start + self.window]).float().view(1, -1, 1)
+            encoded, _ = self.encoder(chunk)
+            preds[start] = self.head(encoded[:, -1]).detach().numpy()[0, 0]
+        return preds
+""",
+        filename="tests/forecast_model.py",
+    ),
+    # issue 8 (particleflow shape): one function trains in one branch and evaluates in the
+    # other; the evaluation branch's graph never reaches the backward (rebound first)
+    invalid(
+        """
+import torch
+
+def run_epoch(model, optimizer, loader, criterion, is_train):
+    total = 0.0
+    for x, y in loader:
+        if is_train:
+            out = model(x)
+            loss = criterion(out, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        else:
+            out = model(x)
+            loss = criterion(out, y)
+        total += loss.detach()
+    return total.item() / len(loader)
+""",
+        """
+import torch
+
+def run_epoch(model, optimizer, loader, criterion, is_train):
+    total = 0.0
+    for x, y in loader:
+        if is_train:
+            out = model(x)
+            loss = criterion(out, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        else:
+            with torch.no_grad():
+                out = model(x)
+            loss = criterion(out, y)
+        total += loss.detach()
+    return total.item() / len(loader)
+""",
+    ),
+    # issue 8 (torch.compile tutorial shape): `evaluate(mod, inp)` returns `mod(inp)`; the
+    # only caller passes a model and the file never takes a gradient (unsafe: returns)
+    invalid(
+        """
+import torch
+from torch import nn
+
+def evaluate(mod, inp):
+    return mod(inp)
+
+net = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+inputs = torch.randn(3, 8)
+outputs = [evaluate(net, inputs) for _ in range(3)]
+print(outputs[-1].sum().item())
+""",
+        """
+import torch
+from torch import nn
+
+@torch.no_grad()
+def evaluate(mod, inp):
+    return mod(inp)
+
+net = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+inputs = torch.randn(3, 8)
+outputs = [evaluate(net, inputs) for _ in range(3)]
+print(outputs[-1].sum().item())
+""",
+    ),
+    # issue 8 (SAM-Adapter shape): the forward is a method of the model (`model.segment`)
+    invalid(
+        """
+import torch
+
+def eval_iou(loader, model):
+    model.eval()
+    scores = []
+    for batch in loader:
+        pred = torch.sigmoid(model.segment(batch["image"])) > 0.5
+        scores.append((pred & batch["mask"]).sum().item() / (pred | batch["mask"]).sum().item())
+    return sum(scores) / len(scores)
+""",
+        """
+import torch
+
+@torch.no_grad()
+def eval_iou(loader, model):
+    model.eval()
+    scores = []
+    for batch in loader:
+        pred = torch.sigmoid(model.segment(batch["image"])) > 0.5
+        scores.append((pred & batch["mask"]).sum().item() / (pred | batch["mask"]).sum().item())
+    return sum(scores) / len(scores)
+""",
+    ),
+    # issue 8 (fairchem shape): the forward goes through a same-file helper that returns
+    # the model's output in a dict
+    invalid(
+        """
+import torch
+
+class Trainer:
+    def __init__(self, model, val_loader):
+        self.model = model
+        self.val_loader = val_loader
+
+    def _outputs(self, batch):
+        return {"logits": self.model(batch["x"])}
+
+    def validate(self):
+        self.model.eval()
+        correct = 0
+        for batch in self.val_loader:
+            out = self._outputs(batch)
+            correct += (out["logits"].argmax(-1) == batch["y"]).sum().item()
+        return correct
+""",
+        """
+import torch
+
+class Trainer:
+    def __init__(self, model, val_loader):
+        self.model = model
+        self.val_loader = val_loader
+
+    def _outputs(self, batch):
+        return {"logits": self.model(batch["x"])}
+
+    @torch.no_grad()
+    def validate(self):
+        self.model.eval()
+        correct = 0
+        for batch in self.val_loader:
+            out = self._outputs(batch)
+            correct += (out["logits"].argmax(-1) == batch["y"]).sum().item()
+        return correct
+""",
+    ),
+    # issue 8 (end2end-asr shape): inside a train/eval function, a validation loop that
+    # also prepares data and logs gets only its forward wrapped
+    invalid(
+        """
+import torch
+
+def fit(model, opt, train_loader, valid_loader, criterion):
+    model.train()
+    for x, y in train_loader:
+        opt.zero_grad()
+        criterion(model(x), y).backward()
+        opt.step()
+    model.eval()
+    total = 0.0
+    for x, y in valid_loader:
+        x = x.float()
+        pred = model(x)
+        loss = criterion(pred, y)
+        total += loss.item()
+    print("valid loss", total / len(valid_loader))
+""",
+        """
+import torch
+
+def fit(model, opt, train_loader, valid_loader, criterion):
+    model.train()
+    for x, y in train_loader:
+        opt.zero_grad()
+        criterion(model(x), y).backward()
+        opt.step()
+    model.eval()
+    total = 0.0
+    for x, y in valid_loader:
+        x = x.float()
+        with torch.no_grad():
+            pred = model(x)
+        loss = criterion(pred, y)
+        total += loss.item()
+    print("valid loss", total / len(valid_loader))
 """,
     ),
 ]

@@ -1,0 +1,190 @@
+"""Does the graph a statement makes reach a gradient computation? Flow-sensitive.
+
+`dataflow.result_flow` never clears a taint, so in a function that trains in one branch
+and evaluates in the other (`if is_train: ... loss.backward() else: ...`) the evaluation
+branch's `loss` looks like the training branch's. Here the statements that can run after
+the starting one are followed in control-flow order over the structured code: a branch
+starts from the state before the `if` and the branches' states are joined; a loop body is
+run until its state stops growing (the next iteration); rebinding a plain name clears its
+taint (the next iteration's `loss = criterion(...)` is a new value). Only what the start
+statement binds is followed, and a value stops carrying a graph where `graphflow` says a
+cut happens (`.item()`, `.detach()`, ...).
+
+The answer errs towards "reaches": a graph-carrying value returned, yielded, or stored on
+anything but a plain local name counts as reaching (a caller or an object may train on it).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.semantic.dataflow import assigned_names, read_names
+from autograd_fix.codemods.semantic.graphflow import expression_carries
+from autograd_fix.codemods.walk import iter_descendants
+
+
+class _Reached(Exception):
+    """Raised out of the walk as soon as a graph-carrying value meets a sink."""
+
+
+def graph_reaches_gradient(
+    container: cst.FunctionDef,
+    start: cst.BaseStatement,
+    imports: ImportIndex,
+    is_sink: Callable[[cst.CSTNode], bool],
+    is_source: Callable[[cst.Call], bool],
+) -> bool:
+    """Can a graph made by `start` (a statement of `container`, whose `is_source` calls
+    run a forward) reach a statement that `is_sink` accepts (a backward, an optimizer
+    step), or leave `container`?"""
+    path = _path_to(container.body.body, start)
+    if path is None:
+        return True  # not found: unknown, fail closed
+    walker = _Walker(imports, is_sink)
+    try:
+        tainted = walker.start(start, is_source)
+        for block, index in reversed(path):
+            statement = block[index]
+            if statement is not start and isinstance(statement, (cst.For, cst.While)):
+                tainted = walker.statement(statement, tainted)  # the next iterations
+            tainted = walker.block(block[index + 1 :], tainted)
+    except _Reached:
+        return True
+    return False
+
+
+def _path_to(block: Sequence[cst.BaseStatement], target: cst.CSTNode) -> list[tuple[Sequence[cst.BaseStatement], int]] | None:
+    """(block, index) pairs from the function body down to `target`, outermost first."""
+    for index, statement in enumerate(block):
+        if statement is target:
+            return [(block, index)]
+        for inner in _blocks(statement):
+            below = _path_to(inner, target)
+            if below is not None:
+                return [(block, index), *below]
+    return None
+
+
+def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.BaseStatement]]:
+    """Statement lists directly inside a compound statement (nested defs are their own)."""
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
+        return []
+    found: list[Sequence[cst.BaseStatement]] = []
+    for child in (getattr(statement, "body", None), getattr(statement, "orelse", None),
+                  getattr(statement, "finalbody", None), *getattr(statement, "handlers", ())):
+        if isinstance(child, cst.If):
+            found.append([child])
+        elif child is not None:
+            body = child.body
+            found.append(body.body if isinstance(body, cst.BaseSuite) else body)
+    return [block for block in found if isinstance(block, (list, tuple))]
+
+
+class _Walker:
+    def __init__(self, imports: ImportIndex, is_sink: Callable[[cst.CSTNode], bool]) -> None:
+        self.imports = imports
+        self.is_sink = is_sink
+        #: the forward calls of the start statement (only while it is walked)
+        self.is_source: Callable[[cst.Call], bool] = _no_source
+
+    def carries(self, node: cst.CSTNode, tainted: set[str]) -> bool:
+        return expression_carries(node, tainted, self.imports, self.is_source)
+
+    def block(self, statements: Sequence[cst.BaseStatement], tainted: set[str]) -> set[str]:
+        for statement in statements:
+            tainted = self.statement(statement, tainted)
+        return tainted
+
+    def start(self, statement: cst.CSTNode, is_source: Callable[[cst.Call], bool]) -> set[str]:
+        """The taint after the start statement, whose `is_source` calls make the graph."""
+        if not isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            return assigned_names(statement)  # a compound statement: everything it binds
+        self.is_source = is_source
+        try:
+            return self.statement(statement, set())
+        finally:
+            self.is_source = _no_source
+
+    def statement(self, statement: cst.CSTNode, tainted: set[str]) -> set[str]:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            return tainted
+        if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            for small in statement.body:
+                tainted = self.small(small, tainted)
+            return tainted
+        if isinstance(statement, (cst.For, cst.While)):
+            return self.loop(statement, tainted)
+        if isinstance(statement, cst.If):
+            body = self.block(statement.body.body, set(tainted))
+            orelse = statement.orelse
+            other = self.statement(orelse, set(tainted)) if isinstance(orelse, cst.If) else (
+                self.block(orelse.body.body, set(tainted)) if orelse is not None else tainted
+            )
+            return body | other
+        if isinstance(statement, cst.With):
+            return self.block(statement.body.body, tainted)
+        if isinstance(statement, (cst.Try, cst.TryStar)):
+            after_body = self.block(statement.body.body, set(tainted))
+            state = tainted | after_body
+            for handler in statement.handlers:
+                state |= self.block(handler.body.body, set(state))
+            if statement.orelse is not None:
+                state |= self.block(statement.orelse.body.body, set(after_body))
+            if statement.finalbody is not None:
+                state = self.block(statement.finalbody.body.body, state)
+            return state
+        return tainted | assigned_names(statement)  # `match` and the like: keep every taint
+
+    def loop(self, loop: cst.For | cst.While, tainted: set[str]) -> set[str]:
+        state = set(tainted)
+        while True:
+            entry = set(state)
+            if isinstance(loop, cst.For) and self.carries(loop.iter, entry):
+                entry |= assigned_names(loop.target)
+            after = self.block(loop.body.body, entry)
+            if after <= state:
+                break
+            state |= after
+        if loop.orelse is not None:
+            state = self.block(loop.orelse.body.body, state)
+        return state
+
+    def small(self, small: cst.BaseSmallStatement, tainted: set[str]) -> set[str]:
+        if tainted and read_names(small) & tainted and self.is_sink(small):
+            raise _Reached
+        if isinstance(small, cst.Return) or (isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield)):
+            value = small.value if isinstance(small, cst.Return) else small.value.value
+            if value is not None and self.carries(value, tainted):
+                raise _Reached  # handed to a caller that may train on it
+            return tainted
+        if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and small.value is not None:
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            if self.carries(small.value, tainted) or (isinstance(small, cst.AugAssign) and self.carries(small.target, tainted)):
+                if any(not _local_target(target) for target in targets):
+                    raise _Reached  # `self.history = out`, `outputs[k] = out`: stored where others see it
+                return tainted | assigned_names(small)
+            return tainted - {target.value for target in targets if isinstance(target, cst.Name)}
+        for call in iter_descendants(small):
+            # `outputs.append(out)`, `writer.add(out)`: the receiver now holds the graph
+            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                    and self.imports.qualified_name(call.func) is None
+                    and any(self.carries(argument.value, tainted) for argument in call.args)):
+                raise _Reached
+        return tainted
+
+
+def _no_source(call: cst.Call) -> bool:
+    return False
+
+
+def _local_target(target: cst.BaseExpression) -> bool:
+    if isinstance(target, cst.Name):
+        return True
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return all(_local_target(element.value) for element in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _local_target(target.value)
+    return False

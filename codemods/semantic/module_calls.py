@@ -1,0 +1,243 @@
+"""Which calls run a model, which values a scope put in eval mode, and where models go.
+
+A forward pass is a call of a module value: one the class built from modules
+(`self.fc = nn.Linear(...)`, see `module_values`), a loop variable over such a container,
+`self` inside an `nn.Module`, a parameter every same-file caller passes a model to, a value
+put in eval mode (`model.eval()`), or, as a tie-break only, a value whose name says model
+(the caller supplies that name test, so that the role vocabulary stays in one place).
+A model's own methods (`model.infer(x)`, `model.encode(src)`) run its forward too, but
+only where the caller asks for them (`methods=True`): `model.init_hidden(n)` is one as well,
+so they count only where the result is then used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.semantic.gradmode import with_disables_grad
+from autograd_fix.codemods.walk import iter_descendants, walk
+
+#: `self.forward`, `model.forward`: explicit forward calls
+FORWARD_METHODS = frozenset({"forward"})
+#: nn.Module's (and Hugging Face's) own API: calling these on a model is not a forward
+#: pass (`generate` runs under no_grad itself)
+MODULE_API_METHODS = frozenset(
+    {"eval", "train", "parameters", "named_parameters", "buffers", "named_buffers", "children",
+     "named_children", "modules", "named_modules", "state_dict", "load_state_dict", "to", "cuda", "cpu",
+     "float", "half", "double", "bfloat16", "type", "zero_grad", "apply", "register_forward_hook",
+     "register_forward_pre_hook", "register_full_backward_hook", "register_backward_hook", "register_buffer",
+     "register_parameter", "register_module", "requires_grad_", "get_submodule", "get_parameter", "add_module",
+     "extra_repr", "share_memory", "save_pretrained", "from_pretrained", "generate", "get_input_embeddings",
+     "get_output_embeddings", "resize_token_embeddings", "num_parameters", "tie_weights", "compile",
+     "fuse_model", "reset_parameters", "init_weights", "set_default_tensor_type"}
+)
+
+
+def _never(call: cst.Call) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class ModelScope:
+    """What one scope knows of its model values."""
+
+    #: decides a name the evidence leaves open (`netG`, `teacher`): the role vocabulary
+    looks_like_model: Callable[[str], bool]
+    #: values built from modules: `self.fc`, `layer` in `for layer in self.layers`, and
+    #: parameters every same-file caller passes a model to
+    module_values: frozenset[str] = frozenset()
+    #: `self` is an nn.Module here
+    module_like_class: bool = False
+    #: values put in eval mode (`model.eval()`, `model.train(False)`)
+    receivers: frozenset[str] = frozenset()
+    #: `self._forward(batch)`: a call of a same-file function that returns a graph
+    returns_graph: Callable[[cst.Call], bool] = field(default=_never)
+
+    def with_receivers(self, receivers: set[str] | frozenset[str]) -> "ModelScope":
+        return ModelScope(self.looks_like_model, self.module_values, self.module_like_class, frozenset(receivers),
+                          self.returns_graph)
+
+
+class ModelCalls:
+    """Answers "does this call run a model?" within one `ModelScope`.
+
+    `only_receivers`: only values put in eval mode count (a loop that runs after
+    `model.eval()` without any other evidence). `methods`: a model's own methods count.
+    """
+
+    def __init__(self, scope: ModelScope, imports: ImportIndex, only_receivers: bool = False,
+                 methods: bool = False) -> None:
+        self.scope = scope
+        self.imports = imports
+        self.only_receivers = only_receivers
+        self.methods = methods
+
+    def is_model_call(self, node: cst.Call) -> bool:
+        """Does this call run a model's forward (or, with `methods`, a model's own method)?"""
+        if isinstance(node.func, cst.Subscript):  # `self.blocks[i](h)`
+            return dotted_name(node.func.value) in self.scope.module_values
+        if not self.only_receivers and self.scope.returns_graph(node):
+            return True
+        callee = dotted_name(node.func)
+        if callee is None or self.imports.qualified_name(node.func) is not None:
+            return False  # an imported API (torch.*, F.*), not a model instance
+        owner, _, method = callee.rpartition(".")
+        if method in FORWARD_METHODS and owner:
+            callee = owner
+        elif owner and owner.rsplit(".", 1)[-1][:1].isupper():
+            return False  # `Request.model_validate(...)`: a class's method, not a forward pass
+        elif not owner and callee[:1].isupper():
+            return False  # `Net(...)`: a constructor
+        if self.is_model_value(callee):
+            return True
+        if not self.methods or self.only_receivers or not owner or method in MODULE_API_METHODS or method.startswith("_"):
+            return False
+        # `model.infer(x)`, `self.model.decode(ys, memory)`: a model's own computation
+        return owner != "self" and self.is_model_value(owner)
+
+    def is_model_value(self, name: str) -> bool:
+        if name in self.scope.receivers or name in self.scope.module_values:
+            return True
+        if self.only_receivers:
+            return False
+        if name == "self":
+            return self.scope.module_like_class
+        return self.scope.looks_like_model(name.rsplit(".", 1)[-1])
+
+    def runs_model(self, body: cst.CSTNode) -> bool:
+        """Is a model called in `body` outside any nested `no_grad` block or function?
+
+        With `methods`, a method whose result is dropped (`model.reset_states()`) is
+        not counted: nothing it returns could carry a graph.
+        """
+        finder = _ModelCallFinder(self)
+        walk(body, finder)
+        return finder.found
+
+
+class _ModelCallFinder(cst.CSTVisitor):
+    def __init__(self, calls: ModelCalls) -> None:
+        super().__init__()
+        self.calls = calls
+        self.dropped: set[int] = set()
+        self.found = False
+
+    def visit_With(self, node: cst.With) -> bool:
+        return not with_disables_grad(node, self.calls.imports)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        self.dropped.add(id(node.value))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.found or not self.calls.is_model_call(node):
+            return
+        dropped_method = id(node) in self.dropped and isinstance(node.func, cst.Attribute)
+        if dropped_method and node.func.attr.value not in FORWARD_METHODS:
+            plain = ModelCalls(self.calls.scope, self.calls.imports, self.calls.only_receivers, methods=False)
+            if not plain.is_model_call(node):
+                return
+        self.found = True
+
+
+# -- eval state ---------------------------------------------------------------------------
+def update_eval_state(statement: cst.SimpleStatementLine, receivers: set[str]) -> None:
+    """`model.eval()` / `model.train(False)` put `model` in eval mode; `model.train()` ends it."""
+    for small in statement.body:
+        if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+            continue
+        call = small.value
+        if not isinstance(call.func, cst.Attribute):
+            continue
+        receiver = dotted_name(call.func.value)
+        if receiver is None:
+            continue
+        method = call.func.attr.value
+        if method == "eval" and not call.args:
+            receivers.add(receiver)
+        elif method == "train":
+            if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False":
+                receivers.add(receiver)
+            else:
+                receivers.discard(receiver)
+
+
+def method_receivers(node: cst.CSTNode, method: str) -> set[str]:
+    """Receivers of `<receiver>.<method>(...)` calls anywhere in `node` (`model` of `model.eval()`)."""
+    return {
+        receiver
+        for call in iter_descendants(node)
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == method
+        and (receiver := dotted_name(call.func.value)) is not None
+    }
+
+
+def calls_method(node: cst.CSTNode, method: str) -> bool:
+    """Is `.<method>(...)` called anywhere in `node`?"""
+    return any(
+        isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == method
+        for call in iter_descendants(node)
+    )
+
+
+def hands_model_away(function: cst.FunctionDef, calls: ModelCalls, same_file: Callable[[str], bool]) -> bool:
+    """Is a model (or `self` in a module) passed to a call outside this file's functions
+    (`trainer.fit(model)`, `torch.onnx.export(model, ...)`), which may train it?"""
+    for call in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
+        if not isinstance(call, cst.Call):
+            continue
+        name = dotted_name(call.func)
+        if name is not None and same_file(name):
+            continue  # a same-file function: its own gradient use is counted by the call graph
+        for argument in call.args:
+            value = dotted_name(argument.value)
+            if value is not None and calls.is_model_value(value):
+                return True
+    return False
+
+
+def module_argument(argument: cst.BaseExpression, module_classes: set[str], imports: ImportIndex,
+                    looks_like_model: Callable[[str], bool]) -> bool:
+    """Is a call's argument a module: a constructor of one (`nn.Linear(...)`, a module class
+    of this file), or, as a tie-break, a name that says model (`model`, `self.net`)?"""
+    if isinstance(argument, cst.Call):
+        qualified = imports.qualified_name(argument.func) or ""
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified.startswith("torch.nn.") and last[:1].isupper() and last != "Parameter":
+            return True
+        return isinstance(argument.func, cst.Name) and argument.func.value in module_classes
+    name = dotted_name(argument)
+    return name is not None and name != "self" and looks_like_model(name.rsplit(".", 1)[-1])
+
+
+def module_parameters(function: cst.FunctionDef, sites: list[cst.Call], method: bool,
+                      is_module: Callable[[cst.BaseExpression], bool]) -> frozenset[str]:
+    """Parameters that every same-file call of `function` binds to a module
+    (`evaluate(model, inp)` makes `mod` of `def evaluate(mod, inp)` a model).
+
+    `method`: the first parameter (`self`) is bound by the receiver. No call sites, a
+    `*args`/`**kwargs` call, or any site that passes something else: no evidence.
+    """
+    params = [*function.params.posonly_params, *function.params.params][1 if method else 0 :]
+    found: set[str] | None = None
+    for call in sites:
+        if any(argument.star for argument in call.args):
+            return frozenset()
+        bound: set[str] = set()
+        for index, argument in enumerate(call.args):
+            name = argument.keyword.value if argument.keyword is not None else (
+                params[index].name.value if index < len(params) else None
+            )
+            if name is not None and is_module(argument.value):
+                bound.add(name)
+        found = bound if found is None else found & bound
+    return frozenset(found or ())

@@ -1,0 +1,85 @@
+"""Unit tests for `codemods/semantic/callgraph.py`: same-file calls, callbacks, grad use,
+and functions that return a graph-carrying value."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.names import last_segment
+from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
+
+
+def _graph(source: str) -> CallGraph:
+    module = cst.parse_module(textwrap.dedent(source))
+    return CallGraph.build(module, ImportIndex.from_module(module))
+
+
+def _function(graph: CallGraph, name: str) -> FunctionFacts:
+    return next(f for f in graph.functions.values() if f.node.name.value == name)
+
+
+def _model_calls(function: FunctionFacts):
+    return lambda call: last_segment(call.func) == "model"
+
+
+TRAINER = """
+import torch
+
+class Trainer:
+    def _forward(self, batch):
+        return {"energy": self.model(batch)}
+
+    def _outputs(self, batch):
+        return self._forward(batch)
+
+    @torch.no_grad()
+    def _predict(self, batch):
+        return self.model(batch)
+
+    def _score(self, batch):
+        return self.model(batch).argmax(-1)
+
+    def validate(self, loader):
+        return [self._outputs(b)["energy"].item() for b in loader]
+"""
+
+
+def test_graph_carrying_returns_follow_same_file_calls() -> None:
+    graph = _graph(TRAINER)
+    returns = GraphReturns(graph, _model_calls)
+    assert returns.returns_graph(_function(graph, "_forward"))
+    assert returns.returns_graph(_function(graph, "_outputs"))  # through `_forward`
+    assert not returns.returns_graph(_function(graph, "_predict"))  # decorated no_grad
+    assert not returns.returns_graph(_function(graph, "_score"))  # cut by argmax
+    assert not returns.returns_graph(_function(graph, "validate"))  # cut by .item()
+    call = cst.parse_expression("self._outputs(batch)")
+    assert isinstance(call, cst.Call) and returns.of_call(call, "Trainer")
+    assert not returns.of_call(call, None)  # `self.` resolves only inside the class
+
+
+def test_functions_passed_as_values_are_callbacks() -> None:
+    graph = _graph(
+        """
+        def validation_step(batch):
+            return batch
+
+        def training_step(batch):
+            return batch
+
+        def run(step, loader):
+            return [step(b) for b in loader]
+
+        run(validation_step, [1])
+        training_step(2)
+        """
+    )
+    assert _function(graph, "validation_step").passed_as_callback
+    assert not _function(graph, "training_step").passed_as_callback
+
+
+def test_module_level_gradient_use() -> None:
+    assert _graph("loss = model(x).sum()\nloss.backward()\n").module_level_uses_grad
+    assert not _graph("def f(loss):\n    loss.backward()\nprint(f)\n").module_level_uses_grad
