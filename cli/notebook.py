@@ -87,8 +87,10 @@ class NotebookMap:
         pieces: list[str] = []
         rest = program
         for boundary in self.boundaries:
-            match = re.search(rf"^{re.escape(boundary)}(\r\n|\r|\n)", rest, re.M)
-            if match is None or boundary in rest[match.end():]:
+            # the whole line: "...-1" is a prefix of the boundary after cell 12
+            line = re.compile(rf"^{re.escape(boundary)}(\r\n|\r|\n)", re.M)
+            match = line.search(rest)
+            if match is None or line.search(rest, match.end()) is not None:
                 raise NotebookError("a cell boundary moved")
             pieces.append(rest[: match.start()])
             rest = rest[match.end():]

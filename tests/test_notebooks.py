@@ -181,6 +181,18 @@ def test_program_round_trips_to_the_cells_and_positions(cells: list[list[str]], 
             assert nb_map.restore.get(shown, shown) == line
 
 
+def test_a_notebook_of_more_than_ten_code_cells_maps_back(project: Path) -> None:
+    # vit-pytorch's examples/cats_and_dogs.ipynb: the boundary after cell 1 is a prefix
+    # of the one after cell 12, which once read as "a cell boundary moved" and crashed
+    sources = [f"step_{n} = {n}" for n in range(14)]
+    loaded = load_notebook(nbformat.writes(new_notebook(cells=[new_code_cell(t) for t in sources])).encode())
+    assert loaded.map.cell_sources(loaded.source.text) == dict(enumerate(sources))
+    path = write(project / "long.ipynb", new_notebook(cells=[new_code_cell(t) for t in sources]))
+    result = run("--no-verify", str(path))
+    assert result.exit_code == 0, result.output
+    assert "No findings." in result.output
+
+
 # -- diff and apply ------------------------------------------------------------------------
 def test_diff_is_per_cell_and_names_the_cell(project: Path) -> None:
     path = write(project / "nb.ipynb", eval_notebook())
