@@ -78,7 +78,7 @@ _VOCABULARY: Mapping[Role, frozenset[str]] = MappingProxyType(
             {"model", "models", "net", "nets", "network", "networks", "module", "modules", "encoder", "decoder",
              "backbone", "classifier", "detector", "segmenter", "segmentor", "generator", "discriminator",
              "teacher", "student", "policy", "critic", "actor", "unet", "vae", "ema", "netg", "netd", "head",
-             "heads", "mlp", "cnn", "rnn", "lstm", "transformer", "transformers"}
+             "mlp", "cnn", "rnn", "lstm", "transformer", "transformers"}
         ),
         # loops OPTIMIZER_TOKENS, AGF009 _OPTIMIZER_TOKENS (less "scaler": Role.SCALER),
         # verification's _OPTIM regex
@@ -167,6 +167,10 @@ DATA_PARAMETER_TOKENS = (
 #: AGF008 (sub-role): callees whose result is (part of) the graph: models, criteria,
 #: losses, and the module's own methods (`self(...)`, `self.encode(...)`)
 GRAPH_CALLEE_TOKENS = _VOCABULARY[Role.MODEL] | _VOCABULARY[Role.CRITERION] | _VOCABULARY[Role.LOSS] | {"self"}
+
+#: verification's binder (sub-role, narrower than `Role.MODEL`): words that say "a model"
+#: without saying which; the other words of `netG` or `model_d` name the class to build
+GENERIC_MODEL_TOKENS = frozenset({"net", "model", "network", "module", "m"})
 
 #: tracking (sub-role): a callable named so is taken for an `nn.Module` (with other
 #: evidence): models and criteria (`nn.CrossEntropyLoss()` is a module)

@@ -48,6 +48,7 @@ from autograd_fix.codemods.semantic.gradmode import enables_grad, function_disab
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.roles import MODULE_CALLEE_TOKENS
 from autograd_fix.codemods.walk import walk
 
 if TYPE_CHECKING:
@@ -189,11 +190,6 @@ INPUT_SAVING_MODULES = frozenset(
 NON_TENSOR_MODULES = frozenset(
     {"LSTM", "GRU", "RNN", "LSTMCell", "MultiheadAttention", "AdaptiveLogSoftmaxWithLoss", "ModuleList",
      "ModuleDict", "ParameterList", "ParameterDict", "Identity", "Flatten", "Unflatten", "Dropout"}
-)
-#: a callable named with one of these tokens is taken for an nn.Module (with other evidence)
-MODEL_NAME_TOKENS = frozenset(
-    {"model", "net", "network", "encoder", "decoder", "backbone", "classifier", "generator", "discriminator",
-     "critic", "actor", "policy", "criterion", "netg", "netd", "unet"}
 )
 _PARAMETER_ITERATORS = frozenset({"parameters", "named_parameters"})
 _MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children"})
@@ -424,7 +420,7 @@ class _Evaluator:
         if isinstance(node, cst.Name):
             if node.value in self.state.modules:
                 return self.state.modules[node.value]
-            if node.value not in self.state.tensors and has_name_tokens(node.value, MODEL_NAME_TOKENS):
+            if node.value not in self.state.tensors and has_name_tokens(node.value, MODULE_CALLEE_TOKENS):
                 return None  # `model(x)`, `criterion(out, y)`: named as a module, called as one
             if node.value == "self" and self.class_info is not None and self.class_info.module_like:
                 return self.class_info.name
@@ -435,7 +431,7 @@ class _Evaluator:
                 if info is not None and node.attr.value in info.modules:
                     return info.modules[node.attr.value]
                 if (info is None or node.attr.value not in info.parameters | info.buffers) and has_name_tokens(
-                    node.attr.value, MODEL_NAME_TOKENS
+                    node.attr.value, MODULE_CALLEE_TOKENS
                 ):
                     return None  # `self.model` of a trainer
                 return False
@@ -455,7 +451,7 @@ class _Evaluator:
             return owner
         if func.attr.value in _PARAMETER_NAMES:
             return False
-        if has_name_tokens(func.attr.value, MODEL_NAME_TOKENS):
+        if has_name_tokens(func.attr.value, MODULE_CALLEE_TOKENS):
             return owner  # `model.encoder(x)`, `self.model.backbone(x)`
         base = self.module_of(func.value)
         info = self.analysis.classes.get(base) if isinstance(base, str) else None
