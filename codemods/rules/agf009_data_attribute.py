@@ -14,6 +14,7 @@ from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edi
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.tracking import Site, Tracked, TrackingAnalysis
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.roles import OPTIMIZER_OR_SCALER_TOKENS
 from autograd_fix.codemods.walk import walk
 
 #: trailing-underscore methods that do not mutate values
@@ -26,7 +27,6 @@ _BINDING = (cst.Assign, cst.AnnAssign, cst.Return, cst.AugAssign)
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 _BACKWARD_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
 #: `X.step()` is an optimizer step when X is named like an optimizer (or a GradScaler)
-_OPTIMIZER_TOKENS = frozenset({"optimizer", "optimizers", "optim", "opt", "optimiser", "scaler"})
 #: nn containers are built from modules that already exist: their parameters are not fresh
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
 
@@ -468,7 +468,7 @@ class _AutogradFinder(cst.CSTVisitor):
                 self.found = True
             elif method == "step":
                 receiver = dotted_name(node.func.value) or ""
-                if set(name_tokens(receiver.rsplit(".", 1)[-1])) & _OPTIMIZER_TOKENS:
+                if set(name_tokens(receiver.rsplit(".", 1)[-1])) & OPTIMIZER_OR_SCALER_TOKENS:
                     self.found = True
 
 

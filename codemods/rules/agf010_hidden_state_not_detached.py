@@ -11,14 +11,10 @@ from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.walk import walk
 
-#: a name with one of these tokens holds recurrent state
-STATE_TOKENS = frozenset(
-    {"hidden", "hiddens", "hid", "h", "hx", "h0", "hn", "ht", "c", "cx", "c0", "cn", "ct", "cell", "state",
-     "states", "memory", "memories", "mem", "mems", "carry", "hc"}
-)
 #: torch functions that make a single fresh tensor (the state is a tensor, not a tuple)
 _TENSOR_FACTORIES = frozenset(
     f"torch.{name}"
@@ -376,7 +372,7 @@ def _same_names(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
 
 
 def _looks_like_state(name: str) -> bool:
-    return bool(set(name_tokens(name)) & STATE_TOKENS)
+    return DEFAULT_VOCABULARY.has_any(name_tokens(name), Role.STATE)
 
 
 def _untouched_elsewhere(loop: cst.For | cst.While, statement: cst.Assign, name: str) -> bool:

@@ -35,7 +35,7 @@ _SCALER_CLASSES = frozenset({"torch.cuda.amp.GradScaler", "torch.amp.GradScaler"
 _MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 #: `torch.nn.functional` losses whose names do not end in `_loss`
 _FUNCTIONAL_LOSSES = frozenset(
-    {"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "triplet_margin_with_distance_loss"}
+    {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"}
 )
 #: calls on a value that return the same value, moved or switched (`model.to(device)`)
 _SAME_VALUE_METHODS = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "bfloat16", "requires_grad_"})
@@ -193,7 +193,7 @@ class _Collector:
         if isinstance(value, cst.Call):
             return self.call_role(value)
         qualified = self.imports.qualified_name(value)
-        if qualified is not None and _functional_loss(qualified):
+        if qualified is not None and is_functional_loss(qualified):
             return Role.CRITERION, f"{qualified} (a loss function)"
         alias = dotted_name(value)
         if alias is not None and alias in self.evidence:
@@ -278,13 +278,14 @@ def _constructed(qualified: str) -> Role | None:
     if qualified == "torch.device":
         return Role.DEVICE
     if qualified.startswith("torch.nn.functional."):
-        return Role.LOSS if _functional_loss(qualified) else None
+        return Role.LOSS if is_functional_loss(qualified) else None
     if qualified.startswith("torch.nn.") and last[:1].isupper() and last not in {"Parameter", "ParameterList", "ParameterDict"}:
         return Role.CRITERION if last.endswith("Loss") or last == "_Loss" else Role.MODEL
     return None
 
 
-def _functional_loss(qualified: str) -> bool:
+def is_functional_loss(qualified: str) -> bool:
+    """`torch.nn.functional.mse_loss`, `...cross_entropy`: a loss function of torch's."""
     last = qualified.rsplit(".", 1)[-1]
     return qualified.startswith("torch.nn.functional.") and (last.endswith("_loss") or last in _FUNCTIONAL_LOSSES)
 
