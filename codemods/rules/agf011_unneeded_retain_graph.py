@@ -28,19 +28,13 @@ from autograd_fix.codemods.semantic.loops import (
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import WRAPPING_ITERATORS, expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.roles import (
+    CARRIED_STATE_TOKENS,
+    DATA_ITERABLE_TOKENS,
+    DATA_PARAMETER_TOKENS,
+    STATE_CALL_TOKENS,
+)
 
-#: an iterable named so yields fresh data batches (no graph carried in)
-_DATA_ITERABLE_TOKENS = frozenset({"loader", "dataloader", "loaders", "batches", "dataset", "ds", "data", "train", "minibatches"})
-#: parameters named so hold input data, not a tensor with a graph from the caller
-_DATA_PARAMETER_TOKENS = frozenset(
-    {"batch", "x", "y", "xb", "yb", "inputs", "input", "targets", "target", "images", "image", "imgs", "img",
-     "labels", "label", "data", "sample", "samples", "device", "dtype"}
-)
-#: names that suggest state carried across iterations (TBPTT, memories): stay away
-_STATE_TOKENS = frozenset(
-    {"hidden", "hx", "cx", "h", "c", "state", "states", "memory", "memories", "mems", "carry", "prev", "previous", "cache"}
-)
-_STATE_CALL_TOKENS = frozenset({"hidden", "reset", "repackage", "detach", "state", "memory", "cache"})
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type"})
 _GRAPH_ATTRIBUTES = frozenset({"grad_fn", "register_hook", "retain_grad", "next_functions"})
 
@@ -245,7 +239,7 @@ class _Evidence:
         if isinstance(self.scope, cst.FunctionDef):
             params = self.scope.params
             every = [*params.posonly_params, *params.params, *params.kwonly_params]
-            return {p.name.value for p in every if set(name_tokens(p.name.value)) & _DATA_PARAMETER_TOKENS}
+            return {p.name.value for p in every if set(name_tokens(p.name.value)) & DATA_PARAMETER_TOKENS}
         return set()  # a script's top level: everything is bound in the region
 
     def graph_is_fresh(self, roots: list[str]) -> bool:
@@ -307,12 +301,12 @@ class _Evidence:
     def _mentions_state(self) -> bool:
         for name in all_nodes(self.region, cst.Name):
             assert isinstance(name, cst.Name)
-            if set(name_tokens(name.value)) & _STATE_TOKENS:
+            if set(name_tokens(name.value)) & CARRIED_STATE_TOKENS:
                 return True
         for call in all_nodes(self.region, cst.Call):
             assert isinstance(call, cst.Call)
             segment = last_segment(call.func)
-            if segment is not None and set(name_tokens(segment)) & _STATE_CALL_TOKENS:
+            if segment is not None and set(name_tokens(segment)) & STATE_CALL_TOKENS:
                 return True
         return False
 
@@ -373,7 +367,7 @@ def _iterates_data(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Call) and last_segment(node.func) in WRAPPING_ITERATORS:
         positional = [a.value for a in node.args if a.keyword is None]
         return bool(positional) and all(_iterates_data(a) for a in positional)
-    return bool(expression_tokens(node) & _DATA_ITERABLE_TOKENS)
+    return bool(expression_tokens(node) & DATA_ITERABLE_TOKENS)
 
 
 def _drop_retain_graph(updated: cst.CSTNode) -> cst.CSTNode:
