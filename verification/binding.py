@@ -99,7 +99,7 @@ def model_name(name: str) -> bool:
         return name == "m"
     if tokens[-1] in _INT_TOKENS or tokens[-1] in _FLOAT_TOKENS:
         return False
-    words = _ROLES.tokens(Role.MODEL)
+    words = _ROLES.tokens(Role.MODEL) | GENERIC_MODEL_TOKENS
     return any(token in words or (token.endswith("s") and token[:-1] in words) for token in tokens)
 
 

@@ -75,7 +75,7 @@ _VOCABULARY: Mapping[Role, frozenset[str]] = MappingProxyType(
         # AGF001 MODEL_TOKENS, tracking MODEL_NAME_TOKENS, AGF008 _GRAPH_CALLEE_TOKENS' model
         # words, verification's _MODEL regex
         Role.MODEL: frozenset(
-            {"model", "models", "net", "nets", "network", "networks", "module", "modules", "encoder", "decoder",
+            {"model", "models", "net", "nets", "network", "networks", "encoder", "decoder",
              "backbone", "classifier", "detector", "segmenter", "segmentor", "generator", "discriminator",
              "teacher", "student", "policy", "critic", "actor", "unet", "vae", "ema", "netg", "netd", "head",
              "mlp", "cnn", "rnn", "lstm", "transformer", "transformers"}
@@ -168,8 +168,10 @@ DATA_PARAMETER_TOKENS = (
 #: losses, and the module's own methods (`self(...)`, `self.encode(...)`)
 GRAPH_CALLEE_TOKENS = _VOCABULARY[Role.MODEL] | _VOCABULARY[Role.CRITERION] | _VOCABULARY[Role.LOSS] | {"self"}
 
-#: verification's binder (sub-role, narrower than `Role.MODEL`): words that say "a model"
-#: without saying which; the other words of `netG` or `model_d` name the class to build
+#: verification's binder (sub-role): words that say "a model" without saying which; the
+#: other words of `netG` or `model_d` name the class to build. `module` is one for the
+#: binder (a parameter named `module` gets a model) but not in `Role.MODEL`: for the rules
+#: a callee ending in `modules` is nn.Module's API (`self.named_modules()`), not a forward
 GENERIC_MODEL_TOKENS = frozenset({"net", "model", "network", "module", "m"})
 
 #: tracking (sub-role): a callable named so is taken for an `nn.Module` (with other
