@@ -73,7 +73,7 @@ def train(opt: nn.Module, dataset, epochs: int, device):
 def test_constructors_and_annotations_beat_names() -> None:
     roles = _roles(TRAINING_SCRIPT, "train")
     # an optimizer called `g`, a model called `opt`: evidence, not the name, decides
-    assert roles["g"] == RoleDecision(Role.OPTIMIZER, Basis.EVIDENCE, "built by torch.optim.Adam")
+    assert roles["g"] == RoleDecision(Role.OPTIMIZER, Basis.BOUND, "built by torch.optim.Adam")
     assert roles["opt"].role is Role.MODEL and roles["opt"].certain
     assert roles["warm"].role is Role.SCHEDULER and roles["warm"].certain
     assert roles["batches"].role is Role.LOADER and roles["batches"].why == "built by torch.utils.data.DataLoader"
@@ -102,7 +102,7 @@ def test_use_decides_without_constructors() -> None:
         """,
         "fit",
     )
-    assert roles["updater"] == RoleDecision(Role.OPTIMIZER, Basis.EVIDENCE, "both .zero_grad() and .step() are called on it")
+    assert roles["updater"] == RoleDecision(Role.OPTIMIZER, Basis.USE, "both .zero_grad() and .step() are called on it")
     assert roles["it"].role is Role.LOADER and roles["it"].certain
     assert roles["value"].role is Role.LOSS and roles["value"].certain
     # `net` is only called: its name breaks the tie
@@ -124,7 +124,7 @@ def test_binding_evidence_outweighs_use() -> None:
         "describe",
     )
     # iterating an nn.Sequential does not make it a data loader
-    assert roles["layers"].role is Role.MODEL and roles["layers"].certain
+    assert roles["layers"].role is Role.MODEL and roles["layers"].basis is Basis.BOUND
 
 
 def test_disagreeing_evidence_is_unknown() -> None:
@@ -202,7 +202,7 @@ def test_configured_factory_and_names_change_the_decision() -> None:
     assert "tr" not in plain and "mdl" not in plain
     configured = DEFAULT_VOCABULARY.extended({Role.MODEL: ["mdl"]}, {Role.OPTIMIZER: ["mypkg.training.make_optimizer"]})
     roles = _roles(source, "fit", configured)
-    assert roles["tr"] == RoleDecision(Role.OPTIMIZER, Basis.EVIDENCE, "built by mypkg.training.make_optimizer (configured)")
+    assert roles["tr"] == RoleDecision(Role.OPTIMIZER, Basis.BOUND, "built by mypkg.training.make_optimizer (configured)")
     assert roles["mdl"].role is Role.MODEL and roles["mdl"].basis is Basis.NAME
 
 
@@ -287,3 +287,36 @@ def test_binder_reads_model_names_with_the_same_vocabulary() -> None:
     assert model_name("netG") and model_name("encoders") and model_name("module") and model_name("m")
     # a number about a model is a number
     assert not model_name("model_dim") and not model_name("num_heads") and not model_name("ema_decay")
+
+
+RETAINING_LOOPS = """
+import torch
+from torch.utils.data import DataLoader
+
+
+def fit(model, dataset, criterion, optimizer):
+    dl = DataLoader(dataset, batch_size=32)
+    for x, y in dl:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward(retain_graph=True)
+        optimizer.step()
+
+
+def fit_feed(model, feed, criterion, optimizer):
+    for x, y in feed:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward(retain_graph=True)
+        optimizer.step()
+"""
+
+
+def test_agf011_knows_a_loader_by_its_constructor_and_by_configured_names() -> None:
+    rule = rule_by_code("AGF011")
+    # `dl` is built by DataLoader: fresh batches each iteration, so nothing needs the graph;
+    # `feed` has neither evidence nor a loader's name: the rule stays silent there
+    assert [f.span.line for f in check_source(RETAINING_LOOPS, [rule], options=FixOptions()).findings] == [11]
+    configured = DEFAULT_VOCABULARY.extended({Role.LOADER: ["feed"]}, {})
+    found = check_source(RETAINING_LOOPS, [rule], options=FixOptions(roles=configured)).findings
+    assert [f.span.line for f in found] == [11, 19]

@@ -22,7 +22,7 @@ from autograd_fix.codemods.semantic.loops import (
 )
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
-from autograd_fix.codemods.semantic.role_evidence import Basis, RoleDecision, roles_in
+from autograd_fix.codemods.semantic.role_evidence import Basis, RoleDecision, scope_roles
 from autograd_fix.codemods.semantic.roles import CLEAR_TOKENS, GRAD_TOKENS, Role, Vocabulary
 from autograd_fix.codemods.rule import Contract, Rule
 
@@ -172,9 +172,7 @@ class MissingZeroGrad(RootTracker, Rule):
         parents = parent_map(root)
         imports = self.context.imports
         loops = [loop for loop in all_nodes(root, _LOOPS)]
-        roles = _StepRoles(self.context.roles, roles_in(root, imports, self.context.roles, self.context.module)) if isinstance(
-            root, (cst.Module, cst.FunctionDef)
-        ) else _StepRoles(self.context.roles, {})
+        roles = _StepRoles(self.context.roles, scope_roles(self.context, root))
         facts = {id(loop): _loop_facts(loop, imports, parents, roles) for loop in loops}
         for loop in loops:
             fact = facts[id(loop)]

@@ -12,7 +12,7 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import iterable_tokens
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.semantic.roles import DATA_ITERABLE_TOKENS
+from autograd_fix.codemods.semantic.roles import DATA_ITERABLE_TOKENS, Role
 from autograd_fix.codemods.torch_version import TorchVersion, supports
 from autograd_fix.codemods.walk import iter_descendants, walk
 
@@ -344,7 +344,7 @@ class DeprecatedAutogradApi(Rule):
         for loop in reversed(self._loops):
             if name not in assigned_names(loop.target):
                 continue
-            if not iterable_tokens(loop.iter) & DATA_ITERABLE_TOKENS:
+            if not iterable_tokens(loop.iter) & (DATA_ITERABLE_TOKENS | self.context.roles.added(Role.LOADER)):
                 return False
             return _rebound_only_by_conversions(loop.body, name, self)
         return False

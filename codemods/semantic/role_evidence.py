@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -29,6 +30,9 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import WRAPPING_ITERATORS, last_segment
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role, Vocabulary
 from autograd_fix.codemods.walk import iter_descendants
+
+if TYPE_CHECKING:
+    from autograd_fix.codemods.rule import RuleContext
 
 _LOADER_CLASSES = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 _SCALER_CLASSES = frozenset({"torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cpu.amp.GradScaler"})
@@ -46,7 +50,10 @@ _MODULE_METHODS = frozenset({"parameters", "named_parameters", "eval", "modules"
 class Basis(Enum):
     """What a role decision rests on."""
 
-    EVIDENCE = "evidence"
+    #: how the name is bound: a constructor, an annotation, a configured factory, an alias
+    BOUND = "bound"
+    #: how the value is used (`.zero_grad()` with `.step()`, `for batch in x`, `.backward()`)
+    USE = "use"
     #: no evidence; the name's tokens broke the tie
     NAME = "name"
     #: evidence of equal strength for two roles: unknown
@@ -64,7 +71,7 @@ class RoleDecision:
     @property
     def certain(self) -> bool:
         """Decided by evidence (not by a name, not in conflict)."""
-        return self.basis is Basis.EVIDENCE
+        return self.basis in (Basis.BOUND, Basis.USE)
 
 
 _BINDING, _USE = 0, 1
@@ -105,6 +112,26 @@ def roles_in(
         collector.parameters(scope.params)
     collector.collect(scope.body if not isinstance(scope, cst.Module) else scope, isinstance(scope, cst.ClassDef))
     return collector.decisions()
+
+
+def scope_roles(context: "RuleContext", scope: cst.CSTNode) -> dict[str, RoleDecision]:
+    """`roles_in` for a function, class or module scope of the context's file, with the
+    project's vocabulary, computed once per scope and shared by every rule; other scopes
+    (a lambda) have no decisions."""
+    if not isinstance(scope, (cst.Module, cst.ClassDef, cst.FunctionDef)):
+        return {}
+    cache = context.cache.setdefault("roles", {})
+    assert isinstance(cache, dict)
+    if id(scope) not in cache:
+        cache[id(scope)] = roles_in(scope, context.imports, context.roles, context.module)
+    return cache[id(scope)]
+
+
+def bound_as(decisions: dict[str, RoleDecision], name: str | None, role: Role) -> bool:
+    """Does the binding of `name` (a constructor, annotation or configured factory, not
+    its use) say it has `role`?"""
+    decision = decisions.get(name) if name is not None else None
+    return decision is not None and decision.basis is Basis.BOUND and decision.role is role
 
 
 class _Collector:
@@ -159,7 +186,7 @@ class _Collector:
             elif isinstance(node, cst.Call):
                 self.called(node)
             elif isinstance(node, (cst.For, cst.CompFor)):
-                iterated = _iterated_name(node.iter)
+                iterated = iterated_name(node.iter)
                 if iterated is not None:
                     self.add(iterated, _USE, Role.LOADER, "iterated by a for loop")
 
@@ -253,11 +280,11 @@ class _Collector:
         return result
 
     def decide(self, name: str) -> RoleDecision | None:
-        for strength in (_BINDING, _USE):
+        for strength, basis in ((_BINDING, Basis.BOUND), (_USE, Basis.USE)):
             roles = self.evidence[name].get(strength, {})
             if len(roles) == 1:
                 role, why = next(iter(roles.items()))
-                return RoleDecision(role, Basis.EVIDENCE, why)
+                return RoleDecision(role, basis, why)
             if len(roles) > 1:
                 return RoleDecision(None, Basis.CONFLICT, "; ".join(f"{r.value}: {w}" for r, w in roles.items()))
         role = self.vocabulary.role_by_name(name)
@@ -290,7 +317,7 @@ def is_functional_loss(qualified: str) -> bool:
     return qualified.startswith("torch.nn.functional.") and (last.endswith("_loss") or last in _FUNCTIONAL_LOSSES)
 
 
-def _iterated_name(iterable: cst.BaseExpression) -> str | None:
+def iterated_name(iterable: cst.BaseExpression) -> str | None:
     """`loader` in `for b in loader`, `enumerate(tqdm(loader))`; None for anything else."""
     while isinstance(iterable, cst.Call) and last_segment(iterable.func) in WRAPPING_ITERATORS and iterable.args:
         iterable = iterable.args[0].value

@@ -217,6 +217,12 @@ class Vocabulary:
             return self.tokens_by_role[_ROLE_INDEX[roles[0]]]
         return frozenset().union(*(self.tokens_by_role[_ROLE_INDEX[role]] for role in roles))
 
+    def added(self, *roles: Role) -> frozenset[str]:
+        """The words the project added to `roles` (`<role>-names`): a sub-role widened
+        with them (`DATA_ITERABLE_TOKENS | vocabulary.added(Role.LOADER)`) hears the
+        project's names as its base role does."""
+        return self.tokens(*roles) - DEFAULT_VOCABULARY.tokens(*roles)
+
     def object_role(self, qualified: str | None) -> Role | None:
         """The configured role of what the factory `qualified` returns, if any."""
         return next((role for name, role in self.objects if name == qualified), None) if qualified else None
