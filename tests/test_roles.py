@@ -320,3 +320,27 @@ def test_agf011_knows_a_loader_by_its_constructor_and_by_configured_names() -> N
     configured = DEFAULT_VOCABULARY.extended({Role.LOADER: ["feed"]}, {})
     found = check_source(RETAINING_LOOPS, [rule], options=FixOptions(roles=configured)).findings
     assert [f.span.line for f in found] == [11, 19]
+
+
+RECURRENT_CONTEXT = """
+import torch
+from torch import nn
+
+
+def train(lstm, decoder, batches, optimizer):
+    ctx = torch.zeros(2, 16, 64)
+    for x, y in batches:
+        optimizer.zero_grad()
+        out, ctx = lstm(x, ctx)
+        loss = nn.functional.cross_entropy(decoder(out).flatten(0, 1), y.flatten())
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_agf010_state_names_extend_what_reads_as_recurrent_state() -> None:
+    rule = rule_by_code("AGF010")
+    assert check_source(RECURRENT_CONTEXT, [rule], options=FixOptions()).findings == []
+    configured = DEFAULT_VOCABULARY.extended({Role.STATE: ["ctx"]}, {})
+    found = check_source(RECURRENT_CONTEXT, [rule], options=FixOptions(roles=configured)).findings
+    assert [(f.code, f.span.line) for f in found] == [("AGF010", 10)]
