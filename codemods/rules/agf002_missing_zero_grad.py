@@ -22,9 +22,9 @@ from autograd_fix.codemods.semantic.loops import (
 )
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
-from autograd_fix.codemods.semantic.role_evidence import Basis, RoleDecision, scope_roles
-from autograd_fix.codemods.semantic.roles import CLEAR_TOKENS, GRAD_TOKENS, Role, Vocabulary
-from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.role_evidence import Basis, scope_roles
+from autograd_fix.codemods.semantic.roles import CLEAR_TOKENS, GRAD_TOKENS, Role
+from autograd_fix.codemods.rule import Contract, Rule, RuleContext
 
 _GRAD_ATTRIBUTES = frozenset({"grad", "_grad", "main_grad"})
 _LOOPS = (cst.For, cst.While)
@@ -172,7 +172,7 @@ class MissingZeroGrad(RootTracker, Rule):
         parents = parent_map(root)
         imports = self.context.imports
         loops = [loop for loop in all_nodes(root, _LOOPS)]
-        roles = _StepRoles(self.context.roles, scope_roles(self.context, root))
+        roles = _StepRoles(self.context, root)
         facts = {id(loop): _loop_facts(loop, imports, parents, roles) for loop in loops}
         for loop in loops:
             fact = facts[id(loop)]
@@ -233,20 +233,21 @@ def _trains(fact: _LoopFacts) -> bool:
     return bool(fact.backwards) and bool(fact.steps or fact.updates)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _StepRoles:
     """Whether a `.step()` receiver is an optimizer or a grad scaler: evidence from the
     scope (`g = torch.optim.Adam(...)` is an optimizer, `opt_sched = StepLR(...)` is not),
-    the name only where no evidence decides."""
+    the name only where no evidence decides. The scope's roles are read on the first
+    question (most scopes have no `.step()` in a loop)."""
 
-    vocabulary: Vocabulary
-    decisions: dict[str, RoleDecision]
+    context: RuleContext
+    root: cst.CSTNode
 
     def is_(self, name: str | None, role: Role) -> bool:
-        decision = self.decisions.get(name) if name is not None else None
+        decision = scope_roles(self.context, self.root).get(name) if name is not None else None
         if decision is not None and decision.basis is not Basis.NAME:
             return decision.role is role
-        return self.vocabulary.has(name, role)
+        return self.context.roles.has(name, role)
 
 
 def _loop_facts(
