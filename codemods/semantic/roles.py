@@ -70,6 +70,11 @@ class Role(Enum):
     GRAD_CLEARING = "grad-clearing"
 
 
+#: AGF002: the clearing half of `Role.GRAD_CLEARING` (`reset_grads`, `zero_gradients`)
+CLEAR_TOKENS = frozenset({"zero", "zeros", "zeroes", "clear", "reset", "none", "flush"})
+#: AGF002: the gradient half of `Role.GRAD_CLEARING`
+GRAD_TOKENS = frozenset({"grad", "grads", "gradient", "gradients"})
+
 _VOCABULARY: Mapping[Role, frozenset[str]] = MappingProxyType(
     {
         # AGF001 MODEL_TOKENS, tracking MODEL_NAME_TOKENS, AGF008 _GRAPH_CALLEE_TOKENS' model
@@ -122,20 +127,13 @@ _VOCABULARY: Mapping[Role, frozenset[str]] = MappingProxyType(
         # AGF001 EVAL_DATA_TOKENS
         Role.EVAL_DATA: frozenset({"val", "valid", "validation", "test", "testing", "eval", "evaluation", "holdout"}),
         # AGF002 _CLEAR_TOKENS | _GRAD_TOKENS (a name needs one of each: `clears_grads`)
-        Role.GRAD_CLEARING: frozenset(
-            {"zero", "zeros", "zeroes", "clear", "reset", "none", "flush", "grad", "grads", "gradient", "gradients"}
-        ),
+        Role.GRAD_CLEARING: CLEAR_TOKENS | GRAD_TOKENS,
     }
 )
 
 #: consecutive tokens that name a criterion although each alone names something else
 #: (verification's `loss_fn|loss_func|loss_function`)
 CRITERION_PHRASES: frozenset[tuple[str, ...]] = frozenset({("loss", "fn"), ("loss", "func"), ("loss", "function")})
-
-#: AGF002: the clearing half of `Role.GRAD_CLEARING` (`reset_grads`, `zero_gradients`)
-CLEAR_TOKENS = frozenset({"zero", "zeros", "zeroes", "clear", "reset", "none", "flush"})
-#: AGF002: the gradient half of `Role.GRAD_CLEARING`
-GRAD_TOKENS = _VOCABULARY[Role.GRAD_CLEARING] - CLEAR_TOKENS
 
 #: gradmode (sub-role, wider than `Role.SCHEDULER`): receivers whose `.step()` is not an
 #: optimizer step: schedulers, and learning-rate warm-ups, SWA, progress bars and RL
@@ -156,7 +154,7 @@ STATE_CALL_TOKENS = frozenset({"hidden", "reset", "repackage", "detach", "state"
 #: AGF011, AGF012 (sub-role, wider than `Role.LOADER`): an iterable named so yields fresh
 #: data batches (`for x, y in train_loader`, `enumerate(val_data)`): loaders, and the
 #: split words that name one (`for batch in train:`)
-DATA_ITERABLE_TOKENS = _VOCABULARY[Role.LOADER] | {"train", "val", "valid", "test", "batch", "trainloader", "testloader"}
+DATA_ITERABLE_TOKENS = _VOCABULARY[Role.LOADER] | {"train", "val", "valid", "test", "batch"}
 
 #: AGF011 (sub-role): parameters named so hold input data, not a tensor with a graph from
 #: the caller: inputs, targets (less the single letter `t`, often a time step), devices
@@ -191,8 +189,8 @@ NOT_A_FORWARD_TOKENS = frozenset(
 
 _ROLE_INDEX: Mapping[Role, int] = MappingProxyType({role: index for index, role in enumerate(Role)})
 
-#: the order ties are broken in when a name has tokens of several roles and none is its
-#: last token (`model_optimizer` is an optimizer: the last token decides first)
+#: `role_by_name` reads a name's words from the last (`model_optimizer` is an optimizer);
+#: a word in several vocabularies takes the first of its roles in this order
 _TIE_ORDER = (
     Role.OPTIMIZER, Role.SCHEDULER, Role.SCALER, Role.CRITERION, Role.LOADER, Role.MODEL, Role.LOSS,
     Role.DEVICE, Role.STATE, Role.TARGET, Role.INPUT,
