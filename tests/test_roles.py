@@ -344,3 +344,22 @@ def test_agf010_state_names_extend_what_reads_as_recurrent_state() -> None:
     configured = DEFAULT_VOCABULARY.extended({Role.STATE: ["ctx"]}, {})
     found = check_source(RECURRENT_CONTEXT, [rule], options=FixOptions(roles=configured)).findings
     assert [(f.code, f.span.line) for f in found] == [("AGF010", 10)]
+
+
+@pytest.mark.parametrize(
+    ("statement", "plain", "configured"),
+    [
+        ("optimizer.step()", True, True),
+        ("scheduler.step()", False, False),
+        ("lr_warmup.step()", False, False),
+        ("env.step(action)", False, False),
+        ("cosine_decay.step()", True, False),  # the project calls its schedulers "decay"
+    ],
+)
+def test_optimizer_steps_by_receiver(statement: str, plain: bool, configured: bool) -> None:
+    from autograd_fix.codemods.semantic.gradmode import is_optimizer_step
+
+    call = cst.parse_expression(statement)
+    assert isinstance(call, cst.Call)
+    assert is_optimizer_step(call) is plain
+    assert is_optimizer_step(call, DEFAULT_VOCABULARY.extended({Role.SCHEDULER: ["decay"]}, {})) is configured
