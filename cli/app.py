@@ -185,6 +185,7 @@ def check(
             fix_diffs=output_format is OutputFormat.json,
             data=data,
             target_torch=target,
+            roles=config.roles,
             fix_texts=output_format is OutputFormat.sarif,
         )
 

@@ -3,7 +3,11 @@
 Keys: `select`, `ignore`, `exclude` (gitignore-style globs, relative to the
 pyproject's folder), `extend-include` (globs of more files to check as Python, beyond
 `*.py` and `*.ipynb`), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes),
-`target-torch` (the oldest PyTorch the project supports, "2.1").
+`target-torch` (the oldest PyTorch the project supports, "2.1"), and per role
+(`model`, `optimizer`, `scheduler`, `loader`, `criterion`, `loss`, `state`, `device`,
+`target`; see `codemods.semantic.roles`) `<role>-objects` (qualified names of factories
+whose results have that role, like Ruff's `logger-objects`) and `<role>-names` (more
+name tokens that read as that role where no evidence decides).
 Unknown keys are an error, so a typo does not silently do nothing.
 
 Without `target-torch`, the floor comes from the `torch` requirement in the nearest
@@ -22,11 +26,15 @@ from typing import Any, Iterator
 
 from autograd_fix.cli.discovery import ExcludePatternError, exclude_spec
 from autograd_fix.cli.torch_floor import dependencies_floor
+from autograd_fix.codemods.semantic.roles import CONFIGURABLE_ROLES, DEFAULT_VOCABULARY, Role, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
 
+#: `[tool.autograd-fix]` keys that extend the role vocabulary, per role
+ROLE_NAME_KEYS = {f"{role.value}-names": role for role in CONFIGURABLE_ROLES}
+ROLE_OBJECT_KEYS = {f"{role.value}-objects": role for role in CONFIGURABLE_ROLES}
 KNOWN_KEYS = frozenset(
     {"select", "ignore", "exclude", "extend-include", "unsafe-fixes", "per-file-ignores", "target-torch", "verify"}
-)
+) | ROLE_NAME_KEYS.keys() | ROLE_OBJECT_KEYS.keys()
 
 
 class ConfigError(Exception):
@@ -43,6 +51,8 @@ class Config:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     #: the oldest PyTorch the project supports (None: unknown, assume the newest)
     target_torch: TorchVersion | None = None
+    #: role name tokens and factories, the defaults extended by `<role>-names` / `<role>-objects`
+    roles: Vocabulary = DEFAULT_VOCABULARY
     #: folder of the pyproject.toml the settings came from (None: defaults)
     root: Path | None = None
     source: Path | None = None
@@ -136,6 +146,7 @@ def load_config(start: Path) -> Config:
         raise ConfigError(f"{source}: [tool.autograd-fix] per-file-ignores must map globs to lists of codes")
     config.per_file_ignores = per_file
     config.target_torch = _target_torch(table, source) or _declared_floor(start)
+    config.roles = _roles(table, source)
     if "verify" in table:
         _check_verify_table(source)
     return config
@@ -152,6 +163,18 @@ def _check_verify_table(source: Path) -> None:
         load_verify_config(config_dir=str(source.parent))
     except VerifyConfigError as error:
         raise ConfigError(str(error)) from None
+
+
+def _roles(table: dict[str, Any], source: Path) -> Vocabulary:
+    """The role vocabulary extended by the table's `<role>-names` and `<role>-objects`."""
+    names: dict[Role, list[str]] = {}
+    objects: dict[Role, list[str]] = {}
+    for keys, into in ((ROLE_NAME_KEYS, names), (ROLE_OBJECT_KEYS, objects)):
+        for key, role in keys.items():
+            listed = _string_list(table, key, source)
+            if listed:
+                into[role] = listed
+    return DEFAULT_VOCABULARY.extended(names, objects) if names or objects else DEFAULT_VOCABULARY
 
 
 def _target_torch(table: dict[str, Any], source: Path) -> TorchVersion | None:

@@ -25,6 +25,7 @@ from autograd_fix.codemods.engine import (
 from autograd_fix.codemods.plans import plan_ids
 from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_bytes, read_source
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.verdict import Verdict
 
@@ -48,6 +49,8 @@ class Job:
     data: bytes | None = None
     #: the project's PyTorch floor (None: assume the newest)
     target_torch: TorchVersion | None = None
+    #: the project's role vocabulary (`[tool.autograd-fix]` `<role>-names` / `-objects`)
+    roles: Vocabulary = DEFAULT_VOCABULARY
     #: also return each fix applied alone as text (SARIF's `fixes`)
     fix_texts: bool = False
 
@@ -112,7 +115,7 @@ def check_file(job: Job) -> FileOutcome:
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     outcome.digest = source.digest
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
-    options = FixOptions(unsafe_fixes=job.unsafe_fixes, target_torch=job.target_torch)
+    options = FixOptions(unsafe_fixes=job.unsafe_fixes, target_torch=job.target_torch, roles=job.roles)
     dropped: set[int] = set()
     try:
         if outcome.notebook is not None:

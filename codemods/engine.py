@@ -21,6 +21,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule, RuleContext
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.codemods.walk import iter_children, walk_batched
 
@@ -48,6 +49,8 @@ class FixOptions:
     #: from their context, and it holds in every round, so a later round never rewrites
     #: to an API the first round avoided
     target_torch: TorchVersion | None = None
+    #: the project's role vocabulary (`[tool.autograd-fix]` `<role>-names` / `-objects`)
+    roles: Vocabulary = DEFAULT_VOCABULARY
 
     def allows(self, fix: Fix | None) -> bool:
         return fix is not None and (fix.applicability is Applicability.SAFE or self.unsafe_fixes)
@@ -122,15 +125,17 @@ def run_rules(
     path: str,
     text: str | None = None,
     target_torch: TorchVersion | None = None,
+    roles: Vocabulary = DEFAULT_VOCABULARY,
 ) -> list[Finding]:
     """All findings of `rules` on `module`, in one batched traversal, noqa applied.
 
     `text` is `module`'s source when the caller has it: regenerating it is a codegen pass.
-    `target_torch` is the project's PyTorch floor (None: assume the newest).
+    `target_torch` is the project's PyTorch floor (None: assume the newest); `roles` its
+    role vocabulary.
     """
     if not rules:
         return []
-    context = RuleContext(path, module, target_torch)
+    context = RuleContext(path, module, target_torch, roles)
     instances = [rule(context) for rule in rules]
     walk_batched(module, instances)
     findings = [finding for rule in instances for finding in rule.findings]
@@ -327,7 +332,7 @@ def check_source(
     if not active:
         return SourceResult()
     module = parse_module(text)
-    findings = run_rules(module, active, path, text, options.target_torch)
+    findings = run_rules(module, active, path, text, options.target_torch, options.roles)
     result = SourceResult(findings=findings, module=module)
     if compute_fix and any(options.allows_finding(f) for f in findings):
         try:
@@ -376,7 +381,7 @@ def fix_until_stable(
     text = module.code if text is None else text
     for _ in range(MAX_FIX_ROUNDS):
         if findings is None:
-            findings = run_rules(module, rules, path, text, options.target_torch)
+            findings = run_rules(module, rules, path, text, options.target_torch, options.roles)
         fixes = [f.fix for f in findings if options.allows_finding(f)]
         if not fixes:
             return text

@@ -6,21 +6,12 @@ model); a name alone never triggers a rewrite.
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from autograd_fix.codemods.imports import dotted_name
+from autograd_fix.codemods.semantic.roles import name_tokens
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-def name_tokens(identifier: str) -> tuple[str, ...]:
-    """`valDataLoader` / `val_data_loader` -> ('val', 'data', 'loader')."""
-    parts = []
-    for chunk in identifier.split("_"):
-        parts.extend(piece.lower() for piece in _CAMEL.split(chunk) if piece)
-    return tuple(parts)
+__all__ = ["name_tokens", "last_segment", "expression_tokens", "receiver_name", "method_name", "iterable_tokens", "WRAPPING_ITERATORS"]
 
 
 def last_segment(node: cst.BaseExpression) -> str | None:

@@ -33,6 +33,7 @@ from autograd_fix.codemods.engine import (
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
 
 
@@ -115,15 +116,20 @@ class FilePlans:
 
     @classmethod
     def from_source(
-        cls, text: str, rules: Sequence[type[Rule]], path: str, target_torch: TorchVersion | None = None
+        cls,
+        text: str,
+        rules: Sequence[type[Rule]],
+        path: str,
+        target_torch: TorchVersion | None = None,
+        roles: Vocabulary = DEFAULT_VOCABULARY,
     ) -> "FilePlans":
         """Parse `text` once and run `rules` once (raises EngineError when it cannot parse);
-        `target_torch` as the check that produced the findings had it, so ids agree."""
+        `target_torch` and `roles` as the check that produced the findings had them, so ids agree."""
         active = triggered(rules, text)
         if not active:
             return cls(parse_module(text), [])
         module = parse_module(text)
-        return cls(module, run_rules(module, active, path, text, target_torch))
+        return cls(module, run_rules(module, active, path, text, target_torch, roles))
 
     def __contains__(self, plan_id: str) -> bool:
         return plan_id in self._fixes

@@ -19,6 +19,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Example, Finding, Fix, Span
 from autograd_fix.codemods.semantic.model import SemanticModel
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Verification")
@@ -48,12 +49,20 @@ class RuleExamples:
 class RuleContext:
     """What a rule may know about the file it is looking at."""
 
-    def __init__(self, path: str, module: cst.Module, target_torch: TorchVersion | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        module: cst.Module,
+        target_torch: TorchVersion | None = None,
+        roles: Vocabulary = DEFAULT_VOCABULARY,
+    ) -> None:
         self.path = path
         self.module = module
         #: the oldest PyTorch the project supports (None: unknown, assume the newest);
         #: a fix must not rewrite to an API missing there
         self.target_torch = target_torch
+        #: the project's role vocabulary: name tokens per role and configured factories
+        self.roles = roles
         self.imports = ImportIndex.from_module(module)
         self._positions: dict[cst.CSTNode, object] | None = None
         self._semantic: SemanticModel | None = None
@@ -62,7 +71,7 @@ class RuleContext:
     def semantic(self) -> "SemanticModel":
         """The file's semantic model, built on first use and shared by every rule."""
         if self._semantic is None:
-            self._semantic = SemanticModel(self.module, self.imports)
+            self._semantic = SemanticModel(self.module, self.imports, self.roles)
         return self._semantic
 
     def span(self, node: cst.CSTNode) -> Span:

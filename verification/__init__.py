@@ -4,6 +4,10 @@ Entry points: `verify_pair`, `verify_many`, `gradcheck_file`; results are `Verdi
 `UnitResult`s. Check names a rule's contract may use are listed once, in
 `checks.SPECS` (`CHECK_NAMES`), torch-free; `contracts.CHECKS` maps them to their
 implementations (importing that module needs torch, this package's top level does not).
+
+Verification depends on nothing in `codemods` but two libcst-free modules: the plain
+types of `codemods/model.py`, and the role vocabulary of `codemods/semantic/roles.py`,
+so that the binder reads a name (`val_loader`, `netG`) as the rules do.
 """
 
 from .checks import CHECK_NAMES, CheckStatus

@@ -28,6 +28,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, GENERIC_MODEL_TOKENS, Role, name_tokens
+
 from .evidence import UnitText, read_unit
 from .shapes import (
     FEATURES,
@@ -51,18 +53,9 @@ N_BATCHES = 3
 #: seconds one candidate input may take through the model before the next is tried
 PLAN_SLICE_S = 2.0
 
-_MODEL = re.compile(
-    r"(^|_)(model|net|network|module|classifier|encoder|decoder|backbone|generator|discriminator|policy|critic|"
-    r"actor|teacher|student|head|mlp|cnn|rnn|lstm|transformer)s?($|_)|^m$"
-)
-_GENERIC_MODEL_WORDS = {"net", "model", "network", "module", "m"}
-_LOADER = re.compile(r"loader|batches|dataset|(^|_)data($|_)|(^|_)ds($|_)|iterator|(^|_)iter($|_)|samples|stream")
-_OPTIM = re.compile(r"^opt$|optim|^sgd$|^adam")
-_SCHED = re.compile(r"sched")
-_CRIT = re.compile(r"criterion|loss_fn|loss_func|lossfn|objective|^criteria$|^loss_function$|^crit$")
-_DEVICE = re.compile(r"^(device|dev)$|_device$")
-_TARGET = re.compile(r"^(y|yi|t|target|targets|label|labels|gt|y_true|yb|truth)$")
-_LOSS = re.compile(r"^(loss|total_loss|objective_value)$")
+#: roles come from the vocabulary the rules use (`codemods.semantic.roles`, libcst-free);
+#: which words make a name read as a model, an optimizer, a loader... is decided there
+_ROLES = DEFAULT_VOCABULARY
 _TENSOR = re.compile(
     r"^(x|xs|xi|x_\w+|xb|inp|input|inputs|image|images|img|imgs|batch|features|feats|feat|h|hidden|z|a|b|u|v|w|"
     r"weight|weights|bias|tensor|t_\w+|logits|pred|preds|prediction|predictions|out|output|outputs|grad_output|"
@@ -83,8 +76,8 @@ _INT_TOKENS = {
 }
 
 
-def _tokens(name: str) -> list[str]:
-    return [t for t in re.split(r"_+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()) if t]
+def _tokens(name: str) -> tuple[str, ...]:
+    return name_tokens(name)
 
 
 def number_kind(name: str) -> type | None:
@@ -98,8 +91,28 @@ def number_kind(name: str) -> type | None:
 
 
 def model_name(name: str) -> bool:
-    """Does the name read as a model? ("netG" reads as "net_g": camelCase parts are words)"""
-    return bool(_MODEL.search(name.lower()) or _MODEL.search("_".join(_tokens(name))))
+    """Does the name read as a model? ("netG" reads as "net_g": camelCase parts are words;
+    a plural "encoders" too). Not when its last word reads as a number: `model_dim`,
+    `num_heads` and `ema_decay` are numbers about a model."""
+    tokens = _tokens(name)
+    if name == "m" or not tokens:
+        return name == "m"
+    if tokens[-1] in _INT_TOKENS or tokens[-1] in _FLOAT_TOKENS:
+        return False
+    words = _ROLES.tokens(Role.MODEL) | GENERIC_MODEL_TOKENS
+    return any(token in words or (token.endswith("s") and token[:-1] in words) for token in tokens)
+
+
+def _reads_as(name: str, role: Role) -> bool:
+    """Role by name, as the binder asks it: a target only by its whole name (`y`,
+    `labels`: not `y_pred`, `label_smoothing`), a device or a loss by its last word
+    (`train_device`, `val_loss`), the other roles by any word (`g_optimizer`, `lr_sched`,
+    `loss_fn`, `val_loader`)."""
+    if role is Role.TARGET:
+        return _ROLES.is_exactly(name, role)
+    if role in (Role.DEVICE, Role.LOSS):
+        return _ROLES.ends_as(name, role) and not _ROLES.has(name, Role.CRITERION)
+    return _ROLES.has(name, role)
 
 
 class _TokenPattern:
@@ -230,18 +243,18 @@ class Binder:
         use = self.unit().uses.get(name)
         if use is not None and use.reads_as_tensor and not self._looks_like_model(name, annotation):
             return self._evident_tensor(name, lowered)
-        if use is not None and use.module and not _OPTIM.search(lowered):
+        if use is not None and use.module and not _reads_as(name, Role.OPTIMIZER):
             return self._bind_model(name)
-        if use is not None and use.unpacked and not (_LOADER.search(lowered) and use.iterated):
+        if use is not None and use.unpacked and not (_reads_as(name, Role.LOADER) and use.iterated):
             batch = self._loader(name)[0]
             self.described[name] = f"one batch (x {list(batch[0].shape)}, y {list(batch[1].shape)})"
             return batch
-        if _DEVICE.search(lowered):
+        if _reads_as(name, Role.DEVICE):
             self.described[name] = f"device {self.device}"
             return self.device
         if self._looks_like_model(name, annotation):
             return self._bind_model(name)
-        if _OPTIM.search(lowered):
+        if _reads_as(name, Role.OPTIMIZER):
             model = self.model()
             if "adam" in lowered:
                 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -249,19 +262,19 @@ class Binder:
                 opt = torch.optim.SGD(model.parameters(), lr=0.1)
             self.described[name] = f"{type(opt).__name__} over the model's parameters"
             return opt
-        if _SCHED.search(lowered):
+        if _reads_as(name, Role.SCHEDULER):
             opt = next((v for v in self.values.values() if isinstance(v, torch.optim.Optimizer)), None)
             if opt is None:
                 opt = self.value("optimizer")
             self.described[name] = "StepLR(step_size=1)"
             return torch.optim.lr_scheduler.StepLR(opt, step_size=1)
-        if _CRIT.search(lowered):
+        if _reads_as(name, Role.CRITERION):
             return self._criterion(name)
-        if _LOADER.search(lowered):
+        if _reads_as(name, Role.LOADER):
             return self._loader(name)
-        if _TARGET.search(lowered):
+        if _reads_as(name, Role.TARGET):
             return self._target(name)
-        if _LOSS.search(lowered):
+        if _reads_as(name, Role.LOSS):
             return self._loss(name)
         if _BOOL.search(lowered):
             value = lowered in ("train", "training")
@@ -359,9 +372,9 @@ class Binder:
         """A parameter the body uses as a tensor: a target or loss when its name says so,
         else an input tensor."""
         why = self.unit().uses[name].tensor
-        if _TARGET.search(lowered):
+        if _reads_as(name, Role.TARGET):
             return self._target(name)
-        if _LOSS.search(lowered):
+        if _reads_as(name, Role.LOSS):
             return self._loss(name)
         value = self._tensor(name)
         self.described[name] += f" ({why})"
@@ -374,7 +387,7 @@ class Binder:
         if short == "Tensor":
             return self._tensor(name)
         if short in ("Optimizer", "SGD", "Adam", "AdamW"):
-            return self._build(name if _OPTIM.search(name.lower()) else "optimizer", inspect.Parameter.empty)
+            return self._build(name if _reads_as(name, Role.OPTIMIZER) else "optimizer", inspect.Parameter.empty)
         if short in ("DataLoader", "Iterable", "Iterator", "Sequence", "list"):
             return self._loader(name)
         if short == "device":
@@ -462,7 +475,7 @@ class Binder:
             chosen = next((c for c in candidates if c.__name__.lower() in tokens or name.lower() in c.__name__.lower()), None)
         if chosen is None:
             # "netG", "modelD", "G": the word beside the generic one names the class
-            specific = [t for t in _tokens(name) if t not in _GENERIC_MODEL_WORDS]
+            specific = [t for t in _tokens(name) if t not in GENERIC_MODEL_TOKENS]
             chosen = next((c for c in candidates if any(c.__name__.lower().startswith(t) for t in specific)), None)
         model: nn.Module | None = None
         if chosen is not None:

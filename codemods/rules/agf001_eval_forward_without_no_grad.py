@@ -28,34 +28,18 @@ from autograd_fix.codemods.semantic.module_calls import (
     update_eval_state,
 )
 from autograd_fix.codemods.semantic.module_values import module_loop_names
+from autograd_fix.codemods.semantic.roles import EVAL_DATA_TOKENS, MODEL_TOKENS, NOT_A_FORWARD_TOKENS
+from autograd_fix.codemods.semantic.roles import EVAL_SCOPE_TOKENS as EVAL_NAME_TOKENS
+from autograd_fix.codemods.semantic.roles import NOT_EVAL_SCOPE_TOKENS as NOT_EVAL_NAME_TOKENS
 from autograd_fix.codemods.walk import iter_descendants
 
-#: a function named with one of these tokens is an evaluation scope
-EVAL_NAME_TOKENS = frozenset(
-    {"validate", "validation", "val", "valid", "evaluate", "evaluation", "eval", "predict", "infer", "inference",
-     "test", "testing"}
-)
-#: ... unless the name also says it is part of training or of the forward itself
-#: (`forward_prediction_heads`, `train_and_validate`, `validation_loss_fn`)
-NOT_EVAL_NAME_TOKENS = frozenset({"forward", "train", "training", "loss", "backward", "grad", "gradient"})
-#: an iterable named with one of these tokens yields evaluation batches
-EVAL_DATA_TOKENS = frozenset({"val", "valid", "validation", "test", "testing", "eval", "evaluation", "holdout"})
-#: a callable named with one of these tokens is (probably) a model
-MODEL_TOKENS = frozenset(
-    {"model", "models", "net", "network", "encoder", "decoder", "backbone", "classifier", "detector",
-     "segmenter", "segmentor", "generator", "discriminator", "teacher", "student", "policy", "critic",
-     "actor", "unet", "vae", "ema"}
-)
-#: ... unless it is a factory or a utility about a model
-NOT_A_FORWARD_TOKENS = frozenset(
-    {"get", "build", "create", "make", "load", "init", "setup", "save", "export", "prepare", "wrap",
-     "compile", "copy", "freeze", "unfreeze", "summary", "count", "print", "log", "register", "to"}
-)
 #: Lightning runs these hooks (and every `on_validation*` / `on_test*` / `on_predict*`
 #: callback hook) under no_grad/inference_mode itself
 LIGHTNING_HOOKS = frozenset(
     {"validation_step", "test_step", "predict_step", "validation_epoch_end", "test_epoch_end"}
 )
+
+
 class EvalForwardWithoutNoGrad(Rule):
     """
     ## What it does

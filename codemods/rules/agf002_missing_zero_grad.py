@@ -15,7 +15,6 @@ from autograd_fix.codemods.semantic.loops import (
     block_statements,
     expression_statement_call,
     is_backward_call,
-    is_optimizer_name,
     local_nodes,
     RootTracker,
     parent_map,
@@ -23,10 +22,10 @@ from autograd_fix.codemods.semantic.loops import (
 )
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
-from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.role_evidence import Basis, scope_roles
+from autograd_fix.codemods.semantic.roles import CLEAR_TOKENS, GRAD_TOKENS, Role
+from autograd_fix.codemods.rule import Contract, Rule, RuleContext
 
-_CLEAR_TOKENS = frozenset({"zero", "zeros", "clear", "reset", "none", "flush", "zeroes"})
-_GRAD_TOKENS = frozenset({"grad", "grads", "gradient", "gradients"})
 _GRAD_ATTRIBUTES = frozenset({"grad", "_grad", "main_grad"})
 _LOOPS = (cst.For, cst.While)
 
@@ -173,7 +172,8 @@ class MissingZeroGrad(RootTracker, Rule):
         parents = parent_map(root)
         imports = self.context.imports
         loops = [loop for loop in all_nodes(root, _LOOPS)]
-        facts = {id(loop): _loop_facts(loop, imports, parents) for loop in loops}
+        roles = _StepRoles(self.context, root)
+        facts = {id(loop): _loop_facts(loop, imports, parents, roles) for loop in loops}
         for loop in loops:
             fact = facts[id(loop)]
             if not _trains(fact) or fact.unclear:
@@ -233,7 +233,26 @@ def _trains(fact: _LoopFacts) -> bool:
     return bool(fact.backwards) and bool(fact.steps or fact.updates)
 
 
-def _loop_facts(loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> _LoopFacts:
+@dataclass
+class _StepRoles:
+    """Whether a `.step()` receiver is an optimizer or a grad scaler: evidence from the
+    scope (`g = torch.optim.Adam(...)` is an optimizer, `opt_sched = StepLR(...)` is not),
+    the name only where no evidence decides. The scope's roles are read on the first
+    question (most scopes have no `.step()` in a loop)."""
+
+    context: RuleContext
+    root: cst.CSTNode
+
+    def is_(self, name: str | None, role: Role) -> bool:
+        decision = scope_roles(self.context, self.root).get(name) if name is not None else None
+        if decision is not None and decision.basis is not Basis.NAME:
+            return decision.role is role
+        return self.context.roles.has(name, role)
+
+
+def _loop_facts(
+    loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode], roles: _StepRoles
+) -> _LoopFacts:
     """Backward calls, optimizer steps and hand-written updates in the loop (not in nested defs)."""
     fact = _LoopFacts()
     for call in local_nodes(loop.body, cst.Call):
@@ -241,7 +260,7 @@ def _loop_facts(loop: cst.For | cst.While, imports: ImportIndex, parents: dict[i
         if is_backward_call(call, imports):
             fact.backwards.append(call)
         elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "step":
-            _classify_step(call, fact)
+            _classify_step(call, fact, roles)
     for line in local_nodes(loop.body, cst.SimpleStatementLine):
         assert isinstance(line, cst.SimpleStatementLine)
         tensor = _updated_from_grad(line)
@@ -250,20 +269,20 @@ def _loop_facts(loop: cst.For | cst.While, imports: ImportIndex, parents: dict[i
     return fact
 
 
-def _classify_step(call: cst.Call, fact: _LoopFacts) -> None:
+def _classify_step(call: cst.Call, fact: _LoopFacts, roles: _StepRoles) -> None:
     receiver = dotted_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
     if receiver is None:
         fact.unclear = True  # `self.optimizers()[0].step()`: cannot name what to zero
         return
-    if is_optimizer_name(receiver):
+    if roles.is_(receiver, Role.OPTIMIZER):
         if call.args:
             fact.unclear = True  # step(closure): LBFGS-style, the closure zeroes
         else:
             fact.steps.append(_Step(call, receiver))
         return
-    if "scaler" in name_tokens(receiver.rsplit(".", 1)[-1]) and len(call.args) == 1 and call.args[0].keyword is None:
+    if roles.is_(receiver, Role.SCALER) and len(call.args) == 1 and call.args[0].keyword is None:
         optimizer = dotted_name(call.args[0].value)
-        if is_optimizer_name(optimizer):
+        if roles.is_(optimizer, Role.OPTIMIZER):
             fact.steps.append(_Step(call, optimizer, scaler=receiver))  # type: ignore[arg-type]
         else:
             fact.unclear = True
@@ -337,7 +356,7 @@ def _call_zeroes(call: cst.Call, helpers: set[str]) -> bool:
     if name is not None:
         last = name.rsplit(".", 1)[-1]
         tokens = set(name_tokens(last))
-        if last in helpers or last == "zero_grad" or (tokens & _CLEAR_TOKENS and tokens & _GRAD_TOKENS):
+        if last in helpers or last == "zero_grad" or (tokens & CLEAR_TOKENS and tokens & GRAD_TOKENS):
             return True
     if isinstance(call.func, cst.Attribute) and call.func.attr.value.endswith("_"):
         if _touches_grad(call.func.value):

@@ -29,14 +29,11 @@ from autograd_fix.codemods.semantic.loops import (
     runs_every_iteration,
 )
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.role_evidence import is_functional_loss
+from autograd_fix.codemods.semantic.roles import Role, Vocabulary
 from autograd_fix.codemods.rule import Contract, Rule
 
 _LOOPS = (cst.For, cst.While)
-_LOSS_TOKENS = frozenset({"loss", "criterion", "crit", "objective"})
-_FUNCTIONAL_LOSSES = frozenset(
-    {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"}
-)
 #: functions that only format or print a number (a Python float works the same there)
 _NUMERIC_CONSUMERS = frozenset({"print", "round", "float", "str", "format", "abs", "int", "repr"})
 
@@ -134,7 +131,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
                 assert isinstance(loop, (cst.For, cst.While))
                 if _grad_disabled(loop, imports, parents):
                     continue
-                analysis = _LoopAnalysis(loop, imports, parents)
+                analysis = _LoopAnalysis(loop, imports, parents, self.context.roles)
                 if not (analysis.tracked or analysis.tracked_paths):
                     continue
                 for accumulation in analysis.accumulations():
@@ -196,9 +193,12 @@ def _grad_disabled(loop: cst.CSTNode, imports: ImportIndex, parents: dict[int, c
 class _LoopAnalysis:
     """Which names in one loop carry a graph that the same iteration frees by backward."""
 
-    def __init__(self, loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> None:
+    def __init__(
+        self, loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode], roles: Vocabulary
+    ) -> None:
         self.loop = loop
         self.imports = imports
+        self.roles = roles
         self.parents = parents
         self.scope = enclosing_scope(loop, parents)
         self.loop_bindings = bindings(loop.body)
@@ -311,10 +311,8 @@ class _LoopAnalysis:
             return False
         qualified = self.imports.qualified_name(node.func)
         if qualified is not None:
-            last = qualified.rsplit(".", 1)[-1]
-            return qualified.startswith("torch.nn.functional.") and (last.endswith("_loss") or last in _FUNCTIONAL_LOSSES)
-        name = dotted_name(node.func)
-        return name is not None and bool(set(name_tokens(name.rsplit(".", 1)[-1])) & _LOSS_TOKENS)
+            return is_functional_loss(qualified)
+        return self.roles.has(dotted_name(node.func), Role.LOSS, Role.CRITERION)
 
     def _passed_to_torch_loss(self, name: str, value: cst.BaseExpression) -> bool:
         """Is `name` a direct argument of a `torch.nn.functional` loss in `value` (so a tensor)?"""

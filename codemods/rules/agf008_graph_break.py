@@ -11,6 +11,7 @@ from autograd_fix.codemods.expressions import method_chain, parenthesized
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, GRAPH_CALLEE_TOKENS, Role
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
@@ -26,13 +27,6 @@ COPY_LINKS = frozenset({"clone", "cpu", "cuda", "to", "float", "double", "contig
 #: chains whose value is exactly the tensor's (a fix may use the tensor itself)
 _FIXABLE_CHAINS = frozenset(
     {("item",), ("data",), ("detach",), ("clone", "detach"), ("detach", "clone"), ("data", "clone"), ("data", "detach"), ()}
-)
-#: receivers of `.backward(loss)` that run the backward of their argument
-_BACKWARD_RUNNER_TOKENS = frozenset({"accelerator", "fabric", "engine", "deepspeed", "manual"})
-#: callees whose result is (part of) the graph: models, criteria
-_GRAPH_CALLEE_TOKENS = frozenset(
-    {"model", "net", "network", "encoder", "decoder", "backbone", "head", "classifier", "generator",
-     "discriminator", "criterion", "loss", "policy", "critic", "actor", "self"}
 )
 
 
@@ -541,7 +535,7 @@ def _sink_of_expression(node: cst.BaseExpression, imports: ImportIndex) -> cst.B
         return None
     receiver = node.func.value
     receiver_name = dotted_name(receiver) or ""
-    if node.args and set(name_tokens(receiver_name.replace(".", "_"))) & _BACKWARD_RUNNER_TOKENS:
+    if node.args and DEFAULT_VOCABULARY.has_any(name_tokens(receiver_name.replace(".", "_")), Role.BACKWARD_RUNNER):
         return node.args[0].value
     # `scaler.scale(loss).backward()`
     if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
@@ -611,7 +605,7 @@ def _is_graph_call(value: cst.BaseExpression, imports: ImportIndex) -> bool:
     if callee is None:
         return False
     tokens = set(name_tokens(callee.rsplit(".", 1)[-1]))
-    return bool(tokens & _GRAPH_CALLEE_TOKENS)
+    return bool(tokens & GRAPH_CALLEE_TOKENS)
 
 
 class _CallFinder(cst.CSTVisitor):

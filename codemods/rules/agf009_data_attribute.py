@@ -14,6 +14,7 @@ from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edi
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.tracking import Site, Tracked, TrackingAnalysis
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.roles import OPTIMIZER_OR_SCALER_TOKENS, Role
 from autograd_fix.codemods.walk import walk
 
 #: trailing-underscore methods that do not mutate values
@@ -26,7 +27,6 @@ _BINDING = (cst.Assign, cst.AnnAssign, cst.Return, cst.AugAssign)
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 _BACKWARD_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
 #: `X.step()` is an optimizer step when X is named like an optimizer (or a GradScaler)
-_OPTIMIZER_TOKENS = frozenset({"optimizer", "optimizers", "optim", "opt", "optimiser", "scaler"})
 #: nn containers are built from modules that already exist: their parameters are not fresh
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
 
@@ -189,7 +189,7 @@ class DataAttribute(Rule):
     def _autograd_in(self, scopes: list[cst.CSTNode], key: int) -> bool:
         """Do these statements (not nested functions or classes) run backward, step or read grads?"""
         if key not in self._scopes:
-            finder = _AutogradFinder(self.context.imports)
+            finder = _AutogradFinder(self.context.imports, OPTIMIZER_OR_SCALER_TOKENS | self.context.roles.added(Role.OPTIMIZER))
             for scope in scopes:
                 walk(scope, finder)
             self._scopes[key] = finder.found
@@ -444,9 +444,12 @@ class _DataReadFinder(cst.CSTVisitor):
 class _AutogradFinder(cst.CSTVisitor):
     """Does a scope (not its nested functions or classes) run backward, step or read grads?"""
 
-    def __init__(self, imports: ImportIndex) -> None:
+    def __init__(self, imports: ImportIndex, stepper_words: frozenset[str]) -> None:
         super().__init__()
         self.imports = imports
+        #: receivers whose `.step()` steps an optimizer (`roles.OPTIMIZER_OR_SCALER_TOKENS`
+        #: and the project's optimizer names)
+        self.stepper_words = stepper_words
         self.found = False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -468,7 +471,7 @@ class _AutogradFinder(cst.CSTVisitor):
                 self.found = True
             elif method == "step":
                 receiver = dotted_name(node.func.value) or ""
-                if set(name_tokens(receiver.rsplit(".", 1)[-1])) & _OPTIMIZER_TOKENS:
+                if set(name_tokens(receiver.rsplit(".", 1)[-1])) & self.stepper_words:
                     self.found = True
 
 

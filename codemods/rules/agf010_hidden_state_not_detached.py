@@ -11,14 +11,10 @@ from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.roles import Role
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.walk import walk
 
-#: a name with one of these tokens holds recurrent state
-STATE_TOKENS = frozenset(
-    {"hidden", "hiddens", "hid", "h", "hx", "h0", "hn", "ht", "c", "cx", "c0", "cn", "ct", "cell", "state",
-     "states", "memory", "memories", "mem", "mems", "carry", "hc"}
-)
 #: torch functions that make a single fresh tensor (the state is a tensor, not a tuple)
 _TENSOR_FACTORIES = frozenset(
     f"torch.{name}"
@@ -128,7 +124,7 @@ class HiddenStateNotDetached(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for scope in self._scan.scopes():
-            for carry, initial in _find_carries(scope, self.context.imports):
+            for carry, initial in _find_carries(scope, self.context.imports, self.context.roles.tokens(Role.STATE)):
                 self._report(carry, initial)
 
     def _report(self, carry: _Carry, initial: dict[str, cst.BaseExpression | None]) -> None:
@@ -216,7 +212,7 @@ class _ScopeWalker(cst.CSTVisitor):
 
 
 def _find_carries(
-    scope: cst.Module | cst.FunctionDef, imports: ImportIndex
+    scope: cst.Module | cst.FunctionDef, imports: ImportIndex, state_words: frozenset[str]
 ) -> list[tuple[_Carry, dict[str, cst.BaseExpression | None]]]:
     walker = _ScopeWalker(scope)
     walk(scope, walker)
@@ -226,7 +222,7 @@ def _find_carries(
         if kind != "loop":
             continue
         assert isinstance(node, (cst.For, cst.While))
-        for carry in _loop_carries(node, imports):
+        for carry in _loop_carries(node, imports, state_words):
             if id(carry.statement) in seen:
                 continue  # an outer loop already owns this call
             seen.add(id(carry.statement))
@@ -235,8 +231,9 @@ def _find_carries(
     return results
 
 
-def _loop_carries(loop: cst.For | cst.While, imports: ImportIndex) -> list[_Carry]:
-    """Recurrent calls in `loop` whose state is fed back with no detach in between."""
+def _loop_carries(loop: cst.For | cst.While, imports: ImportIndex, state_words: frozenset[str]) -> list[_Carry]:
+    """Recurrent calls in `loop` whose state is fed back with no detach in between
+    (`state_words`: the project's `Role.STATE` vocabulary)."""
     if not isinstance(loop.body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
         return []
     statements = list(loop.body.body)
@@ -247,7 +244,7 @@ def _loop_carries(loop: cst.For | cst.While, imports: ImportIndex) -> list[_Carr
     for index, assign in _reachable_assigns(statements, imports):
         if index >= backward_at:
             continue
-        state = _fed_back_state(assign, imports)
+        state = _fed_back_state(assign, imports, state_words)
         if state is None:
             continue
         names, unpacked = state
@@ -327,7 +324,9 @@ def _assigns_in(statement: cst.CSTNode, imports: ImportIndex) -> list[cst.Assign
     return []
 
 
-def _fed_back_state(assign: cst.Assign, imports: ImportIndex) -> tuple[tuple[str, ...], bool] | None:
+def _fed_back_state(
+    assign: cst.Assign, imports: ImportIndex, state_words: frozenset[str]
+) -> tuple[tuple[str, ...], bool] | None:
     """The state names a recurrent call reads and rebinds: `out, h = rnn(x, h)`."""
     if len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
         return None
@@ -340,7 +339,7 @@ def _fed_back_state(assign: cst.Assign, imports: ImportIndex) -> tuple[tuple[str
         if arg.star:
             continue
         names = _names_of(arg.value)
-        if names is None or not all(_looks_like_state(n) for n in names):
+        if names is None or not all(set(name_tokens(n)) & state_words for n in names):
             continue
         if _binds_pattern(target, arg.value):
             return names, isinstance(arg.value, (cst.Tuple, cst.List))
@@ -373,10 +372,6 @@ def _same_names(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
     if isinstance(a, (cst.Tuple, cst.List)) and isinstance(b, (cst.Tuple, cst.List)):
         return _names_of(a) is not None and _names_of(a) == _names_of(b)
     return False
-
-
-def _looks_like_state(name: str) -> bool:
-    return bool(set(name_tokens(name)) & STATE_TOKENS)
 
 
 def _untouched_elsewhere(loop: cst.For | cst.While, statement: cst.Assign, name: str) -> bool:

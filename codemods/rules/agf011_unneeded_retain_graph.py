@@ -28,19 +28,16 @@ from autograd_fix.codemods.semantic.loops import (
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import WRAPPING_ITERATORS, expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.role_evidence import RoleDecision, bound_as, iterated_name, scope_roles
+from autograd_fix.codemods.semantic.roles import (
+    CARRIED_STATE_TOKENS,
+    DATA_ITERABLE_TOKENS,
+    DATA_PARAMETER_TOKENS,
+    STATE_CALL_TOKENS,
+    Role,
+    Vocabulary,
+)
 
-#: an iterable named so yields fresh data batches (no graph carried in)
-_DATA_ITERABLE_TOKENS = frozenset({"loader", "dataloader", "loaders", "batches", "dataset", "ds", "data", "train", "minibatches"})
-#: parameters named so hold input data, not a tensor with a graph from the caller
-_DATA_PARAMETER_TOKENS = frozenset(
-    {"batch", "x", "y", "xb", "yb", "inputs", "input", "targets", "target", "images", "image", "imgs", "img",
-     "labels", "label", "data", "sample", "samples", "device", "dtype"}
-)
-#: names that suggest state carried across iterations (TBPTT, memories): stay away
-_STATE_TOKENS = frozenset(
-    {"hidden", "hx", "cx", "h", "c", "state", "states", "memory", "memories", "mems", "carry", "prev", "previous", "cache"}
-)
-_STATE_CALL_TOKENS = frozenset({"hidden", "reset", "repackage", "detach", "state", "memory", "cache"})
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type"})
 _GRAPH_ATTRIBUTES = frozenset({"grad_fn", "register_hook", "retain_grad", "next_functions"})
 
@@ -160,7 +157,7 @@ class UnneededRetainGraph(RootTracker, Rule):
             roots = [root.value, follower[1]]
         else:
             return
-        evidence = _Evidence(scope, call, parents)
+        evidence = _Evidence(scope, call, parents, self.context.roles, scope_roles(self.context, scope))
         if not evidence.graph_is_fresh(roots) or evidence.graph_escapes(roots, imports):
             return
         if len(roots) == 1:
@@ -224,7 +221,18 @@ def _following_backward(
 class _Evidence:
     """Is the graph behind the roots built fresh here, and does any of it leave the scope?"""
 
-    def __init__(self, scope: cst.CSTNode, call: cst.Call, parents: dict[int, cst.CSTNode]) -> None:
+    def __init__(
+        self,
+        scope: cst.CSTNode,
+        call: cst.Call,
+        parents: dict[int, cst.CSTNode],
+        roles: Vocabulary,
+        decisions: dict[str, RoleDecision],
+    ) -> None:
+        self.roles = roles
+        #: the scope's role decisions: a loop over a `DataLoader(...)` yields fresh data
+        #: whatever the loader is called
+        self.decisions = decisions
         self.scope = scope
         self.call = call
         self.parents = parents
@@ -239,13 +247,17 @@ class _Evidence:
     def _allowed_outside_names(self) -> set[str] | None:
         """Names from outside the region that are data (loop targets over a loader, data params)."""
         if self.loop is not None:
-            if not isinstance(self.loop, cst.For) or not _iterates_data(self.loop.iter):
+            if not isinstance(self.loop, cst.For) or not (
+                _iterates_data(self.loop.iter, self.roles)
+                or bound_as(self.decisions, iterated_name(self.loop.iter), Role.LOADER)
+            ):
                 return None
             return {n.value for n in all_nodes(self.loop.target, cst.Name)}  # type: ignore[union-attr]
         if isinstance(self.scope, cst.FunctionDef):
             params = self.scope.params
+            data_words = DATA_PARAMETER_TOKENS | self.roles.added(Role.TARGET, Role.DEVICE)
             every = [*params.posonly_params, *params.params, *params.kwonly_params]
-            return {p.name.value for p in every if set(name_tokens(p.name.value)) & _DATA_PARAMETER_TOKENS}
+            return {p.name.value for p in every if set(name_tokens(p.name.value)) & data_words}
         return set()  # a script's top level: everything is bound in the region
 
     def graph_is_fresh(self, roots: list[str]) -> bool:
@@ -305,14 +317,15 @@ class _Evidence:
         return {n.value for n in read_name_nodes(value) if id(n) not in callee_heads and n.value not in {"True", "False", "None"}}
 
     def _mentions_state(self) -> bool:
+        state_words = CARRIED_STATE_TOKENS | self.roles.added(Role.STATE)
         for name in all_nodes(self.region, cst.Name):
             assert isinstance(name, cst.Name)
-            if set(name_tokens(name.value)) & _STATE_TOKENS:
+            if set(name_tokens(name.value)) & state_words:
                 return True
         for call in all_nodes(self.region, cst.Call):
             assert isinstance(call, cst.Call)
             segment = last_segment(call.func)
-            if segment is not None and set(name_tokens(segment)) & _STATE_CALL_TOKENS:
+            if segment is not None and set(name_tokens(segment)) & STATE_CALL_TOKENS:
                 return True
         return False
 
@@ -367,13 +380,13 @@ def _body(scope: cst.CSTNode) -> cst.CSTNode:
     return scope
 
 
-def _iterates_data(node: cst.BaseExpression) -> bool:
+def _iterates_data(node: cst.BaseExpression, roles: Vocabulary) -> bool:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "range":
         return True
     if isinstance(node, cst.Call) and last_segment(node.func) in WRAPPING_ITERATORS:
         positional = [a.value for a in node.args if a.keyword is None]
-        return bool(positional) and all(_iterates_data(a) for a in positional)
-    return bool(expression_tokens(node) & _DATA_ITERABLE_TOKENS)
+        return bool(positional) and all(_iterates_data(a, roles) for a in positional)
+    return bool(expression_tokens(node) & (DATA_ITERABLE_TOKENS | roles.added(Role.LOADER)))
 
 
 def _drop_retain_graph(updated: cst.CSTNode) -> cst.CSTNode:

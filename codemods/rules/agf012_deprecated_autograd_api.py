@@ -12,6 +12,7 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import iterable_tokens
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.roles import DATA_ITERABLE_TOKENS, Role
 from autograd_fix.codemods.torch_version import TorchVersion, supports
 from autograd_fix.codemods.walk import iter_descendants, walk
 
@@ -64,11 +65,6 @@ _FACTORIES = frozenset(
 _CONVERSIONS = frozenset(
     {"cuda", "cpu", "to", "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte",
      "type", "contiguous", "pin_memory", "squeeze", "unsqueeze", "view", "reshape", "permute", "t"}
-)
-#: tokens of an iterable that yields data batches (`train_loader`, `enumerate(dataloader)`)
-_DATA_TOKENS = frozenset(
-    {"loader", "loaders", "dataloader", "data", "dataset", "batches", "batch", "samples", "iterator",
-     "train", "val", "valid", "test", "trainloader", "testloader"}
 )
 class DeprecatedAutogradApi(Rule):
     """
@@ -348,7 +344,7 @@ class DeprecatedAutogradApi(Rule):
         for loop in reversed(self._loops):
             if name not in assigned_names(loop.target):
                 continue
-            if not iterable_tokens(loop.iter) & _DATA_TOKENS:
+            if not iterable_tokens(loop.iter) & (DATA_ITERABLE_TOKENS | self.context.roles.added(Role.LOADER)):
                 return False
             return _rebound_only_by_conversions(loop.body, name, self)
         return False

@@ -15,6 +15,7 @@ import libcst as cst
 from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, NON_OPTIMIZER_STEPPER_TOKENS, Role, Vocabulary
 from autograd_fix.codemods.walk import iter_descendants, walk
 
 NO_GRAD_NAMES = frozenset(
@@ -40,7 +41,6 @@ GRAD_ATTRIBUTES = frozenset({"grad", "grad_fn", "is_leaf", "_grad"})
 #: `assert not out.requires_grad` inspects a flag, it computes no gradient
 GRAD_FLAGS = frozenset({"requires_grad"})
 #: receivers of `.step()` that are not optimizers (schedulers step on metrics)
-_NON_OPTIMIZER_STEP_TOKENS = frozenset({"sched", "scheduler", "lr", "schedule", "warmup", "swa", "progress", "pbar", "env"})
 
 
 def disables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
@@ -79,15 +79,16 @@ def function_disables_grad(node: cst.FunctionDef, imports: ImportIndex) -> bool:
     return any(disables_grad(decorator.decorator, imports) for decorator in node.decorators)
 
 
-def is_optimizer_step(call: cst.Call) -> bool:
-    """`optimizer.step()`, `scaler.step(opt)`, `self.opt.step()`; not `scheduler.step()`."""
+def is_optimizer_step(call: cst.Call, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> bool:
+    """`optimizer.step()`, `scaler.step(opt)`, `self.opt.step()`; not `scheduler.step()`
+    (`roles.NON_OPTIMIZER_STEPPER_TOKENS`, and the project's scheduler names)."""
     if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "step"):
         return False
     receiver = dotted_name(call.func.value)
     if receiver is None:
         return True  # unknown receiver: assume the worst (fail closed)
     tokens = set(name_tokens(receiver.replace(".", "_")))
-    return not tokens & _NON_OPTIMIZER_STEP_TOKENS
+    return not tokens & (NON_OPTIMIZER_STEPPER_TOKENS | vocabulary.tokens(Role.SCHEDULER))
 
 
 @dataclass

@@ -16,20 +16,18 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
-from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role
 from autograd_fix.codemods.walk import walk
 
 #: methods that backpropagate (`loss.backward()`, Lightning's `self.manual_backward(loss)`)
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 #: receivers whose `.backward(loss)` takes the loss as argument (Accelerate, Fabric, DeepSpeed)
-_WRAPPER_BACKWARD_TOKENS = frozenset({"accelerator", "fabric", "engine", "trainer", "strategy", "amp"})
 #: calls that read or build gradients without going through `.backward()`
 _AUTOGRAD_PREFIXES = ("torch.autograd.", "torch.func.", "functorch")
 #: attributes / calls that return a value cut off the autograd graph
 BREAKING_METHODS = frozenset({"detach", "item", "tolist", "numpy", "data", "detach_"})
 BREAKING_FUNCTIONS = frozenset({"float", "int", "bool", "str", "len"})
 #: receivers of `.step()` that are optimizers (by the name the code gives them)
-OPTIMIZER_TOKENS = frozenset({"opt", "optim", "optimizer", "optimiser", "optimizers", "optimisers", "optimizer1", "optimizer2"})
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
@@ -170,7 +168,7 @@ def backward_root(call: cst.Call, imports: ImportIndex) -> cst.BaseExpression | 
         return _first_positional(call)
     receiver_name = dotted_name(receiver)
     if receiver_name is not None and (
-        receiver_name == "self" or set(name_tokens(receiver_name.rsplit(".", 1)[-1])) & _WRAPPER_BACKWARD_TOKENS
+        receiver_name == "self" or DEFAULT_VOCABULARY.has(receiver_name, Role.BACKWARD_RUNNER)
     ):
         return _first_positional(call)
     if (
@@ -359,14 +357,6 @@ def block_statements(line: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> list
     if isinstance(holder, (cst.IndentedBlock, cst.Module)):
         return list(holder.body)
     return []
-
-
-def is_optimizer_name(name: str | None) -> bool:
-    """`optimizer`, `self.opt`, `opt_g`, `g_optimizer`, `optimizerD`: named as an optimizer."""
-    if name is None:
-        return False
-    last = name.rsplit(".", 1)[-1]
-    return bool(set(name_tokens(last)) & OPTIMIZER_TOKENS)
 
 
 @dataclass

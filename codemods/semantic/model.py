@@ -8,21 +8,29 @@ an analysis only when some selected rule needs it, and never twice.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.autograd_function import ApplyCalls, CustomFunction, apply_calls, custom_functions
 from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
+
+if TYPE_CHECKING:
+    from autograd_fix.codemods.semantic.role_evidence import RoleDecision
 
 
 class SemanticModel:
     """The questions rules ask about one parsed file."""
 
-    def __init__(self, module: cst.Module, imports: ImportIndex) -> None:
+    def __init__(self, module: cst.Module, imports: ImportIndex, roles: Vocabulary = DEFAULT_VOCABULARY) -> None:
         self.module = module
         self.imports = imports
+        #: the project's role vocabulary (name tokens per role, configured factories)
+        self.roles = roles
+        self._scope_roles: dict[int, dict[str, RoleDecision]] = {}
 
     @cached_property
     def call_graph(self) -> CallGraph:
@@ -32,7 +40,7 @@ class SemanticModel:
     @cached_property
     def tracking(self) -> TrackingAnalysis:
         """Which tensors require grad at each statement, what autograd saved, module values."""
-        return TrackingAnalysis.build(self.module, self.imports)
+        return TrackingAnalysis.build(self.module, self.imports, self.roles)
 
     @cached_property
     def custom_functions(self) -> list[CustomFunction]:
@@ -43,3 +51,12 @@ class SemanticModel:
     def apply_calls(self) -> dict[str, ApplyCalls]:
         """How each custom Function's `.apply` is called in this file, by class name."""
         return apply_calls(self.module, self.custom_functions)
+
+    def roles_in(self, scope: cst.Module | cst.ClassDef | cst.FunctionDef) -> dict[str, "RoleDecision"]:
+        """The role of each name bound in `scope` (evidence first, names break ties), once per scope."""
+        from autograd_fix.codemods.semantic.role_evidence import roles_in
+
+        key = id(scope)
+        if key not in self._scope_roles:
+            self._scope_roles[key] = roles_in(scope, self.imports, self.roles, self.module)
+        return self._scope_roles[key]

@@ -49,6 +49,7 @@ from autograd_fix.codemods.semantic.gradmode import enables_grad, function_disab
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, MODULE_CALLEE_TOKENS, Role, Vocabulary
 from autograd_fix.codemods.walk import walk
 
 if TYPE_CHECKING:
@@ -191,11 +192,6 @@ NON_TENSOR_MODULES = frozenset(
     {"LSTM", "GRU", "RNN", "LSTMCell", "MultiheadAttention", "AdaptiveLogSoftmaxWithLoss", "ModuleList",
      "ModuleDict", "ParameterList", "ParameterDict", "Identity", "Flatten", "Unflatten", "Dropout"}
 )
-#: a callable named with one of these tokens is taken for an nn.Module (with other evidence)
-MODEL_NAME_TOKENS = frozenset(
-    {"model", "net", "network", "encoder", "decoder", "backbone", "classifier", "generator", "discriminator",
-     "critic", "actor", "policy", "criterion", "netg", "netd", "unet"}
-)
 _PARAMETER_ITERATORS = frozenset({"parameters", "named_parameters"})
 _MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children"})
 _PARAMETER_NAMES = ("weight", "bias")
@@ -227,9 +223,12 @@ def is_module_function(call: cst.Call, imports: ImportIndex) -> bool:
 class TrackingAnalysis:
     """Tracking facts and positions for every simple statement of one module."""
 
-    def __init__(self, module: cst.Module, imports: ImportIndex) -> None:
+    def __init__(self, module: cst.Module, imports: ImportIndex, roles: Vocabulary = DEFAULT_VOCABULARY) -> None:
         self.module = module
         self.imports = imports
+        #: words of a callee taken for an nn.Module (`roles.MODULE_CALLEE_TOKENS`, and the
+        #: project's model and criterion names)
+        self.module_words = MODULE_CALLEE_TOKENS | roles.added(Role.MODEL, Role.CRITERION)
         self.classes: dict[str, ClassInfo] = {}
         self._sites: list[Site] = []
         self._by_statement: dict[int, Site] = {}
@@ -238,8 +237,8 @@ class TrackingAnalysis:
         self.apply_functions: set[str] = set()
 
     @classmethod
-    def build(cls, module: cst.Module, imports: ImportIndex) -> "TrackingAnalysis":
-        analysis = cls(module, imports)
+    def build(cls, module: cst.Module, imports: ImportIndex, roles: Vocabulary = DEFAULT_VOCABULARY) -> "TrackingAnalysis":
+        analysis = cls(module, imports, roles)
         prepass = _PrePass(analysis)
         walk(module, prepass)
         _Walker(analysis).run(module)
@@ -419,7 +418,7 @@ class _Evaluator:
         if isinstance(node, cst.Name):
             if node.value in self.state.modules:
                 return self.state.modules[node.value]
-            if node.value not in self.state.tensors and has_name_tokens(node.value, MODEL_NAME_TOKENS):
+            if node.value not in self.state.tensors and has_name_tokens(node.value, self.analysis.module_words):
                 return None  # `model(x)`, `criterion(out, y)`: named as a module, called as one
             if node.value == "self" and self.class_info is not None and self.class_info.module_like:
                 return self.class_info.name
@@ -430,7 +429,7 @@ class _Evaluator:
                 if info is not None and node.attr.value in info.modules:
                     return info.modules[node.attr.value]
                 if (info is None or node.attr.value not in info.parameters | info.buffers) and has_name_tokens(
-                    node.attr.value, MODEL_NAME_TOKENS
+                    node.attr.value, self.analysis.module_words
                 ):
                     return None  # `self.model` of a trainer
                 return False
@@ -450,7 +449,7 @@ class _Evaluator:
             return owner
         if func.attr.value in _PARAMETER_NAMES:
             return False
-        if has_name_tokens(func.attr.value, MODEL_NAME_TOKENS):
+        if has_name_tokens(func.attr.value, self.analysis.module_words):
             return owner  # `model.encoder(x)`, `self.model.backbone(x)`
         base = self.module_of(func.value)
         info = self.analysis.classes.get(base) if isinstance(base, str) else None
