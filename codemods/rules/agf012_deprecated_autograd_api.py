@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from autograd_fix.codemods.semantic.callable_aliases import calls_of_alias
 from autograd_fix.codemods.semantic.dataflow import assigned_names
 from autograd_fix.codemods.expressions import method_call, method_chain, parenthesized
 from autograd_fix.codemods.imports import ImportIndex
@@ -172,6 +173,8 @@ class DeprecatedAutogradApi(Rule):
         self._handled: set[int] = set()
         #: calls in the fallback branch of a version check that already uses torch.amp
         self._fallbacks: set[int] = set()
+        #: enclosing scopes (module, functions), innermost last: where an alias is called
+        self._scopes: list[cst.Module | cst.FunctionDef] = []
 
     # --- traversal -------------------------------------------------------------------
 
@@ -183,7 +186,14 @@ class DeprecatedAutogradApi(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._blocks.append(node)
+        self._scopes.append(node)
         self._fallbacks = _compat_fallback_nodes(node, self.context.imports)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scopes.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._scopes.pop()
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._blocks.append(node)
@@ -260,6 +270,40 @@ class DeprecatedAutogradApi(Rule):
             self.report(node, f"`torch.cuda.amp.{target.new.rsplit('.', 1)[1]}` is deprecated; use `{target.new}(..., device_type=\"cuda\")`")
             return
         self._report_amp(node, target, lambda updated: _rewrite_amp_call(updated, target, imports))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`autocast = torch.cuda.amp.autocast if amp else torch.autocast`: the deprecated
+        callable is referenced, and called later through the alias."""
+        for reference in _branches(node.value):
+            target = _AMP.get(self.context.imports.qualified_name(reference) or "")
+            if target is None or target.kind == "custom" or id(reference) in self._fallbacks or not self._available(target):
+                continue
+            self._amp_reference(node, reference, target)
+
+    def _amp_reference(self, assign: cst.Assign, reference: cst.BaseExpression, target: _AmpTarget) -> None:
+        """Fixed with `functools.partial(<new>, "<device>")` when every call of the alias is
+        seen and maps: GradScaler's new signature is the old one after the device; autocast's
+        reorders its positionals, so its calls must pass keywords only."""
+        old = f"torch.{target.device}.amp.{target.new.rsplit('.', 1)[1]}"
+        names = [t.target.value for t in assign.targets if isinstance(t.target, cst.Name)]
+        calls = [calls_of_alias(self._scopes[-1], n) for n in names] if names and self._scopes else [None]
+        mappable = all(c is not None for c in calls) and (
+            target.kind == "scaler" or all(a.keyword is not None or a.star == "**" for c in calls for call in c or () for a in call.args)
+        )
+        message = f"`{old}` is deprecated (FutureWarning since PyTorch {AMP_DEPRECATED_SINCE}) and referenced here"
+        if not mappable:
+            self.report(reference, f"{message}; call `{target.new}({target.device!r}, ...)` where it is called instead")
+            return
+        partial, partial_needs = self.context.imports.expression_for("functools.partial")
+        new, new_needs = self.context.imports.expression_for(target.new)
+        replacement = cst.Call(func=partial, args=_with_commas([cst.Arg(new), cst.Arg(_device_string(target.device))]))
+        fix = Fix(
+            applicability=Applicability.SAFE,
+            edits=(Edit(reference, lambda updated: replacement),),
+            description=f"use `functools.partial({target.new}, {target.device!r})`",
+            required_imports=partial_needs + new_needs,
+        )
+        self.report(reference, f"{message}; use `functools.partial({target.new}, {target.device!r})`", fix)
 
     def _available(self, target: _AmpTarget) -> bool:
         """Does the project's oldest supported PyTorch have `target`'s new API?"""
@@ -358,7 +402,8 @@ class DeprecatedAutogradApi(Rule):
 
 
 def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex) -> set[int]:
-    """Ids of calls in the other branch of code that already uses `torch.amp`.
+    """Ids of calls (and callable references) in the other branch of code that already
+    uses `torch.amp`.
 
     `torch.amp.GradScaler(...) if new_torch else torch.cuda.amp.GradScaler()`, an
     `if is_torch_version(">=", "2.3"): ... else: ...`, or a `try: torch.amp... except:`
@@ -383,8 +428,15 @@ def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex) -> set[int]
         else:
             continue
         for alternative in alternatives:
-            fallbacks.update(id(n) for n in iter_descendants(alternative) if isinstance(n, cst.Call))
+            fallbacks.update(id(n) for n in iter_descendants(alternative) if isinstance(n, (cst.Call, cst.Attribute, cst.Name)))
     return fallbacks
+
+
+def _branches(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values an assignment may bind: both arms of conditional expressions."""
+    if isinstance(value, cst.IfExp):
+        return _branches(value.body) + _branches(value.orelse)
+    return [value]
 
 
 def _is_literal(node: cst.BaseExpression, value: str) -> bool:
