@@ -121,6 +121,10 @@ class _Store:
     #: whether the line becomes `<forward_name> = <value>` (the value is not a plain name)
     becomes_local: bool = False
     backward_name: str = ""
+    #: part of a tuple assignment `ctx.a, ctx.b = a, b` (the line holds several stores)
+    in_tuple: bool = False
+    #: backward's top-level `name = ctx.<attribute>` line, removed once the unpack binds `name`
+    alias_line: cst.SimpleStatementLine | None = None
 
 
 @dataclass
@@ -148,6 +152,14 @@ class _Planner:
             "collector frees; use `ctx.save_for_backward`"
         )
         self.rule.report(stores[0].line, message, fix)
+        # every other storing line is reported too (one fix, carried by the first finding)
+        for line in {id(s.line): s.line for s in stores[1:] if s.line is not stores[0].line}.values():
+            kept = [f"`{ctx}.{s.attribute}`" for s in stores if s.line is line]
+            self.rule.report(
+                line,
+                f"`{self.function.name}` keeps tensor{'s' if len(kept) > 1 else ''} {', '.join(kept)} on ctx for "
+                "backward too (fixed with the first)",
+            )
 
     # -- what is stored ------------------------------------------------------------------
 
@@ -164,16 +176,18 @@ class _Planner:
             assign = statement.body[0]
             if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
                 continue
-            attribute = ctx_attribute(assign.targets[0].target, ctx)
-            if (
-                attribute is None
-                or attribute not in read_in_backward
-                or attribute in written_elsewhere
-                or all_writes.get(attribute, 0) != 1
-                or not self.facts.is_tensor(assign.value)
-            ):
-                continue
-            stores.append(_Store(attribute, position, statement, assign.value))
+            pairs = _assigned_pairs(assign.targets[0].target, assign.value)
+            for target, value in pairs:
+                attribute = ctx_attribute(target, ctx)
+                if (
+                    attribute is None
+                    or attribute not in read_in_backward
+                    or attribute in written_elsewhere
+                    or all_writes.get(attribute, 0) != 1
+                    or not self.facts.is_tensor(value)
+                ):
+                    continue
+                stores.append(_Store(attribute, position, statement, value, in_tuple=len(pairs) > 1))
         return stores
 
     def _other_method_attributes(self, holder: cst.FunctionDef, backward: cst.FunctionDef) -> set[str]:
@@ -196,6 +210,12 @@ class _Planner:
     ) -> Fix | None:
         if _ctx_method_called(holder, ctx, "mark_dirty"):
             return None
+        for store in stores:
+            if store.in_tuple and not (
+                isinstance(store.value, cst.Name)
+                and sum(1 for s in stores if s.line is store.line) == len(_assigned_pairs(*_target_value(store.line)))
+            ):
+                return None  # a partly moved tuple assignment would need rewriting, not removal
         body = top_level_body(holder)
         existing_calls = save_for_backward_calls(holder, ctx)
         existing: tuple[int, cst.SimpleStatementLine, cst.Call] | None = None
@@ -233,6 +253,7 @@ class _Planner:
         holder_names = set(iter_names(holder))
         backward_names = set(iter_names(backward))
         holder_reads = _ctx_reads(holder, ctx)
+        aliases = _backward_aliases(backward, self.function.backward_ctx() or "ctx", {s.attribute for s in stores})
         for store in stores:
             if isinstance(store.value, cst.Name):
                 store.forward_name = store.value.value
@@ -247,6 +268,9 @@ class _Planner:
                     return False
                 if rebound_names(body[store.position + 1 : last + 1]) & _read_names(store.value):
                     return False
+            if store.attribute in aliases:
+                store.backward_name, store.alias_line = aliases[store.attribute]
+                continue
             store.backward_name = store.attribute
             if store.backward_name in backward_names:
                 return False
@@ -256,6 +280,10 @@ class _Planner:
         self, backward: cst.FunctionDef, ctx: str, reads: SavedTensorsReads, existing_count: int, stores: list[_Store]
     ) -> bool:
         attributes = {s.attribute for s in stores}
+        body = top_level_body(backward)
+        alias_positions = [i for i, statement in enumerate(body) if any(statement is s.alias_line for s in stores)]
+        if alias_positions and min(alias_positions) <= reads.position:
+            return False  # the unpack would bind the alias after its old line
         if reads.target is not None:
             if len(reads.target.elements) != existing_count:
                 return False
@@ -278,12 +306,14 @@ class _Planner:
         new_args = [cst.Name(s.forward_name) for s in stores]
         moved_comments: list[cst.EmptyLine] = []
         edits: list[Edit] = []
+        removed: set[int] = set()
         for store in stores:
-            if store.position == last:
+            if store.position == last or id(store.line) in removed:
                 continue
             if store.becomes_local:
                 edits.append(Edit(store.line, lambda updated, s=store: _as_local(updated, s.forward_name)))
             else:
+                removed.add(id(store.line))
                 moved_comments += _comments_of(store.line)
                 edits.append(Edit(store.line, lambda updated: cst.RemovalSentinel.REMOVE))
         if existing is not None and existing[0] != last:
@@ -327,6 +357,8 @@ class _Planner:
     ) -> list[Edit]:
         names = {s.attribute: s.backward_name for s in stores}
         edits: list[Edit] = []
+        for line in {id(s.alias_line): s.alias_line for s in stores if s.alias_line is not None}.values():
+            edits.append(Edit(line, lambda updated: cst.RemovalSentinel.REMOVE))
         for node in all_nodes(backward.body, cst.Attribute):
             attribute = ctx_attribute(node, ctx)
             if attribute in names:
@@ -349,6 +381,57 @@ class _Planner:
             unpack = _unpack_line(new_names, ctx)
             edits.append(Edit(backward.body, lambda updated: _prepend(updated, unpack)))
         return edits
+
+
+def _assigned_pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """`a = x` -> [(a, x)]; `a, b = x, y` -> [(a, x), (b, y)] (sru's `ctx.forget, ctx.reset =
+    forget, reset`); an unpacking of anything else binds nothing we can pair."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return [(target, value)]
+    if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(target.elements):
+        return []
+    if any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+        return []
+    return [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+
+
+def _target_value(line: cst.SimpleStatementLine) -> tuple[cst.BaseExpression, cst.BaseExpression]:
+    assign = line.body[0]
+    assert isinstance(assign, cst.Assign)
+    return assign.targets[0].target, assign.value
+
+
+def _backward_aliases(
+    backward: cst.FunctionDef, ctx: str, attributes: set[str]
+) -> dict[str, tuple[str, cst.SimpleStatementLine]]:
+    """attribute -> (name, line) for backward's top-level `name = ctx.<attribute>` (or
+    `a, b = ctx.a, ctx.b`) lines: unpacking `ctx.saved_tensors` straight into `name`
+    makes the line redundant. Only when the line binds nothing else, carries no
+    comment, and `name` is bound nowhere else in backward."""
+    body = top_level_body(backward)
+    found: dict[str, tuple[str, cst.SimpleStatementLine]] = {}
+    for position, statement in enumerate(body):
+        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+            continue
+        assign = statement.body[0]
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or _comments_of(statement):
+            continue
+        pairs = _assigned_pairs(assign.targets[0].target, assign.value)
+        named = [(t.value, ctx_attribute(v, ctx)) for t, v in pairs if isinstance(t, cst.Name)]
+        if not pairs or len(named) != len(pairs) or any(a not in attributes for _, a in named):
+            continue
+        others = rebound_names(body[:position] + body[position + 1 :]) | set(_param_names(backward))
+        if any(name in others for name, _ in named) or len({n for n, _ in named}) != len(named):
+            continue
+        for name, attribute in named:
+            assert attribute is not None
+            found.setdefault(attribute, (name, statement))
+    return found
+
+
+def _param_names(function: cst.FunctionDef) -> list[str]:
+    params = function.params
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
 
 
 def _forward_read_edits(holder: cst.FunctionDef, ctx: str, stores: list[_Store]) -> list[Edit]:

@@ -560,7 +560,7 @@ class TensorFacts:
                 return function not in NOT_ONE_TENSOR and not function[:1].isupper()
             if isinstance(node.func, cst.Attribute):
                 method = node.func.attr.value
-                return method in TENSOR_METHODS and self.is_tensor(node.func.value)
+                return (method in TENSOR_METHODS or _is_inplace_method(method)) and self.is_tensor(node.func.value)
             return False
         if isinstance(node, cst.BinaryOperation):
             if isinstance(node.left, (cst.Tuple, cst.List)) or isinstance(node.right, (cst.Tuple, cst.List)):
@@ -614,6 +614,12 @@ class TensorFacts:
         if isinstance(node, cst.IfExp):
             return self.is_non_tensor(node.body) and self.is_non_tensor(node.orelse)
         return False
+
+
+def _is_inplace_method(method: str) -> bool:
+    """`normal_`, `add_`, `requires_grad_`: a tensor's in-place methods return the tensor
+    itself (pyro's `loc.new_empty(shape).normal_()` is a tensor)."""
+    return method.endswith("_") and not method.startswith("_")
 
 
 def _local_names(function: cst.FunctionDef) -> set[str]:
