@@ -24,9 +24,18 @@ from autograd_fix.codemods.semantic.autograd_function import (
     tuple_with,
     with_args,
 )
+from autograd_fix.codemods.semantic.ctx_attributes import (
+    assign_target_value,
+    assigned_pairs,
+    backward_aliases,
+    ctx_method_called,
+    ctx_reads,
+    ctx_write_counts,
+    ctx_writes,
+    own_returns_in,
+)
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.walk import walk
 
 
 class TensorSavedOnCtx(Rule):
@@ -166,9 +175,9 @@ class _Planner:
     def _candidate_stores(
         self, holder: cst.FunctionDef, ctx: str, backward: cst.FunctionDef, backward_ctx: str
     ) -> list[_Store]:
-        read_in_backward = _ctx_reads(backward, backward_ctx)
-        written_elsewhere = _ctx_writes(backward, backward_ctx) | self._other_method_attributes(holder, backward)
-        all_writes = _ctx_write_counts(holder, ctx)
+        read_in_backward = ctx_reads(backward, backward_ctx)
+        written_elsewhere = ctx_writes(backward, backward_ctx) | self._other_method_attributes(holder, backward)
+        all_writes = ctx_write_counts(holder, ctx)
         stores = []
         for position, statement in enumerate(top_level_body(holder)):
             if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
@@ -176,7 +185,7 @@ class _Planner:
             assign = statement.body[0]
             if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
                 continue
-            pairs = _assigned_pairs(assign.targets[0].target, assign.value)
+            pairs = assigned_pairs(assign.targets[0].target, assign.value)
             for target, value in pairs:
                 attribute = ctx_attribute(target, ctx)
                 if (
@@ -208,12 +217,12 @@ class _Planner:
         backward_ctx: str,
         stores: list[_Store],
     ) -> Fix | None:
-        if _ctx_method_called(holder, ctx, "mark_dirty"):
+        if ctx_method_called(holder, ctx, "mark_dirty"):
             return None
         for store in stores:
             if store.in_tuple and not (
                 isinstance(store.value, cst.Name)
-                and sum(1 for s in stores if s.line is store.line) == len(_assigned_pairs(*_target_value(store.line)))
+                and sum(1 for s in stores if s.line is store.line) == len(assigned_pairs(*assign_target_value(store.line)))
             ):
                 return None  # a partly moved tuple assignment would need rewriting, not removal
         body = top_level_body(holder)
@@ -252,8 +261,8 @@ class _Planner:
     ) -> bool:
         holder_names = set(iter_names(holder))
         backward_names = set(iter_names(backward))
-        holder_reads = _ctx_reads(holder, ctx)
-        aliases = _backward_aliases(backward, self.function.backward_ctx() or "ctx", {s.attribute for s in stores})
+        holder_reads = ctx_reads(holder, ctx)
+        aliases = backward_aliases(backward, self.function.backward_ctx() or "ctx", {s.attribute for s in stores})
         for store in stores:
             if isinstance(store.value, cst.Name):
                 store.forward_name = store.value.value
@@ -288,7 +297,7 @@ class _Planner:
             if len(reads.target.elements) != existing_count:
                 return False
             body = top_level_body(backward)
-            return not any(_ctx_reads(statement, ctx) & attributes for statement in body[: reads.position + 1])
+            return not any(ctx_reads(statement, ctx) & attributes for statement in body[: reads.position + 1])
         return existing_count == 0 and not reads.subscripts
 
     def _fix(
@@ -383,57 +392,6 @@ class _Planner:
         return edits
 
 
-def _assigned_pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
-    """`a = x` -> [(a, x)]; `a, b = x, y` -> [(a, x), (b, y)] (sru's `ctx.forget, ctx.reset =
-    forget, reset`); an unpacking of anything else binds nothing we can pair."""
-    if not isinstance(target, (cst.Tuple, cst.List)):
-        return [(target, value)]
-    if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(target.elements):
-        return []
-    if any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
-        return []
-    return [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
-
-
-def _target_value(line: cst.SimpleStatementLine) -> tuple[cst.BaseExpression, cst.BaseExpression]:
-    assign = line.body[0]
-    assert isinstance(assign, cst.Assign)
-    return assign.targets[0].target, assign.value
-
-
-def _backward_aliases(
-    backward: cst.FunctionDef, ctx: str, attributes: set[str]
-) -> dict[str, tuple[str, cst.SimpleStatementLine]]:
-    """attribute -> (name, line) for backward's top-level `name = ctx.<attribute>` (or
-    `a, b = ctx.a, ctx.b`) lines: unpacking `ctx.saved_tensors` straight into `name`
-    makes the line redundant. Only when the line binds nothing else, carries no
-    comment, and `name` is bound nowhere else in backward."""
-    body = top_level_body(backward)
-    found: dict[str, tuple[str, cst.SimpleStatementLine]] = {}
-    for position, statement in enumerate(body):
-        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
-            continue
-        assign = statement.body[0]
-        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or _comments_of(statement):
-            continue
-        pairs = _assigned_pairs(assign.targets[0].target, assign.value)
-        named = [(t.value, ctx_attribute(v, ctx)) for t, v in pairs if isinstance(t, cst.Name)]
-        if not pairs or len(named) != len(pairs) or any(a not in attributes for _, a in named):
-            continue
-        others = rebound_names(body[:position] + body[position + 1 :]) | set(_param_names(backward))
-        if any(name in others for name, _ in named) or len({n for n, _ in named}) != len(named):
-            continue
-        for name, attribute in named:
-            assert attribute is not None
-            found.setdefault(attribute, (name, statement))
-    return found
-
-
-def _param_names(function: cst.FunctionDef) -> list[str]:
-    params = function.params
-    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
-
-
 def _forward_read_edits(holder: cst.FunctionDef, ctx: str, stores: list[_Store]) -> list[Edit]:
     """`ctx.probs` read in forward after `ctx.probs = ...` became a local -> `probs`."""
     names = {s.attribute: s.forward_name for s in stores}
@@ -445,78 +403,6 @@ def _forward_read_edits(holder: cst.FunctionDef, ctx: str, stores: list[_Store])
             local = cst.Name(names[attribute])
             edits.append(Edit(node, lambda updated, n=local: n.with_changes(lpar=updated.lpar, rpar=updated.rpar)))
     return edits
-
-
-def own_returns_in(statement: cst.CSTNode) -> bool:
-    """Does the statement contain a `return` (outside nested functions)?"""
-    if isinstance(statement, cst.SimpleStatementLine):
-        return any(isinstance(s, cst.Return) for s in statement.body)
-    finder = _ReturnFinder()
-    walk(statement, finder)
-    return finder.found
-
-
-class _ReturnFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found = False
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.found = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
-def _ctx_reads(node: cst.CSTNode, ctx: str) -> set[str]:
-    """Attributes read as `ctx.<name>` anywhere under `node` (stores excluded)."""
-    stored = {id(t) for t in _ctx_targets(node)}
-    return {
-        a.attr.value
-        for a in all_nodes(node, cst.Attribute)
-        if ctx_attribute(a, ctx) is not None and id(a) not in stored
-    }
-
-
-def _ctx_targets(node: cst.CSTNode) -> list[cst.CSTNode]:
-    targets: list[cst.CSTNode] = []
-    for assign in all_nodes(node, cst.Assign):
-        targets += [t.target for t in assign.targets]
-    targets += [a.target for a in all_nodes(node, cst.AugAssign)]
-    targets += [a.target for a in all_nodes(node, cst.AnnAssign)]
-    targets += [d.target for d in all_nodes(node, cst.Del)]
-    expanded: dict[int, cst.CSTNode] = {}
-    for target in targets:
-        for node in (target, *all_nodes(target, cst.Attribute)):
-            expanded[id(node)] = node
-    return list(expanded.values())
-
-
-def _ctx_writes(node: cst.CSTNode, ctx: str) -> set[str]:
-    return {name for t in _ctx_targets(node) if (name := ctx_attribute(t, ctx)) is not None}
-
-
-def _ctx_write_counts(node: cst.CSTNode, ctx: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for target in _ctx_targets(node):
-        name = ctx_attribute(target, ctx)
-        if name is not None:
-            counts[name] = counts.get(name, 0) + 1
-    for call in all_nodes(node, cst.Call):  # setattr(ctx, "x", ...) and friends: unknowable
-        if isinstance(call.func, cst.Name) and call.func.value in ("setattr", "delattr"):
-            for arg in call.args[1:2]:
-                if isinstance(arg.value, cst.SimpleString):
-                    counts[str(arg.value.evaluated_value)] = 99
-    return counts
-
-
-def _ctx_method_called(node: cst.CSTNode, ctx: str, method: str) -> bool:
-    return any(
-        isinstance(c.func, cst.Attribute) and ctx_attribute(c.func, ctx) == method for c in all_nodes(node, cst.Call)
-    )
 
 
 def _read_names(node: cst.CSTNode) -> set[str]:
