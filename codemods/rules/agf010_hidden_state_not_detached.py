@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autograd_fix.codemods.semantic.dataflow import assigned_names
+from autograd_fix.codemods.semantic.dataflow import assigned_names, read_names
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
@@ -92,7 +92,9 @@ class HiddenStateNotDetached(Rule):
     unsafe (a nested structure would need a recursive helper). With `retain_graph=True`
     the original may run, and detaching changes its gradients (it truncates the history
     by design): unsafe. A state initialised to `None`, or not initialised in view
-    (a parameter), is reported without a fix.
+    (a parameter), is detached right after the recurrent call instead (the top of the
+    loop would call `None.detach()`), in the same shapes, when the call is a statement of
+    the loop body and nothing after it reads the state; otherwise it is reported only.
 
     ## Verification
     The original's error (`Trying to backward through the graph a second time`, or the
@@ -139,8 +141,11 @@ class HiddenStateNotDetached(Rule):
             "backward() runs into the previous batch's graph ('Trying to backward through the graph a second time')"
         )
         body = carry.loop.body
-        if not isinstance(body, cst.IndentedBlock) or any(initial.get(n) is None for n in carry.names):
+        if not isinstance(body, cst.IndentedBlock):
             self.report(carry.statement, message + "; detach it at the top of the loop")
+            return
+        if any(initial.get(n) is None for n in carry.names):
+            self._report_after_call(carry, body, message)
             return
         statement, applicability, needs = _detach_statement(carry, initial, imports)
         if _retains_graph(carry.loop):
@@ -152,6 +157,33 @@ class HiddenStateNotDetached(Rule):
             required_imports=needs,
         )
         self.report(carry.statement, message, fix)
+
+
+    def _report_after_call(self, carry: _Carry, body: cst.IndentedBlock, message: str) -> None:
+        """State that starts as `None` (or comes from a parameter): detaching at the top of
+        the loop would fail on `None.detach()`, so the detach goes right after the call,
+        where the state is the model's output (MorvanZhou's tutorial repacks there too).
+        Only when the call is a statement of the loop body and nothing after it in the
+        body reads the state (a loss on it would lose its gradient)."""
+        line = next(
+            (s for s in body.body if isinstance(s, cst.SimpleStatementLine) and any(b is carry.statement for b in s.body)),
+            None,
+        )
+        later = body.body[body.body.index(line) + 1 :] if line is not None else []
+        if line is None or any(set(carry.names) & read_names(s) for s in later):
+            self.report(carry.statement, message + "; detach it right after the call (it may be None before the first one)")
+            return
+        statement, applicability, needs = _detach_statement(carry, {n: None for n in carry.names}, self.context.imports)
+        if _retains_graph(carry.loop):
+            applicability = Applicability.UNSAFE
+        shown = f"({', '.join(carry.names)})" if carry.unpacked else carry.names[0]
+        fix = Fix(
+            applicability=applicability,
+            edits=(Edit(line, lambda updated: cst.FlattenSentinel([updated, statement])),),
+            description=f"detach `{shown}` right after the call (it may be None before the first one)",
+            required_imports=needs,
+        )
+        self.report(carry.statement, message + "; it may be None before the first call: detach it right after the call", fix)
 
 
 # --- analysis --------------------------------------------------------------------------
