@@ -12,23 +12,24 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
+from autograd_fix.codemods.semantic.graph_breaks import (
+    BREAKING_LINKS,
+    COPY_CALLS,
+    CallFinder,
+    Rewrap,
+    has_break,
+    numpy_roots,
+    parse_rewrap,
+    sink_of_expression,
+    statement_sink,
+)
 from autograd_fix.codemods.walk import walk
 
-VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
-#: torch calls that copy a value into a new tensor with no history
-COPY_CALLS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor"})
-#: tensor methods/attributes that cut the history (their result has no grad_fn)
-BREAKING_LINKS = frozenset({"item", "data", "detach", "numpy", "tolist"})
-#: links that only copy or move (no extra break, but a fix must drop them too)
-COPY_LINKS = frozenset({"clone", "cpu", "cuda", "to", "float", "double", "contiguous"})
 #: chains whose value is exactly the tensor's (a fix may use the tensor itself)
 _FIXABLE_CHAINS = frozenset(
     {("item",), ("data",), ("detach",), ("clone", "detach"), ("detach", "clone"), ("data", "clone"), ("data", "detach"), ()}
 )
-#: receivers of `.backward(loss)` that run the backward of their argument
-_BACKWARD_RUNNER_TOKENS = frozenset({"accelerator", "fabric", "engine", "deepspeed", "manual"})
 #: callees whose result is (part of) the graph: models, criteria
 _GRAPH_CALLEE_TOKENS = frozenset(
     {"model", "net", "network", "encoder", "decoder", "backbone", "head", "classifier", "generator",
@@ -209,11 +210,11 @@ class _ScopeCheck:
         grad_read = self._grad_read_names()
         slice_names = self._backward_slice(sinks)
         for position, line in enumerate(self.scope.lines):
-            finder = _CallFinder()
+            finder = CallFinder()
             walk(line.node, finder)
             reported: set[int] = set()
             for call in finder.calls:
-                rewrap = _parse_rewrap(call, self.imports)
+                rewrap = parse_rewrap(call, self.imports)
                 if rewrap is not None:
                     reported.add(id(call))
                     self._check_rewrap(call, rewrap, line, position, grad_read)
@@ -226,7 +227,7 @@ class _ScopeCheck:
 
     # -- re-wrapped losses ---------------------------------------------------------------
 
-    def _check_rewrap(self, call: cst.Call, rewrap: "_Rewrap", line: _Line, position: int, grad_read: set[str]) -> None:
+    def _check_rewrap(self, call: cst.Call, rewrap: "Rewrap", line: _Line, position: int, grad_read: set[str]) -> None:
         use = self._loss_use(call, line, position)
         if use is None:
             return
@@ -242,7 +243,7 @@ class _ScopeCheck:
             rewrap.links in _FIXABLE_CHAINS
             and not rewrap.converts
             and not line.grad_disabled
-            and not _has_break(tensor, self.imports)
+            and not has_break(tensor, self.imports)
             and self._history_in_view(tensor, position)
         )
         if not fixable:
@@ -264,7 +265,7 @@ class _ScopeCheck:
     def _loss_use(self, call: cst.Call, line: _Line, position: int) -> tuple[str | None, bool] | None:
         """(name the rewrap is bound to, used directly) when the rewrap is backpropagated."""
         for small in line.node.body:
-            if isinstance(small, cst.Expr) and _sink_of_expression(small.value, self.imports) is call:
+            if isinstance(small, cst.Expr) and sink_of_expression(small.value, self.imports) is call:
                 return None, True
             if isinstance(small, cst.Return) and small.value is call and self.training_step:
                 return None, True
@@ -277,7 +278,7 @@ class _ScopeCheck:
     def _backpropagated_later(self, name: str, position: int) -> bool:
         for line in self.scope.lines[position + 1:]:
             for small in line.node.body:
-                sink = _statement_sink(small, self.imports, self.training_step)
+                sink = statement_sink(small, self.imports, self.training_step)
                 if isinstance(sink, cst.Name) and sink.value == name:
                     return True
             if name in assigned_names(line.node):
@@ -289,12 +290,12 @@ class _ScopeCheck:
         if tensor is None:
             return False
         if not isinstance(tensor, cst.Name):
-            return True  # an expression in place (checked by `_has_break`)
+            return True  # an expression in place (checked by `has_break`)
         for line in reversed(self.scope.lines[:position]):
             for small in line.node.body:
                 value = _assigned_value(small, tensor.value)
                 if value is not None:
-                    return not line.grad_disabled and not _has_break(value, self.imports)
+                    return not line.grad_disabled and not has_break(value, self.imports)
             if tensor.value in assigned_names(line.node):
                 return False  # bound some other way (unpacking, a for target): not in view
         return False
@@ -324,9 +325,9 @@ class _ScopeCheck:
         if line.grad_disabled:
             return
         argument = call.args[0].value
-        numpy_roots = _numpy_roots(argument)
-        numpy = bool(numpy_roots)
-        root, links = numpy_roots[0] if numpy else method_chain(argument)
+        roots = numpy_roots(argument)
+        numpy = bool(roots)
+        root, links = roots[0] if numpy else method_chain(argument)
         names = [name for name, _ in links]
         if self.imports.qualified_name(call.func) == "torch.from_numpy" and not numpy:
             return
@@ -367,7 +368,7 @@ class _ScopeCheck:
 
     def _in_loss(self, line: _Line, slice_names: set[str]) -> bool:
         for small in line.node.body:
-            if _statement_sink(small, self.imports, self.training_step) is not None:
+            if statement_sink(small, self.imports, self.training_step) is not None:
                 return True
             if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and assigned_names(small) & slice_names:
                 return True
@@ -379,14 +380,14 @@ class _ScopeCheck:
         names: set[str] = set()
         for line in self.scope.lines:
             for small in line.node.body:
-                sink = _statement_sink(small, self.imports, self.training_step)
+                sink = statement_sink(small, self.imports, self.training_step)
                 if sink is not None:
                     names |= read_names(sink) if not isinstance(sink, cst.Name) else {sink.value}
         return names
 
     def _any_direct_sink(self) -> bool:
         return any(
-            _statement_sink(small, self.imports, self.training_step) is not None
+            statement_sink(small, self.imports, self.training_step) is not None
             for line in self.scope.lines
             for small in line.node.body
         )
@@ -416,145 +417,7 @@ class _ScopeCheck:
         return finder.names
 
 
-# --- re-wrap parsing -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Rewrap:
-    #: the tensor whose value was re-wrapped (None: not a single tensor, e.g. a sum)
-    tensor: cst.BaseExpression | None
-    #: breaking/copying links between the tensor and the re-wrap, in order
-    links: tuple[str, ...]
-    #: a dtype conversion or a device move is part of the re-wrap
-    converts: bool
-
-
-def _parse_rewrap(call: cst.Call, imports: ImportIndex) -> _Rewrap | None:
-    """`torch.tensor(x.item(), requires_grad=True)`, `Variable(x.data, requires_grad=True)`,
-    `x.detach().requires_grad_()`: the re-wrapped tensor and how it was cut."""
-    qualified = imports.qualified_name(call.func)
-    if qualified in {"torch.tensor"} | VARIABLE_NAMES:
-        if not _keyword_true(call, "requires_grad") or not call.args or call.args[0].keyword is not None:
-            return None
-        if any(a.keyword is None for a in call.args[1:]) or any(a.star for a in call.args):
-            return None
-        converts = any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args)
-        if qualified in VARIABLE_NAMES and any(
-            a.keyword is not None and a.keyword.value not in {"requires_grad"} for a in call.args
-        ):
-            converts = True
-        return _unwrap(call.args[0].value, imports, converts, wrapped_in_copy=True)
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
-        if call.args and not (len(call.args) == 1 and is_true(call.args[0].value)):
-            return None
-        receiver = call.func.value
-        rewrap = _unwrap(receiver, imports, False, wrapped_in_copy=False)
-        if rewrap is None or not (set(rewrap.links) & {"detach", "data", "item", "numpy", "tolist"} or rewrap.converts):
-            return None
-        return rewrap
-    return None
-
-
-def _unwrap(node: cst.BaseExpression, imports: ImportIndex, converts: bool, wrapped_in_copy: bool) -> _Rewrap | None:
-    """Strip breaking and copying links (and copy calls) off `node` down to the tensor."""
-    links: list[str] = []
-    current = node
-    while True:
-        if isinstance(current, cst.Call) and imports.qualified_name(current.func) in COPY_CALLS:
-            if not current.args or current.args[0].keyword is not None:
-                return None
-            converts = True
-            current = current.args[0].value
-            continue
-        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and not current.args:
-            name = current.func.attr.value
-            if name in BREAKING_LINKS or name in COPY_LINKS:
-                links.append(name)
-                current = current.func.value
-                continue
-        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and current.func.attr.value == "to":
-            links.append("to")
-            current = current.func.value
-            continue
-        if isinstance(current, cst.Attribute) and current.attr.value == "data":
-            links.append("data")
-            current = current.value
-            continue
-        break
-    links.reverse()
-    if not links and not wrapped_in_copy:
-        return None
-    if _is_expression_of_items(current):
-        return _Rewrap(None, tuple(links), converts)
-    if any(link in {"cpu", "cuda", "to", "float", "double", "numpy", "tolist"} for link in links):
-        converts = True
-    return _Rewrap(current, tuple(links), converts)
-
-
-def _numpy_roots(node: cst.BaseExpression) -> list[tuple[cst.BaseExpression, list[tuple[str, cst.Call | None]]]]:
-    """Every `x.<...>.numpy()` in `node`: its root `x` and the links up to `.numpy()`."""
-    finder = _CallFinder()
-    walk(node, finder)
-    roots = []
-    for call in finder.calls:
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "numpy" and not call.args:
-            roots.append(method_chain(call))
-    return roots
-
-
-def _is_expression_of_items(node: cst.BaseExpression) -> bool:
-    """`l1.item() + 0.1 * l2.item()`: not one tensor."""
-    return isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.List, cst.Tuple))
-
-
-# --- sinks -----------------------------------------------------------------------------
-
-
-def _statement_sink(small: cst.BaseSmallStatement, imports: ImportIndex, training_step: bool) -> cst.BaseExpression | None:
-    """The expression a statement backpropagates (`loss` in `loss.backward()`), if any."""
-    if isinstance(small, cst.Expr):
-        return _sink_of_expression(small.value, imports)
-    if isinstance(small, cst.Return) and training_step and small.value is not None:
-        value = small.value
-        if isinstance(value, cst.Dict):
-            for element in value.elements:
-                if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
-                    if element.key.evaluated_value == "loss":
-                        return element.value
-            return None
-        return value
-    return None
-
-
-def _sink_of_expression(node: cst.BaseExpression, imports: ImportIndex) -> cst.BaseExpression | None:
-    if not isinstance(node, cst.Call):
-        return None
-    qualified = imports.qualified_name(node.func)
-    if qualified in {"torch.autograd.backward", "torch.autograd.grad"} and node.args:
-        return node.args[0].value
-    if not isinstance(node.func, cst.Attribute):
-        return None
-    method = node.func.attr.value
-    if method == "manual_backward" and node.args:
-        return node.args[0].value
-    if method != "backward":
-        return None
-    receiver = node.func.value
-    receiver_name = dotted_name(receiver) or ""
-    if node.args and set(name_tokens(receiver_name.replace(".", "_"))) & _BACKWARD_RUNNER_TOKENS:
-        return node.args[0].value
-    # `scaler.scale(loss).backward()`
-    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
-        if len(receiver.args) == 1:
-            return receiver.args[0].value
-    return receiver
-
-
 # --- small helpers ---------------------------------------------------------------------
-
-
-def _keyword_true(call: cst.Call, name: str) -> bool:
-    return any(a.keyword is not None and a.keyword.value == name and is_true(a.value) for a in call.args)
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -574,33 +437,6 @@ def _assigned_value(small: cst.BaseSmallStatement, name: str) -> cst.BaseExpress
     return None
 
 
-def _has_break(node: cst.CSTNode | None, imports: ImportIndex) -> bool:
-    """Does `node` contain a history-cutting op (`.item()`, `.detach()`, `.data`, numpy, copies)?"""
-    if node is None:
-        return True
-    finder = _BreakFinder(imports)
-    walk(node, finder)
-    return finder.found
-
-
-class _BreakFinder(cst.CSTVisitor):
-    def __init__(self, imports: ImportIndex) -> None:
-        super().__init__()
-        self.imports = imports
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.imports.qualified_name(node.func)
-        if qualified in COPY_CALLS or qualified in VARIABLE_NAMES:
-            self.found = True
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in BREAKING_LINKS | {"requires_grad_"}:
-            self.found = True
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "data":
-            self.found = True
-
-
 def _is_graph_call(value: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`model(x)`, `self.net(x)`, `criterion(out, y)`: an in-file callable, not an API."""
     if not isinstance(value, cst.Call):
@@ -612,18 +448,6 @@ def _is_graph_call(value: cst.BaseExpression, imports: ImportIndex) -> bool:
         return False
     tokens = set(name_tokens(callee.rsplit(".", 1)[-1]))
     return bool(tokens & _GRAPH_CALLEE_TOKENS)
-
-
-class _CallFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[cst.Call] = []
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
 
 
 class _GradReadFinder(cst.CSTVisitor):
