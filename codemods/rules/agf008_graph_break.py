@@ -21,6 +21,7 @@ from autograd_fix.codemods.semantic.graph_breaks import (
     has_break,
     numpy_roots,
     parse_rewrap,
+    sequence_rewrap,
     sink_of_expression,
     statement_sink,
 )
@@ -78,7 +79,9 @@ class GraphBreak(Rule):
     Finds losses whose gradient path is cut before `backward()`: a loss re-wrapped into a
     fresh leaf (`torch.tensor(loss.item(), requires_grad=True)`,
     `Variable(loss.data, requires_grad=True)`, `loss.detach().requires_grad_()`) and then
-    backpropagated, a tracked tensor copied with `torch.tensor(t)`, and numpy round trips
+    backpropagated, a list (or comprehension) of graph-carrying losses copied into one
+    (`torch.tensor([criterion(o, y) for o in outs], requires_grad=True)`), a tracked tensor
+    copied with `torch.tensor(t)`, and numpy round trips
     (`torch.from_numpy(out.detach().cpu().numpy())`) inside a loss computation. Where the
     re-wrapped value is the loss tensor itself, the fix uses that tensor.
 
@@ -117,7 +120,10 @@ class GraphBreak(Rule):
     `torch.tensor(t)` of a tracked tensor in a loss (`t.detach().clone()` keeps the copy
     semantics but is still a break: a person decides whether gradient should flow),
     numpy round trips (the numpy code must be ported to torch), sums of `.item()`s, and
-    re-wraps whose loss definition is not in view.
+    re-wraps whose loss definition is not in view. A list of losses becomes
+    `torch.stack([...])` (unsafe too: elements of different shapes, which `torch.tensor`
+    flattened from one-element tensors, make `stack` raise, and the run rejects it); with
+    `dtype=` or `device=` it is reported only.
 
     ## Verification
     The rewritten run's parameter gradients (None in the original) must match finite
@@ -213,12 +219,19 @@ class _ScopeCheck:
             finder = CallFinder()
             walk(line.node, finder)
             reported: set[int] = set()
+            in_loss = self._in_loss(line, slice_names)
             for call in finder.calls:
+                elements = sequence_rewrap(call, self.imports)
+                if elements is not None:
+                    reported.add(id(call))
+                    if in_loss:
+                        self._check_sequence_rewrap(call, elements, line)
+                    continue
                 rewrap = parse_rewrap(call, self.imports)
                 if rewrap is not None:
                     reported.add(id(call))
                     self._check_rewrap(call, rewrap, line, position, grad_read)
-            if not self._in_loss(line, slice_names):
+            if not in_loss:
                 continue
             for call in finder.calls:
                 if id(call) in reported or not self._is_copy_call(call):
@@ -261,6 +274,34 @@ class _ScopeCheck:
             description=f"backpropagate `{_code(tensor)}` itself",
         )
         self.rule.report(call, message + f"; use `{_code(tensor)}` itself", fix)
+
+    def _check_sequence_rewrap(self, call: cst.Call, elements: list[cst.BaseExpression], line: _Line) -> None:
+        """`torch.tensor([criterion(out, y) for out in outputs], requires_grad=True)` on a line
+        that feeds a backward: every element carries a graph (tracking's evidence), and
+        `torch.tensor` copies their values into a fresh leaf, so the terms' gradients never
+        reach the model. `torch.stack` keeps them (as the hand fix's `sum([...])` does)."""
+        if line.grad_disabled or not all(self.analysis.get().tracked(e, line.node) is not None for e in elements):
+            return
+        message = (
+            f"`{_code(call)}` copies graph-carrying losses into a fresh leaf: backward() stops there and "
+            "every parameter's .grad stays None"
+        )
+        if any(a.keyword is not None and a.keyword.value != "requires_grad" for a in call.args[1:]):
+            self.rule.report(call, message + "; stack the tensors themselves (`torch.stack`)")
+            return
+        stack, needs = self.imports.expression_for("torch.stack")
+
+        def replace(updated: cst.CSTNode) -> cst.CSTNode:
+            assert isinstance(updated, cst.Call)
+            return updated.with_changes(func=stack, args=[updated.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+
+        fix = Fix(
+            applicability=Applicability.UNSAFE,
+            edits=(Edit(call, replace),),
+            description="stack the loss tensors with torch.stack (their gradients flow)",
+            required_imports=needs,
+        )
+        self.rule.report(call, message + "; use `torch.stack(...)`", fix)
 
     def _loss_use(self, call: cst.Call, line: _Line, position: int) -> tuple[str | None, bool] | None:
         """(name the rewrap is bound to, used directly) when the rewrap is backpropagated."""

@@ -66,6 +66,23 @@ def parse_rewrap(call: cst.Call, imports: ImportIndex) -> Rewrap | None:
     return None
 
 
+def sequence_rewrap(call: cst.Call, imports: ImportIndex) -> list[cst.BaseExpression] | None:
+    """`torch.tensor([a, b], requires_grad=True)` / `torch.tensor([f(x) for x in xs], ...)`:
+    the element expressions (one for a comprehension) copied into a fresh leaf."""
+    if imports.qualified_name(call.func) != "torch.tensor" or not _keyword_true(call, "requires_grad"):
+        return None
+    if not call.args or call.args[0].keyword is not None or any(a.star for a in call.args):
+        return None
+    data = call.args[0].value
+    if isinstance(data, cst.ListComp):
+        return [data.elt]
+    if isinstance(data, (cst.List, cst.Tuple)) and data.elements:
+        if any(isinstance(e, cst.StarredElement) for e in data.elements):
+            return None
+        return [e.value for e in data.elements]
+    return None
+
+
 def _unwrap(node: cst.BaseExpression, imports: ImportIndex, converts: bool, wrapped_in_copy: bool) -> Rewrap | None:
     """Strip breaking and copying links (and copy calls) off `node` down to the tensor."""
     links: list[str] = []
