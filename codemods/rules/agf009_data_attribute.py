@@ -12,9 +12,10 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.module_getters import is_getter, reaches_return, reads_module_state
 from autograd_fix.codemods.semantic.tracking import Site, Tracked, TrackingAnalysis
 from autograd_fix.codemods.names import name_tokens
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import iter_descendants, walk
 
 #: trailing-underscore methods that do not mutate values
 _NOT_INPLACE = frozenset({"requires_grad_", "share_memory_"})
@@ -44,7 +45,11 @@ class DataAttribute(Rule):
 
     In play means: a tensor computed in the same scope (a forward's output, a loss, an
     intermediate) or saved by an op there, a module's `forward`, and any scope that runs
-    backward (`.backward()`, `torch.autograd.grad`), steps an optimizer or reads `.grad`.
+    backward (`.backward()`, `torch.autograd.grad`), steps an optimizer or reads `.grad`;
+    and a module method that hands back (returns, or fills a returned container with)
+    tensors read from the module's parameters or submodules through `.data` (a getter
+    whose callers may want the graph). One-line bodies (`if flag: out.append(p.data)`)
+    count for reads. `x.data.detach()` drops the redundant `.data`.
 
     ## Why is this bad?
     `.data` is a tensor sharing storage with the original but invisible to autograd,
@@ -154,6 +159,10 @@ class DataAttribute(Rule):
                         self._storage_swap(site, small, target, fact)
             for data in _data_reads(site.statement, handled):
                 self._read(site, data, analysis)
+        for site in analysis.suite_sites():  # reads only: their fixes edit the read itself
+            if not site.position.exempt and not any(_data_mutation(s, imports) for s in site.statement.body):
+                for data in _data_reads(site.statement, set()):
+                    self._read(site, data, analysis)
         for run in consecutive_runs(updates):
             self._report_update_run(run)  # type: ignore[arg-type]
         return False
@@ -194,6 +203,19 @@ class DataAttribute(Rule):
                 walk(scope, finder)
             self._scopes[key] = finder.found
         return self._scopes[key]
+
+    def _returned_state(self, site: Site, data: cst.Attribute, analysis: TrackingAnalysis) -> bool:
+        """A module getter handing back its parameters (or functions of them) through
+        `.data` (slicetca#3): the caller gets tensors cut from the graph."""
+        info = analysis.classes.get(site.position.class_name or "")
+        function = site.position.function
+        return (
+            info is not None
+            and function is not None
+            and is_getter(function, info)
+            and reads_module_state(data.value, info)
+            and reaches_return(function, site.statement, data)
+        )
 
     # -- writes into a module built just now ------------------------------------------------
     def _fresh_write(self, site: Site, small: cst.BaseSmallStatement, data: cst.Attribute,
@@ -328,7 +350,7 @@ class DataAttribute(Rule):
     # -- reads -------------------------------------------------------------------------
     def _read(self, site: Site, data: cst.Attribute, analysis: TrackingAnalysis) -> None:
         fact: Tracked | None = analysis.tracked(data.value, site.statement)
-        if fact is None or not self._in_play(site, fact):
+        if (fact is None or not self._in_play(site, fact)) and not self._returned_state(site, data, analysis):
             return
         imports = self.context.imports
         init_call = _init_call_argument(site.statement, data, imports)
@@ -339,6 +361,10 @@ class DataAttribute(Rule):
             return
         if site.position.grad_disabled or _stored_whole(site.statement, data):
             return  # `obj.attr = p.data`: a deliberate storage alias (FSDP/DDP-style); leave it
+        if _detached_next(site.statement, data):
+            fix = Fix(Applicability.SAFE, (_strip(data),), "drop `.data` (`.detach()` follows)")
+            self.report(data, f"`{label}.data.detach()`: `.data` is redundant before `.detach()`; drop it", fix)
+            return
         safe = not _bound_whole(site.statement, data)
         fix = Fix(
             Applicability.SAFE if safe else Applicability.UNSAFE,
@@ -367,6 +393,19 @@ def _strip(data: cst.Attribute) -> Edit:
         return updated.value
 
     return Edit(data, replace)
+
+
+def _detached_next(statement: cst.CSTNode, data: cst.Attribute) -> bool:
+    """Is `x.data` the receiver of a `.detach()` call (`x.data.detach()`)? Then dropping
+    `.data` gives the same values, storage and graph cut."""
+    return any(
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.value is data
+        and node.func.attr.value == "detach"
+        and not node.args
+        for node in iter_descendants(statement)
+    )
 
 
 def _to_detach(updated: cst.CSTNode) -> cst.CSTNode:
