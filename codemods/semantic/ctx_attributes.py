@@ -12,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autograd_fix.codemods.semantic.autograd_function import all_nodes, ctx_attribute, rebound_names, top_level_body
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import iter_descendants
 
 
 def _has_comments(line: cst.SimpleStatementLine) -> bool:
@@ -71,27 +71,12 @@ def param_names(function: cst.FunctionDef) -> list[str]:
 
 
 def own_returns_in(statement: cst.CSTNode) -> bool:
-    """Does the statement contain a `return` (outside nested functions)?"""
-    if isinstance(statement, cst.SimpleStatementLine):
-        return any(isinstance(s, cst.Return) for s in statement.body)
-    finder = _ReturnFinder()
-    walk(statement, finder)
-    return finder.found
-
-
-class _ReturnFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found = False
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.found = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
+    """Does the statement contain a `return` (outside nested functions, lambdas, classes)?"""
+    nested = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+    return any(
+        isinstance(node, cst.Return)
+        for node in iter_descendants(statement, prune=lambda n: isinstance(n, nested))
+    )
 
 
 def ctx_reads(node: cst.CSTNode, ctx: str) -> set[str]:
