@@ -7,14 +7,14 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autograd_fix.codemods.semantic.callable_aliases import calls_of_alias
-from autograd_fix.codemods.semantic.dataflow import assigned_names
-from autograd_fix.codemods.expressions import method_call, method_chain, parenthesized
+from autograd_fix.codemods.semantic.grad_free import fresh_factory, grad_free
+from autograd_fix.codemods.semantic.graph_breaks import VARIABLE_NAMES
+from autograd_fix.codemods.expressions import method_call, parenthesized
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.names import iterable_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.torch_version import TorchVersion, supports
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.walk import iter_descendants
 
 #: first release of each API the rule rewrites *to* (evidence in the rule's docstring)
 AUTOCAST_SINCE = TorchVersion(1, 12)
@@ -48,29 +48,7 @@ for _name in ("custom_fwd", "custom_bwd"):
 #: positional parameters of the old `torch.<device>.amp.autocast(enabled, dtype, cache_enabled)`
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
-VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 
-#: torch functions whose result never requires grad unless asked with `requires_grad=`
-_FACTORIES = frozenset(
-    f"torch.{name}"
-    for name in (
-        "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn", "randint",
-        "randperm", "arange", "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like",
-        "full_like", "rand_like", "randn_like", "randint_like", "Tensor", "FloatTensor", "DoubleTensor",
-        "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "ByteTensor", "BoolTensor",
-        "cuda.FloatTensor", "cuda.LongTensor", "cuda.DoubleTensor", "cuda.HalfTensor", "cuda.ByteTensor",
-    )
-)
-#: tensor methods that keep "does not require grad" (conversions, copies to a device)
-_CONVERSIONS = frozenset(
-    {"cuda", "cpu", "to", "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte",
-     "type", "contiguous", "pin_memory", "squeeze", "unsqueeze", "view", "reshape", "permute", "t"}
-)
-#: tokens of an iterable that yields data batches (`train_loader`, `enumerate(dataloader)`)
-_DATA_TOKENS = frozenset(
-    {"loader", "loaders", "dataloader", "data", "dataset", "batches", "batch", "samples", "iterator",
-     "train", "val", "valid", "test", "trainloader", "testloader"}
-)
 class DeprecatedAutogradApi(Rule):
     """
     ## What it does
@@ -214,7 +192,7 @@ class DeprecatedAutogradApi(Rule):
         if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
             return
         data = call.args[0].value
-        if not (isinstance(data, cst.Name) and data.value == assign.targets[0].target.value and self._grad_free(data)):
+        if not (isinstance(data, cst.Name) and data.value == assign.targets[0].target.value and grad_free(data, self.context.imports, self._loops)):
             return
         body = list(self._blocks[-1].body)
         index = next((i for i, s in enumerate(body) if s is node), None)
@@ -348,12 +326,12 @@ class DeprecatedAutogradApi(Rule):
             return
         wants_grad = requires_grad is not None and _is_literal(requires_grad.value, "True")
         data = positional[0].value
-        grad_free = self._grad_free(data)
+        visibly_grad_free = grad_free(data, self.context.imports, self._loops)
         if wants_grad:
-            fresh = _fresh_factory(data, self.context.imports)
+            fresh = fresh_factory(data, self.context.imports)
             replacement = "x.requires_grad_()" if fresh else "x.detach().requires_grad_()"
             build = _requires_grad_builder(fresh, self.context.imports)
-        elif grad_free:
+        elif visibly_grad_free:
             replacement = "x"
             build = _identity_builder(self.context.imports)
         else:
@@ -365,38 +343,6 @@ class DeprecatedAutogradApi(Rule):
             description=f"replace `Variable(x{', requires_grad=True' if wants_grad else ''})` with `{replacement}`",
         )
         self.report(node, f"`Variable` is deprecated since PyTorch 0.4; this call is `{replacement}`", fix)
-
-    def _grad_free(self, node: cst.BaseExpression) -> bool:
-        """Can `node` visibly not require grad (so `Variable(node)` is just `node`)?
-
-        A fresh torch factory call, a `.data` read, a `.detach()`, a loader batch, or
-        conversions (`.cuda()`, `.float()`, `.to(...)`) of one of those.
-        """
-        if _fresh_factory(node, self.context.imports):
-            return True
-        if isinstance(node, cst.Attribute) and node.attr.value == "data":
-            return True
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            method = node.func.attr.value
-            if method == "detach" and not node.args:
-                return True
-            if method in _CONVERSIONS and self.context.imports.qualified_name(node.func) is None:
-                return self._grad_free(node.func.value)
-            return False
-        if isinstance(node, cst.Name):
-            return self._is_batch_name(node.value)
-        return False
-
-    def _is_batch_name(self, name: str) -> bool:
-        """A target of an enclosing `for ... in <data loader>` loop, rebound only by conversions."""
-        for loop in reversed(self._loops):
-            if name not in assigned_names(loop.target):
-                continue
-            if not iterable_tokens(loop.iter) & _DATA_TOKENS:
-                return False
-            return _rebound_only_by_conversions(loop.body, name, self)
-        return False
-
 
 # --- helpers ---------------------------------------------------------------------------
 
@@ -512,53 +458,6 @@ def _bare_custom(updated: cst.CSTNode, target: _AmpTarget, imports: ImportIndex)
         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
     )
     return cst.Call(func=func, args=[keyword])
-
-
-def _fresh_factory(node: cst.BaseExpression, imports: ImportIndex) -> bool:
-    """`torch.randn(...)`-style call that makes a new tensor not requiring grad."""
-    if not isinstance(node, cst.Call) or imports.qualified_name(node.func) not in _FACTORIES:
-        return False
-    for arg in node.args:
-        if arg.star == "**":
-            return False
-        if arg.keyword is not None and arg.keyword.value == "requires_grad" and not _is_literal(arg.value, "False"):
-            return False
-    return True
-
-
-def _rebound_only_by_conversions(body: cst.CSTNode, name: str, rule: DeprecatedAutogradApi) -> bool:
-    checker = _RebindChecker(name, rule.context.imports)
-    walk(body, checker)
-    return checker.ok
-
-
-class _RebindChecker(cst.CSTVisitor):
-    """Every assignment to `name` is `name = [Variable(]name.<conversions>()[)]`."""
-
-    def __init__(self, name: str, imports: ImportIndex) -> None:
-        super().__init__()
-        self.name = name
-        self.imports = imports
-        self.ok = True
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if any(self.name in assigned_names(t.target) for t in node.targets):
-            value = node.value
-            if isinstance(value, cst.Call) and self.imports.qualified_name(value.func) in VARIABLE_NAMES and value.args:
-                value = value.args[0].value
-            root, links = method_chain(value)
-            if not (isinstance(root, cst.Name) and root.value == self.name and all(
-                n in _CONVERSIONS and c is not None for n, c in links
-            )):
-                self.ok = False
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if self.name in assigned_names(node.target):
-            self.ok = False
-
-    def visit_For(self, node: cst.For) -> None:
-        if self.name in assigned_names(node.target):
-            self.ok = False
 
 
 def _with_leading(updated: cst.CSTNode, moved: tuple[cst.EmptyLine, ...]) -> cst.CSTNode:
