@@ -37,7 +37,8 @@ class AutogradFunctionGradientCount(Rule):
     arguments at every `apply` call, a use as `dim=` or in `range()`) are padded with
     `None`; so are those of inputs that may be tensors, but only once a run shows they
     never require grad; a returned `0` becomes `None`; a conditional expression on a
-    tensor (`g if x > 0 else 0`) becomes `torch.where`.
+    tensor (`g if x > 0 else 0`) becomes `torch.where`. Surplus trailing `None`s beyond
+    the declared inputs are reported at lower severity and dropped.
 
     ## Why is this bad?
     Autograd checks the tuple `backward` returns against the inputs `apply` received and

@@ -25,7 +25,8 @@ class HiddenStateNotDetached(Rule):
     Finds recurrent state (`hidden`, `h`, `(h, c)`, `state`, `memory`) that an RNN / LSTM /
     GRU / model call returns inside a training loop and that is fed back into the same
     call in the next iteration without being detached, and detaches it at the top of the
-    iteration (truncated backpropagation through time).
+    iteration (truncated backpropagation through time), or right after the call when it
+    may be `None` before the first one.
 
     ## Why is this bad?
     The state returned in iteration *k* carries the graph of iteration *k*. After
