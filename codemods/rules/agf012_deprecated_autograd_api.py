@@ -151,8 +151,8 @@ class DeprecatedAutogradApi(Rule):
         self._handled: set[int] = set()
         #: calls in the fallback branch of a version check that already uses torch.amp
         self._fallbacks: set[int] = set()
-        #: enclosing scopes (module, functions), innermost last: where an alias is called
-        self._scopes: list[cst.Module | cst.FunctionDef] = []
+        #: enclosing scopes (module, classes, functions), innermost last: where an alias is called
+        self._scopes: list[cst.Module | cst.ClassDef | cst.FunctionDef] = []
 
     # --- traversal -------------------------------------------------------------------
 
@@ -171,6 +171,12 @@ class DeprecatedAutogradApi(Rule):
         self._scopes.append(node)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._scopes.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._scopes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self._scopes.pop()
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
@@ -261,10 +267,14 @@ class DeprecatedAutogradApi(Rule):
     def _amp_reference(self, assign: cst.Assign, reference: cst.BaseExpression, target: _AmpTarget) -> None:
         """Fixed with `functools.partial(<new>, "<device>")` when every call of the alias is
         seen and maps: GradScaler's new signature is the old one after the device; autocast's
-        reorders its positionals, so its calls must pass keywords only."""
+        reorders its positionals, so its calls must pass keywords only. A function's local
+        alias is seen whole (safe); a module-level one may be imported elsewhere (unsafe, a
+        run decides); a class attribute is called through `self` (report only)."""
         old = f"torch.{target.device}.amp.{target.new.rsplit('.', 1)[1]}"
         names = [t.target.value for t in assign.targets if isinstance(t.target, cst.Name)]
-        calls = [calls_of_alias(self._scopes[-1], n) for n in names] if names and self._scopes else [None]
+        scope = self._scopes[-1] if self._scopes else None
+        local = names and isinstance(scope, (cst.Module, cst.FunctionDef))
+        calls = [calls_of_alias(scope, n) for n in names] if local and scope is not None else [None]
         mappable = all(c is not None for c in calls) and (
             target.kind == "scaler" or all(a.keyword is not None or a.star == "**" for c in calls for call in c or () for a in call.args)
         )
@@ -276,7 +286,7 @@ class DeprecatedAutogradApi(Rule):
         new, new_needs = self.context.imports.expression_for(target.new)
         replacement = cst.Call(func=partial, args=_with_commas([cst.Arg(new), cst.Arg(_device_string(target.device))]))
         fix = Fix(
-            applicability=Applicability.SAFE,
+            applicability=Applicability.SAFE if isinstance(scope, cst.FunctionDef) else Applicability.UNSAFE,
             edits=(Edit(reference, lambda updated: replacement),),
             description=f"use `functools.partial({target.new}, {target.device!r})`",
             required_imports=partial_needs + new_needs,

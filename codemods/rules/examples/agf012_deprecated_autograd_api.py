@@ -447,6 +447,7 @@ def embed_captions(text_encoder, batches, mixed_precision=True):
 """,
     ),
     # an aliased GradScaler: the new signature is the old one after the device, positionals map
+    # (module level: other files may call the alias too, so the fix is unsafe)
     invalid(
         """
 import torch
@@ -471,6 +472,20 @@ def evaluate(model, batch, half):
     autocast = torch.cuda.amp.autocast
     with autocast(half):
         return model(batch)
+"""
+    ),
+    # a class attribute is called through `self`, where its calls are not seen: report only
+    invalid(
+        """
+import torch
+
+
+class Evaluator:
+    autocast = torch.cuda.amp.autocast
+
+    def run(self, model, batch):
+        with self.autocast(True):
+            return model(batch)
 """
     ),
 ]
