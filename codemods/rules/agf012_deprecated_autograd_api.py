@@ -99,7 +99,11 @@ class DeprecatedAutogradApi(Rule):
     Report-only: `volatile=True` (it does nothing today; the intent was `torch.no_grad()`,
     which changes behaviour, so a person decides), a non-literal `requires_grad=`, extra
     positional arguments, and `*args` passed to `autocast`. Now-unused imports are left
-    alone.
+    alone. A deprecated AMP callable that is referenced rather than called (`autocast =
+    torch.cuda.amp.autocast if amp else torch.autocast`) becomes
+    `functools.partial(torch.amp.autocast, "cuda")` when every call of the alias is in
+    view and maps (keywords only for autocast): safe for a function's local alias, unsafe
+    at module level (another file may call it); a class attribute is reported only.
 
     ## Target PyTorch version
     A rewrite must still run on the oldest PyTorch the project supports (`target-torch`,
