@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autograd_fix.codemods.semantic.autograd_function import (
-    SCALAR_KEYWORDS,
     ApplyCalls,
     CustomFunction,
     TensorFacts,
@@ -17,18 +16,15 @@ from autograd_fix.codemods.semantic.autograd_function import (
     dropped_tensors,
     expected_gradients,
     is_saved_tensors,
-    is_scalar_literal,
     is_zero_literal,
     own_nodes,
     return_statements,
     returned_elements,
-    save_for_backward_calls,
-    setup_context_aliases,
 )
+from autograd_fix.codemods.semantic.function_inputs import input_evidence
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext
-from autograd_fix.codemods.walk import walk
 
 
 class AutogradFunctionGradientCount(Rule):
@@ -41,7 +37,8 @@ class AutogradFunctionGradientCount(Rule):
     arguments at every `apply` call, a use as `dim=` or in `range()`) are padded with
     `None`; so are those of inputs that may be tensors, but only once a run shows they
     never require grad; a returned `0` becomes `None`; a conditional expression on a
-    tensor (`g if x > 0 else 0`) becomes `torch.where`.
+    tensor (`g if x > 0 else 0`) becomes `torch.where`. Surplus trailing `None`s beyond
+    the declared inputs are reported at lower severity and dropped.
 
     ## Why is this bad?
     Autograd checks the tuple `backward` returns against the inputs `apply` received and
@@ -91,7 +88,9 @@ class AutogradFunctionGradientCount(Rule):
     compares a tensor and the other branch is a tensor; a `0` behind a condition that may
     be a tensor becomes `None`, unsafe (right for a Python bool or a one-element tensor;
     an element-wise test still raises, and the run rejects it). Report only, because no
-    run can supply the missing math: a `backward` with no `return` at all.
+    run can supply the missing math: a `backward` with no `return` at all. More values than
+    `forward` declares inputs: surplus trailing `None`s (current PyTorch ignores them, some
+    releases raise) are dropped, safe; a surplus tensor is reported only.
 
     ## Verification
     The original error is gone; called on the same saved context, the fixed `backward`
@@ -145,6 +144,7 @@ class _Checker:
         assert backward is not None
         self.facts = _backward_facts(self.function, self.imports)
         self._check_count(backward)
+        self._check_surplus(backward)
         self._check_zeros(backward)
 
     # -- count ---------------------------------------------------------------------------
@@ -164,6 +164,41 @@ class _Checker:
             if not certain and not self._certainly_short(got):
                 continue
             self._report_short(node, got, expected, certain)
+
+    def _check_surplus(self, backward: cst.FunctionDef) -> None:
+        """More gradients than `forward` declares inputs: surplus trailing Nones run on
+        current PyTorch (eager and torch.compile, checked on 2.13) but some releases
+        raise on the count (deepseek-ai/TileKernels#10), so they are reported at lower
+        severity and dropped (safe: no input can receive them); a surplus tensor fails on
+        every version (report only: which value is surplus is the author's call)."""
+        inputs = self.function.forward_inputs()
+        if inputs is None:
+            return
+        declared = len(inputs)
+        for node in return_statements(backward):
+            elements = returned_elements(node)
+            if elements is None or not isinstance(node.value, cst.Tuple) or len(elements) <= declared:
+                continue
+            head = (
+                f"`{self.function.name}.backward` returns {len(elements)} gradients but `forward` declares "
+                f"{declared} input{'s' if declared != 1 else ''}"
+            )
+            if not all(_is_none(e) for e in elements[declared:]):
+                self.rule.report(node, f"{head}: autograd raises 'returned an incorrect number of gradients'")
+                continue
+            surplus = len(elements) - declared
+            fix = Fix(
+                applicability=Applicability.SAFE,
+                edits=(Edit(node, lambda updated: _drop_trailing(updated, surplus)),),
+                description=f"drop the surplus trailing None{'s' if surplus > 1 else ''}",
+            )
+            self.rule.report(
+                node,
+                f"{head} (lower severity: current PyTorch ignores surplus trailing Nones, some releases raise "
+                "'returned an incorrect number of gradients'); drop the surplus None"
+                + ("s" if surplus > 1 else ""),
+                fix,
+            )
 
     def _check_no_return(self, backward: cst.FunctionDef, expected: int, certain: bool) -> None:
         if own_nodes(backward, cst.Raise):
@@ -220,7 +255,7 @@ class _Checker:
                 self._padding(node, len(missing), Applicability.UNSAFE, pad + " (verified by a run)"),
             )
             return
-        verdicts = [_input_evidence(self.function, i, self.calls, self.imports) for i in missing]
+        verdicts = [input_evidence(self.function, i, self.calls, self.imports) for i in missing]
         unproven = [name for name, verdict in zip(names, verdicts) if verdict is None]
         assert self.function.backward is not None
         dropped = dropped_tensors(self.function.backward, self.facts)
@@ -385,6 +420,21 @@ def _backward_facts(function: CustomFunction, imports: ImportIndex) -> TensorFac
     return TensorFacts(backward, imports, tensors=tensors, skip_params=1)
 
 
+def _drop_trailing(updated: cst.CSTNode, count: int) -> cst.CSTNode:
+    """`return g, None` -> `return g`; `return (a, b, None)` -> `return (a, b)`; keeps the
+    tuple's own layout and its trailing comma style."""
+    assert isinstance(updated, cst.Return) and isinstance(updated.value, cst.Tuple)
+    value = updated.value
+    kept = list(value.elements[: len(value.elements) - count])
+    final = value.elements[-1].comma
+    if len(kept) == 1 and not value.lpar:
+        return updated.with_changes(value=kept[0].value)
+    if len(kept) == 1 and not isinstance(final, cst.Comma):
+        final = cst.Comma()
+    kept[-1] = kept[-1].with_changes(comma=final)
+    return updated.with_changes(value=value.with_changes(elements=kept))
+
+
 def _pad_return(updated: cst.CSTNode, count: int, values: list[str] | None = None) -> cst.CSTNode:
     """`return g` -> `return g, None`; `return (g,)` -> `return (g, None)`; keeps multi-line
     layout. With `values`, those names instead of the Nones."""
@@ -413,133 +463,3 @@ def _pad_return(updated: cst.CSTNode, count: int, values: list[str] | None = Non
     for index in range(count):
         elements.append(cst.Element(cst.Name(fill[index]), comma=separator if index < count - 1 else cst.MaybeSentinel.DEFAULT))
     return updated.with_changes(value=cst.Tuple(elements=elements, lpar=(), rpar=()))
-
-
-# ---------------------------------------------------------------------------------------
-# is forward input `index` certainly not a tensor?
-
-
-def _input_evidence(function: CustomFunction, index: int, calls: ApplyCalls | None, imports: ImportIndex) -> str | None:
-    """'safe' / 'unsafe' when input `index` is shown to be a non-tensor, else None."""
-    inputs = function.forward_inputs() or ()
-    forward = function.forward
-    assert forward is not None
-    param = inputs[index]
-    name = param.name.value
-    facts = TensorFacts(forward, imports, skip_params=1 if function.combined else 0)
-    if name in facts.tensors or _saved(function, index, name):
-        return None
-    if name in facts.non_tensors:
-        return "safe"
-    if calls is not None and not calls.unknown and _literal_at_every_call(calls, index, param):
-        return "safe"
-    if name in _scalar_uses(forward):
-        return "safe"
-    attributes = _ctx_attributes_of(function, index, name)
-    backward = function.backward
-    ctx = function.backward_ctx()
-    if not attributes or backward is None or ctx is None:
-        return None
-    scalar_attrs = {a for a in _scalar_uses(backward, ctx) if a in attributes}
-    if scalar_attrs:
-        return "safe"
-    if all(_only_arithmetic_factor(backward, ctx, a) for a in attributes):
-        return "unsafe"
-    return None
-
-
-def _literal_at_every_call(calls: ApplyCalls, index: int, param: cst.Param) -> bool:
-    passed = [args[index] for args in calls.arguments if index < len(args)]
-    if not passed:
-        return False
-    return all(is_scalar_literal(arg) for arg in passed)
-
-
-def _saved(function: CustomFunction, index: int, name: str) -> bool:
-    """Is the input passed to save_for_backward (then it is a tensor or None)?"""
-    holder = function.ctx_function()
-    ctx = function.forward_ctx()
-    if holder is None or ctx is None:
-        return True
-    names = {name} | setup_context_aliases(function, index)
-    for call in save_for_backward_calls(holder, ctx):
-        for arg in call.args:
-            if arg.star or (isinstance(arg.value, cst.Name) and arg.value.value in names):
-                return True
-    return False
-
-
-def _ctx_attributes_of(function: CustomFunction, index: int, name: str) -> set[str]:
-    """ctx attributes that hold input `index` (`ctx.alpha = alpha`)."""
-    holder = function.ctx_function()
-    ctx = function.forward_ctx()
-    if holder is None or ctx is None:
-        return set()
-    names = {name} if function.combined else setup_context_aliases(function, index)
-    found: set[str] = set()
-    for assign in own_nodes(holder, cst.Assign):
-        if isinstance(assign.value, cst.Name) and assign.value.value in names:
-            for target in assign.targets:
-                attribute = ctx_attribute(target.target, ctx)
-                if attribute is not None:
-                    found.add(attribute)
-    return found
-
-
-def _scalar_uses(function: cst.FunctionDef, ctx: str | None = None) -> set[str]:
-    """Names (or, with `ctx`, ctx attributes) used where only Python ints/bools fit."""
-    finder = _ScalarUseFinder(ctx)
-    walk(function.body, finder)
-    return finder.found
-
-
-class _ScalarUseFinder(cst.CSTVisitor):
-    def __init__(self, ctx: str | None) -> None:
-        super().__init__()
-        self.ctx = ctx
-        self.found: set[str] = set()
-
-    def _key(self, node: cst.BaseExpression) -> str | None:
-        if self.ctx is None:
-            return node.value if isinstance(node, cst.Name) else None
-        return ctx_attribute(node, self.ctx)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value in SCALAR_KEYWORDS:
-                key = self._key(arg.value)
-                if key is not None:
-                    self.found.add(key)
-        if isinstance(node.func, cst.Name) and node.func.value == "range":
-            for arg in node.args:
-                key = self._key(arg.value)
-                if key is not None:
-                    self.found.add(key)
-
-
-def _only_arithmetic_factor(function: cst.FunctionDef, ctx: str, attribute: str) -> bool:
-    """Every read of `ctx.<attribute>` is an operand of `*`, `/`, `+`, `-` (a plain factor)."""
-    finder = _FactorUseFinder(ctx, attribute)
-    walk(function.body, finder)
-    return finder.uses > 0 and finder.uses == finder.factor_uses
-
-
-class _FactorUseFinder(cst.CSTVisitor):
-    _ARITHMETIC = (cst.Multiply, cst.Divide, cst.Add, cst.Subtract)
-
-    def __init__(self, ctx: str, attribute: str) -> None:
-        super().__init__()
-        self.ctx = ctx
-        self.attribute = attribute
-        self.uses = 0
-        self.factor_uses = 0
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, self._ARITHMETIC):
-            for operand in (node.left, node.right):
-                if ctx_attribute(operand, self.ctx) == self.attribute:
-                    self.factor_uses += 1
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if ctx_attribute(node, self.ctx) == self.attribute:
-            self.uses += 1

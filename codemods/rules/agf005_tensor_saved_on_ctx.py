@@ -24,9 +24,18 @@ from autograd_fix.codemods.semantic.autograd_function import (
     tuple_with,
     with_args,
 )
+from autograd_fix.codemods.semantic.ctx_attributes import (
+    assign_target_value,
+    assigned_pairs,
+    backward_aliases,
+    ctx_method_called,
+    ctx_reads,
+    ctx_write_counts,
+    ctx_writes,
+    own_returns_in,
+)
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.walk import walk
 
 
 class TensorSavedOnCtx(Rule):
@@ -121,6 +130,10 @@ class _Store:
     #: whether the line becomes `<forward_name> = <value>` (the value is not a plain name)
     becomes_local: bool = False
     backward_name: str = ""
+    #: part of a tuple assignment `ctx.a, ctx.b = a, b` (the line holds several stores)
+    in_tuple: bool = False
+    #: backward's top-level `name = ctx.<attribute>` line, removed once the unpack binds `name`
+    alias_line: cst.SimpleStatementLine | None = None
 
 
 @dataclass
@@ -148,15 +161,23 @@ class _Planner:
             "collector frees; use `ctx.save_for_backward`"
         )
         self.rule.report(stores[0].line, message, fix)
+        # every other storing line is reported too (one fix, carried by the first finding)
+        for line in {id(s.line): s.line for s in stores[1:] if s.line is not stores[0].line}.values():
+            kept = [f"`{ctx}.{s.attribute}`" for s in stores if s.line is line]
+            self.rule.report(
+                line,
+                f"`{self.function.name}` keeps tensor{'s' if len(kept) > 1 else ''} {', '.join(kept)} on ctx for "
+                "backward too (fixed with the first)",
+            )
 
     # -- what is stored ------------------------------------------------------------------
 
     def _candidate_stores(
         self, holder: cst.FunctionDef, ctx: str, backward: cst.FunctionDef, backward_ctx: str
     ) -> list[_Store]:
-        read_in_backward = _ctx_reads(backward, backward_ctx)
-        written_elsewhere = _ctx_writes(backward, backward_ctx) | self._other_method_attributes(holder, backward)
-        all_writes = _ctx_write_counts(holder, ctx)
+        read_in_backward = ctx_reads(backward, backward_ctx)
+        written_elsewhere = ctx_writes(backward, backward_ctx) | self._other_method_attributes(holder, backward)
+        all_writes = ctx_write_counts(holder, ctx)
         stores = []
         for position, statement in enumerate(top_level_body(holder)):
             if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
@@ -164,16 +185,18 @@ class _Planner:
             assign = statement.body[0]
             if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
                 continue
-            attribute = ctx_attribute(assign.targets[0].target, ctx)
-            if (
-                attribute is None
-                or attribute not in read_in_backward
-                or attribute in written_elsewhere
-                or all_writes.get(attribute, 0) != 1
-                or not self.facts.is_tensor(assign.value)
-            ):
-                continue
-            stores.append(_Store(attribute, position, statement, assign.value))
+            pairs = assigned_pairs(assign.targets[0].target, assign.value)
+            for target, value in pairs:
+                attribute = ctx_attribute(target, ctx)
+                if (
+                    attribute is None
+                    or attribute not in read_in_backward
+                    or attribute in written_elsewhere
+                    or all_writes.get(attribute, 0) != 1
+                    or not self.facts.is_tensor(value)
+                ):
+                    continue
+                stores.append(_Store(attribute, position, statement, value, in_tuple=len(pairs) > 1))
         return stores
 
     def _other_method_attributes(self, holder: cst.FunctionDef, backward: cst.FunctionDef) -> set[str]:
@@ -194,8 +217,14 @@ class _Planner:
         backward_ctx: str,
         stores: list[_Store],
     ) -> Fix | None:
-        if _ctx_method_called(holder, ctx, "mark_dirty"):
+        if ctx_method_called(holder, ctx, "mark_dirty"):
             return None
+        for store in stores:
+            if store.in_tuple and not (
+                isinstance(store.value, cst.Name)
+                and sum(1 for s in stores if s.line is store.line) == len(assigned_pairs(*assign_target_value(store.line)))
+            ):
+                return None  # a partly moved tuple assignment would need rewriting, not removal
         body = top_level_body(holder)
         existing_calls = save_for_backward_calls(holder, ctx)
         existing: tuple[int, cst.SimpleStatementLine, cst.Call] | None = None
@@ -232,7 +261,8 @@ class _Planner:
     ) -> bool:
         holder_names = set(iter_names(holder))
         backward_names = set(iter_names(backward))
-        holder_reads = _ctx_reads(holder, ctx)
+        holder_reads = ctx_reads(holder, ctx)
+        aliases = backward_aliases(backward, self.function.backward_ctx() or "ctx", {s.attribute for s in stores})
         for store in stores:
             if isinstance(store.value, cst.Name):
                 store.forward_name = store.value.value
@@ -247,6 +277,9 @@ class _Planner:
                     return False
                 if rebound_names(body[store.position + 1 : last + 1]) & _read_names(store.value):
                     return False
+            if store.attribute in aliases:
+                store.backward_name, store.alias_line = aliases[store.attribute]
+                continue
             store.backward_name = store.attribute
             if store.backward_name in backward_names:
                 return False
@@ -256,11 +289,15 @@ class _Planner:
         self, backward: cst.FunctionDef, ctx: str, reads: SavedTensorsReads, existing_count: int, stores: list[_Store]
     ) -> bool:
         attributes = {s.attribute for s in stores}
+        body = top_level_body(backward)
+        alias_positions = [i for i, statement in enumerate(body) if any(statement is s.alias_line for s in stores)]
+        if alias_positions and min(alias_positions) <= reads.position:
+            return False  # the unpack would bind the alias after its old line
         if reads.target is not None:
             if len(reads.target.elements) != existing_count:
                 return False
             body = top_level_body(backward)
-            return not any(_ctx_reads(statement, ctx) & attributes for statement in body[: reads.position + 1])
+            return not any(ctx_reads(statement, ctx) & attributes for statement in body[: reads.position + 1])
         return existing_count == 0 and not reads.subscripts
 
     def _fix(
@@ -278,12 +315,14 @@ class _Planner:
         new_args = [cst.Name(s.forward_name) for s in stores]
         moved_comments: list[cst.EmptyLine] = []
         edits: list[Edit] = []
+        removed: set[int] = set()
         for store in stores:
-            if store.position == last:
+            if store.position == last or id(store.line) in removed:
                 continue
             if store.becomes_local:
                 edits.append(Edit(store.line, lambda updated, s=store: _as_local(updated, s.forward_name)))
             else:
+                removed.add(id(store.line))
                 moved_comments += _comments_of(store.line)
                 edits.append(Edit(store.line, lambda updated: cst.RemovalSentinel.REMOVE))
         if existing is not None and existing[0] != last:
@@ -327,6 +366,8 @@ class _Planner:
     ) -> list[Edit]:
         names = {s.attribute: s.backward_name for s in stores}
         edits: list[Edit] = []
+        for line in {id(s.alias_line): s.alias_line for s in stores if s.alias_line is not None}.values():
+            edits.append(Edit(line, lambda updated: cst.RemovalSentinel.REMOVE))
         for node in all_nodes(backward.body, cst.Attribute):
             attribute = ctx_attribute(node, ctx)
             if attribute in names:
@@ -362,78 +403,6 @@ def _forward_read_edits(holder: cst.FunctionDef, ctx: str, stores: list[_Store])
             local = cst.Name(names[attribute])
             edits.append(Edit(node, lambda updated, n=local: n.with_changes(lpar=updated.lpar, rpar=updated.rpar)))
     return edits
-
-
-def own_returns_in(statement: cst.CSTNode) -> bool:
-    """Does the statement contain a `return` (outside nested functions)?"""
-    if isinstance(statement, cst.SimpleStatementLine):
-        return any(isinstance(s, cst.Return) for s in statement.body)
-    finder = _ReturnFinder()
-    walk(statement, finder)
-    return finder.found
-
-
-class _ReturnFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found = False
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.found = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
-def _ctx_reads(node: cst.CSTNode, ctx: str) -> set[str]:
-    """Attributes read as `ctx.<name>` anywhere under `node` (stores excluded)."""
-    stored = {id(t) for t in _ctx_targets(node)}
-    return {
-        a.attr.value
-        for a in all_nodes(node, cst.Attribute)
-        if ctx_attribute(a, ctx) is not None and id(a) not in stored
-    }
-
-
-def _ctx_targets(node: cst.CSTNode) -> list[cst.CSTNode]:
-    targets: list[cst.CSTNode] = []
-    for assign in all_nodes(node, cst.Assign):
-        targets += [t.target for t in assign.targets]
-    targets += [a.target for a in all_nodes(node, cst.AugAssign)]
-    targets += [a.target for a in all_nodes(node, cst.AnnAssign)]
-    targets += [d.target for d in all_nodes(node, cst.Del)]
-    expanded: dict[int, cst.CSTNode] = {}
-    for target in targets:
-        for node in (target, *all_nodes(target, cst.Attribute)):
-            expanded[id(node)] = node
-    return list(expanded.values())
-
-
-def _ctx_writes(node: cst.CSTNode, ctx: str) -> set[str]:
-    return {name for t in _ctx_targets(node) if (name := ctx_attribute(t, ctx)) is not None}
-
-
-def _ctx_write_counts(node: cst.CSTNode, ctx: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for target in _ctx_targets(node):
-        name = ctx_attribute(target, ctx)
-        if name is not None:
-            counts[name] = counts.get(name, 0) + 1
-    for call in all_nodes(node, cst.Call):  # setattr(ctx, "x", ...) and friends: unknowable
-        if isinstance(call.func, cst.Name) and call.func.value in ("setattr", "delattr"):
-            for arg in call.args[1:2]:
-                if isinstance(arg.value, cst.SimpleString):
-                    counts[str(arg.value.evaluated_value)] = 99
-    return counts
-
-
-def _ctx_method_called(node: cst.CSTNode, ctx: str, method: str) -> bool:
-    return any(
-        isinstance(c.func, cst.Attribute) and ctx_attribute(c.func, ctx) == method for c in all_nodes(node, cst.Call)
-    )
 
 
 def _read_names(node: cst.CSTNode) -> set[str]:

@@ -11,37 +11,27 @@ from autograd_fix.codemods.expressions import method_chain, parenthesized
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
-from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, GRAPH_CALLEE_TOKENS, Role
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.expressions import is_true
-from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
+from autograd_fix.codemods.semantic.roles import GRAPH_CALLEE_TOKENS
+from autograd_fix.codemods.semantic.model import SemanticModel
+from autograd_fix.codemods.semantic.graph_breaks import (
+    BREAKING_LINKS,
+    COPY_CALLS,
+    CallFinder,
+    Rewrap,
+    has_break,
+    numpy_roots,
+    parse_rewrap,
+    sequence_rewrap,
+    sink_of_expression,
+    statement_sink,
+)
 from autograd_fix.codemods.walk import walk
 
-VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
-#: torch calls that copy a value into a new tensor with no history
-COPY_CALLS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.Tensor", "torch.FloatTensor"})
-#: tensor methods/attributes that cut the history (their result has no grad_fn)
-BREAKING_LINKS = frozenset({"item", "data", "detach", "numpy", "tolist"})
-#: links that only copy or move (no extra break, but a fix must drop them too)
-COPY_LINKS = frozenset({"clone", "cpu", "cuda", "to", "float", "double", "contiguous"})
 #: chains whose value is exactly the tensor's (a fix may use the tensor itself)
 _FIXABLE_CHAINS = frozenset(
     {("item",), ("data",), ("detach",), ("clone", "detach"), ("detach", "clone"), ("data", "clone"), ("data", "detach"), ()}
 )
-
-
-class _LazyTracking:
-    """The module's `TrackingAnalysis`, built on first use (most files never need it)."""
-
-    def __init__(self, module: cst.Module, imports: ImportIndex) -> None:
-        self.module = module
-        self.imports = imports
-        self._analysis: _LazyTracking | None = None
-
-    def get(self) -> TrackingAnalysis:
-        if self._analysis is None:
-            self._analysis = TrackingAnalysis.build(self.module, self.imports)
-        return self._analysis
 
 
 @dataclass
@@ -51,11 +41,11 @@ class _Line:
     node: cst.SimpleStatementLine
     block: list[cst.BaseStatement]
     index: int
-    tracking: _LazyTracking
+    tracking: SemanticModel
 
     @property
     def grad_disabled(self) -> bool:
-        position = self.tracking.get().position(self.node)
+        position = self.tracking.tracking.position(self.node)
         return position.grad_disabled if position is not None else True
 
 
@@ -71,7 +61,9 @@ class GraphBreak(Rule):
     Finds losses whose gradient path is cut before `backward()`: a loss re-wrapped into a
     fresh leaf (`torch.tensor(loss.item(), requires_grad=True)`,
     `Variable(loss.data, requires_grad=True)`, `loss.detach().requires_grad_()`) and then
-    backpropagated, a tracked tensor copied with `torch.tensor(t)`, and numpy round trips
+    backpropagated, a list (or comprehension) of graph-carrying losses copied into one
+    (`torch.tensor([criterion(o, y) for o in outs], requires_grad=True)`), a tracked tensor
+    copied with `torch.tensor(t)`, and numpy round trips
     (`torch.from_numpy(out.detach().cpu().numpy())`) inside a loss computation. Where the
     re-wrapped value is the loss tensor itself, the fix uses that tensor.
 
@@ -110,7 +102,10 @@ class GraphBreak(Rule):
     `torch.tensor(t)` of a tracked tensor in a loss (`t.detach().clone()` keeps the copy
     semantics but is still a break: a person decides whether gradient should flow),
     numpy round trips (the numpy code must be ported to torch), sums of `.item()`s, and
-    re-wraps whose loss definition is not in view.
+    re-wraps whose loss definition is not in view. A list of losses becomes
+    `torch.stack([...])` (unsafe too: elements of different shapes, which `torch.tensor`
+    flattened from one-element tensors, make `stack` raise, and the run rejects it); with
+    `dtype=` or `device=` it is reported only.
 
     ## Verification
     The rewritten run's parameter gradients (None in the original) must match finite
@@ -135,8 +130,7 @@ class GraphBreak(Rule):
     )
 
     def visit_Module(self, node: cst.Module) -> bool:
-        imports = self.context.imports
-        analysis = _LazyTracking(node, imports)
+        analysis = self.context.semantic  # its tracking is built on first use (most files never need it)
         for scope in _collect_scopes(node, analysis):
             _ScopeCheck(self, scope, analysis).run()
         return False
@@ -145,18 +139,18 @@ class GraphBreak(Rule):
 # --- scopes and lines ------------------------------------------------------------------
 
 
-def _collect_scopes(module: cst.Module, analysis: _LazyTracking) -> list[_Scope]:
+def _collect_scopes(module: cst.Module, analysis: SemanticModel) -> list[_Scope]:
     scopes: list[_Scope] = []
     _walk_scope(_Scope(module), module.body, scopes, analysis)
     return scopes
 
 
-def _walk_scope(scope: _Scope, body, scopes: list[_Scope], analysis: _LazyTracking) -> None:  # type: ignore[no-untyped-def]
+def _walk_scope(scope: _Scope, body, scopes: list[_Scope], analysis: SemanticModel) -> None:  # type: ignore[no-untyped-def]
     scopes.append(scope)
     _walk_block(scope, body, scopes, analysis)
 
 
-def _walk_block(scope: _Scope, statements, scopes: list[_Scope], analysis: _LazyTracking) -> None:  # type: ignore[no-untyped-def]
+def _walk_block(scope: _Scope, statements, scopes: list[_Scope], analysis: SemanticModel) -> None:  # type: ignore[no-untyped-def]
     for index, statement in enumerate(statements):
         if isinstance(statement, cst.SimpleStatementLine):
             scope.lines.append(_Line(statement, statements, index, analysis))
@@ -189,7 +183,7 @@ def _child_blocks(statement: cst.CSTNode) -> list:  # type: ignore[type-arg]
 
 
 class _ScopeCheck:
-    def __init__(self, rule: GraphBreak, scope: _Scope, analysis: _LazyTracking) -> None:
+    def __init__(self, rule: GraphBreak, scope: _Scope, analysis: SemanticModel) -> None:
         self.rule = rule
         self.scope = scope
         self.analysis = analysis
@@ -203,15 +197,22 @@ class _ScopeCheck:
         grad_read = self._grad_read_names()
         slice_names = self._backward_slice(sinks)
         for position, line in enumerate(self.scope.lines):
-            finder = _CallFinder()
+            finder = CallFinder()
             walk(line.node, finder)
             reported: set[int] = set()
+            in_loss = self._in_loss(line, slice_names)
             for call in finder.calls:
-                rewrap = _parse_rewrap(call, self.imports)
+                elements = sequence_rewrap(call, self.imports)
+                if elements is not None:
+                    reported.add(id(call))
+                    if in_loss:
+                        self._check_sequence_rewrap(call, elements, line)
+                    continue
+                rewrap = parse_rewrap(call, self.imports)
                 if rewrap is not None:
                     reported.add(id(call))
                     self._check_rewrap(call, rewrap, line, position, grad_read)
-            if not self._in_loss(line, slice_names):
+            if not in_loss:
                 continue
             for call in finder.calls:
                 if id(call) in reported or not self._is_copy_call(call):
@@ -220,7 +221,7 @@ class _ScopeCheck:
 
     # -- re-wrapped losses ---------------------------------------------------------------
 
-    def _check_rewrap(self, call: cst.Call, rewrap: "_Rewrap", line: _Line, position: int, grad_read: set[str]) -> None:
+    def _check_rewrap(self, call: cst.Call, rewrap: "Rewrap", line: _Line, position: int, grad_read: set[str]) -> None:
         use = self._loss_use(call, line, position)
         if use is None:
             return
@@ -236,7 +237,7 @@ class _ScopeCheck:
             rewrap.links in _FIXABLE_CHAINS
             and not rewrap.converts
             and not line.grad_disabled
-            and not _has_break(tensor, self.imports)
+            and not has_break(tensor, self.imports)
             and self._history_in_view(tensor, position)
         )
         if not fixable:
@@ -255,10 +256,38 @@ class _ScopeCheck:
         )
         self.rule.report(call, message + f"; use `{_code(tensor)}` itself", fix)
 
+    def _check_sequence_rewrap(self, call: cst.Call, elements: list[cst.BaseExpression], line: _Line) -> None:
+        """`torch.tensor([criterion(out, y) for out in outputs], requires_grad=True)` on a line
+        that feeds a backward: every element carries a graph (tracking's evidence), and
+        `torch.tensor` copies their values into a fresh leaf, so the terms' gradients never
+        reach the model. `torch.stack` keeps them (as the hand fix's `sum([...])` does)."""
+        if line.grad_disabled or not all(self.analysis.tracking.tracked(e, line.node) is not None for e in elements):
+            return
+        message = (
+            f"`{_code(call)}` copies graph-carrying losses into a fresh leaf: backward() stops there and "
+            "every parameter's .grad stays None"
+        )
+        if any(a.keyword is not None and a.keyword.value != "requires_grad" for a in call.args[1:]):
+            self.rule.report(call, message + "; stack the tensors themselves (`torch.stack`)")
+            return
+        stack, needs = self.imports.expression_for("torch.stack")
+
+        def replace(updated: cst.CSTNode) -> cst.CSTNode:
+            assert isinstance(updated, cst.Call)
+            return updated.with_changes(func=stack, args=[updated.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+
+        fix = Fix(
+            applicability=Applicability.UNSAFE,
+            edits=(Edit(call, replace),),
+            description="stack the loss tensors with torch.stack (their gradients flow)",
+            required_imports=needs,
+        )
+        self.rule.report(call, message + "; use `torch.stack(...)`", fix)
+
     def _loss_use(self, call: cst.Call, line: _Line, position: int) -> tuple[str | None, bool] | None:
         """(name the rewrap is bound to, used directly) when the rewrap is backpropagated."""
         for small in line.node.body:
-            if isinstance(small, cst.Expr) and _sink_of_expression(small.value, self.imports) is call:
+            if isinstance(small, cst.Expr) and sink_of_expression(small.value, self.imports) is call:
                 return None, True
             if isinstance(small, cst.Return) and small.value is call and self.training_step:
                 return None, True
@@ -271,7 +300,7 @@ class _ScopeCheck:
     def _backpropagated_later(self, name: str, position: int) -> bool:
         for line in self.scope.lines[position + 1:]:
             for small in line.node.body:
-                sink = _statement_sink(small, self.imports, self.training_step)
+                sink = statement_sink(small, self.imports, self.training_step)
                 if isinstance(sink, cst.Name) and sink.value == name:
                     return True
             if name in assigned_names(line.node):
@@ -283,12 +312,12 @@ class _ScopeCheck:
         if tensor is None:
             return False
         if not isinstance(tensor, cst.Name):
-            return True  # an expression in place (checked by `_has_break`)
+            return True  # an expression in place (checked by `has_break`)
         for line in reversed(self.scope.lines[:position]):
             for small in line.node.body:
                 value = _assigned_value(small, tensor.value)
                 if value is not None:
-                    return not line.grad_disabled and not _has_break(value, self.imports)
+                    return not line.grad_disabled and not has_break(value, self.imports)
             if tensor.value in assigned_names(line.node):
                 return False  # bound some other way (unpacking, a for target): not in view
         return False
@@ -318,9 +347,9 @@ class _ScopeCheck:
         if line.grad_disabled:
             return
         argument = call.args[0].value
-        numpy_roots = _numpy_roots(argument)
-        numpy = bool(numpy_roots)
-        root, links = numpy_roots[0] if numpy else method_chain(argument)
+        roots = numpy_roots(argument)
+        numpy = bool(roots)
+        root, links = roots[0] if numpy else method_chain(argument)
         names = [name for name, _ in links]
         if self.imports.qualified_name(call.func) == "torch.from_numpy" and not numpy:
             return
@@ -346,7 +375,7 @@ class _ScopeCheck:
 
     def _graph_value(self, root: cst.BaseExpression, line: _Line, position: int) -> bool:
         """Is `root` a tracked tensor (tracking analysis) or a model/criterion output in view?"""
-        if self.analysis.get().tracked(root, line.node) is not None:
+        if self.analysis.tracking.tracked(root, line.node) is not None:
             return True
         if not isinstance(root, cst.Name):
             return False
@@ -361,7 +390,7 @@ class _ScopeCheck:
 
     def _in_loss(self, line: _Line, slice_names: set[str]) -> bool:
         for small in line.node.body:
-            if _statement_sink(small, self.imports, self.training_step) is not None:
+            if statement_sink(small, self.imports, self.training_step) is not None:
                 return True
             if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and assigned_names(small) & slice_names:
                 return True
@@ -373,14 +402,14 @@ class _ScopeCheck:
         names: set[str] = set()
         for line in self.scope.lines:
             for small in line.node.body:
-                sink = _statement_sink(small, self.imports, self.training_step)
+                sink = statement_sink(small, self.imports, self.training_step)
                 if sink is not None:
                     names |= read_names(sink) if not isinstance(sink, cst.Name) else {sink.value}
         return names
 
     def _any_direct_sink(self) -> bool:
         return any(
-            _statement_sink(small, self.imports, self.training_step) is not None
+            statement_sink(small, self.imports, self.training_step) is not None
             for line in self.scope.lines
             for small in line.node.body
         )
@@ -410,145 +439,7 @@ class _ScopeCheck:
         return finder.names
 
 
-# --- re-wrap parsing -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Rewrap:
-    #: the tensor whose value was re-wrapped (None: not a single tensor, e.g. a sum)
-    tensor: cst.BaseExpression | None
-    #: breaking/copying links between the tensor and the re-wrap, in order
-    links: tuple[str, ...]
-    #: a dtype conversion or a device move is part of the re-wrap
-    converts: bool
-
-
-def _parse_rewrap(call: cst.Call, imports: ImportIndex) -> _Rewrap | None:
-    """`torch.tensor(x.item(), requires_grad=True)`, `Variable(x.data, requires_grad=True)`,
-    `x.detach().requires_grad_()`: the re-wrapped tensor and how it was cut."""
-    qualified = imports.qualified_name(call.func)
-    if qualified in {"torch.tensor"} | VARIABLE_NAMES:
-        if not _keyword_true(call, "requires_grad") or not call.args or call.args[0].keyword is not None:
-            return None
-        if any(a.keyword is None for a in call.args[1:]) or any(a.star for a in call.args):
-            return None
-        converts = any(a.keyword is not None and a.keyword.value == "dtype" for a in call.args)
-        if qualified in VARIABLE_NAMES and any(
-            a.keyword is not None and a.keyword.value not in {"requires_grad"} for a in call.args
-        ):
-            converts = True
-        return _unwrap(call.args[0].value, imports, converts, wrapped_in_copy=True)
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
-        if call.args and not (len(call.args) == 1 and is_true(call.args[0].value)):
-            return None
-        receiver = call.func.value
-        rewrap = _unwrap(receiver, imports, False, wrapped_in_copy=False)
-        if rewrap is None or not (set(rewrap.links) & {"detach", "data", "item", "numpy", "tolist"} or rewrap.converts):
-            return None
-        return rewrap
-    return None
-
-
-def _unwrap(node: cst.BaseExpression, imports: ImportIndex, converts: bool, wrapped_in_copy: bool) -> _Rewrap | None:
-    """Strip breaking and copying links (and copy calls) off `node` down to the tensor."""
-    links: list[str] = []
-    current = node
-    while True:
-        if isinstance(current, cst.Call) and imports.qualified_name(current.func) in COPY_CALLS:
-            if not current.args or current.args[0].keyword is not None:
-                return None
-            converts = True
-            current = current.args[0].value
-            continue
-        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and not current.args:
-            name = current.func.attr.value
-            if name in BREAKING_LINKS or name in COPY_LINKS:
-                links.append(name)
-                current = current.func.value
-                continue
-        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and current.func.attr.value == "to":
-            links.append("to")
-            current = current.func.value
-            continue
-        if isinstance(current, cst.Attribute) and current.attr.value == "data":
-            links.append("data")
-            current = current.value
-            continue
-        break
-    links.reverse()
-    if not links and not wrapped_in_copy:
-        return None
-    if _is_expression_of_items(current):
-        return _Rewrap(None, tuple(links), converts)
-    if any(link in {"cpu", "cuda", "to", "float", "double", "numpy", "tolist"} for link in links):
-        converts = True
-    return _Rewrap(current, tuple(links), converts)
-
-
-def _numpy_roots(node: cst.BaseExpression) -> list[tuple[cst.BaseExpression, list[tuple[str, cst.Call | None]]]]:
-    """Every `x.<...>.numpy()` in `node`: its root `x` and the links up to `.numpy()`."""
-    finder = _CallFinder()
-    walk(node, finder)
-    roots = []
-    for call in finder.calls:
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "numpy" and not call.args:
-            roots.append(method_chain(call))
-    return roots
-
-
-def _is_expression_of_items(node: cst.BaseExpression) -> bool:
-    """`l1.item() + 0.1 * l2.item()`: not one tensor."""
-    return isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.List, cst.Tuple))
-
-
-# --- sinks -----------------------------------------------------------------------------
-
-
-def _statement_sink(small: cst.BaseSmallStatement, imports: ImportIndex, training_step: bool) -> cst.BaseExpression | None:
-    """The expression a statement backpropagates (`loss` in `loss.backward()`), if any."""
-    if isinstance(small, cst.Expr):
-        return _sink_of_expression(small.value, imports)
-    if isinstance(small, cst.Return) and training_step and small.value is not None:
-        value = small.value
-        if isinstance(value, cst.Dict):
-            for element in value.elements:
-                if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
-                    if element.key.evaluated_value == "loss":
-                        return element.value
-            return None
-        return value
-    return None
-
-
-def _sink_of_expression(node: cst.BaseExpression, imports: ImportIndex) -> cst.BaseExpression | None:
-    if not isinstance(node, cst.Call):
-        return None
-    qualified = imports.qualified_name(node.func)
-    if qualified in {"torch.autograd.backward", "torch.autograd.grad"} and node.args:
-        return node.args[0].value
-    if not isinstance(node.func, cst.Attribute):
-        return None
-    method = node.func.attr.value
-    if method == "manual_backward" and node.args:
-        return node.args[0].value
-    if method != "backward":
-        return None
-    receiver = node.func.value
-    receiver_name = dotted_name(receiver) or ""
-    if node.args and DEFAULT_VOCABULARY.has_any(name_tokens(receiver_name.replace(".", "_")), Role.BACKWARD_RUNNER):
-        return node.args[0].value
-    # `scaler.scale(loss).backward()`
-    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
-        if len(receiver.args) == 1:
-            return receiver.args[0].value
-    return receiver
-
-
 # --- small helpers ---------------------------------------------------------------------
-
-
-def _keyword_true(call: cst.Call, name: str) -> bool:
-    return any(a.keyword is not None and a.keyword.value == name and is_true(a.value) for a in call.args)
 
 
 def _code(node: cst.CSTNode) -> str:
@@ -568,33 +459,6 @@ def _assigned_value(small: cst.BaseSmallStatement, name: str) -> cst.BaseExpress
     return None
 
 
-def _has_break(node: cst.CSTNode | None, imports: ImportIndex) -> bool:
-    """Does `node` contain a history-cutting op (`.item()`, `.detach()`, `.data`, numpy, copies)?"""
-    if node is None:
-        return True
-    finder = _BreakFinder(imports)
-    walk(node, finder)
-    return finder.found
-
-
-class _BreakFinder(cst.CSTVisitor):
-    def __init__(self, imports: ImportIndex) -> None:
-        super().__init__()
-        self.imports = imports
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.imports.qualified_name(node.func)
-        if qualified in COPY_CALLS or qualified in VARIABLE_NAMES:
-            self.found = True
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in BREAKING_LINKS | {"requires_grad_"}:
-            self.found = True
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "data":
-            self.found = True
-
-
 def _is_graph_call(value: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`model(x)`, `self.net(x)`, `criterion(out, y)`: an in-file callable, not an API."""
     if not isinstance(value, cst.Call):
@@ -606,18 +470,6 @@ def _is_graph_call(value: cst.BaseExpression, imports: ImportIndex) -> bool:
         return False
     tokens = set(name_tokens(callee.rsplit(".", 1)[-1]))
     return bool(tokens & GRAPH_CALLEE_TOKENS)
-
-
-class _CallFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[cst.Call] = []
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
 
 
 class _GradReadFinder(cst.CSTVisitor):

@@ -2,31 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 
 from autograd_fix.codemods.semantic.dataflow import may_run_before
 from autograd_fix.codemods.data_rewrites import copy_into, out_of_place, out_of_place_name, shares_storage
-from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.semantic.tracking import Site, Tracked, TrackingAnalysis
-from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.roles import OPTIMIZER_OR_SCALER_TOKENS, Role
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.semantic.data_access import (
+    AutogradFinder,
+    bound_whole,
+    constructs,
+    data_mutation,
+    data_reads,
+    init_call_argument,
+    is_data,
+    last_name,
+    same,
+    storage_change,
+    stored_whole,
+    write_source,
+    write_targets,
+)
+from autograd_fix.codemods.semantic.function_units import FunctionUnits, chain_root, uses_name
+from autograd_fix.codemods.semantic.module_getters import is_getter, reaches_return, reads_module_state
+from autograd_fix.codemods.semantic.tracking import Site, Tracked, TrackingAnalysis
+from autograd_fix.codemods.walk import iter_descendants, walk
 
-#: trailing-underscore methods that do not mutate values
-_NOT_INPLACE = frozenset({"requires_grad_", "share_memory_"})
-#: mutations whose `.data` cannot simply be dropped (they change shape or storage)
-_STORAGE_METHODS = frozenset({"resize_", "resize_as_", "set_", "storage_"})
-#: a `.data` read bound to a name, returned or stored may be mutated later: unsafe
-_BINDING = (cst.Assign, cst.AnnAssign, cst.Return, cst.AugAssign)
-#: calls that run backward: `loss.backward()`, `accelerator.backward(loss)`, Lightning's `manual_backward`
-_BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
-_BACKWARD_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.backward"})
-#: `X.step()` is an optimizer step when X is named like an optimizer (or a GradScaler)
 #: nn containers are built from modules that already exist: their parameters are not fresh
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
 
@@ -44,7 +47,11 @@ class DataAttribute(Rule):
 
     In play means: a tensor computed in the same scope (a forward's output, a loss, an
     intermediate) or saved by an op there, a module's `forward`, and any scope that runs
-    backward (`.backward()`, `torch.autograd.grad`), steps an optimizer or reads `.grad`.
+    backward (`.backward()`, `torch.autograd.grad`), steps an optimizer or reads `.grad`;
+    and a module method that hands back (returns, or fills a returned container with)
+    tensors read from the module's parameters or submodules through `.data` (a getter
+    whose callers may want the graph). One-line bodies (`if flag: out.append(p.data)`)
+    count for reads. `x.data.detach()` drops the redundant `.data`.
 
     ## Why is this bad?
     `.data` is a tensor sharing storage with the original but invisible to autograd,
@@ -125,7 +132,7 @@ class DataAttribute(Rule):
         analysis = TrackingAnalysis.for_context(self.context)
         imports = self.context.imports
         self._scopes: dict[int, bool] = {}
-        self._units: dict[int, _Units] = {}
+        self._units: dict[int, FunctionUnits] = {}
         self._module = node
         updates: list[tuple[int, int, tuple[Site, cst.Attribute]]] = []
         for site in analysis.sites():
@@ -133,27 +140,31 @@ class DataAttribute(Rule):
                 continue
             handled: set[int] = set()
             for small in site.statement.body:
-                mutation = _data_mutation(small, imports)
+                mutation = data_mutation(small, imports)
                 if mutation is not None:
                     handled.add(id(mutation))
                     if self._fresh_write(site, small, mutation, analysis):
-                        handled.update(id(read) for read in _data_reads(small, handled) if _write_source(small, read))
+                        handled.update(id(read) for read in data_reads(small, handled) if write_source(small, read))
                         continue
                     self._mutation(site, small, mutation, analysis, updates)
-                elif isinstance(small, cst.Assign) and any(_is_data(t.target) for t in small.targets):
-                    target = next(t.target for t in small.targets if _is_data(t.target))
+                elif isinstance(small, cst.Assign) and any(is_data(t.target) for t in small.targets):
+                    target = next(t.target for t in small.targets if is_data(t.target))
                     assert isinstance(target, cst.Attribute)
                     if self._fresh_write(site, small, target, analysis):
                         handled.add(id(target))
-                        handled.update(id(read) for read in _data_reads(small, handled) if _write_source(small, read))
+                        handled.update(id(read) for read in data_reads(small, handled) if write_source(small, read))
                         continue
-                    handled.update(id(read) for read in _data_reads(small, set()))  # the whole statement is this finding
-                    swap = any(_same(read.value, target.value) for read in _data_reads(small.value, set()))
+                    handled.update(id(read) for read in data_reads(small, set()))  # the whole statement is this finding
+                    swap = any(same(read.value, target.value) for read in data_reads(small.value, set()))
                     fact = analysis.tracked(target.value, site.statement)
                     if not swap and fact is not None and self._in_play(site, fact):
                         self._storage_swap(site, small, target, fact)
-            for data in _data_reads(site.statement, handled):
+            for data in data_reads(site.statement, handled):
                 self._read(site, data, analysis)
+        for site in analysis.suite_sites():  # reads only: their fixes edit the read itself
+            if not site.position.exempt and not any(data_mutation(s, imports) for s in site.statement.body):
+                for data in data_reads(site.statement, set()):
+                    self._read(site, data, analysis)
         for run in consecutive_runs(updates):
             self._report_update_run(run)  # type: ignore[arg-type]
         return False
@@ -189,11 +200,24 @@ class DataAttribute(Rule):
     def _autograd_in(self, scopes: list[cst.CSTNode], key: int) -> bool:
         """Do these statements (not nested functions or classes) run backward, step or read grads?"""
         if key not in self._scopes:
-            finder = _AutogradFinder(self.context.imports, OPTIMIZER_OR_SCALER_TOKENS | self.context.roles.added(Role.OPTIMIZER))
+            finder = AutogradFinder(self.context.imports, OPTIMIZER_OR_SCALER_TOKENS | self.context.roles.added(Role.OPTIMIZER))
             for scope in scopes:
                 walk(scope, finder)
             self._scopes[key] = finder.found
         return self._scopes[key]
+
+    def _returned_state(self, site: Site, data: cst.Attribute, analysis: TrackingAnalysis) -> bool:
+        """A module getter handing back its parameters (or functions of them) through
+        `.data` (slicetca#3): the caller gets tensors cut from the graph."""
+        info = analysis.classes.get(site.position.class_name or "")
+        function = site.position.function
+        return (
+            info is not None
+            and function is not None
+            and is_getter(function, info)
+            and reads_module_state(data.value, info)
+            and reaches_return(function, site.statement, data)
+        )
 
     # -- writes into a module built just now ------------------------------------------------
     def _fresh_write(self, site: Site, small: cst.BaseSmallStatement, data: cst.Attribute,
@@ -209,26 +233,26 @@ class DataAttribute(Rule):
         the target of another `.data` write; no nested function, lambda or class may see it.
         """
         function = site.position.function
-        name = _chain_root(data.value)
+        name = chain_root(data.value)
         if function is None or name is None:
             return False
         key = id(function)
         units = self._units.get(key)
         if units is None:
-            units = self._units[key] = _Units(function)
+            units = self._units[key] = FunctionUnits(function)
         index = units.index.get(id(small))
         if index is None or units.captured(name):
             return False
         imports = self.context.imports
         write = units.items[index]
-        if _uses(write.node, name, _write_targets(write.node, imports)):
+        if uses_name(write.node, name, write_targets(write.node, imports)):
             return False
         start = index - 1
         while start >= 0:
             unit = units.items[start]
-            if _constructs(unit.node, name):
+            if constructs(unit.node, name):
                 break
-            if _uses(unit.node, name, _write_targets(unit.node, imports)):
+            if uses_name(unit.node, name, write_targets(unit.node, imports)):
                 return False
             start -= 1
         if start < 0:
@@ -239,7 +263,7 @@ class DataAttribute(Rule):
         assert isinstance(built.node, (cst.Assign, cst.AnnAssign)) and isinstance(built.node.value, cst.Call)
         call = built.node.value
         constructor = analysis.module_constructor(call)
-        if constructor is None or _last_name(constructor) in _CONTAINERS:
+        if constructor is None or last_name(constructor) in _CONTAINERS:
             return False
         for argument in call.args:
             if argument.star or (argument.keyword is not None and argument.keyword.value.startswith("_")):
@@ -248,7 +272,7 @@ class DataAttribute(Rule):
                 return False
         loops = {block for block in write.blocks[len(built.blocks):] if block[1]}
         for unit in units.items:
-            if loops.intersection(unit.blocks) and _uses(unit.node, name, _write_targets(unit.node, imports)):
+            if loops.intersection(unit.blocks) and uses_name(unit.node, name, write_targets(unit.node, imports)):
                 return False  # a later iteration writes after this iteration's uses
         return True
 
@@ -262,7 +286,7 @@ class DataAttribute(Rule):
         if not fact.leaf:
             self._non_leaf_mutation(site, small, data, fact)
             return
-        if _storage_change(small) or len(site.statement.body) != 1:
+        if storage_change(small) or len(site.statement.body) != 1:
             self.report(data, f"in-place change of `{label}` through `.data`; do it on `{label}` under `torch.no_grad()`")
             return
         if site.position.grad_disabled:
@@ -328,18 +352,22 @@ class DataAttribute(Rule):
     # -- reads -------------------------------------------------------------------------
     def _read(self, site: Site, data: cst.Attribute, analysis: TrackingAnalysis) -> None:
         fact: Tracked | None = analysis.tracked(data.value, site.statement)
-        if fact is None or not self._in_play(site, fact):
+        if (fact is None or not self._in_play(site, fact)) and not self._returned_state(site, data, analysis):
             return
         imports = self.context.imports
-        init_call = _init_call_argument(site.statement, data, imports)
+        init_call = init_call_argument(site.statement, data, imports)
         label = _label(data.value)
         if init_call:
             fix = Fix(Applicability.UNSAFE, (_strip(data),), "pass the tensor itself")
             self.report(data, f"`nn.init` already works under no_grad: pass `{label}`, not `{label}.data`", fix)
             return
-        if site.position.grad_disabled or _stored_whole(site.statement, data):
+        if site.position.grad_disabled or stored_whole(site.statement, data):
             return  # `obj.attr = p.data`: a deliberate storage alias (FSDP/DDP-style); leave it
-        safe = not _bound_whole(site.statement, data)
+        if _detached_next(site.statement, data):
+            fix = Fix(Applicability.SAFE, (_strip(data),), "drop `.data` (`.detach()` follows)")
+            self.report(data, f"`{label}.data.detach()`: `.data` is redundant before `.detach()`; drop it", fix)
+            return
+        safe = not bound_whole(site.statement, data)
         fix = Fix(
             Applicability.SAFE if safe else Applicability.UNSAFE,
             (Edit(data, _to_detach),),
@@ -351,10 +379,6 @@ class DataAttribute(Rule):
 # -- helpers ---------------------------------------------------------------------------
 def _label(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
-
-
-def _is_data(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Attribute) and node.attr.value == "data"
 
 
 def _strip(data: cst.Attribute) -> Edit:
@@ -369,327 +393,20 @@ def _strip(data: cst.Attribute) -> Edit:
     return Edit(data, replace)
 
 
+def _detached_next(statement: cst.CSTNode, data: cst.Attribute) -> bool:
+    """Is `x.data` the receiver of a `.detach()` call (`x.data.detach()`)? Then dropping
+    `.data` gives the same values, storage and graph cut."""
+    return any(
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.value is data
+        and node.func.attr.value == "detach"
+        and not node.args
+        for node in iter_descendants(statement)
+    )
+
+
 def _to_detach(updated: cst.CSTNode) -> cst.CSTNode:
     """`x.data` -> `x.detach()`."""
     assert isinstance(updated, cst.Attribute)
     return cst.Call(func=cst.Attribute(value=updated.value, attr=cst.Name("detach")), lpar=updated.lpar, rpar=updated.rpar)
-
-
-def _inplace_method(call: cst.Call, imports: ImportIndex) -> bool:
-    if not isinstance(call.func, cst.Attribute) or imports.qualified_name(call.func) is not None:
-        return False
-    method = call.func.attr.value
-    return method.endswith("_") and not method.startswith("_") and method not in _NOT_INPLACE
-
-
-def _data_mutation(small: cst.BaseSmallStatement, imports: ImportIndex) -> cst.Attribute | None:
-    """The `.data` attribute a whole-statement in-place mutation goes through, if any."""
-    node: cst.BaseExpression | None = None
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        node = small.value
-        if not _inplace_method(node, imports):
-            return None
-        while isinstance(node, cst.Call) and _inplace_method(node, imports):
-            node = node.func.value  # type: ignore[attr-defined]
-    elif isinstance(small, cst.AugAssign):
-        node = small.target
-    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
-        node = small.targets[0].target
-    if node is None:
-        return None
-    while isinstance(node, cst.Subscript):
-        node = node.value
-    return node if _is_data(node) else None  # type: ignore[return-value]
-
-
-def _storage_change(small: cst.BaseSmallStatement) -> bool:
-    finder = _MethodFinder(_STORAGE_METHODS)
-    walk(small, finder)
-    return finder.found
-
-
-class _MethodFinder(cst.CSTVisitor):
-    def __init__(self, methods: frozenset[str]) -> None:
-        super().__init__()
-        self.methods = methods
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.methods:
-            self.found = True
-
-
-def _data_reads(statement: cst.CSTNode, handled: set[int]) -> list[cst.Attribute]:
-    finder = _DataReadFinder(handled)
-    walk(statement, finder)
-    return finder.reads
-
-
-class _DataReadFinder(cst.CSTVisitor):
-    """`.data` attributes read in a statement (not the ones already handled as writes)."""
-
-    def __init__(self, handled: set[int]) -> None:
-        super().__init__()
-        self.handled = handled
-        self.reads: list[cst.Attribute] = []
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "data" and id(node) not in self.handled:
-            self.reads.append(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
-class _AutogradFinder(cst.CSTVisitor):
-    """Does a scope (not its nested functions or classes) run backward, step or read grads?"""
-
-    def __init__(self, imports: ImportIndex, stepper_words: frozenset[str]) -> None:
-        super().__init__()
-        self.imports = imports
-        #: receivers whose `.step()` steps an optimizer (`roles.OPTIMIZER_OR_SCALER_TOKENS`
-        #: and the project's optimizer names)
-        self.stepper_words = stepper_words
-        self.found = False
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "grad":
-            self.found = True  # `p.grad`: a hand-written optimizer step
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.imports.qualified_name(node.func) in _BACKWARD_FUNCTIONS:
-            self.found = True
-        elif isinstance(node.func, cst.Attribute):
-            method = node.func.attr.value
-            if method in _BACKWARD_METHODS:
-                self.found = True
-            elif method == "step":
-                receiver = dotted_name(node.func.value) or ""
-                if set(name_tokens(receiver.rsplit(".", 1)[-1])) & self.stepper_words:
-                    self.found = True
-
-
-def _init_call_argument(statement: cst.CSTNode, data: cst.Attribute, imports: ImportIndex) -> bool:
-    """Is `data` the tensor argument of an `nn.init.*` call?"""
-    finder = _InitFinder(data, imports)
-    walk(statement, finder)
-    return finder.found
-
-
-class _InitFinder(cst.CSTVisitor):
-    def __init__(self, data: cst.Attribute, imports: ImportIndex) -> None:
-        super().__init__()
-        self.data = data
-        self.imports = imports
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        name = self.imports.qualified_name(node.func) or ""
-        if name.startswith("torch.nn.init.") and node.args and node.args[0].value is self.data:
-            self.found = True
-
-
-def _bound_whole(statement: cst.SimpleStatementLine, data: cst.Attribute) -> bool:
-    """Is the `.data` tensor itself (not a value computed from it) bound, returned or stored?"""
-    for small in statement.body:
-        value = getattr(small, "value", None)
-        if isinstance(small, _BINDING) and value is not None and _is_or_views(value, data):
-            return True
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-            if any(_is_or_views(a.value, data) for a in small.value.args):
-                return True  # `history.append(p.data)`
-    return False
-
-
-def _stored_whole(statement: cst.SimpleStatementLine, data: cst.Attribute) -> bool:
-    """Is the `.data` tensor itself stored into an attribute or a container slot?"""
-    for small in statement.body:
-        if isinstance(small, cst.Assign) and _is_or_views(small.value, data):
-            if any(isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in small.targets):
-                return True
-    return False
-
-
-def _last_name(name: str) -> str:
-    return name.rsplit(".", 1)[-1]
-
-
-def _chain_root(node: cst.BaseExpression) -> str | None:
-    """`m.weight` / `m.block.bias` -> 'm': a plain attribute chain on a name (at least one attribute)."""
-    if not isinstance(node, cst.Attribute):
-        return None
-    while isinstance(node, cst.Attribute):
-        node = node.value
-    return node.value if isinstance(node, cst.Name) else None
-
-
-def _write_targets(node: cst.CSTNode, imports: ImportIndex) -> set[int]:
-    """The `.data` attributes a small statement writes through (whole-statement mutations, `x.data = ...`)."""
-    if not isinstance(node, cst.BaseSmallStatement):
-        return set()
-    targets: set[int] = set()
-    mutation = _data_mutation(node, imports)
-    if mutation is not None:
-        targets.add(id(mutation))
-    if isinstance(node, cst.Assign):
-        targets.update(id(t.target) for t in node.targets if _is_data(t.target))
-    return targets
-
-
-def _uses(node: cst.CSTNode, name: str, allowed: set[int]) -> bool:
-    """Does `name` occur in `node` other than as the root of one of the `allowed` `.data` writes?"""
-    if isinstance(node, cst.Name):
-        return node.value == name
-    if isinstance(node, cst.Attribute):
-        if id(node) in allowed and _chain_root(node.value) == name:
-            return False
-        return _uses(node.value, name, allowed)  # `x.name` is not a use of `name`
-    return any(_uses(child, name, allowed) for child in node.children)
-
-
-def _constructs(node: cst.CSTNode, name: str) -> bool:
-    """`name = <call>(...)` with one target (the constructor is checked by the caller)."""
-    if isinstance(node, cst.Assign):
-        target = node.targets[0].target if len(node.targets) == 1 else None
-    elif isinstance(node, cst.AnnAssign) and node.value is not None:
-        target = node.target
-    else:
-        return False
-    return isinstance(target, cst.Name) and target.value == name and isinstance(node.value, cst.Call)
-
-
-def _write_source(small: cst.BaseSmallStatement, read: cst.Attribute) -> bool:
-    """Is the `.data` read only the value copied by this write (`... = old.data`, `.copy_(old.data)`)?"""
-    if isinstance(small, (cst.Assign, cst.AugAssign)):
-        return _is_or_views(small.value, read)
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-        return any(_is_or_views(argument.value, read) for argument in small.value.args)
-    return False
-
-
-@dataclass(frozen=True)
-class _Unit:
-    """A piece of a function run as one step: a small statement or a compound statement's header."""
-
-    node: cst.CSTNode
-    #: the statement line of a small statement (None for headers and opaque statements)
-    line: cst.SimpleStatementLine | None
-    #: enclosing blocks, outermost first: (id of the block, is it a loop body)
-    blocks: tuple[tuple[int, bool], ...]
-
-
-class _Units:
-    """A function body (not nested functions) flattened into units in source order."""
-
-    def __init__(self, function: cst.FunctionDef) -> None:
-        self.items: list[_Unit] = []
-        self.nested: list[cst.CSTNode] = []
-        self._suite(function.body, ())
-        self.index = {id(unit.node): i for i, unit in enumerate(self.items)}
-        finder = _NestedScopeFinder()
-        walk(function.body, finder)
-        self.nested = finder.found
-
-    def captured(self, name: str) -> bool:
-        """Can code elsewhere (a nested function, lambda or class; `global`) see `name`?"""
-        return any(_uses(node, name, set()) for node in self.nested)
-
-    def _suite(self, suite: cst.BaseSuite, blocks: tuple[tuple[int, bool], ...]) -> None:
-        if isinstance(suite, cst.SimpleStatementSuite):
-            self.items.extend(_Unit(small, None, blocks) for small in suite.body)
-            return
-        assert isinstance(suite, cst.IndentedBlock)
-        for statement in suite.body:
-            self._statement(statement, blocks)
-
-    def _statement(self, node: cst.BaseStatement, blocks: tuple[tuple[int, bool], ...]) -> None:
-        add = self.items.append
-        if isinstance(node, cst.SimpleStatementLine):
-            self.items.extend(_Unit(small, node, blocks) for small in node.body)
-        elif isinstance(node, cst.If):
-            add(_Unit(node.test, None, blocks))
-            self._suite(node.body, blocks + ((id(node.body), False),))
-            if isinstance(node.orelse, cst.If):
-                self._statement(node.orelse, blocks + ((id(node.orelse), False),))
-            elif node.orelse is not None:
-                self._suite(node.orelse.body, blocks + ((id(node.orelse), False),))
-        elif isinstance(node, (cst.For, cst.While)):
-            inner = blocks + ((id(node.body), True),)
-            if isinstance(node, cst.For):
-                add(_Unit(node.iter, None, blocks))
-                add(_Unit(node.target, None, inner))
-            else:
-                add(_Unit(node.test, None, inner))
-            self._suite(node.body, inner)
-            if node.orelse is not None:
-                self._suite(node.orelse.body, blocks + ((id(node.orelse), False),))
-        elif isinstance(node, cst.With):
-            for item in node.items:
-                add(_Unit(item, None, blocks))
-            self._suite(node.body, blocks + ((id(node.body), False),))
-        elif isinstance(node, (cst.Try, cst.TryStar)):
-            self._suite(node.body, blocks + ((id(node.body), False),))
-            for handler in node.handlers:
-                inner = blocks + ((id(handler), False),)
-                if handler.type is not None:
-                    add(_Unit(handler.type, None, inner))
-                if handler.name is not None:
-                    add(_Unit(handler.name, None, inner))
-                self._suite(handler.body, inner)
-            if node.orelse is not None:
-                self._suite(node.orelse.body, blocks + ((id(node.orelse), False),))
-            if node.finalbody is not None:
-                self._suite(node.finalbody.body, blocks + ((id(node.finalbody), False),))
-        else:
-            add(_Unit(node, None, blocks))  # nested definitions, match, anything newer: opaque
-
-
-class _NestedScopeFinder(cst.CSTVisitor):
-    """Nested functions, lambdas, classes and `global`/`nonlocal` statements of a function body."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[cst.CSTNode] = []
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.found.append(node)
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.found.append(node)
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        self.found.append(node)
-        return False
-
-    def visit_Global(self, node: cst.Global) -> None:
-        self.found.append(node)
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.found.append(node)
-
-
-def _same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-    return a.deep_equals(b)
-
-
-def _is_or_views(node: cst.BaseExpression, data: cst.Attribute) -> bool:
-    if node is data:
-        return True
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return any(_is_or_views(e.value, data) for e in node.elements)
-    if isinstance(node, cst.Subscript):
-        return _is_or_views(node.value, data)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {
-        "view", "reshape", "t", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "expand", "cpu", "to",
-        "contiguous", "numpy", "view_as",
-    }:
-        return _is_or_views(node.func.value, data)
-    return False

@@ -6,15 +6,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autograd_fix.codemods.semantic.dataflow import assigned_names
-from autograd_fix.codemods.expressions import method_call, method_chain, parenthesized
+from autograd_fix.codemods.semantic.callable_aliases import calls_of_alias
+from autograd_fix.codemods.semantic.roles import DATA_ITERABLE_TOKENS, Role
+from autograd_fix.codemods.semantic.grad_free import fresh_factory, grad_free
+from autograd_fix.codemods.semantic.graph_breaks import VARIABLE_NAMES
+from autograd_fix.codemods.expressions import method_call, parenthesized
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.names import iterable_tokens
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.semantic.roles import DATA_ITERABLE_TOKENS, Role
 from autograd_fix.codemods.torch_version import TorchVersion, supports
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.walk import iter_descendants
 
 #: first release of each API the rule rewrites *to* (evidence in the rule's docstring)
 AUTOCAST_SINCE = TorchVersion(1, 12)
@@ -48,24 +49,7 @@ for _name in ("custom_fwd", "custom_bwd"):
 #: positional parameters of the old `torch.<device>.amp.autocast(enabled, dtype, cache_enabled)`
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
-VARIABLE_NAMES = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 
-#: torch functions whose result never requires grad unless asked with `requires_grad=`
-_FACTORIES = frozenset(
-    f"torch.{name}"
-    for name in (
-        "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn", "randint",
-        "randperm", "arange", "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like",
-        "full_like", "rand_like", "randn_like", "randint_like", "Tensor", "FloatTensor", "DoubleTensor",
-        "HalfTensor", "LongTensor", "IntTensor", "ShortTensor", "ByteTensor", "BoolTensor",
-        "cuda.FloatTensor", "cuda.LongTensor", "cuda.DoubleTensor", "cuda.HalfTensor", "cuda.ByteTensor",
-    )
-)
-#: tensor methods that keep "does not require grad" (conversions, copies to a device)
-_CONVERSIONS = frozenset(
-    {"cuda", "cpu", "to", "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte",
-     "type", "contiguous", "pin_memory", "squeeze", "unsqueeze", "view", "reshape", "permute", "t"}
-)
 class DeprecatedAutogradApi(Rule):
     """
     ## What it does
@@ -116,7 +100,11 @@ class DeprecatedAutogradApi(Rule):
     Report-only: `volatile=True` (it does nothing today; the intent was `torch.no_grad()`,
     which changes behaviour, so a person decides), a non-literal `requires_grad=`, extra
     positional arguments, and `*args` passed to `autocast`. Now-unused imports are left
-    alone.
+    alone. A deprecated AMP callable that is referenced rather than called (`autocast =
+    torch.cuda.amp.autocast if amp else torch.autocast`) becomes
+    `functools.partial(torch.amp.autocast, "cuda")` when every call of the alias is in
+    view and maps (keywords only for autocast): safe for a function's local alias, unsafe
+    at module level (another file may call it); a class attribute is reported only.
 
     ## Target PyTorch version
     A rewrite must still run on the oldest PyTorch the project supports (`target-torch`,
@@ -162,12 +150,16 @@ class DeprecatedAutogradApi(Rule):
         super().__init__(context)
         #: enclosing `for` loops: (target names, the loop) innermost last
         self._loops: list[cst.For] = []
+        #: names of iterables that yield data batches (the loader role, and the project's)
+        self._data_words = DATA_ITERABLE_TOKENS | context.roles.added(Role.LOADER)
         #: enclosing statement lists (module body, indented blocks), innermost last
         self._blocks: list[cst.Module | cst.IndentedBlock] = []
         #: `Variable(...)` calls already handled as a whole statement
         self._handled: set[int] = set()
         #: calls in the fallback branch of a version check that already uses torch.amp
         self._fallbacks: set[int] = set()
+        #: enclosing scopes (module, classes, functions), innermost last: where an alias is called
+        self._scopes: list[cst.Module | cst.ClassDef | cst.FunctionDef] = []
 
     # --- traversal -------------------------------------------------------------------
 
@@ -179,7 +171,20 @@ class DeprecatedAutogradApi(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._blocks.append(node)
+        self._scopes.append(node)
         self._fallbacks = _compat_fallback_nodes(node, self.context.imports)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scopes.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._scopes.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._scopes.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._scopes.pop()
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._blocks.append(node)
@@ -200,7 +205,7 @@ class DeprecatedAutogradApi(Rule):
         if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
             return
         data = call.args[0].value
-        if not (isinstance(data, cst.Name) and data.value == assign.targets[0].target.value and self._grad_free(data)):
+        if not (isinstance(data, cst.Name) and data.value == assign.targets[0].target.value and grad_free(data, self.context.imports, self._loops, self._data_words)):
             return
         body = list(self._blocks[-1].body)
         index = next((i for i, s in enumerate(body) if s is node), None)
@@ -257,6 +262,44 @@ class DeprecatedAutogradApi(Rule):
             return
         self._report_amp(node, target, lambda updated: _rewrite_amp_call(updated, target, imports))
 
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`autocast = torch.cuda.amp.autocast if amp else torch.autocast`: the deprecated
+        callable is referenced, and called later through the alias."""
+        for reference in _branches(node.value):
+            target = _AMP.get(self.context.imports.qualified_name(reference) or "")
+            if target is None or target.kind == "custom" or id(reference) in self._fallbacks or not self._available(target):
+                continue
+            self._amp_reference(node, reference, target)
+
+    def _amp_reference(self, assign: cst.Assign, reference: cst.BaseExpression, target: _AmpTarget) -> None:
+        """Fixed with `functools.partial(<new>, "<device>")` when every call of the alias is
+        seen and maps: GradScaler's new signature is the old one after the device; autocast's
+        reorders its positionals, so its calls must pass keywords only. A function's local
+        alias is seen whole (safe); a module-level one may be imported elsewhere (unsafe, a
+        run decides); a class attribute is called through `self` (report only)."""
+        old = f"torch.{target.device}.amp.{target.new.rsplit('.', 1)[1]}"
+        names = [t.target.value for t in assign.targets if isinstance(t.target, cst.Name)]
+        scope = self._scopes[-1] if self._scopes else None
+        local = names and isinstance(scope, (cst.Module, cst.FunctionDef))
+        calls = [calls_of_alias(scope, n) for n in names] if local and scope is not None else [None]
+        mappable = all(c is not None for c in calls) and (
+            target.kind == "scaler" or all(a.keyword is not None or a.star == "**" for c in calls for call in c or () for a in call.args)
+        )
+        message = f"`{old}` is deprecated (FutureWarning since PyTorch {AMP_DEPRECATED_SINCE}) and referenced here"
+        if not mappable:
+            self.report(reference, f"{message}; call `{target.new}({target.device!r}, ...)` where it is called instead")
+            return
+        partial, partial_needs = self.context.imports.expression_for("functools.partial")
+        new, new_needs = self.context.imports.expression_for(target.new)
+        replacement = cst.Call(func=partial, args=_with_commas([cst.Arg(new), cst.Arg(_device_string(target.device))]))
+        fix = Fix(
+            applicability=Applicability.SAFE if isinstance(scope, cst.FunctionDef) else Applicability.UNSAFE,
+            edits=(Edit(reference, lambda updated: replacement),),
+            description=f"use `functools.partial({target.new}, {target.device!r})`",
+            required_imports=partial_needs + new_needs,
+        )
+        self.report(reference, f"{message}; use `functools.partial({target.new}, {target.device!r})`", fix)
+
     def _available(self, target: _AmpTarget) -> bool:
         """Does the project's oldest supported PyTorch have `target`'s new API?"""
         return supports(self.context.target_torch, target.since)
@@ -300,12 +343,12 @@ class DeprecatedAutogradApi(Rule):
             return
         wants_grad = requires_grad is not None and _is_literal(requires_grad.value, "True")
         data = positional[0].value
-        grad_free = self._grad_free(data)
+        visibly_grad_free = grad_free(data, self.context.imports, self._loops, self._data_words)
         if wants_grad:
-            fresh = _fresh_factory(data, self.context.imports)
+            fresh = fresh_factory(data, self.context.imports)
             replacement = "x.requires_grad_()" if fresh else "x.detach().requires_grad_()"
             build = _requires_grad_builder(fresh, self.context.imports)
-        elif grad_free:
+        elif visibly_grad_free:
             replacement = "x"
             build = _identity_builder(self.context.imports)
         else:
@@ -318,43 +361,12 @@ class DeprecatedAutogradApi(Rule):
         )
         self.report(node, f"`Variable` is deprecated since PyTorch 0.4; this call is `{replacement}`", fix)
 
-    def _grad_free(self, node: cst.BaseExpression) -> bool:
-        """Can `node` visibly not require grad (so `Variable(node)` is just `node`)?
-
-        A fresh torch factory call, a `.data` read, a `.detach()`, a loader batch, or
-        conversions (`.cuda()`, `.float()`, `.to(...)`) of one of those.
-        """
-        if _fresh_factory(node, self.context.imports):
-            return True
-        if isinstance(node, cst.Attribute) and node.attr.value == "data":
-            return True
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-            method = node.func.attr.value
-            if method == "detach" and not node.args:
-                return True
-            if method in _CONVERSIONS and self.context.imports.qualified_name(node.func) is None:
-                return self._grad_free(node.func.value)
-            return False
-        if isinstance(node, cst.Name):
-            return self._is_batch_name(node.value)
-        return False
-
-    def _is_batch_name(self, name: str) -> bool:
-        """A target of an enclosing `for ... in <data loader>` loop, rebound only by conversions."""
-        for loop in reversed(self._loops):
-            if name not in assigned_names(loop.target):
-                continue
-            if not iterable_tokens(loop.iter) & (DATA_ITERABLE_TOKENS | self.context.roles.added(Role.LOADER)):
-                return False
-            return _rebound_only_by_conversions(loop.body, name, self)
-        return False
-
-
 # --- helpers ---------------------------------------------------------------------------
 
 
 def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex) -> set[int]:
-    """Ids of calls in the other branch of code that already uses `torch.amp`.
+    """Ids of calls (and callable references) in the other branch of code that already
+    uses `torch.amp`.
 
     `torch.amp.GradScaler(...) if new_torch else torch.cuda.amp.GradScaler()`, an
     `if is_torch_version(">=", "2.3"): ... else: ...`, or a `try: torch.amp... except:`
@@ -379,8 +391,15 @@ def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex) -> set[int]
         else:
             continue
         for alternative in alternatives:
-            fallbacks.update(id(n) for n in iter_descendants(alternative) if isinstance(n, cst.Call))
+            fallbacks.update(id(n) for n in iter_descendants(alternative) if isinstance(n, (cst.Call, cst.Attribute, cst.Name)))
     return fallbacks
+
+
+def _branches(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values an assignment may bind: both arms of conditional expressions."""
+    if isinstance(value, cst.IfExp):
+        return _branches(value.body) + _branches(value.orelse)
+    return [value]
 
 
 def _is_literal(node: cst.BaseExpression, value: str) -> bool:
@@ -456,53 +475,6 @@ def _bare_custom(updated: cst.CSTNode, target: _AmpTarget, imports: ImportIndex)
         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
     )
     return cst.Call(func=func, args=[keyword])
-
-
-def _fresh_factory(node: cst.BaseExpression, imports: ImportIndex) -> bool:
-    """`torch.randn(...)`-style call that makes a new tensor not requiring grad."""
-    if not isinstance(node, cst.Call) or imports.qualified_name(node.func) not in _FACTORIES:
-        return False
-    for arg in node.args:
-        if arg.star == "**":
-            return False
-        if arg.keyword is not None and arg.keyword.value == "requires_grad" and not _is_literal(arg.value, "False"):
-            return False
-    return True
-
-
-def _rebound_only_by_conversions(body: cst.CSTNode, name: str, rule: DeprecatedAutogradApi) -> bool:
-    checker = _RebindChecker(name, rule.context.imports)
-    walk(body, checker)
-    return checker.ok
-
-
-class _RebindChecker(cst.CSTVisitor):
-    """Every assignment to `name` is `name = [Variable(]name.<conversions>()[)]`."""
-
-    def __init__(self, name: str, imports: ImportIndex) -> None:
-        super().__init__()
-        self.name = name
-        self.imports = imports
-        self.ok = True
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if any(self.name in assigned_names(t.target) for t in node.targets):
-            value = node.value
-            if isinstance(value, cst.Call) and self.imports.qualified_name(value.func) in VARIABLE_NAMES and value.args:
-                value = value.args[0].value
-            root, links = method_chain(value)
-            if not (isinstance(root, cst.Name) and root.value == self.name and all(
-                n in _CONVERSIONS and c is not None for n, c in links
-            )):
-                self.ok = False
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if self.name in assigned_names(node.target):
-            self.ok = False
-
-    def visit_For(self, node: cst.For) -> None:
-        if self.name in assigned_names(node.target):
-            self.ok = False
 
 
 def _with_leading(updated: cst.CSTNode, moved: tuple[cst.EmptyLine, ...]) -> cst.CSTNode:

@@ -438,7 +438,27 @@ def _annotation_kind(param: cst.Param, imports: ImportIndex) -> str | None:
     """'tensor', 'scalar' or None from a parameter's annotation."""
     if param.annotation is None:
         return None
-    annotation = param.annotation.annotation
+    return _type_kind(_without_none(param.annotation.annotation, imports), imports)
+
+
+def _without_none(annotation: cst.BaseExpression, imports: ImportIndex) -> cst.BaseExpression:
+    """`Optional[X]`, `Union[X, None]`, `X | None` -> `X`: a None default or argument is
+    no tensor either, so the optional's other member decides (torch.lobpcg's
+    `largest: Optional[bool] = None` is a bool whenever it is not None)."""
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        members = [annotation.left, annotation.right]
+    elif isinstance(annotation, cst.Subscript) and imports.qualified_name(annotation.value) in (
+        "typing.Optional",
+        "typing.Union",
+    ):
+        members = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
+    else:
+        return annotation
+    rest = [m for m in members if not (isinstance(m, cst.Name) and m.value == "None")]
+    return rest[0] if len(rest) == 1 else annotation
+
+
+def _type_kind(annotation: cst.BaseExpression, imports: ImportIndex) -> str | None:
     if imports.qualified_name(annotation) == "torch.Tensor":
         return "tensor"
     name = dotted_name(annotation)
@@ -540,7 +560,7 @@ class TensorFacts:
                 return function not in NOT_ONE_TENSOR and not function[:1].isupper()
             if isinstance(node.func, cst.Attribute):
                 method = node.func.attr.value
-                return method in TENSOR_METHODS and self.is_tensor(node.func.value)
+                return (method in TENSOR_METHODS or _is_inplace_method(method)) and self.is_tensor(node.func.value)
             return False
         if isinstance(node, cst.BinaryOperation):
             if isinstance(node.left, (cst.Tuple, cst.List)) or isinstance(node.right, (cst.Tuple, cst.List)):
@@ -594,6 +614,12 @@ class TensorFacts:
         if isinstance(node, cst.IfExp):
             return self.is_non_tensor(node.body) and self.is_non_tensor(node.orelse)
         return False
+
+
+def _is_inplace_method(method: str) -> bool:
+    """`normal_`, `add_`, `requires_grad_`: a tensor's in-place methods return the tensor
+    itself (pyro's `loc.new_empty(shape).normal_()` is a tensor)."""
+    return method.endswith("_") and not method.startswith("_")
 
 
 def _local_names(function: cst.FunctionDef) -> set[str]:

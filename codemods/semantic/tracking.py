@@ -231,6 +231,8 @@ class TrackingAnalysis:
         self.module_words = MODULE_CALLEE_TOKENS | roles.added(Role.MODEL, Role.CRITERION)
         self.classes: dict[str, ClassInfo] = {}
         self._sites: list[Site] = []
+        #: one-line bodies (`if x: stmt`), on stand-in lines outside the tree
+        self._suite_sites: list[Site] = []
         self._by_statement: dict[int, Site] = {}
         self.freezes_parameters = False
         self.no_grad_callees: set[str] = set()
@@ -248,6 +250,11 @@ class TrackingAnalysis:
     def sites(self) -> Iterator[Site]:
         """Every simple statement, in source order, with its facts."""
         return iter(self._sites)
+
+    def suite_sites(self) -> Iterator[Site]:
+        """The one-line bodies of compound statements (`if flag: out.append(x.data)`), each
+        on a stand-in line that is not in the tree: edit the nodes inside, never the line."""
+        return iter(self._suite_sites)
 
     def site(self, statement: cst.CSTNode) -> Site | None:
         return self._by_statement.get(id(statement))
@@ -675,8 +682,23 @@ class _Walker:
         self.block(module.body, State(), position)
 
     def block(self, statements, state: State, position: Position) -> State:
+        if statements and all(isinstance(s, cst.BaseSmallStatement) for s in statements):
+            return self.suite(statements, state, position)
         for index, statement in enumerate(statements):
             state = self.statement(statement, state, position, id(statements), index)
+        return state
+
+    def suite(self, smalls, state: State, position: Position) -> State:
+        """`if flag: out.append(x.data)`: a one-line body. Its facts are recorded on a
+        stand-in line that is not part of the tree, so it is offered only through
+        `suite_sites()` (an edit of the stand-in itself would never apply); edits of the
+        nodes inside it do."""
+        line = cst.SimpleStatementLine(body=smalls)
+        site = Site(line, state.copy(), position, id(smalls), 0)
+        self.analysis._suite_sites.append(site)
+        self.analysis._by_statement[id(line)] = site
+        for small in smalls:
+            state = self.small(small, state, position)
         return state
 
     def statement(self, node: cst.CSTNode, state: State, position: Position, block: int, index: int) -> State:

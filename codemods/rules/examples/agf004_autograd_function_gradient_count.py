@@ -69,19 +69,23 @@ def scaled_sigmoid(x):
     return ScaledSigmoid.apply(x)
 """
     ),
-    # 4. extra trailing Nones are accepted by autograd
+    # 4. a default that no call site passes still gets its None: not a surplus
     valid(
         """
 import torch
 
-class Identity(torch.autograd.Function):
+class ScaledClone(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x):
-        return x.clone()
+    def forward(ctx, x, scale: float = 1.0):
+        ctx.scale = scale
+        return x.clone() * scale
 
     @staticmethod
     def backward(ctx, grad_output):
-        return grad_output, None
+        return grad_output * ctx.scale, None
+
+def scaled_clone(x):
+    return ScaledClone.apply(x)
 """
     ),
     # 5. setup_context style, one gradient per declared input
@@ -535,5 +539,91 @@ class BinarizeSTE(torch.autograd.Function):
         grad_w = grad_output * (w.abs() <= 1).to(grad_output.dtype)
         return grad_w if ctx.needs_input_grad[0] else None, None
 """,
+    ),
+    # surplus trailing None on two returns (deepseek-ai/TileKernels#10's shape: tensors
+    # plus flags, one None too many; some releases raise, current ones ignore it)
+    invalid(
+        """
+import torch
+
+class GatedNormFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, gate, eps: float, skip_h_grad: bool):
+        scale = h.pow(2).mean(-1, keepdim=True).add(eps).rsqrt()
+        ctx.save_for_backward(h, gate, scale)
+        ctx.skip_h_grad = skip_h_grad
+        return h * scale * gate
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        h, gate, scale = ctx.saved_tensors
+        gate_grad = (grad_out * h * scale).sum(0)
+        if ctx.skip_h_grad:
+            return None, gate_grad, None, None, None
+        return grad_out * gate * scale, gate_grad, None, None, None
+""",
+        """
+import torch
+
+class GatedNormFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, gate, eps: float, skip_h_grad: bool):
+        scale = h.pow(2).mean(-1, keepdim=True).add(eps).rsqrt()
+        ctx.save_for_backward(h, gate, scale)
+        ctx.skip_h_grad = skip_h_grad
+        return h * scale * gate
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        h, gate, scale = ctx.saved_tensors
+        gate_grad = (grad_out * h * scale).sum(0)
+        if ctx.skip_h_grad:
+            return None, gate_grad, None, None
+        return grad_out * gate * scale, gate_grad, None, None
+""",
+    ),
+    # one input, a parenthesised surplus None: a one-element tuple keeps its comma
+    invalid(
+        """
+import torch
+
+class Identity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (grad_output, None)
+""",
+        """
+import torch
+
+class Identity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (grad_output,)
+""",
+    ),
+    # a surplus tensor fails on every release; which value is surplus is the author's call
+    invalid(
+        """
+import torch
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g, g
+"""
     ),
 ]

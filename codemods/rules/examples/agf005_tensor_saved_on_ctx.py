@@ -137,6 +137,26 @@ class Buffered(torch.autograd.Function):
         return g * s * (1 - s)
 """
     ),
+    # a tuple assignment of Python numbers to ctx: attributes are the right place for them
+    valid(
+        """
+import torch
+
+
+class Smooth(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, beta: float, steps: int):
+        ctx.save_for_backward(x)
+        ctx.beta, ctx.steps = beta, steps
+        return torch.nn.functional.softplus(x, beta=beta) * steps
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (x,) = ctx.saved_tensors
+        beta, steps = ctx.beta, ctx.steps
+        return grad_out * torch.sigmoid(beta * x) * steps, None, None
+"""
+    ),
 ]
 
 INVALID = [
@@ -211,7 +231,7 @@ class MyLinear(Function):
         return grad_input, grad_weight
 """,
     ),
-    # 3. merged with an existing save_for_backward; the float stays on ctx
+    # 3. merged with an existing save_for_backward, unpacked straight into backward's `s`; the float stays on ctx
     invalid(
         """
 import torch
@@ -243,8 +263,7 @@ class SiLUScaled(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, sig = ctx.saved_tensors
-        s = sig
+        x, s = ctx.saved_tensors
         return g * ctx.scale * (s + x * s * (1 - s)), None
 """,
     ),
@@ -423,10 +442,88 @@ class Swish(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, beta, out = ctx.saved_tensors
+        x, beta, y = ctx.saved_tensors
         s = torch.sigmoid(beta * x)
-        y = out
         return g * (y * beta + s * (1 - beta * y)), g * (x * y - x * y * s)
+""",
+    ),
+    # a tuple assignment to ctx attributes, read back by a tuple alias (asappresearch/sru#171's shape)
+    invalid(
+        """
+import torch
+
+
+class GatedRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, h0):
+        z, r = torch.sigmoid(u[..., 0]), torch.sigmoid(u[..., 1])
+        h = z * h0 + (1 - z) * u[..., 2]
+        ctx.save_for_backward(u, h0)
+        ctx.z, ctx.r = z, r
+        return h * r
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        u, h0 = ctx.saved_tensors
+        z, r = ctx.z, ctx.r
+        grad_h = grad_out * r
+        grad_u = torch.stack([grad_h * (h0 - u[..., 2]) * z * (1 - z), grad_out * (z * h0 + (1 - z) * u[..., 2]) * r * (1 - r), grad_h * (1 - z)], -1)
+        return grad_u, grad_h * z
+""",
+        """
+import torch
+
+
+class GatedRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, h0):
+        z, r = torch.sigmoid(u[..., 0]), torch.sigmoid(u[..., 1])
+        h = z * h0 + (1 - z) * u[..., 2]
+        ctx.save_for_backward(u, h0, z, r)
+        return h * r
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        u, h0, z, r = ctx.saved_tensors
+        grad_h = grad_out * r
+        grad_u = torch.stack([grad_h * (h0 - u[..., 2]) * z * (1 - z), grad_out * (z * h0 + (1 - z) * u[..., 2]) * r * (1 - r), grad_h * (1 - z)], -1)
+        return grad_u, grad_h * z
+""",
+    ),
+    # an in-place initialiser chained on `new_empty` is a tensor too (pyro-ppl/pyro#1049's shape)
+    invalid(
+        """
+import torch
+from torch.autograd import Function
+
+
+class NoisyShift(Function):
+    @staticmethod
+    def forward(ctx, mean, std):
+        ctx.noise = mean.new_empty(mean.shape).normal_()
+        return mean + ctx.noise * std
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        eps = ctx.noise
+        return grad_output, (grad_output * eps).sum()
+""",
+        """
+import torch
+from torch.autograd import Function
+
+
+class NoisyShift(Function):
+    @staticmethod
+    def forward(ctx, mean, std):
+        noise = mean.new_empty(mean.shape).normal_()
+        ctx.save_for_backward(noise)
+        return mean + noise * std
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        eps, = ctx.saved_tensors
+        return grad_output, (grad_output * eps).sum()
 """,
     ),
 ]

@@ -148,6 +148,28 @@ class Gate(torch.autograd.Function):
         return g * gate, g * x
 """
     ),
+    # `Optional[Tensor] = None` saved: a tensor or None, both accepted
+    valid(
+        """
+from typing import Optional
+
+import torch
+
+
+class MaskedScale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mask: Optional[torch.Tensor] = None, scale: float = 1.0):
+        ctx.save_for_backward(mask)
+        ctx.scale = scale
+        return x * scale if mask is None else x * mask * scale
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (mask,) = ctx.saved_tensors
+        grad = grad_out * ctx.scale
+        return (grad if mask is None else grad * mask), None, None
+"""
+    ),
 ]
 
 INVALID = [
@@ -417,6 +439,53 @@ class Focal(ag.Function):
         eps = ctx.eps
         d = gamma * (1 - p) ** (gamma - 1) * torch.log(p + eps) - (1 - p) ** gamma / (p + eps)
         return g * d, None, None
+""",
+    ),
+    # `Optional[bool] = None` (pytorch#67827's lobpcg `largest`): a bool whenever it is not None
+    invalid(
+        """
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+class TopKEigFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, A: Tensor, k: Optional[int] = None, descending: Optional[bool] = None):
+        evals, evecs = torch.linalg.eigh(A)
+        if descending:
+            evals, evecs = evals.flip(-1), evecs.flip(-1)
+        ctx.save_for_backward(A, evals, evecs, descending)
+        return evals[..., :k], evecs[..., :k]
+
+    @staticmethod
+    def backward(ctx, evals_grad, evecs_grad):
+        A, evals, evecs, descending = ctx.saved_tensors
+        return evecs @ torch.diag_embed(evals_grad) @ evecs.mT, None, None
+""",
+        """
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+class TopKEigFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, A: Tensor, k: Optional[int] = None, descending: Optional[bool] = None):
+        evals, evecs = torch.linalg.eigh(A)
+        if descending:
+            evals, evecs = evals.flip(-1), evecs.flip(-1)
+        ctx.descending = descending
+        ctx.save_for_backward(A, evals, evecs)
+        return evals[..., :k], evecs[..., :k]
+
+    @staticmethod
+    def backward(ctx, evals_grad, evecs_grad):
+        A, evals, evecs = ctx.saved_tensors
+        descending = ctx.descending
+        return evecs @ torch.diag_embed(evals_grad) @ evecs.mT, None, None
 """,
     ),
 ]

@@ -114,6 +114,28 @@ def inner_step(model, x, y):
     return w.grad
 """
     ),
+    # a learnable weight vector made from numbers, and a logged copy of the terms without requires_grad
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+def fit(model, batches, optimizer):
+    criterion = nn.MSELoss()
+    weights = torch.tensor([0.5, 0.3, 0.2], requires_grad=True)
+    history = []
+    for inputs, targets in batches:
+        outs = model(inputs)
+        terms = torch.stack([criterion(o, targets) for o in outs])
+        loss = (weights * terms).sum()
+        history.append(torch.tensor([t.item() for t in terms]))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return history
+"""
+    ),
 ]
 
 INVALID = [
@@ -305,6 +327,88 @@ def step(model, x, y, optimizer):
     loss = loss.detach().requires_grad_()
     loss.backward()
     optimizer.step()
+"""
+    ),
+    # a comprehension of per-stage losses copied into a fresh leaf (DGUNet issue 6's shape): torch.stack keeps the graph
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+
+class DeepSupervisionNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+    def forward(self, x):
+        outs = []
+        for block in self.blocks:
+            x = torch.relu(block(x))
+            outs.append(x)
+        return outs
+
+
+def train(loader):
+    net = DeepSupervisionNet()
+    criterion = nn.MSELoss()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    for x, y in loader:
+        outs = net(x)
+        loss = torch.tensor([criterion(o, y) for o in outs], requires_grad=True).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
+        """
+import torch
+import torch.nn as nn
+
+
+class DeepSupervisionNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+    def forward(self, x):
+        outs = []
+        for block in self.blocks:
+            x = torch.relu(block(x))
+            outs.append(x)
+        return outs
+
+
+def train(loader):
+    net = DeepSupervisionNet()
+    criterion = nn.MSELoss()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    for x, y in loader:
+        outs = net(x)
+        loss = torch.stack([criterion(o, y) for o in outs]).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
+    ),
+    # the same with a dtype conversion asked for: report only
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+
+def fit(batches):
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.Adam(model.parameters())
+    mse = nn.MSELoss()
+    l1 = nn.L1Loss()
+    for inputs, targets in batches:
+        pred = model(inputs)
+        terms = torch.tensor([mse(pred, targets), l1(pred, targets)], dtype=torch.float64, requires_grad=True)
+        loss = terms.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
 """
     ),
 ]

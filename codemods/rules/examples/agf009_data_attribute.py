@@ -377,6 +377,33 @@ for epoch in range(2):
         opt.step()
 """
     ),
+    # numbers made from a parameter's `.data` (repr, a float getter) and an initialiser: nothing leaves with a graph
+    valid(
+        """
+import torch
+from torch import nn
+
+
+class ScaledLinear(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.linear = nn.Linear(n, n)
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return self.linear(x) * self.scale
+
+    def extra_repr(self):
+        return f"scale={self.scale.data.item():.3f}"
+
+    def scale_value(self):
+        return self.scale.data.item()
+
+    def reset_parameters_(self):
+        self.scale.data.fill_(1.0)
+        return self.scale.data
+"""
+    ),
 ]
 
 INVALID = [
@@ -763,6 +790,50 @@ for epoch in range(2):
         loss = criterion(answer, label)
         loss.backward()
         opt.step()
+""",
+    ),
+    # a module getter hands back its parameters (and functions of them) through `.data`, in one-line
+    # `if` bodies (arthur-pe/slicetca#3's shape); the rule cannot see the intent of `detach=False`
+    invalid(
+        """
+import torch
+from torch import nn
+
+
+class LowRankFactors(nn.Module):
+    def __init__(self, shapes, rank):
+        super().__init__()
+        self.factors = nn.ParameterList([nn.Parameter(torch.randn(rank, n)) for n in shapes])
+
+    def forward(self):
+        return torch.einsum("ri,rj->ij", self.factors[0], self.factors[1])
+
+    def factor_list(self, detach=False):
+        out = []
+        for k in range(len(self.factors)):
+            if detach: out.append(self.factors[k].data.detach())
+            else: out.append(torch.relu(self.factors[k]).data)
+        return out
+""",
+        """
+import torch
+from torch import nn
+
+
+class LowRankFactors(nn.Module):
+    def __init__(self, shapes, rank):
+        super().__init__()
+        self.factors = nn.ParameterList([nn.Parameter(torch.randn(rank, n)) for n in shapes])
+
+    def forward(self):
+        return torch.einsum("ri,rj->ij", self.factors[0], self.factors[1])
+
+    def factor_list(self, detach=False):
+        out = []
+        for k in range(len(self.factors)):
+            if detach: out.append(self.factors[k].detach())
+            else: out.append(torch.relu(self.factors[k]).detach())
+        return out
 """,
     ),
 ]

@@ -149,6 +149,23 @@ def train(model, loader, optimizer):
         optimizer.step()
 """
     ),
+    # state None at first, detached right after the call already (the tutorial's own fix)
+    valid(
+        """
+import torch
+
+
+def train(model, loader, optimizer):
+    hidden = None
+    for x, y in loader:
+        out, hidden = model(x, hidden)
+        hidden = hidden.detach()
+        loss = (out - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -338,7 +355,7 @@ def train(rnn, loader, optimizer):
         optimizer.step()
 """,
     ),
-    # 7. state initialised to None: report only (cannot detach None)
+    # 7. state initialised to None: `None.detach()` would fail at the top, so it is detached right after the call
     invalid(
         """
 import torch
@@ -351,7 +368,20 @@ def train(model, loader, optimizer):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-"""
+""",
+        """
+import torch
+
+def train(model, loader, optimizer):
+    hidden = None
+    for x, y in loader:
+        out, hidden = model(x, hidden)
+        hidden = hidden.detach() if isinstance(hidden, torch.Tensor) else tuple(h.detach() for h in hidden)
+        loss = (out - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""",
     ),
     # 8. a trainer method: timesteps in an inner loop, backward once per batch, AMP
     invalid(
@@ -389,7 +419,7 @@ class Trainer:
             self.scaler.update()
 """,
     ),
-    # 9. state is a function parameter: shape and None-ness unknown, report only
+    # 9. state is a function parameter (shape and None-ness unknown): detached right after the call, unsafe
     invalid(
         """
 import torch
@@ -402,6 +432,71 @@ def train(model, loader, optimizer, hidden):
         optimizer.step()
         optimizer.zero_grad()
     return hidden
+""",
+        """
+import torch
+
+def train(model, loader, optimizer, hidden):
+    for x, y in loader:
+        out, hidden = model(x, hidden)
+        hidden = hidden.detach() if isinstance(hidden, torch.Tensor) else tuple(h.detach() for h in hidden)
+        loss = (out - y).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return hidden
+""",
+    ),
+    # module-level loop, state None at first (MorvanZhou/PyTorch-Tutorial#57's shape): detached after the call
+    invalid(
+        """
+import torch
+from torch import nn
+
+gru = nn.GRU(input_size=4, hidden_size=16, batch_first=True)
+head = nn.Linear(16, 1)
+optimizer = torch.optim.SGD([*gru.parameters(), *head.parameters()], lr=0.01)
+state = None  # first chunk starts from zeros
+
+for chunk in torch.randn(6, 2, 5, 4):
+    out, state = gru(chunk, state)
+    loss = head(out).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+        """
+import torch
+from torch import nn
+
+gru = nn.GRU(input_size=4, hidden_size=16, batch_first=True)
+head = nn.Linear(16, 1)
+optimizer = torch.optim.SGD([*gru.parameters(), *head.parameters()], lr=0.01)
+state = None  # first chunk starts from zeros
+
+for chunk in torch.randn(6, 2, 5, 4):
+    out, state = gru(chunk, state)
+    state = state.detach() if isinstance(state, torch.Tensor) else tuple(h.detach() for h in state)
+    loss = head(out).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+    ),
+    # state None at first and read by the loss after the call: detaching there would drop its gradient, report only
+    invalid(
+        """
+import torch
+
+
+def train(model, loader, optimizer):
+    hidden = None
+    for x, y in loader:
+        out, hidden = model(x, hidden)
+        loss = (out - y).pow(2).mean() + 1e-3 * (hidden ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
 """
     ),
 ]

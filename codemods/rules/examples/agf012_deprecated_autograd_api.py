@@ -122,6 +122,25 @@ def make_scaler(device, new_torch):
         return torch.cuda.amp.GradScaler()
 """
     ),
+    # the alias picks the current API, or keeps the old one only as the fallback for old torch
+    valid(
+        """
+import contextlib
+
+import torch
+
+
+def predict(model, loader, use_amp=True):
+    amp_ctx = torch.autocast if use_amp else contextlib.nullcontext
+    legacy = torch.amp.autocast if hasattr(torch, "amp") else torch.cuda.amp.autocast
+    scores = []
+    with torch.no_grad():
+        for images, _ in loader:
+            with amp_ctx("cuda"), legacy("cuda"):
+                scores.append(model(images).softmax(-1))
+    return torch.cat(scores)
+"""
+    ),
 ]
 
 INVALID = [
@@ -392,5 +411,81 @@ def train(model, train_loader, optimizer):
         loss.backward()
         optimizer.step()
 """,
+    ),
+    # the deprecated callable referenced through a conditional alias (LAION-AI/CLIP_benchmark#136's shape)
+    invalid(
+        """
+import contextlib
+
+import torch
+
+
+def embed_captions(text_encoder, batches, mixed_precision=True):
+    amp_ctx = torch.cuda.amp.autocast if mixed_precision else contextlib.nullcontext
+    features = []
+    with torch.no_grad():
+        for tokens in batches:
+            with amp_ctx():
+                features.append(text_encoder(tokens))
+    return torch.cat(features)
+""",
+        """
+import functools
+import contextlib
+
+import torch
+
+
+def embed_captions(text_encoder, batches, mixed_precision=True):
+    amp_ctx = functools.partial(torch.amp.autocast, "cuda") if mixed_precision else contextlib.nullcontext
+    features = []
+    with torch.no_grad():
+        for tokens in batches:
+            with amp_ctx():
+                features.append(text_encoder(tokens))
+    return torch.cat(features)
+""",
+    ),
+    # an aliased GradScaler: the new signature is the old one after the device, positionals map
+    # (module level: other files may call the alias too, so the fix is unsafe)
+    invalid(
+        """
+import torch
+
+make_scaler = torch.cuda.amp.GradScaler
+scaler = make_scaler(2.0 ** 10)
+""",
+        """
+import functools
+import torch
+
+make_scaler = functools.partial(torch.amp.GradScaler, "cuda")
+scaler = make_scaler(2.0 ** 10)
+""",
+    ),
+    # the alias is called with a positional `enabled`, which the new autocast reads as dtype: report only
+    invalid(
+        """
+import torch
+
+def evaluate(model, batch, half):
+    autocast = torch.cuda.amp.autocast
+    with autocast(half):
+        return model(batch)
+"""
+    ),
+    # a class attribute is called through `self`, where its calls are not seen: report only
+    invalid(
+        """
+import torch
+
+
+class Evaluator:
+    autocast = torch.cuda.amp.autocast
+
+    def run(self, model, batch):
+        with self.autocast(True):
+            return model(batch)
+"""
     ),
 ]

@@ -1,0 +1,53 @@
+"""Names bound to a callable and used only by calling them.
+
+A rule that rewrites a callable *reference* (`autocast = torch.cuda.amp.autocast if amp
+else torch.autocast`) instead of a call can only check the arguments where the name is
+called. This answers "is every use of `name` in this scope a call, and which calls": a
+use that hands the name on (an argument, a return, an attribute read) makes the answer
+unknown (None), and the rule then reports without a fix.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autograd_fix.codemods.walk import walk
+
+
+def calls_of_alias(scope: cst.CSTNode, name: str) -> list[cst.Call] | None:
+    """Every call of `name` in `scope` (nested functions included, where the name is
+    read through the closure), or None when `name` is read other than as a callee."""
+    finder = _AliasUses(name)
+    walk(scope, finder)
+    return None if finder.escapes else finder.calls
+
+
+class _AliasUses(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.calls: list[cst.Call] = []
+        self.callees: set[int] = set()
+        #: names that are not reads: assignment targets, attribute names, keywords
+        self.targets: set[int] = set()
+        self.escapes = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name) and node.func.value == self.name:
+            self.calls.append(node)
+            self.callees.add(id(node.func))
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if isinstance(node.target, cst.Name):
+            self.targets.add(id(node.target))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self.targets.add(id(node.attr))  # `torch.autocast` is not a use of `autocast`
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self.targets.add(id(node.keyword))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name and id(node) not in self.callees and id(node) not in self.targets:
+            self.escapes = True
