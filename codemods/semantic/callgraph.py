@@ -8,6 +8,7 @@ result into a gradient computation; which classes are `nn.Module`s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -16,6 +17,7 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import last_segment
 from autograd_fix.codemods.semantic.dataflow import DROPPED, REACHES_SINK, RETURNED, result_flow, stores_on_self
 from autograd_fix.codemods.semantic.gradmode import GradUseFinder, find_grad_use, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.semantic.loops import all_nodes
 from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES, VALUE_INDEX_PAIRS
 from autograd_fix.codemods.walk import walk
 
@@ -122,6 +124,51 @@ class CallGraph:
         return result_flow(caller.node, call, lambda statement: self.uses_grad(statement, caller.class_name))
 
     # -- queries ------------------------------------------------------------------------
+    def holding(self, holds: Callable[[FunctionFacts], bool]) -> list[FunctionFacts]:
+        """Functions for which `holds` is true, directly or through a same-file function
+        they call (transitively).
+
+        A call the graph cannot resolve (`self.trainer.reset()`, `obj.clear()`) counts
+        when some same-file function of that name holds: its receiver is unknown, so the
+        answer may be yes, and a rule that stays silent on "maybe" must hear it.
+        """
+        functions = list(self.functions.values())
+        held = {id(function) for function in functions if holds(function)}
+        changed = True
+        while changed:
+            changed = False
+            names = {function.node.name.value for function in functions if id(function) in held}
+            for function in functions:
+                if id(function) not in held and any(self._may_reach(name, function, held, names) for name in function.calls):
+                    held.add(id(function))
+                    changed = True
+        return [function for function in functions if id(function) in held]
+
+    def _may_reach(self, name: str, caller: FunctionFacts, held: set[int], names: set[str]) -> bool:
+        resolved = self.resolve(name, caller.class_name)
+        if resolved:
+            return any(id(callee) in held for callee in resolved)
+        return name.rsplit(".", 1)[-1] in names
+
+    def assigned_attribute(self, module: cst.Module, attribute: str) -> list[cst.BaseExpression]:
+        """The values assigned anywhere in the file to an attribute of that name
+        (`optimizer.step = types.MethodType(dp_step, optimizer)` for "step")."""
+        values: list[cst.BaseExpression] = []
+        for statement in all_nodes(module, cst.Assign):
+            assert isinstance(statement, cst.Assign)
+            if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == attribute for t in statement.targets):
+                values.append(statement.value)
+        return values
+
+    def referenced_functions(self, value: cst.CSTNode) -> list[FunctionFacts]:
+        """Same-file functions a value names (`types.MethodType(dp_step, opt)`, `partial(f, x)`),
+        by bare name; lambdas are not functions of the graph."""
+        found: list[FunctionFacts] = []
+        for name in all_nodes(value, cst.Name):
+            assert isinstance(name, cst.Name)
+            found.extend(self.by_key.get((None, name.value), []))
+        return found
+
     def uses_grad(self, node: cst.CSTNode, class_name: str | None) -> bool:
         use = find_grad_use(node, self.imports)
         if use.direct:
@@ -254,3 +301,4 @@ def is_module_class(node: cst.ClassDef, imports: ImportIndex) -> bool:
     return any(
         isinstance(statement, cst.FunctionDef) and statement.name.value == "forward" for statement in node.body.body
     )
+
