@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from autograd_fix.codemods.expressions import is_true
-from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.loops import (
     RootTracker,
     StatementOrder,
@@ -26,6 +26,9 @@ from autograd_fix.codemods.semantic.loops import (
     statement_line,
 )
 from autograd_fix.codemods.model import Applicability, Edit, Fix
+from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.dataflow import stores_on_self
+from autograd_fix.codemods.semantic.module_values import constant_attributes
 from autograd_fix.codemods.names import WRAPPING_ITERATORS, expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 
@@ -160,7 +163,7 @@ class UnneededRetainGraph(RootTracker, Rule):
             roots = [root.value, follower[1]]
         else:
             return
-        evidence = _Evidence(scope, call, parents)
+        evidence = _Evidence(scope, call, parents, self.context.semantic.call_graph)
         if not evidence.graph_is_fresh(roots) or evidence.graph_escapes(roots, imports):
             return
         if len(roots) == 1:
@@ -224,7 +227,7 @@ def _following_backward(
 class _Evidence:
     """Is the graph behind the roots built fresh here, and does any of it leave the scope?"""
 
-    def __init__(self, scope: cst.CSTNode, call: cst.Call, parents: dict[int, cst.CSTNode]) -> None:
+    def __init__(self, scope: cst.CSTNode, call: cst.Call, parents: dict[int, cst.CSTNode], graph: CallGraph) -> None:
         self.scope = scope
         self.call = call
         self.parents = parents
@@ -232,7 +235,14 @@ class _Evidence:
         self.region: cst.CSTNode = self.loop.body if self.loop is not None else _body(scope)
         self.order = StatementOrder.of(self.region)
         self.region_bindings = bindings(self.region)
+        self.region_bound = {binding.name for binding in self.region_bindings}
+        self.call_graph = graph
+        self.owner = graph.owner(scope) if isinstance(scope, cst.FunctionDef) else None
+        #: `self.X` set once in `__init__` from literals or its parameters: read freely
+        self.constants = constant_attributes(self.owner) if self.owner is not None else frozenset()
         self.allowed_outside = self._allowed_outside_names()
+        #: attributes called (`self.criterion_c(...)`, `model.init_hidden`): functions, not values
+        self.callees = {id(c.func) for c in all_nodes(self.region, cst.Call) if isinstance(c.func, cst.Attribute)}  # type: ignore[union-attr]
         #: names of the graph bound in the region (roots and everything they are computed from)
         self.graph: set[str] = set()
 
@@ -264,7 +274,7 @@ class _Evidence:
             for binding in found:
                 if binding.kind not in {"assign", "augassign", "annassign"} or binding.value is None:
                     return False
-                if not self._unconditional(binding.statement):
+                if not self._unconditional(binding.statement) or self._calls_stateful(binding.value):
                     return False
                 position = self.order.position(binding.statement)
                 if position > call_position:
@@ -278,6 +288,15 @@ class _Evidence:
                     elif read not in self.allowed_outside:
                         return False  # from outside and not data, or carried from the last iteration
         return True
+
+    def _calls_stateful(self, value: cst.BaseExpression) -> bool:
+        """Calls a same-file function that stores on `self`: it may hand back a graph it kept."""
+        class_name = self.owner.name.value if self.owner is not None else None
+        for call in all_nodes(value, cst.Call):
+            name = dotted_name(call.func)  # type: ignore[union-attr]
+            if name is not None and any(stores_on_self(f.node) for f in self.call_graph.resolve(name, class_name)):
+                return True
+        return False
 
     def _unconditional(self, statement: cst.CSTNode) -> bool:
         if self.loop is not None:
@@ -302,12 +321,21 @@ class _Evidence:
             if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PLACEMENT_METHODS:
                 for argument in call.args:  # `x.to(self.device)`: where, not what
                     callee_heads.update(id(n) for n in read_name_nodes(argument.value))
+        for attribute in all_nodes(value, cst.Attribute):
+            assert isinstance(attribute, cst.Attribute)
+            if isinstance(attribute.value, cst.Name) and attribute.value.value == "self" and attribute.attr.value in self.constants:
+                callee_heads.add(id(attribute.value))  # `self.gama * loss_c`: a set-up constant
         return {n.value for n in read_name_nodes(value) if id(n) not in callee_heads and n.value not in {"True", "False", "None"}}
 
     def _mentions_state(self) -> bool:
-        for name in all_nodes(self.region, cst.Name):
-            assert isinstance(name, cst.Name)
-            if set(name_tokens(name.value)) & _STATE_TOKENS:
+        """A value from outside the iteration named like carried state (`hidden`, `self.memory`);
+        names bound in the iteration (`loss_c`) were followed by `graph_is_fresh` instead."""
+        for name in read_name_nodes(self.region):
+            if name.value not in self.region_bound and set(name_tokens(name.value)) & _STATE_TOKENS:
+                return True
+        for attribute in all_nodes(self.region, cst.Attribute):
+            assert isinstance(attribute, cst.Attribute)
+            if id(attribute) not in self.callees and set(name_tokens(attribute.attr.value)) & _STATE_TOKENS:
                 return True
         for call in all_nodes(self.region, cst.Call):
             assert isinstance(call, cst.Call)

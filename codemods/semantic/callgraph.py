@@ -61,6 +61,8 @@ class CallGraph:
         self.by_key: dict[tuple[str | None, str], list[FunctionFacts]] = {}
         #: classes of this file that are modules (an nn.Module base, or a `forward`)
         self.module_classes: set[str] = set()
+        #: the file's classes by name (the last one of a name wins, as at run time)
+        self.classes: dict[str, cst.ClassDef] = {}
 
     @classmethod
     def build(cls, module: cst.Module, imports: ImportIndex) -> "CallGraph":
@@ -71,6 +73,11 @@ class CallGraph:
     def facts(self, node: cst.FunctionDef) -> FunctionFacts | None:
         """The facts of a function of this file (None for a node of another tree)."""
         return self.functions.get(id(node))
+
+    def owner(self, node: cst.FunctionDef) -> cst.ClassDef | None:
+        """The class whose method `node` is (None for a plain function)."""
+        facts = self.facts(node)
+        return self.classes.get(facts.class_name) if facts is not None and facts.class_name else None
 
     def _collect(self, module: cst.Module) -> None:
         collector = _Collector(self)
@@ -193,6 +200,7 @@ class _Collector(cst.CSTVisitor):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         module_like = is_module_class(node, self.analysis.imports)
         self.classes.append((node.name.value, module_like))
+        self.analysis.classes[node.name.value] = node
         if module_like:
             self.analysis.module_classes.add(node.name.value)
 

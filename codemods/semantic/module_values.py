@@ -1,4 +1,4 @@
-"""Which values in a class or function are modules, read from how they are built.
+"""Which values in a class or function are modules (or constants), read from how they are built.
 
 `self.fc = nn.Linear(...)` or `self.layers = [Layer(d, e) for ...]` in `__init__` makes
 `self.fc` / `self.layers` modules (or containers of modules), and a loop over such a
@@ -64,3 +64,59 @@ def module_loop_names(loops: list[cst.CSTNode], attributes: frozenset[str]) -> f
         if dotted_name(iterable) in attributes and isinstance(target, cst.Name):
             found.add(target.value)
     return frozenset(found)
+
+
+def constant_attributes(node: cst.ClassDef) -> frozenset[str]:
+    """`self.X` attributes that hold no autograd graph and never change after set-up:
+    assigned only in `__init__`, from literals and `__init__`'s own parameters
+    (`self.gama = gama`, `self.aux_loss = 0`). Reading one in a training step carries
+    nothing from an earlier iteration into the graph."""
+    inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
+    if not inits:
+        return frozenset()
+    parameters = {p.name.value for p in (*inits[0].params.posonly_params, *inits[0].params.params, *inits[0].params.kwonly_params)}
+    constant: set[str] = set()
+    changed: set[str] = set()
+    for method in (s for s in node.body.body if isinstance(s, cst.FunctionDef)):
+        for statement in iter_descendants(method.body):
+            for target, value in _self_assignments(statement):
+                if method is inits[0] and isinstance(statement, cst.Assign) and _plain(value, parameters):
+                    constant.add(target)
+                else:
+                    changed.add(target)
+    return frozenset(constant - changed)
+
+
+def _self_assignments(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression | None]]:
+    """(X, value) for each `self.X` (or an item of it) that `statement` writes."""
+    if isinstance(statement, cst.Assign):
+        targets = [t.target for t in statement.targets]
+    elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+        targets = [statement.target]
+    else:
+        return []
+    found = []
+    for target in targets:
+        whole = isinstance(target, cst.Attribute)
+        while isinstance(target, cst.Subscript) or (isinstance(target, cst.Attribute) and not _on_self(target)):
+            target, whole = target.value, False
+        if isinstance(target, cst.Attribute) and _on_self(target):
+            found.append((target.attr.value, statement.value if whole else None))
+    return found
+
+
+def _on_self(node: cst.Attribute) -> bool:
+    return isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def _plain(value: cst.BaseExpression | None, parameters: set[str]) -> bool:
+    """A literal, a constructor parameter, or arithmetic of those."""
+    if isinstance(value, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(value, cst.Name):
+        return value.value in parameters or value.value in {"True", "False", "None"}
+    if isinstance(value, cst.UnaryOperation):
+        return _plain(value.expression, parameters)
+    if isinstance(value, cst.BinaryOperation):
+        return _plain(value.left, parameters) and _plain(value.right, parameters)
+    return False

@@ -114,6 +114,48 @@ for part in parts:
     part.sum().backward(retain_graph=True)
 """
     ),
+    # 11. an attribute that a method reassigns (a carried memory) is read into the loss
+    valid(
+        """
+class Trainer:
+    def __init__(self, model, optimizer, weight):
+        self.model = model
+        self.optimizer = optimizer
+        self.weight = weight
+        self.prior = 0
+
+    def fit(self, train_loader):
+        for inputs, targets in train_loader:
+            out = self.model(inputs)
+            loss_c = (out - targets).pow(2).mean() + self.prior
+            self.optimizer.zero_grad()
+            loss_c.backward(retain_graph=True)
+            self.optimizer.step()
+            self.prior = self.weight * out.mean()
+"""
+    ),
+    # 12. a same-file method that caches its result on self builds part of the loss
+    valid(
+        """
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+        self.cached_reg = None
+
+    def regularizer(self):
+        if self.cached_reg is None:
+            self.cached_reg = sum(p.pow(2).sum() for p in self.model.parameters())
+        return self.cached_reg
+
+    def fit(self, train_loader):
+        for inputs, targets in train_loader:
+            loss = (self.model(inputs) - targets).abs().mean() + self.regularizer()
+            self.optimizer.zero_grad()
+            loss.backward(retain_graph=True)
+            self.optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -308,6 +350,57 @@ for x, y in loader:
     (loss_cls + loss_reg).backward()
     optimizer.step()
     optimizer.zero_grad()
+""",
+    ),
+    # 9. a trainer method: constants set once in __init__, a fresh regulariser, `loss_c` named like a cell
+    invalid(
+        """
+class Trainer:
+    def __init__(self, model, optimizer, alpha=0.8):
+        self.model = model
+        self.optimizer = optimizer
+        self.alpha = alpha
+        self.aux_loss = 0
+
+    def l2_penalty(self):
+        penalty = torch.zeros(1)
+        for p in self.model.parameters():
+            penalty += p.pow(2).sum()
+        return penalty
+
+    def train(self, train_data):
+        for i, batch in enumerate(train_data):
+            out, prob = self.model(batch["tokens"])
+            loss_c = self.criterion_c(out, batch["target"])
+            loss_d = self.criterion_d(prob, batch["label"])
+            loss = self.alpha * loss_c + (1 - self.alpha) * loss_d + self.l2_penalty() + self.aux_loss
+            self.optimizer.zero_grad()
+            loss.backward(retain_graph=True)
+            self.optimizer.step()
+""",
+        """
+class Trainer:
+    def __init__(self, model, optimizer, alpha=0.8):
+        self.model = model
+        self.optimizer = optimizer
+        self.alpha = alpha
+        self.aux_loss = 0
+
+    def l2_penalty(self):
+        penalty = torch.zeros(1)
+        for p in self.model.parameters():
+            penalty += p.pow(2).sum()
+        return penalty
+
+    def train(self, train_data):
+        for i, batch in enumerate(train_data):
+            out, prob = self.model(batch["tokens"])
+            loss_c = self.criterion_c(out, batch["target"])
+            loss_d = self.criterion_d(prob, batch["label"])
+            loss = self.alpha * loss_c + (1 - self.alpha) * loss_d + self.l2_penalty() + self.aux_loss
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
 """,
     ),
 ]
