@@ -28,7 +28,7 @@ from autograd_fix.codemods.semantic.loops import (
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.dataflow import stores_on_self
-from autograd_fix.codemods.semantic.module_values import constant_attributes
+from autograd_fix.codemods.semantic.module_values import constant_attributes, plain_value
 from autograd_fix.codemods.names import WRAPPING_ITERATORS, expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 
@@ -285,9 +285,16 @@ class _Evidence:
                     local = [b for b in self.region_bindings if b.name == read]
                     if local and min(self.order.position(b.statement) for b in local) < position:
                         pending.append(read)
-                    elif read not in self.allowed_outside:
+                    elif read not in self.allowed_outside and not self._constant_outside(read):
                         return False  # from outside and not data, or carried from the last iteration
         return True
+
+    def _constant_outside(self, name: str) -> bool:
+        """Bound only outside the iteration, and only to literals (`gama = 0.8`)."""
+        if name in self.region_bound:
+            return False
+        found = [b for b in bindings(self.scope) if b.name == name]
+        return bool(found) and all(b.kind == "assign" and plain_value(b.value, set()) for b in found)
 
     def _calls_stateful(self, value: cst.BaseExpression) -> bool:
         """Calls a same-file function that stores on `self`: it may hand back a graph it kept."""

@@ -80,7 +80,7 @@ def constant_attributes(node: cst.ClassDef) -> frozenset[str]:
     for method in (s for s in node.body.body if isinstance(s, cst.FunctionDef)):
         for statement in iter_descendants(method.body):
             for target, value in _self_assignments(statement):
-                if method is inits[0] and isinstance(statement, cst.Assign) and _plain(value, parameters):
+                if method is inits[0] and isinstance(statement, cst.Assign) and plain_value(value, parameters):
                     constant.add(target)
                 else:
                     changed.add(target)
@@ -109,14 +109,14 @@ def _on_self(node: cst.Attribute) -> bool:
     return isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
-def _plain(value: cst.BaseExpression | None, parameters: set[str]) -> bool:
-    """A literal, a constructor parameter, or arithmetic of those."""
+def plain_value(value: cst.BaseExpression | None, parameters: set[str]) -> bool:
+    """A literal, one of `parameters`, or arithmetic of those: a value that holds no graph."""
     if isinstance(value, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
         return True
     if isinstance(value, cst.Name):
         return value.value in parameters or value.value in {"True", "False", "None"}
     if isinstance(value, cst.UnaryOperation):
-        return _plain(value.expression, parameters)
+        return plain_value(value.expression, parameters)
     if isinstance(value, cst.BinaryOperation):
-        return _plain(value.left, parameters) and _plain(value.right, parameters)
+        return plain_value(value.left, parameters) and plain_value(value.right, parameters)
     return False

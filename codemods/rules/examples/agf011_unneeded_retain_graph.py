@@ -156,6 +156,19 @@ class Trainer:
             self.optimizer.step()
 """
     ),
+    # 13. a script whose loss weight is itself a graph built once, before the loop
+    valid(
+        """
+import torch
+
+anchor = model(reference).mean()
+for step, (inputs, target) in enumerate(train_loader):
+    loss = criterion(model(inputs), target) * anchor
+    optimizer.zero_grad()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -401,6 +414,31 @@ class Trainer:
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
+""",
+    ),
+    # 10. a script: the loss weight is a literal bound before the loop
+    invalid(
+        """
+import torch
+
+gama = 0.8
+for step, (inputs, target) in enumerate(train_loader):
+    loss_c = criterion(model(inputs), target)
+    loss = gama * loss_c
+    optimizer.zero_grad()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+""",
+        """
+import torch
+
+gama = 0.8
+for step, (inputs, target) in enumerate(train_loader):
+    loss_c = criterion(model(inputs), target)
+    loss = gama * loss_c
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
 """,
     ),
 ]
