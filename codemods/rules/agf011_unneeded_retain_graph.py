@@ -20,6 +20,7 @@ from autograd_fix.codemods.semantic.loops import (
     has_keyword,
     innermost_loop,
     is_gradient_call,
+    local_nodes,
     parent_map,
     read_name_nodes,
     runs_every_iteration,
@@ -28,7 +29,9 @@ from autograd_fix.codemods.semantic.loops import (
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.dataflow import stores_on_self
-from autograd_fix.codemods.semantic.module_values import constant_attributes, plain_value
+from autograd_fix.codemods.semantic.autograd_function import ACCEPTS_NON_TENSORS
+from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS
+from autograd_fix.codemods.semantic.module_values import builds_module, constant_attributes, plain_value
 from autograd_fix.codemods.names import WRAPPING_ITERATORS, expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 
@@ -161,10 +164,15 @@ class UnneededRetainGraph(RootTracker, Rule):
             roots = [root.value]
         elif len(gradient_calls) == 2 and follower is not None and len(call.args) == 1:
             roots = [root.value, follower[1]]
+        elif len(gradient_calls) == 2 and follower is None:
+            roots = [root.value]  # the other backward must use only values recomputed after this one
         else:
             return
-        evidence = _Evidence(scope, call, parents, self.context.semantic.call_graph)
+        evidence = _Evidence(scope, call, parents, self.context.semantic.call_graph, imports)
         if not evidence.graph_is_fresh(roots) or evidence.graph_escapes(roots, imports):
+            return
+        later = [c for c in gradient_calls if c is not call and (follower is None or c is not expression_statement_call(follower[0]))]
+        if later and not evidence.recomputed_after(later[0]):
             return
         if len(roots) == 1:
             fix = Fix(Applicability.UNSAFE, (Edit(call, _drop_retain_graph),), "remove `retain_graph=True`")
@@ -227,7 +235,10 @@ def _following_backward(
 class _Evidence:
     """Is the graph behind the roots built fresh here, and does any of it leave the scope?"""
 
-    def __init__(self, scope: cst.CSTNode, call: cst.Call, parents: dict[int, cst.CSTNode], graph: CallGraph) -> None:
+    def __init__(
+        self, scope: cst.CSTNode, call: cst.Call, parents: dict[int, cst.CSTNode], graph: CallGraph, imports: ImportIndex
+    ) -> None:
+        self.imports = imports
         self.scope = scope
         self.call = call
         self.parents = parents
@@ -271,6 +282,9 @@ class _Evidence:
             if not found:
                 return False  # a root or a value from outside the region that is not data
             self.graph.add(name)
+            # a rebinding after the call (`x_hat = G(y, e).detach()` for a later update) does not
+            # feed this graph: the iteration rebinds the name before the call before reading it
+            found = [b for b in found if self.order.position(b.statement) < call_position] or found
             for binding in found:
                 if binding.kind not in {"assign", "augassign", "annassign"} or binding.value is None:
                     return False
@@ -290,11 +304,80 @@ class _Evidence:
         return True
 
     def _constant_outside(self, name: str) -> bool:
-        """Bound only outside the iteration, and only to literals (`gama = 0.8`)."""
+        """Bound only outside the iteration, and only to literals (`gama = 0.8`) or modules
+        (`D = Discriminator()`: its parameters are leaves; in-file forwards keep no state)."""
         if name in self.region_bound:
             return False
         found = [b for b in bindings(self.scope) if b.name == name]
-        return bool(found) and all(b.kind == "assign" and plain_value(b.value, set()) for b in found)
+        return bool(found) and all(b.kind == "assign" and b.value is not None and self._no_graph_value(b.value) for b in found)
+
+    def _no_graph_value(self, value: cst.BaseExpression) -> bool:
+        return plain_value(value, set()) or builds_module(value, self.call_graph.module_classes, self.imports)
+
+    def recomputed_after(self, later: cst.Call) -> bool:
+        """Does the later gradient call `name.backward()` in the same region read only values
+        bound after this (retaining) call, data, or values that hold no graph? Then it never
+        backpropagates through the retained graph (talking-heads: `x_hat` recomputed and
+        detached, both discriminator outputs recomputed)."""
+        if not (isinstance(later.func, cst.Attribute) and isinstance(later.func.value, cst.Name)) or later.args:
+            return False
+        first, limit = self.order.position(self.call), self.order.position(later)
+        if limit < first:
+            return False
+        pending, seen = [(later.func.value.value, limit)], set()
+        while pending:
+            name, before = pending.pop()
+            if (name, before) in seen:
+                continue
+            seen.add((name, before))
+            found = [b for b in self.region_bindings if b.name == name and -1 < self.order.position(b.statement) < before]
+            if not found:
+                if name in (self.allowed_outside or set()) or self._constant_outside(name):
+                    continue
+                return False
+            latest = max(found, key=lambda b: self.order.position(b.statement))
+            if latest.kind != "assign" or latest.value is None or not self._unconditional(latest.statement):
+                return False
+            position = self.order.position(latest.statement)
+            if _cut_whole(latest.value):
+                continue
+            reads = self._value_reads(latest.value)
+            if reads is None or (position < first and not self._no_graph_before(latest.value)):
+                return False
+            pending.extend((read, position) for read in reads)
+        return True
+
+    def _value_reads(self, value: cst.BaseExpression) -> set[str] | None:
+        """Names whose values `value` uses, method receivers included (`out` in `out.pow(2)`);
+        functions called by bare or imported name are not values. None when it reads `self` state."""
+        callees: set[int] = set()
+        for call in all_nodes(value, cst.Call):
+            assert isinstance(call, cst.Call)
+            head = call.func
+            while isinstance(head, cst.Attribute) and self.imports.qualified_name(call.func) is not None:
+                head = head.value  # `torch.randn(...)`: an imported function, not a value
+            if isinstance(head, cst.Name):
+                callees.add(id(head))
+        for attribute in all_nodes(value, cst.Attribute):
+            assert isinstance(attribute, cst.Attribute)
+            if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
+                if id(attribute) not in self.callees and attribute.attr.value not in self.constants:
+                    return None
+        return {n.value for n in read_name_nodes(value) if id(n) not in callees and n.value != "self"}
+
+    def _no_graph_before(self, value: cst.BaseExpression) -> bool:
+        """A value made before the retaining call from data only: no call but torch's
+        factories (without `requires_grad`) and methods of what they made."""
+        for call in all_nodes(value, cst.Call):
+            assert isinstance(call, cst.Call)
+            qualified = self.imports.qualified_name(call.func) or ""
+            if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in ACCEPTS_NON_TENSORS:
+                if has_keyword(call, "requires_grad") is None:
+                    continue
+                return False
+            if not isinstance(call.func, cst.Attribute) or isinstance(call.func.value, cst.Name) and call.func.value.value == "self":
+                return False
+        return True
 
     def _calls_stateful(self, value: cst.BaseExpression) -> bool:
         """Calls a same-file function that stores on `self`: it may hand back a graph it kept."""
@@ -346,6 +429,8 @@ class _Evidence:
                 return True
         for call in all_nodes(self.region, cst.Call):
             assert isinstance(call, cst.Call)
+            if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+                continue  # `G(y, e_hat).detach()`: a value made right here, not a carried state
             segment = last_segment(call.func)
             if segment is not None and set(name_tokens(segment)) & _STATE_CALL_TOKENS:
                 return True
@@ -366,17 +451,23 @@ class _Evidence:
                 if {n.value for n in read_name_nodes(binding.value)} & derived:
                     derived.add(binding.name)
                     changed = True
-        for node in all_nodes(self.scope, (cst.Return, cst.Yield)):
+        if isinstance(self.scope, cst.Module):
+            if self._functions_read_globals(derived):
+                return True
+            nodes = local_nodes  # a script: the file's functions see only the globals they read
+        else:
+            nodes = all_nodes  # nested defs and lambdas count: fail closed
+        for node in nodes(self.scope, (cst.Return, cst.Yield)):
             value = node.value  # type: ignore[union-attr]
             if value is not None and _reads_unbroken(value, derived):
                 return True
-        for node in all_nodes(self.scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        for node in nodes(self.scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
             value = node.value  # type: ignore[union-attr]
             if value is not None and any(isinstance(t, (cst.Attribute, cst.Subscript)) for t in targets):
                 if _reads_unbroken(value, derived):
                     return True
-        for node in all_nodes(self.scope, cst.Expr):
+        for node in nodes(self.scope, cst.Expr):
             assert isinstance(node, cst.Expr)
             call = node.value
             if not isinstance(call, cst.Call) or is_gradient_call(call, imports):
@@ -385,11 +476,32 @@ class _Evidence:
                 continue
             if any(_reads_unbroken(a.value, derived) for a in call.args):
                 return True
-        for attribute in all_nodes(self.scope, cst.Attribute):
+        for attribute in nodes(self.scope, cst.Attribute):
             assert isinstance(attribute, cst.Attribute)
             if attribute.attr.value in _GRAPH_ATTRIBUTES:
                 return True
         return False
+
+    def _functions_read_globals(self, names: set[str]) -> bool:
+        """Does a function of the script read one of `names` as a global (not its own)?"""
+        for function in all_nodes(self.scope, cst.FunctionDef):
+            assert isinstance(function, cst.FunctionDef)
+            params = function.params
+            own = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+            own |= {p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)}
+            own |= {binding.name for binding in bindings(function)}
+            if {name.value for name in read_name_nodes(function.body)} & (names - own):
+                return True
+        return False
+
+
+def _cut_whole(value: cst.BaseExpression) -> bool:
+    """`G(y, e).detach()`, `loss.item()`, `float(x)`: the value as a whole holds no graph."""
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute):
+        return value.func.attr.value in CUTTING_METHODS
+    return isinstance(value.func, cst.Name) and value.func.value in CUTTING_FUNCTIONS
 
 
 def _reads_unbroken(node: cst.BaseExpression, names: set[str]) -> bool:

@@ -31,12 +31,13 @@ def module_attributes(node: cst.ClassDef, module_classes: set[str], imports: Imp
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
         names = [dotted_name(target) for target in targets]
         attributes = [name for name in names if name is not None and name.startswith("self.") and name.count(".") == 1]
-        if attributes and _builds_module(statement.value, module_classes, imports):
+        if attributes and builds_module(statement.value, module_classes, imports):
             found.update(attributes)
     return frozenset(found)
 
 
-def _builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:
+def builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:
+    """Does `value` construct a module (`torch.nn.X(...)` but not a Parameter, or a module class of the file)?"""
     for call in iter_descendants(value):
         if not isinstance(call, cst.Call):
             continue

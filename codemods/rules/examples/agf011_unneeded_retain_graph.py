@@ -169,6 +169,24 @@ for step, (inputs, target) in enumerate(train_loader):
     optimizer.step()
 """
     ),
+    # 14. a second update reuses the generator output made before the first backward
+    valid(
+        """
+import torch
+
+for epoch in range(epochs):
+    for step, real in enumerate(range(steps)):
+        noise = torch.randn(4, 8)
+        fake = G(noise)
+        loss = critic_loss(D(fake), D(real_batch)) + recon_loss(fake)
+        loss.backward(retain_graph=True)
+        opt_G.step()
+        opt_D.zero_grad()
+        loss_D = critic_loss(D(fake), D(real_batch))
+        loss_D.backward()
+        opt_D.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -439,6 +457,61 @@ for step, (inputs, target) in enumerate(train_loader):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+""",
+    ),
+    # 11. a script's second update recomputes (and detaches) everything it backpropagates
+    invalid(
+        """
+import torch
+
+def hinge(r_real, r_fake):
+    return (torch.relu(1 + r_fake) + torch.relu(1 - r_real)).mean()
+
+for epoch in range(2):
+    for step, k in enumerate(range(3)):
+        frames = torch.randn(2, 3, 8, 8)
+        cond = frames[:, 0]
+        style = E(frames).mean(dim=0)
+        fake = G(cond, style)
+        r_fake, r_real = D(fake, k), D(frames, k)
+        loss = recon(fake, frames) + hinge(r_real, r_fake)
+        loss.backward(retain_graph=True)
+        opt_G.step()
+        opt_D.step()
+
+        # discriminator again, on recomputed outputs
+        fake = G(cond, style).detach()
+        r_fake, r_real = D(fake, k), D(frames, k)
+        opt_D.zero_grad()
+        loss_D = hinge(r_real, r_fake)
+        loss_D.backward()
+        opt_D.step()
+""",
+        """
+import torch
+
+def hinge(r_real, r_fake):
+    return (torch.relu(1 + r_fake) + torch.relu(1 - r_real)).mean()
+
+for epoch in range(2):
+    for step, k in enumerate(range(3)):
+        frames = torch.randn(2, 3, 8, 8)
+        cond = frames[:, 0]
+        style = E(frames).mean(dim=0)
+        fake = G(cond, style)
+        r_fake, r_real = D(fake, k), D(frames, k)
+        loss = recon(fake, frames) + hinge(r_real, r_fake)
+        loss.backward()
+        opt_G.step()
+        opt_D.step()
+
+        # discriminator again, on recomputed outputs
+        fake = G(cond, style).detach()
+        r_fake, r_real = D(fake, k), D(frames, k)
+        opt_D.zero_grad()
+        loss_D = hinge(r_real, r_fake)
+        loss_D.backward()
+        opt_D.step()
 """,
     ),
 ]
