@@ -84,3 +84,24 @@ def test_assigned_attribute_and_the_functions_it_names() -> None:
     assert [cst.Module([]).code_for_node(value) for value in values] == ["types.MethodType(dp_step, optimizer)", "0"]
     assert [function.node.name.value for function in graph.referenced_functions(values[0])] == ["dp_step"]
     assert graph.referenced_functions(values[1]) == []
+
+
+def test_returned_values_of_a_function_that_always_returns() -> None:
+    _, graph = _graph(
+        """
+        def init_params(size, std=1.0):
+            return (torch.randn(size) * std).requires_grad_()
+
+        def maybe(flag):
+            if flag:
+                return torch.ones(1)
+
+        def gen(n):
+            yield torch.zeros(n)
+        """
+    )
+    values = graph.returned_values("init_params")
+    assert values is not None and [cst.Module([]).code_for_node(v) for v in values] == ["(torch.randn(size) * std).requires_grad_()"]
+    assert graph.returned_values("maybe") is None  # may fall off the end
+    assert graph.returned_values("gen") is None
+    assert graph.returned_values("elsewhere") is None

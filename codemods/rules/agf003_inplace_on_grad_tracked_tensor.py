@@ -11,6 +11,7 @@ from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.expressions import is_true
+from autograd_fix.codemods.semantic.module_values import starred_list
 from autograd_fix.codemods.semantic.tracking import (
     OUTPUT_SAVING_MODULES,
     Kind,
@@ -302,14 +303,15 @@ class InplaceOnGradTrackedTensor(Rule):
         )
 
     def _sequential(self, site: Site, analysis: TrackingAnalysis) -> None:
-        """`nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True), ...)`."""
+        """`nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True), ...)`, the layers written
+        inline or in a list handed over as `nn.Sequential(*layers)`."""
         imports = self.context.imports
         for small in site.statement.body:
             for call in self._calls_in(small):
                 if imports.qualified_name(call.func) not in {"torch.nn.Sequential", "torch.nn.modules.container.Sequential"}:
                     continue
-                layers = positional(call)
-                for previous, layer in zip(layers, layers[1:]):
+                layers = positional(call) or starred_list(call, site.position.function or self.context.module)
+                for previous, layer in zip(layers or [], (layers or [])[1:]):
                     if not isinstance(previous, cst.Call) or not isinstance(layer, cst.Call):
                         continue
                     before = analysis.module_constructor(previous)

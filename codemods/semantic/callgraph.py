@@ -39,6 +39,10 @@ class FunctionFacts:
     loops: list[cst.CSTNode] = field(default_factory=list)
     #: returns or yields a value
     returns_value: bool = False
+    #: the values its own `return` statements hand back (nested defs excluded)
+    returned: list[cst.BaseExpression] = field(default_factory=list)
+    #: a generator: what a call returns is not what `return` says
+    yields: bool = False
     #: something in it cuts a graph (`.item()`, `argmax`, `.shape`, a comparison)
     cuts: bool = False
     uses_grad: bool = False
@@ -157,6 +161,20 @@ class CallGraph:
             return any(id(callee) in held for callee in resolved)
         return name.rsplit(".", 1)[-1] in names
 
+    def returned_values(self, name: str, caller_class: str | None = None) -> list[cst.BaseExpression] | None:
+        """What a call of `name` returns, read from the one same-file function it resolves
+        to: the values of its `return` statements (None when unknown: unresolved, several
+        definitions, a generator, or a path that falls off the end)."""
+        callees = self.resolve(name, caller_class)
+        if len(callees) != 1 or callees[0].yields or not callees[0].returned:
+            return None
+        body = callees[0].node.body
+        last = body.body[-1] if isinstance(body, cst.IndentedBlock) and body.body else None
+        ends_in_return = isinstance(body, cst.SimpleStatementSuite) or (
+            isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
+        )
+        return list(callees[0].returned) if ends_in_return else None
+
     def assigned_attribute(self, module: cst.Module, attribute: str) -> list[cst.BaseExpression]:
         """The values assigned anywhere in the file to an attribute of that name
         (`optimizer.step = types.MethodType(dp_step, optimizer)` for "step")."""
@@ -262,10 +280,12 @@ class _Collector(cst.CSTVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         if self.functions and node.value is not None:
             self.functions[-1].returns_value = True
+            self.functions[-1].returned.append(node.value)
 
     def visit_Yield(self, node: cst.Yield) -> None:
         if self.functions:
             self.functions[-1].returns_value = True
+            self.functions[-1].yields = True
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.grad_finders:

@@ -121,3 +121,27 @@ def plain_value(value: cst.BaseExpression | None, parameters: set[str]) -> bool:
     if isinstance(value, cst.BinaryOperation):
         return plain_value(value.left, parameters) and plain_value(value.right, parameters)
     return False
+
+
+def starred_list(call: cst.Call, scope: cst.CSTNode) -> list[cst.BaseExpression] | None:
+    """The layers of `nn.Sequential(*layers)` when `layers = [a, b, c]` is bound once in
+    `scope` (a function or the module) and only ever grown at its end (`append`,
+    `extend`, `+=`): [a, b, c], whose neighbours stay neighbours. None otherwise."""
+    starred = [a for a in call.args if a.star == "*"]
+    if len(call.args) != 1 or len(starred) != 1 or not isinstance(starred[0].value, cst.Name):
+        return None
+    name = starred[0].value.value
+    literal: cst.List | None = None
+    for node in iter_descendants(scope, prune=lambda n: n is not scope and _nested_scope(n)):
+        if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+            if literal is not None or not isinstance(node.value, cst.List):
+                return None
+            literal = node.value
+        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == name:
+            if node.attr.value not in {"append", "extend"}:
+                return None  # insert, reverse, sort, pop: order changes
+        elif isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
+            return None  # `layers[i] = ...` may replace one
+    if literal is None or any(not isinstance(e, cst.Element) for e in literal.elements):
+        return None
+    return [element.value for element in literal.elements]
