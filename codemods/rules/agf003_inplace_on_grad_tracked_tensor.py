@@ -396,8 +396,8 @@ def _intended_update(mutation: _Mutation, fact: Tracked, small: cst.BaseSmallSta
     """A leaf is being updated on purpose: a parameter, a `.grad` step, a fill, a setitem."""
     if fact.kind is Kind.PARAMETER or site.position.in_parameter_loop or _reads_grad(small):
         return True
-    if mutation.kind == "setitem":
-        return True
+    if mutation.kind == "setitem" or (mutation.kind == "augassign" and mutation.through_view):
+        return True  # `w[0] = v`, `weights[0] *= 1.0001`: editing chosen entries of a weight
     names = {c.func.attr.value for c in mutation.methods}  # type: ignore[attr-defined]
     return mutation.kind == "method" and names <= FILL_METHODS
 

@@ -573,7 +573,7 @@ y = (x * x).sum()
 y.backward()
 """
     ),
-    # 14. a weight made by a same-file helper that returns `.requires_grad_()`, scaled in place
+    # 14. a weight made by a same-file helper that returns `.requires_grad_()`, one entry scaled in place
     invalid(
         """
 import torch
@@ -584,7 +584,18 @@ def init_params(size, std=1.0):
 weights = init_params((784, 1))
 bias = init_params(1)
 weights[0] *= 1.0001
-"""
+""",
+        """
+import torch
+
+def init_params(size, std=1.0):
+    return (torch.randn(size) * std).requires_grad_()
+
+weights = init_params((784, 1))
+bias = init_params(1)
+with torch.no_grad():
+    weights[0] *= 1.0001
+""",
     ),
     # 15. Dropout(inplace=True) after ReLU, the layers in a list handed to Sequential(*layers)
     invalid(
