@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from autograd_fix.codemods.expressions import is_false
+from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.gradmode import function_disables_grad, with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.loops import (
@@ -134,11 +135,16 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
                 assert isinstance(loop, (cst.For, cst.While))
                 if _grad_disabled(loop, imports, parents):
                     continue
-                analysis = _LoopAnalysis(loop, imports, parents)
+                analysis = _LoopAnalysis(loop, imports, parents, self.context.semantic.call_graph)
                 if not (analysis.tracked or analysis.tracked_paths):
                     continue
                 for accumulation in analysis.accumulations():
                     self._check(accumulation, analysis)
+
+    @staticmethod
+    def _line_of(statement: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.SimpleStatementLine | None:
+        line = parents.get(id(statement))
+        return line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
 
     def _check(self, accumulation: _Accumulation, analysis: "_LoopAnalysis") -> None:
         scope = analysis.scope
@@ -158,13 +164,21 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         code = self.context.module.code_for_node(accumulation.values[0]).strip()
         containers = [v for v in accumulation.values if isinstance(v, cst.Name) and v.value in analysis.graph_containers]
         if containers:
-            # a step's output dict (`{"loss": loss, "logits": logits}`): `.detach()` does not
-            # apply to it, and which items are tensors is not known here: report only
-            self.report(
-                accumulation.statement,
+            # a step's output dict (`{"loss": loss, "metrics": {...}}`): `.detach()` does not
+            # apply to it; when the same-file step says which items carry a graph (only the
+            # backpropagated ones), detach those in place; otherwise report only
+            message = (
                 f"`{name}` keeps `{code}`, whose items carry this iteration's autograd graph, across "
-                "iterations; store detached copies of its tensors",
+                "iterations; store detached copies of its tensors"
             )
+            paths = [p for c in containers for p in analysis.detachable_items(c.value)]  # type: ignore[union-attr]
+            line = self._line_of(accumulation.statement, analysis.parents)
+            if len(containers) != 1 or not paths or line is None:
+                self.report(accumulation.statement, message)
+                return
+            statements = [f"{path} = {path}.detach()" for path in paths]
+            fix = Fix(Applicability.UNSAFE, (Edit(line, _insert_before(statements)),), f"detach {', '.join(paths)} before keeping `{code}`")
+            self.report(accumulation.statement, message, fix)
             return
         method = "item" if use_item else "detach"
         edits = tuple(Edit(value, _method_appender(method)) for value in accumulation.values)
@@ -184,6 +198,16 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         )
 
 
+def _insert_before(statements: list[str]):
+    """An edit that puts `statements` before the line (and above its comments, which stay with it)."""
+    parsed = [cst.parse_statement(f"{statement}\n") for statement in statements]
+
+    def replace(updated: cst.CSTNode) -> cst.FlattenSentinel:
+        return cst.FlattenSentinel([*parsed, updated])
+
+    return replace
+
+
 def _grad_disabled(loop: cst.CSTNode, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> bool:
     for parent in ancestors(loop, parents):
         if isinstance(parent, cst.With) and with_disables_grad(parent, imports):
@@ -196,11 +220,16 @@ def _grad_disabled(loop: cst.CSTNode, imports: ImportIndex, parents: dict[int, c
 class _LoopAnalysis:
     """Which names in one loop carry a graph that the same iteration frees by backward."""
 
-    def __init__(self, loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> None:
+    def __init__(
+        self, loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode], graph: CallGraph
+    ) -> None:
         self.loop = loop
         self.imports = imports
         self.parents = parents
         self.scope = enclosing_scope(loop, parents)
+        self.graph = graph
+        facts = graph.facts(self.scope) if isinstance(self.scope, cst.FunctionDef) else None
+        self.class_name = facts.class_name if facts is not None else None
         self.loop_bindings = bindings(loop.body)
         self._scope_bindings: list[Binding] | None = None
         #: names the iteration backpropagates from / that feed them through a loss function
@@ -254,7 +283,12 @@ class _LoopAnalysis:
         base = root.value
         if not isinstance(base, cst.Name) or not self._fresh_graph(base.value):
             return
-        self.tracked_paths.add(_code(root))
+        path = _code(root)
+        for assign in local_nodes(self.loop.body, cst.Assign):
+            assert isinstance(assign, cst.Assign)
+            if any(_code(t.target) == path for t in assign.targets) and breaks_graph(assign.value):
+                return  # `output["loss"] = output["loss"].detach()`: cut before it is kept
+        self.tracked_paths.add(path)
         if isinstance(root, cst.Subscript):
             self.graph_containers.add(base.value)
 
@@ -326,6 +360,25 @@ class _LoopAnalysis:
             ):
                 return True
         return False
+
+    def detachable_items(self, container: str) -> list[str]:
+        """`output["loss"]` for `output = module.training_step(batch)` when the same-file step
+        returns one dict literal whose other items hold no graph (`loss.item()`, numbers,
+        dicts of those): the backpropagated items are then all that keeps the graph."""
+        found = self._bindings_of(container)
+        if len(found) != 1 or not isinstance(found[0].value, cst.Call):
+            return []
+        name = dotted_name(found[0].value.func)
+        returned = self.graph.returned_values(name, self.class_name) if name is not None else None
+        if not returned or len(returned) != 1 or not isinstance(returned[0], cst.Dict):
+            return []
+        paths = sorted(p for p in self.tracked_paths if p.startswith(f"{container}["))
+        for element in returned[0].elements:
+            if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+                return []
+            if f"{container}[{element.key.value}]" not in paths and not _holds_no_graph(element.value):
+                return []
+        return paths
 
     def accumulations(self) -> list[_Accumulation]:
         found: list[_Accumulation] = []
@@ -431,6 +484,19 @@ class _LoopAnalysis:
                 if {n.value for n in read_name_nodes(attribute.value)} & derived:
                     return True
         return False
+
+
+def _holds_no_graph(value: cst.BaseExpression) -> bool:
+    """A number, a string, `x.item()`, `float(x)`, or a dict of those."""
+    if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(value, cst.Dict):
+        return all(isinstance(e, cst.DictElement) and _holds_no_graph(e.value) for e in value.elements)
+    if isinstance(value, cst.Call):
+        if isinstance(value.func, cst.Attribute):
+            return value.func.attr.value in {"item", "tolist"}
+        return isinstance(value.func, cst.Name) and value.func.value in {"float", "int", "len", "str"}
+    return False
 
 
 def _keeps_graph(call: cst.Call) -> bool:

@@ -161,19 +161,29 @@ class CallGraph:
             return any(id(callee) in held for callee in resolved)
         return name.rsplit(".", 1)[-1] in names
 
+    def callee(self, name: str, caller_class: str | None = None) -> FunctionFacts | None:
+        """The one same-file function a call of `name` runs: resolved as `resolve` does, or,
+        for a method called on another object (`module.training_step(batch)`), the file's
+        only method of that name. None when there is not exactly one."""
+        found = self.resolve(name, caller_class)
+        if not found and "." in name and not name.startswith(("self.", "cls.")):
+            method = name.rsplit(".", 1)[-1]
+            found = [f for (owner, key), facts in self.by_key.items() if owner is not None and key == method for f in facts]
+        return found[0] if len(found) == 1 else None
+
     def returned_values(self, name: str, caller_class: str | None = None) -> list[cst.BaseExpression] | None:
-        """What a call of `name` returns, read from the one same-file function it resolves
-        to: the values of its `return` statements (None when unknown: unresolved, several
-        definitions, a generator, or a path that falls off the end)."""
-        callees = self.resolve(name, caller_class)
-        if len(callees) != 1 or callees[0].yields or not callees[0].returned:
+        """What a call of `name` returns, read from the one same-file function it runs
+        (`callee`): the values of its `return` statements (None when unknown: no single
+        callee, a generator, or a path that falls off the end)."""
+        callee = self.callee(name, caller_class)
+        if callee is None or callee.yields or not callee.returned:
             return None
-        body = callees[0].node.body
+        body = callee.node.body
         last = body.body[-1] if isinstance(body, cst.IndentedBlock) and body.body else None
         ends_in_return = isinstance(body, cst.SimpleStatementSuite) or (
             isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
         )
-        return list(callees[0].returned) if ends_in_return else None
+        return list(callee.returned) if ends_in_return else None
 
     def assigned_attribute(self, module: cst.Module, attribute: str) -> list[cst.BaseExpression]:
         """The values assigned anywhere in the file to an attribute of that name

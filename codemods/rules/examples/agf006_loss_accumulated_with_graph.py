@@ -157,6 +157,21 @@ def train_epoch(model, loader, optimizer, step_fn):
     return sum(accuracies) / len(accuracies)
 """
     ),
+    # 12. the backpropagated item of a step's output dict is detached before the dict is kept
+    valid(
+        """
+class Runner:
+    def fit(self, loader, net, optimizer):
+        history = []
+        for step, batch in enumerate(loader):
+            result = net.shared_step(batch)
+            result["loss"].backward()
+            optimizer.step()
+            result["loss"] = result["loss"].detach()
+            history.append(result)
+        return history
+"""
+    ),
 ]
 
 INVALID = [
@@ -511,6 +526,65 @@ class Trainer:
             self.optimizer.step()
             epoch_outputs.append(out)
         return epoch_outputs
+""",
+    ),
+    # issue 8: a same-file step returns a dict whose only graph-carrying item is the
+    # backpropagated loss (the others are `.item()`s and numbers): detach that item
+    invalid(
+        """
+import torch.nn as nn
+
+
+class DepthModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Conv2d(3, 1, 3, padding=1)
+
+    def training_step(self, batch, *args):
+        pred = self.net(batch["rgb"])
+        loss = (pred - batch["depth"]).abs().mean()
+        return {"loss": loss, "metrics": {"abs_rel": loss.item()}, "n": 1}
+
+
+class Trainer:
+    def train(self, dataloader, module, optimizer):
+        outputs = []
+        for i, batch in enumerate(dataloader):
+            optimizer.zero_grad()
+            output = module.training_step(batch, i)
+            output["loss"].backward()
+            optimizer.step()
+            # keep the step's output for the epoch summary
+            outputs.append(output)
+        return outputs
+""",
+        """
+import torch.nn as nn
+
+
+class DepthModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Conv2d(3, 1, 3, padding=1)
+
+    def training_step(self, batch, *args):
+        pred = self.net(batch["rgb"])
+        loss = (pred - batch["depth"]).abs().mean()
+        return {"loss": loss, "metrics": {"abs_rel": loss.item()}, "n": 1}
+
+
+class Trainer:
+    def train(self, dataloader, module, optimizer):
+        outputs = []
+        for i, batch in enumerate(dataloader):
+            optimizer.zero_grad()
+            output = module.training_step(batch, i)
+            output["loss"].backward()
+            optimizer.step()
+            output["loss"] = output["loss"].detach()
+            # keep the step's output for the epoch summary
+            outputs.append(output)
+        return outputs
 """,
     ),
 ]
