@@ -274,7 +274,7 @@ class _LoopAnalysis:
             if not backward_has_gradient_argument(call, self.imports):
                 self.scalar.add(root.value)
         for name in list(self.tracked):
-            self.tracked |= self._loss_inputs(name)
+            self.tracked |= self._loss_inputs(name) | self._returned_terms(name)
             self.graph_items |= self._loss_items(name)
 
     def _track_path(self, root: cst.Attribute | cst.Subscript) -> None:
@@ -306,6 +306,38 @@ class _LoopAnalysis:
                     if self._fresh_graph(leaf.value.value):
                         items.add(leaf.value.value)
         return items
+
+    def _returned_terms(self, name: str) -> set[str]:
+        """`MSE`, `ce` in `loss, MSE, ce = my_loss(...)` when the same-file `my_loss` returns
+        `loss, MSE, ce` with `loss = MSE + ce` and each term bound by a loss call: the terms
+        are the backpropagated loss's inputs, freed with its graph."""
+        found = self._bindings_of(name)
+        if len(found) != 1 or not isinstance(found[0].statement, cst.Assign) or not isinstance(found[0].value, cst.Call):
+            return set()
+        targets = found[0].statement.targets
+        if len(targets) != 1 or not isinstance(targets[0].target, cst.Tuple):
+            return set()
+        names = [e.value.value if isinstance(e.value, cst.Name) else None for e in targets[0].target.elements]
+        callee_name = dotted_name(found[0].value.func)
+        callee = self.graph.callee(callee_name, self.class_name) if callee_name is not None else None
+        returned = self.graph.returned_values(callee_name, self.class_name) if callee is not None else None  # type: ignore[arg-type]
+        if callee is None or not returned or len(returned) != 1 or not isinstance(returned[0], cst.Tuple):
+            return set()
+        elements = [e.value.value if isinstance(e.value, cst.Name) else None for e in returned[0].elements]
+        if len(elements) != len(names) or elements[names.index(name)] is None:
+            return set()
+        inner = bindings(callee.node.body)
+        total = [b for b in inner if b.name == elements[names.index(name)]]
+        if len(total) != 1 or total[0].value is None:
+            return set()
+        operands = {leaf.value for leaf in _arithmetic_leaves(total[0].value)}
+        terms: set[str] = set()
+        for mine, theirs in zip(names, elements):
+            term = [b for b in inner if b.name == theirs]
+            if mine is not None and mine != name and theirs in operands and len(term) == 1:
+                if term[0].value is not None and self._is_loss_call(term[0].value) and self._fresh_graph(mine):
+                    terms.add(mine)
+        return terms
 
     def _fresh_graph(self, name: str) -> bool:
         """Bound in the loop by computations only (no for/with targets, no `.item()`-like cut)."""

@@ -172,6 +172,26 @@ class Runner:
         return history
 """
     ),
+    # 13. a same-file loss helper also returns an accuracy, which is no input of the loss
+    valid(
+        """
+import torch.nn.functional as F
+
+def seg_loss(logits, masks):
+    loss = F.cross_entropy(logits, masks)
+    pixel_acc = (logits.argmax(1) == masks).float().mean()
+    return loss, pixel_acc
+
+epoch_acc = 0.0
+for images, masks in loader:
+    loss, pixel_acc = seg_loss(net(images), masks)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    epoch_acc += pixel_acc
+print(epoch_acc / len(loader))
+"""
+    ),
 ]
 
 INVALID = [
@@ -585,6 +605,49 @@ class Trainer:
             # keep the step's output for the epoch summary
             outputs.append(output)
         return outputs
+""",
+    ),
+    # issue 8: the loss terms a same-file loss function returns beside the total it sums
+    invalid(
+        """
+import torch.nn.functional as F
+
+def multitask_loss(cls_logits, boxes, labels, target_boxes):
+    box_l1 = F.smooth_l1_loss(boxes, target_boxes)
+    ce = F.cross_entropy(cls_logits, labels)
+    total = box_l1 + 0.5 * ce
+    return total, box_l1, ce
+
+sum_total, sum_box, sum_ce = 0.0, 0.0, 0.0
+for step, (images, labels, target_boxes) in enumerate(train_loader):
+    cls_logits, boxes = detector(images)
+    total, box_l1, ce = multitask_loss(cls_logits, boxes, labels, target_boxes)
+    optimizer.zero_grad()
+    total.backward()
+    optimizer.step()
+    sum_box += box_l1
+    sum_ce += ce
+print(f"box {sum_box / len(train_loader):.3f} ce {sum_ce / len(train_loader):.3f}")
+""",
+        """
+import torch.nn.functional as F
+
+def multitask_loss(cls_logits, boxes, labels, target_boxes):
+    box_l1 = F.smooth_l1_loss(boxes, target_boxes)
+    ce = F.cross_entropy(cls_logits, labels)
+    total = box_l1 + 0.5 * ce
+    return total, box_l1, ce
+
+sum_total, sum_box, sum_ce = 0.0, 0.0, 0.0
+for step, (images, labels, target_boxes) in enumerate(train_loader):
+    cls_logits, boxes = detector(images)
+    total, box_l1, ce = multitask_loss(cls_logits, boxes, labels, target_boxes)
+    optimizer.zero_grad()
+    total.backward()
+    optimizer.step()
+    sum_box += box_l1.detach()
+    sum_ce += ce.detach()
+print(f"box {sum_box / len(train_loader):.3f} ce {sum_ce / len(train_loader):.3f}")
 """,
     ),
 ]
