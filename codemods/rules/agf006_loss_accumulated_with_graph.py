@@ -140,6 +140,15 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
                     continue
                 for accumulation in analysis.accumulations():
                     self._check(accumulation, analysis)
+                for statement, passed in analysis.tracker_accumulations():
+                    if _backpropagated_attribute(statement, original_node, imports):
+                        continue
+                    self.report(
+                        statement,
+                        f"accumulates the items of `{passed}`, which carry a training iteration's autograd graph, "
+                        "into the object's state on every call from the training loop, keeping every "
+                        "iteration's graph alive; accumulate `.item()` or `.detach()`-ed values",
+                    )
 
     @staticmethod
     def _line_of(statement: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.SimpleStatementLine | None:
@@ -393,6 +402,31 @@ class _LoopAnalysis:
                 return True
         return False
 
+    def tracker_accumulations(self) -> list[tuple[cst.AugAssign, str]]:
+        """`losses_track.update_train_losses(loss)` every iteration, `loss` an output dict
+        whose item is backpropagated, and the same-file method (of a class that is no
+        module) doing `self.train_losses[key] += loss[key]`: (that statement, `loss`)."""
+        found: list[tuple[cst.AugAssign, str]] = []
+        for expression in local_nodes(self.loop.body, cst.Expr):
+            assert isinstance(expression, cst.Expr)
+            call = expression.value
+            name = dotted_name(call.func) if isinstance(call, cst.Call) else None
+            if name is None or innermost_loop(expression, self.parents) is not self.loop:
+                continue
+            if not runs_every_iteration(expression, self.loop, self.parents):
+                continue
+            callee = self.graph.callee(name, self.class_name)
+            if callee is None or callee.class_name is None or callee.module_like_class:
+                continue
+            params = [p.name.value for p in callee.node.params.params][1:]  # after `self`
+            for position, argument in enumerate(call.args):  # type: ignore[union-attr]
+                passed = argument.value
+                if argument.keyword is not None or argument.star or position >= len(params):
+                    break
+                if isinstance(passed, cst.Name) and passed.value in self.graph_containers:
+                    found.extend((s, passed.value) for s in _self_item_sums(callee.node, params[position]))
+        return found
+
     def detachable_items(self, container: str) -> list[str]:
         """`output["loss"]` for `output = module.training_step(batch)` when the same-file step
         returns one dict literal whose other items hold no graph (`loss.item()`, numbers,
@@ -516,6 +550,36 @@ class _LoopAnalysis:
                 if {n.value for n in read_name_nodes(attribute.value)} & derived:
                     return True
         return False
+
+
+def _self_item_sums(function: cst.FunctionDef, parameter: str) -> list[cst.AugAssign]:
+    """`self.totals[key] += batch[key]` in `function`, `batch` being `parameter`."""
+    found: list[cst.AugAssign] = []
+    for statement in all_nodes(function.body, cst.AugAssign):
+        assert isinstance(statement, cst.AugAssign)
+        target, value = statement.target, statement.value
+        if not isinstance(statement.operator, cst.AddAssign) or not isinstance(value, cst.Subscript):
+            continue
+        if not (isinstance(value.value, cst.Name) and value.value.value == parameter):
+            continue
+        root = target.value if isinstance(target, cst.Subscript) else None
+        if isinstance(root, cst.Attribute) and isinstance(root.value, cst.Name) and root.value.value == "self":
+            found.append(statement)
+    return found
+
+
+def _backpropagated_attribute(statement: cst.AugAssign, module: cst.Module, imports: ImportIndex) -> bool:
+    """Does any gradient call of the file read the accumulated attribute (`.totals`)?"""
+    target = statement.target
+    attribute = target.value if isinstance(target, cst.Subscript) else target
+    name = attribute.attr.value if isinstance(attribute, cst.Attribute) else None
+    for call in all_nodes(module, cst.Call):
+        assert isinstance(call, cst.Call)
+        if is_gradient_call(call, imports) and any(
+            isinstance(a, cst.Attribute) and a.attr.value == name for a in all_nodes(call, cst.Attribute)
+        ):
+            return True
+    return False
 
 
 def _holds_no_graph(value: cst.BaseExpression) -> bool:

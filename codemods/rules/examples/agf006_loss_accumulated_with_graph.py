@@ -192,6 +192,32 @@ for images, masks in loader:
 print(epoch_acc / len(loader))
 """
     ),
+    # 14. the tracker is handed plain numbers, not the dict of loss tensors
+    valid(
+        """
+class LossMeter:
+    def __init__(self):
+        self.sums = {}
+        self.count = 0
+
+    def update(self, batch_losses):
+        for key in batch_losses:
+            self.sums[key] = self.sums.get(key, 0.0)
+            self.sums[key] += batch_losses[key]
+        self.count += 1
+
+
+def fit(net, optimizer, loader, meter):
+    for epoch in range(3):
+        for images, targets in loader:
+            losses = net.losses(images, targets)
+            optimizer.zero_grad()
+            losses["total"].backward()
+            optimizer.step()
+            meter.update({key: value.item() for key, value in losses.items()})
+        print(epoch, {k: float(v) / meter.count for k, v in meter.sums.items()})
+"""
+    ),
 ]
 
 INVALID = [
@@ -649,5 +675,32 @@ for step, (images, labels, target_boxes) in enumerate(train_loader):
     sum_ce += ce.detach()
 print(f"box {sum_box / len(train_loader):.3f} ce {sum_ce / len(train_loader):.3f}")
 """,
+    ),
+    # issue 8: a loss tracker's method, called every iteration with the step's loss dict,
+    # sums its items into the tracker's state (reported: which items are tensors is unknown)
+    invalid(
+        """
+class LossMeter:
+    def __init__(self):
+        self.sums = {}
+        self.count = 0
+
+    def update(self, batch_losses):
+        for key in batch_losses:
+            self.sums[key] = self.sums.get(key, 0.0)
+            self.sums[key] += batch_losses[key]
+        self.count += 1
+
+
+def fit(net, optimizer, loader, meter):
+    for epoch in range(3):
+        for images, targets in loader:
+            losses = net.losses(images, targets)
+            optimizer.zero_grad()
+            losses["total"].backward()
+            optimizer.step()
+            meter.update(losses)
+        print(epoch, {k: float(v) / meter.count for k, v in meter.sums.items()})
+"""
     ),
 ]
