@@ -73,3 +73,41 @@ def test_a_step_dict_whose_other_items_hold_no_graph_is_detachable_by_item() -> 
         """
     assert _loop(source.replace("{EXTRA}", "0")).detachable_items("output") == ['output["loss"]']
     assert _loop(source.replace("{EXTRA}", "self.net(batch)")).detachable_items("output") == []
+
+
+def test_a_training_step_returning_its_loss_terms_makes_their_items_graph_carrying() -> None:
+    source = """
+        class DetLoss:
+            def __call__(self, preds, targets):
+                box = (preds - targets).abs().mean()
+                cls = F.cross_entropy(preds, targets)
+                parts = {"box": box, "cls": cls}
+                return box + cls, parts
+
+        class Trainer:
+            def __init__(self):
+                self.criterion = DetLoss()
+
+            def step(self, x, y):
+                loss, parts = self.criterion(self.model(x), y)
+                loss.backward()
+                return {RET}
+
+            def epoch(self, loader):
+                for x, y in loader:
+                    out = self.step(x, y)
+                    for name, value in out.items():
+                        sums[name] += value
+        """
+    module = cst.parse_module(textwrap.dedent(source.replace("{RET}", "parts")))
+    imports = ImportIndex.from_module(module)
+    graph = CallGraph.build(module, imports)
+    assert graph.attribute_class("Trainer", "criterion") == "DetLoss"
+    loops = [node for node in all_nodes(module, cst.For) if isinstance(node, cst.For) and "self.step" in module.code_for_node(node)]
+    analysis = LoopAnalysis(loops[0], imports, parent_map(module), graph, lambda name: "loss" in name)  # type: ignore[arg-type]
+    assert analysis.graph_items == {"out"} and analysis.item_names == {"value"}
+    assert [a.accumulator for a in analysis.accumulations()] == ["sums"]
+    cut = cst.parse_module(textwrap.dedent(source.replace("{RET}", "{k: v.item() for k, v in parts.items()}")))
+    cut_imports = ImportIndex.from_module(cut)
+    cut_loop = next(n for n in all_nodes(cut, cst.For) if isinstance(n, cst.For) and "self.step" in cut.code_for_node(n))
+    assert LoopAnalysis(cut_loop, cut_imports, parent_map(cut), CallGraph.build(cut, cut_imports), lambda n: "loss" in n).graph_items == set()  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from autograd_fix.codemods.semantic.accumulation import (
     backpropagated_attribute,
     numeric_uses,
 )
+from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.gradmode import function_disables_grad, with_disables_grad
 from autograd_fix.codemods.semantic.loops import RootTracker, all_nodes, ancestors, declared_global, is_gradient_call, parent_map
 
@@ -98,14 +99,14 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         imports = self.context.imports
-        for root in self.interesting_roots():
+        for root in _with_callers(self.interesting_roots(), self.context.semantic.call_graph):
             parents = parent_map(root)
             for loop in all_nodes(root, _LOOPS):
                 assert isinstance(loop, (cst.For, cst.While))
                 if _grad_disabled(loop, imports, parents):
                     continue
                 analysis = LoopAnalysis(loop, imports, parents, self.context.semantic.call_graph, _is_loss_name)
-                if not (analysis.tracked or analysis.tracked_paths):
+                if not (analysis.tracked or analysis.tracked_paths or analysis.graph_items):
                     continue
                 for accumulation in analysis.accumulations():
                     self._check(accumulation, analysis)
@@ -174,6 +175,21 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
             f"accumulate them `.{method}()`-ed",
             fix,
         )
+
+
+def _with_callers(roots: list[cst.CSTNode], graph: CallGraph) -> list[cst.CSTNode]:
+    """The roots that backpropagate, and the same-file functions that call one of them
+    (`train_one_epoch` calling `self.train_one_batch`, where the backward is)."""
+    if any(isinstance(root, cst.Module) for root in roots):
+        return roots
+    inside = {id(node) for root in roots for node in all_nodes(root, cst.FunctionDef)}
+    callers = [
+        function.node
+        for function in graph.functions.values()
+        if id(function.node) not in inside
+        and any((callee := graph.callee(name, function.class_name)) is not None and id(callee.node) in inside for name in function.calls)
+    ]
+    return roots + callers
 
 
 def _is_loss_name(name: str) -> bool:

@@ -32,6 +32,7 @@ from autograd_fix.codemods.semantic.loops import (
     innermost_loop,
     is_gradient_call,
     local_nodes,
+    parent_map,
     read_name_nodes,
     runs_every_iteration,
 )
@@ -59,7 +60,7 @@ class LoopAnalysis:
 
     def __init__(
         self,
-        loop: cst.For | cst.While,
+        loop: cst.For | cst.While | cst.FunctionDef,
         imports: ImportIndex,
         parents: dict[int, cst.CSTNode],
         graph: CallGraph,
@@ -87,7 +88,13 @@ class LoopAnalysis:
         #: containers holding a graph among other things: `out` in `out["loss"].backward()`
         #: (`out["acc"]` may be a float: only keeping `out` itself is known to keep the graph)
         self.graph_containers: set[str] = set()
+        #: nested `for k, v in losses.items()` loops over graph items: id(loop) -> `v`
+        self.item_loops: dict[int, str] = {}
         self._find_tracked()
+
+    @property
+    def item_names(self) -> set[str]:
+        return set(self.item_loops.values())
 
     @property
     def scope_bindings(self) -> list[Binding]:
@@ -118,8 +125,46 @@ class LoopAnalysis:
             if not backward_has_gradient_argument(call, self.imports):
                 self.scalar.add(root.value)
         for name in list(self.tracked):
-            self.tracked |= self._loss_inputs(name) | self._returned_terms(name)
-            self.graph_items |= self._loss_items(name)
+            terms, dicts = self._returned_terms(name)
+            self.tracked |= self._loss_inputs(name) | terms
+            self.graph_items |= self._loss_items(name) | dicts
+        self._through_calls(calls)
+
+    def _through_calls(self, gradient_calls: list[cst.Call]) -> None:
+        """`loss_each = self.train_one_batch(x)` every iteration, where the same-file method
+        backpropagates every call and returns a dict of that loss's terms: the dict's items
+        carry a graph its backward freed; so do `v` in `for k, v in loss_each.items()`."""
+        if gradient_calls or isinstance(self.loop, cst.FunctionDef):
+            return  # the loop backpropagates itself (or this is a callee's summary): no further
+        for binding in self.loop_bindings:
+            if binding.kind != "assign" or not isinstance(binding.value, cst.Call) or len(self._bindings_of(binding.name)) != 1:
+                continue
+            if not runs_every_iteration(binding.statement, self.loop, self.parents):
+                continue
+            name = dotted_name(binding.value.func)
+            callee = self.graph.callee(name, self.class_name) if name is not None else None
+            if callee is None or callee.node is self.loop:
+                continue
+            returned = self.graph.returned_values(name, self.class_name)  # type: ignore[arg-type]
+            if not returned or not all(isinstance(r, cst.Name) for r in returned):
+                continue
+            summary = LoopAnalysis(callee.node, self.imports, parent_map(callee.node), self.graph, self.is_loss_name)  # type: ignore[arg-type]
+            if all(r.value in summary.graph_items for r in returned):  # type: ignore[union-attr]
+                self.graph_items.add(binding.name)
+        for loop in local_nodes(self.loop.body, cst.For):
+            assert isinstance(loop, cst.For)
+            iterable = loop.iter
+            if innermost_loop(loop, self.parents) is not self.loop or not isinstance(iterable, cst.Call):
+                continue
+            if not (isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in ("items", "values")):
+                continue
+            if dotted_name(iterable.func.value) not in self.graph_items:
+                continue
+            target = loop.target
+            if iterable.func.attr.value == "items":
+                target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
+            if isinstance(target, cst.Name):
+                self.item_loops[id(loop)] = target.value
 
     def _track_path(self, root: cst.Attribute | cst.Subscript) -> None:
         """`outputs.loss.backward()`: the path carries this iteration's graph, and so do
@@ -151,37 +196,63 @@ class LoopAnalysis:
                         items.add(leaf.value.value)
         return items
 
-    def _returned_terms(self, name: str) -> set[str]:
-        """`MSE`, `ce` in `loss, MSE, ce = my_loss(...)` when the same-file `my_loss` returns
-        `loss, MSE, ce` with `loss = MSE + ce` and each term bound by a loss call: the terms
-        are the backpropagated loss's inputs, freed with its graph."""
+    def _returned_terms(self, name: str) -> tuple[set[str], set[str]]:
+        """(terms, dicts of terms) among the names unpacked beside `name` from one same-file
+        call: `MSE`, `ce` in `loss, MSE, ce = my_loss(...)` when `my_loss` returns
+        `loss, MSE, ce` with `loss = MSE + ce` (or returns `MSE + ce, ...` directly), each
+        term a loss call or a tensor method's result; `loss_item` in
+        `loss, loss_item = self.loss_fn(...)` returning `(iou + cls, {"Box": iou, "Cls": cls})`.
+        All are inputs of the backpropagated loss, freed with its graph."""
         found = self._bindings_of(name)
         if len(found) != 1 or not isinstance(found[0].statement, cst.Assign) or not isinstance(found[0].value, cst.Call):
-            return set()
+            return set(), set()
         targets = found[0].statement.targets
         if len(targets) != 1 or not isinstance(targets[0].target, cst.Tuple):
-            return set()
+            return set(), set()
         names = [e.value.value if isinstance(e.value, cst.Name) else None for e in targets[0].target.elements]
         callee_name = dotted_name(found[0].value.func)
         callee = self.graph.callee(callee_name, self.class_name) if callee_name is not None else None
         returned = self.graph.returned_values(callee_name, self.class_name) if callee is not None else None  # type: ignore[arg-type]
         if callee is None or not returned or len(returned) != 1 or not isinstance(returned[0], cst.Tuple):
-            return set()
-        elements = [e.value.value if isinstance(e.value, cst.Name) else None for e in returned[0].elements]
-        if len(elements) != len(names) or elements[names.index(name)] is None:
-            return set()
+            return set(), set()
+        elements = [e.value for e in returned[0].elements]
+        if len(elements) != len(names):
+            return set(), set()
         inner = bindings(callee.node.body)
-        total = [b for b in inner if b.name == elements[names.index(name)]]
-        if len(total) != 1 or total[0].value is None:
-            return set()
-        operands = {leaf.value for leaf in _arithmetic_leaves(total[0].value)}
+
+        def single(expression: cst.BaseExpression) -> cst.BaseExpression | None:
+            if not isinstance(expression, cst.Name):
+                return expression
+            bound = [b for b in inner if b.name == expression.value]
+            return bound[0].value if len(bound) == 1 else None
+
+        total = single(elements[names.index(name)])
+        if total is None:
+            return set(), set()
+        operands = {leaf.value for leaf in _arithmetic_leaves(total)}
+        is_term = lambda n: isinstance(n, cst.Name) and n.value in operands and self._is_term(single(n))  # noqa: E731
         terms: set[str] = set()
+        dicts: set[str] = set()
         for mine, theirs in zip(names, elements):
-            term = [b for b in inner if b.name == theirs]
-            if mine is not None and mine != name and theirs in operands and len(term) == 1:
-                if term[0].value is not None and self._is_loss_call(term[0].value) and self._fresh_graph(mine):
-                    terms.add(mine)
-        return terms
+            if mine is None or mine == name or not self._fresh_graph(mine):
+                continue
+            value = single(theirs)
+            if is_term(theirs):
+                terms.add(mine)
+            elif isinstance(value, cst.Dict) and value.elements and all(
+                isinstance(e, cst.DictElement) and is_term(e.value) for e in value.elements
+            ):
+                dicts.add(mine)
+        return terms, dicts
+
+    def _is_term(self, value: cst.BaseExpression | None) -> bool:
+        """A loss call, or a tensor method's result (`(a - b).abs().mean()`): a tensor."""
+        if not isinstance(value, cst.Call):
+            return False
+        if self._is_loss_call(value):
+            return True
+        func = value.func
+        return isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and func.value.value == "self")
 
     def _fresh_graph(self, name: str) -> bool:
         """Bound in the loop by computations only (no for/with targets, no `.item()`-like cut)."""
@@ -284,7 +355,8 @@ class LoopAnalysis:
     def accumulations(self) -> list[Accumulation]:
         found: list[Accumulation] = []
         for statement in local_nodes(self.loop.body, (cst.AugAssign, cst.Assign, cst.Expr)):
-            if innermost_loop(statement, self.parents) is not self.loop:
+            inner = innermost_loop(statement, self.parents)
+            if inner is not self.loop and id(inner) not in self.item_loops:
                 continue
             accumulation = self._accumulation(statement)
             if accumulation is not None and accumulation.values:
@@ -329,7 +401,7 @@ class LoopAnalysis:
     def _carries_graph(self, value: cst.BaseExpression) -> bool:
         """A tracked name, or arithmetic on one (`loss * x.size(0)`), with no cut anywhere."""
         if isinstance(value, cst.Name):
-            return value.value in self.tracked or value.value in self.graph_containers
+            return value.value in self.tracked or value.value in self.graph_containers or value.value in self.item_names
         if isinstance(value, (cst.Attribute, cst.Subscript)):
             if code_of(value) in self.tracked_paths:
                 return True
@@ -339,7 +411,7 @@ class LoopAnalysis:
         if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not breaks_graph(value):
             return any(
                 self._carries_graph(leaf) for leaf in _arithmetic_operands(value) if not isinstance(leaf, cst.Name)
-            ) or any(leaf.value in self.tracked for leaf in _arithmetic_leaves(value))
+            ) or any(leaf.value in self.tracked or leaf.value in self.item_names for leaf in _arithmetic_leaves(value))
         return False
 
     def accumulator_is_carried(self, accumulation: Accumulation) -> bool:

@@ -166,10 +166,33 @@ class CallGraph:
         for a method called on another object (`module.training_step(batch)`), the file's
         only method of that name. None when there is not exactly one."""
         found = self.resolve(name, caller_class)
-        if not found and "." in name and not name.startswith(("self.", "cls.")):
-            method = name.rsplit(".", 1)[-1]
+        parts = name.split(".")
+        if not found and parts[0] == "self" and len(parts) in (2, 3) and caller_class is not None:
+            # `self.loss_fn(...)` with `self.loss_fn = YOLOLoss()` set up in `__init__`
+            instance = self.attribute_class(caller_class, parts[1])
+            found = self.by_key.get((instance, parts[2] if len(parts) == 3 else "__call__"), []) if instance else []
+        elif not found and "." in name and parts[0] not in ("self", "cls"):
+            method = parts[-1]
             found = [f for (owner, key), facts in self.by_key.items() if owner is not None and key == method for f in facts]
         return found[0] if len(found) == 1 else None
+
+    def attribute_class(self, class_name: str, attribute: str) -> str | None:
+        """The same-file class of `self.<attribute>` when the class's `__init__` is the only
+        method that sets it, to an instance of that class (`self.loss_fn = YOLOLoss()`)."""
+        node = self.classes.get(class_name)
+        if node is None:
+            return None
+        found: set[str | None] = set()
+        for method in (s for s in node.body.body if isinstance(s, cst.FunctionDef)):
+            for assign in all_nodes(method, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]  # type: ignore[union-attr]
+                if not any(dotted_name(t) == f"self.{attribute}" for t in targets):
+                    continue
+                value = assign.value  # type: ignore[union-attr]
+                constructed = dotted_name(value.func) if isinstance(value, cst.Call) else None
+                ok = method.name.value == "__init__" and isinstance(assign, cst.Assign) and constructed in self.classes
+                found.add(constructed if ok else None)
+        return found.pop() if len(found) == 1 else None
 
     def returned_values(self, name: str, caller_class: str | None = None) -> list[cst.BaseExpression] | None:
         """What a call of `name` returns, read from the one same-file function it runs

@@ -218,6 +218,43 @@ def fit(net, optimizer, loader, meter):
         print(epoch, {k: float(v) / meter.count for k, v in meter.sums.items()})
 """
     ),
+    # 15. the training step hands back plain numbers of its loss terms
+    valid(
+        """
+import torch
+import torch.nn.functional as F
+
+
+class DetLoss:
+    def __call__(self, preds, targets):
+        box = (preds[:, :4] - targets[:, :4]).abs().mean()
+        cls = F.binary_cross_entropy_with_logits(preds[:, 4:], targets[:, 4:])
+        parts = {"box": box, "cls": cls}
+        return box + cls, parts
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.criterion = DetLoss()
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_one_batch(self, images, targets):
+        self.optimizer.zero_grad()
+        loss, parts = self.criterion(self.model(images), targets)
+        loss.backward()
+        self.optimizer.step()
+        return {name: value.item() for name, value in parts.items()}
+
+    def train_one_epoch(self, loader):
+        sums = {"box": 0.0, "cls": 0.0}
+        for n, images, targets in loader:
+            batch_losses = self.train_one_batch(images, targets)
+            for name, value in batch_losses.items():
+                sums[name] += value * n
+        return sums
+"""
+    ),
 ]
 
 INVALID = [
@@ -702,5 +739,77 @@ def fit(net, optimizer, loader, meter):
             meter.update(losses)
         print(epoch, {k: float(v) / meter.count for k, v in meter.sums.items()})
 """
+    ),
+    # issue 8: a same-file training step returns the dict of its loss terms (its backward
+    # freed their graph); the epoch loop sums its items
+    invalid(
+        """
+import torch
+import torch.nn.functional as F
+
+
+class DetLoss:
+    def __call__(self, preds, targets):
+        box = (preds[:, :4] - targets[:, :4]).abs().mean()
+        cls = F.binary_cross_entropy_with_logits(preds[:, 4:], targets[:, 4:])
+        parts = {"box": box, "cls": cls}
+        return box + cls, parts
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.criterion = DetLoss()
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_one_batch(self, images, targets):
+        self.optimizer.zero_grad()
+        loss, parts = self.criterion(self.model(images), targets)
+        loss.backward()
+        self.optimizer.step()
+        return parts
+
+    def train_one_epoch(self, loader):
+        sums = {"box": 0.0, "cls": 0.0}
+        for n, images, targets in loader:
+            batch_losses = self.train_one_batch(images, targets)
+            for name, value in batch_losses.items():
+                sums[name] += value * n
+        return sums
+""",
+        """
+import torch
+import torch.nn.functional as F
+
+
+class DetLoss:
+    def __call__(self, preds, targets):
+        box = (preds[:, :4] - targets[:, :4]).abs().mean()
+        cls = F.binary_cross_entropy_with_logits(preds[:, 4:], targets[:, 4:])
+        parts = {"box": box, "cls": cls}
+        return box + cls, parts
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.criterion = DetLoss()
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_one_batch(self, images, targets):
+        self.optimizer.zero_grad()
+        loss, parts = self.criterion(self.model(images), targets)
+        loss.backward()
+        self.optimizer.step()
+        return parts
+
+    def train_one_epoch(self, loader):
+        sums = {"box": 0.0, "cls": 0.0}
+        for n, images, targets in loader:
+            batch_losses = self.train_one_batch(images, targets)
+            for name, value in batch_losses.items():
+                sums[name] += (value * n).detach()
+        return sums
+""",
     ),
 ]
