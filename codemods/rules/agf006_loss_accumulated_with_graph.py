@@ -110,14 +110,16 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
                     continue
                 for accumulation in analysis.accumulations():
                     self._check(accumulation, analysis)
-                for statement, passed in analysis.tracker_accumulations():
+                for statement, passed, fits in analysis.tracker_accumulations():
                     if backpropagated_attribute(statement, original_node, imports):
                         continue
+                    fix = Fix(Applicability.UNSAFE, (Edit(statement.value, _method_appender("detach")),), "accumulate `.detach()`-ed values")
                     self.report(
                         statement,
                         f"accumulates the items of `{passed}`, which carry a training iteration's autograd graph, "
                         "into the object's state on every call from the training loop, keeping every "
-                        "iteration's graph alive; accumulate `.item()` or `.detach()`-ed values",
+                        "iteration's graph alive; accumulate `.detach()`-ed values",
+                        fix if fits else None,
                     )
 
     @staticmethod

@@ -308,11 +308,13 @@ class LoopAnalysis:
                 return True
         return False
 
-    def tracker_accumulations(self) -> list[tuple[cst.AugAssign, str]]:
+    def tracker_accumulations(self) -> list[tuple[cst.AugAssign, str, bool]]:
         """`losses_track.update_train_losses(loss)` every iteration, `loss` an output dict
         whose item is backpropagated, and the same-file method (of a class that is no
-        module) doing `self.train_losses[key] += loss[key]`: (that statement, `loss`)."""
-        found: list[tuple[cst.AugAssign, str]] = []
+        module) doing `self.train_losses[key] += loss[key]`: (that statement, `loss`, whether
+        `.detach()` fits: the method has this one call site and every item of `loss` is
+        known to be a tensor)."""
+        found: list[tuple[cst.AugAssign, str, bool]] = []
         for expression in local_nodes(self.loop.body, cst.Expr):
             assert isinstance(expression, cst.Expr)
             call = expression.value
@@ -330,8 +332,32 @@ class LoopAnalysis:
                 if argument.keyword is not None or argument.star or position >= len(params):
                     break
                 if isinstance(passed, cst.Name) and passed.value in self.graph_containers:
-                    found.extend((s, passed.value) for s in _self_item_sums(callee.node, params[position]))
+                    fits = self.graph.call_count(callee) == 1 and self._tensor_items(passed.value)
+                    found.extend((s, passed.value, fits) for s in _self_item_sums(callee.node, params[position]))
         return found
+
+    def _tensor_items(self, container: str) -> bool:
+        """`loss = model.compute_loss(...)` whose same-file method returns one dict literal
+        of loss terms or arithmetic on them (`{"total": ce + reg, "ce": ce}`): all tensors."""
+        found = self._bindings_of(container)
+        if len(found) != 1 or not isinstance(found[0].value, cst.Call):
+            return False
+        name = dotted_name(found[0].value.func)
+        callee = self.graph.callee(name, self.class_name) if name is not None else None
+        returned = self.graph.returned_values(name, self.class_name) if callee is not None else None  # type: ignore[arg-type]
+        if callee is None or not returned or len(returned) != 1 or not isinstance(returned[0], cst.Dict):
+            return False
+        inner = bindings(callee.node.body)
+
+        def tensor(value: cst.BaseExpression) -> bool:
+            if isinstance(value, cst.Name):
+                bound = [b for b in inner if b.name == value.value]
+                return len(bound) == 1 and bound[0].value is not None and self._is_term(bound[0].value)
+            if isinstance(value, cst.BinaryOperation):
+                return any(tensor(operand) for operand in _arithmetic_operands(value))
+            return self._is_term(value)
+
+        return all(isinstance(e, cst.DictElement) and tensor(e.value) for e in returned[0].elements)
 
     def detachable_items(self, container: str) -> list[str]:
         """`output["loss"]` for `output = module.training_step(batch)` when the same-file step

@@ -65,6 +65,8 @@ class CallGraph:
         self.by_key: dict[tuple[str | None, str], list[FunctionFacts]] = {}
         #: classes of this file that are modules (an nn.Module base, or a `forward`)
         self.module_classes: set[str] = set()
+        #: calls the graph does not resolve: (calling class, callee name)
+        self.unresolved: list[tuple[str | None, str]] = []
         #: the file's classes by name (the last one of a name wins, as at run time)
         self.classes: dict[str, cst.ClassDef] = {}
 
@@ -87,8 +89,11 @@ class CallGraph:
         collector = _Collector(self)
         walk(module, collector)
         for caller, under_no_grad, name, call in collector.call_sites:
-            for callee in self.resolve(name, caller.class_name if caller else None):
+            resolved = self.resolve(name, caller.class_name if caller else None)
+            for callee in resolved:
                 callee.call_sites.append((caller, under_no_grad, call))
+            if not resolved:
+                self.unresolved.append((caller.class_name if caller else None, name))
         self._propagate()
 
     def resolve(self, name: str, caller_class: str | None) -> list[FunctionFacts]:
@@ -175,6 +180,13 @@ class CallGraph:
             method = parts[-1]
             found = [f for (owner, key), facts in self.by_key.items() if owner is not None and key == method for f in facts]
         return found[0] if len(found) == 1 else None
+
+    def call_count(self, function: FunctionFacts) -> int:
+        """How many calls of the file may run `function`: resolved ones, and unresolved ones
+        whose `callee` it is (`tracker.update(loss)` for the only method `update`)."""
+        return len(function.call_sites) + sum(
+            1 for caller_class, name in self.unresolved if self.callee(name, caller_class) is function
+        )
 
     def attribute_class(self, class_name: str, attribute: str) -> str | None:
         """The same-file class of `self.<attribute>` when the class's `__init__` is the only

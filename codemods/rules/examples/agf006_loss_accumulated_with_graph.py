@@ -812,4 +812,80 @@ class Trainer:
         return sums
 """,
     ),
+    # issue 8: the same tracker, and the step's dict is a same-file loss method's dict of
+    # loss terms (all tensors), passed from this one call site: detach in the tracker
+    invalid(
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LossMeter:
+    def __init__(self):
+        self.sums = {"total": 0.0, "ce": 0.0}
+
+    def update(self, batch_losses):
+        for key in batch_losses:
+            self.sums[key] += batch_losses[key]
+
+
+class SegNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Conv2d(4, 3, 1)
+
+    def forward(self, x):
+        return self.head(x)
+
+    def compute_loss(self, logits, labels):
+        ce = F.cross_entropy(logits, labels)
+        reg = 1e-4 * sum(p.pow(2).sum() for p in self.parameters())
+        return {"total": ce + reg, "ce": ce}
+
+
+def train(model, optimizer, loader, meter):
+    for images, labels in loader:
+        losses = model.compute_loss(model(images), labels)
+        optimizer.zero_grad()
+        losses["total"].backward()
+        optimizer.step()
+        meter.update(losses)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LossMeter:
+    def __init__(self):
+        self.sums = {"total": 0.0, "ce": 0.0}
+
+    def update(self, batch_losses):
+        for key in batch_losses:
+            self.sums[key] += batch_losses[key].detach()
+
+
+class SegNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Conv2d(4, 3, 1)
+
+    def forward(self, x):
+        return self.head(x)
+
+    def compute_loss(self, logits, labels):
+        ce = F.cross_entropy(logits, labels)
+        reg = 1e-4 * sum(p.pow(2).sum() for p in self.parameters())
+        return {"total": ce + reg, "ce": ce}
+
+
+def train(model, optimizer, loader, meter):
+    for images, labels in loader:
+        losses = model.compute_loss(model(images), labels)
+        optimizer.zero_grad()
+        losses["total"].backward()
+        optimizer.step()
+        meter.update(losses)
+""",
+    ),
 ]
