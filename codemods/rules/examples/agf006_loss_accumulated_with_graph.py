@@ -616,6 +616,7 @@ class Trainer:
     invalid(
         """
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class DepthModel(nn.Module):
@@ -623,26 +624,27 @@ class DepthModel(nn.Module):
         super().__init__()
         self.net = nn.Conv2d(3, 1, 3, padding=1)
 
-    def training_step(self, batch, *args):
-        pred = self.net(batch["rgb"])
-        loss = (pred - batch["depth"]).abs().mean()
-        return {"loss": loss, "metrics": {"abs_rel": loss.item()}, "n": 1}
+    def training_step(self, sample, *args):
+        depth = self.net(sample["image"])
+        loss = F.l1_loss(depth, sample["target"])
+        return {"loss": loss, "logs": {"l1": loss.item()}, "count": 1}
 
 
 class Trainer:
-    def train(self, dataloader, module, optimizer):
-        outputs = []
-        for i, batch in enumerate(dataloader):
-            optimizer.zero_grad()
-            output = module.training_step(batch, i)
-            output["loss"].backward()
-            optimizer.step()
+    def run_epoch(self, train_loader, model, opt):
+        history = []
+        for step, sample in enumerate(train_loader):
+            result = model.training_step(sample, step)
+            result["loss"].backward()
+            opt.step()
+            opt.zero_grad()
             # keep the step's output for the epoch summary
-            outputs.append(output)
-        return outputs
+            history.append(result)
+        return history
 """,
         """
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class DepthModel(nn.Module):
@@ -650,24 +652,24 @@ class DepthModel(nn.Module):
         super().__init__()
         self.net = nn.Conv2d(3, 1, 3, padding=1)
 
-    def training_step(self, batch, *args):
-        pred = self.net(batch["rgb"])
-        loss = (pred - batch["depth"]).abs().mean()
-        return {"loss": loss, "metrics": {"abs_rel": loss.item()}, "n": 1}
+    def training_step(self, sample, *args):
+        depth = self.net(sample["image"])
+        loss = F.l1_loss(depth, sample["target"])
+        return {"loss": loss, "logs": {"l1": loss.item()}, "count": 1}
 
 
 class Trainer:
-    def train(self, dataloader, module, optimizer):
-        outputs = []
-        for i, batch in enumerate(dataloader):
-            optimizer.zero_grad()
-            output = module.training_step(batch, i)
-            output["loss"].backward()
-            optimizer.step()
-            output["loss"] = output["loss"].detach()
+    def run_epoch(self, train_loader, model, opt):
+        history = []
+        for step, sample in enumerate(train_loader):
+            result = model.training_step(sample, step)
+            result["loss"].backward()
+            opt.step()
+            opt.zero_grad()
+            result["loss"] = result["loss"].detach()
             # keep the step's output for the epoch summary
-            outputs.append(output)
-        return outputs
+            history.append(result)
+        return history
 """,
     ),
     # issue 8: the loss terms a same-file loss function returns beside the total it sums
