@@ -131,31 +131,34 @@ class MissingZeroGrad(RootTracker, Rule):
             self.note_interesting()
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        roots = self.interesting_roots()
-        if not roots:
-            return
+        candidates = [found for root in self.interesting_roots() for found in self._candidates(root)]
+        if not candidates:
+            return  # nothing to report even if no helper zeroed: the call graph is not needed
         graph = self.context.semantic.call_graph
         zeroing = graph.holding(lambda function: _zeroes(function.node, set()))
         helpers = {function.node.name.value for function in zeroing}
         if _step_patched(original_node, graph, zeroing):
             return  # `optimizer.step` replaced by a function that zeroes (or by one we cannot read)
-        for root in roots:
-            self._analyse(root, helpers)
+        for loop, fact, parents in candidates:
+            if not _zeroes(loop, helpers):
+                self._report(loop, fact, parents)
 
-    def _analyse(self, root: cst.CSTNode, helpers: set[str]) -> None:
+    def _candidates(self, root: cst.CSTNode) -> list[tuple[cst.For | cst.While, _LoopFacts, dict[int, cst.CSTNode]]]:
+        """The innermost training loops under `root` with no zeroing of their own."""
         parents = parent_map(root)
         imports = self.context.imports
         loops = [loop for loop in all_nodes(root, _LOOPS)]
         facts = {id(loop): _loop_facts(loop, imports, parents) for loop in loops}
+        found = []
         for loop in loops:
             fact = facts[id(loop)]
             if not _trains(fact) or fact.unclear:
                 continue
             if any(_trains(facts[id(inner)]) for inner in local_nodes(loop.body, _LOOPS)):
                 continue  # the innermost training loop is the one to fix
-            if _zeroes(loop, helpers):
-                continue
-            self._report(loop, fact, parents)
+            if not _zeroes(loop, set()):
+                found.append((loop, fact, parents))  # type: ignore[arg-type]
+        return found
 
     def _report(self, loop: cst.For | cst.While, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
         if fact.steps and fact.updates:
@@ -301,13 +304,12 @@ def _step_patched(module: cst.Module, graph: CallGraph, zeroing: list[FunctionFa
 
 def _zeroes(node: cst.CSTNode, helpers: set[str]) -> bool:
     """Any zeroing or hand-written `.grad` write under `node`, nested defs included."""
-    for attribute in all_nodes(node, cst.Attribute):
-        assert isinstance(attribute, cst.Attribute)
-        if attribute.attr.value == "zero_grad":
-            return True
-    if any(_touches_grad(target) for target in _written_targets(node)):
+    nodes = all_nodes(node, (cst.Attribute, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del))  # one walk
+    if any(isinstance(n, cst.Attribute) and n.attr.value == "zero_grad" for n in nodes):
         return True
-    return any(_call_zeroes(call, helpers) for call in all_nodes(node, cst.Call))  # type: ignore[arg-type]
+    if any(_touches_grad(target) for target in _written_targets(nodes)):
+        return True
+    return any(isinstance(n, cst.Call) and _call_zeroes(n, helpers) for n in nodes)
 
 
 def _call_zeroes(call: cst.Call, helpers: set[str]) -> bool:
@@ -349,9 +351,9 @@ def _is_parameter_update(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in {"add_", "sub_", "addcdiv_", "addcmul_"} and not _touches_grad(call.func.value)
 
 
-def _written_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+def _written_targets(nodes: list[cst.CSTNode]) -> list[cst.BaseExpression]:
     targets: list[cst.BaseExpression] = []
-    for statement in all_nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del)):
+    for statement in nodes:
         if isinstance(statement, cst.Assign):
             targets.extend(t.target for t in statement.targets)
         elif isinstance(statement, (cst.AugAssign, cst.AnnAssign, cst.Del)):

@@ -65,6 +65,7 @@ class CallGraph:
         self.by_key: dict[tuple[str | None, str], list[FunctionFacts]] = {}
         #: classes of this file that are modules (an nn.Module base, or a `forward`)
         self.module_classes: set[str] = set()
+        self._methods: dict[str, list[FunctionFacts]] | None = None
         #: calls the graph does not resolve: (calling class, callee name)
         self.unresolved: list[tuple[str | None, str]] = []
         #: the file's classes by name (the last one of a name wins, as at run time)
@@ -177,9 +178,17 @@ class CallGraph:
             instance = self.attribute_class(caller_class, parts[1])
             found = self.by_key.get((instance, parts[2] if len(parts) == 3 else "__call__"), []) if instance else []
         elif not found and "." in name and parts[0] not in ("self", "cls"):
-            method = parts[-1]
-            found = [f for (owner, key), facts in self.by_key.items() if owner is not None and key == method for f in facts]
+            found = self._methods_named().get(parts[-1], [])
         return found[0] if len(found) == 1 else None
+
+    def _methods_named(self) -> dict[str, list[FunctionFacts]]:
+        """Every method of the file's classes, by its name (built on first use)."""
+        if self._methods is None:
+            self._methods = {}
+            for (owner, key), facts in self.by_key.items():
+                if owner is not None:
+                    self._methods.setdefault(key, []).extend(facts)
+        return self._methods
 
     def call_count(self, function: FunctionFacts) -> int:
         """How many calls of the file may run `function`: resolved ones, and unresolved ones

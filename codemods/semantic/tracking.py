@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import libcst as cst
 
@@ -236,12 +236,16 @@ class TrackingAnalysis:
         self.freezes_parameters = False
         self.no_grad_callees: set[str] = set()
         self.apply_functions: set[str] = set()
-        #: same-file functions, for what a call of one returns (None: calls stay unknown)
-        self.call_graph: CallGraph | None = None
+        #: the file's call graph, asked for only when a call of a module-level function
+        #: of the file needs what it returns (None: such calls stay unknown)
+        self.call_graph: Callable[[], CallGraph] | None = None
+        self._top_level = {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
         self._returned_leaves: dict[str, Tracked | None] = {}
 
     @classmethod
-    def build(cls, module: cst.Module, imports: ImportIndex, call_graph: "CallGraph | None" = None) -> "TrackingAnalysis":
+    def build(
+        cls, module: cst.Module, imports: ImportIndex, call_graph: "Callable[[], CallGraph] | None" = None
+    ) -> "TrackingAnalysis":
         analysis = cls(module, imports)
         analysis.call_graph = call_graph
         prepass = _PrePass(analysis)
@@ -309,11 +313,11 @@ class TrackingAnalysis:
         every value it returns does (`return (torch.randn(size) * std).requires_grad_()`,
         `torch.zeros(n, requires_grad=True)`, `nn.Parameter(...)`), read with no outer
         facts: a returned argument or global stays unknown."""
-        if self.call_graph is None:
+        if self.call_graph is None or name not in self._top_level:
             return None
         if name not in self._returned_leaves:
             self._returned_leaves[name] = None  # a recursive call is unknown
-            values = self.call_graph.returned_values(name)
+            values = self.call_graph().returned_values(name)
             if values:
                 evaluator = _Evaluator(self, State(), Position(None, None, False, None))
                 facts = [evaluator.value(value) for value in values]
