@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
-from autograd_fix.codemods.semantic.module_values import module_attributes, module_loop_names
+from autograd_fix.codemods.semantic.module_values import constant_attributes, module_attributes, module_loop_names
 
 SOURCE = textwrap.dedent(
     """
@@ -57,3 +57,27 @@ def test_loops_over_module_containers_bind_modules() -> None:
     _, predict, _ = _parts()
     loops = [node for node in predict.body.body if isinstance(node, cst.For)]
     assert module_loop_names(loops, frozenset({"self.layers", "self.head"})) == {"layer", "block"}
+
+
+def test_constant_attributes_are_set_once_in_init_from_literals_or_parameters() -> None:
+    module = cst.parse_module(
+        textwrap.dedent(
+            """
+            class Trainer:
+                def __init__(self, model, gama=0.8):
+                    self.model = model
+                    self.gama = gama
+                    self.scale = 1 - gama
+                    self.aux_loss = 0
+                    self.prior = 0
+                    self.history = []
+                    self.fc = nn.Linear(2, 2)
+
+                def step(self, x):
+                    self.prior = self.model(x).mean()
+                    self.history.append(x)
+            """
+        )
+    )
+    trainer = next(node for node in module.body if isinstance(node, cst.ClassDef))
+    assert constant_attributes(trainer) == {"model", "gama", "scale", "aux_loss"}

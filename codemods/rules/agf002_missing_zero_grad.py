@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.loops import (
@@ -123,66 +124,41 @@ class MissingZeroGrad(RootTracker, Rule):
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)
         self._init_tracker()
-        #: same-file functions that zero gradients themselves, and what each one calls
-        self._zeroing: set[str] = set()
-        self._calls: dict[str, set[str]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         if is_backward_call(node, self.context.imports):
             self.note_interesting()
-        functions = self.enclosing_functions
-        if not functions:
-            return
-        name = dotted_name(node.func)
-        if name is not None:
-            for function in functions:
-                self._calls.setdefault(function.name.value, set()).add(name.rsplit(".", 1)[-1])
-        if _call_zeroes(node, set()):
-            self._zeroing.update(function.name.value for function in functions)
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "zero_grad":
-            self._zeroing.update(function.name.value for function in self.enclosing_functions)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self._note_grad_writes(node)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._note_grad_writes(node)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._note_grad_writes(node)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self._note_grad_writes(node)
-
-    def _note_grad_writes(self, node: cst.CSTNode) -> None:
-        if self.enclosing_functions and any(_touches_grad(t) for t in _direct_targets(node)):
-            self._zeroing.update(function.name.value for function in self.enclosing_functions)
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        roots = self.interesting_roots()
-        if not roots:
-            return
-        helpers = _close_over_calls(self._zeroing, self._calls)
-        for root in roots:
-            self._analyse(root, helpers)
+        candidates = [found for root in self.interesting_roots() for found in self._candidates(root)]
+        if not candidates:
+            return  # nothing to report even if no helper zeroed: the call graph is not needed
+        graph = self.context.semantic.call_graph
+        zeroing = graph.holding(lambda function: _zeroes(function.node, set()))
+        helpers = {function.node.name.value for function in zeroing}
+        if _step_patched(original_node, graph, zeroing):
+            return  # `optimizer.step` replaced by a function that zeroes (or by one we cannot read)
+        for loop, fact, parents in candidates:
+            if not _zeroes(loop, helpers):
+                self._report(loop, fact, parents)
 
-    def _analyse(self, root: cst.CSTNode, helpers: set[str]) -> None:
+    def _candidates(self, root: cst.CSTNode) -> list[tuple[cst.For | cst.While, _LoopFacts, dict[int, cst.CSTNode]]]:
+        """The innermost training loops under `root` with no zeroing of their own."""
         parents = parent_map(root)
         imports = self.context.imports
         loops = [loop for loop in all_nodes(root, _LOOPS)]
         roles = _StepRoles(self.context, root)
         facts = {id(loop): _loop_facts(loop, imports, parents, roles) for loop in loops}
+        found = []
         for loop in loops:
             fact = facts[id(loop)]
             if not _trains(fact) or fact.unclear:
                 continue
             if any(_trains(facts[id(inner)]) for inner in local_nodes(loop.body, _LOOPS)):
                 continue  # the innermost training loop is the one to fix
-            if _zeroes(loop, helpers):
-                continue
-            self._report(loop, fact, parents)
+            if not _zeroes(loop, set()):
+                found.append((loop, fact, parents))  # type: ignore[arg-type]
+        return found
 
     def _report(self, loop: cst.For | cst.While, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
         if fact.steps and fact.updates:
@@ -326,28 +302,33 @@ def _update_is_intended(line: cst.SimpleStatementLine, imports: ImportIndex, par
     return any(isinstance(parent, cst.With) and with_disables_grad(parent, imports) for parent in ancestors(line, parents))
 
 
-def _close_over_calls(direct: set[str], calls: dict[str, set[str]]) -> set[str]:
-    """Functions that zero gradients directly or through same-file functions they call."""
-    zeroing = set(direct)
-    changed = True
-    while changed:
-        changed = False
-        for function, callees in calls.items():
-            if function not in zeroing and callees & zeroing:
-                zeroing.add(function)
-                changed = True
-    return zeroing
+def _step_patched(module: cst.Module, graph: CallGraph, zeroing: list[FunctionFacts]) -> bool:
+    """Is some `x.step` assigned in this file a function that zeroes gradients
+    (`types.MethodType(dp_step, opt)`, a lambda), or a wrapper of another `step` the
+    graph cannot read (`opt.step = wrap(opt.step)`)? A counter (`self.step = 0`) is not."""
+    helpers = {function.node.name.value for function in zeroing}
+    zeroing_ids = {id(function) for function in zeroing}
+    for value in graph.assigned_attribute(module, "step"):
+        if isinstance(value, cst.Lambda):
+            if _zeroes(value, helpers):
+                return True
+        elif any(id(function) in zeroing_ids for function in graph.referenced_functions(value)):
+            return True
+        elif isinstance(value, cst.Call) and any(
+            isinstance(node, cst.Attribute) and node.attr.value == "step" for node in all_nodes(value, cst.Attribute)
+        ):
+            return True
+    return False
 
 
 def _zeroes(node: cst.CSTNode, helpers: set[str]) -> bool:
     """Any zeroing or hand-written `.grad` write under `node`, nested defs included."""
-    for attribute in all_nodes(node, cst.Attribute):
-        assert isinstance(attribute, cst.Attribute)
-        if attribute.attr.value == "zero_grad":
-            return True
-    if any(_touches_grad(target) for target in _written_targets(node)):
+    nodes = all_nodes(node, (cst.Attribute, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del))  # one walk
+    if any(isinstance(n, cst.Attribute) and n.attr.value == "zero_grad" for n in nodes):
         return True
-    return any(_call_zeroes(call, helpers) for call in all_nodes(node, cst.Call))  # type: ignore[arg-type]
+    if any(_touches_grad(target) for target in _written_targets(nodes)):
+        return True
+    return any(isinstance(n, cst.Call) and _call_zeroes(n, helpers) for n in nodes)
 
 
 def _call_zeroes(call: cst.Call, helpers: set[str]) -> bool:
@@ -360,11 +341,28 @@ def _call_zeroes(call: cst.Call, helpers: set[str]) -> bool:
             return True
     if isinstance(call.func, cst.Attribute) and call.func.attr.value.endswith("_"):
         if _touches_grad(call.func.value):
-            return True  # p.grad.zero_(), p.grad.data.mul_(0), p.grad.detach_()
+            return not _keeps_values(call)  # p.grad.zero_(), p.grad.data.mul_(0), p.grad.detach_()
         return any(_touches_grad(argument.value) for argument in call.args) and not _is_parameter_update(call)
     if name is not None and name.rsplit(".", 1)[-1].endswith("_"):
         return any(_touches_grad(argument.value) for argument in call.args)
     return False
+
+
+#: torch's in-place methods that clip, rescale or shift a tensor: on `.grad` they keep
+#: what earlier backward passes accumulated (`param.grad.data.clamp_(-c, c)`)
+_VALUE_KEEPING_METHODS = frozenset({"clamp_", "clamp_min_", "clamp_max_", "clip_", "div_", "mul_", "add_", "sub_", "nan_to_num_"})
+
+
+def _keeps_values(call: cst.Call) -> bool:
+    """An in-place call on `.grad` that leaves the accumulated values in place (not `mul_(0)`)."""
+    method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+    if method not in _VALUE_KEEPING_METHODS:
+        return False
+    return not (method == "mul_" and any(_is_zero(argument.value) for argument in call.args))
+
+
+def _is_zero(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.Integer, cst.Float)) and float(node.value) == 0.0
 
 
 def _is_parameter_update(call: cst.Call) -> bool:
@@ -372,9 +370,9 @@ def _is_parameter_update(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in {"add_", "sub_", "addcdiv_", "addcmul_"} and not _touches_grad(call.func.value)
 
 
-def _written_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+def _written_targets(nodes: list[cst.CSTNode]) -> list[cst.BaseExpression]:
     targets: list[cst.BaseExpression] = []
-    for statement in all_nodes(node, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del)):
+    for statement in nodes:
         if isinstance(statement, cst.Assign):
             targets.extend(t.target for t in statement.targets)
         elif isinstance(statement, (cst.AugAssign, cst.AnnAssign, cst.Del)):
@@ -384,24 +382,6 @@ def _written_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
         target = targets.pop()
         if isinstance(target, (cst.Tuple, cst.List)):
             targets.extend(e.value for e in target.elements)
-        else:
-            flat.append(target)
-    return flat
-
-
-def _direct_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
-    """Targets of one assignment / del statement, tuples flattened (no traversal)."""
-    if isinstance(node, cst.Assign):
-        pending = [t.target for t in node.targets]
-    elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.Del)):
-        pending = [node.target]
-    else:
-        return []
-    flat: list[cst.BaseExpression] = []
-    while pending:
-        target = pending.pop()
-        if isinstance(target, (cst.Tuple, cst.List)):
-            pending.extend(e.value for e in target.elements)
         else:
             flat.append(target)
     return flat

@@ -11,6 +11,7 @@ from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.expressions import is_true
+from autograd_fix.codemods.semantic.module_values import starred_list
 from autograd_fix.codemods.semantic.tracking import (
     OUTPUT_SAVING_MODULES,
     Kind,
@@ -302,14 +303,15 @@ class InplaceOnGradTrackedTensor(Rule):
         )
 
     def _sequential(self, site: Site, analysis: TrackingAnalysis) -> None:
-        """`nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True), ...)`."""
+        """`nn.Sequential(..., nn.Sigmoid(), nn.ReLU(inplace=True), ...)`, the layers written
+        inline or in a list handed over as `nn.Sequential(*layers)`."""
         imports = self.context.imports
         for small in site.statement.body:
             for call in self._calls_in(small):
                 if imports.qualified_name(call.func) not in {"torch.nn.Sequential", "torch.nn.modules.container.Sequential"}:
                     continue
-                layers = positional(call)
-                for previous, layer in zip(layers, layers[1:]):
+                layers = positional(call) or starred_list(call, site.position.function or self.context.module)
+                for previous, layer in zip(layers or [], (layers or [])[1:]):
                     if not isinstance(previous, cst.Call) or not isinstance(layer, cst.Call):
                         continue
                     before = analysis.module_constructor(previous)
@@ -394,8 +396,8 @@ def _intended_update(mutation: _Mutation, fact: Tracked, small: cst.BaseSmallSta
     """A leaf is being updated on purpose: a parameter, a `.grad` step, a fill, a setitem."""
     if fact.kind is Kind.PARAMETER or site.position.in_parameter_loop or _reads_grad(small):
         return True
-    if mutation.kind == "setitem":
-        return True
+    if mutation.kind == "setitem" or (mutation.kind == "augassign" and mutation.through_view):
+        return True  # `w[0] = v`, `weights[0] *= 1.0001`: editing chosen entries of a weight
     names = {c.func.attr.value for c in mutation.methods}  # type: ignore[attr-defined]
     return mutation.kind == "method" and names <= FILL_METHODS
 

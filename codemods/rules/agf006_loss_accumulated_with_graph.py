@@ -2,50 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 
-from autograd_fix.codemods.expressions import is_false
-from autograd_fix.codemods.semantic.gradmode import function_disables_grad, with_disables_grad
-from autograd_fix.codemods.imports import ImportIndex, dotted_name
-from autograd_fix.codemods.semantic.loops import (
-    Binding,
-    RootTracker,
-    all_nodes,
-    ancestors,
-    backward_has_gradient_argument,
-    backward_root,
-    bindings,
-    breaks_graph,
-    declared_global,
-    enclosing_scope,
-    has_keyword,
-    innermost_loop,
-    is_gradient_call,
-    local_nodes,
-    parent_map,
-    read_name_nodes,
-    runs_every_iteration,
-)
+from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.semantic.role_evidence import is_functional_loss
-from autograd_fix.codemods.semantic.roles import Role, Vocabulary
+from autograd_fix.codemods.semantic.roles import Role
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.accumulation import (
+    Accumulation,
+    LoopAnalysis,
+    backpropagated_attribute,
+    numeric_uses,
+)
+from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.gradmode import function_disables_grad, with_disables_grad
+from autograd_fix.codemods.semantic.loops import RootTracker, all_nodes, ancestors, declared_global, is_gradient_call, parent_map
 
 _LOOPS = (cst.For, cst.While)
-#: functions that only format or print a number (a Python float works the same there)
-_NUMERIC_CONSUMERS = frozenset({"print", "round", "float", "str", "format", "abs", "int", "repr"})
-
-
-@dataclass
-class _Accumulation:
-    statement: cst.CSTNode
-    accumulator: str
-    #: the accumulated expressions to cut off the graph (one, or the tracked members of a literal)
-    values: list[cst.BaseExpression]
-    #: `acc += v` / `acc = acc + v` on a plain name (eligible for `.item()`)
-    numeric_form: bool
 
 
 class LossAccumulatedWithGraph(RootTracker, Rule):
@@ -123,21 +96,41 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         if is_gradient_call(node, self.context.imports):
             self.note_interesting()
 
+    def _is_loss_name(self, name: str) -> bool:
+        """A callee named as a loss or a criterion (the project's role names included)."""
+        return self.context.roles.has(name, Role.LOSS, Role.CRITERION)
+
     def leave_Module(self, original_node: cst.Module) -> None:
         imports = self.context.imports
-        for root in self.interesting_roots():
+        for root in _with_callers(self.interesting_roots(), self.context.semantic.call_graph):
             parents = parent_map(root)
             for loop in all_nodes(root, _LOOPS):
                 assert isinstance(loop, (cst.For, cst.While))
                 if _grad_disabled(loop, imports, parents):
                     continue
-                analysis = _LoopAnalysis(loop, imports, parents, self.context.roles)
-                if not (analysis.tracked or analysis.tracked_paths):
+                analysis = LoopAnalysis(loop, imports, parents, self.context.semantic.call_graph, self._is_loss_name)
+                if not (analysis.tracked or analysis.tracked_paths or analysis.graph_items):
                     continue
                 for accumulation in analysis.accumulations():
                     self._check(accumulation, analysis)
+                for statement, passed, fits in analysis.tracker_accumulations():
+                    if backpropagated_attribute(statement, original_node, imports):
+                        continue
+                    fix = Fix(Applicability.UNSAFE, (Edit(statement.value, _method_appender("detach")),), "accumulate `.detach()`-ed values")
+                    self.report(
+                        statement,
+                        f"accumulates the items of `{passed}`, which carry a training iteration's autograd graph, "
+                        "into the object's state on every call from the training loop, keeping every "
+                        "iteration's graph alive; accumulate `.detach()`-ed values",
+                        fix if fits else None,
+                    )
 
-    def _check(self, accumulation: _Accumulation, analysis: "_LoopAnalysis") -> None:
+    @staticmethod
+    def _line_of(statement: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.SimpleStatementLine | None:
+        line = parents.get(id(statement))
+        return line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+
+    def _check(self, accumulation: Accumulation, analysis: "LoopAnalysis") -> None:
         scope = analysis.scope
         name = accumulation.accumulator
         if name in declared_global(scope) or not analysis.accumulator_is_carried(accumulation):
@@ -150,18 +143,26 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
             and isinstance(accumulation.values[0], cst.Name)
             and accumulation.values[0].value in analysis.scalar
             and analysis.starts_as_number(name)
-            and _numeric_uses(name, scope, analysis.parents, set())
+            and numeric_uses(name, scope, analysis.parents, set())
         )
         code = self.context.module.code_for_node(accumulation.values[0]).strip()
         containers = [v for v in accumulation.values if isinstance(v, cst.Name) and v.value in analysis.graph_containers]
         if containers:
-            # a step's output dict (`{"loss": loss, "logits": logits}`): `.detach()` does not
-            # apply to it, and which items are tensors is not known here: report only
-            self.report(
-                accumulation.statement,
+            # a step's output dict (`{"loss": loss, "metrics": {...}}`): `.detach()` does not
+            # apply to it; when the same-file step says which items carry a graph (only the
+            # backpropagated ones), detach those in place; otherwise report only
+            message = (
                 f"`{name}` keeps `{code}`, whose items carry this iteration's autograd graph, across "
-                "iterations; store detached copies of its tensors",
+                "iterations; store detached copies of its tensors"
             )
+            paths = [p for c in containers for p in analysis.detachable_items(c.value)]  # type: ignore[union-attr]
+            line = self._line_of(accumulation.statement, analysis.parents)
+            if len(containers) != 1 or not paths or line is None:
+                self.report(accumulation.statement, message)
+                return
+            statements = [f"{path} = {path}.detach()" for path in paths]
+            fix = Fix(Applicability.UNSAFE, (Edit(line, _insert_before(statements)),), f"detach {', '.join(paths)} before keeping `{code}`")
+            self.report(accumulation.statement, message, fix)
             return
         method = "item" if use_item else "detach"
         edits = tuple(Edit(value, _method_appender(method)) for value in accumulation.values)
@@ -181,362 +182,39 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         )
 
 
+def _with_callers(roots: list[cst.CSTNode], graph: CallGraph) -> list[cst.CSTNode]:
+    """The roots that backpropagate, and the same-file functions that call one of them
+    (`train_one_epoch` calling `self.train_one_batch`, where the backward is)."""
+    if any(isinstance(root, cst.Module) for root in roots):
+        return roots
+    inside = {id(node) for root in roots for node in all_nodes(root, cst.FunctionDef)}
+    callers = [
+        function.node
+        for function in graph.functions.values()
+        if id(function.node) not in inside
+        and any((callee := graph.callee(name, function.class_name)) is not None and id(callee.node) in inside for name in function.calls)
+    ]
+    return roots + callers
+
+
+
+
+def _insert_before(statements: list[str]):
+    """An edit that puts `statements` before the line (and above its comments, which stay with it)."""
+    parsed = [cst.parse_statement(f"{statement}\n") for statement in statements]
+
+    def replace(updated: cst.CSTNode) -> cst.FlattenSentinel:
+        return cst.FlattenSentinel([*parsed, updated])
+
+    return replace
+
+
 def _grad_disabled(loop: cst.CSTNode, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> bool:
     for parent in ancestors(loop, parents):
         if isinstance(parent, cst.With) and with_disables_grad(parent, imports):
             return True
         if isinstance(parent, cst.FunctionDef) and function_disables_grad(parent, imports):
             return True
-    return False
-
-
-class _LoopAnalysis:
-    """Which names in one loop carry a graph that the same iteration frees by backward."""
-
-    def __init__(
-        self, loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode], roles: Vocabulary
-    ) -> None:
-        self.loop = loop
-        self.imports = imports
-        self.roles = roles
-        self.parents = parents
-        self.scope = enclosing_scope(loop, parents)
-        self.loop_bindings = bindings(loop.body)
-        self._scope_bindings: list[Binding] | None = None
-        #: names the iteration backpropagates from / that feed them through a loss function
-        self.tracked: set[str] = set()
-        #: tracked names known to be scalars (backward without a `gradient` argument)
-        self.scalar: set[str] = set()
-        #: `outputs.loss`, `out["loss"]`: attributes and items the iteration backpropagates from
-        self.tracked_paths: set[str] = set()
-        #: names whose items carry the graph: `losses` in `loss = losses["box"] + losses["cls"]`
-        self.graph_items: set[str] = set()
-        #: containers holding a graph among other things: `out` in `out["loss"].backward()`
-        #: (`out["acc"]` may be a float: only keeping `out` itself is known to keep the graph)
-        self.graph_containers: set[str] = set()
-        self._find_tracked()
-
-    @property
-    def scope_bindings(self) -> list[Binding]:
-        if self._scope_bindings is None:
-            self._scope_bindings = bindings(self.scope)
-        return self._scope_bindings
-
-    def _bindings_of(self, name: str) -> list[Binding]:
-        return [b for b in self.loop_bindings if b.name == name]
-
-    def _find_tracked(self) -> None:
-        calls = [c for c in local_nodes(self.loop.body, cst.Call) if is_gradient_call(c, self.imports)]  # type: ignore[arg-type]
-        for call in all_nodes(self.loop, cst.Call):
-            assert isinstance(call, cst.Call)
-            if is_gradient_call(call, self.imports) and _keeps_graph(call):
-                return  # retain_graph / create_graph: graphs may be used again
-        for call in calls:
-            assert isinstance(call, cst.Call)
-            root = backward_root(call, self.imports)
-            if isinstance(root, (cst.Attribute, cst.Subscript)) and runs_every_iteration(call, self.loop, self.parents):
-                self._track_path(root)
-                continue
-            if not isinstance(root, cst.Name) or not runs_every_iteration(call, self.loop, self.parents):
-                continue
-            if root.value in self.tracked or not self._fresh_graph(root.value):
-                continue
-            self.tracked.add(root.value)
-            if not backward_has_gradient_argument(call, self.imports):
-                self.scalar.add(root.value)
-        for name in list(self.tracked):
-            self.tracked |= self._loss_inputs(name)
-            self.graph_items |= self._loss_items(name)
-
-    def _track_path(self, root: cst.Attribute | cst.Subscript) -> None:
-        """`outputs.loss.backward()`: the path carries this iteration's graph, and so do
-        the items of `out` in `out["loss"].backward()` (an output dict of a step)."""
-        base = root.value
-        if not isinstance(base, cst.Name) or not self._fresh_graph(base.value):
-            return
-        self.tracked_paths.add(_code(root))
-        if isinstance(root, cst.Subscript):
-            self.graph_containers.add(base.value)
-
-    def _loss_items(self, name: str) -> set[str]:
-        """`losses` in `loss = losses["box"] + losses["cls"]`, `losses` bound by a loss call
-        in the same iteration: every item of that dict of loss terms carries the graph."""
-        found = self._bindings_of(name)
-        if len(found) != 1 or found[0].value is None:
-            return set()
-        items: set[str] = set()
-        for leaf in _arithmetic_operands(found[0].value):
-            if isinstance(leaf, cst.Subscript) and isinstance(leaf.value, cst.Name):
-                candidate = self._bindings_of(leaf.value.value)
-                if len(candidate) == 1 and candidate[0].value is not None and self._is_loss_call(candidate[0].value):
-                    if self._fresh_graph(leaf.value.value):
-                        items.add(leaf.value.value)
-        return items
-
-    def _fresh_graph(self, name: str) -> bool:
-        """Bound in the loop by computations only (no for/with targets, no `.item()`-like cut)."""
-        found = self._bindings_of(name)
-        return bool(found) and all(
-            b.kind in {"assign", "augassign", "annassign"} and b.value is not None and not breaks_graph(b.value)
-            for b in found
-        )
-
-    def _loss_inputs(self, name: str) -> set[str]:
-        """`ce` in `loss = ce + reg`, `logits` in `loss = criterion(logits, y)`: freed with `name`'s graph."""
-        found = self._bindings_of(name)
-        if len(found) != 1 or not runs_every_iteration(found[0].statement, self.loop, self.parents):
-            return set()
-        value = found[0].value
-        assert value is not None
-        inputs: set[str] = set()
-        operands = {leaf.value for leaf in _arithmetic_leaves(value)}
-        for read in read_name_nodes(value):
-            candidate = self._bindings_of(read.value)
-            if len(candidate) != 1 or candidate[0].kind != "assign" or candidate[0].value is None:
-                continue
-            if not runs_every_iteration(candidate[0].statement, self.loop, self.parents):
-                continue
-            if breaks_graph(candidate[0].value):
-                continue
-            # a loss value used in arithmetic is a tensor (a criterion may return a dict);
-            # a model output is known to be a tensor only when a torch loss function takes it
-            if (read.value in operands and self._is_loss_call(candidate[0].value)) or (
-                _is_model_call(candidate[0].value, self.imports) and self._passed_to_torch_loss(read.value, value)
-            ):
-                inputs.add(read.value)
-        return inputs
-
-    def _is_loss_call(self, node: cst.BaseExpression) -> bool:
-        if not isinstance(node, cst.Call):
-            return False
-        qualified = self.imports.qualified_name(node.func)
-        if qualified is not None:
-            return is_functional_loss(qualified)
-        return self.roles.has(dotted_name(node.func), Role.LOSS, Role.CRITERION)
-
-    def _passed_to_torch_loss(self, name: str, value: cst.BaseExpression) -> bool:
-        """Is `name` a direct argument of a `torch.nn.functional` loss in `value` (so a tensor)?"""
-        for call in all_nodes(value, cst.Call):
-            assert isinstance(call, cst.Call)
-            qualified = self.imports.qualified_name(call.func) or ""
-            if qualified.startswith("torch.nn.functional.") and self._is_loss_call(call) and any(
-                isinstance(a.value, cst.Name) and a.value.value == name for a in call.args
-            ):
-                return True
-        return False
-
-    def accumulations(self) -> list[_Accumulation]:
-        found: list[_Accumulation] = []
-        for statement in local_nodes(self.loop.body, (cst.AugAssign, cst.Assign, cst.Expr)):
-            if innermost_loop(statement, self.parents) is not self.loop:
-                continue
-            accumulation = self._accumulation(statement)
-            if accumulation is not None and accumulation.values:
-                found.append(accumulation)
-        return found
-
-    def _accumulation(self, statement: cst.CSTNode) -> _Accumulation | None:
-        if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
-            target = statement.target
-            if isinstance(target, cst.Name):
-                return self._single(statement, target.value, statement.value, True)
-            if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
-                return self._single(statement, target.value.value, statement.value, False)
-        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
-            target = statement.targets[0].target
-            value = statement.value
-            if isinstance(target, cst.Name) and isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
-                for mine, other in ((value.left, value.right), (value.right, value.left)):
-                    if isinstance(mine, cst.Name) and mine.value == target.value and not mine.lpar:
-                        return self._single(statement, target.value, other, True)
-        if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
-            call = statement.value
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and len(call.args) == 1:
-                receiver = call.func.value
-                if isinstance(receiver, cst.Subscript):
-                    receiver = receiver.value
-                if isinstance(receiver, cst.Name) and call.args[0].keyword is None and not call.args[0].star:
-                    return self._single(statement, receiver.value, call.args[0].value, False)
-        return None
-
-    def _single(self, statement: cst.CSTNode, name: str, value: cst.BaseExpression, numeric: bool) -> _Accumulation | None:
-        if self._carries_graph(value):
-            return _Accumulation(statement, name, [value], numeric)
-        if isinstance(value, (cst.List, cst.Tuple)):
-            members = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
-            return _Accumulation(statement, name, [m for m in members if self._carries_graph(m)], False)
-        if isinstance(value, cst.Dict):
-            members = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
-            return _Accumulation(statement, name, [m for m in members if self._carries_graph(m)], False)
-        return None
-
-    def _carries_graph(self, value: cst.BaseExpression) -> bool:
-        """A tracked name, or arithmetic on one (`loss * x.size(0)`), with no cut anywhere."""
-        if isinstance(value, cst.Name):
-            return value.value in self.tracked or value.value in self.graph_containers
-        if isinstance(value, (cst.Attribute, cst.Subscript)):
-            if _code(value) in self.tracked_paths:
-                return True
-            return isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) and (
-                value.value.value in self.graph_items
-            )
-        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not breaks_graph(value):
-            return any(
-                self._carries_graph(leaf) for leaf in _arithmetic_operands(value) if not isinstance(leaf, cst.Name)
-            ) or any(leaf.value in self.tracked for leaf in _arithmetic_leaves(value))
-        return False
-
-    def accumulator_is_carried(self, accumulation: _Accumulation) -> bool:
-        """Bound before the loop in this scope, and not rebound in the loop except by the
-        accumulation itself or a conditional reset to a literal."""
-        name = accumulation.accumulator
-        for binding in self._bindings_of(name):
-            if binding.statement is accumulation.statement:
-                continue
-            if binding.kind == "assign" and _is_literal(binding.value) and not runs_every_iteration(
-                binding.statement, self.loop, self.parents
-            ):
-                continue
-            return False
-        loop_statements = {id(b.statement) for b in self.loop_bindings}
-        outside = [b for b in self.scope_bindings if b.name == name and id(b.statement) not in loop_statements]
-        return bool(outside) and all(b.kind in {"assign", "annassign"} for b in outside)
-
-    def starts_as_number(self, name: str) -> bool:
-        found = [b for b in self.scope_bindings if b.name == name]
-        return all(b.kind == "augassign" or _is_number(b.value) for b in found)
-
-    def backpropagated_later(self, name: str) -> bool:
-        """Does the accumulator, or anything computed from it, reach a gradient computation?"""
-        derived = {name}
-        scope_bindings = self.scope_bindings
-        changed = True
-        while changed:
-            changed = False
-            for binding in scope_bindings:
-                if binding.name in derived or binding.value is None:
-                    continue
-                if {n.value for n in read_name_nodes(binding.value)} & derived:
-                    derived.add(binding.name)
-                    changed = True
-        for call in all_nodes(self.scope, cst.Call):
-            assert isinstance(call, cst.Call)
-            if is_gradient_call(call, self.imports) and {n.value for n in read_name_nodes(call)} & derived:
-                return True
-        for attribute in all_nodes(self.scope, cst.Attribute):
-            assert isinstance(attribute, cst.Attribute)
-            if attribute.attr.value in {"grad_fn", "requires_grad", "register_hook", "retain_grad"}:
-                if {n.value for n in read_name_nodes(attribute.value)} & derived:
-                    return True
-        return False
-
-
-def _keeps_graph(call: cst.Call) -> bool:
-    for keyword in ("retain_graph", "create_graph"):
-        argument = has_keyword(call, keyword)
-        if argument is not None and not is_false(argument.value):
-            return True
-    return False
-
-
-def _is_model_call(node: cst.BaseExpression, imports: ImportIndex) -> bool:
-    """`model(x)`, `self.net(x)`, `self(x)`: a call of a local (not imported) callable."""
-    if not isinstance(node, cst.Call):
-        return False
-    return dotted_name(node.func) is not None and imports.qualified_name(node.func) is None
-
-
-def _arithmetic_leaves(node: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(node, cst.BinaryOperation):
-        return _arithmetic_leaves(node.left) + _arithmetic_leaves(node.right)
-    if isinstance(node, cst.UnaryOperation):
-        return _arithmetic_leaves(node.expression)
-    return [node] if isinstance(node, cst.Name) else []
-
-
-def _arithmetic_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The operands of `+ - * /` chains: names, attributes, items, calls."""
-    if isinstance(node, cst.BinaryOperation):
-        return _arithmetic_operands(node.left) + _arithmetic_operands(node.right)
-    if isinstance(node, cst.UnaryOperation):
-        return _arithmetic_operands(node.expression)
-    return [node]
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
-def _is_number(node: cst.BaseExpression | None) -> bool:
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        node = node.expression
-    return isinstance(node, (cst.Integer, cst.Float))
-
-
-def _is_literal(node: cst.BaseExpression | None) -> bool:
-    if _is_number(node):
-        return True
-    return isinstance(node, (cst.List, cst.Dict, cst.Tuple)) and not node.elements  # type: ignore[union-attr]
-
-
-def _numeric_uses(name: str, scope: cst.CSTNode, parents: dict[int, cst.CSTNode], seen: set[str]) -> bool:
-    """Is every read of `name` in the scope arithmetic, a comparison, an f-string or a print?
-
-    A read that is assigned to another name is followed (that name must be numeric too).
-    """
-    if name in seen:
-        return True
-    seen.add(name)
-    for node in all_nodes(scope, cst.Name):
-        assert isinstance(node, cst.Name)
-        if node.value != name or _is_binding_target(node, parents):
-            continue
-        parent = parents.get(id(node))
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
-            continue  # `x.total`: another object's attribute
-        if isinstance(parent, (cst.Arg, cst.Param)) and getattr(parent, "keyword", None) is node:
-            continue
-        if not _numeric_context(node, name, scope, parents, seen):
-            return False
-    return True
-
-
-def _numeric_context(
-    node: cst.CSTNode, name: str, scope: cst.CSTNode, parents: dict[int, cst.CSTNode], seen: set[str]
-) -> bool:
-    current = node
-    parent = parents.get(id(current))
-    while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
-        current, parent = parent, parents.get(id(parent))
-    if isinstance(parent, cst.FormattedStringExpression):
-        return True
-    if isinstance(parent, (cst.If, cst.While)) and parent.test is current:
-        return True
-    if isinstance(parent, cst.AugAssign) and parent.value is current and isinstance(parent.target, cst.Name):
-        return _numeric_uses(parent.target.value, scope, parents, seen)
-    if isinstance(parent, cst.Assign) and parent.value is current:
-        targets = [t.target for t in parent.targets]
-        return all(isinstance(t, cst.Name) for t in targets) and all(
-            _numeric_uses(t.value, scope, parents, seen) for t in targets  # type: ignore[union-attr]
-        )
-    if isinstance(parent, cst.Arg) and parent.value is current:
-        call = parents.get(id(parent))
-        return (
-            isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in _NUMERIC_CONSUMERS
-        )
-    return False
-
-
-def _is_binding_target(node: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
-    parent = parents.get(id(node))
-    if isinstance(parent, cst.AssignTarget) and parent.target is node:
-        return True
-    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node:
-        return True
-    if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is node:
-        return True
-    if isinstance(parent, cst.Param) and parent.name is node:
-        return True
     return False
 
 

@@ -6,29 +6,22 @@ import libcst as cst
 
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.model import Applicability, Edit, Fix
+from autograd_fix.codemods.names import WRAPPING_ITERATORS, expression_tokens, last_segment, name_tokens
+from autograd_fix.codemods.semantic.fresh_graph import FreshGraph, NameHints
 from autograd_fix.codemods.semantic.loops import (
     RootTracker,
-    StatementOrder,
     all_nodes,
-    ancestors,
-    bindings,
     block_statements,
-    breaks_graph,
-    declared_global,
     enclosing_scope,
     expression_statement_call,
     has_keyword,
-    innermost_loop,
     is_gradient_call,
     parent_map,
-    read_name_nodes,
-    runs_every_iteration,
     statement_line,
 )
-from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.names import WRAPPING_ITERATORS, expression_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.semantic.role_evidence import RoleDecision, bound_as, iterated_name, scope_roles
+from autograd_fix.codemods.semantic.role_evidence import bound_as, iterated_name, scope_roles
 from autograd_fix.codemods.semantic.roles import (
     CARRIED_STATE_TOKENS,
     DATA_ITERABLE_TOKENS,
@@ -38,8 +31,6 @@ from autograd_fix.codemods.semantic.roles import (
     Vocabulary,
 )
 
-_PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type"})
-_GRAPH_ATTRIBUTES = frozenset({"grad_fn", "register_hook", "retain_grad", "next_functions"})
 
 
 class UnneededRetainGraph(RootTracker, Rule):
@@ -140,6 +131,22 @@ class UnneededRetainGraph(RootTracker, Rule):
                 if id(call) in parents:
                     self._check(call, imports, parents)
 
+    def _hints(self, scope: cst.CSTNode) -> NameHints:
+        """The name tie-breaks the graph analysis asks for, from the roles vocabulary (with
+        the project's names) and the scope's role decisions: a loop over a
+        `DataLoader(...)` yields fresh data whatever the loader is called."""
+        roles = self.context.roles
+        decisions = scope_roles(self.context, scope)
+        data_parameters = DATA_PARAMETER_TOKENS | roles.added(Role.TARGET, Role.DEVICE)
+        state_words = CARRIED_STATE_TOKENS | roles.added(Role.STATE)
+        return NameHints(
+            is_data_iterable=lambda node: _iterates_data(node, roles)
+            or bound_as(decisions, iterated_name(node), Role.LOADER),
+            is_data_parameter=lambda name: bool(set(name_tokens(name)) & data_parameters),
+            is_state_name=lambda name: bool(set(name_tokens(name)) & state_words),
+            is_state_call=lambda name: bool(set(name_tokens(name)) & STATE_CALL_TOKENS),
+        )
+
     def _check(self, call: cst.Call, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> None:
         line = statement_line(call, parents)
         if line is None or expression_statement_call(line) is not call:
@@ -155,10 +162,15 @@ class UnneededRetainGraph(RootTracker, Rule):
             roots = [root.value]
         elif len(gradient_calls) == 2 and follower is not None and len(call.args) == 1:
             roots = [root.value, follower[1]]
+        elif len(gradient_calls) == 2 and follower is None:
+            roots = [root.value]  # the other backward must use only values recomputed after this one
         else:
             return
-        evidence = _Evidence(scope, call, parents, self.context.roles, scope_roles(self.context, scope))
+        evidence = FreshGraph(scope, call, parents, self.context.semantic.call_graph, imports, self._hints(scope))
         if not evidence.graph_is_fresh(roots) or evidence.graph_escapes(roots, imports):
+            return
+        later = [c for c in gradient_calls if c is not call and (follower is None or c is not expression_statement_call(follower[0]))]
+        if later and not evidence.recomputed_after(later[0]):
             return
         if len(roots) == 1:
             fix = Fix(Applicability.UNSAFE, (Edit(call, _drop_retain_graph),), "remove `retain_graph=True`")
@@ -216,168 +228,6 @@ def _following_backward(
             ):
                 return following, call.func.value.value
     return None
-
-
-class _Evidence:
-    """Is the graph behind the roots built fresh here, and does any of it leave the scope?"""
-
-    def __init__(
-        self,
-        scope: cst.CSTNode,
-        call: cst.Call,
-        parents: dict[int, cst.CSTNode],
-        roles: Vocabulary,
-        decisions: dict[str, RoleDecision],
-    ) -> None:
-        self.roles = roles
-        #: the scope's role decisions: a loop over a `DataLoader(...)` yields fresh data
-        #: whatever the loader is called
-        self.decisions = decisions
-        self.scope = scope
-        self.call = call
-        self.parents = parents
-        self.loop = innermost_loop(call, parents)
-        self.region: cst.CSTNode = self.loop.body if self.loop is not None else _body(scope)
-        self.order = StatementOrder.of(self.region)
-        self.region_bindings = bindings(self.region)
-        self.allowed_outside = self._allowed_outside_names()
-        #: names of the graph bound in the region (roots and everything they are computed from)
-        self.graph: set[str] = set()
-
-    def _allowed_outside_names(self) -> set[str] | None:
-        """Names from outside the region that are data (loop targets over a loader, data params)."""
-        if self.loop is not None:
-            if not isinstance(self.loop, cst.For) or not (
-                _iterates_data(self.loop.iter, self.roles)
-                or bound_as(self.decisions, iterated_name(self.loop.iter), Role.LOADER)
-            ):
-                return None
-            return {n.value for n in all_nodes(self.loop.target, cst.Name)}  # type: ignore[union-attr]
-        if isinstance(self.scope, cst.FunctionDef):
-            params = self.scope.params
-            data_words = DATA_PARAMETER_TOKENS | self.roles.added(Role.TARGET, Role.DEVICE)
-            every = [*params.posonly_params, *params.params, *params.kwonly_params]
-            return {p.name.value for p in every if set(name_tokens(p.name.value)) & data_words}
-        return set()  # a script's top level: everything is bound in the region
-
-    def graph_is_fresh(self, roots: list[str]) -> bool:
-        if self.allowed_outside is None or self._mentions_state():
-            return False
-        call_position = self.order.position(self.call)
-        pending = list(roots)
-        while pending:
-            name = pending.pop()
-            if name in self.graph:
-                continue
-            found = [b for b in self.region_bindings if b.name == name]
-            if not found:
-                return False  # a root or a value from outside the region that is not data
-            self.graph.add(name)
-            for binding in found:
-                if binding.kind not in {"assign", "augassign", "annassign"} or binding.value is None:
-                    return False
-                if not self._unconditional(binding.statement):
-                    return False
-                position = self.order.position(binding.statement)
-                if position > call_position:
-                    return False
-                for read in self._argument_reads(binding.value):
-                    if read == name and binding.kind == "augassign":
-                        continue
-                    local = [b for b in self.region_bindings if b.name == read]
-                    if local and min(self.order.position(b.statement) for b in local) < position:
-                        pending.append(read)
-                    elif read not in self.allowed_outside:
-                        return False  # from outside and not data, or carried from the last iteration
-        return True
-
-    def _unconditional(self, statement: cst.CSTNode) -> bool:
-        if self.loop is not None:
-            return runs_every_iteration(statement, self.loop, self.parents)
-        for parent in ancestors(statement, self.parents):
-            if parent is self.scope:
-                return True
-            if isinstance(parent, (cst.If, cst.Try, cst.For, cst.While, cst.Match, cst.FunctionDef, cst.Lambda)):
-                return False
-        return True
-
-    def _argument_reads(self, value: cst.BaseExpression) -> set[str]:
-        """Names read as values (not as the callee `model` in `model(x)` / `self.model(x)`)."""
-        callee_heads: set[int] = set()
-        for call in all_nodes(value, cst.Call):
-            assert isinstance(call, cst.Call)
-            head = call.func
-            while isinstance(head, cst.Attribute):
-                head = head.value
-            if isinstance(head, cst.Name):
-                callee_heads.add(id(head))
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PLACEMENT_METHODS:
-                for argument in call.args:  # `x.to(self.device)`: where, not what
-                    callee_heads.update(id(n) for n in read_name_nodes(argument.value))
-        return {n.value for n in read_name_nodes(value) if id(n) not in callee_heads and n.value not in {"True", "False", "None"}}
-
-    def _mentions_state(self) -> bool:
-        state_words = CARRIED_STATE_TOKENS | self.roles.added(Role.STATE)
-        for name in all_nodes(self.region, cst.Name):
-            assert isinstance(name, cst.Name)
-            if set(name_tokens(name.value)) & state_words:
-                return True
-        for call in all_nodes(self.region, cst.Call):
-            assert isinstance(call, cst.Call)
-            segment = last_segment(call.func)
-            if segment is not None and set(name_tokens(segment)) & STATE_CALL_TOKENS:
-                return True
-        return False
-
-    def graph_escapes(self, roots: list[str], imports: ImportIndex) -> bool:
-        """Does a tensor of the graph leave the scope or meet another gradient API?"""
-        derived = set(self.graph)
-        if derived & declared_global(self.scope):
-            return True
-        scope_bindings = bindings(self.scope)
-        changed = True
-        while changed:
-            changed = False
-            for binding in scope_bindings:
-                if binding.name in derived or binding.value is None or breaks_graph(binding.value):
-                    continue
-                if {n.value for n in read_name_nodes(binding.value)} & derived:
-                    derived.add(binding.name)
-                    changed = True
-        for node in all_nodes(self.scope, (cst.Return, cst.Yield)):
-            value = node.value  # type: ignore[union-attr]
-            if value is not None and _reads_unbroken(value, derived):
-                return True
-        for node in all_nodes(self.scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
-            value = node.value  # type: ignore[union-attr]
-            if value is not None and any(isinstance(t, (cst.Attribute, cst.Subscript)) for t in targets):
-                if _reads_unbroken(value, derived):
-                    return True
-        for node in all_nodes(self.scope, cst.Expr):
-            assert isinstance(node, cst.Expr)
-            call = node.value
-            if not isinstance(call, cst.Call) or is_gradient_call(call, imports):
-                continue
-            if isinstance(call.func, cst.Name) and call.func.value == "print":
-                continue
-            if any(_reads_unbroken(a.value, derived) for a in call.args):
-                return True
-        for attribute in all_nodes(self.scope, cst.Attribute):
-            assert isinstance(attribute, cst.Attribute)
-            if attribute.attr.value in _GRAPH_ATTRIBUTES:
-                return True
-        return False
-
-
-def _reads_unbroken(node: cst.BaseExpression, names: set[str]) -> bool:
-    return not breaks_graph(node) and bool({n.value for n in read_name_nodes(node)} & names)
-
-
-def _body(scope: cst.CSTNode) -> cst.CSTNode:
-    if isinstance(scope, (cst.FunctionDef,)):
-        return scope.body
-    return scope
 
 
 def _iterates_data(node: cst.BaseExpression, roles: Vocabulary) -> bool:

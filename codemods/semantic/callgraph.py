@@ -8,8 +8,8 @@ result into a gradient computation; which classes are `nn.Module`s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import libcst as cst
 
@@ -24,6 +24,7 @@ from autograd_fix.codemods.semantic.graphflow import (
     VALUE_INDEX_PAIRS,
     graph_flow,
 )
+from autograd_fix.codemods.semantic.loops import all_nodes
 from autograd_fix.codemods.semantic.module_values import module_attributes
 from autograd_fix.codemods.walk import walk
 
@@ -45,6 +46,10 @@ class FunctionFacts:
     loops: list[cst.CSTNode] = field(default_factory=list)
     #: returns or yields a value
     returns_value: bool = False
+    #: the values its own `return` statements hand back (nested defs excluded)
+    returned: list[cst.BaseExpression] = field(default_factory=list)
+    #: a generator: what a call returns is not what `return` says
+    yields: bool = False
     #: something in it cuts a graph (`.item()`, `argmax`, `.shape`, a comparison)
     cuts: bool = False
     #: it, or a same-file function it calls, takes gradients (backward, step, autograd.grad)
@@ -74,10 +79,14 @@ class CallGraph:
         self.by_key: dict[tuple[str | None, str], list[FunctionFacts]] = {}
         #: classes of this file that are modules (an nn.Module base, or a `forward`)
         self.module_classes: set[str] = set()
-        self.classes: dict[str, cst.ClassDef] = {}
         self._module_attributes: dict[str, frozenset[str]] = {}
         #: module-level code (outside functions and classes) takes gradients
         self.module_level_uses_grad = False
+        self._methods: dict[str, list[FunctionFacts]] | None = None
+        #: calls the graph does not resolve: (calling class, callee name)
+        self.unresolved: list[tuple[str | None, str]] = []
+        #: the file's classes by name (the last one of a name wins, as at run time)
+        self.classes: dict[str, cst.ClassDef] = {}
 
     @classmethod
     def build(cls, module: cst.Module, imports: ImportIndex) -> "CallGraph":
@@ -99,14 +108,22 @@ class CallGraph:
             )
         return self._module_attributes[class_name]
 
+    def owner(self, node: cst.FunctionDef) -> cst.ClassDef | None:
+        """The class whose method `node` is (None for a plain function)."""
+        facts = self.facts(node)
+        return self.classes.get(facts.class_name) if facts is not None and facts.class_name else None
+
     def _collect(self, module: cst.Module) -> None:
         collector = _Collector(self)
         walk(module, collector)
         top = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
         self.module_level_uses_grad = any(self.uses_grad(statement, None) for statement in top)
         for caller, under_no_grad, name, call in collector.call_sites:
-            for callee in self.resolve(name, caller.class_name if caller else None):
+            resolved = self.resolve(name, caller.class_name if caller else None)
+            for callee in resolved:
                 callee.call_sites.append((caller, under_no_grad, call))
+            if not resolved:
+                self.unresolved.append((caller.class_name if caller else None, name))
         for function in self.functions.values():
             function.passed_as_callback = function.node.name.value in collector.callbacks
         self._propagate()
@@ -155,6 +172,113 @@ class CallGraph:
         return result_flow(caller.node, call, lambda statement: self.uses_grad(statement, caller.class_name))
 
     # -- queries ------------------------------------------------------------------------
+    def holding(self, holds: Callable[[FunctionFacts], bool]) -> list[FunctionFacts]:
+        """Functions for which `holds` is true, directly or through a same-file function
+        they call (transitively).
+
+        A call the graph cannot resolve (`self.trainer.reset()`, `obj.clear()`) counts
+        when some same-file function of that name holds: its receiver is unknown, so the
+        answer may be yes, and a rule that stays silent on "maybe" must hear it.
+        """
+        functions = list(self.functions.values())
+        held = {id(function) for function in functions if holds(function)}
+        changed = True
+        while changed:
+            changed = False
+            names = {function.node.name.value for function in functions if id(function) in held}
+            for function in functions:
+                if id(function) not in held and any(self._may_reach(name, function, held, names) for name in function.calls):
+                    held.add(id(function))
+                    changed = True
+        return [function for function in functions if id(function) in held]
+
+    def _may_reach(self, name: str, caller: FunctionFacts, held: set[int], names: set[str]) -> bool:
+        resolved = self.resolve(name, caller.class_name)
+        if resolved:
+            return any(id(callee) in held for callee in resolved)
+        return name.rsplit(".", 1)[-1] in names
+
+    def callee(self, name: str, caller_class: str | None = None) -> FunctionFacts | None:
+        """The one same-file function a call of `name` runs: resolved as `resolve` does, or,
+        for a method called on another object (`module.training_step(batch)`), the file's
+        only method of that name. None when there is not exactly one."""
+        found = self.resolve(name, caller_class)
+        parts = name.split(".")
+        if not found and parts[0] == "self" and len(parts) in (2, 3) and caller_class is not None:
+            # `self.loss_fn(...)` with `self.loss_fn = YOLOLoss()` set up in `__init__`
+            instance = self.attribute_class(caller_class, parts[1])
+            found = self.by_key.get((instance, parts[2] if len(parts) == 3 else "__call__"), []) if instance else []
+        elif not found and "." in name and parts[0] not in ("self", "cls"):
+            found = self._methods_named().get(parts[-1], [])
+        return found[0] if len(found) == 1 else None
+
+    def _methods_named(self) -> dict[str, list[FunctionFacts]]:
+        """Every method of the file's classes, by its name (built on first use)."""
+        if self._methods is None:
+            self._methods = {}
+            for (owner, key), facts in self.by_key.items():
+                if owner is not None:
+                    self._methods.setdefault(key, []).extend(facts)
+        return self._methods
+
+    def call_count(self, function: FunctionFacts) -> int:
+        """How many calls of the file may run `function`: resolved ones, and unresolved ones
+        whose `callee` it is (`tracker.update(loss)` for the only method `update`)."""
+        return len(function.call_sites) + sum(
+            1 for caller_class, name in self.unresolved if self.callee(name, caller_class) is function
+        )
+
+    def attribute_class(self, class_name: str, attribute: str) -> str | None:
+        """The same-file class of `self.<attribute>` when the class's `__init__` is the only
+        method that sets it, to an instance of that class (`self.loss_fn = YOLOLoss()`)."""
+        node = self.classes.get(class_name)
+        if node is None:
+            return None
+        found: set[str | None] = set()
+        for method in (s for s in node.body.body if isinstance(s, cst.FunctionDef)):
+            for assign in all_nodes(method, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]  # type: ignore[union-attr]
+                if not any(dotted_name(t) == f"self.{attribute}" for t in targets):
+                    continue
+                value = assign.value  # type: ignore[union-attr]
+                constructed = dotted_name(value.func) if isinstance(value, cst.Call) else None
+                ok = method.name.value == "__init__" and isinstance(assign, cst.Assign) and constructed in self.classes
+                found.add(constructed if ok else None)
+        return found.pop() if len(found) == 1 else None
+
+    def returned_values(self, name: str, caller_class: str | None = None) -> list[cst.BaseExpression] | None:
+        """What a call of `name` returns, read from the one same-file function it runs
+        (`callee`): the values of its `return` statements (None when unknown: no single
+        callee, a generator, or a path that falls off the end)."""
+        callee = self.callee(name, caller_class)
+        if callee is None or callee.yields or not callee.returned:
+            return None
+        body = callee.node.body
+        last = body.body[-1] if isinstance(body, cst.IndentedBlock) and body.body else None
+        ends_in_return = isinstance(body, cst.SimpleStatementSuite) or (
+            isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
+        )
+        return list(callee.returned) if ends_in_return else None
+
+    def assigned_attribute(self, module: cst.Module, attribute: str) -> list[cst.BaseExpression]:
+        """The values assigned anywhere in the file to an attribute of that name
+        (`optimizer.step = types.MethodType(dp_step, optimizer)` for "step")."""
+        values: list[cst.BaseExpression] = []
+        for statement in all_nodes(module, cst.Assign):
+            assert isinstance(statement, cst.Assign)
+            if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == attribute for t in statement.targets):
+                values.append(statement.value)
+        return values
+
+    def referenced_functions(self, value: cst.CSTNode) -> list[FunctionFacts]:
+        """Same-file functions a value names (`types.MethodType(dp_step, opt)`, `partial(f, x)`),
+        by bare name; lambdas are not functions of the graph."""
+        found: list[FunctionFacts] = []
+        for name in all_nodes(value, cst.Name):
+            assert isinstance(name, cst.Name)
+            found.extend(self.by_key.get((None, name.value), []))
+        return found
+
     def uses_grad(self, node: cst.CSTNode, class_name: str | None) -> bool:
         use = find_grad_use(node, self.imports)
         if use.direct:
@@ -222,7 +346,7 @@ class _Collector(cst.CSTVisitor):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         module_like = is_module_class(node, self.analysis.imports)
         self.classes.append((node.name.value, module_like))
-        self.analysis.classes.setdefault(node.name.value, node)
+        self.analysis.classes[node.name.value] = node
         if module_like:
             self.analysis.module_classes.add(node.name.value)
 
@@ -284,10 +408,12 @@ class _Collector(cst.CSTVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         if self.functions and node.value is not None:
             self.functions[-1].returns_value = True
+            self.functions[-1].returned.append(node.value)
 
     def visit_Yield(self, node: cst.Yield) -> None:
         if self.functions:
             self.functions[-1].returns_value = True
+            self.functions[-1].yields = True
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.grad_finders:
@@ -331,3 +457,4 @@ def is_module_class(node: cst.ClassDef, imports: ImportIndex) -> bool:
     return any(
         isinstance(statement, cst.FunctionDef) and statement.name.value == "forward" for statement in node.body.body
     )
+

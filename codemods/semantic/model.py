@@ -40,7 +40,7 @@ class SemanticModel:
     @cached_property
     def tracking(self) -> TrackingAnalysis:
         """Which tensors require grad at each statement, what autograd saved, module values."""
-        return TrackingAnalysis.build(self.module, self.imports, self.roles)
+        return TrackingAnalysis.build(self.module, self.imports, self.roles, lambda: self.call_graph)
 
     @cached_property
     def custom_functions(self) -> list[CustomFunction]:

@@ -1,4 +1,4 @@
-"""Which values in a class or function are modules, read from how they are built.
+"""Which values in a class or function are modules (or constants), read from how they are built.
 
 `self.fc = nn.Linear(...)` or `self.layers = [Layer(d, e) for ...]` in `__init__` makes
 `self.fc` / `self.layers` modules (or containers of modules), and a loop over such a
@@ -31,12 +31,13 @@ def module_attributes(node: cst.ClassDef, module_classes: set[str], imports: Imp
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
         names = [dotted_name(target) for target in targets]
         attributes = [name for name in names if name is not None and name.startswith("self.") and name.count(".") == 1]
-        if attributes and _builds_module(statement.value, module_classes, imports):
+        if attributes and builds_module(statement.value, module_classes, imports):
             found.update(attributes)
     return frozenset(found)
 
 
-def _builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:
+def builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:
+    """Does `value` construct a module (`torch.nn.X(...)` but not a Parameter, or a module class of the file)?"""
     for call in iter_descendants(value):
         if not isinstance(call, cst.Call):
             continue
@@ -64,3 +65,83 @@ def module_loop_names(loops: list[cst.CSTNode], attributes: frozenset[str]) -> f
         if dotted_name(iterable) in attributes and isinstance(target, cst.Name):
             found.add(target.value)
     return frozenset(found)
+
+
+def constant_attributes(node: cst.ClassDef) -> frozenset[str]:
+    """`self.X` attributes that hold no autograd graph and never change after set-up:
+    assigned only in `__init__`, from literals and `__init__`'s own parameters
+    (`self.gama = gama`, `self.aux_loss = 0`). Reading one in a training step carries
+    nothing from an earlier iteration into the graph."""
+    inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
+    if not inits:
+        return frozenset()
+    parameters = {p.name.value for p in (*inits[0].params.posonly_params, *inits[0].params.params, *inits[0].params.kwonly_params)}
+    constant: set[str] = set()
+    changed: set[str] = set()
+    for method in (s for s in node.body.body if isinstance(s, cst.FunctionDef)):
+        for statement in iter_descendants(method.body):
+            for target, value in _self_assignments(statement):
+                if method is inits[0] and isinstance(statement, cst.Assign) and plain_value(value, parameters):
+                    constant.add(target)
+                else:
+                    changed.add(target)
+    return frozenset(constant - changed)
+
+
+def _self_assignments(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression | None]]:
+    """(X, value) for each `self.X` (or an item of it) that `statement` writes."""
+    if isinstance(statement, cst.Assign):
+        targets = [t.target for t in statement.targets]
+    elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+        targets = [statement.target]
+    else:
+        return []
+    found = []
+    for target in targets:
+        whole = isinstance(target, cst.Attribute)
+        while isinstance(target, cst.Subscript) or (isinstance(target, cst.Attribute) and not _on_self(target)):
+            target, whole = target.value, False
+        if isinstance(target, cst.Attribute) and _on_self(target):
+            found.append((target.attr.value, statement.value if whole else None))
+    return found
+
+
+def _on_self(node: cst.Attribute) -> bool:
+    return isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def plain_value(value: cst.BaseExpression | None, parameters: set[str]) -> bool:
+    """A literal, one of `parameters`, or arithmetic of those: a value that holds no graph."""
+    if isinstance(value, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(value, cst.Name):
+        return value.value in parameters or value.value in {"True", "False", "None"}
+    if isinstance(value, cst.UnaryOperation):
+        return plain_value(value.expression, parameters)
+    if isinstance(value, cst.BinaryOperation):
+        return plain_value(value.left, parameters) and plain_value(value.right, parameters)
+    return False
+
+
+def starred_list(call: cst.Call, scope: cst.CSTNode) -> list[cst.BaseExpression] | None:
+    """The layers of `nn.Sequential(*layers)` when `layers = [a, b, c]` is bound once in
+    `scope` (a function or the module) and only ever grown at its end (`append`,
+    `extend`, `+=`): [a, b, c], whose neighbours stay neighbours. None otherwise."""
+    starred = [a for a in call.args if a.star == "*"]
+    if len(call.args) != 1 or len(starred) != 1 or not isinstance(starred[0].value, cst.Name):
+        return None
+    name = starred[0].value.value
+    literal: cst.List | None = None
+    for node in iter_descendants(scope, prune=lambda n: n is not scope and _nested_scope(n)):
+        if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
+            if literal is not None or not isinstance(node.value, cst.List):
+                return None
+            literal = node.value
+        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == name:
+            if node.attr.value not in {"append", "extend"}:
+                return None  # insert, reverse, sort, pop: order changes
+        elif isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
+            return None  # `layers[i] = ...` may replace one
+    if literal is None or any(not isinstance(e, cst.Element) for e in literal.elements):
+        return None
+    return [element.value for element in literal.elements]

@@ -40,11 +40,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import libcst as cst
 
-from autograd_fix.codemods.semantic.callgraph import is_module_class
+from autograd_fix.codemods.semantic.callgraph import CallGraph, is_module_class
 from autograd_fix.codemods.semantic.gradmode import enables_grad, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
@@ -179,7 +179,7 @@ INPUT_SAVING_OPS = frozenset(
 #: ops with two tensor operands that save each operand when the other requires grad
 BILINEAR_OPS = frozenset({"mul", "matmul", "mm", "bmm", "mv", "dot", "outer", "einsum", "div", "linear"})
 #: nn modules that save their output
-OUTPUT_SAVING_MODULES = frozenset({"Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Softmax2d"})
+OUTPUT_SAVING_MODULES = frozenset({"Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Softmax2d", "ReLU"})
 #: nn modules that save their input (with weights that require grad)
 INPUT_SAVING_MODULES = frozenset(
     {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
@@ -237,10 +237,22 @@ class TrackingAnalysis:
         self.freezes_parameters = False
         self.no_grad_callees: set[str] = set()
         self.apply_functions: set[str] = set()
+        #: the file's call graph, asked for only when a call of a module-level function
+        #: of the file needs what it returns (None: such calls stay unknown)
+        self.call_graph: Callable[[], CallGraph] | None = None
+        self._top_level = {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
+        self._returned_leaves: dict[str, Tracked | None] = {}
 
     @classmethod
-    def build(cls, module: cst.Module, imports: ImportIndex, roles: Vocabulary = DEFAULT_VOCABULARY) -> "TrackingAnalysis":
+    def build(
+        cls,
+        module: cst.Module,
+        imports: ImportIndex,
+        roles: Vocabulary = DEFAULT_VOCABULARY,
+        call_graph: "Callable[[], CallGraph] | None" = None,
+    ) -> "TrackingAnalysis":
         analysis = cls(module, imports, roles)
+        analysis.call_graph = call_graph
         prepass = _PrePass(analysis)
         walk(module, prepass)
         _Walker(analysis).run(module)
@@ -305,6 +317,24 @@ class TrackingAnalysis:
         if info is not None and info.module_like:
             return name
         return None
+
+    def returned_leaf(self, name: str) -> Tracked | None:
+        """A call of same-file function `name` makes a fresh leaf that requires grad when
+        every value it returns does (`return (torch.randn(size) * std).requires_grad_()`,
+        `torch.zeros(n, requires_grad=True)`, `nn.Parameter(...)`), read with no outer
+        facts: a returned argument or global stays unknown."""
+        if self.call_graph is None or name not in self._top_level:
+            return None
+        if name not in self._returned_leaves:
+            self._returned_leaves[name] = None  # a recursive call is unknown
+            values = self.call_graph().returned_values(name)
+            if values:
+                evaluator = _Evaluator(self, State(), Position(None, None, False, None))
+                facts = [evaluator.value(value) for value in values]
+                if all(fact is not None and fact.leaf for fact in facts):
+                    kinds = {fact.kind for fact in facts}  # type: ignore[union-attr]
+                    self._returned_leaves[name] = Tracked(kinds.pop() if len(kinds) == 1 else Kind.REQUIRES_GRAD)
+        return self._returned_leaves[name]
 
     def is_parameter_constructor(self, call: cst.BaseExpression) -> bool:
         """`nn.Parameter(t)` (not `requires_grad=False`)."""
@@ -551,6 +581,8 @@ class _Evaluator:
             if method.endswith("_"):
                 return replace(base, aliased=True)  # in-place returns its receiver
             return Tracked(Kind.DERIVED)
+        if isinstance(node.func, cst.Name):
+            return self.analysis.returned_leaf(node.func.value)  # `weights = init_params(shape)`
         return None
 
     def _module_call(self, owner: str | None | bool) -> Tracked | None:

@@ -165,6 +165,47 @@ for batch in loader:
     model.zero_grad(set_to_none=True)
 """
     ),
+    # 14. `step` replaced (types.MethodType) by a same-file function that zeroes after stepping
+    valid(
+        """
+import types
+
+class NoisyStep:
+    def attach(self, optimizer):
+        inner_step = optimizer.step
+
+        def noisy_step(opt, closure=None):
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    p.grad += 0.01 * torch.randn_like(p.grad)
+            inner_step(closure)
+            opt.zero_grad()
+
+        optimizer.step = types.MethodType(noisy_step, optimizer)
+
+def fit(net, batches, optimizer):
+    for inputs, labels in batches:
+        loss = F.cross_entropy(net(inputs), labels)
+        loss.backward()
+        optimizer.step()
+"""
+    ),
+    # 15. a helper that scales gradients to zero (`mul_(0)`) zeroes them
+    valid(
+        """
+def wipe(optimizer):
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if param.grad is not None:
+                param.grad.data.mul_(0)
+
+for src, tgt in pairs:
+    loss = seq2seq(src, tgt).sum()
+    loss.backward()
+    optimizer.step()
+    wipe(optimizer)
+"""
+    ),
 ]
 
 INVALID = [
@@ -384,6 +425,38 @@ for it, (x, y) in enumerate(loader):
         clip_grad_norm_(net.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad()
+""",
+    ),
+    # 10. a same-file helper that only clips gradients in place does not zero them
+    invalid(
+        """
+def clip_gradient(optimizer, grad_clip):
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if param.grad is not None:
+                param.grad.data.clamp_(-grad_clip, grad_clip)
+
+optimizer.zero_grad()
+for step, batch in enumerate(batches):
+    loss = criterion(classifier(batch.text), batch.label)
+    loss.backward()
+    clip_gradient(optimizer, 0.5)
+    optimizer.step()
+""",
+        """
+def clip_gradient(optimizer, grad_clip):
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            if param.grad is not None:
+                param.grad.data.clamp_(-grad_clip, grad_clip)
+
+optimizer.zero_grad()
+for step, batch in enumerate(batches):
+    loss = criterion(classifier(batch.text), batch.label)
+    loss.backward()
+    clip_gradient(optimizer, 0.5)
+    optimizer.step()
+    optimizer.zero_grad()
 """,
     ),
 ]

@@ -205,6 +205,34 @@ class RepConv(nn.Module):
             para.detach_()
 """
     ),
+    # 14. a same-file helper that hands back its argument: not known to be a fresh leaf
+    valid(
+        """
+import torch
+
+def prepare(t):
+    return t
+
+scale = prepare(torch.ones(3))
+scale[0] *= 2.0
+"""
+    ),
+    # 15. layers listed for Sequential(*layers), reordered before use: neighbours unknown
+    valid(
+        """
+import torch.nn as nn
+
+class Head(nn.Module):
+    def __init__(self, d, p):
+        super().__init__()
+        layers = [nn.ReLU(), nn.Dropout(p, inplace=True)]
+        layers.insert(1, nn.Linear(d, d))
+        self.main = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.main(x)
+"""
+    ),
 ]
 
 INVALID = [
@@ -544,5 +572,66 @@ x.add_(1.0)
 y = (x * x).sum()
 y.backward()
 """
+    ),
+    # 14. a weight made by a same-file helper that returns `.requires_grad_()`, one entry scaled in place
+    invalid(
+        """
+import torch
+
+def init_params(size, std=1.0):
+    return (torch.randn(size) * std).requires_grad_()
+
+weights = init_params((784, 1))
+bias = init_params(1)
+weights[0] *= 1.0001
+""",
+        """
+import torch
+
+def init_params(size, std=1.0):
+    return (torch.randn(size) * std).requires_grad_()
+
+weights = init_params((784, 1))
+bias = init_params(1)
+with torch.no_grad():
+    weights[0] *= 1.0001
+""",
+    ),
+    # 15. Dropout(inplace=True) after ReLU, the layers in a list handed to Sequential(*layers)
+    invalid(
+        """
+import torch.nn as nn
+
+class Classifier(nn.Module):
+    def __init__(self, in_dim, hid_dim, out_dim, dropout):
+        super().__init__()
+        layers = [
+            nn.Linear(in_dim, hid_dim),
+            nn.ReLU(),
+            nn.Dropout(dropout, inplace=True),
+            nn.Linear(hid_dim, out_dim),
+        ]
+        self.main = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.main(x)
+""",
+        """
+import torch.nn as nn
+
+class Classifier(nn.Module):
+    def __init__(self, in_dim, hid_dim, out_dim, dropout):
+        super().__init__()
+        layers = [
+            nn.Linear(in_dim, hid_dim),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(hid_dim, out_dim),
+        ]
+        self.main = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return self.main(x)
+""",
     ),
 ]

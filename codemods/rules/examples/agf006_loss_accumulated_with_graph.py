@@ -157,6 +157,104 @@ def train_epoch(model, loader, optimizer, step_fn):
     return sum(accuracies) / len(accuracies)
 """
     ),
+    # 12. the backpropagated item of a step's output dict is detached before the dict is kept
+    valid(
+        """
+class Runner:
+    def fit(self, loader, net, optimizer):
+        history = []
+        for step, batch in enumerate(loader):
+            result = net.shared_step(batch)
+            result["loss"].backward()
+            optimizer.step()
+            result["loss"] = result["loss"].detach()
+            history.append(result)
+        return history
+"""
+    ),
+    # 13. a same-file loss helper also returns an accuracy, which is no input of the loss
+    valid(
+        """
+import torch.nn.functional as F
+
+def seg_loss(logits, masks):
+    loss = F.cross_entropy(logits, masks)
+    pixel_acc = (logits.argmax(1) == masks).float().mean()
+    return loss, pixel_acc
+
+epoch_acc = 0.0
+for images, masks in loader:
+    loss, pixel_acc = seg_loss(net(images), masks)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    epoch_acc += pixel_acc
+print(epoch_acc / len(loader))
+"""
+    ),
+    # 14. the tracker is handed plain numbers, not the dict of loss tensors
+    valid(
+        """
+class LossMeter:
+    def __init__(self):
+        self.sums = {}
+        self.count = 0
+
+    def update(self, batch_losses):
+        for key in batch_losses:
+            self.sums[key] = self.sums.get(key, 0.0)
+            self.sums[key] += batch_losses[key]
+        self.count += 1
+
+
+def fit(net, optimizer, loader, meter):
+    for epoch in range(3):
+        for images, targets in loader:
+            losses = net.losses(images, targets)
+            optimizer.zero_grad()
+            losses["total"].backward()
+            optimizer.step()
+            meter.update({key: value.item() for key, value in losses.items()})
+        print(epoch, {k: float(v) / meter.count for k, v in meter.sums.items()})
+"""
+    ),
+    # 15. the training step hands back plain numbers of its loss terms
+    valid(
+        """
+import torch
+import torch.nn.functional as F
+
+
+class DetLoss:
+    def __call__(self, preds, targets):
+        box = (preds[:, :4] - targets[:, :4]).abs().mean()
+        cls = F.binary_cross_entropy_with_logits(preds[:, 4:], targets[:, 4:])
+        parts = {"box": box, "cls": cls}
+        return box + cls, parts
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.criterion = DetLoss()
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_one_batch(self, images, targets):
+        self.optimizer.zero_grad()
+        loss, parts = self.criterion(self.model(images), targets)
+        loss.backward()
+        self.optimizer.step()
+        return {name: value.item() for name, value in parts.items()}
+
+    def train_one_epoch(self, loader):
+        sums = {"box": 0.0, "cls": 0.0}
+        for n, images, targets in loader:
+            batch_losses = self.train_one_batch(images, targets)
+            for name, value in batch_losses.items():
+                sums[name] += value * n
+        return sums
+"""
+    ),
 ]
 
 INVALID = [
@@ -511,6 +609,285 @@ class Trainer:
             self.optimizer.step()
             epoch_outputs.append(out)
         return epoch_outputs
+""",
+    ),
+    # issue 8: a same-file step returns a dict whose only graph-carrying item is the
+    # backpropagated loss (the others are `.item()`s and numbers): detach that item
+    invalid(
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class DepthModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Conv2d(3, 1, 3, padding=1)
+
+    def training_step(self, sample, *args):
+        depth = self.net(sample["image"])
+        loss = F.l1_loss(depth, sample["target"])
+        return {"loss": loss, "logs": {"l1": loss.item()}, "count": 1}
+
+
+class Trainer:
+    def run_epoch(self, train_loader, model, opt):
+        history = []
+        for step, sample in enumerate(train_loader):
+            result = model.training_step(sample, step)
+            result["loss"].backward()
+            opt.step()
+            opt.zero_grad()
+            # keep the step's output for the epoch summary
+            history.append(result)
+        return history
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class DepthModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Conv2d(3, 1, 3, padding=1)
+
+    def training_step(self, sample, *args):
+        depth = self.net(sample["image"])
+        loss = F.l1_loss(depth, sample["target"])
+        return {"loss": loss, "logs": {"l1": loss.item()}, "count": 1}
+
+
+class Trainer:
+    def run_epoch(self, train_loader, model, opt):
+        history = []
+        for step, sample in enumerate(train_loader):
+            result = model.training_step(sample, step)
+            result["loss"].backward()
+            opt.step()
+            opt.zero_grad()
+            result["loss"] = result["loss"].detach()
+            # keep the step's output for the epoch summary
+            history.append(result)
+        return history
+""",
+    ),
+    # issue 8: the loss terms a same-file loss function returns beside the total it sums
+    invalid(
+        """
+import torch.nn.functional as F
+
+def multitask_loss(cls_logits, boxes, labels, target_boxes):
+    box_l1 = F.smooth_l1_loss(boxes, target_boxes)
+    ce = F.cross_entropy(cls_logits, labels)
+    total = box_l1 + 0.5 * ce
+    return total, box_l1, ce
+
+sum_total, sum_box, sum_ce = 0.0, 0.0, 0.0
+for step, (images, labels, target_boxes) in enumerate(train_loader):
+    cls_logits, boxes = detector(images)
+    total, box_l1, ce = multitask_loss(cls_logits, boxes, labels, target_boxes)
+    optimizer.zero_grad()
+    total.backward()
+    optimizer.step()
+    sum_box += box_l1
+    sum_ce += ce
+print(f"box {sum_box / len(train_loader):.3f} ce {sum_ce / len(train_loader):.3f}")
+""",
+        """
+import torch.nn.functional as F
+
+def multitask_loss(cls_logits, boxes, labels, target_boxes):
+    box_l1 = F.smooth_l1_loss(boxes, target_boxes)
+    ce = F.cross_entropy(cls_logits, labels)
+    total = box_l1 + 0.5 * ce
+    return total, box_l1, ce
+
+sum_total, sum_box, sum_ce = 0.0, 0.0, 0.0
+for step, (images, labels, target_boxes) in enumerate(train_loader):
+    cls_logits, boxes = detector(images)
+    total, box_l1, ce = multitask_loss(cls_logits, boxes, labels, target_boxes)
+    optimizer.zero_grad()
+    total.backward()
+    optimizer.step()
+    sum_box += box_l1.detach()
+    sum_ce += ce.detach()
+print(f"box {sum_box / len(train_loader):.3f} ce {sum_ce / len(train_loader):.3f}")
+""",
+    ),
+    # issue 8: a loss tracker's method, called every iteration with the step's loss dict,
+    # sums its items into the tracker's state (reported: which items are tensors is unknown)
+    invalid(
+        """
+class LossMeter:
+    def __init__(self):
+        self.sums = {}
+        self.count = 0
+
+    def update(self, batch_losses):
+        for key in batch_losses:
+            self.sums[key] = self.sums.get(key, 0.0)
+            self.sums[key] += batch_losses[key]
+        self.count += 1
+
+
+def fit(net, optimizer, loader, meter):
+    for epoch in range(3):
+        for images, targets in loader:
+            losses = net.losses(images, targets)
+            optimizer.zero_grad()
+            losses["total"].backward()
+            optimizer.step()
+            meter.update(losses)
+        print(epoch, {k: float(v) / meter.count for k, v in meter.sums.items()})
+"""
+    ),
+    # issue 8: a same-file training step returns the dict of its loss terms (its backward
+    # freed their graph); the epoch loop sums its items
+    invalid(
+        """
+import torch
+import torch.nn.functional as F
+
+
+class DetLoss:
+    def __call__(self, preds, targets):
+        box = (preds[:, :4] - targets[:, :4]).abs().mean()
+        cls = F.binary_cross_entropy_with_logits(preds[:, 4:], targets[:, 4:])
+        parts = {"box": box, "cls": cls}
+        return box + cls, parts
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.criterion = DetLoss()
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_one_batch(self, images, targets):
+        self.optimizer.zero_grad()
+        loss, parts = self.criterion(self.model(images), targets)
+        loss.backward()
+        self.optimizer.step()
+        return parts
+
+    def train_one_epoch(self, loader):
+        sums = {"box": 0.0, "cls": 0.0}
+        for n, images, targets in loader:
+            batch_losses = self.train_one_batch(images, targets)
+            for name, value in batch_losses.items():
+                sums[name] += value * n
+        return sums
+""",
+        """
+import torch
+import torch.nn.functional as F
+
+
+class DetLoss:
+    def __call__(self, preds, targets):
+        box = (preds[:, :4] - targets[:, :4]).abs().mean()
+        cls = F.binary_cross_entropy_with_logits(preds[:, 4:], targets[:, 4:])
+        parts = {"box": box, "cls": cls}
+        return box + cls, parts
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.criterion = DetLoss()
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_one_batch(self, images, targets):
+        self.optimizer.zero_grad()
+        loss, parts = self.criterion(self.model(images), targets)
+        loss.backward()
+        self.optimizer.step()
+        return parts
+
+    def train_one_epoch(self, loader):
+        sums = {"box": 0.0, "cls": 0.0}
+        for n, images, targets in loader:
+            batch_losses = self.train_one_batch(images, targets)
+            for name, value in batch_losses.items():
+                sums[name] += (value * n).detach()
+        return sums
+""",
+    ),
+    # issue 8: the same tracker, and the step's dict is a same-file loss method's dict of
+    # loss terms (all tensors), passed from this one call site: detach in the tracker
+    invalid(
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LossMeter:
+    def __init__(self):
+        self.sums = {"total": 0.0, "ce": 0.0}
+
+    def update(self, batch_losses):
+        for key in batch_losses:
+            self.sums[key] += batch_losses[key]
+
+
+class SegNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Conv2d(4, 3, 1)
+
+    def forward(self, x):
+        return self.head(x)
+
+    def compute_loss(self, logits, labels):
+        ce = F.cross_entropy(logits, labels)
+        reg = 1e-4 * sum(p.pow(2).sum() for p in self.parameters())
+        return {"total": ce + reg, "ce": ce}
+
+
+def train(model, optimizer, loader, meter):
+    for images, labels in loader:
+        losses = model.compute_loss(model(images), labels)
+        optimizer.zero_grad()
+        losses["total"].backward()
+        optimizer.step()
+        meter.update(losses)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class LossMeter:
+    def __init__(self):
+        self.sums = {"total": 0.0, "ce": 0.0}
+
+    def update(self, batch_losses):
+        for key in batch_losses:
+            self.sums[key] += batch_losses[key].detach()
+
+
+class SegNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Conv2d(4, 3, 1)
+
+    def forward(self, x):
+        return self.head(x)
+
+    def compute_loss(self, logits, labels):
+        ce = F.cross_entropy(logits, labels)
+        reg = 1e-4 * sum(p.pow(2).sum() for p in self.parameters())
+        return {"total": ce + reg, "ce": ce}
+
+
+def train(model, optimizer, loader, meter):
+    for images, labels in loader:
+        losses = model.compute_loss(model(images), labels)
+        optimizer.zero_grad()
+        losses["total"].backward()
+        optimizer.step()
+        meter.update(losses)
 """,
     ),
 ]

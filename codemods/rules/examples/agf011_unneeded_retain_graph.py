@@ -114,6 +114,79 @@ for part in parts:
     part.sum().backward(retain_graph=True)
 """
     ),
+    # 11. an attribute that a method reassigns (a carried memory) is read into the loss
+    valid(
+        """
+class Trainer:
+    def __init__(self, model, optimizer, weight):
+        self.model = model
+        self.optimizer = optimizer
+        self.weight = weight
+        self.prior = 0
+
+    def fit(self, train_loader):
+        for inputs, targets in train_loader:
+            out = self.model(inputs)
+            loss_c = (out - targets).pow(2).mean() + self.prior
+            self.optimizer.zero_grad()
+            loss_c.backward(retain_graph=True)
+            self.optimizer.step()
+            self.prior = self.weight * out.mean()
+"""
+    ),
+    # 12. a same-file method that caches its result on self builds part of the loss
+    valid(
+        """
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+        self.cached_reg = None
+
+    def regularizer(self):
+        if self.cached_reg is None:
+            self.cached_reg = sum(p.pow(2).sum() for p in self.model.parameters())
+        return self.cached_reg
+
+    def fit(self, train_loader):
+        for inputs, targets in train_loader:
+            loss = (self.model(inputs) - targets).abs().mean() + self.regularizer()
+            self.optimizer.zero_grad()
+            loss.backward(retain_graph=True)
+            self.optimizer.step()
+"""
+    ),
+    # 13. a script whose loss weight is itself a graph built once, before the loop
+    valid(
+        """
+import torch
+
+anchor = model(reference).mean()
+for step, (inputs, target) in enumerate(train_loader):
+    loss = criterion(model(inputs), target) * anchor
+    optimizer.zero_grad()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+"""
+    ),
+    # 14. a second update reuses the generator output made before the first backward
+    valid(
+        """
+import torch
+
+for epoch in range(epochs):
+    for step, real in enumerate(range(steps)):
+        noise = torch.randn(4, 8)
+        fake = G(noise)
+        loss = critic_loss(D(fake), D(real_batch)) + recon_loss(fake)
+        loss.backward(retain_graph=True)
+        opt_G.step()
+        opt_D.zero_grad()
+        loss_D = critic_loss(D(fake), D(real_batch))
+        loss_D.backward()
+        opt_D.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -308,6 +381,137 @@ for x, y in loader:
     (loss_cls + loss_reg).backward()
     optimizer.step()
     optimizer.zero_grad()
+""",
+    ),
+    # 9. a trainer method: constants set once in __init__, a fresh regulariser, `loss_c` named like a cell
+    invalid(
+        """
+class Trainer:
+    def __init__(self, model, optimizer, alpha=0.8):
+        self.model = model
+        self.optimizer = optimizer
+        self.alpha = alpha
+        self.aux_loss = 0
+
+    def l2_penalty(self):
+        penalty = torch.zeros(1)
+        for p in self.model.parameters():
+            penalty += p.pow(2).sum()
+        return penalty
+
+    def train(self, train_data):
+        for i, batch in enumerate(train_data):
+            out, prob = self.model(batch["tokens"])
+            loss_c = self.criterion_c(out, batch["target"])
+            loss_d = self.criterion_d(prob, batch["label"])
+            loss = self.alpha * loss_c + (1 - self.alpha) * loss_d + self.l2_penalty() + self.aux_loss
+            self.optimizer.zero_grad()
+            loss.backward(retain_graph=True)
+            self.optimizer.step()
+""",
+        """
+class Trainer:
+    def __init__(self, model, optimizer, alpha=0.8):
+        self.model = model
+        self.optimizer = optimizer
+        self.alpha = alpha
+        self.aux_loss = 0
+
+    def l2_penalty(self):
+        penalty = torch.zeros(1)
+        for p in self.model.parameters():
+            penalty += p.pow(2).sum()
+        return penalty
+
+    def train(self, train_data):
+        for i, batch in enumerate(train_data):
+            out, prob = self.model(batch["tokens"])
+            loss_c = self.criterion_c(out, batch["target"])
+            loss_d = self.criterion_d(prob, batch["label"])
+            loss = self.alpha * loss_c + (1 - self.alpha) * loss_d + self.l2_penalty() + self.aux_loss
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+""",
+    ),
+    # 10. a script: the loss weight is a literal bound before the loop
+    invalid(
+        """
+import torch
+
+gama = 0.8
+for step, (inputs, target) in enumerate(train_loader):
+    loss_c = criterion(model(inputs), target)
+    loss = gama * loss_c
+    optimizer.zero_grad()
+    loss.backward(retain_graph=True)
+    optimizer.step()
+""",
+        """
+import torch
+
+gama = 0.8
+for step, (inputs, target) in enumerate(train_loader):
+    loss_c = criterion(model(inputs), target)
+    loss = gama * loss_c
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+    ),
+    # 11. a script's second update recomputes (and detaches) everything it backpropagates
+    invalid(
+        """
+import torch
+
+def hinge(r_real, r_fake):
+    return (torch.relu(1 + r_fake) + torch.relu(1 - r_real)).mean()
+
+for epoch in range(2):
+    for step, k in enumerate(range(3)):
+        frames = torch.randn(2, 3, 8, 8)
+        cond = frames[:, 0]
+        style = E(frames).mean(dim=0)
+        fake = G(cond, style)
+        r_fake, r_real = D(fake, k), D(frames, k)
+        loss = recon(fake, frames) + hinge(r_real, r_fake)
+        loss.backward(retain_graph=True)
+        opt_G.step()
+        opt_D.step()
+
+        # discriminator again, on recomputed outputs
+        fake = G(cond, style).detach()
+        r_fake, r_real = D(fake, k), D(frames, k)
+        opt_D.zero_grad()
+        loss_D = hinge(r_real, r_fake)
+        loss_D.backward()
+        opt_D.step()
+""",
+        """
+import torch
+
+def hinge(r_real, r_fake):
+    return (torch.relu(1 + r_fake) + torch.relu(1 - r_real)).mean()
+
+for epoch in range(2):
+    for step, k in enumerate(range(3)):
+        frames = torch.randn(2, 3, 8, 8)
+        cond = frames[:, 0]
+        style = E(frames).mean(dim=0)
+        fake = G(cond, style)
+        r_fake, r_real = D(fake, k), D(frames, k)
+        loss = recon(fake, frames) + hinge(r_real, r_fake)
+        loss.backward()
+        opt_G.step()
+        opt_D.step()
+
+        # discriminator again, on recomputed outputs
+        fake = G(cond, style).detach()
+        r_fake, r_real = D(fake, k), D(frames, k)
+        opt_D.zero_grad()
+        loss_D = hinge(r_real, r_fake)
+        loss_D.backward()
+        opt_D.step()
 """,
     ),
 ]

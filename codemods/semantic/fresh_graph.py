@@ -1,0 +1,342 @@
+"""Is a retained graph built fresh in its iteration, and does anything use it again?
+
+The question behind AGF011 (`retain_graph=True` that nothing needs): the graph behind the
+retaining backward must be built in the iteration (or function) from data, constants and
+modules; none of it may leave the scope; and a later backward in the same iteration may
+read only values recomputed after the first one (or cut, or made by torch's factories).
+Any doubt answers "not fresh", which keeps the rule silent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.names import last_segment
+from autograd_fix.codemods.semantic.autograd_function import ACCEPTS_NON_TENSORS
+from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.dataflow import stores_on_self
+from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS
+from autograd_fix.codemods.semantic.loops import (
+    StatementOrder,
+    all_nodes,
+    ancestors,
+    bindings,
+    breaks_graph,
+    declared_global,
+    has_keyword,
+    innermost_loop,
+    is_gradient_call,
+    local_nodes,
+    read_name_nodes,
+    runs_every_iteration,
+)
+from autograd_fix.codemods.semantic.module_values import builds_module, constant_attributes, plain_value
+
+_PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type"})
+_GRAPH_ATTRIBUTES = frozenset({"grad_fn", "register_hook", "retain_grad", "next_functions"})
+
+
+@dataclass(frozen=True)
+class NameHints:
+    """Where names break ties: which iterables yield data batches, which parameters hold
+    input data, and which names or calls suggest state carried across iterations."""
+
+    is_data_iterable: Callable[[cst.BaseExpression], bool]
+    is_data_parameter: Callable[[str], bool]
+    is_state_name: Callable[[str], bool]
+    is_state_call: Callable[[str], bool]
+
+
+class FreshGraph:
+    """Is the graph behind a retaining backward's roots built fresh in its iteration (or
+    function), does any of it leave the scope, and does a later backward reuse it?
+
+    Evidence first: bindings in the iteration, data the loop iterates over, constants set
+    once (`self.gama`, `gama = 0.8`), modules, torch factories, cuts (`.detach()`).
+    `hints` (names) only decide what counts as data or as carried state where the
+    code itself cannot tell.
+    """
+
+    def __init__(
+        self, scope: cst.CSTNode, call: cst.Call, parents: dict[int, cst.CSTNode], graph: CallGraph, imports: ImportIndex,
+        hints: NameHints,
+    ) -> None:
+        self.imports = imports
+        self.hints = hints
+        self.scope = scope
+        self.call = call
+        self.parents = parents
+        self.loop = innermost_loop(call, parents)
+        self.region: cst.CSTNode = self.loop.body if self.loop is not None else _body(scope)
+        self.order = StatementOrder.of(self.region)
+        self.region_bindings = bindings(self.region)
+        self.region_bound = {binding.name for binding in self.region_bindings}
+        self.call_graph = graph
+        self.owner = graph.owner(scope) if isinstance(scope, cst.FunctionDef) else None
+        #: `self.X` set once in `__init__` from literals or its parameters: read freely
+        self.constants = constant_attributes(self.owner) if self.owner is not None else frozenset()
+        self.allowed_outside = self._allowed_outside_names()
+        #: attributes called (`self.criterion_c(...)`, `model.init_hidden`): functions, not values
+        self.callees = {id(c.func) for c in all_nodes(self.region, cst.Call) if isinstance(c.func, cst.Attribute)}  # type: ignore[union-attr]
+        #: names of the graph bound in the region (roots and everything they are computed from)
+        self.graph: set[str] = set()
+
+    def _allowed_outside_names(self) -> set[str] | None:
+        """Names from outside the region that are data (loop targets over a loader, data params)."""
+        if self.loop is not None:
+            if not isinstance(self.loop, cst.For) or not self.hints.is_data_iterable(self.loop.iter):
+                return None
+            return {n.value for n in all_nodes(self.loop.target, cst.Name)}  # type: ignore[union-attr]
+        if isinstance(self.scope, cst.FunctionDef):
+            params = self.scope.params
+            every = [*params.posonly_params, *params.params, *params.kwonly_params]
+            return {p.name.value for p in every if self.hints.is_data_parameter(p.name.value)}
+        return set()  # a script's top level: everything is bound in the region
+
+    def graph_is_fresh(self, roots: list[str]) -> bool:
+        if self.allowed_outside is None or self._mentions_state():
+            return False
+        call_position = self.order.position(self.call)
+        pending = list(roots)
+        while pending:
+            name = pending.pop()
+            if name in self.graph:
+                continue
+            found = [b for b in self.region_bindings if b.name == name]
+            if not found:
+                return False  # a root or a value from outside the region that is not data
+            self.graph.add(name)
+            # a rebinding after the call (`x_hat = G(y, e).detach()` for a later update) does not
+            # feed this graph: the iteration rebinds the name before the call before reading it
+            found = [b for b in found if self.order.position(b.statement) < call_position] or found
+            for binding in found:
+                if binding.kind not in {"assign", "augassign", "annassign"} or binding.value is None:
+                    return False
+                if not self._unconditional(binding.statement) or self._calls_stateful(binding.value):
+                    return False
+                position = self.order.position(binding.statement)
+                if position > call_position:
+                    return False
+                for read in self._argument_reads(binding.value):
+                    if read == name and binding.kind == "augassign":
+                        continue
+                    local = [b for b in self.region_bindings if b.name == read]
+                    if local and min(self.order.position(b.statement) for b in local) < position:
+                        pending.append(read)
+                    elif read not in self.allowed_outside and not self._constant_outside(read):
+                        return False  # from outside and not data, or carried from the last iteration
+        return True
+
+    def _constant_outside(self, name: str) -> bool:
+        """Bound only outside the iteration, and only to literals (`gama = 0.8`) or modules
+        (`D = Discriminator()`: its parameters are leaves; in-file forwards keep no state)."""
+        if name in self.region_bound:
+            return False
+        found = [b for b in bindings(self.scope) if b.name == name]
+        return bool(found) and all(b.kind == "assign" and b.value is not None and self._no_graph_value(b.value) for b in found)
+
+    def _no_graph_value(self, value: cst.BaseExpression) -> bool:
+        return plain_value(value, set()) or builds_module(value, self.call_graph.module_classes, self.imports)
+
+    def recomputed_after(self, later: cst.Call) -> bool:
+        """Does the later gradient call `name.backward()` in the same region read only values
+        bound after this (retaining) call, data, or values that hold no graph? Then it never
+        backpropagates through the retained graph (talking-heads: `x_hat` recomputed and
+        detached, both discriminator outputs recomputed)."""
+        if not (isinstance(later.func, cst.Attribute) and isinstance(later.func.value, cst.Name)) or later.args:
+            return False
+        first, limit = self.order.position(self.call), self.order.position(later)
+        if limit < first:
+            return False
+        pending, seen = [(later.func.value.value, limit)], set()
+        while pending:
+            name, before = pending.pop()
+            if (name, before) in seen:
+                continue
+            seen.add((name, before))
+            found = [b for b in self.region_bindings if b.name == name and -1 < self.order.position(b.statement) < before]
+            if not found:
+                if name in (self.allowed_outside or set()) or self._constant_outside(name):
+                    continue
+                return False
+            latest = max(found, key=lambda b: self.order.position(b.statement))
+            if latest.kind != "assign" or latest.value is None or not self._unconditional(latest.statement):
+                return False
+            position = self.order.position(latest.statement)
+            if _cut_whole(latest.value):
+                continue
+            reads = self._value_reads(latest.value)
+            if reads is None or (position < first and not self._no_graph_before(latest.value)):
+                return False
+            pending.extend((read, position) for read in reads)
+        return True
+
+    def _value_reads(self, value: cst.BaseExpression) -> set[str] | None:
+        """Names whose values `value` uses, method receivers included (`out` in `out.pow(2)`);
+        functions called by bare or imported name are not values. None when it reads `self` state."""
+        callees: set[int] = set()
+        for call in all_nodes(value, cst.Call):
+            assert isinstance(call, cst.Call)
+            head = call.func
+            while isinstance(head, cst.Attribute) and self.imports.qualified_name(call.func) is not None:
+                head = head.value  # `torch.randn(...)`: an imported function, not a value
+            if isinstance(head, cst.Name):
+                callees.add(id(head))
+        for attribute in all_nodes(value, cst.Attribute):
+            assert isinstance(attribute, cst.Attribute)
+            if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
+                if id(attribute) not in self.callees and attribute.attr.value not in self.constants:
+                    return None
+        return {n.value for n in read_name_nodes(value) if id(n) not in callees and n.value != "self"}
+
+    def _no_graph_before(self, value: cst.BaseExpression) -> bool:
+        """A value made before the retaining call from data only: no call but torch's
+        factories (without `requires_grad`) and methods of what they made."""
+        for call in all_nodes(value, cst.Call):
+            assert isinstance(call, cst.Call)
+            qualified = self.imports.qualified_name(call.func) or ""
+            if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in ACCEPTS_NON_TENSORS:
+                if has_keyword(call, "requires_grad") is None:
+                    continue
+                return False
+            if not isinstance(call.func, cst.Attribute) or isinstance(call.func.value, cst.Name) and call.func.value.value == "self":
+                return False
+        return True
+
+    def _calls_stateful(self, value: cst.BaseExpression) -> bool:
+        """Calls a same-file function that stores on `self`: it may hand back a graph it kept."""
+        class_name = self.owner.name.value if self.owner is not None else None
+        for call in all_nodes(value, cst.Call):
+            name = dotted_name(call.func)  # type: ignore[union-attr]
+            if name is not None and any(stores_on_self(f.node) for f in self.call_graph.resolve(name, class_name)):
+                return True
+        return False
+
+    def _unconditional(self, statement: cst.CSTNode) -> bool:
+        if self.loop is not None:
+            return runs_every_iteration(statement, self.loop, self.parents)
+        for parent in ancestors(statement, self.parents):
+            if parent is self.scope:
+                return True
+            if isinstance(parent, (cst.If, cst.Try, cst.For, cst.While, cst.Match, cst.FunctionDef, cst.Lambda)):
+                return False
+        return True
+
+    def _argument_reads(self, value: cst.BaseExpression) -> set[str]:
+        """Names read as values (not as the callee `model` in `model(x)` / `self.model(x)`)."""
+        callee_heads: set[int] = set()
+        for call in all_nodes(value, cst.Call):
+            assert isinstance(call, cst.Call)
+            head = call.func
+            while isinstance(head, cst.Attribute):
+                head = head.value
+            if isinstance(head, cst.Name):
+                callee_heads.add(id(head))
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PLACEMENT_METHODS:
+                for argument in call.args:  # `x.to(self.device)`: where, not what
+                    callee_heads.update(id(n) for n in read_name_nodes(argument.value))
+        for attribute in all_nodes(value, cst.Attribute):
+            assert isinstance(attribute, cst.Attribute)
+            if isinstance(attribute.value, cst.Name) and attribute.value.value == "self" and attribute.attr.value in self.constants:
+                callee_heads.add(id(attribute.value))  # `self.gama * loss_c`: a set-up constant
+        return {n.value for n in read_name_nodes(value) if id(n) not in callee_heads and n.value not in {"True", "False", "None"}}
+
+    def _mentions_state(self) -> bool:
+        """A value from outside the iteration named like carried state (`hidden`, `self.memory`);
+        names bound in the iteration (`loss_c`) were followed by `graph_is_fresh` instead."""
+        for name in read_name_nodes(self.region):
+            if name.value not in self.region_bound and self.hints.is_state_name(name.value):
+                return True
+        for attribute in all_nodes(self.region, cst.Attribute):
+            assert isinstance(attribute, cst.Attribute)
+            if id(attribute) not in self.callees and self.hints.is_state_name(attribute.attr.value):
+                return True
+        for call in all_nodes(self.region, cst.Call):
+            assert isinstance(call, cst.Call)
+            if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+                continue  # `G(y, e_hat).detach()`: a value made right here, not a carried state
+            segment = last_segment(call.func)
+            if segment is not None and self.hints.is_state_call(segment):
+                return True
+        return False
+
+    def graph_escapes(self, roots: list[str], imports: ImportIndex) -> bool:
+        """Does a tensor of the graph leave the scope or meet another gradient API?"""
+        derived = set(self.graph)
+        if derived & declared_global(self.scope):
+            return True
+        scope_bindings = bindings(self.scope)
+        changed = True
+        while changed:
+            changed = False
+            for binding in scope_bindings:
+                if binding.name in derived or binding.value is None or breaks_graph(binding.value):
+                    continue
+                if {n.value for n in read_name_nodes(binding.value)} & derived:
+                    derived.add(binding.name)
+                    changed = True
+        if isinstance(self.scope, cst.Module):
+            if self._functions_read_globals(derived):
+                return True
+            nodes = local_nodes  # a script: the file's functions see only the globals they read
+        else:
+            nodes = all_nodes  # nested defs and lambdas count: fail closed
+        for node in nodes(self.scope, (cst.Return, cst.Yield)):
+            value = node.value  # type: ignore[union-attr]
+            if value is not None and _reads_unbroken(value, derived):
+                return True
+        for node in nodes(self.scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
+            value = node.value  # type: ignore[union-attr]
+            if value is not None and any(isinstance(t, (cst.Attribute, cst.Subscript)) for t in targets):
+                if _reads_unbroken(value, derived):
+                    return True
+        for node in nodes(self.scope, cst.Expr):
+            assert isinstance(node, cst.Expr)
+            call = node.value
+            if not isinstance(call, cst.Call) or is_gradient_call(call, imports):
+                continue
+            if isinstance(call.func, cst.Name) and call.func.value == "print":
+                continue
+            if any(_reads_unbroken(a.value, derived) for a in call.args):
+                return True
+        for attribute in nodes(self.scope, cst.Attribute):
+            assert isinstance(attribute, cst.Attribute)
+            if attribute.attr.value in _GRAPH_ATTRIBUTES:
+                return True
+        return False
+
+    def _functions_read_globals(self, names: set[str]) -> bool:
+        """Does a function of the script read one of `names` as a global (not its own)?"""
+        for function in all_nodes(self.scope, cst.FunctionDef):
+            assert isinstance(function, cst.FunctionDef)
+            params = function.params
+            own = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+            own |= {p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)}
+            own |= {binding.name for binding in bindings(function)}
+            if {name.value for name in read_name_nodes(function.body)} & (names - own):
+                return True
+        return False
+
+
+def _cut_whole(value: cst.BaseExpression) -> bool:
+    """`G(y, e).detach()`, `loss.item()`, `float(x)`: the value as a whole holds no graph."""
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute):
+        return value.func.attr.value in CUTTING_METHODS
+    return isinstance(value.func, cst.Name) and value.func.value in CUTTING_FUNCTIONS
+
+
+def _reads_unbroken(node: cst.BaseExpression, names: set[str]) -> bool:
+    return not breaks_graph(node) and bool({n.value for n in read_name_nodes(node)} & names)
+
+
+def _body(scope: cst.CSTNode) -> cst.CSTNode:
+    if isinstance(scope, (cst.FunctionDef,)):
+        return scope.body
+    return scope

@@ -1,0 +1,113 @@
+"""Unit tests for `codemods/semantic/accumulation.py`: what a training loop's iteration frees."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.semantic.accumulation import LoopAnalysis
+from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.loops import all_nodes, parent_map
+
+
+def _loop(source: str) -> LoopAnalysis:
+    module = cst.parse_module(textwrap.dedent(source))
+    imports = ImportIndex.from_module(module)
+    loop = next(node for node in all_nodes(module, cst.For) if "backward" in module.code_for_node(node))
+    assert isinstance(loop, cst.For)
+    return LoopAnalysis(loop, imports, parent_map(module), CallGraph.build(module, imports), lambda name: "loss" in name)
+
+
+def test_terms_returned_beside_the_backpropagated_total_carry_its_graph() -> None:
+    analysis = _loop(
+        """
+        import torch.nn.functional as F
+
+        def my_loss(logits, boxes, y, target):
+            mse = F.mse_loss(boxes, target)
+            ce = F.cross_entropy(logits, y)
+            acc = (logits.argmax(1) == y).float().mean()
+            loss = mse + ce
+            return loss, mse, ce, acc
+
+        for x, y, target in loader:
+            logits, boxes = net(x)
+            loss, mse, ce, acc = my_loss(logits, boxes, y, target)
+            loss.backward()
+        """
+    )
+    assert {"loss", "mse", "ce"} <= analysis.tracked
+    assert "acc" not in analysis.tracked
+
+
+def test_a_tracker_method_summing_a_loss_dict_into_its_state() -> None:
+    source = """
+        class Meter:
+            def update(self, batch_losses):
+                for key in batch_losses:
+                    self.sums[key] += batch_losses[key]
+
+        for x in loader:
+            losses = net.losses(x)
+            losses["total"].backward()
+            meter.update({ARG})
+        """
+    found = _loop(source.replace("{ARG}", "losses")).tracker_accumulations()
+    assert [(passed, fits) for _, passed, fits in found] == [("losses", False)]  # `net.losses` is not in the file
+    assert _loop(source.replace("{ARG}", "{k: v.item() for k, v in losses.items()}")).tracker_accumulations() == []
+
+
+def test_a_step_dict_whose_other_items_hold_no_graph_is_detachable_by_item() -> None:
+    source = """
+        class Model:
+            def training_step(self, batch):
+                loss = self.net(batch).mean()
+                return {"loss": loss, "metrics": {"mae": loss.item()}, "logits": {EXTRA}}
+
+        for batch in loader:
+            output = model.training_step(batch)
+            output["loss"].backward()
+            outputs.append(output)
+        """
+    assert _loop(source.replace("{EXTRA}", "0")).detachable_items("output") == ['output["loss"]']
+    assert _loop(source.replace("{EXTRA}", "self.net(batch)")).detachable_items("output") == []
+
+
+def test_a_training_step_returning_its_loss_terms_makes_their_items_graph_carrying() -> None:
+    source = """
+        class DetLoss:
+            def __call__(self, preds, targets):
+                box = (preds - targets).abs().mean()
+                cls = F.cross_entropy(preds, targets)
+                parts = {"box": box, "cls": cls}
+                return box + cls, parts
+
+        class Trainer:
+            def __init__(self):
+                self.criterion = DetLoss()
+
+            def step(self, x, y):
+                loss, parts = self.criterion(self.model(x), y)
+                loss.backward()
+                return {RET}
+
+            def epoch(self, loader):
+                for x, y in loader:
+                    out = self.step(x, y)
+                    for name, value in out.items():
+                        sums[name] += value
+        """
+    module = cst.parse_module(textwrap.dedent(source.replace("{RET}", "parts")))
+    imports = ImportIndex.from_module(module)
+    graph = CallGraph.build(module, imports)
+    assert graph.attribute_class("Trainer", "criterion") == "DetLoss"
+    loops = [node for node in all_nodes(module, cst.For) if isinstance(node, cst.For) and "self.step" in module.code_for_node(node)]
+    analysis = LoopAnalysis(loops[0], imports, parent_map(module), graph, lambda name: "loss" in name)  # type: ignore[arg-type]
+    assert analysis.graph_items == {"out"} and analysis.item_names == {"value"}
+    assert [a.accumulator for a in analysis.accumulations()] == ["sums"]
+    cut = cst.parse_module(textwrap.dedent(source.replace("{RET}", "{k: v.item() for k, v in parts.items()}")))
+    cut_imports = ImportIndex.from_module(cut)
+    cut_loop = next(n for n in all_nodes(cut, cst.For) if isinstance(n, cst.For) and "self.step" in cut.code_for_node(n))
+    assert LoopAnalysis(cut_loop, cut_imports, parent_map(cut), CallGraph.build(cut, cut_imports), lambda n: "loss" in n).graph_items == set()  # type: ignore[arg-type]

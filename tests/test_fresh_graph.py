@@ -1,0 +1,76 @@
+"""Unit tests for `codemods/semantic/fresh_graph.py`: is a retained graph built fresh, used again?"""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.fresh_graph import FreshGraph, NameHints
+from autograd_fix.codemods.semantic.loops import all_nodes, enclosing_scope, parent_map
+
+_HINTS = NameHints(
+    is_data_iterable=lambda node: True,
+    is_data_parameter=lambda name: name in {"batch"},
+    is_state_name=lambda name: name == "hidden",
+    is_state_call=lambda name: name == "repackage",
+)
+
+
+def _analysis(source: str) -> tuple[FreshGraph, list[cst.Call]]:
+    module = cst.parse_module(textwrap.dedent(source))
+    imports = ImportIndex.from_module(module)
+    backwards = [c for c in all_nodes(module, cst.Call) if isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"]
+    parents = parent_map(module)
+    first = backwards[0]
+    return FreshGraph(enclosing_scope(first, parents), first, parents, CallGraph.build(module, imports), imports, _HINTS), backwards
+
+
+TWO_UPDATES = """
+import torch
+
+for step, k in enumerate(range(3)):
+    frames = torch.randn(2, 3)
+    style = E(frames).mean(dim=0)
+    fake = G(frames, style)
+    loss = recon(fake, frames) + critic(D(fake))
+    loss.backward(retain_graph=True)
+    fake = {REFAKE}
+    loss_D = critic(D(fake)) + critic(D(frames))
+    loss_D.backward()
+"""
+
+
+def test_a_later_backward_on_recomputed_detached_values_does_not_reuse_the_graph() -> None:
+    analysis, backwards = _analysis(TWO_UPDATES.replace("{REFAKE}", "G(frames, style).detach()"))
+    assert analysis.graph_is_fresh(["loss"])
+    assert analysis.recomputed_after(backwards[1])
+
+
+def test_a_later_backward_through_a_value_made_before_the_first_reuses_it() -> None:
+    analysis, backwards = _analysis(TWO_UPDATES.replace("{REFAKE}", "G(frames, style)"))
+    assert not analysis.recomputed_after(backwards[1])  # `style` came from E before the first backward
+
+
+def test_constants_set_up_once_are_not_carried_state() -> None:
+    source = """
+    class Trainer:
+        def __init__(self, model, gama=0.8):
+            self.model = model
+            self.gama = gama
+            self.prior = 0
+
+        def train(self, batches):
+            for batch in batches:
+                loss = self.gama * self.model(batch).sum() + {EXTRA}
+                loss.backward(retain_graph=True)
+
+        def remember(self, value):
+            self.prior = value
+    """
+    fresh, _ = _analysis(source.replace("{EXTRA}", "1.0"))
+    assert fresh.graph_is_fresh(["loss"])
+    carried, _ = _analysis(source.replace("{EXTRA}", "self.prior"))
+    assert not carried.graph_is_fresh(["loss"])

@@ -1,0 +1,55 @@
+"""Unit tests for `codemods/semantic/tracking.py` facts that travel through same-file calls."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.semantic.model import SemanticModel
+from autograd_fix.codemods.semantic.tracking import Kind
+
+
+def _facts(source: str) -> dict[str, Kind | None]:
+    """The tracked kind of each name at the file's last statement."""
+    module = cst.parse_module(textwrap.dedent(source))
+    tracking = SemanticModel(module, ImportIndex.from_module(module)).tracking
+    last = module.body[-1]
+    names = [line.body[0].targets[0].target.value for line in module.body  # type: ignore[attr-defined]
+             if isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[0], cst.Assign)]
+    facts = {name: tracking.tracked(cst.Name(name), last) for name in names}
+    return {name: fact.kind if fact is not None else None for name, fact in facts.items()}
+
+
+def test_a_same_file_helper_returning_a_fresh_leaf_makes_one() -> None:
+    facts = _facts(
+        """
+        import torch
+        import torch.nn as nn
+
+        def init_params(size, std=1.0):
+            return (torch.randn(size) * std).requires_grad_()
+
+        def make_weight(n):
+            return nn.Parameter(torch.zeros(n))
+
+        def passthrough(t):
+            return t
+
+        def sometimes(n, flag):
+            if flag:
+                return torch.zeros(n, requires_grad=True)
+            return torch.zeros(n)
+
+        weights = init_params((4, 1))
+        w = make_weight(3)
+        same = passthrough(weights)
+        mixed = sometimes(3, True)
+        done = 0
+        """
+    )
+    assert facts["weights"] is Kind.REQUIRES_GRAD
+    assert facts["w"] is Kind.PARAMETER
+    assert facts["same"] is None
+    assert facts["mixed"] is None
