@@ -176,3 +176,27 @@ def test_custom_functions_and_their_apply_calls() -> None:
     semantic = RuleContext("ops.py", module).semantic
     assert [f.node.name.value for f in semantic.custom_functions] == ["Clamp"]
     assert "Clamp" in semantic.apply_calls
+
+
+def test_callees_run_under_no_grad_are_one_answer_for_call_graph_and_tracking() -> None:
+    module = cst.parse_module(
+        textwrap.dedent(
+            """
+            import torch
+
+            def evaluate(model, x):
+                return model(x)
+
+            def run_all(trainer, model, x):
+                with torch.no_grad():
+                    trainer.run(evaluate)
+                    trainer.score(x)
+
+            def train(model, x):
+                return model(x).sum()
+            """
+        )
+    )
+    semantic = RuleContext("train.py", module).semantic
+    assert semantic.call_graph.no_grad_callees == {"run", "score", "evaluate"}
+    assert semantic.tracking.no_grad_callees is semantic.call_graph.no_grad_callees

@@ -79,6 +79,10 @@ class CallGraph:
         self.by_key: dict[tuple[str | None, str], list[FunctionFacts]] = {}
         #: classes of this file that are modules (an nn.Module base, or a `forward`)
         self.module_classes: set[str] = set()
+        #: the last names of callables called (or passed) under no_grad anywhere in the
+        #: file: a function or method of one of these names may run without grad (a
+        #: name-level over-approximation that keeps tracking from claiming grad is on)
+        self.no_grad_callees: set[str] = set()
         self._module_attributes: dict[str, frozenset[str]] = {}
         #: module-level code (outside functions and classes) takes gradients
         self.module_level_uses_grad = False
@@ -93,6 +97,15 @@ class CallGraph:
         graph = cls(imports)
         graph._collect(module)
         return graph
+
+    def note_no_grad_call(self, name: str | None, call: cst.Call) -> None:
+        """A call made under no_grad: its callee's last name, and the bare names passed to
+        it (`trainer.run(evaluate)`), may run without grad (see `no_grad_callees`)."""
+        if name is not None:
+            self.no_grad_callees.add(last_segment(call.func) or name.rsplit(".", 1)[-1])
+        for argument in call.args:
+            if isinstance(argument.value, cst.Name):
+                self.no_grad_callees.add(argument.value.value)
 
     def facts(self, node: cst.FunctionDef) -> FunctionFacts | None:
         """The facts of a function of this file (None for a node of another tree)."""
@@ -442,6 +455,8 @@ class _Collector(cst.CSTVisitor):
             if segment in CUTTING_METHODS or segment in CUTTING_FUNCTIONS or segment in VALUE_INDEX_PAIRS:
                 self.functions[-1].cuts = True
         name = dotted_name(node.func)
+        if self.no_grad_depth > 0:
+            self.analysis.note_no_grad_call(name, node)
         if name is None:
             return
         caller = self.functions[-1] if self.functions else None

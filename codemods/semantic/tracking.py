@@ -235,6 +235,7 @@ class TrackingAnalysis:
         self._suite_sites: list[Site] = []
         self._by_statement: dict[int, Site] = {}
         self.freezes_parameters = False
+        #: last names of callables called or passed under no_grad (from the call graph)
         self.no_grad_callees: set[str] = set()
         self.apply_functions: set[str] = set()
         #: the file's call graph, asked for only when a call of a module-level function
@@ -252,7 +253,12 @@ class TrackingAnalysis:
         call_graph: "Callable[[], CallGraph] | None" = None,
     ) -> "TrackingAnalysis":
         analysis = cls(module, imports, roles)
+        if call_graph is None:
+            graph = CallGraph.build(module, imports)
+            call_graph = lambda: graph  # noqa: E731
         analysis.call_graph = call_graph
+        # the call graph knows which callees run under no_grad (one answer for the file)
+        analysis.no_grad_callees = call_graph().no_grad_callees
         prepass = _PrePass(analysis)
         walk(module, prepass)
         _Walker(analysis).run(module)
@@ -357,7 +363,6 @@ class _PrePass(cst.CSTVisitor):
     def __init__(self, analysis: TrackingAnalysis) -> None:
         super().__init__()
         self.analysis = analysis
-        self.no_grad_depth = 0
         self.classes: list[ClassInfo] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -372,22 +377,6 @@ class _PrePass(cst.CSTVisitor):
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.classes.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if function_disables_grad(node, self.analysis.imports):
-            self.no_grad_depth += 1
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        if function_disables_grad(original_node, self.analysis.imports):
-            self.no_grad_depth -= 1
-
-    def visit_With(self, node: cst.With) -> None:
-        if with_disables_grad(node, self.analysis.imports):
-            self.no_grad_depth += 1
-
-    def leave_With(self, original_node: cst.With) -> None:
-        if with_disables_grad(original_node, self.analysis.imports):
-            self.no_grad_depth -= 1
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
@@ -421,13 +410,6 @@ class _PrePass(cst.CSTVisitor):
                     self.classes[-1].buffers.add(attribute)
                 elif len(args) > 1 and self.analysis.is_parameter_constructor(args[1]):
                     self.classes[-1].parameters.add(attribute)
-        if self.no_grad_depth > 0:
-            name = dotted_name(func)
-            if name is not None:
-                self.analysis.no_grad_callees.add(_last(name))
-            for argument in node.args:
-                if isinstance(argument.value, cst.Name):
-                    self.analysis.no_grad_callees.add(argument.value.value)
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for info in self.analysis.classes.values():
