@@ -89,6 +89,18 @@ class Tracked:
 
 
 @dataclass(frozen=True)
+class ModuleRef:
+    """A value known to be an `nn.Module`.
+
+    `constructor` names its class when the binding says (`nn.Linear(...)` -> "Linear",
+    an in-file subclass -> its name), and is None when only its use or its name says it
+    is a module (`self.model` of a trainer, `model.fc`).
+    """
+
+    constructor: str | None = None
+
+
+@dataclass(frozen=True)
 class Position:
     """Where a statement sits: its function, class, and the grad mode there."""
 
@@ -289,7 +301,7 @@ class TrackingAnalysis:
         site = self.site(statement)
         if site is None:
             return False
-        return _Evaluator(self, site.state, site.position).module_of(expression) is not False
+        return _Evaluator(self, site.state, site.position).module_of(expression) is not None
 
     def saves_output(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> bool:
         """Does the op computing `expression` save its own output (sigmoid, tanh, softmax)?"""
@@ -432,49 +444,49 @@ class _Evaluator:
     def class_info(self) -> ClassInfo | None:
         return self.analysis.classes.get(self.position.class_name or "")
 
-    def module_of(self, node: cst.BaseExpression) -> str | None | bool:
-        """The constructor name (or None when unknown) of a known module; False if not one."""
+    def module_of(self, node: cst.BaseExpression) -> ModuleRef | None:
+        """The module `node` is known to be (its constructor when known); None if not one."""
         if isinstance(node, cst.Name):
             if node.value in self.state.modules:
-                return self.state.modules[node.value]
+                return ModuleRef(self.state.modules[node.value])
             if node.value not in self.state.tensors and has_name_tokens(node.value, self.analysis.module_words):
-                return None  # `model(x)`, `criterion(out, y)`: named as a module, called as one
+                return ModuleRef()  # `model(x)`, `criterion(out, y)`: named as a module, called as one
             if node.value == "self" and self.class_info is not None and self.class_info.module_like:
-                return self.class_info.name
-            return False
+                return ModuleRef(self.class_info.name)
+            return None
         if isinstance(node, cst.Attribute):
             if dotted_name(node.value) == "self":
                 info = self.class_info
                 if info is not None and node.attr.value in info.modules:
-                    return info.modules[node.attr.value]
+                    return ModuleRef(info.modules[node.attr.value])
                 if (info is None or node.attr.value not in info.parameters | info.buffers) and has_name_tokens(
                     node.attr.value, self.analysis.module_words
                 ):
-                    return None  # `self.model` of a trainer
-                return False
-            if node.attr.value not in _PARAMETER_NAMES and self.module_of(node.value) is not False:
-                return None  # `model.fc`: a submodule of a known module
-        return False
+                    return ModuleRef()  # `self.model` of a trainer
+                return None
+            if node.attr.value not in _PARAMETER_NAMES and self.module_of(node.value) is not None:
+                return ModuleRef()  # `model.fc`: a submodule of a known module
+        return None
 
-    def callee_module(self, func: cst.BaseExpression) -> str | None | bool:
-        """The module a call of `func` runs the forward of (as `module_of`); False if none.
+    def callee_module(self, func: cst.BaseExpression) -> ModuleRef | None:
+        """The module a call of `func` runs the forward of (as `module_of`); None if none.
 
         A call through an attribute of an object only *named* like a model is a method
         call, not a forward pass: `decoder.get_frames_at(i)` returns whatever the method
         returns (a torchcodec FrameBatch), `decoder(z)` and `model.encoder(x)` run forwards.
         """
         owner = self.module_of(func)
-        if owner is False or not isinstance(func, cst.Attribute) or dotted_name(func.value) == "self":
+        if owner is None or not isinstance(func, cst.Attribute) or dotted_name(func.value) == "self":
             return owner
         if func.attr.value in _PARAMETER_NAMES:
-            return False
+            return None
         if has_name_tokens(func.attr.value, self.analysis.module_words):
             return owner  # `model.encoder(x)`, `self.model.backbone(x)`
         base = self.module_of(func.value)
-        info = self.analysis.classes.get(base) if isinstance(base, str) else None
+        info = self.analysis.classes.get(base.constructor) if base is not None and base.constructor else None
         if info is not None and func.attr.value in info.modules:
-            return info.modules[func.attr.value]  # `net.fc(x)` of an in-file Module class
-        return False
+            return ModuleRef(info.modules[func.attr.value])  # `net.fc(x)` of an in-file Module class
+        return None
 
     def parameter_attribute(self, node: cst.Attribute) -> bool:
         """`self.w` registered as a Parameter, or `X.weight` / `X.bias` of a known module."""
@@ -486,7 +498,7 @@ class _Evaluator:
                 return True
         if node.attr.value in _PARAMETER_NAMES:
             owner = self.module_of(node.value)
-            return owner is not False and owner not in NON_TENSOR_MODULES - {"LSTM", "GRU", "RNN"}
+            return owner is not None and owner.constructor not in NON_TENSOR_MODULES - {"LSTM", "GRU", "RNN"}
         return False
 
     def value(self, node: cst.BaseExpression) -> Tracked | None:
@@ -542,7 +554,7 @@ class _Evaluator:
                 return Tracked(Kind.DERIVED, view=True, aliased=True)
             return Tracked(Kind.DERIVED)
         owner = self.callee_module(node.func)
-        if owner is not False:
+        if owner is not None:
             return self._module_call(owner)
         if isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
@@ -551,8 +563,9 @@ class _Evaluator:
                 if node.args and not is_true(node.args[0].value):
                     return None
                 return Tracked(Kind.REQUIRES_GRAD)
-            if method == "forward" and self.module_of(receiver) is not False:
-                return self._module_call(self.module_of(receiver))
+            receiver_module = self.module_of(receiver) if method == "forward" else None
+            if receiver_module is not None:
+                return self._module_call(receiver_module)
             base = self.value(receiver)
             if base is None:
                 return None  # an unknown object's method (fail closed)
@@ -567,8 +580,8 @@ class _Evaluator:
             return self.analysis.returned_leaf(node.func.value)  # `weights = init_params(shape)`
         return None
 
-    def _module_call(self, owner: str | None | bool) -> Tracked | None:
-        if isinstance(owner, str) and owner in NON_TENSOR_MODULES:
+    def _module_call(self, owner: ModuleRef) -> Tracked | None:
+        if owner.constructor in NON_TENSOR_MODULES:
             return None
         return Tracked(Kind.DERIVED)
 
@@ -587,7 +600,7 @@ class _Evaluator:
             if method in OUTPUT_SAVING_OPS and self.value(node.func.value) is not None:
                 return True
         owner = self.module_of(node.func)
-        return isinstance(owner, str) and owner in OUTPUT_SAVING_MODULES and any(
+        return owner is not None and owner.constructor in OUTPUT_SAVING_MODULES and any(
             self.value(a) is not None for a in positional(node)[:1]
         )
 
@@ -679,7 +692,7 @@ class _SavedInputFinder(cst.CSTVisitor):
                     self._pair(receiver, args[0], divide=method == "div")
                 return
         owner = evaluator.module_of(node.func)
-        if isinstance(owner, str) and owner in INPUT_SAVING_MODULES and args:
+        if owner is not None and owner.constructor in INPUT_SAVING_MODULES and args:
             self._mark(args[0])
 
 
@@ -981,7 +994,7 @@ class _AliasFinder(cst.CSTVisitor):
             if node.func.attr.value in VIEW_METHODS:
                 self.escapes(node.func.value)
             return  # a tensor method: its arguments are read, not kept
-        if evaluator.module_of(node.func) is not False:
+        if evaluator.module_of(node.func) is not None:
             return
         if isinstance(node.func, cst.Name) and node.func.value in _NON_ESCAPING_CALLS:
             return
