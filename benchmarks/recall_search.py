@@ -8,8 +8,8 @@ and for each real one check whether the tool reports it. Verdicts live in
 
 Patterns (one tag per rule the pattern belongs to):
 - AGF001 a function (or module level) that calls `X.eval()` and later calls `X(...)` /
-  `X.generate|sample|predict(...)`, or an eval-named function that runs a model in a loop,
-  with no `no_grad`/`inference_mode`/`set_grad_enabled` around it and no backward in it;
+  `X.generate|sample|predict(...)`, or an eval-named function that runs a loop, with no
+  `no_grad`/`inference_mode`/`set_grad_enabled` around it and no backward/step in it;
 - AGF002 a loop with `.backward()` and `.step()` but no `zero_grad` / `.grad = None` /
   `.grad.zero_()` in the loop;
 - AGF003 a leaf update `p -= ... p.grad` or in-place method on a parameter outside
@@ -21,10 +21,13 @@ Patterns (one tag per rule the pattern belongs to):
   was backward-ed or is a loss-named name, not cut by `.item()`/`.detach()`/`float()`;
 - AGF008 `torch.tensor(<...>.item())`, `torch.tensor(x, requires_grad=True)`,
   `.detach().requires_grad_()`, `.numpy()` in a function that calls backward;
-- AGF009 `.data` in a scope that runs backward/step, or in a `forward`/`*_step` method;
+- AGF009 `.data` (not `torch.utils.data`, `args.data`) outside `no_grad` in a scope that runs
+  backward/step, or in a `forward`/`*_step` method;
 - AGF010 `out, h = f(x, h)` in a loop with backward and no detach of `h`;
 - AGF011 `retain_graph=True`;
 - AGF012 `Variable(`, `torch.cuda.amp.*`/`torch.cpu.amp.*`, `volatile=`.
+
+Notebooks are searched too (code cells joined; a line number counts in that program).
 
     python benchmarks/recall_search.py ROOT... [--only AGF001,AGF002]
 """
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -124,7 +128,8 @@ def agf001(path: Path, tree: ast.Module) -> Iterator[Candidate]:
         evaled = {dotted(c.func.value): c.lineno for c in method_calls(scope, "eval") if not c.args}
         evaled.pop("", None)
         name = getattr(scope, "name", "<module>").lower()
-        eval_named = any(word in name for word in EVAL_WORDS) and bool(loops(scope))
+        if any(word in name for word in EVAL_WORDS) and any(loop.lineno not in covered for loop in loops(scope)):
+            yield path, scope.lineno, "AGF001", f"eval-named {name}() runs a loop with grad on"
         for node in walk_local(scope):
             if not isinstance(node, ast.Call) or node.lineno in covered:
                 continue
@@ -134,8 +139,6 @@ def agf001(path: Path, tree: ast.Module) -> Iterator[Candidate]:
                 yield path, node.lineno, "AGF001", f"forward of {callee} after {callee}.eval()"
             elif head in evaled and last in ("generate", "sample", "predict", "forward") and node.lineno > evaled[head]:
                 yield path, node.lineno, "AGF001", f"{callee}() after {head}.eval()"
-            elif eval_named and callee.split(".")[-1] in ("model", "net", "module", "encoder", "decoder"):
-                yield path, node.lineno, "AGF001", f"model call in eval-named {name}() with a loop"
 
 
 def agf002(path: Path, tree: ast.Module) -> Iterator[Candidate]:
@@ -165,9 +168,12 @@ def agf006(path: Path, tree: ast.Module) -> Iterator[Candidate]:
             if not method_calls(loop, "backward"):
                 continue
             carriers = backward_names(loop)
+
             def graphy(value: ast.AST) -> bool:
-                name = dotted(value)
-                return bool(name) and (name in carriers or "loss" in name.split(".")[-1].lower()) and not is_cut(value)
+                """A loss-like or backward-ed name in the value, not cut off the graph."""
+                names = {dotted(n) for n in ast.walk(value) if isinstance(n, (ast.Name, ast.Attribute))}
+                lossy = any(n in carriers or "loss" in n.split(".")[-1].lower() for n in names if n)
+                return lossy and not is_cut(value)
             for node in walk_local(loop):
                 if node.lineno in covered if hasattr(node, "lineno") else False:
                     continue
@@ -202,10 +208,13 @@ def agf009(path: Path, tree: ast.Module) -> Iterator[Candidate]:
         name = getattr(scope, "name", "<module>")
         trains = bool(method_calls(scope, "backward") or method_calls(scope, "step"))
         forwardish = name == "forward" or name.endswith("_step")
+        covered = grad_off_lines(scope)
         if not (trains or forwardish):
             continue
         for node in walk_local(scope):
-            if isinstance(node, ast.Attribute) and node.attr == "data" and isinstance(node.ctx, (ast.Load, ast.Store)):
+            if isinstance(node, ast.Attribute) and node.attr == "data" and not dotted(node).startswith("torch.") \
+                    and dotted(node.value).split(".")[-1] not in ("args", "opt", "cfg", "config", "hparams") \
+                    and node.lineno not in covered:
                 yield path, node.lineno, "AGF009", f".data in {name}() ({'trains' if trains else 'forward'})"
 
 
@@ -309,7 +318,7 @@ def agf010(path: Path, tree: ast.Module) -> Iterator[Candidate]:
                 targets = {ast.unparse(e) for t in node.targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])}
                 args = {ast.unparse(a) for a in node.value.args}
                 for state in targets & args:
-                    if f"{state}.detach" not in loop_text and "repackage" not in loop_text and "detach(" not in loop_text:
+                    if not any(cut in loop_text for cut in (f"{state}.detach", f"{state}[0].detach", "repackage", "detach(")):
                         yield path, node.lineno, "AGF010", f"{state} fed back into {dotted(node.value.func)}() without detach"
 
 
@@ -317,16 +326,30 @@ SEARCHES = (agf001, agf002, agf003, agf_function, agf006, agf008, agf009, agf010
 
 
 def python_files(root: Path) -> Iterator[Path]:
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.ipynb")]):
         if not SKIP_DIRS.intersection(path.relative_to(root).parts):
             yield path
+
+
+def notebook_program(path: Path) -> str:
+    """A notebook's code cells as one program (IPython `!`/`%` lines blanked, so that
+    line numbers still count within the joined program)."""
+    cells = json.loads(path.read_text(encoding="utf-8", errors="replace")).get("cells", [])
+    lines: list[str] = []
+    for cell in cells:
+        if cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            text = "".join(source) if isinstance(source, list) else source
+            lines += ["" if line.lstrip().startswith(("!", "%")) else line for line in text.splitlines()]
+    return "\n".join(lines) + "\n"
 
 
 def search(roots: list[Path]) -> Iterator[Candidate]:
     for root in roots:
         for path in python_files(root):
             try:
-                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+                text = path.read_text(encoding="utf-8", errors="replace")
+                tree = ast.parse(notebook_program(path) if path.suffix == ".ipynb" else text)
             except (SyntaxError, ValueError):
                 continue
             for find in SEARCHES:
