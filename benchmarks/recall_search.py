@@ -44,7 +44,11 @@ from pathlib import Path
 Candidate = tuple[Path, int, str, str]
 
 GRAD_OFF = {"no_grad", "inference_mode", "set_grad_enabled", "enable_grad_off"}
-EVAL_WORDS = ("eval", "valid", "test", "predict", "infer", "sample", "generate", "decode", "evaluate")
+EVAL_WORDS = {
+    "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "predict", "prediction",
+    "infer", "inference", "sample", "generate", "decode", "greedy",
+}
+MODEL_WORDS = {"model", "net", "module", "encoder", "decoder", "generator", "transformer", "forward", "rnn", "lstm"}
 SAVES_OUTPUT = {"sigmoid", "tanh", "exp", "softmax", "log_softmax", "sqrt", "rsqrt", "pow", "elu", "silu"}
 SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".venv", "venv", "site-packages"}
 
@@ -118,6 +122,22 @@ def loops(scope: ast.AST) -> list[ast.AST]:
     return [n for n in walk_local(scope) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
 
 
+def eval_named(name: str) -> bool:
+    """An evaluation-sounding function name (pytest's `test_*` functions are tests, not
+    evaluation passes)."""
+    return not name.startswith("test_") and any(word in EVAL_WORDS for word in name.split("_"))
+
+
+def runs_model(node: ast.AST) -> bool:
+    """Does `node` call something that looks like a model (`self(...)`, `model.x(...)`)?"""
+    for call in walk_local(node):
+        if isinstance(call, ast.Call):
+            parts = set(dotted(call.func).lower().split("."))
+            if parts & MODEL_WORDS or dotted(call.func) == "self":
+                return True
+    return False
+
+
 def agf001(path: Path, tree: ast.Module) -> Iterator[Candidate]:
     for scope, chain in scopes(tree):
         if decorated_off(scope) or any(decorated_off(f) for f in chain):
@@ -128,8 +148,8 @@ def agf001(path: Path, tree: ast.Module) -> Iterator[Candidate]:
         evaled = {dotted(c.func.value): c.lineno for c in method_calls(scope, "eval") if not c.args}
         evaled.pop("", None)
         name = getattr(scope, "name", "<module>").lower()
-        if any(word in name for word in EVAL_WORDS) and any(loop.lineno not in covered for loop in loops(scope)):
-            yield path, scope.lineno, "AGF001", f"eval-named {name}() runs a loop with grad on"
+        if eval_named(name) and any(loop.lineno not in covered and runs_model(loop) for loop in loops(scope)):
+            yield path, scope.lineno, "AGF001", f"eval-named {name}() runs a model in a loop with grad on"
         for node in walk_local(scope):
             if not isinstance(node, ast.Call) or node.lineno in covered:
                 continue
