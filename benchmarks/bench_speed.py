@@ -25,8 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 import libcst as cst
-
-SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".venv", "venv", "site-packages"}
+from recall_search import SKIP_DIRS  # the same folders left out as in the recall search
 
 
 def parsable_files(root: Path) -> tuple[list[Path], int]:
@@ -54,7 +53,7 @@ def time_parse(files: list[Path]) -> float:
     return time.perf_counter() - start
 
 
-def time_command(command: list[str], files: list[Path]) -> float:
+def time_command(command: tuple[str, ...], files: list[Path]) -> float:
     """Wall time of one CLI run over `files` (findings are expected: any exit status
     that is not a crash is accepted)."""
     start = time.perf_counter()
@@ -65,8 +64,8 @@ def time_command(command: list[str], files: list[Path]) -> float:
     return elapsed
 
 
-AUTOGRAD_FIX = [sys.executable, "-m", "autograd_fix", "--no-verify", "--jobs", "1", "--format", "json"]
-TORCHFIX = [sys.executable, "-m", "torchfix", "--jobs", "1", "--select", "ALL"]
+AUTOGRAD_FIX = (sys.executable, "-m", "autograd_fix", "--no-verify", "--jobs", "1", "--format", "json")
+TORCHFIX = (sys.executable, "-m", "torchfix", "--jobs", "1", "--select", "ALL")
 
 
 def measure(root: Path) -> dict[str, float]:

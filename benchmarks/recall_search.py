@@ -43,14 +43,14 @@ from pathlib import Path
 
 Candidate = tuple[Path, int, str, str]
 
-GRAD_OFF = {"no_grad", "inference_mode", "set_grad_enabled", "enable_grad_off"}
-EVAL_WORDS = {
+GRAD_OFF = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
+EVAL_WORDS = frozenset({
     "eval", "evaluate", "evaluation", "valid", "validate", "validation", "val", "test", "predict", "prediction",
     "infer", "inference", "sample", "generate", "decode", "greedy",
-}
-MODEL_WORDS = {"model", "net", "module", "encoder", "decoder", "generator", "transformer", "forward", "rnn", "lstm"}
-SAVES_OUTPUT = {"sigmoid", "tanh", "exp", "softmax", "log_softmax", "sqrt", "rsqrt", "pow", "elu", "silu"}
-SKIP_DIRS = {".git", "build", "dist", "__pycache__", ".venv", "venv", "site-packages"}
+})
+MODEL_WORDS = frozenset({"model", "net", "module", "encoder", "decoder", "generator", "transformer", "forward", "rnn", "lstm"})
+SAVES_OUTPUT = frozenset({"sigmoid", "tanh", "exp", "softmax", "log_softmax", "sqrt", "rsqrt", "pow", "elu", "silu"})
+SKIP_DIRS = frozenset({".git", "build", "dist", "__pycache__", ".venv", "venv", "site-packages"})
 
 
 def dotted(node: ast.AST) -> str:
@@ -66,6 +66,7 @@ def dotted(node: ast.AST) -> str:
 
 
 def method_calls(tree: ast.AST, name: str) -> list[ast.Call]:
+    """Calls `<anything>.name(...)` in `tree`, nested functions left out."""
     return [
         n for n in walk_local(tree)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == name
@@ -119,6 +120,7 @@ def scopes(tree: ast.Module) -> Iterator[tuple[ast.AST, list[ast.AST]]]:
 
 
 def loops(scope: ast.AST) -> list[ast.AST]:
+    """Loops of one scope (nested loops included, nested functions not)."""
     return [n for n in walk_local(scope) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
 
 
@@ -195,7 +197,7 @@ def agf006(path: Path, tree: ast.Module) -> Iterator[Candidate]:
                 lossy = any(n in carriers or "loss" in n.split(".")[-1].lower() for n in names if n)
                 return lossy and not is_cut(value)
             for node in walk_local(loop):
-                if node.lineno in covered if hasattr(node, "lineno") else False:
+                if getattr(node, "lineno", 0) in covered:
                     continue
                 if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and graphy(node.value):
                     yield path, node.lineno, "AGF006", f"{ast.unparse(node.target)} += {ast.unparse(node.value)}"
