@@ -20,6 +20,7 @@ from autograd_fix.codemods.semantic.graphflow import graph_flow
 from autograd_fix.codemods.semantic.module_calls import (
     ModelCalls,
     ModelScope,
+    annotated_non_models,
     calls_method,
     hands_model_away,
     method_receivers,
@@ -303,7 +304,7 @@ class _Finder:
             lambda argument: module_argument(argument, self.graph.module_classes, self.imports, _looks_like_model),
         )
         return ModelScope(_looks_like_model, values, function.module_like_class, frozenset(),
-                          self._returns_graph(class_name))
+                          self._returns_graph(class_name), annotated_non_models(function.node, self.imports))
 
     def _returns_graph(self, class_name: str | None) -> Callable[[cst.Call], bool]:
         return lambda call: self.graph_returns.of_call(call, class_name)

@@ -18,7 +18,9 @@ from typing import Callable
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
+from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS
 from autograd_fix.codemods.walk import iter_descendants, walk
 
 #: `self.forward`, `model.forward`: explicit forward calls
@@ -37,8 +39,43 @@ MODULE_API_METHODS = frozenset(
 )
 
 
+#: container and lookup methods: `self.best_k_models.items()`, `models.values()`,
+#: `model.get_parameter_or_buffer(name)` read what a value holds, they run no forward
+CONTAINER_METHODS = frozenset({"items", "values", "keys", "get", "pop", "popitem", "update", "setdefault", "copy",
+                               "clear", "append", "extend", "insert", "remove", "index", "count"})
+
+
 def _never(call: cst.Call) -> bool:
     return False
+
+
+#: other frameworks' model types (`openvino.Model`, `onnx.ModelProto`, `keras.Model`)
+_OTHER_FRAMEWORKS = frozenset({"openvino", "onnx", "onnxruntime", "tensorflow", "tf", "keras", "jax", "flax", "sklearn"})
+#: builtin types no torch model is an instance of
+_PLAIN_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "dict", "list", "tuple", "set", "Path", "pathlib.Path"})
+
+
+def _not_a_torch_model_type(qualified: str) -> bool:
+    """`openvino.Model`, `str`, `dict`: certainly not a torch model. A class this file cannot
+    see (`GPT`, `Config`) is left undecided: it may subclass nn.Module."""
+    return qualified.split(".", 1)[0] in _OTHER_FRAMEWORKS or qualified in _PLAIN_TYPES
+
+
+def annotated_non_models(function: cst.FunctionDef, imports: ImportIndex) -> frozenset[str]:
+    """Parameters whose annotation names a type that is certainly not a torch model
+    (`ov_model: openvino.Model`, `models: dict`): evidence, whatever they are called."""
+    params = function.params
+    found = set()
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.annotation is None:
+            continue
+        annotation = param.annotation.annotation
+        qualified = imports.qualified_name(annotation) or dotted_name(annotation)
+        if qualified is None:
+            continue  # `Optional[nn.Module]`, a string: not decided here
+        if _not_a_torch_model_type(qualified):
+            found.add(param.name.value)
+    return frozenset(found)
 
 
 @dataclass(frozen=True)
@@ -56,10 +93,12 @@ class ModelScope:
     receivers: frozenset[str] = frozenset()
     #: `self._forward(batch)`: a call of a same-file function that returns a graph
     returns_graph: Callable[[cst.Call], bool] = field(default=_never)
+    #: names the evidence says are not torch models (see `annotated_non_models`)
+    not_models: frozenset[str] = frozenset()
 
     def with_receivers(self, receivers: set[str] | frozenset[str]) -> "ModelScope":
         return ModelScope(self.looks_like_model, self.module_values, self.module_like_class, frozenset(receivers),
-                          self.returns_graph)
+                          self.returns_graph, self.not_models)
 
 
 class ModelCalls:
@@ -96,10 +135,14 @@ class ModelCalls:
             return True
         if not self.methods or self.only_receivers or not owner or method in MODULE_API_METHODS or method.startswith("_"):
             return False
+        if method in CONTAINER_METHODS or set(name_tokens(method)) & NOT_A_FORWARD_TOKENS:
+            return False  # `model.get_parameter_or_buffer(n)`, `self.best_k_models.items()`
         # `model.infer(x)`, `self.model.decode(ys, memory)`: a model's own computation
         return owner != "self" and self.is_model_value(owner)
 
     def is_model_value(self, name: str) -> bool:
+        if name.split(".", 1)[0] in self.scope.not_models:
+            return False  # its own annotation outweighs what callers' argument names suggest
         if name in self.scope.receivers or name in self.scope.module_values:
             return True
         if self.only_receivers:

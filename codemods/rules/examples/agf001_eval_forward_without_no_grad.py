@@ -465,6 +465,51 @@ def run_model_test(trainer, model, min_acc=0.25):
     return [len(loader) for loader in loaders]
 """
     ),
+    # audit (Lightning's ModelCheckpoint.to_yaml): a dict named `*_models` holds scores;
+    # reading its items runs no model
+    valid(
+        """
+import os
+import torch
+import yaml
+
+class ModelCheckpoint:
+    def to_yaml(self, filepath=None):
+        best_k = {k: v.item() for k, v in self.best_k_models.items()}
+        if filepath is None:
+            filepath = os.path.join(self.dirpath, "best_k_models.yaml")
+        with open(filepath, "w") as fp:
+            yaml.dump(best_k, fp)
+"""
+    ),
+    # audit (transformers' OpenVINO exporter): an OpenVINO graph, by its annotation, is no
+    # torch model whatever it is called
+    valid(
+        """
+import openvino
+import torch
+
+def _use_numpy_broadcasts(ov_model: openvino.Model) -> None:
+    for node in ov_model.get_ordered_ops():
+        if node.get_type_name() != "Broadcast":
+            continue
+        node.output(0).replace(node.input_value(0))
+    ov_model.validate_nodes_and_infer_types()
+"""
+    ),
+    # audit (transformers' modeling_utils): looking a tensor up on a model runs no forward
+    valid(
+        """
+import torch
+
+def remove_tied_weights_from_state_dict(state_dict, model):
+    kept = {}
+    for name, tensor in state_dict.items():
+        if model.get_parameter_or_buffer(name) is not tensor:
+            kept[name] = tensor
+    return kept
+"""
+    ),
 ]
 
 INVALID = [
