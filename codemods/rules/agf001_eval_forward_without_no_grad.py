@@ -46,8 +46,9 @@ class EvalForwardWithoutNoGrad(Rule):
     ## What it does
     Finds evaluation or inference forward passes (a validation loop, an `evaluate` /
     `predict` / `test` function, a loop after `model.eval()`) that run while autograd is
-    recording, and wraps them in `torch.no_grad()`. Whatever a function is called, it is
-    an evaluation pass when it runs a model and every graph dies inside it: only values
+    recording, and wraps them in `torch.no_grad()`.
+
+    Whatever a function is called, it is an evaluation pass when it runs a model and every graph dies inside it: only values
     cut from the graph (`.item()`, `argmax`, `.detach()`, the indices of `max(dim)`)
     are returned, and nothing graph-carrying is stored on `self`, in an argument or in
     module state (a greedy decoder, a per-label `predict`). In a function that trains in
