@@ -53,3 +53,24 @@ def test_a_same_file_helper_returning_a_fresh_leaf_makes_one() -> None:
     assert facts["w"] is Kind.PARAMETER
     assert facts["same"] is None
     assert facts["mixed"] is None
+
+
+def test_add_module_registers_a_submodule_like_an_attribute_assignment() -> None:
+    source = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, table):
+                super().__init__()
+                self.add_module("embed", nn.Embedding(10, 4))
+                self.register_module("head", nn.Sequential(nn.Linear(4, 2)))
+                self.add_module("lookup", table)
+        """
+    )
+    module = cst.parse_module(source)
+    tracking = SemanticModel(module, ImportIndex.from_module(module)).tracking
+    modules = tracking.classes["Net"].modules
+    assert modules["embed"] == "Embedding"
+    assert modules["head"] == "Sequential"
+    assert "lookup" not in modules  # a parameter of unknown type is not shown to be a module

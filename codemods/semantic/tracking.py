@@ -422,6 +422,13 @@ class _PrePass(cst.CSTVisitor):
                     self.classes[-1].buffers.add(attribute)
                 elif len(args) > 1 and self.analysis.is_parameter_constructor(args[1]):
                     self.classes[-1].parameters.add(attribute)
+        if method in {"add_module", "register_module"} and self.classes and dotted_name(func.value) == "self":
+            # `self.add_module("embed", nn.Embedding(...))` registers `self.embed` as `self.embed = ...` would
+            args = positional(node)
+            if len(args) > 1 and isinstance(args[0], cst.SimpleString) and isinstance(args[0].evaluated_value, str):
+                constructor = self.analysis.module_constructor(args[1])
+                if constructor is not None:
+                    self.classes[-1].modules[args[0].evaluated_value] = constructor
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for info in self.analysis.classes.values():
