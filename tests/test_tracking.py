@@ -74,3 +74,35 @@ def test_add_module_registers_a_submodule_like_an_attribute_assignment() -> None
     assert modules["embed"] == "Embedding"
     assert modules["head"] == "Sequential"
     assert "lookup" not in modules  # a parameter of unknown type is not shown to be a module
+
+
+def test_a_same_file_factory_builds_a_module_whose_last_layer_may_save_its_output() -> None:
+    source = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        def conv_block(cin, cout, act=True):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+        def norm_last(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3), nn.ReLU(), nn.BatchNorm2d(cout))
+
+        def either(cin, cout, act):
+            if act:
+                return conv_block(cin, cout)
+            return nn.Conv2d(cin, cout, 1)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = conv_block(3, 8)
+                self.tail = norm_last(8, 8)
+                self.head = either(8, 8, True)
+                self.gate = nn.Sequential(nn.Linear(8, 8), nn.Sigmoid())
+        """
+    )
+    module = cst.parse_module(source)
+    tracking = SemanticModel(module, ImportIndex.from_module(module)).tracking
+    info = tracking.classes["Net"]
+    assert info.modules == {"stem": "Sequential", "tail": "Sequential", "gate": "Sequential"}
+    assert info.output_saving == {"stem", "gate"}  # a factory with two returns stays unknown

@@ -98,6 +98,8 @@ class ModuleRef:
     """
 
     constructor: str | None = None
+    #: its output is saved for backward by its last layer (`nn.Sequential(conv, bn, nn.ReLU())`)
+    saves_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class ClassInfo:
     parameters: set[str] = field(default_factory=set)
     modules: dict[str, str | None] = field(default_factory=dict)
     buffers: set[str] = field(default_factory=set)
+    #: submodules whose last layer saves its output for backward (`nn.Sequential(..., nn.ReLU())`)
+    output_saving: set[str] = field(default_factory=set)
 
 
 # -- vocabulary ------------------------------------------------------------------------
@@ -334,7 +338,38 @@ class TrackingAnalysis:
         info = self.classes.get(name or "")
         if info is not None and info.module_like:
             return name
-        return None
+        built = self.factory_module(call)
+        return self.module_constructor(built) if built is not None else None
+
+    def factory_module(self, call: cst.Call) -> cst.Call | None:
+        """The module construction a same-file factory function returns: `ConvModule(...)`
+        whose only `return` is `nn.Sequential(conv, bn, relu)` (mmcv-style stand-ins).
+        The returned call must construct directly (no factory of a factory), so this
+        cannot recurse; a factory with several returns stays unknown."""
+        if not isinstance(call.func, cst.Name) or self.call_graph is None or call.func.value not in self._top_level:
+            return None
+        values = self.call_graph().returned_values(call.func.value)
+        if not values or len(values) != 1 or not isinstance(values[0], cst.Call):
+            return None
+        returned = values[0]
+        if self.imports.qualified_name(returned.func) is None and dotted_name(returned.func) not in self.classes:
+            return None
+        return returned
+
+    def last_layer(self, value: cst.BaseExpression) -> str | None:
+        """The constructor of the layer that computes a built module's output: the module
+        itself, or the last layer of an inline `nn.Sequential(...)`, through a same-file
+        factory. None when unknown (a starred or empty `Sequential`)."""
+        if not isinstance(value, cst.Call):
+            return None
+        call = self.factory_module(value) or value
+        constructor = self.module_constructor(call)
+        if constructor != "Sequential":
+            return constructor
+        layers = call.args
+        if not layers or layers[-1].star or layers[-1].keyword is not None:
+            return None
+        return self.last_layer(layers[-1].value)
 
     def returned_leaf(self, name: str) -> Tracked | None:
         """A call of same-file function `name` makes a fresh leaf that requires grad when
@@ -404,6 +439,8 @@ class _PrePass(cst.CSTVisitor):
                     constructor = self.analysis.module_constructor(value)
                     if constructor is not None:
                         info.modules[t.attr.value] = constructor
+                        if self.analysis.last_layer(value) in OUTPUT_SAVING_MODULES:
+                            info.output_saving.add(t.attr.value)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -465,7 +502,7 @@ class _Evaluator:
             if dotted_name(node.value) == "self":
                 info = self.class_info
                 if info is not None and node.attr.value in info.modules:
-                    return ModuleRef(info.modules[node.attr.value])
+                    return ModuleRef(info.modules[node.attr.value], node.attr.value in info.output_saving)
                 if (info is None or node.attr.value not in info.parameters | info.buffers) and has_name_tokens(
                     node.attr.value, self.analysis.module_words
                 ):
@@ -607,7 +644,8 @@ class _Evaluator:
             if method in OUTPUT_SAVING_OPS and self.value(node.func.value) is not None:
                 return True
         owner = self.module_of(node.func)
-        return owner is not None and owner.constructor in OUTPUT_SAVING_MODULES and any(
+        saving = owner is not None and (owner.constructor in OUTPUT_SAVING_MODULES or owner.saves_output)
+        return saving and any(
             self.value(a) is not None for a in positional(node)[:1]
         )
 

@@ -233,6 +233,28 @@ class Head(nn.Module):
         return self.main(x)
 """
     ),
+    # the factory's block ends in a BatchNorm (it saves its input, not its output): `+=` on its output is safe
+    valid(
+        """
+import torch.nn as nn
+
+
+def conv_relu_bn(cin, cout):
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(cout))
+
+
+class PosBlock(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.stem = conv_relu_bn(cin, cout)
+        self.proj = nn.Conv2d(cout, cout, 1)
+
+    def forward(self, x, pos):
+        x = self.stem(x)
+        x += pos
+        return self.proj(x)
+"""
+    ),
 ]
 
 INVALID = [
@@ -632,6 +654,52 @@ class Classifier(nn.Module):
 
     def forward(self, x):
         return self.main(x)
+""",
+    ),
+    # a same-file factory builds conv -> BN -> ReLU; the ReLU saved the block's output,
+    # which `+=` then changes (GANet's position embedding)
+    invalid(
+        """
+import torch.nn as nn
+
+
+def conv_bn_relu(cin, cout, kernel_size=3, inplace=True):
+    return nn.Sequential(nn.Conv2d(cin, cout, kernel_size, padding=1, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU(inplace=inplace))
+
+
+class PosAttention(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.stem = conv_bn_relu(cin, cout, inplace=False)
+        self.proj = nn.Conv2d(cout, cout, 1)
+
+    def forward(self, x, pos=None):
+        x = self.stem(x)
+        if pos is not None:
+            x += pos
+        return self.proj(x)
+""",
+        """
+import torch.nn as nn
+
+
+def conv_bn_relu(cin, cout, kernel_size=3, inplace=True):
+    return nn.Sequential(nn.Conv2d(cin, cout, kernel_size, padding=1, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU(inplace=inplace))
+
+
+class PosAttention(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.stem = conv_bn_relu(cin, cout, inplace=False)
+        self.proj = nn.Conv2d(cout, cout, 1)
+
+    def forward(self, x, pos=None):
+        x = self.stem(x)
+        if pos is not None:
+            x = x + pos
+        return self.proj(x)
 """,
     ),
 ]
