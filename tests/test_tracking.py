@@ -106,3 +106,30 @@ def test_a_same_file_factory_builds_a_module_whose_last_layer_may_save_its_outpu
     info = tracking.classes["Net"]
     assert info.modules == {"stem": "Sequential", "tail": "Sequential", "gate": "Sequential"}
     assert info.output_saving == {"stem", "gate"}  # a factory with two returns stays unknown
+
+
+def test_module_list_items_save_their_output_only_when_every_item_does() -> None:
+    source = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        def conv_relu(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 1), nn.ReLU(inplace=False))
+
+        class Head(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.laterals = nn.ModuleList()
+                for i in range(n):
+                    self.laterals.append(conv_relu(8, 8))
+                self.gates = nn.ModuleList([nn.Sigmoid() for _ in range(n)])
+                self.mixed = nn.ModuleList([conv_relu(8, 8), nn.Conv2d(8, 8, 1)])
+                self.grown = nn.ModuleList([nn.ReLU()])
+                self.grown += [nn.Conv2d(8, 8, 1)]
+                self.extended = nn.ModuleList()
+                self.extended.extend(layers)
+        """
+    )
+    module = cst.parse_module(source)
+    tracking = SemanticModel(module, ImportIndex.from_module(module)).tracking
+    assert tracking.classes["Head"].saving_items == {"laterals", "gates"}

@@ -149,6 +149,10 @@ class ClassInfo:
     buffers: set[str] = field(default_factory=set)
     #: submodules whose last layer saves its output for backward (`nn.Sequential(..., nn.ReLU())`)
     output_saving: set[str] = field(default_factory=set)
+    #: `nn.ModuleList` submodules: the last layer of each module put in (None: unknown)
+    items: dict[str, list[str | None]] = field(default_factory=dict)
+    #: `nn.ModuleList` submodules every one of whose items saves its output
+    saving_items: set[str] = field(default_factory=set)
 
 
 # -- vocabulary ------------------------------------------------------------------------
@@ -441,6 +445,26 @@ class _PrePass(cst.CSTVisitor):
                         info.modules[t.attr.value] = constructor
                         if self.analysis.last_layer(value) in OUTPUT_SAVING_MODULES:
                             info.output_saving.add(t.attr.value)
+                        if constructor == "ModuleList":
+                            info.items[t.attr.value] = self._list_items(value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        name = dotted_name(node.target)
+        if self.classes and name is not None and name.startswith("self.") and name[5:] in self.classes[-1].items:
+            self.classes[-1].items[name[5:]].append(None)  # `self.layers += [...]`: not followed
+
+    def _list_items(self, value: cst.BaseExpression) -> list[str | None]:
+        """The last layers of the modules `nn.ModuleList(...)` starts with (None: unknown)."""
+        args = positional(value) if isinstance(value, cst.Call) else []
+        if isinstance(value, cst.Call) and len(value.args) != len(args):
+            return [None]
+        if not args:
+            return []
+        if isinstance(args[0], cst.List):
+            return [self.analysis.last_layer(e.value) if isinstance(e, cst.Element) else None for e in args[0].elements]
+        if isinstance(args[0], (cst.ListComp, cst.GeneratorExp)):
+            return [self.analysis.last_layer(args[0].elt)]
+        return [None]
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -459,6 +483,12 @@ class _PrePass(cst.CSTVisitor):
                     self.classes[-1].buffers.add(attribute)
                 elif len(args) > 1 and self.analysis.is_parameter_constructor(args[1]):
                     self.classes[-1].parameters.add(attribute)
+        owner = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+        if self.classes and owner is not None and owner.startswith("self.") and owner[5:] in self.classes[-1].items:
+            # `self.lateral_convs.append(ConvModule(...))`; any other change makes its items unknown
+            args = positional(node)
+            layer = self.analysis.last_layer(args[0]) if method == "append" and len(args) == 1 == len(node.args) else None
+            self.classes[-1].items[owner[5:]].append(layer)
         if method in {"add_module", "register_module"} and self.classes and dotted_name(func.value) == "self":
             # `self.add_module("embed", nn.Embedding(...))` registers `self.embed` as `self.embed = ...` would
             args = positional(node)
@@ -472,6 +502,8 @@ class _PrePass(cst.CSTVisitor):
             info.parameters -= info.buffers
             for name in info.buffers:
                 info.modules.pop(name, None)
+            info.saving_items = {name for name, layers in info.items.items()
+                                 if layers and all(layer in OUTPUT_SAVING_MODULES for layer in layers)}
 
 
 # -- expression evaluation -------------------------------------------------------------
@@ -510,6 +542,10 @@ class _Evaluator:
                 return None
             if node.attr.value not in _PARAMETER_NAMES and self.module_of(node.value) is not None:
                 return ModuleRef()  # `model.fc`: a submodule of a known module
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and dotted_name(node.value.value) == "self":
+            info, name = self.class_info, node.value.attr.value
+            if info is not None and info.modules.get(name) == "ModuleList":
+                return ModuleRef(None, name in info.saving_items)  # `self.lateral_convs[i]`
         return None
 
     def callee_module(self, func: cst.BaseExpression) -> ModuleRef | None:

@@ -255,6 +255,34 @@ class PosBlock(nn.Module):
         return self.proj(x)
 """
     ),
+    # the ModuleList's items end in a convolution, which saves its input, not its output
+    valid(
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def act_conv(cin, cout, inplace=True):
+    return nn.Sequential(nn.ReLU(inplace=inplace), nn.Conv2d(cin, cout, 1))
+
+
+class FusionHead(nn.Module):
+    def __init__(self, levels, channels):
+        super().__init__()
+        self.fusion_level = 1
+        self.laterals = nn.ModuleList()
+        for _ in range(levels):
+            self.laterals.append(act_conv(channels, channels, inplace=False))
+
+    def forward(self, feats):
+        x = self.laterals[self.fusion_level](feats[self.fusion_level])
+        for i, feat in enumerate(feats):
+            if i != self.fusion_level:
+                feat = F.interpolate(feat, size=x.shape[-2:])
+                x += self.laterals[i](feat)
+        return x
+"""
+    ),
 ]
 
 INVALID = [
@@ -700,6 +728,60 @@ class PosAttention(nn.Module):
         if pos is not None:
             x = x + pos
         return self.proj(x)
+""",
+    ),
+    # every item of a ModuleList built by a same-file factory ends in a ReLU that saved its
+    # output; the sum of the other levels goes into it in place (mmdetection's semantic head)
+    invalid(
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def conv_act(cin, cout, inplace=True):
+    return nn.Sequential(nn.Conv2d(cin, cout, 1), nn.ReLU(inplace=inplace))
+
+
+class FusionHead(nn.Module):
+    def __init__(self, levels, channels):
+        super().__init__()
+        self.fusion_level = 1
+        self.laterals = nn.ModuleList()
+        for _ in range(levels):
+            self.laterals.append(conv_act(channels, channels, inplace=False))
+
+    def forward(self, feats):
+        x = self.laterals[self.fusion_level](feats[self.fusion_level])
+        for i, feat in enumerate(feats):
+            if i != self.fusion_level:
+                feat = F.interpolate(feat, size=x.shape[-2:])
+                x += self.laterals[i](feat)
+        return x
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def conv_act(cin, cout, inplace=True):
+    return nn.Sequential(nn.Conv2d(cin, cout, 1), nn.ReLU(inplace=inplace))
+
+
+class FusionHead(nn.Module):
+    def __init__(self, levels, channels):
+        super().__init__()
+        self.fusion_level = 1
+        self.laterals = nn.ModuleList()
+        for _ in range(levels):
+            self.laterals.append(conv_act(channels, channels, inplace=False))
+
+    def forward(self, feats):
+        x = self.laterals[self.fusion_level](feats[self.fusion_level])
+        for i, feat in enumerate(feats):
+            if i != self.fusion_level:
+                feat = F.interpolate(feat, size=x.shape[-2:])
+                x = x + self.laterals[i](feat)
+        return x
 """,
     ),
 ]
