@@ -133,3 +133,27 @@ def test_module_list_items_save_their_output_only_when_every_item_does() -> None
     module = cst.parse_module(source)
     tracking = SemanticModel(module, ImportIndex.from_module(module)).tracking
     assert tracking.classes["Head"].saving_items == {"laterals", "gates"}
+
+
+def test_every_binding_of_a_submodule_must_save_its_output() -> None:
+    source = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, gated):
+                super().__init__()
+                if gated:
+                    self.act = nn.Sigmoid()
+                else:
+                    self.act = nn.Identity()
+                self.gate = nn.Sigmoid()
+                self.blocks = nn.ModuleList([nn.ReLU()])
+                if gated:
+                    self.blocks = nn.ModuleList([nn.Conv2d(3, 3, 1)])
+        """
+    )
+    module = cst.parse_module(source)
+    info = SemanticModel(module, ImportIndex.from_module(module)).tracking.classes["Net"]
+    assert info.output_saving == {"gate"}
+    assert info.saving_items == set()

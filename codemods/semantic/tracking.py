@@ -149,6 +149,8 @@ class ClassInfo:
     buffers: set[str] = field(default_factory=set)
     #: submodules whose last layer saves its output for backward (`nn.Sequential(..., nn.ReLU())`)
     output_saving: set[str] = field(default_factory=set)
+    #: attributes also bound to something else (another module, a parameter): not `output_saving`
+    not_saving: set[str] = field(default_factory=set)
     #: `nn.ModuleList` submodules: the last layer of each module put in (None: unknown)
     items: dict[str, list[str | None]] = field(default_factory=dict)
     #: `nn.ModuleList` submodules every one of whose items saves its output
@@ -437,16 +439,23 @@ class _PrePass(cst.CSTVisitor):
                 self.analysis.freezes_parameters = True
             if self.classes and isinstance(t, cst.Attribute) and dotted_name(t.value) == "self":
                 info = self.classes[-1]
+                self._note_layers(info, t.attr.value, value)
                 if self.analysis.is_parameter_constructor(value):
                     info.parameters.add(t.attr.value)
                 else:
                     constructor = self.analysis.module_constructor(value)
                     if constructor is not None:
                         info.modules[t.attr.value] = constructor
-                        if self.analysis.last_layer(value) in OUTPUT_SAVING_MODULES:
-                            info.output_saving.add(t.attr.value)
-                        if constructor == "ModuleList":
-                            info.items[t.attr.value] = self._list_items(value)
+
+    def _note_layers(self, info: ClassInfo, attribute: str, value: cst.BaseExpression) -> None:
+        """What `self.<attribute> = value` says about the layer computing its output; every
+        binding of the attribute must agree for the output to count as saved."""
+        saving = info.output_saving if self.analysis.last_layer(value) in OUTPUT_SAVING_MODULES else info.not_saving
+        saving.add(attribute)
+        if self.analysis.module_constructor(value) == "ModuleList":
+            info.items.setdefault(attribute, []).extend(self._list_items(value))
+        elif attribute in info.items:
+            info.items[attribute].append(None)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         name = dotted_name(node.target)
@@ -502,6 +511,7 @@ class _PrePass(cst.CSTVisitor):
             info.parameters -= info.buffers
             for name in info.buffers:
                 info.modules.pop(name, None)
+            info.output_saving -= info.not_saving
             info.saving_items = {name for name, layers in info.items.items()
                                  if layers and all(layer in OUTPUT_SAVING_MODULES for layer in layers)}
 
