@@ -53,3 +53,107 @@ def test_a_same_file_helper_returning_a_fresh_leaf_makes_one() -> None:
     assert facts["w"] is Kind.PARAMETER
     assert facts["same"] is None
     assert facts["mixed"] is None
+
+
+def test_add_module_registers_a_submodule_like_an_attribute_assignment() -> None:
+    source = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, table):
+                super().__init__()
+                self.add_module("embed", nn.Embedding(10, 4))
+                self.register_module("head", nn.Sequential(nn.Linear(4, 2)))
+                self.add_module("lookup", table)
+        """
+    )
+    module = cst.parse_module(source)
+    tracking = SemanticModel(module, ImportIndex.from_module(module)).tracking
+    modules = tracking.classes["Net"].modules
+    assert modules["embed"] == "Embedding"
+    assert modules["head"] == "Sequential"
+    assert "lookup" not in modules  # a parameter of unknown type is not shown to be a module
+
+
+def test_a_same_file_factory_builds_a_module_whose_last_layer_may_save_its_output() -> None:
+    source = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        def conv_block(cin, cout, act=True):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+        def norm_last(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3), nn.ReLU(), nn.BatchNorm2d(cout))
+
+        def either(cin, cout, act):
+            if act:
+                return conv_block(cin, cout)
+            return nn.Conv2d(cin, cout, 1)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem = conv_block(3, 8)
+                self.tail = norm_last(8, 8)
+                self.head = either(8, 8, True)
+                self.gate = nn.Sequential(nn.Linear(8, 8), nn.Sigmoid())
+        """
+    )
+    module = cst.parse_module(source)
+    tracking = SemanticModel(module, ImportIndex.from_module(module)).tracking
+    info = tracking.classes["Net"]
+    assert info.modules == {"stem": "Sequential", "tail": "Sequential", "gate": "Sequential"}
+    assert info.output_saving == {"stem", "gate"}  # a factory with two returns stays unknown
+
+
+def test_module_list_items_save_their_output_only_when_every_item_does() -> None:
+    source = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        def conv_relu(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 1), nn.ReLU(inplace=False))
+
+        class Head(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.laterals = nn.ModuleList()
+                for i in range(n):
+                    self.laterals.append(conv_relu(8, 8))
+                self.gates = nn.ModuleList([nn.Sigmoid() for _ in range(n)])
+                self.mixed = nn.ModuleList([conv_relu(8, 8), nn.Conv2d(8, 8, 1)])
+                self.grown = nn.ModuleList([nn.ReLU()])
+                self.grown += [nn.Conv2d(8, 8, 1)]
+                self.extended = nn.ModuleList()
+                self.extended.extend(layers)
+        """
+    )
+    module = cst.parse_module(source)
+    tracking = SemanticModel(module, ImportIndex.from_module(module)).tracking
+    assert tracking.classes["Head"].saving_items == {"laterals", "gates"}
+
+
+def test_every_binding_of_a_submodule_must_save_its_output() -> None:
+    source = textwrap.dedent(
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, gated):
+                super().__init__()
+                if gated:
+                    self.act = nn.Sigmoid()
+                else:
+                    self.act = nn.Identity()
+                self.gate = nn.Sigmoid()
+                self.blocks = nn.ModuleList([nn.ReLU()])
+                if gated:
+                    self.blocks = nn.ModuleList([nn.Conv2d(3, 3, 1)])
+        """
+    )
+    module = cst.parse_module(source)
+    info = SemanticModel(module, ImportIndex.from_module(module)).tracking.classes["Net"]
+    assert info.output_saving == {"gate"}
+    assert info.saving_items == set()

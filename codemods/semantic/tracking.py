@@ -98,6 +98,8 @@ class ModuleRef:
     """
 
     constructor: str | None = None
+    #: its output is saved for backward by its last layer (`nn.Sequential(conv, bn, nn.ReLU())`)
+    saves_output: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,14 @@ class ClassInfo:
     parameters: set[str] = field(default_factory=set)
     modules: dict[str, str | None] = field(default_factory=dict)
     buffers: set[str] = field(default_factory=set)
+    #: submodules whose last layer saves its output for backward (`nn.Sequential(..., nn.ReLU())`)
+    output_saving: set[str] = field(default_factory=set)
+    #: attributes also bound to something else (another module, a parameter): not `output_saving`
+    not_saving: set[str] = field(default_factory=set)
+    #: `nn.ModuleList` submodules: the last layer of each module put in (None: unknown)
+    items: dict[str, list[str | None]] = field(default_factory=dict)
+    #: `nn.ModuleList` submodules every one of whose items saves its output
+    saving_items: set[str] = field(default_factory=set)
 
 
 # -- vocabulary ------------------------------------------------------------------------
@@ -334,7 +344,38 @@ class TrackingAnalysis:
         info = self.classes.get(name or "")
         if info is not None and info.module_like:
             return name
-        return None
+        built = self.factory_module(call)
+        return self.module_constructor(built) if built is not None else None
+
+    def factory_module(self, call: cst.Call) -> cst.Call | None:
+        """The module construction a same-file factory function returns: `ConvModule(...)`
+        whose only `return` is `nn.Sequential(conv, bn, relu)` (mmcv-style stand-ins).
+        The returned call must construct directly (no factory of a factory), so this
+        cannot recurse; a factory with several returns stays unknown."""
+        if not isinstance(call.func, cst.Name) or self.call_graph is None or call.func.value not in self._top_level:
+            return None
+        values = self.call_graph().returned_values(call.func.value)
+        if not values or len(values) != 1 or not isinstance(values[0], cst.Call):
+            return None
+        returned = values[0]
+        if self.imports.qualified_name(returned.func) is None and dotted_name(returned.func) not in self.classes:
+            return None
+        return returned
+
+    def last_layer(self, value: cst.BaseExpression) -> str | None:
+        """The constructor of the layer that computes a built module's output: the module
+        itself, or the last layer of an inline `nn.Sequential(...)`, through a same-file
+        factory. None when unknown (a starred or empty `Sequential`)."""
+        if not isinstance(value, cst.Call):
+            return None
+        call = self.factory_module(value) or value
+        constructor = self.module_constructor(call)
+        if constructor != "Sequential":
+            return constructor
+        layers = call.args
+        if not layers or layers[-1].star or layers[-1].keyword is not None:
+            return None
+        return self.last_layer(layers[-1].value)
 
     def returned_leaf(self, name: str) -> Tracked | None:
         """A call of same-file function `name` makes a fresh leaf that requires grad when
@@ -398,12 +439,41 @@ class _PrePass(cst.CSTVisitor):
                 self.analysis.freezes_parameters = True
             if self.classes and isinstance(t, cst.Attribute) and dotted_name(t.value) == "self":
                 info = self.classes[-1]
+                self._note_layers(info, t.attr.value, value)
                 if self.analysis.is_parameter_constructor(value):
                     info.parameters.add(t.attr.value)
                 else:
                     constructor = self.analysis.module_constructor(value)
                     if constructor is not None:
                         info.modules[t.attr.value] = constructor
+
+    def _note_layers(self, info: ClassInfo, attribute: str, value: cst.BaseExpression) -> None:
+        """What `self.<attribute> = value` says about the layer computing its output; every
+        binding of the attribute must agree for the output to count as saved."""
+        saving = info.output_saving if self.analysis.last_layer(value) in OUTPUT_SAVING_MODULES else info.not_saving
+        saving.add(attribute)
+        if self.analysis.module_constructor(value) == "ModuleList":
+            info.items.setdefault(attribute, []).extend(self._list_items(value))
+        elif attribute in info.items:
+            info.items[attribute].append(None)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        name = dotted_name(node.target)
+        if self.classes and name is not None and name.startswith("self.") and name[5:] in self.classes[-1].items:
+            self.classes[-1].items[name[5:]].append(None)  # `self.layers += [...]`: not followed
+
+    def _list_items(self, value: cst.BaseExpression) -> list[str | None]:
+        """The last layers of the modules `nn.ModuleList(...)` starts with (None: unknown)."""
+        args = positional(value) if isinstance(value, cst.Call) else []
+        if isinstance(value, cst.Call) and len(value.args) != len(args):
+            return [None]
+        if not args:
+            return []
+        if isinstance(args[0], cst.List):
+            return [self.analysis.last_layer(e.value) if isinstance(e, cst.Element) else None for e in args[0].elements]
+        if isinstance(args[0], (cst.ListComp, cst.GeneratorExp)):
+            return [self.analysis.last_layer(args[0].elt)]
+        return [None]
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -422,12 +492,28 @@ class _PrePass(cst.CSTVisitor):
                     self.classes[-1].buffers.add(attribute)
                 elif len(args) > 1 and self.analysis.is_parameter_constructor(args[1]):
                     self.classes[-1].parameters.add(attribute)
+        owner = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+        if self.classes and owner is not None and owner.startswith("self.") and owner[5:] in self.classes[-1].items:
+            # `self.lateral_convs.append(ConvModule(...))`; any other change makes its items unknown
+            args = positional(node)
+            layer = self.analysis.last_layer(args[0]) if method == "append" and len(args) == 1 == len(node.args) else None
+            self.classes[-1].items[owner[5:]].append(layer)
+        if method in {"add_module", "register_module"} and self.classes and dotted_name(func.value) == "self":
+            # `self.add_module("embed", nn.Embedding(...))` registers `self.embed` as `self.embed = ...` would
+            args = positional(node)
+            if len(args) > 1 and isinstance(args[0], cst.SimpleString) and isinstance(args[0].evaluated_value, str):
+                constructor = self.analysis.module_constructor(args[1])
+                if constructor is not None:
+                    self.classes[-1].modules[args[0].evaluated_value] = constructor
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for info in self.analysis.classes.values():
             info.parameters -= info.buffers
             for name in info.buffers:
                 info.modules.pop(name, None)
+            info.output_saving -= info.not_saving
+            info.saving_items = {name for name, layers in info.items.items()
+                                 if layers and all(layer in OUTPUT_SAVING_MODULES for layer in layers)}
 
 
 # -- expression evaluation -------------------------------------------------------------
@@ -458,7 +544,7 @@ class _Evaluator:
             if dotted_name(node.value) == "self":
                 info = self.class_info
                 if info is not None and node.attr.value in info.modules:
-                    return ModuleRef(info.modules[node.attr.value])
+                    return ModuleRef(info.modules[node.attr.value], node.attr.value in info.output_saving)
                 if (info is None or node.attr.value not in info.parameters | info.buffers) and has_name_tokens(
                     node.attr.value, self.analysis.module_words
                 ):
@@ -466,6 +552,10 @@ class _Evaluator:
                 return None
             if node.attr.value not in _PARAMETER_NAMES and self.module_of(node.value) is not None:
                 return ModuleRef()  # `model.fc`: a submodule of a known module
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and dotted_name(node.value.value) == "self":
+            info, name = self.class_info, node.value.attr.value
+            if info is not None and info.modules.get(name) == "ModuleList":
+                return ModuleRef(None, name in info.saving_items)  # `self.lateral_convs[i]`
         return None
 
     def callee_module(self, func: cst.BaseExpression) -> ModuleRef | None:
@@ -600,7 +690,8 @@ class _Evaluator:
             if method in OUTPUT_SAVING_OPS and self.value(node.func.value) is not None:
                 return True
         owner = self.module_of(node.func)
-        return owner is not None and owner.constructor in OUTPUT_SAVING_MODULES and any(
+        saving = owner is not None and (owner.constructor in OUTPUT_SAVING_MODULES or owner.saves_output)
+        return saving and any(
             self.value(a) is not None for a in positional(node)[:1]
         )
 

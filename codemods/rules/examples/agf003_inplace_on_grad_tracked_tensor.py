@@ -233,6 +233,56 @@ class Head(nn.Module):
         return self.main(x)
 """
     ),
+    # the factory's block ends in a BatchNorm (it saves its input, not its output): `+=` on its output is safe
+    valid(
+        """
+import torch.nn as nn
+
+
+def conv_relu_bn(cin, cout):
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU(), nn.BatchNorm2d(cout))
+
+
+class PosBlock(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.stem = conv_relu_bn(cin, cout)
+        self.proj = nn.Conv2d(cout, cout, 1)
+
+    def forward(self, x, pos):
+        x = self.stem(x)
+        x += pos
+        return self.proj(x)
+"""
+    ),
+    # the ModuleList's items end in a convolution, which saves its input, not its output
+    valid(
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def act_conv(cin, cout, inplace=True):
+    return nn.Sequential(nn.ReLU(inplace=inplace), nn.Conv2d(cin, cout, 1))
+
+
+class FusionHead(nn.Module):
+    def __init__(self, levels, channels):
+        super().__init__()
+        self.fusion_level = 1
+        self.laterals = nn.ModuleList()
+        for _ in range(levels):
+            self.laterals.append(act_conv(channels, channels, inplace=False))
+
+    def forward(self, feats):
+        x = self.laterals[self.fusion_level](feats[self.fusion_level])
+        for i, feat in enumerate(feats):
+            if i != self.fusion_level:
+                feat = F.interpolate(feat, size=x.shape[-2:])
+                x += self.laterals[i](feat)
+        return x
+"""
+    ),
 ]
 
 INVALID = [
@@ -632,6 +682,106 @@ class Classifier(nn.Module):
 
     def forward(self, x):
         return self.main(x)
+""",
+    ),
+    # a same-file factory builds conv -> BN -> ReLU; the ReLU saved the block's output,
+    # which `+=` then changes (GANet's position embedding)
+    invalid(
+        """
+import torch.nn as nn
+
+
+def conv_bn_relu(cin, cout, kernel_size=3, inplace=True):
+    return nn.Sequential(nn.Conv2d(cin, cout, kernel_size, padding=1, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU(inplace=inplace))
+
+
+class PosAttention(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.stem = conv_bn_relu(cin, cout, inplace=False)
+        self.proj = nn.Conv2d(cout, cout, 1)
+
+    def forward(self, x, pos=None):
+        x = self.stem(x)
+        if pos is not None:
+            x += pos
+        return self.proj(x)
+""",
+        """
+import torch.nn as nn
+
+
+def conv_bn_relu(cin, cout, kernel_size=3, inplace=True):
+    return nn.Sequential(nn.Conv2d(cin, cout, kernel_size, padding=1, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU(inplace=inplace))
+
+
+class PosAttention(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.stem = conv_bn_relu(cin, cout, inplace=False)
+        self.proj = nn.Conv2d(cout, cout, 1)
+
+    def forward(self, x, pos=None):
+        x = self.stem(x)
+        if pos is not None:
+            x = x + pos
+        return self.proj(x)
+""",
+    ),
+    # every item of a ModuleList built by a same-file factory ends in a ReLU that saved its
+    # output; the sum of the other levels goes into it in place (mmdetection's semantic head)
+    invalid(
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def conv_act(cin, cout, inplace=True):
+    return nn.Sequential(nn.Conv2d(cin, cout, 1), nn.ReLU(inplace=inplace))
+
+
+class FusionHead(nn.Module):
+    def __init__(self, levels, channels):
+        super().__init__()
+        self.fusion_level = 1
+        self.laterals = nn.ModuleList()
+        for _ in range(levels):
+            self.laterals.append(conv_act(channels, channels, inplace=False))
+
+    def forward(self, feats):
+        x = self.laterals[self.fusion_level](feats[self.fusion_level])
+        for i, feat in enumerate(feats):
+            if i != self.fusion_level:
+                feat = F.interpolate(feat, size=x.shape[-2:])
+                x += self.laterals[i](feat)
+        return x
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def conv_act(cin, cout, inplace=True):
+    return nn.Sequential(nn.Conv2d(cin, cout, 1), nn.ReLU(inplace=inplace))
+
+
+class FusionHead(nn.Module):
+    def __init__(self, levels, channels):
+        super().__init__()
+        self.fusion_level = 1
+        self.laterals = nn.ModuleList()
+        for _ in range(levels):
+            self.laterals.append(conv_act(channels, channels, inplace=False))
+
+    def forward(self, feats):
+        x = self.laterals[self.fusion_level](feats[self.fusion_level])
+        for i, feat in enumerate(feats):
+            if i != self.fusion_level:
+                feat = F.interpolate(feat, size=x.shape[-2:])
+                x = x + self.laterals[i](feat)
+        return x
 """,
     ),
 ]

@@ -406,6 +406,32 @@ class ScaledLinear(nn.Module):
     ),
 ]
 
+
+VALID += [
+    # `add_module`-registered head, but the `.data` read is under no_grad: no graph to break
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+class Classifier(nn.Module):
+    def __init__(self, vocab, dim, classes):
+        super().__init__()
+        self.add_module("embed", nn.Embedding(vocab, dim))
+        self.add_module("head", nn.Sequential(nn.Linear(dim, classes)))
+
+    def forward(self, tokens):
+        return self.head(self.embed(tokens).mean(1))
+
+    def predict(self, tokens):
+        with torch.no_grad():
+            scores = self.head(self.embed(tokens).mean(1))
+            return scores.data.argmax(1)
+"""
+    ),
+]
+
 INVALID = [
     # 1. manual SGD through .data in a parameters() loop (reads `.grad`: a training step)
     invalid(
@@ -834,6 +860,44 @@ class LowRankFactors(nn.Module):
             if detach: out.append(self.factors[k].detach())
             else: out.append(torch.relu(self.factors[k]).detach())
         return out
+""",
+    ),
+    # 3. submodules registered with `add_module` (TorchMoji): the head's output is tracked,
+    #    and `.data` in `forward` hands the caller a tensor cut from the graph
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+
+class Classifier(nn.Module):
+    def __init__(self, vocab, dim, classes):
+        super().__init__()
+        self.add_module("embed", nn.Embedding(vocab, dim))
+        self.add_module("head", nn.Sequential(nn.Linear(dim, classes)))
+
+    def forward(self, tokens, as_tensor=True):
+        scores = self.head(self.embed(tokens).mean(1))
+        if as_tensor:
+            scores = scores.data
+        return scores
+""",
+        """
+import torch
+import torch.nn as nn
+
+
+class Classifier(nn.Module):
+    def __init__(self, vocab, dim, classes):
+        super().__init__()
+        self.add_module("embed", nn.Embedding(vocab, dim))
+        self.add_module("head", nn.Sequential(nn.Linear(dim, classes)))
+
+    def forward(self, tokens, as_tensor=True):
+        scores = self.head(self.embed(tokens).mean(1))
+        if as_tensor:
+            scores = scores.detach()
+        return scores
 """,
     ),
 ]
