@@ -23,8 +23,8 @@ from autograd_fix.codemods.walk import iter_descendants, walk
 
 #: `self.forward`, `model.forward`: explicit forward calls
 FORWARD_METHODS = frozenset({"forward"})
-#: nn.Module's (and Hugging Face's) own API: calling these on a model is not a forward
-#: pass (`generate` runs under no_grad itself)
+#: nn.Module's (and Hugging Face's) own API, and a module container's: calling these on a
+#: model is not a forward pass (`generate` runs under no_grad itself)
 MODULE_API_METHODS = frozenset(
     {"eval", "train", "parameters", "named_parameters", "buffers", "named_buffers", "children",
      "named_children", "modules", "named_modules", "state_dict", "load_state_dict", "to", "cuda", "cpu",
@@ -33,7 +33,9 @@ MODULE_API_METHODS = frozenset(
      "register_parameter", "register_module", "requires_grad_", "get_submodule", "get_parameter", "add_module",
      "extra_repr", "share_memory", "save_pretrained", "from_pretrained", "generate", "get_input_embeddings",
      "get_output_embeddings", "resize_token_embeddings", "num_parameters", "tie_weights", "compile",
-     "fuse_model", "reset_parameters", "init_weights", "set_default_tensor_type"}
+     "fuse_model", "reset_parameters", "init_weights", "set_default_tensor_type",
+     # a container of modules (nn.ModuleDict / ModuleList, or a plain dict or list of them)
+     "keys", "items", "values", "get", "pop", "update", "append", "extend", "insert"}
 )
 
 

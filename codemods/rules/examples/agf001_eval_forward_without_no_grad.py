@@ -465,6 +465,40 @@ def run_model_test(trainer, model, min_acc=0.25):
     return [len(loader) for loader in loaders]
 """
     ),
+    # a dict of models whose items are put in eval mode, but the step trains them: its
+    # `self.nets[...]` forwards reach a backward
+    valid(
+        """
+import torch
+
+class GANTrainer:
+    def __init__(self, nets, optimizers):
+        self.nets = nets
+        self.optimizers = optimizers
+
+    def _train_step(self, inputs, target):
+        fake = self.nets["gen"](inputs)
+        loss = (fake - target).abs().mean()
+        self.optimizers["gen"].zero_grad()
+        loss.backward()
+        self.optimizers["gen"].step()
+
+    def _train_epoch(self, loader):
+        for name in self.nets.keys():
+            self.nets[name].train()
+        for inputs, target in loader:
+            self._train_step(inputs, target)
+
+    def _dev_epoch(self, loader):
+        for name in self.nets.keys():
+            self.nets[name].eval()
+        total = 0.0
+        with torch.no_grad():
+            for inputs, target in loader:
+                total += (self.nets["gen"](inputs) - target).abs().mean().item()
+        return total
+"""
+    ),
 ]
 
 INVALID = [
@@ -1400,6 +1434,59 @@ def fit(model, opt, train_loader, valid_loader, criterion):
         loss = criterion(pred, y)
         total += loss.item()
     print("valid loss", total / len(valid_loader))
+""",
+    ),
+    # trainer over a dict of models: the items are put in eval mode, so `self.nets[...]`
+    # calls are forwards; the step helper is the evaluation pass, not the epoch that calls it
+    invalid(
+        """
+import torch
+
+class GANTrainer:
+    def __init__(self, nets, loss_fns, loaders):
+        self.nets = nets
+        self.loss_fns = loss_fns
+        self.loaders = loaders
+        self.dev_losses = {}
+
+    def _dev_step(self, inputs, target):
+        fake = self.nets["gen"](inputs)
+        score = self.nets["disc"](fake)
+        self.dev_losses["gen"] = self.loss_fns["l1"](fake, target).item()
+        self.dev_losses["disc"] = score.mean().item()
+
+    def _dev_epoch(self):
+        for name in self.nets.keys():
+            self.nets[name].eval()
+        for inputs, target in self.loaders["dev"]:
+            self._dev_step(inputs, target)
+        for name in self.nets.keys():
+            self.nets[name].train()
+""",
+        """
+import torch
+
+class GANTrainer:
+    def __init__(self, nets, loss_fns, loaders):
+        self.nets = nets
+        self.loss_fns = loss_fns
+        self.loaders = loaders
+        self.dev_losses = {}
+
+    @torch.no_grad()
+    def _dev_step(self, inputs, target):
+        fake = self.nets["gen"](inputs)
+        score = self.nets["disc"](fake)
+        self.dev_losses["gen"] = self.loss_fns["l1"](fake, target).item()
+        self.dev_losses["disc"] = score.mean().item()
+
+    def _dev_epoch(self):
+        for name in self.nets.keys():
+            self.nets[name].eval()
+        for inputs, target in self.loaders["dev"]:
+            self._dev_step(inputs, target)
+        for name in self.nets.keys():
+            self.nets[name].train()
 """,
     ),
 ]
