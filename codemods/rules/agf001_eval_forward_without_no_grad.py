@@ -335,7 +335,9 @@ class _Finder:
             return
         elif isinstance(statement, (cst.If, cst.Try, cst.TryStar)):
             for body in _child_blocks(statement):
-                self.block(body.body, scope.child())
+                elif_chain = isinstance(statement, cst.If) and body.body[0] is statement.orelse
+                if elif_chain or not self._script_inference(body, scope):
+                    self.block(body.body, scope.child())
 
     def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
         function = self.graph.functions[id(node)]
@@ -467,6 +469,22 @@ class _Finder:
             return None
         uses_grad = lambda statement: self.graph.uses_grad(statement, scope.class_name)  # noqa: E731
         return None if feeds_later_gradient(node, function.node if function else None, uses_grad) else calls
+
+    def _script_inference(self, block: cst.BaseSuite, scope: _Scope) -> bool:
+        """A script's branch (`if task == ...:` under `if __name__ == "__main__":`) that runs
+        a model the script put in eval mode, in a file that takes no gradient anywhere:
+        nothing can backpropagate through its outputs, so its forward is wrapped."""
+        if scope.function is not None or scope.class_name is not None or not scope.eval_receivers:
+            return False
+        if self.graph.module_level_uses_grad or any(f.uses_grad for f in self.graph.functions.values()):
+            return False
+        if changes_grad_mode(block, self.imports) or calls_method(block, "train"):
+            return False
+        region = _forward_region(block, scope.calls(only_receivers=True, methods=True))
+        if region is None:
+            return False
+        self.found.append((region[0].body[region[1]], region))
+        return True
 
     def _evaluation_branch(self, node: cst.If, scope: _Scope) -> bool:
         """`if is_train: ...backward()... else: out = model(x)`: the branch that runs the

@@ -96,7 +96,7 @@ class ModelCalls:
             return False  # `Net(...)`: a constructor
         if self.is_model_value(callee):
             return True
-        if not self.methods or self.only_receivers or not owner or method in MODULE_API_METHODS or method.startswith("_"):
+        if not self.methods or not owner or method in MODULE_API_METHODS or method.startswith("_"):
             return False
         # `model.infer(x)`, `self.model.decode(ys, memory)`: a model's own computation
         return owner != "self" and self.is_model_value(owner)

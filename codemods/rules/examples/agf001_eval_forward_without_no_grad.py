@@ -499,6 +499,28 @@ class GANTrainer:
         return total
 """
     ),
+    # the same script shape, but the file fine-tunes the model in another branch: the
+    # outputs of an eval-mode forward may feed a gradient (test-time adaptation)
+    valid(
+        """
+import sys
+
+import torch
+import torch.nn as nn
+
+
+if __name__ == "__main__":
+    net = nn.Conv2d(3, 3, 3, padding=1)
+    net.eval()
+    image = torch.rand(1, 3, 8, 8)
+    if sys.argv[-1] == "adapt":
+        restored = net(image)
+        restored.pow(2).mean().backward()
+    else:
+        restored = net(image)
+        print(restored.mean().item())
+"""
+    ),
 ]
 
 INVALID = [
@@ -1487,6 +1509,72 @@ class GANTrainer:
             self._dev_step(inputs, target)
         for name in self.nets.keys():
             self.nets[name].train()
+""",
+    ),
+    # a demo script: the model is put in eval mode and each task branch runs it once; the
+    # file never takes a gradient, so each branch's forward is wrapped
+    invalid(
+        """
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class Denoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Conv2d(3, 3, 3, padding=1)
+
+    def denoise(self, x):
+        return x - self.body(x)
+
+    def forward(self, x):
+        return self.denoise(x)
+
+
+if __name__ == "__main__":
+    net = Denoiser()
+    net.eval()
+    image = torch.rand(1, 3, 8, 8)
+    if sys.argv[-1] == "full":
+        restored = net(image)
+        print(restored.mean().item())
+    else:
+        restored = net.denoise(image)
+        print(restored.clamp(0, 1).mean().item())
+""",
+        """
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class Denoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Conv2d(3, 3, 3, padding=1)
+
+    def denoise(self, x):
+        return x - self.body(x)
+
+    def forward(self, x):
+        return self.denoise(x)
+
+
+if __name__ == "__main__":
+    net = Denoiser()
+    net.eval()
+    image = torch.rand(1, 3, 8, 8)
+    if sys.argv[-1] == "full":
+        with torch.no_grad():
+            restored = net(image)
+        print(restored.mean().item())
+    else:
+        with torch.no_grad():
+            restored = net.denoise(image)
+        print(restored.clamp(0, 1).mean().item())
 """,
     ),
 ]
