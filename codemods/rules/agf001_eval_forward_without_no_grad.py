@@ -132,6 +132,7 @@ class EvalForwardWithoutNoGrad(Rule):
     def visit_Module(self, node: cst.Module) -> bool:
         found: list[tuple[cst.CSTNode, _Region | None]] = []
         finder = _Finder(self.context.semantic.call_graph, self.context.path, found)
+        finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in found:
             self._report(target, region)
@@ -287,6 +288,9 @@ class _Finder:
         self.graph = graph
         self.imports = graph.imports
         self.found = found
+        #: the file disables grad somewhere: a model's own method beside it is set-up
+        #: (`hidden = model.init_hidden(1)` before a `with torch.no_grad():` loop)
+        self.script_handles_grad_mode = False
         self.graph_returns = GraphReturns(graph, self._forward_calls)
 
     # -- scopes -------------------------------------------------------------------------
@@ -480,7 +484,7 @@ class _Finder:
             return False
         if changes_grad_mode(block, self.imports) or calls_method(block, "train"):
             return False
-        region = _forward_region(block, scope.calls(only_receivers=True, methods=True))
+        region = _forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
         if region is None:
             return False
         self.found.append((region[0].body[region[1]], region))

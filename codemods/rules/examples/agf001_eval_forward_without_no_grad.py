@@ -521,6 +521,23 @@ if __name__ == "__main__":
         print(restored.mean().item())
 """
     ),
+    # a generation script: the model's own `init_hidden` in a branch is set-up, and the
+    # script runs its forward under `no_grad` itself
+    valid(
+        """
+import torch
+
+model = torch.load("model.pt")
+model.eval()
+if not getattr(model, "is_transformer", False):
+    hidden = model.init_hidden(1)
+tokens = torch.zeros(1, 1, dtype=torch.long)
+with torch.no_grad():
+    for _ in range(10):
+        output, hidden = model(tokens, hidden)
+        tokens.fill_(int(output.argmax()))
+"""
+    ),
 ]
 
 INVALID = [
