@@ -111,3 +111,31 @@ def test_a_training_step_returning_its_loss_terms_makes_their_items_graph_carryi
     cut_imports = ImportIndex.from_module(cut)
     cut_loop = next(n for n in all_nodes(cut, cst.For) if isinstance(n, cst.For) and "self.step" in cut.code_for_node(n))
     assert LoopAnalysis(cut_loop, cut_imports, parent_map(cut), CallGraph.build(cut, cut_imports), lambda n: "loss" in n).graph_items == set()  # type: ignore[arg-type]
+
+
+def test_side_outputs_computed_from_the_losss_model_output_carry_a_graph() -> None:
+    analysis = _loop(
+        """
+        def nll(target, mean, var, mask):
+            return (((target - mean) ** 2 / var + var.log()) * mask).sum() / mask.sum()
+
+        def hit_rate(target, mean):
+            return (mean.round() == target).float().mean()
+
+        def step(model, data):
+            obs, truth, mask = data
+            mean, var = model(obs)
+            loss = nll(truth, mean, var, mask)
+            held_out = nll(truth, mean, var, 1 - mask)
+            hits = hit_rate(truth, mean)
+            acc = (mean.argmax(-1) == truth).float().mean()
+            given = truth.sum()
+            return loss, held_out, hits, acc, given
+
+        for data in loader:
+            loss, held_out, hits, acc, given = step(model, data)
+            loss.backward()
+        """
+    )
+    assert "held_out" in analysis.tracked
+    assert not {"hits", "acc", "given"} & analysis.tracked

@@ -92,3 +92,20 @@ def test_eval_state_follows_eval_and_train_calls() -> None:
     for line in ("model.eval()", "teacher.train(False)", "model.train()"):
         update_eval_state(cst.parse_statement(line), receivers)
     assert receivers == {"teacher"}
+
+
+def test_only_receivers_with_methods_counts_an_eval_receivers_own_method_alone() -> None:
+    function, imports, _ = _function(
+        """
+        def demo(net, model, image):
+            out = net.forward_srgb2xyz(image)
+            other = model.encode(image)
+            keys = net.keys()
+        """
+    )
+    calls = ModelCalls(ModelScope(lambda name: name == "model", receivers=frozenset({"net"})), imports,
+                       only_receivers=True, methods=True)
+    found = [call for call in function.body.body if calls.runs_model(call)]
+    assert [cst.Module([]).code_for_node(statement).strip() for statement in found] == [
+        "out = net.forward_srgb2xyz(image)"
+    ]

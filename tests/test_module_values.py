@@ -81,3 +81,23 @@ def test_constant_attributes_are_set_once_in_init_from_literals_or_parameters() 
     )
     trainer = next(node for node in module.body if isinstance(node, cst.ClassDef))
     assert constant_attributes(trainer) == {"model", "gama", "scale", "aux_loss"}
+
+
+def test_containers_whose_items_are_put_in_eval_mode_hold_modules() -> None:
+    module = cst.parse_module(
+        textwrap.dedent(
+            """
+            class Trainer:
+                def __init__(self, model, criterion):
+                    self.model = model
+                    self.criterion = criterion
+
+                def _eval_epoch(self):
+                    for key in self.model.keys():
+                        self.model[key].eval()
+                    self.criterion["mse"].to("cpu")
+            """
+        )
+    )
+    trainer = next(node for node in module.body if isinstance(node, cst.ClassDef))
+    assert module_attributes(trainer, set(), ImportIndex.from_module(module)) == {"self.model"}

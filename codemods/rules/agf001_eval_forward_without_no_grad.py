@@ -134,6 +134,7 @@ class EvalForwardWithoutNoGrad(Rule):
     def visit_Module(self, node: cst.Module) -> bool:
         found: list[tuple[cst.CSTNode, _Region | None]] = []
         finder = _Finder(self.context.semantic.call_graph, self.context.path, found)
+        finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in found:
             self._report(target, region)
@@ -289,6 +290,9 @@ class _Finder:
         self.graph = graph
         self.imports = graph.imports
         self.found = found
+        #: the file disables grad somewhere: a model's own method beside it is set-up
+        #: (`hidden = model.init_hidden(1)` before a `with torch.no_grad():` loop)
+        self.script_handles_grad_mode = False
         self.graph_returns = GraphReturns(graph, self._forward_calls)
 
     # -- scopes -------------------------------------------------------------------------
@@ -337,7 +341,9 @@ class _Finder:
             return
         elif isinstance(statement, (cst.If, cst.Try, cst.TryStar)):
             for body in _child_blocks(statement):
-                self.block(body.body, scope.child())
+                elif_chain = isinstance(statement, cst.If) and body.body[0] is statement.orelse
+                if elif_chain or not self._script_inference(body, scope):
+                    self.block(body.body, scope.child())
 
     def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
         function = self.graph.functions[id(node)]
@@ -469,6 +475,22 @@ class _Finder:
             return None
         uses_grad = lambda statement: self.graph.uses_grad(statement, scope.class_name)  # noqa: E731
         return None if feeds_later_gradient(node, function.node if function else None, uses_grad) else calls
+
+    def _script_inference(self, block: cst.BaseSuite, scope: _Scope) -> bool:
+        """A script's branch (`if task == ...:` under `if __name__ == "__main__":`) that runs
+        a model the script put in eval mode, in a file that takes no gradient anywhere:
+        nothing can backpropagate through its outputs, so its forward is wrapped."""
+        if scope.function is not None or scope.class_name is not None or not scope.eval_receivers:
+            return False
+        if self.graph.module_level_uses_grad or any(f.uses_grad for f in self.graph.functions.values()):
+            return False
+        if changes_grad_mode(block, self.imports) or calls_method(block, "train"):
+            return False
+        region = _forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
+        if region is None:
+            return False
+        self.found.append((region[0].body[region[1]], region))
+        return True
 
     def _evaluation_branch(self, node: cst.If, scope: _Scope) -> bool:
         """`if is_train: ...backward()... else: out = model(x)`: the branch that runs the

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from autograd_fix.codemods.semantic.call_loops import loops_around_calls
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
@@ -130,9 +131,10 @@ class MissingZeroGrad(RootTracker, Rule):
             self.note_interesting()
 
     def leave_Module(self, original_node: cst.Module) -> None:
-        candidates = [found for root in self.interesting_roots() for found in self._candidates(root)]
-        if not candidates:
-            return  # nothing to report even if no helper zeroed: the call graph is not needed
+        roots = self.interesting_roots()
+        candidates = [found for root in roots for found in self._candidates(root)]
+        if not roots:
+            return  # no backward at all: the call graph is not needed
         graph = self.context.semantic.call_graph
         zeroing = graph.holding(lambda function: _zeroes(function.node, set()))
         helpers = {function.node.name.value for function in zeroing}
@@ -141,6 +143,29 @@ class MissingZeroGrad(RootTracker, Rule):
         for loop, fact, parents in candidates:
             if not _zeroes(loop, helpers):
                 self._report(loop, fact, parents)
+        if not candidates:
+            for function, fact in self._step_methods(graph, helpers):
+                self._report(function.node, fact, parent_map(function.node))
+
+    def _step_methods(self, graph: CallGraph, helpers: set[str]) -> list[tuple[FunctionFacts, _LoopFacts]]:
+        """`train_step` stepping the optimizer outside any loop of its own, after a
+        same-file call that backpropagates, where every call of it is repeated by a
+        caller's loop that zeroes nowhere (`train`: zero_grad once, then the loop)."""
+        imports = self.context.imports
+        backprops = {id(f) for f in graph.holding(lambda f: any(is_backward_call(c, imports) for c in local_nodes(f.node.body, cst.Call)))}  # type: ignore[arg-type]
+        found = []
+        for function in graph.functions.values():
+            if id(function) not in backprops or function.loops or _zeroes(function.node, helpers):
+                continue
+            fact = _loop_facts(function.node, imports, parent_map(function.node), _StepRoles(self.context, function.node))
+            if not fact.steps or fact.updates or fact.unclear:
+                continue
+            if not fact.backwards and len({step.optimizer for step in fact.steps}) > 1:
+                continue  # several optimizers fed by backward passes it cannot see
+            loops = loops_around_calls(function)
+            if loops is not None and not any(_zeroes(loop, helpers) for loop in loops):
+                found.append((function, fact))
+        return found
 
     def _candidates(self, root: cst.CSTNode) -> list[tuple[cst.For | cst.While, _LoopFacts, dict[int, cst.CSTNode]]]:
         """The innermost training loops under `root` with no zeroing of their own."""
@@ -160,7 +185,7 @@ class MissingZeroGrad(RootTracker, Rule):
                 found.append((loop, fact, parents))  # type: ignore[arg-type]
         return found
 
-    def _report(self, loop: cst.For | cst.While, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
+    def _report(self, loop: cst.For | cst.While | cst.FunctionDef, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
         if fact.steps and fact.updates:
             return  # optimizer and hand-written updates mixed: not understood
         if fact.steps:
@@ -227,7 +252,7 @@ class _StepRoles:
 
 
 def _loop_facts(
-    loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode], roles: _StepRoles
+    loop: cst.For | cst.While | cst.FunctionDef, imports: ImportIndex, parents: dict[int, cst.CSTNode], roles: _StepRoles
 ) -> _LoopFacts:
     """Backward calls, optimizer steps and hand-written updates in the loop (not in nested defs)."""
     fact = _LoopFacts()
@@ -397,7 +422,7 @@ def _touches_grad(node: cst.CSTNode) -> bool:
     return False
 
 
-def _is_bound_in(optimizer: str, loop: cst.For | cst.While) -> bool:
+def _is_bound_in(optimizer: str, loop: cst.For | cst.While | cst.FunctionDef) -> bool:
     head = optimizer.split(".", 1)[0]
     if "." in optimizer:
         return False

@@ -20,6 +20,7 @@ import libcst as cst
 from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.graphflow import expression_carries
 from autograd_fix.codemods.semantic.role_evidence import is_functional_loss
 from autograd_fix.codemods.semantic.loops import (
     Binding,
@@ -230,17 +231,32 @@ class LoopAnalysis:
         is_term = lambda n: isinstance(n, cst.Name) and n.value in operands and self._is_term(single(n))  # noqa: E731
         terms: set[str] = set()
         dicts: set[str] = set()
+        computed = _computed_inputs(total, single)
         for mine, theirs in zip(names, elements):
             if mine is None or mine == name or not self._fresh_graph(mine):
                 continue
             value = single(theirs)
-            if is_term(theirs):
+            if is_term(theirs) or self._side_term(value, computed, callee.class_name):
                 terms.add(mine)
             elif isinstance(value, cst.Dict) and value.elements and all(
                 isinstance(e, cst.DictElement) and is_term(e.value) for e in value.elements
             ):
                 dicts.add(mine)
         return terms, dicts
+
+    def _side_term(self, value: cst.BaseExpression | None, computed: set[str], class_name: str | None) -> bool:
+        """`imput_loss` returned beside `loss` by a step that computes both from the same
+        model output (`GaussianNegLogLik(truth, output_mean, ...)` twice, on other masks):
+        the output carries the graph the loss backpropagates, so a loss or tensor function
+        of it holds a graph of its own, which no backward frees. A same-file function
+        counts only where nothing in it cuts a graph (`.item()`, `argmax`, a comparison)."""
+        if not isinstance(value, cst.Call) or not computed:
+            return False
+        name = dotted_name(value.func)
+        function = self.graph.callee(name, class_name) if name is not None else None
+        if function is not None and (function.cuts or function.yields or not function.returns_value):
+            return False
+        return expression_carries(value, computed, self.imports)
 
     def _is_term(self, value: cst.BaseExpression | None) -> bool:
         """A loss call, or a tensor method's result (`(a - b).abs().mean()`): a tensor."""
@@ -509,6 +525,24 @@ def backpropagated_attribute(statement: cst.AugAssign, module: cst.Module, impor
         ):
             return True
     return False
+
+
+def _computed_inputs(
+    total: cst.BaseExpression, single: Callable[[cst.BaseExpression], cst.BaseExpression | None]
+) -> set[str]:
+    """Names the loss `total` is computed from (its call arguments, and those of the terms
+    it adds up) that the function itself bound to a call's result (`output_mean` of
+    `output_mean, output_var = self.forward(obs)`), not to its inputs (`truth` unpacked
+    from `data`)."""
+    sources = [total] + [v for leaf in _arithmetic_leaves(total) if (v := single(leaf)) is not None]
+    found: set[str] = set()
+    for source in sources:
+        for call in all_nodes(source, cst.Call):
+            assert isinstance(call, cst.Call)
+            for argument in call.args:
+                if isinstance(argument.value, cst.Name) and isinstance(single(argument.value), cst.Call):
+                    found.add(argument.value.value)
+    return found
 
 
 def _holds_no_graph(value: cst.BaseExpression) -> bool:

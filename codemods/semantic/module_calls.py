@@ -26,7 +26,7 @@ from autograd_fix.codemods.walk import iter_descendants, walk
 #: `self.forward`, `model.forward`: explicit forward calls
 FORWARD_METHODS = frozenset({"forward"})
 #: nn.Module's (and Hugging Face's) own API: calling these on a model is not a forward
-#: pass (`generate` runs under no_grad itself)
+#: pass (`generate` runs under no_grad itself; a container's methods: `CONTAINER_METHODS`)
 MODULE_API_METHODS = frozenset(
     {"eval", "train", "parameters", "named_parameters", "buffers", "named_buffers", "children",
      "named_children", "modules", "named_modules", "state_dict", "load_state_dict", "to", "cuda", "cpu",
@@ -133,7 +133,7 @@ class ModelCalls:
             return False  # `Net(...)`: a constructor
         if self.is_model_value(callee):
             return True
-        if not self.methods or self.only_receivers or not owner or method in MODULE_API_METHODS or method.startswith("_"):
+        if not self.methods or not owner or method in MODULE_API_METHODS or method.startswith("_"):
             return False
         if method in CONTAINER_METHODS or set(name_tokens(method)) & NOT_A_FORWARD_TOKENS:
             return False  # `model.get_parameter_or_buffer(n)`, `self.best_k_models.items()`

@@ -22,7 +22,8 @@ def _nested_scope(node: cst.CSTNode) -> bool:
 
 def module_attributes(node: cst.ClassDef, module_classes: set[str], imports: ImportIndex) -> frozenset[str]:
     """`self.X` attributes a class's `__init__` builds from modules: `self.fc = nn.Linear(...)`,
-    `self.layers = self.layers + [Layer(d, e).to(device)]`, `nn.ModuleList(...)`."""
+    `self.layers = self.layers + [Layer(d, e).to(device)]`, `nn.ModuleList(...)`; and
+    containers whose items the class puts in eval or train mode (`self.model[key].eval()`)."""
     found: set[str] = set()
     inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
     for statement in (n for init in inits for n in iter_descendants(init.body, prune=_nested_scope)):
@@ -33,7 +34,27 @@ def module_attributes(node: cst.ClassDef, module_classes: set[str], imports: Imp
         attributes = [name for name in names if name is not None and name.startswith("self.") and name.count(".") == 1]
         if attributes and builds_module(statement.value, module_classes, imports):
             found.update(attributes)
-    return frozenset(found)
+    return frozenset(found | _mode_switched_containers(node))
+
+
+#: nn.Module's mode switches: only a module's items answer them
+_MODE_METHODS = frozenset({"eval", "train"})
+
+
+def _mode_switched_containers(node: cst.ClassDef) -> set[str]:
+    """`self.X` whose items some method of the class puts in eval or train mode
+    (`self.model[key].eval()`): a container of modules, such as a trainer's dict of
+    generator and discriminator, though it is built by code this file does not show."""
+    found: set[str] = set()
+    for call in iter_descendants(node.body):
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            continue
+        item = call.func.value
+        if call.func.attr.value in _MODE_METHODS and isinstance(item, cst.Subscript):
+            name = dotted_name(item.value)
+            if name is not None and name.startswith("self.") and name.count(".") == 1:
+                found.add(name)
+    return found
 
 
 def builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:

@@ -498,6 +498,8 @@ def _use_numpy_broadcasts(ov_model: openvino.Model) -> None:
 """
     ),
     # audit (transformers' modeling_utils): looking a tensor up on a model runs no forward
+    # a dict of models whose items are put in eval mode, but the step trains them: its
+    # `self.nets[...]` forwards reach a backward
     valid(
         """
 import torch
@@ -508,6 +510,71 @@ def remove_tied_weights_from_state_dict(state_dict, model):
         if model.get_parameter_or_buffer(name) is not tensor:
             kept[name] = tensor
     return kept
+class GANTrainer:
+    def __init__(self, nets, optimizers):
+        self.nets = nets
+        self.optimizers = optimizers
+
+    def _train_step(self, inputs, target):
+        fake = self.nets["gen"](inputs)
+        loss = (fake - target).abs().mean()
+        self.optimizers["gen"].zero_grad()
+        loss.backward()
+        self.optimizers["gen"].step()
+
+    def _train_epoch(self, loader):
+        for name in self.nets.keys():
+            self.nets[name].train()
+        for inputs, target in loader:
+            self._train_step(inputs, target)
+
+    def _dev_epoch(self, loader):
+        for name in self.nets.keys():
+            self.nets[name].eval()
+        total = 0.0
+        with torch.no_grad():
+            for inputs, target in loader:
+                total += (self.nets["gen"](inputs) - target).abs().mean().item()
+        return total
+"""
+    ),
+    # the same script shape, but the file fine-tunes the model in another branch: the
+    # outputs of an eval-mode forward may feed a gradient (test-time adaptation)
+    valid(
+        """
+import sys
+
+import torch
+import torch.nn as nn
+
+
+if __name__ == "__main__":
+    net = nn.Conv2d(3, 3, 3, padding=1)
+    net.eval()
+    image = torch.rand(1, 3, 8, 8)
+    if sys.argv[-1] == "adapt":
+        restored = net(image)
+        restored.pow(2).mean().backward()
+    else:
+        restored = net(image)
+        print(restored.mean().item())
+"""
+    ),
+    # a generation script: the model's own `init_hidden` in a branch is set-up, and the
+    # script runs its forward under `no_grad` itself
+    valid(
+        """
+import torch
+
+model = torch.load("model.pt")
+model.eval()
+if not getattr(model, "is_transformer", False):
+    hidden = model.init_hidden(1)
+tokens = torch.zeros(1, 1, dtype=torch.long)
+with torch.no_grad():
+    for _ in range(10):
+        output, hidden = model(tokens, hidden)
+        tokens.fill_(int(output.argmax()))
 """
     ),
 ]
@@ -1445,6 +1512,125 @@ def fit(model, opt, train_loader, valid_loader, criterion):
         loss = criterion(pred, y)
         total += loss.item()
     print("valid loss", total / len(valid_loader))
+""",
+    ),
+    # trainer over a dict of models: the items are put in eval mode, so `self.nets[...]`
+    # calls are forwards; the step helper is the evaluation pass, not the epoch that calls it
+    invalid(
+        """
+import torch
+
+class GANTrainer:
+    def __init__(self, nets, loss_fns, loaders):
+        self.nets = nets
+        self.loss_fns = loss_fns
+        self.loaders = loaders
+        self.dev_losses = {}
+
+    def _dev_step(self, inputs, target):
+        fake = self.nets["gen"](inputs)
+        score = self.nets["disc"](fake)
+        self.dev_losses["gen"] = self.loss_fns["l1"](fake, target).item()
+        self.dev_losses["disc"] = score.mean().item()
+
+    def _dev_epoch(self):
+        for name in self.nets.keys():
+            self.nets[name].eval()
+        for inputs, target in self.loaders["dev"]:
+            self._dev_step(inputs, target)
+        for name in self.nets.keys():
+            self.nets[name].train()
+""",
+        """
+import torch
+
+class GANTrainer:
+    def __init__(self, nets, loss_fns, loaders):
+        self.nets = nets
+        self.loss_fns = loss_fns
+        self.loaders = loaders
+        self.dev_losses = {}
+
+    @torch.no_grad()
+    def _dev_step(self, inputs, target):
+        fake = self.nets["gen"](inputs)
+        score = self.nets["disc"](fake)
+        self.dev_losses["gen"] = self.loss_fns["l1"](fake, target).item()
+        self.dev_losses["disc"] = score.mean().item()
+
+    def _dev_epoch(self):
+        for name in self.nets.keys():
+            self.nets[name].eval()
+        for inputs, target in self.loaders["dev"]:
+            self._dev_step(inputs, target)
+        for name in self.nets.keys():
+            self.nets[name].train()
+""",
+    ),
+    # a demo script: the model is put in eval mode and each task branch runs it once; the
+    # file never takes a gradient, so each branch's forward is wrapped
+    invalid(
+        """
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class Denoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Conv2d(3, 3, 3, padding=1)
+
+    def denoise(self, x):
+        return x - self.body(x)
+
+    def forward(self, x):
+        return self.denoise(x)
+
+
+if __name__ == "__main__":
+    net = Denoiser()
+    net.eval()
+    image = torch.rand(1, 3, 8, 8)
+    if sys.argv[-1] == "full":
+        restored = net(image)
+        print(restored.mean().item())
+    else:
+        restored = net.denoise(image)
+        print(restored.clamp(0, 1).mean().item())
+""",
+        """
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class Denoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Conv2d(3, 3, 3, padding=1)
+
+    def denoise(self, x):
+        return x - self.body(x)
+
+    def forward(self, x):
+        return self.denoise(x)
+
+
+if __name__ == "__main__":
+    net = Denoiser()
+    net.eval()
+    image = torch.rand(1, 3, 8, 8)
+    if sys.argv[-1] == "full":
+        with torch.no_grad():
+            restored = net(image)
+        print(restored.mean().item())
+    else:
+        with torch.no_grad():
+            restored = net.denoise(image)
+        print(restored.clamp(0, 1).mean().item())
 """,
     ),
 ]

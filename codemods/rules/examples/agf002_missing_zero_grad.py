@@ -206,6 +206,35 @@ for src, tgt in pairs:
     wipe(optimizer)
 """
     ),
+    # the same split into methods, but the epoch loop zeroes before each step call
+    valid(
+        """
+import torch
+from torch import nn
+
+
+class Finetuner:
+    def __init__(self, model, batches):
+        self.model = model
+        self.batches = batches
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def compute_and_backprop(self, x, y):
+        loss = nn.functional.mse_loss(self.model(x), y)
+        loss.backward()
+        return loss
+
+    def step(self, batch):
+        loss = self.compute_and_backprop(*batch)
+        self.optimizer.step()
+        return loss.item()
+
+    def fit(self):
+        for batch in self.batches:
+            self.optimizer.zero_grad()
+            print(self.step(batch))
+"""
+    ),
 ]
 
 INVALID = [
@@ -457,6 +486,63 @@ for step, batch in enumerate(batches):
     clip_gradient(optimizer, 0.5)
     optimizer.step()
     optimizer.zero_grad()
+""",
+    ),
+    # the step is a method the epoch loop calls; the backward is in another method, and
+    # the only zeroing runs once, before the loop
+    invalid(
+        """
+import torch
+from torch import nn
+
+
+class Finetuner:
+    def __init__(self, model, batches):
+        self.model = model
+        self.batches = batches
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def compute_and_backprop(self, x, y):
+        loss = nn.functional.mse_loss(self.model(x), y)
+        loss.backward()
+        return loss
+
+    def step(self, batch):
+        loss = self.compute_and_backprop(*batch)
+        self.optimizer.step()
+        return loss.item()
+
+    def fit(self):
+        self.optimizer.zero_grad()
+        for batch in self.batches:
+            print(self.step(batch))
+""",
+        """
+import torch
+from torch import nn
+
+
+class Finetuner:
+    def __init__(self, model, batches):
+        self.model = model
+        self.batches = batches
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def compute_and_backprop(self, x, y):
+        loss = nn.functional.mse_loss(self.model(x), y)
+        loss.backward()
+        return loss
+
+    def step(self, batch):
+        loss = self.compute_and_backprop(*batch)
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        return loss.item()
+
+    def fit(self):
+        self.optimizer.zero_grad()
+        for batch in self.batches:
+            print(self.step(batch))
 """,
     ),
 ]

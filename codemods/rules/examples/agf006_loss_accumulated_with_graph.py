@@ -255,6 +255,46 @@ class Trainer:
         return sums
 """
     ),
+    # the same shape, but the side metric is computed by a same-file function that returns
+    # a number: nothing it returns holds a graph
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+def masked_l1(target, pred, mask):
+    return ((target - pred).abs() * mask).sum() / mask.sum()
+
+
+def held_out_error(target, pred, mask):
+    return masked_l1(target, pred, mask).item()
+
+
+class Imputer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(3, 3)
+
+    def step(self, batch):
+        x, mask = batch
+        pred = self.net(x * mask)
+        loss = masked_l1(x, pred, mask)
+        held_out = held_out_error(x, pred, 1 - mask)
+        return loss, held_out
+
+    def fit(self, loader, optimizer):
+        total, held_out_total = 0.0, 0.0
+        for batch in loader:
+            loss, held_out = self.step(batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+            held_out_total += held_out
+        print(total, held_out_total)
+"""
+    ),
 ]
 
 INVALID = [
@@ -888,6 +928,75 @@ def train(model, optimizer, loader, meter):
         losses["total"].backward()
         optimizer.step()
         meter.update(losses)
+""",
+    ),
+    # a same-file step returns the backpropagated loss and a metric computed from the same
+    # model output by a loss function: the metric holds a graph, and summing it keeps every
+    # iteration's (the loss is summed as a number)
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+
+def masked_l1(target, pred, mask):
+    return ((target - pred).abs() * mask).sum() / mask.sum()
+
+
+class Imputer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(3, 3)
+
+    def step(self, batch):
+        x, mask = batch
+        pred = self.net(x * mask)
+        loss = masked_l1(x, pred, mask)
+        held_out = masked_l1(x, pred, 1 - mask)
+        return loss, held_out
+
+    def fit(self, loader, optimizer):
+        total, held_out_total = 0.0, 0.0
+        for batch in loader:
+            loss, held_out = self.step(batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+            held_out_total += held_out
+        print(total, held_out_total.item())
+""",
+        """
+import torch
+import torch.nn as nn
+
+
+def masked_l1(target, pred, mask):
+    return ((target - pred).abs() * mask).sum() / mask.sum()
+
+
+class Imputer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(3, 3)
+
+    def step(self, batch):
+        x, mask = batch
+        pred = self.net(x * mask)
+        loss = masked_l1(x, pred, mask)
+        held_out = masked_l1(x, pred, 1 - mask)
+        return loss, held_out
+
+    def fit(self, loader, optimizer):
+        total, held_out_total = 0.0, 0.0
+        for batch in loader:
+            loss, held_out = self.step(batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+            held_out_total += held_out.detach()
+        print(total, held_out_total.item())
 """,
     ),
 ]
