@@ -26,7 +26,7 @@ from autograd_fix.codemods.semantic.graphflow import (
 )
 from autograd_fix.codemods.semantic.loops import all_nodes
 from autograd_fix.codemods.semantic.module_values import module_attributes
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import iter_descendants, walk
 
 
 @dataclass
@@ -299,6 +299,15 @@ class CallGraph:
         return any(callee.uses_grad for name in use.calls for callee in self.resolve(name, class_name))
 
 
+def calls_under_no_grad(function: cst.FunctionDef, imports: ImportIndex) -> frozenset[int]:
+    """Ids of the calls inside `function` that run in a `with` block disabling grad."""
+    quiet: set[int] = set()
+    for node in iter_descendants(function.body):
+        if isinstance(node, cst.With) and with_disables_grad(node, imports):
+            quiet.update(id(n) for n in iter_descendants(node.body) if isinstance(n, cst.Call))
+    return frozenset(quiet)
+
+
 class GraphReturns:
     """Which same-file functions return (or yield) a graph-carrying value.
 
@@ -325,10 +334,13 @@ class GraphReturns:
             self._known[key] = False
             if function.returns_value and not function.decorated_no_grad:
                 is_forward = self.forward_calls(function)
+                # `with torch.no_grad(): loss, outputs = self.compute_loss(...)` builds no graph
+                # (transformers' Trainer.prediction_step)
+                quiet = calls_under_no_grad(function.node, self.graph.imports)
                 flow = graph_flow(
                     function.node,
                     self.graph.imports,
-                    lambda call: is_forward(call) or self.of_call(call, function.class_name),
+                    lambda call: id(call) not in quiet and (is_forward(call) or self.of_call(call, function.class_name)),
                 )
                 self._known[key] = flow.returned
         return self._known[key]

@@ -465,6 +465,34 @@ def run_model_test(trainer, model, min_acc=0.25):
     return [len(loader) for loader in loaders]
 """
     ),
+    # audit (transformers' Trainer): evaluate -> evaluation_loop -> prediction_step, which
+    # runs the model under its own `with torch.no_grad():` and returns what it computed
+    valid(
+        """
+import torch
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+
+    def prediction_step(self, model, inputs):
+        with torch.no_grad():
+            outputs = model(**inputs)
+            loss = outputs["loss"].detach().mean()
+        return loss, outputs["logits"]
+
+    def evaluation_loop(self, dataloader):
+        self.model.eval()
+        losses = []
+        for inputs in dataloader:
+            loss, logits = self.prediction_step(self.model, inputs)
+            losses.append(loss)
+        return torch.stack(losses).mean().item()
+
+    def evaluate(self, eval_dataloader):
+        return {"eval_loss": self.evaluation_loop(eval_dataloader)}
+"""
+    ),
     # audit (Lightning's ModelCheckpoint.to_yaml): a dict named `*_models` holds scores;
     # reading its items runs no model
     valid(
