@@ -67,7 +67,7 @@ def check_notebook_program(
     kept = [dataclasses.replace(f, fix=None) if id(f) in dropped else f for f in result.findings]
     if any(options.allows_finding(f) for f in kept):
         try:
-            fixed = fix_until_stable(result.module, active, path, options, kept, program)
+            fixed = fix_until_stable(result.module, rules, path, options, kept, program)
         except EngineError as failure:
             result.fix_error = str(failure)
             return result, dropped

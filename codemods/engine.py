@@ -336,7 +336,9 @@ def check_source(
     result = SourceResult(findings=findings, module=module)
     if compute_fix and any(options.allows_finding(f) for f in findings):
         try:
-            result.fixed = fix_until_stable(module, active, path, options, findings, text)
+            # all selected rules, not only those the original text triggered: a fix can
+            # write what another rule's prefilter looks for (`.detach()` for AGF001)
+            result.fixed = fix_until_stable(module, rules, path, options, findings, text)
         except EngineError as error:
             result.fix_error = str(error)
     return result
@@ -381,7 +383,9 @@ def fix_until_stable(
     text = module.code if text is None else text
     for _ in range(MAX_FIX_ROUNDS):
         if findings is None:
-            findings = run_rules(module, rules, path, text, options.target_torch, options.roles)
+            # the prefilter again on each rewritten text, so that the result is what a
+            # second run would leave alone (idempotence)
+            findings = run_rules(module, triggered(rules, text), path, text, options.target_torch, options.roles)
         fixes = [f.fix for f in findings if options.allows_finding(f)]
         if not fixes:
             return text

@@ -214,3 +214,18 @@ def test_a_fix_that_needs_a_statement_another_removed_is_a_conflict_not_half_app
     from autograd_fix.codemods.engine import non_overlapping
 
     assert non_overlapping(module, [remove, append]) == [remove]
+
+
+def test_a_fix_that_writes_another_rules_trigger_is_followed_in_the_same_run() -> None:
+    # fuzz campaign (CI): AGF012 rewrites `Variable(x.data)` to `x.detach()`, which is
+    # what AGF001's prefilter looks for; the first run must already apply AGF001's fix,
+    # or a second run changes the file again
+    from autograd_fix.codemods.registry import all_rules
+
+    source = "import torch\n\ndef features(encoder, x):\n    h = torch.autograd.Variable((encoder(x) + 1).data)\n    return h\n"
+    options = FixOptions(unsafe_fixes=True)
+    first = check_source(source, all_rules(), path="feats.py", options=options)
+    assert "AGF001" not in {f.code for f in first.findings}  # not yet: the original has no trigger of it
+    assert first.fixed is not None and "@torch.no_grad()" in first.fixed and ".detach()" in first.fixed
+    again = check_source(first.fixed, all_rules(), path="feats.py", options=options)
+    assert [f for f in again.findings if f.fix is not None] == []
