@@ -83,3 +83,5 @@ def test_functions_passed_as_values_are_callbacks() -> None:
 def test_module_level_gradient_use() -> None:
     assert _graph("loss = model(x).sum()\nloss.backward()\n").module_level_uses_grad
     assert not _graph("def f(loss):\n    loss.backward()\nprint(f)\n").module_level_uses_grad
+    # a script's top level that calls a same-file function that trains takes gradients too
+    assert _graph("def step(loss):\n    loss.backward()\nstep(model(x).sum())\n").module_level_uses_grad

@@ -129,8 +129,6 @@ class CallGraph:
     def _collect(self, module: cst.Module) -> None:
         collector = _Collector(self)
         walk(module, collector)
-        top = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
-        self.module_level_uses_grad = any(self.uses_grad(statement, None) for statement in top)
         for caller, under_no_grad, name, call in collector.call_sites:
             resolved = self.resolve(name, caller.class_name if caller else None)
             for callee in resolved:
@@ -140,6 +138,9 @@ class CallGraph:
         for function in self.functions.values():
             function.passed_as_callback = function.node.name.value in collector.callbacks
         self._propagate()
+        # after propagation: a module-level call of a same-file function that trains counts
+        top = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+        self.module_level_uses_grad = any(self.uses_grad(statement, None) for statement in top)
 
     def resolve(self, name: str, caller_class: str | None) -> list[FunctionFacts]:
         if name.startswith(("self.", "cls.")) and name.count(".") == 1:
