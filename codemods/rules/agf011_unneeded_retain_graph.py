@@ -166,7 +166,8 @@ class UnneededRetainGraph(RootTracker, Rule):
             roots = [root.value]  # the other backward must use only values recomputed after this one
         else:
             return
-        evidence = FreshGraph(scope, call, parents, self.context.semantic.call_graph, imports, self._hints(scope))
+        semantic = self.context.semantic
+        evidence = FreshGraph(scope, call, parents, semantic.call_graph, imports, self._hints(scope), semantic.no_graph)
         if not evidence.graph_is_fresh(roots) or evidence.graph_escapes(roots, imports):
             return
         later = [c for c in gradient_calls if c is not call and (follower is None or c is not expression_statement_call(follower[0]))]

@@ -35,6 +35,7 @@ from autograd_fix.codemods.semantic.loops import (
     runs_every_iteration,
 )
 from autograd_fix.codemods.semantic.module_values import builds_module, constant_attributes, plain_value
+from autograd_fix.codemods.semantic.no_graph import NoGraph
 
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type"})
 _GRAPH_ATTRIBUTES = frozenset({"grad_fn", "register_hook", "retain_grad", "next_functions"})
@@ -63,9 +64,11 @@ class FreshGraph:
 
     def __init__(
         self, scope: cst.CSTNode, call: cst.Call, parents: dict[int, cst.CSTNode], graph: CallGraph, imports: ImportIndex,
-        hints: NameHints,
+        hints: NameHints, no_graph: NoGraph | None = None,
     ) -> None:
         self.imports = imports
+        #: values carried across iterations or read from outside it that certainly hold no graph
+        self.no_graph = no_graph
         self.hints = hints
         self.scope = scope
         self.call = call
@@ -127,7 +130,7 @@ class FreshGraph:
                     local = [b for b in self.region_bindings if b.name == read]
                     if local and min(self.order.position(b.statement) for b in local) < position:
                         pending.append(read)
-                    elif read not in self.allowed_outside and not self._constant_outside(read):
+                    elif read not in self.allowed_outside and not self._constant_outside(read) and not self._holds_no_graph(read):
                         return False  # from outside and not data, or carried from the last iteration
         return True
 
@@ -138,6 +141,19 @@ class FreshGraph:
             return False
         found = [b for b in bindings(self.scope) if b.name == name]
         return bool(found) and all(b.kind == "assign" and b.value is not None and self._no_graph_value(b.value) for b in found)
+
+    def _holds_no_graph(self, name: str) -> bool:
+        """Read from outside the iteration or carried from the previous one, `name` never
+        holds a graph: every binding in the scope is an index, a cut, a constant or data
+        (`prev = topk(out, 1)[1]`, then `prev = mask(prev)` returning `.data`)."""
+        if self.no_graph is None or not isinstance(self.scope, (cst.FunctionDef, cst.Module)):
+            return False
+        trusted = set(self.allowed_outside or ())
+        if isinstance(self.scope, cst.FunctionDef):
+            params = self.scope.params
+            every = [*params.posonly_params, *params.params, *params.kwonly_params]
+            trusted |= {p.name.value for p in every if self.hints.is_data_parameter(p.name.value)}
+        return self.no_graph.name(name, self.scope, frozenset(trusted))
 
     def _no_graph_value(self, value: cst.BaseExpression) -> bool:
         return plain_value(value, set()) or builds_module(value, self.call_graph.module_classes, self.imports)
@@ -234,7 +250,8 @@ class FreshGraph:
             head = call.func
             while isinstance(head, cst.Attribute):
                 head = head.value
-            if isinstance(head, cst.Name):
+            # `logits.flatten()`: a value made in the iteration, not a callee like `model.encode`
+            if isinstance(head, cst.Name) and (head is call.func or head.value not in self.region_bound):
                 callee_heads.add(id(head))
             if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PLACEMENT_METHODS:
                 for argument in call.args:  # `x.to(self.device)`: where, not what

@@ -15,6 +15,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.autograd_function import ApplyCalls, CustomFunction, apply_calls, custom_functions
 from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.no_graph import NoGraph
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
 
@@ -36,6 +37,11 @@ class SemanticModel:
     def call_graph(self) -> CallGraph:
         """Same-file functions, callers, grad mode and gradient use through calls."""
         return CallGraph.build(self.module, self.imports)
+
+    @cached_property
+    def no_graph(self) -> NoGraph:
+        """Which names and expressions certainly carry no graph (indices, cuts, their helpers)."""
+        return NoGraph(self.module, self.imports, self.call_graph)
 
     @cached_property
     def tracking(self) -> TrackingAnalysis:

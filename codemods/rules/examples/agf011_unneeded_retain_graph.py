@@ -187,6 +187,73 @@ for epoch in range(epochs):
         opt_D.step()
 """
     ),
+    # 15. the draft carried into the next pass is a soft distribution: it keeps the last graph
+    valid(
+        """
+import torch
+
+def refine(model, inputs, targets, optimizer, passes):
+    draft = None
+    for k in range(passes):
+        logits = model(inputs, draft)
+        loss = criterion(logits.flatten(0, 1), targets.flatten())
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+        draft = logits.softmax(dim=-1)
+"""
+    ),
+    # 16. the carried value is topk's values (not its indices), through a same-file helper
+    valid(
+        """
+import torch
+
+def best(scores):
+    return torch.topk(scores, 1, dim=-1)[0].squeeze(-1)
+
+def refine(model, inputs, targets, optimizer):
+    previous = None
+    for k in range(3):
+        scores = model(inputs, previous)
+        loss = criterion(scores, targets)
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+        previous = best(scores)
+"""
+    ),
+    # 17. a parameter the only caller fills with a graph (a learned temperature)
+    valid(
+        """
+import torch
+
+def run_rounds(model, inputs, targets, temperature, optimizer):
+    for r in range(3):
+        loss = criterion(model(inputs) / temperature, targets)
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+
+def fit(model, temp_net, loader, optimizer):
+    for inputs, targets in loader:
+        run_rounds(model, inputs, targets, temp_net(inputs).mean(), optimizer)
+"""
+    ),
+    # 18. a module-level weight built by a forward pass, read as a global in the loop
+    valid(
+        """
+import torch
+
+weight = prior_net(torch.ones(1, 4)).sum()
+
+def run_rounds(model, inputs, targets, optimizer):
+    for r in range(3):
+        loss = criterion(model(inputs), targets) * weight
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -512,6 +579,85 @@ for epoch in range(2):
         loss_D = hinge(r_real, r_fake)
         loss_D.backward()
         opt_D.step()
+""",
+    ),
+    # 12. each pass re-reads only the previous pass's argmax (integer indices carry no graph)
+    invalid(
+        """
+import torch
+
+def refine(model, inputs, targets, optimizer, passes):
+    draft = None
+    for k in range(passes):
+        logits = model(inputs, draft)
+        loss = criterion(logits.flatten(0, 1), targets.flatten())
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+        draft = logits.argmax(dim=-1)
+""",
+        """
+import torch
+
+def refine(model, inputs, targets, optimizer, passes):
+    draft = None
+    for k in range(passes):
+        logits = model(inputs, draft)
+        loss = criterion(logits.flatten(0, 1), targets.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        draft = logits.argmax(dim=-1)
+""",
+    ),
+    # 13. topk indices through a same-file helper returning `.data`, a module constant, a
+    #     ratio that the only caller passes as a literal
+    invalid(
+        """
+import torch
+
+num_classes = 10
+
+def clip_tokens(seq):
+    return seq.data.clamp_(0, num_classes - 1)
+
+def train_batch(model, inputs, target, optimizer, rounds, ratio):
+    previous = None
+    flat_target = target.reshape(-1)
+    for r in range(rounds):
+        scores = model(inputs, previous, ratio)
+        loss = criterion(scores.view(-1, num_classes), flat_target)
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+        previous = clip_tokens(torch.topk(scores, 1, dim=-1)[1].squeeze(-1))
+
+def train(model, loader, optimizer):
+    for inputs, target in loader:
+        train_batch(model, inputs, target, optimizer, 2, ratio=0.5)
+""",
+        """
+import torch
+
+num_classes = 10
+
+def clip_tokens(seq):
+    return seq.data.clamp_(0, num_classes - 1)
+
+def train_batch(model, inputs, target, optimizer, rounds, ratio):
+    previous = None
+    flat_target = target.reshape(-1)
+    for r in range(rounds):
+        scores = model(inputs, previous, ratio)
+        loss = criterion(scores.view(-1, num_classes), flat_target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        previous = clip_tokens(torch.topk(scores, 1, dim=-1)[1].squeeze(-1))
+
+def train(model, loader, optimizer):
+    for inputs, target in loader:
+        train_batch(model, inputs, target, optimizer, 2, ratio=0.5)
 """,
     ),
 ]

@@ -1,0 +1,351 @@
+"""Values that certainly carry no autograd graph, wherever they come from in the file.
+
+`grad_free` answers for one expression as written (a factory call, `.data`, a loader
+batch); `graphflow` follows graph-carrying values forward from forward passes. This
+module answers the converse question for a *name*: can any value it ever holds carry a
+graph? That is what a retaining backward needs to know of a value carried from the
+previous iteration (`prev = topk(out, 1)[1]`, then `prev = _mask(prev)` returning
+`.data`): if it holds no graph, the next pass cannot backpropagate into the last one.
+
+Evidence only, flow-insensitively: every binding of the name in its scope must make a
+value without a graph; a parameter must receive one at every same-file call (none
+hidden behind `*args`, callbacks or calls the call graph cannot resolve); a module
+global must be bound only at the top level. Integer indices (`argmax`, topk's `[1]`),
+cuts (`.data`, `.detach()`, `.item()`, `float()`), fresh factories, literals, and
+operations of such values qualify; so does a call of a same-file function whose every
+`return` qualifies. Anything else is "may carry one".
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
+from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts
+from autograd_fix.codemods.semantic.grad_free import CONVERSIONS, fresh_factory
+from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES
+from autograd_fix.codemods.semantic.loops import Binding, all_nodes, bindings, declared_global
+
+#: calls returning `(values, indices)` whatever their arguments
+_ALWAYS_PAIRS = frozenset({"topk", "sort", "kthvalue", "mode"})
+#: calls returning `(values, indices)` only when given a dimension (`x.max(1)`, not `torch.max(a, b)`)
+_PAIRS_WITH_DIM = frozenset({"max", "min", "median", "nanmedian"})
+#: torch namespaces whose calls make parameters, modules or gradients, not plain results
+_NOT_PLAIN = ("torch.nn.", "torch.autograd.", "torch.func.", "torch.distributions.")
+#: tensor methods whose first argument is a boolean mask, which carries no gradient
+_MASKED = frozenset({"masked_fill", "masked_fill_"})
+
+
+class NoGraph:
+    """Which names and expressions of one file certainly carry no graph (see the module doc).
+
+    Built lazily by `SemanticModel.no_graph`; answers are cached per (scope, name).
+    """
+
+    def __init__(self, module: cst.Module, imports: ImportIndex, graph: CallGraph) -> None:
+        self.module = module
+        self.imports = imports
+        self.graph = graph
+        self._bindings: dict[int, dict[str, list[Binding]]] = {}
+        self._answers: dict[tuple[int, str, frozenset[str]], bool] = {}
+        self._pending: set[tuple[int, str]] = set()
+        self._assumed = False
+        self._top_level: set[int] | None = None
+        self._declared_global: set[str] | None = None
+
+    # -- names ---------------------------------------------------------------------
+    def name(self, name: str, scope: cst.FunctionDef | cst.Module, trusted: frozenset[str] = frozenset()) -> bool:
+        """Can no value `name` holds in `scope` carry a graph? `trusted` names of `scope`
+        count as graph-free (the caller's own evidence, e.g. loop targets over a loader)."""
+        if name in trusted or name in {"True", "False", "None"}:
+            return True
+        key = (id(scope), name, trusted)
+        if key in self._answers:
+            return self._answers[key]
+        if (id(scope), name) in self._pending:
+            self._assumed = True  # a cycle (`x = x.view(-1)`): assume, confirmed by the others
+            return True
+        outer = self._assumed
+        self._assumed = False
+        self._pending.add((id(scope), name))
+        try:
+            answer = self._name(name, scope, trusted)
+        finally:
+            self._pending.discard((id(scope), name))
+        if not answer or not self._assumed or not self._pending:
+            self._answers[key] = answer  # "no" never rests on an assumption; "yes" may
+        self._assumed = outer or self._assumed
+        return answer
+
+    def _name(self, name: str, scope: cst.FunctionDef | cst.Module, trusted: frozenset[str]) -> bool:
+        if isinstance(scope, cst.FunctionDef) and name in declared_global(scope):
+            return self.name(name, self.module)
+        found = self._scope_bindings(scope).get(name, [])
+        if isinstance(scope, cst.Module):
+            return bool(found) and name not in self._globals_declared() and self._bindings_free(found, scope, trusted)
+        if name in _param_names(scope):
+            return self._param(name, scope) and self._bindings_free(found, scope, trusted)
+        if found:
+            return self._bindings_free(found, scope, trusted)
+        return id(scope) in self._top_level_functions() and self.name(name, self.module)
+
+    def _bindings_free(self, found: list[Binding], scope: cst.FunctionDef | cst.Module, trusted: frozenset[str]) -> bool:
+        for binding in found:
+            if binding.value is None or binding.kind not in {"assign", "annassign", "augassign"}:
+                return False
+            if isinstance(binding.value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)):
+                return False  # a container that later code may fill with anything
+            value = _bound_part(binding)
+            if value is None:
+                if not _index_of_pair(binding, self.imports):
+                    return False
+            elif not self.expression(value, scope, trusted):
+                return False
+        return True
+
+    def _param(self, name: str, function: cst.FunctionDef) -> bool:
+        """Every same-file call passes a graph-free value (or leaves a graph-free default)."""
+        facts = self.graph.facts(function)
+        if facts is None or not facts.call_sites or facts.passed_as_callback or self.graph.call_count(facts) != len(facts.call_sites):
+            return False
+        if any(dotted_name(d.decorator) != "staticmethod" for d in function.decorators):
+            return False
+        for caller, _, call in facts.call_sites:
+            passed = _argument_for(name, function, facts, call)
+            if passed is None:
+                return False
+            scope: cst.FunctionDef | cst.Module = caller.node if caller is not None else self.module
+            if passed is _DEFAULT:
+                default = _default_of(name, function)
+                if default is None or not self.expression(default, self.module):
+                    return False
+            elif not self.expression(passed, scope):
+                return False
+        return True
+
+    # -- expressions -----------------------------------------------------------------
+    def expression(self, node: cst.BaseExpression, scope: cst.FunctionDef | cst.Module, trusted: frozenset[str] = frozenset()) -> bool:
+        """Does `node`, evaluated in `scope`, certainly carry no graph?"""
+        def free(child: cst.BaseExpression) -> bool:
+            return self.expression(child, scope, trusted)
+
+        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+                             cst.FormattedString, cst.Comparison)):
+            return True
+        if isinstance(node, cst.Name):
+            return self.name(node.value, scope, trusted)
+        if isinstance(node, cst.Attribute):
+            if node.attr.value == "data" or node.attr.value in METADATA_ATTRIBUTES:
+                return True
+            if node.attr.value == "indices" and _pair_call(node.value, self.imports):
+                return True
+            return not _is_self(node.value) and free(node.value)
+        if isinstance(node, cst.Subscript):
+            if _pair_call(node.value, self.imports) and _second_item(node):
+                return True
+            return free(node.value)
+        if isinstance(node, cst.Call):
+            return self._call(node, scope, free)
+        if isinstance(node, cst.UnaryOperation):
+            return isinstance(node.operator, cst.Not) or free(node.expression)
+        if isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
+            return free(node.left) and free(node.right)
+        if isinstance(node, cst.IfExp):
+            return free(node.body) and free(node.orelse)
+        if isinstance(node, (cst.Tuple, cst.List)):
+            return all(not isinstance(e, cst.StarredElement) and free(e.value) for e in node.elements)
+        return False
+
+    def _call(self, call: cst.Call, scope: cst.FunctionDef | cst.Module, free) -> bool:  # type: ignore[no-untyped-def]
+        if any(arg.star for arg in call.args):
+            return False
+        if fresh_factory(call, self.imports):
+            return True
+        qualified = self.imports.qualified_name(call.func)
+        if (qualified or dotted_name(call.func)) in CUTTING_FUNCTIONS:
+            return True
+        if any(arg.keyword is not None and arg.keyword.value == "requires_grad" for arg in call.args):
+            return False
+        if qualified is not None:
+            plain = qualified.startswith("torch.") and not qualified.startswith(_NOT_PLAIN)
+            kept = call.args[:1] if qualified.rsplit(".", 1)[-1] in CONVERSIONS else call.args
+            return plain and bool(call.args) and all(free(arg.value) for arg in kept)
+        if isinstance(call.func, cst.Attribute):
+            method = call.func.attr.value
+            if method in CUTTING_METHODS:
+                return True
+            if method.startswith("requires_grad") or _is_self(call.func.value) or not free(call.func.value):
+                return self._same_file(call, scope)
+            if method in CONVERSIONS:
+                return True  # shapes, dtypes and devices are not values that flow
+            values = call.args[1:] if method in _MASKED else call.args
+            return all(free(arg.value) for arg in values)
+        return self._same_file(call, scope)
+
+    def _same_file(self, call: cst.Call, scope: cst.FunctionDef | cst.Module) -> bool:
+        """A call of a same-file function whose every `return` holds no graph."""
+        name = dotted_name(call.func)
+        if name is None or ("." in name and not name.startswith(("self.", "cls."))):
+            return False  # `obj.method()`: which class's method runs is not known
+        caller = self.graph.facts(scope) if isinstance(scope, cst.FunctionDef) else None
+        callee = self.graph.callee(name, caller.class_name if caller else None)
+        returned = self.graph.returned_values(name, caller.class_name if caller else None)
+        if callee is None or returned is None:
+            return False
+        return all(self.expression(value, callee.node) for value in returned)
+
+    # -- lazily built file facts -----------------------------------------------------
+    def _scope_bindings(self, scope: cst.CSTNode) -> dict[str, list[Binding]]:
+        if id(scope) not in self._bindings:
+            table: dict[str, list[Binding]] = {}
+            for binding in bindings(scope):
+                table.setdefault(binding.name, []).append(binding)
+            # comprehension targets and lambda parameters shadow a name where a call reads it
+            for node in all_nodes(scope, (cst.CompFor, cst.Lambda)):
+                targets = [node.target] if isinstance(node, cst.CompFor) else [p.name for p in node.params.params]  # type: ignore[union-attr]
+                for target in targets:
+                    for name in all_nodes(target, cst.Name):
+                        table.setdefault(name.value, []).append(Binding(name.value, "comprehension", node))  # type: ignore[union-attr]
+            self._bindings[id(scope)] = table
+        return self._bindings[id(scope)]
+
+    def _top_level_functions(self) -> set[int]:
+        """Functions whose free names are the module's globals: top-level ones and methods
+        of top-level classes (a nested function may read its enclosing function's names)."""
+        if self._top_level is None:
+            self._top_level = {id(node) for node in _top_level_defs(self.module)}
+        return self._top_level
+
+    def _globals_declared(self) -> set[str]:
+        """Names some function of the file declares `global` (rebound from inside it)."""
+        if self._declared_global is None:
+            self._declared_global = set()
+            for node in all_nodes(self.module, cst.Global):
+                assert isinstance(node, cst.Global)
+                self._declared_global.update(item.name.value for item in node.names)
+        return self._declared_global
+
+
+_DEFAULT = cst.Name("__default__")
+
+
+def _top_level_defs(module: cst.Module) -> Iterator[cst.FunctionDef]:
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            yield statement
+        elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            yield from (s for s in statement.body.body if isinstance(s, cst.FunctionDef))
+
+
+def _param_names(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return {p.name.value for p in every}
+
+
+def _argument_for(name: str, function: cst.FunctionDef, facts: FunctionFacts, call: cst.Call) -> cst.BaseExpression | None:
+    """The expression `call` passes for parameter `name` (`_DEFAULT` when left to its
+    default), None when it cannot tell (`*args`, a `**kwargs` parameter)."""
+    params = function.params
+    if isinstance(params.star_arg, cst.Param) and params.star_arg.name.value == name:
+        return None
+    if isinstance(params.star_kwarg, cst.Param) and params.star_kwarg.name.value == name:
+        return None
+    positional = [*params.posonly_params, *params.params]
+    if facts.class_name is not None and positional and not _is_static(function):
+        if not (isinstance(call.func, cst.Attribute) and _is_self(call.func.value)):
+            return None  # a method called on another object: which binding of self?
+        positional = positional[1:]
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    names = [p.name.value for p in positional]
+    index = names.index(name) if name in names else None
+    given = [arg for arg in call.args if arg.keyword is None]
+    if index is not None and index < len(given):
+        return given[index].value
+    return _DEFAULT
+
+
+def _default_of(name: str, function: cst.FunctionDef) -> cst.BaseExpression | None:
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return param.default
+    return None
+
+
+def _is_static(function: cst.FunctionDef) -> bool:
+    return any(dotted_name(d.decorator) == "staticmethod" for d in function.decorators)
+
+
+def _is_self(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value in {"self", "cls"}
+
+
+def _second_item(node: cst.Subscript) -> bool:
+    """`pair[1]`: the indices of a `(values, indices)` pair."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return False
+    index = node.slice[0].slice.value
+    return isinstance(index, cst.Integer) and index.value == "1"
+
+
+def _bound_part(binding: Binding) -> cst.BaseExpression | None:
+    """The part of the assigned value that `binding.name` receives: the whole value for a
+    plain target, the matching element when a tuple is unpacked from a tuple display; None
+    when the name is one element unpacked from a call (`_, idx = x.topk(1)`)."""
+    statement, value = binding.statement, binding.value
+    assert value is not None
+    if isinstance(binding.statement, cst.AugAssign):
+        return cst.BinaryOperation(left=cst.Name(binding.name), operator=cst.Add(), right=value)
+    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]  # type: ignore[attr-defined]
+    for target in targets:
+        if isinstance(target, cst.Name) and target.value == binding.name:
+            return value
+        if isinstance(target, (cst.Tuple, cst.List)):
+            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+            if binding.name not in names or any(isinstance(e, cst.StarredElement) for e in target.elements):
+                continue
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(names):
+                return value.elements[names.index(binding.name)].value
+            return None
+    return value
+
+
+def _index_of_pair(binding: Binding, imports: ImportIndex) -> bool:
+    """`values, indices = x.topk(k)`: `binding` binds the second of the pair."""
+    statement = binding.statement
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return False
+    target = statement.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != 2:
+        return False
+    second = target.elements[1].value
+    return isinstance(second, cst.Name) and second.value == binding.name and _pair_call(statement.value, imports)
+
+
+def _pair_call(node: cst.BaseExpression, imports: ImportIndex) -> bool:
+    """`torch.topk(x, k)`, `x.max(dim=1)`, `x.max(1)`: a call returning `(values, indices)`
+    (`torch.max(a, b)` is an elementwise maximum, not a pair)."""
+    if not isinstance(node, cst.Call) or any(arg.star for arg in node.args):
+        return False
+    qualified = imports.qualified_name(node.func)
+    if qualified is not None:
+        if not qualified.startswith("torch."):
+            return False
+        method, given = qualified.rsplit(".", 1)[-1], node.args[1:]
+    elif isinstance(node.func, cst.Attribute):
+        method, given = node.func.attr.value, node.args
+    else:
+        return False
+    if method in _ALWAYS_PAIRS:
+        return True
+    if method not in _PAIRS_WITH_DIM:
+        return False
+    if any(arg.keyword is not None and arg.keyword.value == "dim" for arg in given):
+        return True
+    return bool(given) and given[0].keyword is None and isinstance(given[0].value, (cst.Integer, cst.UnaryOperation))
