@@ -7,8 +7,8 @@ import textwrap
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
-from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.fresh_graph import FreshGraph, NameHints
+from autograd_fix.codemods.semantic.model import SemanticModel
 from autograd_fix.codemods.semantic.loops import all_nodes, enclosing_scope, parent_map
 
 _HINTS = NameHints(
@@ -25,7 +25,9 @@ def _analysis(source: str) -> tuple[FreshGraph, list[cst.Call]]:
     backwards = [c for c in all_nodes(module, cst.Call) if isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward"]
     parents = parent_map(module)
     first = backwards[0]
-    return FreshGraph(enclosing_scope(first, parents), first, parents, CallGraph.build(module, imports), imports, _HINTS), backwards
+    semantic = SemanticModel(module, imports)
+    scope = enclosing_scope(first, parents)
+    return FreshGraph(scope, first, parents, semantic.call_graph, imports, _HINTS, semantic.no_graph), backwards
 
 
 TWO_UPDATES = """
@@ -74,3 +76,32 @@ def test_constants_set_up_once_are_not_carried_state() -> None:
     assert fresh.graph_is_fresh(["loss"])
     carried, _ = _analysis(source.replace("{EXTRA}", "self.prior"))
     assert not carried.graph_is_fresh(["loss"])
+
+
+DRAFTS = """
+import torch
+
+def refine(model, batch, steps):
+    draft = None
+    for k in range(steps):
+        logits = model(batch, draft)
+        loss = logits.logsumexp(-1).mean()
+        loss.backward(retain_graph=True)
+        draft = {DRAFT}
+"""
+
+
+def test_a_value_carried_from_the_last_pass_must_hold_no_graph() -> None:
+    indices, _ = _analysis(DRAFTS.replace("{DRAFT}", "logits.argmax(-1)"))
+    assert indices.graph_is_fresh(["loss"])
+    soft, _ = _analysis(DRAFTS.replace("{DRAFT}", "logits.softmax(-1)"))
+    assert not soft.graph_is_fresh(["loss"])  # read through `logits.logsumexp`: a value, not a callee
+
+
+def test_a_parameter_read_in_a_loop_is_data_by_name_or_by_every_call() -> None:
+    source = DRAFTS.replace("logits.logsumexp(-1).mean()", "logits.logsumexp(-1).mean() * {SCALE}")
+    source = source.replace("{DRAFT}", "logits.argmax(-1)")
+    assert _analysis(source.replace("{SCALE}", "batch.mean()"))[0].graph_is_fresh(["loss"])
+    assert not _analysis(source.replace("{SCALE}", "steps"))[0].graph_is_fresh(["loss"])  # never called here
+    called = source.replace("{SCALE}", "steps") + "\nrefine(net, torch.ones(2), 3)\n"
+    assert _analysis(called)[0].graph_is_fresh(["loss"])
