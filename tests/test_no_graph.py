@@ -165,3 +165,31 @@ def step(out):
     assert not _ask(source, "values")
     assert _ask(source, "a")
     assert not _ask(source, "b")
+
+
+def test_parameter_of_a_method_also_called_on_other_objects_is_unknown() -> None:
+    source = """
+class Trainer:
+    def step(self, ratio):
+        return ratio
+
+    def fit(self):
+        self.step(0.5)
+
+def run(other):
+    other.step(other.weight())
+"""
+    assert _ask(source.replace("other.step(other.weight())", "pass"), "ratio")
+    assert not _ask(source, "ratio")
+
+
+def test_a_local_shadowing_a_helper_is_not_the_helper() -> None:
+    source = """
+def clip(seq):
+    return seq.data
+
+def step(model, x, clip):
+    out = clip(model(x))
+"""
+    assert not _ask(source, "out")
+    assert _ask(source.replace(", clip)", ")"), "out")

@@ -112,6 +112,8 @@ class NoGraph:
             return False
         if any(dotted_name(d.decorator) != "staticmethod" for d in function.decorators):
             return False
+        if any(callee.rsplit(".", 1)[-1] == function.name.value for _, callee in self.graph.unresolved):
+            return False  # `other.step(...)`: a call of this name the graph could not tie to a function
         for caller, _, call in facts.call_sites:
             passed = _argument_for(name, function, facts, call)
             if passed is None:
@@ -189,6 +191,8 @@ class NoGraph:
         name = dotted_name(call.func)
         if name is None or ("." in name and not name.startswith(("self.", "cls."))):
             return False  # `obj.method()`: which class's method runs is not known
+        if "." not in name and (name in self._scope_bindings(scope) or (isinstance(scope, cst.FunctionDef) and name in _param_names(scope))):
+            return False  # a local or a parameter of that name, not the file's function
         caller = self.graph.facts(scope) if isinstance(scope, cst.FunctionDef) else None
         callee = self.graph.callee(name, caller.class_name if caller else None)
         returned = self.graph.returned_values(name, caller.class_name if caller else None)
