@@ -71,8 +71,11 @@ class UnneededRetainGraph(RootTracker, Rule):
     that keeps state between calls in another file). The rule fires only when the
     enclosing function (or script) contains no other gradient computation (exactly one
     backward, or exactly the two being merged), the graph is built fresh in the loop
-    body from a data loader's batches or from a function's data parameters (no name read
-    before it is assigned in the iteration, nothing named like a hidden state, no
+    body from a data loader's batches or from a function's data parameters (a name read
+    before it is assigned in the iteration, or from outside it, must certainly hold no
+    graph: integer indices such as `argmax` or topk's `[1]`, cuts such as `.data` or
+    `.item()`, constants, same-file helpers returning only those, parameters that every
+    same-file call fills with those; nothing named like a hidden state, no
     in-file module whose `forward` stores tensors on `self`), and no tensor of the graph
     escapes (returned, stored on an attribute or in a container, passed to another
     function, declared global). The merge requires the two calls to be adjacent
