@@ -193,3 +193,29 @@ def step(model, x, clip):
 """
     assert not _ask(source, "out")
     assert _ask(source.replace(", clip)", ")"), "out")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("pass", True),
+        ("prev.add_(out)", False),
+        ("prev[0] = out.sum()", False),
+        ("view = prev.view(-1)\n        view.copy_(out.flatten())", False),  # through a view
+        ("torch.add(prev, out, out=prev)", False),
+        ("prev.requires_grad_()", False),
+        ("prev.masked_fill_(prev > 3, 0)", True),  # a constant written in place
+        ("prev.data.add_(out)", True),  # the detached alias changes, not prev's history
+    ],
+)
+def test_in_place_changes(change: str, expected: bool) -> None:
+    source = f"""
+import torch
+
+def step(model, x):
+    prev = torch.zeros(4)
+    for i in range(2):
+        out = model(x, prev)
+        {change}
+"""
+    assert _ask(source, "prev") is expected

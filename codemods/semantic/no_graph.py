@@ -54,6 +54,7 @@ class NoGraph:
         self._assumed = False
         self._top_level: set[int] | None = None
         self._declared_global: set[str] | None = None
+        self._mutated: dict[int, set[str]] = {}
 
     # -- names ---------------------------------------------------------------------
     def name(self, name: str, scope: cst.FunctionDef | cst.Module, trusted: frozenset[str] = frozenset()) -> bool:
@@ -82,6 +83,8 @@ class NoGraph:
     def _name(self, name: str, scope: cst.FunctionDef | cst.Module, trusted: frozenset[str]) -> bool:
         if isinstance(scope, cst.FunctionDef) and name in declared_global(scope):
             return self.name(name, self.module)
+        if name in self._mutated_in(scope):
+            return False  # `prev.add_(out)`, `prev[0] = out`: a graph can enter in place
         found = self._scope_bindings(scope).get(name, [])
         if isinstance(scope, cst.Module):
             return bool(found) and name not in self._globals_declared() and self._bindings_free(found, scope, trusted)
@@ -215,6 +218,24 @@ class NoGraph:
             self._bindings[id(scope)] = table
         return self._bindings[id(scope)]
 
+    def _mutated_in(self, scope: cst.CSTNode) -> set[str]:
+        """Names of `scope` whose value may be changed in place by something that is not a
+        constant (an in-place method, an item or attribute store, `out=`, `requires_grad`),
+        directly or through an alias or view bound in the scope (`v = prev.view(-1)`)."""
+        if id(scope) not in self._mutated:
+            roots = _mutated_roots(scope, self.imports)
+            links = [(b.name, _alias_root(b.value)) for found in self._scope_bindings(scope).values() for b in found
+                     if b.kind == "assign" and b.value is not None]
+            changed = True
+            while changed:
+                changed = False
+                for name, root in links:
+                    if root is not None and (name in roots) != (root in roots):
+                        roots |= {name, root}
+                        changed = True
+            self._mutated[id(scope)] = roots
+        return self._mutated[id(scope)]
+
     def _top_level_functions(self) -> set[int]:
         """Functions whose free names are the module's globals: top-level ones and methods
         of top-level classes (a nested function may read its enclosing function's names)."""
@@ -280,6 +301,72 @@ def _default_of(name: str, function: cst.FunctionDef) -> cst.BaseExpression | No
         if param.name.value == name:
             return param.default
     return None
+
+
+def _mutated_roots(scope: cst.CSTNode, imports: ImportIndex) -> set[str]:
+    """Root names of in-place changes in `scope` whose new contents are not constants."""
+    roots: set[str] = set()
+    for call in all_nodes(scope, cst.Call):
+        assert isinstance(call, cst.Call)
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "out":
+                roots |= _root_names(arg.value)
+        func = call.func
+        if not isinstance(func, cst.Attribute) or imports.qualified_name(func) is not None:
+            continue
+        method = func.attr.value
+        if not method.endswith("_") or method.startswith("_") or _through_cut(func.value):
+            continue
+        values = call.args[1:] if method in _MASKED else call.args
+        if method.startswith("requires_grad") or not all(_constant(arg.value) for arg in values):
+            roots |= _root_names(func.value)
+    for node in all_nodes(scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
+        for target in targets:
+            if isinstance(target, (cst.Subscript, cst.Attribute)) and not _through_cut(target):
+                constant = node.value is not None and _constant(node.value)  # type: ignore[union-attr]
+                if not constant or (isinstance(target, cst.Attribute) and target.attr.value == "requires_grad"):
+                    roots |= _root_names(target) - {"self", "cls"}
+    return roots
+
+
+def _root_names(node: cst.BaseExpression) -> set[str]:
+    while isinstance(node, (cst.Attribute, cst.Subscript)) or (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        node = node.func.value if isinstance(node, cst.Call) else node.value  # type: ignore[union-attr]
+    return {node.value} if isinstance(node, cst.Name) else set()
+
+
+def _alias_root(value: cst.BaseExpression) -> str | None:
+    """`b` for `b`, `b[0]`, `b.x`, `b.view(-1)`: a value that may share `b`'s storage."""
+    if _through_cut(value):
+        return None
+    roots = _root_names(value)
+    return roots.pop() if roots else None
+
+
+def _through_cut(node: cst.BaseExpression) -> bool:
+    """`x.data.add_()`, `x.detach()[0] = y`: a change of a detached alias, not of `x`'s graph."""
+    while True:
+        if isinstance(node, cst.Attribute):
+            if node.attr.value == "data":
+                return True
+            node = node.value
+        elif isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value == "detach":
+                return True
+            node = node.func.value
+        else:
+            return False
+
+
+def _constant(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        return _constant(node.expression)
+    return isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)) or (
+        isinstance(node, cst.Name) and node.value in {"True", "False", "None"}
+    )
 
 
 def _is_static(function: cst.FunctionDef) -> bool:
