@@ -254,6 +254,22 @@ def run_rounds(model, inputs, targets, optimizer):
         optimizer.step()
 """
     ),
+    # 19. the carried draft is a fresh zeros tensor, but each pass adds the logits into it in place
+    valid(
+        """
+import torch
+
+def refine(model, inputs, targets, optimizer):
+    draft = torch.zeros(4, 8)
+    for k in range(3):
+        logits = model(inputs, draft)
+        loss = criterion(logits, targets)
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+        draft.mul_(0.5).add_(logits)
+"""
+    ),
 ]
 
 INVALID = [
