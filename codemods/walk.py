@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 from typing import Callable, Iterator
 
 import libcst as cst
@@ -30,6 +31,20 @@ _FORMATTING_FIELDS = frozenset(
 )
 
 
+def _node_types() -> frozenset[type]:
+    """Every concrete libcst node class (computed once, at import: a frozen set)."""
+    found: set[type] = set()
+    pending = [cst.CSTNode]
+    while pending:
+        cls = pending.pop()
+        found.add(cls)
+        pending.extend(cls.__subclasses__())
+    return frozenset(found)
+
+
+_NODE_TYPES = _node_types()
+
+
 @functools.lru_cache(maxsize=None)
 def _child_fields(node_type: type) -> tuple[str, ...]:
     return tuple(
@@ -40,35 +55,52 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=None)
-def _is_node_type(value_type: type) -> bool:
-    # CSTNode is an ABC: a cached issubclass per type beats isinstance per value
-    return issubclass(value_type, cst.CSTNode)
+def _field_reader(node_type: type) -> Callable[[cst.CSTNode], tuple]:
+    """One C-level call that reads all of a node type's syntactic fields as a tuple."""
+    fields = _child_fields(node_type)
+    if not fields:
+        return lambda node: ()
+    if len(fields) == 1:
+        read = operator.attrgetter(fields[0])
+        return lambda node: (read(node),)
+    return operator.attrgetter(*fields)
+
+
+def children_of(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Syntactic children of `node` (no formatting nodes), in field order, as a list.
+
+    The traversals below are the hottest code of a static run (millions of calls on a
+    large tree), hence the per-type field reader and the set lookup instead of
+    `isinstance` against libcst's abstract base class.
+    """
+    node_types = _NODE_TYPES
+    result: list[cst.CSTNode] = []
+    for value in _field_reader(type(node))(node):
+        value_type = type(value)
+        if value_type is list or value_type is tuple:
+            result.extend(item for item in value if type(item) in node_types)
+        elif value_type in node_types:
+            result.append(value)
+    return result
 
 
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Syntactic children of `node` (no formatting nodes), in field order."""
-    for name in _child_fields(type(node)):
-        value = getattr(node, name)
-        value_type = type(value)
-        if value_type is list or value_type is tuple:
-            for item in value:
-                if _is_node_type(type(item)):
-                    yield item
-        elif _is_node_type(value_type):
-            yield value
+    return iter(children_of(node))
 
 
 def iter_descendants(node: cst.CSTNode, prune: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:
     """`node` and everything below it, pre-order; `prune(n)` True skips n's subtree."""
     stack = [node]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        current = stack.pop()
+        current = pop()
         yield current
         if prune is not None and current is not node and prune(current):
             continue
-        children = list(iter_children(current))
+        children = children_of(current)
         children.reverse()
-        stack.extend(children)
+        extend(children)
 
 
 @functools.lru_cache(maxsize=None)
@@ -92,27 +124,47 @@ def walk(node: cst.CSTNode, visitor: object) -> None:
     visitor_type = type(visitor)
     generic_visit = visitor.on_visit if _overrides(visitor_type, "on_visit") else None  # type: ignore[attr-defined]
     generic_leave = visitor.on_leave if _overrides(visitor_type, "on_leave") else None  # type: ignore[attr-defined]
+    # per node type: (visit, leave, skip-children-when); resolved once per walk
+    table: dict[type, tuple[Callable | None, Callable | None, Callable[[object], bool]]] = {}
     # an explicit stack (no recursion limit on deep trees): (node, leaving?)
     stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        current, leaving = stack.pop()
-        visit, leave = _handlers(visitor_type, type(current))
+        current, leaving = pop()
+        handlers = table.get(type(current))
+        if handlers is None:
+            handlers = table[type(current)] = _bound_handlers(visitor, type(current), generic_visit, generic_leave)
+        visit, leave, skips = handlers
         if leaving:
-            if generic_leave is not None:
-                generic_leave(current)
-            else:
-                getattr(visitor, leave)(current)  # type: ignore[arg-type]
+            leave(current)  # type: ignore[misc]
             continue
-        if generic_visit is not None:
-            if not generic_visit(current):
-                continue
-        elif visit is not None and getattr(visitor, visit)(current) is False:
+        if visit is not None and skips(visit(current)):
             continue
-        if leave is not None or generic_leave is not None:
-            stack.append((current, True))
-        children = list(iter_children(current))
-        for child in reversed(children):
-            stack.append((child, False))
+        if leave is not None:
+            push((current, True))
+        children = children_of(current)
+        children.reverse()
+        extend([(child, False) for child in children])
+
+
+def _skips_on_false(result: object) -> bool:
+    return result is False
+
+
+def _skips_on_falsy(result: object) -> bool:
+    return not result
+
+
+def _bound_handlers(visitor: object, node_type: type, generic_visit, generic_leave):
+    """A visitor's (visit, leave, skip test) for one node type: libcst's generic
+    `on_visit` skips children on any falsy result, a `visit_*` only on False."""
+    visit_name, leave_name = _handlers(type(visitor), node_type)
+    if generic_visit is not None:
+        visit, skips = generic_visit, _skips_on_falsy
+    else:
+        visit, skips = (getattr(visitor, visit_name) if visit_name else None), _skips_on_false
+    leave = generic_leave if generic_leave is not None else (getattr(visitor, leave_name) if leave_name else None)
+    return visit, leave, skips
 
 
 def walk_batched(node: cst.CSTNode, visitors: list[cst.BatchableCSTVisitor]) -> None:
@@ -140,5 +192,6 @@ def walk_batched(node: cst.CSTNode, visitors: list[cst.BatchableCSTVisitor]) -> 
             visit(current)
         if handlers[1]:
             stack.append((current, True))
-        for child in reversed(list(iter_children(current))):
-            stack.append((child, False))
+        children = children_of(current)
+        children.reverse()
+        stack.extend([(child, False) for child in children])
