@@ -104,11 +104,55 @@ def iter_descendants(node: cst.CSTNode, prune: Callable[[cst.CSTNode], bool] | N
 
 
 @functools.lru_cache(maxsize=None)
+def node_types_of(types: type | tuple[type, ...]) -> frozenset[type]:
+    """The concrete node classes that are instances of `types` (abstract bases included):
+    `type(node) in node_types_of(...)` answers `isinstance` without going through
+    libcst's ABC machinery, which costs a Python-level call per check."""
+    wanted = types if isinstance(types, tuple) else (types,)
+    return frozenset(cls for cls in _NODE_TYPES if issubclass(cls, wanted))
+
+
+def find_all(
+    root: cst.CSTNode, types: type | tuple[type, ...], *, skip: type | tuple[type, ...] = ()
+) -> list[cst.CSTNode]:
+    """Nodes of `types` under `root` (itself included), pre-order. A node of a `skip` type
+    below `root` is still reported when it matches, but its subtree is not searched."""
+    wanted, skipped = node_types_of(types), node_types_of(skip)
+    found: list[cst.CSTNode] = []
+    stack = [root]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        node = pop()
+        node_type = type(node)
+        if node_type in wanted:
+            found.append(node)
+        if node_type in skipped and node is not root:
+            continue
+        children = children_of(node)
+        children.reverse()
+        extend(children)
+    return found
+
+
+@functools.lru_cache(maxsize=None)
 def _handlers(visitor_type: type, node_type: type) -> tuple[str | None, str | None]:
+    """The names of the visitor's own `visit_<Type>` / `leave_<Type>` for a node type.
+
+    libcst's visitor bases define a do-nothing stub of each for every node type; those
+    are left out, so a walk neither calls them nor schedules a leave for every node.
+    """
     name = node_type.__name__
-    visit = f"visit_{name}" if callable(getattr(visitor_type, f"visit_{name}", None)) else None
-    leave = f"leave_{name}" if callable(getattr(visitor_type, f"leave_{name}", None)) else None
-    return visit, leave
+    return _own_method(visitor_type, f"visit_{name}"), _own_method(visitor_type, f"leave_{name}")
+
+
+def _own_method(visitor_type: type, name: str) -> str | None:
+    method = getattr(visitor_type, name, None)
+    if not callable(method) or getattr(method, "__module__", None) == _LIBCST_STUBS:
+        return None
+    return name
+
+
+_LIBCST_STUBS = cst.CSTVisitor.visit_Name.__module__  # libcst._typed_visitor
 
 
 def _overrides(visitor_type: type, method: str) -> bool:

@@ -21,7 +21,7 @@ from autograd_fix.codemods.semantic.tracking import (
     keyword,
     positional,
 )
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import find_all, walk
 
 #: in-place tensor methods whose out-of-place twin takes the same arguments
 OUT_OF_PLACE = frozenset(
@@ -446,21 +446,8 @@ def _is_number(node: cst.BaseExpression) -> bool:
 
 
 def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    finder = _CallFinder()
-    walk(node, finder)
-    return finder.calls
-
-
-class _CallFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
+    """Calls in `node`, not those inside a lambda (it runs later, if at all)."""
+    return find_all(node, cst.Call, skip=cst.Lambda)  # type: ignore[return-value]
 
 
 def _inplace_harm(argument: cst.BaseExpression, site: Site, analysis: TrackingAnalysis) -> str | None:

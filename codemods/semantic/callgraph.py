@@ -91,6 +91,7 @@ class CallGraph:
         self.unresolved: list[tuple[str | None, str]] = []
         #: the file's classes by name (the last one of a name wins, as at run time)
         self.classes: dict[str, cst.ClassDef] = {}
+        self._attribute_classes: dict[tuple[str, str], str | None] = {}
 
     @classmethod
     def build(cls, module: cst.Module, imports: ImportIndex) -> "CallGraph":
@@ -245,6 +246,12 @@ class CallGraph:
     def attribute_class(self, class_name: str, attribute: str) -> str | None:
         """The same-file class of `self.<attribute>` when the class's `__init__` is the only
         method that sets it, to an instance of that class (`self.loss_fn = YOLOLoss()`)."""
+        key = (class_name, attribute)
+        if key not in self._attribute_classes:
+            self._attribute_classes[key] = self._attribute_class(class_name, attribute)
+        return self._attribute_classes[key]
+
+    def _attribute_class(self, class_name: str, attribute: str) -> str | None:
         node = self.classes.get(class_name)
         if node is None:
             return None
