@@ -16,21 +16,10 @@ from autograd_fix.cli.app import app
 from autograd_fix.cli.config import ConfigCache, ConfigError, load_config
 from autograd_fix.cli.verify_command import verify_app
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role, Vocabulary
+from test_roles import RETAINING_LOOPS
 
 #: a training step over batches from `feed`: a name no default vocabulary reads as a loader
-FEED_TRAINING = textwrap.dedent(
-    """\
-    import torch
-
-
-    def fit_feed(model, feed, criterion, optimizer):
-        for x, y in feed:
-            optimizer.zero_grad()
-            loss = criterion(model(x), y)
-            loss.backward(retain_graph=True)
-            optimizer.step()
-    """
-)
+FEED_TRAINING = "import torch\n\n\n" + RETAINING_LOOPS[RETAINING_LOOPS.index("def fit_feed") :]
 
 #: an evaluation pass over a model the project calls `resnet` (its class lives elsewhere)
 RESNET_EVAL = textwrap.dedent(
