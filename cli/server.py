@@ -140,6 +140,7 @@ class AutogradFixServer(LanguageServer):
         again (the configuration cache sees the new modification time)."""
         uris = set(self.analyses) | set(self.pending)  # as the client spells them
         self.analyses.clear()
+        self.in_flight.clear()  # one under way read the old settings: it is not reused
         self.reported_config_errors.clear()
         for uri in sorted(uris):
             if self.open_document(uri) is not None:
