@@ -10,6 +10,10 @@ whose results have that role, like Ruff's `logger-objects`) and `<role>-names` (
 name tokens that read as that role where no evidence decides).
 Unknown keys are an error, so a typo does not silently do nothing.
 
+A long-lived process (the language server) reads settings through `ConfigCache`: the
+same `load_config`, once per project, again when a pyproject.toml above the document
+changes.
+
 Without `target-torch`, the floor comes from the `torch` requirement in the nearest
 pyproject's `[project] dependencies` (see `torch_floor`); the table and the
 dependencies may live in different pyproject files (a workspace root holding the
