@@ -239,3 +239,135 @@ def walk_batched(node: cst.CSTNode, visitors: list[cst.BatchableCSTVisitor]) -> 
         children = children_of(current)
         children.reverse()
         stack.extend([(child, False) for child in children])
+
+
+class SyntaxIndex:
+    """One file's syntactic nodes laid out once, in walk order, for the many searches of a
+    static run.
+
+    Each node's subtree is a slice of `order` (`start` to `end`), so "the calls in this
+    statement" is a slice filtered by type, and a walk is a loop over a list, where a
+    plain traversal reads every node's fields again on every search. A node that is not in
+    the tree (one a rule built) falls back to the plain traversal. The index is built by
+    the file's `SemanticModel`, so it lives exactly as long as the tree it describes.
+    """
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        order: list[cst.CSTNode] = []
+        ends: list[int] = []
+        stack: list[tuple[cst.CSTNode, int]] = [(root, -1)]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        while stack:
+            node, opened = pop()
+            if opened >= 0:
+                ends[opened] = len(order)
+                continue
+            index = len(order)
+            order.append(node)
+            ends.append(0)
+            push((node, index))
+            children = children_of(node)
+            children.reverse()
+            extend([(child, -1) for child in children])
+        #: every node, pre-order (the order `walk` visits them in)
+        self.order = order
+        #: ends[i]: one past the last node of order[i]'s subtree
+        self.ends = ends
+        self._position = {id(node): index for index, node in enumerate(order)}
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """`node`'s subtree as a slice of `order` (None: not a node of this tree)."""
+        index = self._position.get(id(node))
+        return None if index is None else (index, self.ends[index])
+
+    def contains(self, root: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Is `node` `root` or inside it?"""
+        outer, inner = self._position.get(id(root)), self._position.get(id(node))
+        if outer is None or inner is None:
+            return root is node or any(candidate is node for candidate in iter_descendants(root))
+        return outer <= inner < self.ends[outer]
+
+    def find(
+        self, root: cst.CSTNode, types: type | tuple[type, ...], *, skip: type | tuple[type, ...] = ()
+    ) -> list[cst.CSTNode]:
+        """`find_all(root, types, skip=skip)`, read off the index."""
+        span = self.span(root)
+        if span is None:
+            return find_all(root, types, skip=skip)
+        start, stop = span
+        wanted, order = node_types_of(types), self.order
+        if not skip:
+            return [node for node in order[start:stop] if type(node) in wanted]
+        skipped, ends = node_types_of(skip), self.ends
+        found: list[cst.CSTNode] = []
+        index = start
+        while index < stop:
+            node = order[index]
+            node_type = type(node)
+            if node_type in wanted:
+                found.append(node)
+            index = ends[index] if node_type in skipped and index != start else index + 1
+        return found
+
+    def walk(self, root: cst.CSTNode, visitor: object) -> None:
+        """`walk(root, visitor)`, read off the index: the same calls in the same order."""
+        span = self.span(root)
+        if span is None:
+            walk(root, visitor)
+            return
+        start, stop = span
+        visitor_type = type(visitor)
+        generic_visit = visitor.on_visit if _overrides(visitor_type, "on_visit") else None  # type: ignore[attr-defined]
+        generic_leave = visitor.on_leave if _overrides(visitor_type, "on_leave") else None  # type: ignore[attr-defined]
+        table: dict[type, tuple] = {}
+        order, ends = self.order, self.ends
+        pending: list[tuple[int, Callable, cst.CSTNode]] = []  # leaves due at an index
+        index = start
+        while index < stop:
+            while pending and pending[-1][0] <= index:
+                _, leave, node = pending.pop()
+                leave(node)
+            node = order[index]
+            handlers = table.get(type(node))
+            if handlers is None:
+                handlers = table[type(node)] = _bound_handlers(visitor, type(node), generic_visit, generic_leave)
+            visit, leave, skips = handlers
+            if visit is not None and skips(visit(node)):
+                index = ends[index]
+                continue
+            if leave is not None:
+                pending.append((ends[index], leave, node))
+            index += 1
+        while pending:
+            _, leave, node = pending.pop()
+            leave(node)
+
+    def walk_batched(self, visitors: list[cst.BatchableCSTVisitor]) -> None:
+        """`walk_batched(tree, visitors)` over the whole indexed tree."""
+        table: dict[type, tuple[list[Callable], list[Callable]]] = {}
+        pending: list[tuple[int, list[Callable], cst.CSTNode]] = []
+        ends = self.ends
+        for index, node in enumerate(self.order):
+            while pending and pending[-1][0] <= index:
+                _, leaves, done = pending.pop()
+                for leave in leaves:
+                    leave(done)
+            node_type = type(node)
+            handlers = table.get(node_type)
+            if handlers is None:
+                visits, leaves = [], []
+                for visitor in visitors:
+                    visit_name, leave_name = _handlers(type(visitor), node_type)
+                    if visit_name is not None:
+                        visits.append(getattr(visitor, visit_name))
+                    if leave_name is not None:
+                        leaves.append(getattr(visitor, leave_name))
+                handlers = table[node_type] = (visits, leaves)
+            for visit in handlers[0]:
+                visit(node)
+            if handlers[1]:
+                pending.append((ends[index], handlers[1], node))
+        while pending:
+            _, leaves, done = pending.pop()
+            for leave in leaves:
+                leave(done)

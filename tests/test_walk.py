@@ -6,7 +6,7 @@ import dataclasses
 
 import libcst as cst
 
-from autograd_fix.codemods.walk import children_of, iter_descendants, walk, walk_batched
+from autograd_fix.codemods.walk import SyntaxIndex, children_of, find_all, iter_descendants, walk, walk_batched
 
 SOURCE = '''
 import torch
@@ -155,3 +155,66 @@ def test_batched_walk_sees_the_same_nodes_as_single_walks() -> None:
     counter = AllCalls()
     walk_batched(module, [counter])
     assert counter.calls == sum(isinstance(n, cst.Call) for n in iter_descendants(module)) == 13
+
+
+class Recorder(cst.CSTVisitor):
+    """Every visit and leave, in order, skipping the bodies of functions named `train`."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.events.append(("visit", id(node)))
+        return not (isinstance(node, cst.FunctionDef) and node.name.value == "train")
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.events.append(("leave", id(original_node)))
+
+
+def test_index_walk_makes_the_same_calls_in_the_same_order() -> None:
+    module = cst.parse_module(SOURCE)
+    index = SyntaxIndex(module)
+    for root in (module, module.body[2], module.body[3]):
+        for make in (Recorder, CallsOutsideFunctions):
+            plain, indexed = make(), make()
+            walk(root, plain)
+            index.walk(root, indexed)
+            assert vars(plain) == vars(indexed)
+
+
+def test_index_batched_walk_matches_the_plain_one() -> None:
+    module = cst.parse_module(SOURCE)
+
+    class Events(cst.BatchableCSTVisitor):
+        def __init__(self) -> None:
+            self.events: list[tuple[str, str]] = []
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self.events.append(("in", node.name.value))
+
+        def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+            self.events.append(("out", original_node.name.value))
+
+        def visit_Call(self, node: cst.Call) -> None:
+            self.events.append(("call", cst.Module([]).code_for_node(node.func)))
+
+    plain, indexed = Events(), Events()
+    walk_batched(module, [plain])
+    SyntaxIndex(module).walk_batched([indexed])
+    assert plain.events == indexed.events
+    assert ("out", "predict") in indexed.events
+
+
+def test_index_find_and_contains_agree_with_the_plain_search() -> None:
+    module = cst.parse_module(SOURCE)
+    index = SyntaxIndex(module)
+    train = module.body[3]
+    for root in (module, train, module.body[2]):
+        for types, skip in ((cst.Call, ()), ((cst.Name, cst.Attribute), cst.Lambda), (cst.Call, (cst.FunctionDef, cst.Lambda))):
+            assert index.find(root, types, skip=skip) == find_all(root, types, skip=skip)
+    call = find_all(train, cst.Call)[0]
+    assert index.contains(train, call) and not index.contains(module.body[2], call)
+    # a node built by a rule is not in the tree: the plain search answers
+    stranger = cst.parse_expression("f(g(x))")
+    assert index.find(stranger, cst.Call) == find_all(stranger, cst.Call)
+    assert index.contains(stranger, stranger.args[0].value) and not index.contains(train, stranger)

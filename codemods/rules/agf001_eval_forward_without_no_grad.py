@@ -32,7 +32,7 @@ from autograd_fix.codemods.semantic.module_values import module_loop_names
 from autograd_fix.codemods.semantic.roles import EVAL_DATA_TOKENS, MODEL_TOKENS, NOT_A_FORWARD_TOKENS
 from autograd_fix.codemods.semantic.roles import EVAL_SCOPE_TOKENS as EVAL_NAME_TOKENS
 from autograd_fix.codemods.semantic.roles import NOT_EVAL_SCOPE_TOKENS as NOT_EVAL_NAME_TOKENS
-from autograd_fix.codemods.walk import iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
 
 #: Lightning runs these hooks (and every `on_validation*` / `on_test*` / `on_predict*`
 #: callback hook) under no_grad/inference_mode itself
@@ -133,8 +133,9 @@ class EvalForwardWithoutNoGrad(Rule):
 
     def visit_Module(self, node: cst.Module) -> bool:
         found: list[tuple[cst.CSTNode, _Region | None]] = []
-        finder = _Finder(self.context.semantic.call_graph, self.context.path, found)
-        finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports)
+        semantic = self.context.semantic
+        finder = _Finder(semantic.call_graph, self.context.path, found, semantic.syntax)
+        finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in found:
             self._report(target, region)
@@ -285,9 +286,12 @@ def _looks_like_model(identifier: str) -> bool:
 class _Finder:
     """Walks statements in order, tracking `.eval()`/`.train()` state, and decides."""
 
-    def __init__(self, graph: CallGraph, path: str, found: list[tuple[cst.CSTNode, _Region | None]]) -> None:
+    def __init__(
+        self, graph: CallGraph, path: str, found: list[tuple[cst.CSTNode, _Region | None]], syntax: SyntaxIndex
+    ) -> None:
         self.path = path.replace("\\", "/")
         self.graph = graph
+        self.syntax = syntax
         self.imports = graph.imports
         self.found = found
         #: the file disables grad somewhere: a model's own method beside it is set-up
@@ -380,7 +384,7 @@ class _Finder:
         `with torch.no_grad():` forward is set-up) and hands no model to unseen code."""
         if scope.calls(receivers).runs_model(node.body):
             return True
-        if changes_grad_mode(node.body, self.imports):
+        if changes_grad_mode(node.body, self.imports, self.syntax):
             return False
         calls = scope.calls(receivers, methods=True)
         same_file = lambda callee: bool(self.graph.resolve(callee, scope.class_name))  # noqa: E731
@@ -417,7 +421,7 @@ class _Finder:
         if function.returns_value and not function.cuts:
             return False  # whatever it returns is as it was made: a graph, if a model ran
         calls = scope.calls(method_receivers(node.body, "eval"), methods=True)
-        if not calls.runs_model(node.body) or changes_grad_mode(node.body, self.imports):
+        if not calls.runs_model(node.body) or changes_grad_mode(node.body, self.imports, self.syntax):
             return False
 
         def is_forward(call: cst.Call) -> bool:
@@ -463,7 +467,7 @@ class _Finder:
         function = scope.function
         if function is not None and function.called_from_grad_scope and function.returns_value:
             return None
-        if changes_grad_mode(node, self.imports) or calls_method(node.body, "train"):
+        if changes_grad_mode(node, self.imports, self.syntax) or calls_method(node.body, "train"):
             return None
         if _iterates_eval_data(node):
             calls = scope.calls()
@@ -484,7 +488,7 @@ class _Finder:
             return False
         if self.graph.module_level_uses_grad or any(f.uses_grad for f in self.graph.functions.values()):
             return False
-        if changes_grad_mode(block, self.imports) or calls_method(block, "train"):
+        if changes_grad_mode(block, self.imports, self.syntax) or calls_method(block, "train"):
             return False
         region = _forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
         if region is None:
@@ -505,7 +509,7 @@ class _Finder:
             return False
         branch = branches[training.index(False)]
         calls = scope.calls()
-        if not isinstance(branch, cst.IndentedBlock) or changes_grad_mode(branch, self.imports):
+        if not isinstance(branch, cst.IndentedBlock) or changes_grad_mode(branch, self.imports, self.syntax):
             return False
         region = _forward_region(branch, calls)
         if region is None:

@@ -21,7 +21,7 @@ from autograd_fix.codemods.semantic.tracking import (
     keyword,
     positional,
 )
-from autograd_fix.codemods.walk import find_all, walk
+from autograd_fix.codemods.walk import walk
 
 #: in-place tensor methods whose out-of-place twin takes the same arguments
 OUT_OF_PLACE = frozenset(
@@ -151,10 +151,11 @@ class InplaceOnGradTrackedTensor(Rule):
     )
 
     def _calls_in(self, small: cst.CSTNode) -> list[cst.Call]:
-        """Calls inside one small statement, found once and shared by the checks."""
+        """Calls inside one small statement (not in a lambda, which runs later if at all),
+        found once and shared by the checks."""
         key = id(small)
         if key not in self._calls_cache:
-            self._calls_cache[key] = _calls(small)
+            self._calls_cache[key] = self.context.semantic.syntax.find(small, cst.Call, skip=cst.Lambda)  # type: ignore[assignment]
         return self._calls_cache[key]
 
     def visit_Module(self, node: cst.Module) -> bool:
@@ -443,11 +444,6 @@ def _is_number(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         node = node.expression
     return isinstance(node, (cst.Integer, cst.Float))
-
-
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    """Calls in `node`, not those inside a lambda (it runs later, if at all)."""
-    return find_all(node, cst.Call, skip=cst.Lambda)  # type: ignore[return-value]
 
 
 def _inplace_harm(argument: cst.BaseExpression, site: Site, analysis: TrackingAnalysis) -> str | None:

@@ -26,7 +26,7 @@ from autograd_fix.codemods.semantic.graphflow import (
 )
 from autograd_fix.codemods.semantic.loops import all_nodes
 from autograd_fix.codemods.semantic.module_values import module_attributes
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
 
 
 @dataclass
@@ -94,9 +94,9 @@ class CallGraph:
         self._attribute_classes: dict[tuple[str, str], str | None] = {}
 
     @classmethod
-    def build(cls, module: cst.Module, imports: ImportIndex) -> "CallGraph":
+    def build(cls, module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> "CallGraph":
         graph = cls(imports)
-        graph._collect(module)
+        graph._collect(module, syntax or SyntaxIndex(module))
         return graph
 
     def note_no_grad_call(self, name: str | None, call: cst.Call) -> None:
@@ -127,9 +127,9 @@ class CallGraph:
         facts = self.facts(node)
         return self.classes.get(facts.class_name) if facts is not None and facts.class_name else None
 
-    def _collect(self, module: cst.Module) -> None:
+    def _collect(self, module: cst.Module, syntax: SyntaxIndex) -> None:
         collector = _Collector(self)
-        walk(module, collector)
+        syntax.walk(module, collector)
         for caller, under_no_grad, name, call in collector.call_sites:
             resolved = self.resolve(name, caller.class_name if caller else None)
             for callee in resolved:

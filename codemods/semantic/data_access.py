@@ -13,7 +13,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.roles import OPTIMIZER_OR_SCALER_TOKENS
-from autograd_fix.codemods.walk import find_all, walk
+from autograd_fix.codemods.walk import SyntaxIndex, find_all, walk
 
 #: trailing-underscore methods that do not mutate values
 _NOT_INPLACE = frozenset({"requires_grad_", "share_memory_"})
@@ -74,12 +74,12 @@ class _MethodFinder(cst.CSTVisitor):
             self.found = True
 
 
-def data_reads(statement: cst.CSTNode, handled: set[int]) -> list[cst.Attribute]:
+def data_reads(statement: cst.CSTNode, handled: set[int], syntax: SyntaxIndex | None = None) -> list[cst.Attribute]:
     """`.data` attributes read in a statement (not the ones already handled as writes,
     nor those in a lambda, which runs later if at all)."""
     return [
         node
-        for node in find_all(statement, cst.Attribute, skip=cst.Lambda)
+        for node in (syntax.find if syntax else find_all)(statement, cst.Attribute, skip=cst.Lambda)
         if node.attr.value == "data" and id(node) not in handled  # type: ignore[attr-defined]
     ]
 

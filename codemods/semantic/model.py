@@ -17,6 +17,7 @@ from autograd_fix.codemods.semantic.autograd_function import ApplyCalls, CustomF
 from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
+from autograd_fix.codemods.walk import SyntaxIndex
 
 if TYPE_CHECKING:
     from autograd_fix.codemods.semantic.role_evidence import RoleDecision
@@ -33,14 +34,20 @@ class SemanticModel:
         self._scope_roles: dict[int, dict[str, RoleDecision]] = {}
 
     @cached_property
+    def syntax(self) -> SyntaxIndex:
+        """The tree's nodes laid out once in walk order: searches and walks of any part of
+        the file read slices of it instead of traversing the tree again."""
+        return SyntaxIndex(self.module)
+
+    @cached_property
     def call_graph(self) -> CallGraph:
         """Same-file functions, callers, grad mode and gradient use through calls."""
-        return CallGraph.build(self.module, self.imports)
+        return CallGraph.build(self.module, self.imports, self.syntax)
 
     @cached_property
     def tracking(self) -> TrackingAnalysis:
         """Which tensors require grad at each statement, what autograd saved, module values."""
-        return TrackingAnalysis.build(self.module, self.imports, self.roles, lambda: self.call_graph)
+        return TrackingAnalysis.build(self.module, self.imports, self.roles, lambda: self.call_graph, self.syntax)
 
     @cached_property
     def custom_functions(self) -> list[CustomFunction]:

@@ -50,7 +50,7 @@ from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, MODULE_CALLEE_TOKENS, Role, Vocabulary
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import SyntaxIndex, walk
 
 if TYPE_CHECKING:
     from autograd_fix.codemods.rule import RuleContext
@@ -273,16 +273,18 @@ class TrackingAnalysis:
         imports: ImportIndex,
         roles: Vocabulary = DEFAULT_VOCABULARY,
         call_graph: "Callable[[], CallGraph] | None" = None,
+        syntax: SyntaxIndex | None = None,
     ) -> "TrackingAnalysis":
         analysis = cls(module, imports, roles)
+        syntax = syntax or SyntaxIndex(module)
         if call_graph is None:
-            graph = CallGraph.build(module, imports)
+            graph = CallGraph.build(module, imports, syntax)
             call_graph = lambda: graph  # noqa: E731
         analysis.call_graph = call_graph
         # the call graph knows which callees run under no_grad (one answer for the file)
         analysis.no_grad_callees = call_graph().no_grad_callees
         prepass = _PrePass(analysis)
-        walk(module, prepass)
+        syntax.walk(module, prepass)
         _Walker(analysis).run(module)
         return analysis
 
