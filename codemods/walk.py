@@ -253,22 +253,36 @@ class SyntaxIndex:
     """
 
     def __init__(self, root: cst.CSTNode) -> None:
+        # `children_of` inlined, and the subtree's end recorded by an int marker pushed
+        # under its children: building the index must cost no more than one walk
         order: list[cst.CSTNode] = []
         ends: list[int] = []
-        stack: list[tuple[cst.CSTNode, int]] = [(root, -1)]
-        pop, push, extend = stack.pop, stack.append, stack.extend
+        readers: dict[type, Callable[[cst.CSTNode], tuple]] = {}
+        node_types = _NODE_TYPES
+        stack: list = [root]
+        pop, extend = stack.pop, stack.extend
         while stack:
-            node, opened = pop()
-            if opened >= 0:
-                ends[opened] = len(order)
+            item = pop()
+            if type(item) is int:
+                ends[item] = len(order)
                 continue
             index = len(order)
-            order.append(node)
-            ends.append(0)
-            push((node, index))
-            children = children_of(node)
-            children.reverse()
-            extend([(child, -1) for child in children])
+            order.append(item)
+            ends.append(index + 1)
+            reader = readers.get(type(item))
+            if reader is None:
+                reader = readers[type(item)] = _field_reader(type(item))
+            children: list = []
+            for value in reader(item):
+                value_type = type(value)
+                if value_type is list or value_type is tuple:
+                    children.extend(child for child in value if type(child) in node_types)
+                elif value_type in node_types:
+                    children.append(value)
+            if children:
+                children.append(index)
+                children.reverse()
+                extend(children)
         #: every node, pre-order (the order `walk` visits them in)
         self.order = order
         #: ends[i]: one past the last node of order[i]'s subtree

@@ -92,11 +92,14 @@ class CallGraph:
         #: the file's classes by name (the last one of a name wins, as at run time)
         self.classes: dict[str, cst.ClassDef] = {}
         self._attribute_classes: dict[tuple[str, str], str | None] = {}
+        #: the file's node index (set by `build`), for searches of any part of the file
+        self.syntax: SyntaxIndex | None = None
 
     @classmethod
     def build(cls, module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> "CallGraph":
         graph = cls(imports)
-        graph._collect(module, syntax or SyntaxIndex(module))
+        graph.syntax = syntax or SyntaxIndex(module)
+        graph._collect(module, graph.syntax)
         return graph
 
     def note_no_grad_call(self, name: str | None, call: cst.Call) -> None:
@@ -257,7 +260,7 @@ class CallGraph:
             return None
         found: set[str | None] = set()
         for method in (s for s in node.body.body if isinstance(s, cst.FunctionDef)):
-            for assign in all_nodes(method, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            for assign in self._find(method, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]  # type: ignore[union-attr]
                 if not any(dotted_name(t) == f"self.{attribute}" for t in targets):
                     continue
@@ -266,6 +269,9 @@ class CallGraph:
                 ok = method.name.value == "__init__" and isinstance(assign, cst.Assign) and constructed in self.classes
                 found.add(constructed if ok else None)
         return found.pop() if len(found) == 1 else None
+
+    def _find(self, root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
+        return self.syntax.find(root, types) if self.syntax is not None else all_nodes(root, types)
 
     def returned_values(self, name: str, caller_class: str | None = None) -> list[cst.BaseExpression] | None:
         """What a call of `name` returns, read from the one same-file function it runs
@@ -285,7 +291,7 @@ class CallGraph:
         """The values assigned anywhere in the file to an attribute of that name
         (`optimizer.step = types.MethodType(dp_step, optimizer)` for "step")."""
         values: list[cst.BaseExpression] = []
-        for statement in all_nodes(module, cst.Assign):
+        for statement in self._find(module, cst.Assign):
             assert isinstance(statement, cst.Assign)
             if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == attribute for t in statement.targets):
                 values.append(statement.value)
@@ -295,7 +301,7 @@ class CallGraph:
         """Same-file functions a value names (`types.MethodType(dp_step, opt)`, `partial(f, x)`),
         by bare name; lambdas are not functions of the graph."""
         found: list[FunctionFacts] = []
-        for name in all_nodes(value, cst.Name):
+        for name in self._find(value, cst.Name):
             assert isinstance(name, cst.Name)
             found.extend(self.by_key.get((None, name.value), []))
         return found
