@@ -218,3 +218,13 @@ def test_a_helper_handing_its_graph_carrying_argument_back_returns_a_graph() -> 
     after = _line(module, "train", "recons = image + delta_im")
     assert tracking.tracked(cst.Name("delta_im"), after) is not None
     assert tracking.tracked(cst.Name("other"), after) is None  # `mixed` has a caller without a graph
+
+
+def test_a_helper_defined_after_its_caller_gets_its_facts_too() -> None:
+    source = GAP.replace("def train(netG, image, opt):", "def train(netG, image, opt):  # first")
+    helper_start = source.index("def normalize_and_scale")
+    train_start = source.index("def train")
+    moved = source[:helper_start] + source[train_start:] + "\n\n" + source[helper_start:train_start]
+    module, tracking = _tracking_of(moved)
+    update = _line(module, "normalize_and_scale", "delta_im.data *= 0.5")
+    assert tracking.tracked(cst.Name("delta_im"), update) is not None

@@ -325,8 +325,8 @@ class TrackingAnalysis:
         self._seeded[key] = None  # a recursive question meanwhile gets the plain facts
         seeds = self.parameter_facts(function)
         entry = self._entries.get(key)
-        if seeds is None:
-            del self._seeded[key]  # a call site not walked yet: ask again later
+        if seeds is None or (seeds and entry is None and not self._walked):
+            del self._seeded[key]  # a call site, or the function, not walked yet: ask again later
         elif seeds and entry is not None:
             walker = _Walker(self, recording=False)
             walker.function(function, entry[0], entry[1], seeds)
