@@ -35,6 +35,7 @@ from autograd_fix.codemods.semantic.ctx_attributes import (
     kept_output,
     own_returns_in,
 )
+from autograd_fix.codemods.semantic.accumulation import code_of
 from autograd_fix.codemods.semantic.module_io import module_call_tensors
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
@@ -219,7 +220,7 @@ class _Planner:
         return stores
 
     def _report_kept_output(self, store: _Store, ctx: str) -> None:
-        label = _label(store.value)
+        label = code_of(store.value)
         fix = Fix(
             applicability=Applicability.UNSAFE,
             edits=(Edit(store.value, _detached),),
@@ -437,10 +438,6 @@ def _forward_read_edits(holder: cst.FunctionDef, ctx: str, stores: list[_Store])
             local = cst.Name(names[attribute])
             edits.append(Edit(node, lambda updated, n=local: n.with_changes(lpar=updated.lpar, rpar=updated.rpar)))
     return edits
-
-
-def _label(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
 
 
 def _detached(updated: cst.CSTNode) -> cst.CSTNode:
