@@ -117,3 +117,19 @@ def step(gen, z):
     assert graph.parameter_arguments(_function(graph, "unknown_keyword")) is None
     assert graph.parameter_arguments(_function(graph, "quiet")) is None  # its only call runs under no_grad
     assert graph.parameter_arguments(_function(graph, "step")) is None  # no call site
+
+
+def test_parameter_arguments_are_unknown_when_an_unresolved_call_may_run_the_function() -> None:
+    graph = _graph(
+        """
+import helpers
+
+def normalize(img):
+    return img
+
+def step(gen, z, other):
+    out = normalize(gen(z))
+    return other.normalize(out)
+"""
+    )
+    assert graph.parameter_arguments(_function(graph, "normalize")) is None

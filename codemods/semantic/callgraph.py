@@ -253,8 +253,9 @@ class CallGraph:
         """
         if function.class_name is not None or not function.call_sites or function.passed_as_callback:
             return None
-        if function.decorated_no_grad or self.call_count(function) != len(function.call_sites):
-            return None
+        name = function.node.name.value
+        if function.decorated_no_grad or any(called.rsplit(".", 1)[-1] == name for _, called in self.unresolved):
+            return None  # `utils.normalize(x)`, `obj.normalize(x)`: may be this function, with anything
         params = function.node.params
         positional = [p.name.value for p in (*params.posonly_params, *params.params)]
         keywords = {p.name.value for p in (*params.params, *params.kwonly_params)}

@@ -1196,9 +1196,9 @@ class _AliasFinder(cst.CSTVisitor):
 
 def _statement_of(scope: cst.CSTNode, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
     """The simple statement of `scope` (not of a nested function or class) holding `node`."""
-    nested = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+    stop = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.SimpleStatementLine)
     body = scope.body if isinstance(scope, cst.FunctionDef) else scope
-    for line in iter_descendants(body, prune=lambda n: isinstance(n, nested)):
+    for line in iter_descendants(body, prune=lambda n: isinstance(n, stop)):
         if isinstance(line, cst.SimpleStatementLine) and any(n is node for n in iter_descendants(line)):
             return line
     return None
