@@ -246,6 +246,38 @@ class CallGraph:
             1 for caller_class, name in self.unresolved if self.callee(name, caller_class) is function
         )
 
+    def parameter_arguments(self, function: FunctionFacts) -> list[tuple[FunctionFacts | None, cst.Call, dict[str, cst.BaseExpression]]] | None:
+        """Every same-file call of a module-level function, with the argument each of its
+        parameters receives there (GAP's `normalize_and_scale(delta_im, 'train')`), so an
+        analysis can give a parameter what all its callers pass.
+
+        None where a caller may be unknown or passes nothing new: no call site, a function
+        passed as a callback, a call the graph could not resolve that may run it, a starred
+        or unknown keyword argument, or a call under no_grad (there or in its caller).
+        """
+        if function.class_name is not None or not function.call_sites or function.passed_as_callback:
+            return None
+        name = function.node.name.value
+        if function.decorated_no_grad or any(called.rsplit(".", 1)[-1] == name for _, called in self.unresolved):
+            return None  # `utils.normalize(x)`, `obj.normalize(x)`: may be this function, with anything
+        params = function.node.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        keywords = {p.name.value for p in (*params.params, *params.kwonly_params)}
+        found = []
+        for caller, under_no_grad, call in function.call_sites:
+            if under_no_grad or (caller is not None and (caller.decorated_no_grad or caller.called_under_no_grad)):
+                return None
+            bound: dict[str, cst.BaseExpression] = {}
+            for index, argument in enumerate(call.args):
+                name = argument.keyword.value if argument.keyword is not None else (
+                    positional[index] if index < len(positional) else None
+                )
+                if argument.star or name is None or (argument.keyword is not None and name not in keywords):
+                    return None
+                bound[name] = argument.value
+            found.append((caller, call, bound))
+        return found
+
     def attribute_class(self, class_name: str, attribute: str) -> str | None:
         """The same-file class of `self.<attribute>` when the class's `__init__` is the only
         method that sets it, to an instance of that class (`self.loss_fn = YOLOLoss()`)."""
