@@ -295,6 +295,48 @@ class Imputer(nn.Module):
         print(total, held_out_total)
 """
     ),
+    # issue 8 (vit-pytorch's cats-and-dogs loop, fixed): the loss averaged as a number;
+    # the accuracy is a tensor, but argmax and `==` hold no graph
+    valid(
+        """
+import torch
+
+for epoch in range(epochs):
+    epoch_loss = 0
+    epoch_accuracy = 0
+    for data, label in train_loader:
+        output = model(data)
+        loss = criterion(output, label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        acc = (output.argmax(dim=1) == label).float().mean()
+        epoch_accuracy += acc / len(train_loader)
+        epoch_loss += loss.item() / len(train_loader)
+    with torch.no_grad():
+        epoch_val_loss = 0
+        for data, label in valid_loader:
+            val_loss = criterion(model(data), label)
+            epoch_val_loss += val_loss / len(valid_loader)
+    print(f"loss : {epoch_loss:.4f} - acc: {epoch_accuracy:.4f} - val_loss : {epoch_val_loss:.4f}")
+"""
+    ),
+    # arithmetic on numbers cut from the loss, and on counts of correct predictions
+    valid(
+        """
+def train_epoch(model, loader, criterion, optimizer):
+    running, correct = 0.0, 0
+    for images, targets in loader:
+        logits = model(images)
+        loss = criterion(logits, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        running += loss.detach() * images.size(0) / len(loader.dataset)
+        correct += (logits.argmax(1) == targets).sum() / len(loader)
+    return running, correct
+"""
+    ),
 ]
 
 INVALID = [
@@ -997,6 +1039,82 @@ class Imputer(nn.Module):
             total += loss.item()
             held_out_total += held_out.detach()
         print(total, held_out_total.item())
+""",
+    ),
+    # issue 8 (vit-pytorch's cats-and-dogs loop): the loss averaged over the loader keeps
+    # each batch's graph (`len()` cuts nothing of `loss`); the accuracy carries none
+    invalid(
+        """
+import torch
+
+for epoch in range(epochs):
+    epoch_loss = 0
+    epoch_accuracy = 0
+    for data, label in train_loader:
+        output = model(data)
+        loss = criterion(output, label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        acc = (output.argmax(dim=1) == label).float().mean()
+        epoch_accuracy += acc / len(train_loader)
+        epoch_loss += loss / len(train_loader)
+    print(f"loss : {epoch_loss:.4f} - acc: {epoch_accuracy:.4f}")
+""",
+        """
+import torch
+
+for epoch in range(epochs):
+    epoch_loss = 0
+    epoch_accuracy = 0
+    for data, label in train_loader:
+        output = model(data)
+        loss = criterion(output, label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        acc = (output.argmax(dim=1) == label).float().mean()
+        epoch_accuracy += acc / len(train_loader)
+        epoch_loss += (loss / len(train_loader)).item()
+    print(f"loss : {epoch_loss:.4f} - acc: {epoch_accuracy:.4f}")
+""",
+    ),
+    # the mean of two loss terms, each fed into the backpropagated total, scaled by the
+    # batch's share of the dataset; the sum is returned: `.detach()`
+    invalid(
+        """
+import torch.nn.functional as F
+
+
+def train_epoch(model, loader, optimizer):
+    epoch_loss = 0.0
+    for x, y in loader:
+        recon, logits = model(x)
+        rec = F.mse_loss(recon, x)
+        ce = F.cross_entropy(logits, y)
+        loss = rec + ce
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        epoch_loss += (rec + ce) / 2 * len(x) / len(loader.dataset)
+    return epoch_loss
+""",
+        """
+import torch.nn.functional as F
+
+
+def train_epoch(model, loader, optimizer):
+    epoch_loss = 0.0
+    for x, y in loader:
+        recon, logits = model(x)
+        rec = F.mse_loss(recon, x)
+        ce = F.cross_entropy(logits, y)
+        loss = rec + ce
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        epoch_loss += ((rec + ce) / 2 * len(x) / len(loader.dataset)).detach()
+    return epoch_loss
 """,
     ),
 ]
