@@ -139,3 +139,40 @@ def test_side_outputs_computed_from_the_losss_model_output_carry_a_graph() -> No
     )
     assert "held_out" in analysis.tracked
     assert not {"hits", "acc", "given"} & analysis.tracked
+
+
+_AVERAGED = """
+    for data, label in train_loader:
+        output = model(data)
+        loss = criterion(output, label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        acc = (output.argmax(dim=1) == label).float().mean()
+        epoch_accuracy += acc / len(train_loader)
+        epoch_loss += {VALUE}
+    """
+
+
+def _accumulated(value: str) -> list[tuple[str, str]]:
+    analysis = _loop(_AVERAGED.replace("{VALUE}", value))
+    return [(a.accumulator, cst.Module([]).code_for_node(a.values[0])) for a in analysis.accumulations()]
+
+
+def test_arithmetic_on_the_backpropagated_loss_keeps_its_graph() -> None:
+    assert _accumulated("loss / len(train_loader)") == [("epoch_loss", "loss / len(train_loader)")]
+    assert _accumulated("-loss * 0.5 + loss ** 2 % 3") == [("epoch_loss", "-loss * 0.5 + loss ** 2 % 3")]
+    # cut before the arithmetic, or a bool: the argmax accuracy is never reported either
+    assert _accumulated("loss.item() / len(train_loader)") == []
+    assert _accumulated("float(loss) * data.size(0)") == []
+    assert _accumulated("not loss") == []
+
+
+def test_only_scalar_loss_with_numbers_is_a_scalar() -> None:
+    analysis = _loop(_AVERAGED.replace("{VALUE}", "loss"))
+    expression = lambda code: cst.parse_expression(code)  # noqa: E731
+    assert analysis.is_scalar(expression("loss"))
+    assert analysis.is_scalar(expression("(loss + loss) / 2 * len(train_loader)"))
+    assert not analysis.is_scalar(expression("loss * weights"))  # `weights` may be a tensor of any shape
+    assert not analysis.is_scalar(expression("output / len(train_loader)"))
+    assert not analysis.is_scalar(expression("len(train_loader)"))

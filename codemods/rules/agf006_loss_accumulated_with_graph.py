@@ -140,8 +140,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         use_item = (
             accumulation.numeric_form
             and len(accumulation.values) == 1
-            and isinstance(accumulation.values[0], cst.Name)
-            and accumulation.values[0].value in analysis.scalar
+            and analysis.is_scalar(accumulation.values[0])
             and analysis.starts_as_number(name)
             and numeric_uses(name, scope, analysis.parents, set())
         )

@@ -446,11 +446,23 @@ class LoopAnalysis:
             return isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) and (
                 value.value.value in self.graph_items
             )
-        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not breaks_graph(value):
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not _is_not(value):
+            # arithmetic keeps the graph of any operand that carries one, whatever the other
+            # operands are (`loss / len(loader)`: `len()` cuts nothing of `loss`); a cut
+            # operand (`loss.item() * n`) is a call, which is not looked into
             return any(
                 self._carries_graph(leaf) for leaf in _arithmetic_operands(value) if not isinstance(leaf, cst.Name)
             ) or any(leaf.value in self.tracked or leaf.value in self.item_names for leaf in _arithmetic_leaves(value))
         return False
+
+    def is_scalar(self, value: cst.BaseExpression) -> bool:
+        """A backpropagated scalar (`loss`), or arithmetic of such scalars with numbers
+        (`loss / len(loader)`, `(a + b) / 2`): a tensor with one element, whose `.item()`
+        is the same number."""
+        operands = _arithmetic_operands(value)
+        return any(isinstance(o, cst.Name) and o.value in self.scalar for o in operands) and all(
+            (isinstance(o, cst.Name) and o.value in self.scalar) or _is_number(o) or _is_length(o) for o in operands
+        ) and not any(_is_not(n) for n in all_nodes(value, cst.UnaryOperation))
 
     def accumulator_is_carried(self, accumulation: Accumulation) -> bool:
         """Bound before the loop in this scope, and not rebound in the loop except by the
@@ -598,6 +610,16 @@ def _is_number(node: cst.BaseExpression | None) -> bool:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         node = node.expression
     return isinstance(node, (cst.Integer, cst.Float))
+
+
+def _is_length(node: cst.BaseExpression) -> bool:
+    """`len(x)`: a Python int."""
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len"
+
+
+def _is_not(node: cst.CSTNode) -> bool:
+    """`not x`: a bool, whatever `x` carries."""
+    return isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not)
 
 
 def _is_literal(node: cst.BaseExpression | None) -> bool:
