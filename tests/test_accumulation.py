@@ -176,3 +176,44 @@ def test_only_scalar_loss_with_numbers_is_a_scalar() -> None:
     assert not analysis.is_scalar(expression("loss * weights"))  # `weights` may be a tensor of any shape
     assert not analysis.is_scalar(expression("output / len(train_loader)"))
     assert not analysis.is_scalar(expression("len(train_loader)"))
+
+
+_EPOCHS = """
+    def train_epoch(train_iter, criterion, model, optimizer):
+        epoch_loss_train, epoch_loss_eval, steps = 0, 0, 0
+        for story, highlight in train_iter:
+            optimizer.zero_grad()
+            batch_loss_train = criterion(model(story), highlight)
+            batch_loss_train.backward()
+            epoch_loss_train += {VALUE}
+            epoch_loss_eval += criterion(model(story), highlight).item()
+            steps += 1
+            optimizer.step()
+        return {RETURNED}
+
+    def train(train_iter, criterion, model, optimizer):
+        kept = []
+        for epoch in range(3):
+            {TARGET} = train_epoch(train_iter, criterion, model, optimizer)
+            kept.append(epoch_loss_train)
+    """
+
+
+def _epochs(value: str, returned: str, target: str) -> set[str]:
+    source = _EPOCHS.replace("{VALUE}", value).replace("{RETURNED}", returned).replace("{TARGET}", target)
+    module = cst.parse_module(textwrap.dedent(source))
+    imports = ImportIndex.from_module(module)
+    loop = [node for node in all_nodes(module, cst.For) if "range(3)" in module.code_for_node(node.iter)][0]
+    assert isinstance(loop, cst.For)
+    return LoopAnalysis(loop, imports, parent_map(module), CallGraph.build(module, imports), lambda n: "loss" in n).tracked
+
+
+def test_a_returned_sum_of_backpropagated_losses_carries_their_graphs() -> None:
+    unpacked = "epoch_loss_train, epoch_loss_eval"
+    assert _epochs("batch_loss_train", "epoch_loss_train / len(train_iter), epoch_loss_eval", unpacked) == {"epoch_loss_train"}
+    assert _epochs("batch_loss_train", "epoch_loss_train", "epoch_loss_train") == {"epoch_loss_train"}
+    # a sum of numbers, of a number, a count, a call on the sum: nothing is followed
+    assert _epochs("batch_loss_train.item()", "epoch_loss_train, epoch_loss_eval", unpacked) == set()
+    assert _epochs("batch_loss_train", "epoch_loss_eval, epoch_loss_train", "epoch_loss_eval, epoch_loss_train") == {"epoch_loss_train"}
+    assert _epochs("batch_loss_train", "steps, epoch_loss_eval", unpacked) == set()
+    assert _epochs("batch_loss_train", "epoch_loss_train.mean(), steps", unpacked) == set()

@@ -69,7 +69,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
     differentiated in the same scope, when it is an attribute, a parameter or a `global`,
     when it is reset every iteration, and under `no_grad`. `.item()` is used only when the
     accumulator starts as a Python number, the accumulated value is the backpropagated
-    scalar itself, and every use of the accumulator is arithmetic, a comparison,
+    scalar itself or arithmetic of it with numbers (`loss / len(loader)`), and every use of the accumulator is arithmetic, a comparison,
     an f-string or `print`/`round`/`float`; it is marked unsafe because the accumulator
     becomes a Python float.
 

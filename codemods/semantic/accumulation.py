@@ -29,6 +29,7 @@ from autograd_fix.codemods.semantic.loops import (
     backward_root,
     bindings,
     breaks_graph,
+    declared_global,
     enclosing_scope,
     has_keyword,
     innermost_loop,
@@ -149,6 +150,7 @@ class LoopAnalysis:
             summary = LoopAnalysis(callee.node, self.imports, parent_map(callee.node), self.graph, self.is_loss_name)  # type: ignore[arg-type]
             if all(r.value in summary.graph_items for r in returned):  # type: ignore[union-attr]
                 self.graph_items.add(binding.name)
+        self._returned_sums()
         for loop in local_nodes(self.loop.body, cst.For):
             assert isinstance(loop, cst.For)
             iterable = loop.iter
@@ -163,6 +165,29 @@ class LoopAnalysis:
                 target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
             if isinstance(target, cst.Name):
                 self.item_loops[id(loop)] = target.value
+
+    def _returned_sums(self) -> None:
+        """`epoch_loss_train, n = train_epoch(...)` every iteration, where the same-file
+        function returns `epoch_loss_train / len(train_iter)`, the sum one of its loops
+        accumulates from the loss that loop backpropagates: the value carries graphs those
+        backward calls freed, so keeping it keeps them, and nothing can backpropagate it."""
+        for binding in self.loop_bindings:
+            call = binding.value
+            if binding.kind != "assign" or not isinstance(call, cst.Call) or len(self._bindings_of(binding.name)) != 1:
+                continue
+            name = dotted_name(call.func)
+            returned = self.graph.returned_values(name, self.class_name) if name is not None else None
+            callee = self.graph.callee(name, self.class_name) if returned is not None else None  # type: ignore[arg-type]
+            if callee is None or callee.node is self.loop or not returned or len(returned) != 1:
+                continue
+            if not runs_every_iteration(binding.statement, self.loop, self.parents):
+                continue
+            value = _unpacked(binding, returned[0])
+            sums = {leaf.value for leaf in _arithmetic_leaves(value)} if value is not None else set()
+            if not sums or not all(_is_number(o) or _is_length(o) or isinstance(o, cst.Name) for o in _arithmetic_operands(value)):  # type: ignore[arg-type]
+                continue  # only a sum scaled by numbers (`total / len(loader)`) is followed
+            if sums & carried_sums(callee.node, self.imports, self.graph, self.is_loss_name):
+                self.tracked.add(binding.name)
 
     def _track_path(self, root: cst.Attribute | cst.Subscript) -> None:
         """`outputs.loss.backward()`: the path carries this iteration's graph, and so do
@@ -507,6 +532,45 @@ class LoopAnalysis:
                 if {n.value for n in read_name_nodes(attribute.value)} & derived:
                     return True
         return False
+
+
+def carried_sums(
+    function: cst.FunctionDef, imports: ImportIndex, graph: CallGraph, is_loss_name: Callable[[str], bool]
+) -> set[str]:
+    """Names `function` accumulates across a loop's iterations from the values each
+    iteration backpropagates (`epoch_loss += loss` after `loss.backward()`), neither
+    backpropagated later nor declared global: what AGF006 reports inside `function`."""
+    parents = parent_map(function)
+    found: set[str] = set()
+    for loop in all_nodes(function.body, (cst.For, cst.While)):
+        assert isinstance(loop, (cst.For, cst.While))
+        analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
+        if not analysis.tracked:
+            continue
+        for accumulation in analysis.accumulations():
+            name = accumulation.accumulator
+            if accumulation.numeric_form and analysis.accumulator_is_carried(accumulation):
+                if name not in declared_global(function) and not analysis.backpropagated_later(name):
+                    found.add(name)
+    return found
+
+
+def _unpacked(binding: Binding, returned: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The part of a callee's returned value that `binding` receives: all of it for
+    `x = f()`, the matching element for `a, b = f()` when `f` returns a tuple literal."""
+    statement = binding.statement
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0].target
+    if isinstance(target, cst.Name):
+        return returned
+    if not isinstance(target, cst.Tuple) or not isinstance(returned, cst.Tuple):
+        return None
+    names = [e.value.value if isinstance(e.value, cst.Name) and not isinstance(e, cst.StarredElement) else None for e in target.elements]
+    values = [e.value for e in returned.elements if not isinstance(e, cst.StarredElement)]
+    if len(values) != len(returned.elements) or len(values) != len(names) or names.count(binding.name) != 1:
+        return None
+    return values[names.index(binding.name)]
 
 
 def _self_item_sums(function: cst.FunctionDef, parameter: str) -> list[cst.AugAssign]:

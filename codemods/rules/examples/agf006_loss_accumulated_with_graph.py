@@ -337,6 +337,28 @@ def train_epoch(model, loader, criterion, optimizer):
     return running, correct
 """
     ),
+    # a same-file epoch function returns the mean of numbers: the epoch lists hold floats
+    valid(
+        """
+def train_epoch(train_iter, criterion, model, optimizer):
+    epoch_loss_train = 0
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        batch_loss_train = criterion(model(story), highlight)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    return epoch_loss_train / len(train_iter)
+
+
+def train(train_iter, criterion, model, optimizer, num_epochs):
+    train_loss = []
+    for epoch in range(num_epochs):
+        epoch_loss_train = train_epoch(train_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+    return train_loss
+"""
+    ),
 ]
 
 INVALID = [
@@ -1115,6 +1137,53 @@ def train_epoch(model, loader, optimizer):
         optimizer.step()
         epoch_loss += ((rec + ce) / 2 * len(x) / len(loader.dataset)).detach()
     return epoch_loss
+""",
+    ),
+    # issue 8 (text-summarizer): a same-file epoch function returns the sum of the losses it
+    # backpropagated, and the caller keeps one per epoch: each epoch's graph stays alive
+    # for the run (the sum inside the epoch is reported too)
+    invalid(
+        """
+def train_epoch(train_iter, criterion, model, optimizer):
+    epoch_loss_train, n_batches = 0, 0
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        batch_loss_train = criterion(model(story), highlight)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train
+        n_batches += 1
+        optimizer.step()
+    return epoch_loss_train / len(train_iter), n_batches
+
+
+def train(train_iter, criterion, model, optimizer, num_epochs):
+    train_loss = []
+    for epoch in range(num_epochs):
+        epoch_loss_train, n_batches = train_epoch(train_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        print("Epoch: {} | loss train: {}".format(epoch, epoch_loss_train))
+    return train_loss
+""",
+        """
+def train_epoch(train_iter, criterion, model, optimizer):
+    epoch_loss_train, n_batches = 0, 0
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        batch_loss_train = criterion(model(story), highlight)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.detach()
+        n_batches += 1
+        optimizer.step()
+    return epoch_loss_train / len(train_iter), n_batches
+
+
+def train(train_iter, criterion, model, optimizer, num_epochs):
+    train_loss = []
+    for epoch in range(num_epochs):
+        epoch_loss_train, n_batches = train_epoch(train_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train.detach())
+        print("Epoch: {} | loss train: {}".format(epoch, epoch_loss_train))
+    return train_loss
 """,
     ),
 ]
