@@ -173,9 +173,8 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         self.report(
             accumulation.statement,
             f"`{name}` accumulates `{code}` with its autograd graph across iterations, keeping every "
-            f"iteration's graph alive; accumulate `{code}.{method}()`" if len(accumulation.values) == 1 and isinstance(
-                accumulation.values[0], cst.Name
-            ) else f"`{name}` accumulates tensors with their autograd graph across iterations; "
+            f"iteration's graph alive; accumulate `{code if isinstance(accumulation.values[0], cst.Name) else f'({code})'}"
+            f".{method}()`" if len(accumulation.values) == 1 else f"`{name}` accumulates tensors with their autograd graph across iterations; "
             f"accumulate them `.{method}()`-ed",
             fix,
         )
