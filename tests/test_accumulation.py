@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
-from autograd_fix.codemods.semantic.accumulation import LoopAnalysis
+from autograd_fix.codemods.semantic.accumulation import LoopAnalysis, unfreed_sums
 from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.loops import all_nodes, parent_map
 
@@ -217,3 +217,45 @@ def test_a_returned_sum_of_backpropagated_losses_carries_their_graphs() -> None:
     assert _epochs("batch_loss_train", "epoch_loss_eval, epoch_loss_train", "epoch_loss_eval, epoch_loss_train") == {"epoch_loss_train"}
     assert _epochs("batch_loss_train", "steps, epoch_loss_eval", unpacked) == set()
     assert _epochs("batch_loss_train", "epoch_loss_train.mean(), steps", unpacked) == set()
+
+
+_TRAIN_AND_EVAL = """
+    import torch
+
+    def run_epoch(model, train_iter, test_iter, criterion, optimizer):
+        epoch_loss_eval, n = 0, 0
+        model.train()
+        for x, y in train_iter:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        {WITH}for x, y in test_iter:
+        {IN}    output = {FORWARD}
+        {IN}    batch_loss_eval = 0
+        {IN}    for sequence, target in zip(output, y):
+        {IN}        batch_loss_eval += {TERM}
+        {IN}    epoch_loss_eval += batch_loss_eval
+        {IN}    n += 1
+        return epoch_loss_eval
+    """
+
+
+def _unfreed(term: str = "criterion(sequence, target)", forward: str = "model(x)", no_grad: bool = False) -> set[str]:
+    source = _TRAIN_AND_EVAL.replace("{TERM}", term).replace("{FORWARD}", forward)
+    source = source.replace("{WITH}", "with torch.no_grad():\n            " if no_grad else "").replace("{IN}", "    " if no_grad else "")
+    module = cst.parse_module(textwrap.dedent(source))
+    imports = ImportIndex.from_module(module)
+    function = next(node for node in all_nodes(module, cst.FunctionDef))
+    assert isinstance(function, cst.FunctionDef)
+    return unfreed_sums(function, imports, CallGraph.build(module, imports), lambda name: "criterion" in name)
+
+
+def test_evaluation_sums_of_the_trained_model_hold_unfreed_graphs() -> None:
+    assert _unfreed() == {"epoch_loss_eval"}
+    # no graph: a number, grad off, another callable than the trained model, no loss call
+    assert _unfreed(term="criterion(sequence, target).item()") == set()
+    assert _unfreed(no_grad=True) == set()
+    assert _unfreed(forward="teacher(x)") == set()
+    assert _unfreed(term="(sequence.argmax(-1) == target).sum()") == set()

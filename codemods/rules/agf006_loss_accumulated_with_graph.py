@@ -67,7 +67,13 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
     later code can have backpropagated through the accumulator successfully. The rule
     stays silent when the accumulator (or anything computed from it) is backpropagated or
     differentiated in the same scope, when it is an attribute, a parameter or a `global`,
-    when it is reset every iteration, and under `no_grad`. `.item()` is used only when the
+    when it is reset every iteration, and under `no_grad`. A same-file function's return
+    value counts as such a tensor when it is (a number times) a sum that one of its loops
+    accumulates from the loss the loop backpropagates (`return epoch_loss / len(loader)`).
+    One more case keeps a graph no backward frees: a sum an evaluation loop of that
+    function builds, with grad on, from loss calls on the output of the model its training
+    loop backpropagates through; it is reported only where the caller keeps it in a list
+    that is only ever appended to (nothing reads it back, so nothing can backpropagate it). `.item()` is used only when the
     accumulator starts as a Python number, the accumulated value is the backpropagated
     scalar itself or arithmetic of it with numbers (`loss / len(loader)`), and every use of the accumulator is arithmetic, a comparison,
     an f-string or `print`/`round`/`float`; it is marked unsafe because the accumulator
@@ -109,7 +115,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
                 if _grad_disabled(loop, imports, parents):
                     continue
                 analysis = LoopAnalysis(loop, imports, parents, self.context.semantic.call_graph, self._is_loss_name)
-                if not (analysis.tracked or analysis.tracked_paths or analysis.graph_items):
+                if not (analysis.tracked or analysis.tracked_paths or analysis.graph_items or analysis.unfreed):
                     continue
                 for accumulation in analysis.accumulations():
                     self._check(accumulation, analysis)

@@ -359,6 +359,80 @@ def train(train_iter, criterion, model, optimizer, num_epochs):
     return train_loss
 """
     ),
+    # the evaluation sums of a same-file epoch function, kept in a list the caller returns
+    # (whoever reads them may backpropagate them: no backward freed their graph)
+    valid(
+        """
+def train_epoch(train_iter, test_iter, criterion, model, optimizer):
+    epoch_loss_train, epoch_loss_eval = 0, 0
+    model.train()
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        output = model(story)
+        batch_loss_train = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_train += criterion(sequence, target)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    model.eval()
+    for story, highlight in test_iter:
+        output = model(story)
+        batch_loss_eval = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_eval += criterion(sequence, target)
+        epoch_loss_eval += batch_loss_eval
+    return epoch_loss_train / len(train_iter), epoch_loss_eval / len(test_iter)
+
+
+def train(train_iter, test_iter, criterion, model, optimizer, num_epochs):
+    train_loss, eval_loss = [], []
+    for epoch in range(num_epochs):
+        epoch_loss_train, epoch_loss_eval = train_epoch(train_iter, test_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        eval_loss.append(epoch_loss_eval)
+        print("Epoch: {} | loss train: {} | loss eval: {}".format(epoch, epoch_loss_train, epoch_loss_eval))
+    return train_loss, eval_loss
+"""
+    ),
+    # the same, evaluated under no_grad: nothing is recorded
+    valid(
+        """
+import torch
+
+def train_epoch(train_iter, test_iter, criterion, model, optimizer):
+    epoch_loss_train, epoch_loss_eval = 0, 0
+    model.train()
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        output = model(story)
+        batch_loss_train = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_train += criterion(sequence, target)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        for story, highlight in test_iter:
+            output = model(story)
+            batch_loss_eval = 0
+            for sequence, target in zip(output, highlight):
+                batch_loss_eval += criterion(sequence, target)
+            epoch_loss_eval += batch_loss_eval
+    return epoch_loss_train / len(train_iter), epoch_loss_eval / len(test_iter)
+
+
+def train(train_iter, test_iter, criterion, model, optimizer, num_epochs):
+    train_loss, eval_loss = [], []
+    for epoch in range(num_epochs):
+        epoch_loss_train, epoch_loss_eval = train_epoch(train_iter, test_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        eval_loss.append(epoch_loss_eval)
+        print("Epoch: {} | loss train: {} | loss eval: {}".format(epoch, epoch_loss_train, epoch_loss_eval))
+    return train_loss
+"""
+    ),
 ]
 
 INVALID = [
@@ -1183,6 +1257,75 @@ def train(train_iter, criterion, model, optimizer, num_epochs):
         epoch_loss_train, n_batches = train_epoch(train_iter, criterion, model, optimizer)
         train_loss.append(epoch_loss_train.detach())
         print("Epoch: {} | loss train: {}".format(epoch, epoch_loss_train))
+    return train_loss
+""",
+    ),
+    # issue 8 (text-summarizer): the evaluation loop of the same epoch function sums losses
+    # of the model it trains, with grad on and no backward: each epoch's evaluation graph,
+    # activations included, is kept by a list nothing reads back
+    invalid(
+        """
+def train_epoch(train_iter, test_iter, criterion, model, optimizer):
+    epoch_loss_train, epoch_loss_eval = 0, 0
+    model.train()
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        output = model(story)
+        batch_loss_train = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_train += criterion(sequence, target)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    model.eval()
+    for story, highlight in test_iter:
+        output = model(story)
+        batch_loss_eval = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_eval += criterion(sequence, target)
+        epoch_loss_eval += batch_loss_eval
+    return epoch_loss_train / len(train_iter), epoch_loss_eval / len(test_iter)
+
+
+def train(train_iter, test_iter, criterion, model, optimizer, num_epochs):
+    train_loss, eval_loss = [], []
+    for epoch in range(num_epochs):
+        epoch_loss_train, epoch_loss_eval = train_epoch(train_iter, test_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        eval_loss.append(epoch_loss_eval)
+        print("Epoch: {} | loss train: {} | loss eval: {}".format(epoch, epoch_loss_train, epoch_loss_eval))
+    return train_loss
+""",
+        """
+def train_epoch(train_iter, test_iter, criterion, model, optimizer):
+    epoch_loss_train, epoch_loss_eval = 0, 0
+    model.train()
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        output = model(story)
+        batch_loss_train = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_train += criterion(sequence, target)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    model.eval()
+    for story, highlight in test_iter:
+        output = model(story)
+        batch_loss_eval = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_eval += criterion(sequence, target)
+        epoch_loss_eval += batch_loss_eval
+    return epoch_loss_train / len(train_iter), epoch_loss_eval / len(test_iter)
+
+
+def train(train_iter, test_iter, criterion, model, optimizer, num_epochs):
+    train_loss, eval_loss = [], []
+    for epoch in range(num_epochs):
+        epoch_loss_train, epoch_loss_eval = train_epoch(train_iter, test_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        eval_loss.append(epoch_loss_eval.detach())
+        print("Epoch: {} | loss train: {} | loss eval: {}".format(epoch, epoch_loss_train, epoch_loss_eval))
     return train_loss
 """,
     ),
