@@ -259,3 +259,8 @@ def test_evaluation_sums_of_the_trained_model_hold_unfreed_graphs() -> None:
     assert _unfreed(no_grad=True) == set()
     assert _unfreed(forward="teacher(x)") == set()
     assert _unfreed(term="(sequence.argmax(-1) == target).sum()") == set()
+
+
+def test_frozen_parameters_or_a_grad_mode_switch_make_the_evaluation_graph_unknown() -> None:
+    assert _unfreed(forward="model(x.requires_grad_(False))") == set()
+    assert _unfreed(forward="model(x) if torch.set_grad_enabled(False) else None") == set()

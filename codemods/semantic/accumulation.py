@@ -340,11 +340,10 @@ class LoopAnalysis:
         numbers and to sums of such loss calls (`batch_loss = 0`, `batch_loss += criterion(...)`)."""
         if isinstance(value, cst.Name):
             found = self._bindings_of(value.value)
-            losses = [b for b in found if b.value is not None and not _is_number(b.value)]
-            return bool(losses) and all(
-                b.kind in {"assign", "augassign"} and (_is_number(b.value) or self._holds_loss(b.value, tainted, graph, function))  # type: ignore[arg-type]
-                for b in found
-            ) and all(b.kind == "augassign" or _is_number(b.value) or isinstance(b.value, cst.Call) for b in found)
+            calls = [b.value for b in found if not _is_number(b.value)]
+            return bool(calls) and all(b.kind in {"assign", "augassign"} for b in found) and all(
+                isinstance(c, cst.Call) and self._holds_loss(c, tainted, graph, function) for c in calls
+            )
         if not self._is_loss_call(value):
             return False
         assert isinstance(value, cst.Call)
@@ -525,8 +524,8 @@ class LoopAnalysis:
         """A list made empty in this scope and only ever appended to: nothing reads back
         what it holds (nor backpropagates it), so storing detached values changes nothing
         but the memory kept."""
-        if name in declared_global(self.scope):
-            return False
+        if not isinstance(self.scope, cst.FunctionDef) or name in declared_global(self.scope):
+            return False  # a module's list may be read from anywhere
         made = [b for b in self.scope_bindings if b.name == name]
         if len(made) != 1 or made[0].value is None:
             return False
@@ -601,7 +600,7 @@ def carried_sums(
     backpropagated later nor declared global: what AGF006 reports inside `function`."""
     parents = parent_map(function)
     found: set[str] = set()
-    for loop in all_nodes(function.body, (cst.For, cst.While)):
+    for loop in local_nodes(function.body, (cst.For, cst.While)):
         assert isinstance(loop, (cst.For, cst.While))
         analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
         if not analysis.tracked:
@@ -627,8 +626,10 @@ def unfreed_sums(
     facts = graph.facts(function)
     if facts is None or facts.decorated_no_grad or facts.called_under_no_grad or facts.enclosed_no_grad:
         return set()
-    if any(_sets_grad_mode(call, imports) for call in all_nodes(function.body, cst.Call)):
-        return set()  # `torch.set_grad_enabled(False)` somewhere: grad mode is not known
+    if any(_sets_grad_mode(call, imports) for call in all_nodes(function.body, cst.Call)) or any(
+        a.attr.value in {"requires_grad", "requires_grad_"} for a in all_nodes(function.body, cst.Attribute)  # type: ignore[attr-defined]
+    ):
+        return set()  # `torch.set_grad_enabled(False)`, frozen parameters: whether a graph is built is not known
     # models: what the function switches between train and eval mode (`model.eval()`)
     models = method_receivers(function.body, "train") | method_receivers(function.body, "eval")
     parents = parent_map(function)
