@@ -6,8 +6,11 @@ an attribute or item of it) unconditionally, or when it feeds such a loss throug
 call (`ce` in `loss = ce + reg`), including the terms a same-file loss function returns
 beside the total (`loss, mse, ce = my_loss(...)`). Accumulations are `acc += v`,
 `acc = acc + v`, `acc.append(v)` and, through a same-file tracker method called every
-iteration, `self.totals[key] += batch[key]`. Names only break one tie: whether an
-unknown callable is a loss (`is_loss_name`).
+iteration, `self.totals[key] += batch[key]`. Through the call graph, a value a same-file
+function returns carries such graphs when it is a sum one of its loops accumulates that
+way (`carried_sums`); a sum its evaluation loop builds from the trained model's loss, with
+grad on and no backward, holds graphs nothing frees (`unfreed_sums`). Names only break one
+tie: whether an unknown callable is a loss (`is_loss_name`).
 """
 
 from __future__ import annotations
