@@ -10,6 +10,10 @@ whose results have that role, like Ruff's `logger-objects`) and `<role>-names` (
 name tokens that read as that role where no evidence decides).
 Unknown keys are an error, so a typo does not silently do nothing.
 
+A long-lived process (the language server) reads settings through `ConfigCache`: the
+same `load_config`, once per project, again when a pyproject.toml above the document
+changes.
+
 Without `target-torch`, the floor comes from the `torch` requirement in the nearest
 pyproject's `[project] dependencies` (see `torch_floor`); the table and the
 dependencies may live in different pyproject files (a workspace root holding the
@@ -73,15 +77,20 @@ class Config:
         return codes
 
 
-def _pyprojects(start: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every readable `pyproject.toml` from `start` upwards, parsed; broken TOML is an error."""
+def _candidates(start: Path) -> Iterator[Path]:
+    """Every `pyproject.toml` that exists from `start` (a folder, or a file's folder) upwards."""
     folder = start.resolve()
     if folder.is_file():
         folder = folder.parent
     for candidate in (folder, *folder.parents):
         path = candidate / "pyproject.toml"
-        if not path.is_file():
-            continue
+        if path.is_file():
+            yield path
+
+
+def _pyprojects(start: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every readable `pyproject.toml` from `start` upwards, parsed; broken TOML is an error."""
+    for path in _candidates(start):
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
@@ -187,3 +196,49 @@ def _target_torch(table: dict[str, Any], source: Path) -> TorchVersion | None:
         return TorchVersion.parse(value)
     except ValueError as error:
         raise ConfigError(f"{source}: [tool.autograd-fix] target-torch: {error}") from None
+
+
+#: one pyproject.toml as last seen: its path, modification time (ns) and size
+_Stamp = tuple[str, int, int]
+
+
+def _stamps(start: Path) -> tuple[_Stamp, ...]:
+    """What `load_config(start)` depends on: the pyproject.toml files from `start`
+    upwards, each with its modification time and size (a few `stat` calls)."""
+    stamps = []
+    for path in _candidates(start):
+        try:
+            stat = path.stat()
+        except OSError:  # removed meanwhile: load_config will not see it either
+            continue
+        stamps.append((str(path), stat.st_mtime_ns, stat.st_size))
+    return tuple(stamps)
+
+
+class ConfigCache:
+    """`load_config` for a long-lived process (the language server), once per project.
+
+    A configuration depends only on the pyproject.toml files above the document, so it
+    is kept per project root (the nearest pyproject.toml) with their modification times
+    and sizes, and read again when one of them changes, appears or goes: editing the
+    settings takes effect on the next analysis, without restarting the server. A
+    configuration that cannot be used is kept too, and raised again until it changes.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str | None, tuple[tuple[_Stamp, ...], Config | ConfigError]] = {}
+
+    def load(self, start: Path) -> Config:
+        """`load_config(start)`, read again only when a pyproject.toml it reads changed."""
+        stamps = _stamps(start)
+        root = stamps[0][0] if stamps else None
+        entry = self._entries.get(root)
+        if entry is None or entry[0] != stamps:
+            try:
+                result: Config | ConfigError = load_config(start)
+            except ConfigError as error:
+                result = error
+            entry = self._entries[root] = (stamps, result)
+        if isinstance(entry[1], ConfigError):
+            raise ConfigError(str(entry[1]))  # a fresh one: no traceback piling up
+        return entry[1]

@@ -1,8 +1,8 @@
 """What the language server knows about one version of one document.
 
 `analyse` runs the same engine, rule selection and `pyproject.toml` configuration as the
-command line (select / ignore / per-file-ignores / unsafe-fixes / exclude) on an editor
-buffer, and keeps the parsed module so that code actions can build each fix on request
+command line (select / ignore / per-file-ignores / unsafe-fixes / exclude / target-torch /
+`<role>-names` and `<role>-objects`, found by the same `load_config`) on an editor buffer, and keeps the parsed module so that code actions can build each fix on request
 instead of rendering every fix on every keystroke. Nothing here imports pygls.
 """
 
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import libcst as cst
 
-from autograd_fix.cli.config import Config, ConfigError, load_config
+from autograd_fix.cli.config import Config, ConfigCache, ConfigError
 from autograd_fix.cli.discovery import ExcludePatternError, is_excluded
 from autograd_fix.codemods.engine import (
     EngineError,
+    FixOptions,
     apply_fixes,
     check_source,
     triggered,
@@ -26,6 +27,8 @@ from autograd_fix.codemods.engine import (
 from autograd_fix.codemods.model import Finding, Span
 from autograd_fix.codemods.registry import select_rules, unknown_codes
 from autograd_fix.codemods.rule import Rule
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
+from autograd_fix.codemods.torch_version import TorchVersion
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,19 @@ class DocumentSettings:
     unsafe_fixes: bool = False
     #: the document matches the configuration's `exclude`: no diagnostics
     excluded: bool = False
+    #: the project's PyTorch floor (None: assume the newest)
+    target_torch: TorchVersion | None = None
+    #: the project's role vocabulary (`<role>-names` / `<role>-objects`)
+    roles: Vocabulary = DEFAULT_VOCABULARY
     #: why the configuration could not be used (the defaults apply instead)
     error: str | None = None
 
     def rules(self) -> list[type[Rule]]:
         return select_rules(list(self.select) if self.select else None, list(self.ignore))
+
+    def options(self) -> FixOptions:
+        """The engine options the command line would use for this document."""
+        return FixOptions(unsafe_fixes=self.unsafe_fixes, target_torch=self.target_torch, roles=self.roles)
 
 
 @dataclass(frozen=True)
@@ -68,13 +79,14 @@ class DocumentAnalysis:
     fixed_texts: dict[int, str | None] = field(default_factory=dict)
 
 
-def settings_for(path: Path | None, fallback_folder: Path) -> DocumentSettings:
-    """The `[tool.autograd-fix]` settings for a document at `path` (None: not a file)."""
+def settings_for(path: Path | None, fallback_folder: Path, configs: ConfigCache) -> DocumentSettings:
+    """The `[tool.autograd-fix]` settings for a document at `path` (None: not a file),
+    from the server's `configs` (read again when a pyproject.toml changes)."""
     start = fallback_folder
     if path is not None:  # an unsaved file's folder may not exist yet: its nearest existing parent
         start = next((folder for folder in path.parents if folder.exists()), fallback_folder)
     try:
-        config = load_config(start)
+        config = configs.load(start)
         _check_codes(config)
     except ConfigError as error:
         return DocumentSettings(error=str(error))
@@ -84,6 +96,8 @@ def settings_for(path: Path | None, fallback_folder: Path) -> DocumentSettings:
         ignore=tuple(config.ignore + per_file),
         unsafe_fixes=config.unsafe_fixes,
         excluded=path is not None and _excluded(config, path),
+        target_torch=config.target_torch,
+        roles=config.roles,
     )
 
 
@@ -123,7 +137,7 @@ def analyse(text: str, version: int | None, path: str, settings: DocumentSetting
         if analysis.problem is not None:
             return analysis
     try:
-        result = check_source(text, rules, path=path, compute_fix=False)
+        result = check_source(text, rules, path=path, options=settings.options(), compute_fix=False)
     except EngineError as error:
         analysis.problem = Problem(f"autograd-fix cannot analyse this file: {error}", Span(1, 1, 1, 1))
         return analysis

@@ -76,6 +76,8 @@ def verify_document(
         compute_fix=False,
         fix_diffs=False,
         data=data,
+        target_torch=document.target_torch,
+        roles=document.roles,
     )
     try:
         outcomes = run_jobs([job], 1)

@@ -131,8 +131,10 @@ def check_file(job: Job) -> FileOutcome:
         outcome.error = "source nests too deeply to analyse"
         return outcome
     paths = codes = None
-    if (job.fix_diffs or job.fix_texts) and result.module is not None:
-        paths = target_paths(result.module, [f.fix for f in result.findings if f.fix is not None])
+    fixes = [f.fix for f in result.findings if f.fix is not None]
+    if (job.fix_diffs or job.fix_texts) and fixes and result.module is not None:
+        # generating every statement's text is a codegen of the file: only for files with fixes
+        paths = target_paths(result.module, fixes)
         codes = StatementCode(result.module)
     for finding, plan_id in zip(result.findings, plan_ids(result.findings)):
         diff = None

@@ -33,6 +33,7 @@ from pygls.workspace import TextDocument
 
 from autograd_fix import __version__
 from autograd_fix.cli.app import Device
+from autograd_fix.cli.config import ConfigCache
 from autograd_fix.cli.lsp_analysis import DocumentAnalysis, DocumentSettings, Problem, analyse, settings_for
 from autograd_fix.cli.lsp_edits import line_edits
 from autograd_fix.cli.lsp_protocol import SOURCE, VERIFY_COMMAND, ClientView
@@ -61,6 +62,8 @@ class AutogradFixServer(LanguageServer):
         self.analysis_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autograd-fix-analysis")
         self.verify_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autograd-fix-verify")
         self.verifier: Any = None
+        #: `[tool.autograd-fix]` per project, read again when a pyproject.toml changes
+        self.configs = ConfigCache()
 
     # -- documents ----------------------------------------------------------------
     def open_document(self, uri: str) -> TextDocument | None:
@@ -103,7 +106,9 @@ class AutogradFixServer(LanguageServer):
         if running is None or running[0] != version or running[1] != text:
             path = to_fs_path(uri) if uri.startswith("file:") else None
             fallback = Path(self.workspace.root_path or Path.cwd())
-            future = asyncio.get_running_loop().run_in_executor(self.analysis_thread, _analyse_buffer, text, version, path, fallback)
+            future = asyncio.get_running_loop().run_in_executor(
+                self.analysis_thread, _analyse_buffer, text, version, path, fallback, self.configs
+            )
             running = (version, text, asyncio.ensure_future(future))
             self.in_flight[uri] = running
         try:
@@ -120,12 +125,26 @@ class AutogradFixServer(LanguageServer):
         return analysis
 
     def _report_config_error(self, analysis: DocumentAnalysis) -> None:
+        """A pyproject.toml that cannot be used is shown and logged once per distinct error
+        (the document is analysed with the default settings meanwhile)."""
         error = analysis.settings.error
         if error and error not in self.reported_config_errors:
             self.reported_config_errors.add(error)
-            self.window_show_message(
-                types.ShowMessageParams(type=types.MessageType.Error, message=f"autograd-fix: {error} (using the default settings)")
-            )
+            message = f"autograd-fix: {error} (using the default settings)"
+            logger.warning("%s", message)
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+
+    def settings_changed(self) -> None:
+        """A pyproject.toml was saved or changed on disk: analyse every open document
+        again (the configuration cache sees the new modification time)."""
+        uris = set(self.analyses) | set(self.pending)  # as the client spells them
+        self.analyses.clear()
+        self.in_flight.clear()  # one under way read the old settings: it is not reused
+        self.reported_config_errors.clear()
+        for uri in sorted(uris):
+            if self.open_document(uri) is not None:
+                self.schedule(uri, 0)
 
     def view(self) -> ClientView:
         capabilities = self.client_capabilities.workspace
@@ -212,17 +231,21 @@ class AutogradFixServer(LanguageServer):
         self.verify_thread.shutdown(wait=False, cancel_futures=True)
 
 
-def _analyse_buffer(text: str, version: int | None, path: str | None, fallback: Path) -> DocumentAnalysis:
+def _analyse_buffer(text: str, version: int | None, path: str | None, fallback: Path, configs: ConfigCache) -> DocumentAnalysis:
     """Runs on the analysis thread: configuration, then the engine; never raises."""
     file_path = Path(path) if path else None
     display = path or "<untitled>"
     try:
-        settings = settings_for(file_path, fallback)
+        settings = settings_for(file_path, fallback, configs)
         return analyse(text, version, display, settings)
     except Exception as error:  # a bug in a rule must not take the server down
         logger.exception("analysis of %s failed", display)
         problem = Problem(f"autograd-fix failed on this file ({type(error).__name__}: {error}); please report it", Span(1, 1, 1, 1))
         return DocumentAnalysis(text=text, version=version, path=display, settings=DocumentSettings(), problem=problem)
+
+
+def _is_pyproject(uri: str) -> bool:
+    return unquote(uri).rstrip("/").rsplit("/", 1)[-1] == "pyproject.toml"
 
 
 def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings: VerifySettings = VerifySettings()) -> AutogradFixServer:
@@ -239,8 +262,28 @@ def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: AutogradFixServer, params: types.DidSaveTextDocumentParams) -> None:
+        if _is_pyproject(params.text_document.uri):
+            ls.settings_changed()
+            return
         ls.analyses.pop(params.text_document.uri, None)  # the configuration may have changed
         ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: AutogradFixServer, params: types.InitializedParams) -> None:
+        watched = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
+        if watched and watched.dynamic_registration:  # hear of pyproject.toml edits made outside the editor
+            options = types.DidChangeWatchedFilesRegistrationOptions(
+                watchers=[types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]
+            )
+            registration = types.Registration(
+                id="autograd-fix-pyproject", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options
+            )
+            ls.client_register_capability(types.RegistrationParams(registrations=[registration]))
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def did_change_watched_files(ls: AutogradFixServer, params: types.DidChangeWatchedFilesParams) -> None:
+        if any(_is_pyproject(change.uri) for change in params.changes):
+            ls.settings_changed()
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: AutogradFixServer, params: types.DidCloseTextDocumentParams) -> None:

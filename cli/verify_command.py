@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from autograd_fix.cli.config import ConfigError, load_config
 from autograd_fix.cli.notebook import is_notebook, load_notebook
 from autograd_fix.codemods.source import SourceError, read_source
 from autograd_fix.cli.verify_patches import say_isolation_notice
@@ -94,6 +95,17 @@ def _checks_for(rule: str | None) -> tuple[str, ...] | None:
     return tuple(contract.checks) if contract is not None else None
 
 
+def _project_roles(original: Path) -> dict:
+    """The `<role>-names` / `<role>-objects` of the ORIGINAL file's project, as the main
+    command reads them (`load_config`), for binding the inputs of the runs; a
+    pyproject.toml that cannot be read is a usage error, as it is there."""
+    start = original.resolve().parent
+    try:
+        return load_config(start if start.exists() else Path.cwd()).roles.additions()
+    except ConfigError as error:
+        raise _usage(str(error)) from None
+
+
 @verify_app.command(no_args_is_help=True)
 def verify(
     ctx: typer.Context,
@@ -122,6 +134,7 @@ def verify(
         raise _usage("expected ORIGINAL and REWRITTEN (or FILE --gradcheck)")
     original, rewritten = _read(files[0]), _read(files[1])
     checks = _checks_for(rule)
+    roles = _project_roles(files[0])
     try:
         find_units(original, rewritten, path=str(files[0]), entry=entry)
     except UnitError as exc:
@@ -144,6 +157,7 @@ def verify(
             timeout=timeout,
             checks=checks,
             verifier=verifier,
+            roles=roles,
         )
         say_isolation_notice(verifier)
     finally:

@@ -20,6 +20,7 @@ from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job
 from autograd_fix.codemods.engine import EngineError
 from autograd_fix.codemods.plans import FilePlans
 from autograd_fix.codemods.registry import rule_by_code, select_rules
+from autograd_fix.codemods.semantic.roles import Vocabulary
 from autograd_fix.verification.verdict import Status, Verdict
 
 if TYPE_CHECKING:
@@ -63,12 +64,15 @@ def _unverified(record: FindingRecord, reason: str) -> Verdict:
 
 
 class _FileQueue:
-    """One file's patches in source order, its plans, and the ids going in so far."""
+    """One file's patches in source order, its plans, the ids going in so far, and the
+    project's role settings (its `<role>-names` bind the names a run needs, as they
+    decided the findings)."""
 
-    def __init__(self, outcome: FileOutcome, plans: FilePlans, records: list[FindingRecord]) -> None:
+    def __init__(self, outcome: FileOutcome, plans: FilePlans, records: list[FindingRecord], roles: Vocabulary) -> None:
         self.outcome = outcome
         self.plans = plans
         self.records = records
+        self.roles = roles.additions()
         self.going_in: list[str] = []
         self._composed: dict[tuple[str, ...], str] = {}
 
@@ -101,6 +105,7 @@ class _FileQueue:
             "path": record.path,
             "rule": record.code,
             "checks": tuple(rule.contract.checks) if rule else None,
+            "roles": self.roles,
         }
 
 
@@ -121,7 +126,7 @@ def _queues(outcomes: list[FileOutcome], jobs: list[Job]) -> list[_FileQueue]:
         for record in records:
             if record.plan_id not in plans:  # the rules did not give the same findings twice
                 record.verification = _unverified(record, "the fix could not be planned again (rules not deterministic)")
-        queues.append(_FileQueue(outcome, plans, [r for r in records if r.plan_id in plans]))
+        queues.append(_FileQueue(outcome, plans, [r for r in records if r.plan_id in plans], job.roles))
     return queues
 
 

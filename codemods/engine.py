@@ -23,7 +23,7 @@ from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
-from autograd_fix.codemods.walk import iter_children, walk_batched
+from autograd_fix.codemods.walk import iter_children
 
 MAX_FIX_ROUNDS = 10
 
@@ -137,7 +137,7 @@ def run_rules(
         return []
     context = RuleContext(path, module, target_torch, roles)
     instances = [rule(context) for rule in rules]
-    walk_batched(module, instances)
+    context.semantic.syntax.walk_batched(instances)  # the index is built once and shared
     findings = [finding for rule in instances for finding in rule.findings]
     suppressed = _noqa_map(module.code if text is None else text)
     kept = [f for f in findings if not _is_suppressed(f, suppressed)]

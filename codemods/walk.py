@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 from typing import Callable, Iterator
 
 import libcst as cst
@@ -30,6 +31,20 @@ _FORMATTING_FIELDS = frozenset(
 )
 
 
+def _node_types() -> frozenset[type]:
+    """Every concrete libcst node class (computed once, at import: a frozen set)."""
+    found: set[type] = set()
+    pending = [cst.CSTNode]
+    while pending:
+        cls = pending.pop()
+        found.add(cls)
+        pending.extend(cls.__subclasses__())
+    return frozenset(found)
+
+
+_NODE_TYPES = _node_types()
+
+
 @functools.lru_cache(maxsize=None)
 def _child_fields(node_type: type) -> tuple[str, ...]:
     return tuple(
@@ -40,43 +55,104 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=None)
-def _is_node_type(value_type: type) -> bool:
-    # CSTNode is an ABC: a cached issubclass per type beats isinstance per value
-    return issubclass(value_type, cst.CSTNode)
+def _field_reader(node_type: type) -> Callable[[cst.CSTNode], tuple]:
+    """One C-level call that reads all of a node type's syntactic fields as a tuple."""
+    fields = _child_fields(node_type)
+    if not fields:
+        return lambda node: ()
+    if len(fields) == 1:
+        read = operator.attrgetter(fields[0])
+        return lambda node: (read(node),)
+    return operator.attrgetter(*fields)
+
+
+def children_of(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Syntactic children of `node` (no formatting nodes), in field order, as a list.
+
+    The traversals below are the hottest code of a static run (millions of calls on a
+    large tree), hence the per-type field reader and the set lookup instead of
+    `isinstance` against libcst's abstract base class.
+    """
+    node_types = _NODE_TYPES
+    result: list[cst.CSTNode] = []
+    for value in _field_reader(type(node))(node):
+        value_type = type(value)
+        if value_type is list or value_type is tuple:
+            result.extend(item for item in value if type(item) in node_types)
+        elif value_type in node_types:
+            result.append(value)
+    return result
 
 
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Syntactic children of `node` (no formatting nodes), in field order."""
-    for name in _child_fields(type(node)):
-        value = getattr(node, name)
-        value_type = type(value)
-        if value_type is list or value_type is tuple:
-            for item in value:
-                if _is_node_type(type(item)):
-                    yield item
-        elif _is_node_type(value_type):
-            yield value
+    return iter(children_of(node))
 
 
 def iter_descendants(node: cst.CSTNode, prune: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:
     """`node` and everything below it, pre-order; `prune(n)` True skips n's subtree."""
     stack = [node]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        current = stack.pop()
+        current = pop()
         yield current
         if prune is not None and current is not node and prune(current):
             continue
-        children = list(iter_children(current))
+        children = children_of(current)
         children.reverse()
-        stack.extend(children)
+        extend(children)
+
+
+@functools.lru_cache(maxsize=None)
+def node_types_of(types: type | tuple[type, ...]) -> frozenset[type]:
+    """The concrete node classes that are instances of `types` (abstract bases included):
+    `type(node) in node_types_of(...)` answers `isinstance` without going through
+    libcst's ABC machinery, which costs a Python-level call per check."""
+    wanted = types if isinstance(types, tuple) else (types,)
+    return frozenset(cls for cls in _NODE_TYPES if issubclass(cls, wanted))
+
+
+def find_all(
+    root: cst.CSTNode, types: type | tuple[type, ...], *, skip: type | tuple[type, ...] = ()
+) -> list[cst.CSTNode]:
+    """Nodes of `types` under `root` (itself included), pre-order. A node of a `skip` type
+    below `root` is still reported when it matches, but its subtree is not searched."""
+    wanted, skipped = node_types_of(types), node_types_of(skip)
+    found: list[cst.CSTNode] = []
+    stack = [root]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        node = pop()
+        node_type = type(node)
+        if node_type in wanted:
+            found.append(node)
+        if node_type in skipped and node is not root:
+            continue
+        children = children_of(node)
+        children.reverse()
+        extend(children)
+    return found
 
 
 @functools.lru_cache(maxsize=None)
 def _handlers(visitor_type: type, node_type: type) -> tuple[str | None, str | None]:
+    """The names of the visitor's own `visit_<Type>` / `leave_<Type>` for a node type.
+
+    libcst's visitor bases define a do-nothing stub of each for every node type; those
+    are left out, so a walk neither calls them nor schedules a leave for every node.
+    """
     name = node_type.__name__
-    visit = f"visit_{name}" if callable(getattr(visitor_type, f"visit_{name}", None)) else None
-    leave = f"leave_{name}" if callable(getattr(visitor_type, f"leave_{name}", None)) else None
-    return visit, leave
+    return _own_method(visitor_type, f"visit_{name}"), _own_method(visitor_type, f"leave_{name}")
+
+
+def _own_method(visitor_type: type, name: str) -> str | None:
+    method = getattr(visitor_type, name, None)
+    if not callable(method) or getattr(method, "__module__", None) == _LIBCST_STUBS:
+        return None
+    return name
+
+
+_LIBCST_STUBS = cst.CSTVisitor.visit_Name.__module__  # libcst._typed_visitor
 
 
 def _overrides(visitor_type: type, method: str) -> bool:
@@ -92,27 +168,47 @@ def walk(node: cst.CSTNode, visitor: object) -> None:
     visitor_type = type(visitor)
     generic_visit = visitor.on_visit if _overrides(visitor_type, "on_visit") else None  # type: ignore[attr-defined]
     generic_leave = visitor.on_leave if _overrides(visitor_type, "on_leave") else None  # type: ignore[attr-defined]
+    # per node type: (visit, leave, skip-children-when); resolved once per walk
+    table: dict[type, tuple[Callable | None, Callable | None, Callable[[object], bool]]] = {}
     # an explicit stack (no recursion limit on deep trees): (node, leaving?)
     stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        current, leaving = stack.pop()
-        visit, leave = _handlers(visitor_type, type(current))
+        current, leaving = pop()
+        handlers = table.get(type(current))
+        if handlers is None:
+            handlers = table[type(current)] = _bound_handlers(visitor, type(current), generic_visit, generic_leave)
+        visit, leave, skips = handlers
         if leaving:
-            if generic_leave is not None:
-                generic_leave(current)
-            else:
-                getattr(visitor, leave)(current)  # type: ignore[arg-type]
+            leave(current)  # type: ignore[misc]
             continue
-        if generic_visit is not None:
-            if not generic_visit(current):
-                continue
-        elif visit is not None and getattr(visitor, visit)(current) is False:
+        if visit is not None and skips(visit(current)):
             continue
-        if leave is not None or generic_leave is not None:
-            stack.append((current, True))
-        children = list(iter_children(current))
-        for child in reversed(children):
-            stack.append((child, False))
+        if leave is not None:
+            push((current, True))
+        children = children_of(current)
+        children.reverse()
+        extend([(child, False) for child in children])
+
+
+def _skips_on_false(result: object) -> bool:
+    return result is False
+
+
+def _skips_on_falsy(result: object) -> bool:
+    return not result
+
+
+def _bound_handlers(visitor: object, node_type: type, generic_visit, generic_leave):
+    """A visitor's (visit, leave, skip test) for one node type: libcst's generic
+    `on_visit` skips children on any falsy result, a `visit_*` only on False."""
+    visit_name, leave_name = _handlers(type(visitor), node_type)
+    if generic_visit is not None:
+        visit, skips = generic_visit, _skips_on_falsy
+    else:
+        visit, skips = (getattr(visitor, visit_name) if visit_name else None), _skips_on_false
+    leave = generic_leave if generic_leave is not None else (getattr(visitor, leave_name) if leave_name else None)
+    return visit, leave, skips
 
 
 def walk_batched(node: cst.CSTNode, visitors: list[cst.BatchableCSTVisitor]) -> None:
@@ -140,5 +236,152 @@ def walk_batched(node: cst.CSTNode, visitors: list[cst.BatchableCSTVisitor]) -> 
             visit(current)
         if handlers[1]:
             stack.append((current, True))
-        for child in reversed(list(iter_children(current))):
-            stack.append((child, False))
+        children = children_of(current)
+        children.reverse()
+        stack.extend([(child, False) for child in children])
+
+
+class SyntaxIndex:
+    """One file's syntactic nodes laid out once, in walk order, for the many searches of a
+    static run.
+
+    Each node's subtree is a slice of `order` (`start` to `end`), so "the calls in this
+    statement" is a slice filtered by type, and a walk is a loop over a list, where a
+    plain traversal reads every node's fields again on every search. A node that is not in
+    the tree (one a rule built) falls back to the plain traversal. The index is built by
+    the file's `SemanticModel`, so it lives exactly as long as the tree it describes.
+    """
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        # `children_of` inlined, and the subtree's end recorded by an int marker pushed
+        # under its children: building the index must cost no more than one walk
+        order: list[cst.CSTNode] = []
+        ends: list[int] = []
+        readers: dict[type, Callable[[cst.CSTNode], tuple]] = {}
+        node_types = _NODE_TYPES
+        stack: list = [root]
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            item = pop()
+            if type(item) is int:
+                ends[item] = len(order)
+                continue
+            index = len(order)
+            order.append(item)
+            ends.append(index + 1)
+            reader = readers.get(type(item))
+            if reader is None:
+                reader = readers[type(item)] = _field_reader(type(item))
+            children: list = []
+            for value in reader(item):
+                value_type = type(value)
+                if value_type is list or value_type is tuple:
+                    children.extend(child for child in value if type(child) in node_types)
+                elif value_type in node_types:
+                    children.append(value)
+            if children:
+                children.append(index)
+                children.reverse()
+                extend(children)
+        #: every node, pre-order (the order `walk` visits them in)
+        self.order = order
+        #: ends[i]: one past the last node of order[i]'s subtree
+        self.ends = ends
+        self._position = {id(node): index for index, node in enumerate(order)}
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """`node`'s subtree as a slice of `order` (None: not a node of this tree)."""
+        index = self._position.get(id(node))
+        return None if index is None else (index, self.ends[index])
+
+    def contains(self, root: cst.CSTNode, node: cst.CSTNode) -> bool:
+        """Is `node` `root` or inside it?"""
+        outer, inner = self._position.get(id(root)), self._position.get(id(node))
+        if outer is None or inner is None:
+            return root is node or any(candidate is node for candidate in iter_descendants(root))
+        return outer <= inner < self.ends[outer]
+
+    def find(
+        self, root: cst.CSTNode, types: type | tuple[type, ...], *, skip: type | tuple[type, ...] = ()
+    ) -> list[cst.CSTNode]:
+        """`find_all(root, types, skip=skip)`, read off the index."""
+        span = self.span(root)
+        if span is None:
+            return find_all(root, types, skip=skip)
+        start, stop = span
+        wanted, order = node_types_of(types), self.order
+        if not skip:
+            return [node for node in order[start:stop] if type(node) in wanted]
+        skipped, ends = node_types_of(skip), self.ends
+        found: list[cst.CSTNode] = []
+        index = start
+        while index < stop:
+            node = order[index]
+            node_type = type(node)
+            if node_type in wanted:
+                found.append(node)
+            index = ends[index] if node_type in skipped and index != start else index + 1
+        return found
+
+    def walk(self, root: cst.CSTNode, visitor: object) -> None:
+        """`walk(root, visitor)`, read off the index: the same calls in the same order."""
+        span = self.span(root)
+        if span is None:
+            walk(root, visitor)
+            return
+        start, stop = span
+        visitor_type = type(visitor)
+        generic_visit = visitor.on_visit if _overrides(visitor_type, "on_visit") else None  # type: ignore[attr-defined]
+        generic_leave = visitor.on_leave if _overrides(visitor_type, "on_leave") else None  # type: ignore[attr-defined]
+        table: dict[type, tuple] = {}
+        order, ends = self.order, self.ends
+        pending: list[tuple[int, Callable, cst.CSTNode]] = []  # leaves due at an index
+        index = start
+        while index < stop:
+            while pending and pending[-1][0] <= index:
+                _, leave, node = pending.pop()
+                leave(node)
+            node = order[index]
+            handlers = table.get(type(node))
+            if handlers is None:
+                handlers = table[type(node)] = _bound_handlers(visitor, type(node), generic_visit, generic_leave)
+            visit, leave, skips = handlers
+            if visit is not None and skips(visit(node)):
+                index = ends[index]
+                continue
+            if leave is not None:
+                pending.append((ends[index], leave, node))
+            index += 1
+        while pending:
+            _, leave, node = pending.pop()
+            leave(node)
+
+    def walk_batched(self, visitors: list[cst.BatchableCSTVisitor]) -> None:
+        """`walk_batched(tree, visitors)` over the whole indexed tree."""
+        table: dict[type, tuple[list[Callable], list[Callable]]] = {}
+        pending: list[tuple[int, list[Callable], cst.CSTNode]] = []
+        ends = self.ends
+        for index, node in enumerate(self.order):
+            while pending and pending[-1][0] <= index:
+                _, leaves, done = pending.pop()
+                for leave in leaves:
+                    leave(done)
+            node_type = type(node)
+            handlers = table.get(node_type)
+            if handlers is None:
+                visits, leaves = [], []
+                for visitor in visitors:
+                    visit_name, leave_name = _handlers(type(visitor), node_type)
+                    if visit_name is not None:
+                        visits.append(getattr(visitor, visit_name))
+                    if leave_name is not None:
+                        leaves.append(getattr(visitor, leave_name))
+                handlers = table[node_type] = (visits, leaves)
+            for visit in handlers[0]:
+                visit(node)
+            if handlers[1]:
+                pending.append((ends[index], handlers[1], node))
+        while pending:
+            _, leaves, done = pending.pop()
+            for leave in leaves:
+                leave(done)

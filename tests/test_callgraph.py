@@ -85,3 +85,51 @@ def test_module_level_gradient_use() -> None:
     assert not _graph("def f(loss):\n    loss.backward()\nprint(f)\n").module_level_uses_grad
     # a script's top level that calls a same-file function that trains takes gradients too
     assert _graph("def step(loss):\n    loss.backward()\nstep(model(x).sum())\n").module_level_uses_grad
+
+
+def test_parameter_arguments_pair_each_call_with_what_it_passes() -> None:
+    graph = _graph(
+        """
+import torch
+
+def normalize(img, mode="train", *, scale=1.0):
+    return img
+
+def unknown_keyword(img):
+    return img
+
+def quiet(img):
+    return img
+
+def step(gen, z):
+    out = normalize(gen(z), "train")
+    out = normalize(out, scale=0.5)
+    unknown_keyword(img=out, extra=1)
+    with torch.no_grad():
+        quiet(gen(z))
+    return out
+"""
+    )
+    sites = graph.parameter_arguments(_function(graph, "normalize"))
+    assert sites is not None
+    assert [sorted(bound) for _, _, bound in sites] == [["img", "mode"], ["img", "scale"]]
+    assert all(caller is not None and caller.node.name.value == "step" for caller, _, _ in sites)
+    assert graph.parameter_arguments(_function(graph, "unknown_keyword")) is None
+    assert graph.parameter_arguments(_function(graph, "quiet")) is None  # its only call runs under no_grad
+    assert graph.parameter_arguments(_function(graph, "step")) is None  # no call site
+
+
+def test_parameter_arguments_are_unknown_when_an_unresolved_call_may_run_the_function() -> None:
+    graph = _graph(
+        """
+import helpers
+
+def normalize(img):
+    return img
+
+def step(gen, z, other):
+    out = normalize(gen(z))
+    return other.normalize(out)
+"""
+    )
+    assert graph.parameter_arguments(_function(graph, "normalize")) is None

@@ -73,3 +73,29 @@ def test_buffer_is_encoded_as_it_declares() -> None:
     assert source_bytes(text) == text.encode("latin-1")
     with pytest.raises(ValueError, match="latin-1"):
         source_bytes(text + "emoji = '😀'\n")
+
+
+def test_the_projects_roles_reach_the_verification_of_a_buffer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The buffer's findings and the runs that judge its fixes read the project's
+    `<role>-names`: `feed` is a loader, so AGF011 fires and the runs bind it as one."""
+    from autograd_fix.cli.config import ConfigCache
+    from autograd_fix.cli.lsp_analysis import settings_for
+    from test_config_reach import FEED_TRAINING
+
+    (tmp_path / "pyproject.toml").write_text('[tool.autograd-fix]\nloader-names = ["feed"]\n')
+    path = tmp_path / "fit.py"
+    settings = settings_for(path, tmp_path, ConfigCache())
+    pairs: list[dict] = []
+
+    def stub(next_pair, on_verdict, **kwargs):
+        while (item := next_pair()) is not None:
+            key, pair = item
+            pairs.append(pair)
+            on_verdict(key, Verdict("accepted", "stubbed", pair.get("rule"), ()))
+
+    monkeypatch.setattr(verification.api, "verify_stream", stub)
+    analysis = analyse(FEED_TRAINING, 1, str(path), settings)
+    report = verify_document(source_bytes(FEED_TRAINING), analysis, VerifySettings(), lambda: object())
+    assert [(v["code"], v["applied"]) for v in report.verdicts] == [("AGF011", True)]
+    (pair,) = pairs
+    assert pair["roles"] == {"names": {"loader": ["feed"]}, "objects": {}}

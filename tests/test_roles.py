@@ -363,3 +363,26 @@ def test_optimizer_steps_by_receiver(statement: str, plain: bool, configured: bo
     assert isinstance(call, cst.Call)
     assert is_optimizer_step(call) is plain
     assert is_optimizer_step(call, DEFAULT_VOCABULARY.extended({Role.SCHEDULER: ["decay"]}, {})) is configured
+
+
+EVALUATE_BACKBONE = """
+import torch
+
+
+def evaluate(resnet, val_loader):
+    correct = 0
+    for images, labels in val_loader:
+        outputs = resnet(images)
+        correct += (outputs.argmax(1) == labels).sum().item()
+    return correct / len(val_loader.dataset)
+"""
+
+
+def test_agf001_model_names_decide_what_a_bare_parameter_is() -> None:
+    # nothing in the file shows `resnet` is a module: by default the rule stays silent;
+    # a project that names its models so (`model-names = ["resnet"]`) gets the finding
+    rule = rule_by_code("AGF001")
+    assert check_source(EVALUATE_BACKBONE, [rule], options=FixOptions()).findings == []
+    configured = DEFAULT_VOCABULARY.extended({Role.MODEL: ["resnet"]}, {})
+    found = check_source(EVALUATE_BACKBONE, [rule], options=FixOptions(roles=configured)).findings
+    assert [(f.code, f.span.line) for f in found] == [("AGF001", 5)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,16 @@ from lsprotocol import types
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from typer.testing import CliRunner
 
+from autograd_fix.cli.app import app
 from autograd_fix.cli.rules_doc import rule_help_uri
 from test_cli import EVAL_LOOP, EVAL_LOOP_FIXED
+from test_roles import FACTORY_TRAINING
 from test_cli_verification import SCRIPT as RUNNABLE
 from test_lsp_verify import RETAIN
 
+AMP_SCALER = "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n"
 EVAL_LINE = EVAL_LOOP.splitlines().index("    for x, y in val_loader:  # validation")
 TIMEOUT_S = 30.0
 
@@ -30,6 +35,7 @@ class EditorClient(LanguageClient):
         super().__init__(converter_factory=default_converter)
         self.published: list[types.PublishDiagnosticsParams] = []
         self.applied_edits: list[types.WorkspaceEdit] = []
+        self.registrations: list[types.Registration] = []
 
 
 def _editor_client() -> EditorClient:
@@ -42,7 +48,15 @@ def _editor_client() -> EditorClient:
         client.applied_edits.append(params.edit)
         return types.ApplyWorkspaceEditResult(applied=True)
 
-    features = {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish, types.WORKSPACE_APPLY_EDIT: apply_edit}
+    def register(client: EditorClient, params: types.RegistrationParams) -> None:
+        client.registrations.extend(params.registrations)
+
+    features = {
+        **DEFAULT_CLIENT_FEATURES,
+        types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish,
+        types.WORKSPACE_APPLY_EDIT: apply_edit,
+        types.CLIENT_REGISTER_CAPABILITY: register,
+    }
     register_lsp_features(client, features)
     return client
 
@@ -257,6 +271,55 @@ async def test_a_broken_configuration_is_reported_and_defaults_apply(client: Edi
     assert any(m.type == types.MessageType.Error and "selcet" in m.message for m in client.messages)
 
 
+async def test_role_and_torch_settings_give_the_diagnostics_of_the_command_line(
+    client: EditorClient, tmp_path: Path
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.autograd-fix]\noptimizer-objects = ["mypkg.training.make_optimizer"]\ntarget-torch = "2.1"\n'
+    )
+    trainer, amp = tmp_path / "fit.py", tmp_path / "amp.py"
+    trainer.write_text(FACTORY_TRAINING)
+    amp.write_text(AMP_SCALER)
+    _open(client, _uri(trainer), FACTORY_TRAINING)
+    _open(client, _uri(amp), AMP_SCALER)
+    served = [(d.code, d.range.start.line + 1) for d in await _diagnostics(client, _uri(trainer), 1)]
+    # the configured factory makes `tr` an optimizer (AGF002); PyTorch 2.1 has no
+    # torch.amp.GradScaler, so AGF012 stays silent, as on the command line
+    assert served == _command_line(trainer) == [("AGF002", 12)]
+    assert await _diagnostics(client, _uri(amp), 1) == [] == _command_line(amp)
+
+
+async def test_editing_pyproject_takes_effect_without_restarting(client: EditorClient, tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    # the editor was asked to tell the server of pyproject.toml changes made anywhere
+    (watch,) = [r for r in client.registrations if r.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES]
+    assert [w["globPattern"] for w in watch.register_options["watchers"]] == ["**/pyproject.toml"]
+    pyproject.write_text('[tool.autograd-fix]\nselect = ["AGF002"]\n')
+    uri = _uri(tmp_path / "train.py")
+    _open(client, uri, EVAL_LOOP)
+    assert await _diagnostics(client, uri, 1) == []
+    seen = len([p for p in client.published if p.uri == uri])
+    pyproject.write_text('[tool.autograd-fix]\nselect = ["AGF001", "AGF002"]\n')
+    client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(changes=[types.FileEvent(uri=_uri(pyproject), type=types.FileChangeType.Changed)])
+    )
+    await asyncio.wait_for(_until(lambda: len([p for p in client.published if p.uri == uri]) > seen), TIMEOUT_S)
+    assert [d.code for d in await _diagnostics(client, uri, 1)] == ["AGF001"]
+    # unannounced (edited outside the editor): the next analysis reads the new settings
+    pyproject.write_text('[tool.autograd-fix]\nignore = ["AGF001"]\n# a longer file: a changed size too\n')
+    _change(client, uri, EVAL_LOOP + "\n", 2)
+    assert await _diagnostics(client, uri, 2) == []
+
+
+async def test_a_malformed_pyproject_is_logged_and_the_server_keeps_serving(client: EditorClient, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.autograd-fix]\nselect = AGF001\n')
+    uri = _uri(tmp_path / "train.py")
+    _open(client, uri, EVAL_LOOP)
+    assert [d.code for d in await _diagnostics(client, uri, 1)] == ["AGF001"]
+    logged = [m for m in client.log_messages if m.type == types.MessageType.Error and str(tmp_path) in m.message]
+    assert logged and "line 2" in logged[0].message and "using the default settings" in logged[0].message
+
+
 async def test_verify_and_apply_runs_verification_then_applies(client: EditorClient, tmp_path: Path) -> None:
     path = tmp_path / "evaluate.py"
     path.write_text(RUNNABLE)
@@ -312,6 +375,12 @@ async def test_verify_command_on_an_unknown_document_is_an_error_message(client:
     assert result["applied"] is False
     assert any(m.type == types.MessageType.Error and "open document" in m.message for m in client.messages)
     assert len(client.applied_edits) == edits_before
+
+
+def _command_line(path: Path) -> list[tuple[str, int]]:
+    """(code, line) of what `autograd-fix --format json PATH` reports."""
+    result = CliRunner().invoke(app, ["--no-verify", "--format", "json", str(path)], catch_exceptions=False)
+    return [(f["code"], f["line"]) for f in json.loads(result.stdout)["findings"]]
 
 
 async def _until(condition) -> None:

@@ -9,6 +9,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.model import SemanticModel
 from autograd_fix.codemods.semantic.tracking import Kind
+from autograd_fix.codemods.walk import iter_descendants
 
 
 def _facts(source: str) -> dict[str, Kind | None]:
@@ -157,3 +158,73 @@ def test_every_binding_of_a_submodule_must_save_its_output() -> None:
     info = SemanticModel(module, ImportIndex.from_module(module)).tracking.classes["Net"]
     assert info.output_saving == {"gate"}
     assert info.saving_items == set()
+
+
+GAP = """
+import torch
+import torch.nn as nn
+
+
+def normalize_and_scale(delta_im, mode="train"):
+    if mode == "crop":
+        delta_im = nn.ConstantPad2d((0, -1, -1, 0), 0)(delta_im)
+    delta_im.data *= 0.5
+    return delta_im
+
+
+def mixed(t):
+    t.data += 1
+    return t
+
+
+def train(netG, image, opt):
+    delta_im = netG(image)
+    delta_im = normalize_and_scale(delta_im, "train")
+    noise = mixed(torch.randn(2))
+    other = mixed(netG(image))
+    recons = image + delta_im
+    loss = recons.sum()
+    loss.backward()
+"""
+
+
+def _tracking_of(source: str):
+    module = cst.parse_module(textwrap.dedent(source))
+    return module, SemanticModel(module, ImportIndex.from_module(module)).tracking
+
+
+def _line(module: cst.Module, function: str, text: str) -> cst.SimpleStatementLine:
+    node = next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == function)
+    return next(
+        line for line in iter_descendants(node)
+        if isinstance(line, cst.SimpleStatementLine) and text in module.code_for_node(line)
+    )
+
+
+def test_a_parameter_every_caller_passes_a_graph_to_carries_one() -> None:
+    module, tracking = _tracking_of(GAP)
+    helper = next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == "normalize_and_scale")
+    facts = tracking.parameter_facts(helper)
+    assert facts is not None and set(facts) == {"delta_im"} and facts["delta_im"].kind == Kind.DERIVED
+    update = _line(module, "normalize_and_scale", "delta_im.data *= 0.5")
+    fact = tracking.tracked(cst.Name("delta_im"), update)  # also through the inline `nn.ConstantPad2d(...)(x)` branch
+    assert fact is not None and not fact.leaf
+    mixed = _line(module, "mixed", "t.data += 1")
+    assert tracking.tracked(cst.Name("t"), mixed) is None  # one caller passes a fresh tensor
+
+
+def test_a_helper_handing_its_graph_carrying_argument_back_returns_a_graph() -> None:
+    module, tracking = _tracking_of(GAP)
+    after = _line(module, "train", "recons = image + delta_im")
+    assert tracking.tracked(cst.Name("delta_im"), after) is not None
+    assert tracking.tracked(cst.Name("other"), after) is None  # `mixed` has a caller without a graph
+
+
+def test_a_helper_defined_after_its_caller_gets_its_facts_too() -> None:
+    source = GAP.replace("def train(netG, image, opt):", "def train(netG, image, opt):  # first")
+    helper_start = source.index("def normalize_and_scale")
+    train_start = source.index("def train")
+    moved = source[:helper_start] + source[train_start:] + "\n\n" + source[helper_start:train_start]
+    module, tracking = _tracking_of(moved)
+    update = _line(module, "normalize_and_scale", "delta_im.data *= 0.5")
+    assert tracking.tracked(cst.Name("delta_im"), update) is not None

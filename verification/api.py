@@ -106,6 +106,7 @@ def _request(
         "memory_mb": int(merged.get("memory_mb", DEFAULT_MEMORY_MB)),
         "factories": config.factories,
         "factory_root": config.root,
+        "roles": merged.get("roles"),
         "threads": int(merged.get("threads", 1)),
         "user_text": merged.get("user_text"),
         "isolation": config.isolation,
@@ -151,7 +152,8 @@ def verify_many(
     """Verify independent patches, up to `jobs` at a time, on one warm worker.
 
     Each pair is a dict with ``original`` and ``rewritten`` sources and optionally
-    ``path``, ``rule``, ``entry``, ``checks``, ``device``, ``timeout``, ``config_dir``
+    ``path``, ``rule``, ``entry``, ``checks``, ``roles`` (the project's
+    `Vocabulary.additions()`), ``device``, ``timeout``, ``config_dir``
     (per-pair values win over the keyword defaults), and ``user_text``: the text the
     user sees as `path` (an editor buffer, stdin), when it is not the file on disk;
     reasons give line numbers in it. Verdicts come back in order.
@@ -281,9 +283,15 @@ def verify_pair(
     memory_mb: int = DEFAULT_MEMORY_MB,
     verifier: Verifier | None = None,
     shadows: ShadowCopies | None = None,
+    roles: dict[str, Any] | None = None,
 ) -> Verdict:
-    """Run both versions of one file and judge the patch under `checks` (or generic)."""
-    pair = {"original": original, "rewritten": rewritten, "path": path, "rule": rule, "entry": entry, "checks": checks}
+    """Run both versions of one file and judge the patch under `checks` (or generic);
+    `roles` is the project's `Vocabulary.additions()` (its `<role>-names`), by which the
+    inputs of a function unit are bound."""
+    pair = {
+        "original": original, "rewritten": rewritten, "path": path, "rule": rule, "entry": entry, "checks": checks,
+        "roles": roles,
+    }
     return verify_many(
         [pair], jobs=1, device=device, timeout=timeout, memory_mb=memory_mb, config_dir=config_dir, verifier=verifier,
         shadows=shadows,

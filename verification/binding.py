@@ -28,7 +28,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, GENERIC_MODEL_TOKENS, Role, name_tokens
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, GENERIC_MODEL_TOKENS, Role, Vocabulary, name_tokens
 
 from .evidence import UnitText, read_unit
 from .shapes import (
@@ -53,9 +53,6 @@ N_BATCHES = 3
 #: seconds one candidate input may take through the model before the next is tried
 PLAN_SLICE_S = 2.0
 
-#: roles come from the vocabulary the rules use (`codemods.semantic.roles`, libcst-free);
-#: which words make a name read as a model, an optimizer, a loader... is decided there
-_ROLES = DEFAULT_VOCABULARY
 _TENSOR = re.compile(
     r"^(x|xs|xi|x_\w+|xb|inp|input|inputs|image|images|img|imgs|batch|features|feats|feat|h|hidden|z|a|b|u|v|w|"
     r"weight|weights|bias|tensor|t_\w+|logits|pred|preds|prediction|predictions|out|output|outputs|grad_output|"
@@ -90,29 +87,31 @@ def number_kind(name: str) -> type | None:
     return None
 
 
-def model_name(name: str) -> bool:
-    """Does the name read as a model? ("netG" reads as "net_g": camelCase parts are words;
-    a plural "encoders" too). Not when its last word reads as a number: `model_dim`,
-    `num_heads` and `ema_decay` are numbers about a model."""
+def model_name(name: str, roles: Vocabulary = DEFAULT_VOCABULARY) -> bool:
+    """Does the name read as a model in `roles` (the project's vocabulary)? ("netG" reads
+    as "net_g": camelCase parts are words; a plural "encoders" too). Not when its last
+    word reads as a number: `model_dim`, `num_heads` and `ema_decay` are numbers about a
+    model."""
     tokens = _tokens(name)
     if name == "m" or not tokens:
         return name == "m"
     if tokens[-1] in _INT_TOKENS or tokens[-1] in _FLOAT_TOKENS:
         return False
-    words = _ROLES.tokens(Role.MODEL) | GENERIC_MODEL_TOKENS
+    words = roles.tokens(Role.MODEL) | GENERIC_MODEL_TOKENS
     return any(token in words or (token.endswith("s") and token[:-1] in words) for token in tokens)
 
 
-def _reads_as(name: str, role: Role) -> bool:
-    """Role by name, as the binder asks it: a target only by its whole name (`y`,
-    `labels`: not `y_pred`, `label_smoothing`), a device or a loss by its last word
-    (`train_device`, `val_loss`), the other roles by any word (`g_optimizer`, `lr_sched`,
-    `loss_fn`, `val_loader`)."""
+def reads_as(name: str, role: Role, roles: Vocabulary = DEFAULT_VOCABULARY) -> bool:
+    """Role by name in `roles` (the vocabulary the rules use, `codemods.semantic.roles`,
+    extended by the project's `<role>-names`), as the binder asks it: a target only by
+    its whole name (`y`, `labels`: not `y_pred`, `label_smoothing`), a device or a loss by
+    its last word (`train_device`, `val_loss`), the other roles by any word
+    (`g_optimizer`, `lr_sched`, `loss_fn`, `val_loader`)."""
     if role is Role.TARGET:
-        return _ROLES.is_exactly(name, role)
+        return roles.is_exactly(name, role)
     if role in (Role.DEVICE, Role.LOSS):
-        return _ROLES.ends_as(name, role) and not _ROLES.has(name, Role.CRITERION)
-    return _ROLES.has(name, role)
+        return roles.ends_as(name, role) and not roles.has(name, Role.CRITERION)
+    return roles.has(name, role)
 
 
 class _TokenPattern:
@@ -159,6 +158,10 @@ class Binder:
     qualname: str | None = None
     #: a fixed candidate input plan (the one that ran the original); None: search
     plan: int | None = None
+    #: the role vocabulary: the defaults extended by the project's `<role>-names`
+    #: (`Vocabulary.from_additions` of the request's "roles"), so a project that calls
+    #: its models `resnet` gets them bound as models, as its rules read them
+    roles: Vocabulary = DEFAULT_VOCABULARY
     values: dict[str, Any] = field(default_factory=dict)
     described: dict[str, str] = field(default_factory=dict)
     _model: nn.Module | None = None
@@ -219,9 +222,12 @@ class Binder:
         return value
 
     # -- roles --------------------------------------------------------------------
+    def _reads_as(self, name: str, role: Role) -> bool:
+        return reads_as(name, role, self.roles)
+
     def _looks_like_model(self, name: str, annotation: Any) -> bool:
         text = self._annotation_text(annotation)
-        return model_name(name) or text.endswith("Module") or text in self._module_classes_names()
+        return model_name(name, self.roles) or text.endswith("Module") or text in self._module_classes_names()
 
     @staticmethod
     def _annotation_text(annotation: Any) -> str:
@@ -243,18 +249,18 @@ class Binder:
         use = self.unit().uses.get(name)
         if use is not None and use.reads_as_tensor and not self._looks_like_model(name, annotation):
             return self._evident_tensor(name, lowered)
-        if use is not None and use.module and not _reads_as(name, Role.OPTIMIZER):
+        if use is not None and use.module and not self._reads_as(name, Role.OPTIMIZER):
             return self._bind_model(name)
-        if use is not None and use.unpacked and not (_reads_as(name, Role.LOADER) and use.iterated):
+        if use is not None and use.unpacked and not (self._reads_as(name, Role.LOADER) and use.iterated):
             batch = self._loader(name)[0]
             self.described[name] = f"one batch (x {list(batch[0].shape)}, y {list(batch[1].shape)})"
             return batch
-        if _reads_as(name, Role.DEVICE):
+        if self._reads_as(name, Role.DEVICE):
             self.described[name] = f"device {self.device}"
             return self.device
         if self._looks_like_model(name, annotation):
             return self._bind_model(name)
-        if _reads_as(name, Role.OPTIMIZER):
+        if self._reads_as(name, Role.OPTIMIZER):
             model = self.model()
             if "adam" in lowered:
                 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -262,19 +268,19 @@ class Binder:
                 opt = torch.optim.SGD(model.parameters(), lr=0.1)
             self.described[name] = f"{type(opt).__name__} over the model's parameters"
             return opt
-        if _reads_as(name, Role.SCHEDULER):
+        if self._reads_as(name, Role.SCHEDULER):
             opt = next((v for v in self.values.values() if isinstance(v, torch.optim.Optimizer)), None)
             if opt is None:
                 opt = self.value("optimizer")
             self.described[name] = "StepLR(step_size=1)"
             return torch.optim.lr_scheduler.StepLR(opt, step_size=1)
-        if _reads_as(name, Role.CRITERION):
+        if self._reads_as(name, Role.CRITERION):
             return self._criterion(name)
-        if _reads_as(name, Role.LOADER):
+        if self._reads_as(name, Role.LOADER):
             return self._loader(name)
-        if _reads_as(name, Role.TARGET):
+        if self._reads_as(name, Role.TARGET):
             return self._target(name)
-        if _reads_as(name, Role.LOSS):
+        if self._reads_as(name, Role.LOSS):
             return self._loss(name)
         if _BOOL.search(lowered):
             value = lowered in ("train", "training")
@@ -330,12 +336,12 @@ class Binder:
             except Exception:  # noqa: BLE001 - a property that raises is not a layer
                 return False
         if isinstance(func, ast.Name):
-            return isinstance(self.namespace.get(func.id), nn.Module) or model_name(func.id)
+            return isinstance(self.namespace.get(func.id), nn.Module) or model_name(func.id, self.roles)
         root = func
         while isinstance(root, (ast.Attribute, ast.Subscript)):
             root = root.value
         # ``model.decoder(z)``: a part of a model (resolved once the model is bound)
-        return isinstance(root, ast.Name) and root.id != "self" and model_name(root.id)
+        return isinstance(root, ast.Name) and root.id != "self" and model_name(root.id, self.roles)
 
     def _resolve_module(self, callee: ast.expr, self_value: Any = None) -> nn.Module | None:
         """The module a callee expression names, among bound values and globals
@@ -372,9 +378,9 @@ class Binder:
         """A parameter the body uses as a tensor: a target or loss when its name says so,
         else an input tensor."""
         why = self.unit().uses[name].tensor
-        if _reads_as(name, Role.TARGET):
+        if self._reads_as(name, Role.TARGET):
             return self._target(name)
-        if _reads_as(name, Role.LOSS):
+        if self._reads_as(name, Role.LOSS):
             return self._loss(name)
         value = self._tensor(name)
         self.described[name] += f" ({why})"
@@ -387,7 +393,7 @@ class Binder:
         if short == "Tensor":
             return self._tensor(name)
         if short in ("Optimizer", "SGD", "Adam", "AdamW"):
-            return self._build(name if _reads_as(name, Role.OPTIMIZER) else "optimizer", inspect.Parameter.empty)
+            return self._build(name if self._reads_as(name, Role.OPTIMIZER) else "optimizer", inspect.Parameter.empty)
         if short in ("DataLoader", "Iterable", "Iterator", "Sequence", "list"):
             return self._loader(name)
         if short == "device":

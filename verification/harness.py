@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from autograd_fix.codemods.semantic.roles import Vocabulary
+
 from .binding import Binder, Unbindable
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
@@ -430,6 +432,7 @@ def _run_callable(
         tensors_require_grad=Probe.GRAD_INPUTS in needs,
         qualname=qualname,
         plan=spec.get("input_plan"),
+        roles=Vocabulary.from_additions(spec.get("roles")),
     )
     try:
         target, args, kwargs = _bind(binder, namespace, qualname, spec.get("free_names") or ())
@@ -550,7 +553,8 @@ def _finite_differences(spec: dict[str, Any], path: str, device: str) -> dict[st
         seed_all(0)
         binder = Binder(namespace=namespace, source=spec["source"], device=torch.device(device), dtype=torch.float64,
                         factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"),
-                        qualname=spec["qualname"], plan=spec.get("input_plan"))
+                        qualname=spec["qualname"], plan=spec.get("input_plan"),
+                        roles=Vocabulary.from_additions(spec.get("roles")))
         target, args, kwargs = _bind(binder, namespace, spec["qualname"], spec.get("free_names") or ())
         args = list(args)
         for index, value in enumerate(args):

@@ -109,6 +109,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "device": request.get("device", "auto"),
         "factories": request.get("factories") or {},
         "factory_root": request.get("factory_root"),
+        "roles": request.get("roles"),
         "threads": request.get("threads", 1),
         "changed_lines": changed,
         "input_plan": unit.get("input_plan"),

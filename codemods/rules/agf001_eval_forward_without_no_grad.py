@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Sequence
 
 import libcst as cst
@@ -29,10 +30,9 @@ from autograd_fix.codemods.semantic.module_calls import (
     update_eval_state,
 )
 from autograd_fix.codemods.semantic.module_values import module_loop_names
-from autograd_fix.codemods.semantic.roles import EVAL_DATA_TOKENS, MODEL_TOKENS, NOT_A_FORWARD_TOKENS
-from autograd_fix.codemods.semantic.roles import EVAL_SCOPE_TOKENS as EVAL_NAME_TOKENS
+from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS, Role, Vocabulary
 from autograd_fix.codemods.semantic.roles import NOT_EVAL_SCOPE_TOKENS as NOT_EVAL_NAME_TOKENS
-from autograd_fix.codemods.walk import iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
 
 #: Lightning runs these hooks (and every `on_validation*` / `on_test*` / `on_predict*`
 #: callback hook) under no_grad/inference_mode itself
@@ -133,8 +133,9 @@ class EvalForwardWithoutNoGrad(Rule):
 
     def visit_Module(self, node: cst.Module) -> bool:
         found: list[tuple[cst.CSTNode, _Region | None]] = []
-        finder = _Finder(self.context.semantic.call_graph, self.context.path, found)
-        finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports)
+        semantic = self.context.semantic
+        finder = _Finder(semantic.call_graph, self.context.path, found, semantic.syntax, self.context.roles)
+        finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in found:
             self._report(target, region)
@@ -270,24 +271,36 @@ def _is_lightning_hook(name: str) -> bool:
     return name in LIGHTNING_HOOKS or name.startswith(("on_validation", "on_test", "on_predict"))
 
 
-def _looks_like_model(identifier: str) -> bool:
+def _looks_like_model(identifier: str, model_tokens: frozenset[str]) -> bool:
     """`model`, `seg_model`, `model_ema`, `netG`, `teacher`; not `model_validate` or
-    `build_model`: the name must end in a model word, or be one followed only by
-    short qualifiers (`netG`, `model_a`, `model2`)."""
+    `build_model`: the name must end in a model word (the project's vocabulary), or be
+    one followed only by short qualifiers (`netG`, `model_a`, `model2`)."""
     tokens = name_tokens(identifier)
     if not tokens or set(tokens) & NOT_A_FORWARD_TOKENS:
         return False
-    if tokens[-1] in MODEL_TOKENS:
+    if tokens[-1] in model_tokens:
         return True
-    return tokens[0] in MODEL_TOKENS and all(len(token) <= 2 for token in tokens[1:])
+    return tokens[0] in model_tokens and all(len(token) <= 2 for token in tokens[1:])
 
 
 class _Finder:
     """Walks statements in order, tracking `.eval()`/`.train()` state, and decides."""
 
-    def __init__(self, graph: CallGraph, path: str, found: list[tuple[cst.CSTNode, _Region | None]]) -> None:
+    def __init__(
+        self,
+        graph: CallGraph,
+        path: str,
+        found: list[tuple[cst.CSTNode, _Region | None]],
+        syntax: SyntaxIndex,
+        roles: Vocabulary,
+    ) -> None:
         self.path = path.replace("\\", "/")
         self.graph = graph
+        self.syntax = syntax
+        #: names break ties with the project's vocabulary (`model-names` and the like)
+        self.looks_like_model = partial(_looks_like_model, model_tokens=roles.tokens(Role.MODEL))
+        self.eval_scope_tokens = roles.tokens(Role.EVAL_SCOPE)
+        self.eval_data_tokens = roles.tokens(Role.EVAL_DATA)
         self.imports = graph.imports
         self.found = found
         #: the file disables grad somewhere: a model's own method beside it is set-up
@@ -300,15 +313,15 @@ class _Finder:
         """What `function` (None: module level) knows of its models, from evidence first."""
         values = self.graph.module_attributes(class_name)
         if function is None:
-            return ModelScope(_looks_like_model, values, False, frozenset(), self._returns_graph(class_name))
+            return ModelScope(self.looks_like_model, values, False, frozenset(), self._returns_graph(class_name))
         values |= module_loop_names(function.loops, values)
         sites = [call for _, _, call in function.call_sites]
         static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
         values |= module_parameters(
             function.node, sites, class_name is not None and not static,
-            lambda argument: module_argument(argument, self.graph.module_classes, self.imports, _looks_like_model),
+            lambda argument: module_argument(argument, self.graph.module_classes, self.imports, self.looks_like_model),
         )
-        return ModelScope(_looks_like_model, values, function.module_like_class, frozenset(),
+        return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
                           self._returns_graph(class_name), annotated_non_models(function.node, self.imports))
 
     def _returns_graph(self, class_name: str | None) -> Callable[[cst.Call], bool]:
@@ -356,7 +369,7 @@ class _Finder:
         models = self.model_scope(function, function.class_name if same_class else None)
         scope = _Scope(function, function.class_name, models, set(), self.imports)
         tokens = set(name_tokens(name))
-        eval_named = bool(tokens & EVAL_NAME_TOKENS) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
+        eval_named = bool(tokens & self.eval_scope_tokens) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
         if eval_named and not function.uses_grad:
             if function.called_from_grad_scope or function.passed_as_callback or _called_from_a_forward(function):
                 return  # a helper training code also calls, a callback, or part of a forward pass
@@ -380,7 +393,7 @@ class _Finder:
         `with torch.no_grad():` forward is set-up) and hands no model to unseen code."""
         if scope.calls(receivers).runs_model(node.body):
             return True
-        if changes_grad_mode(node.body, self.imports):
+        if changes_grad_mode(node.body, self.imports, self.syntax):
             return False
         calls = scope.calls(receivers, methods=True)
         same_file = lambda callee: bool(self.graph.resolve(callee, scope.class_name))  # noqa: E731
@@ -417,7 +430,7 @@ class _Finder:
         if function.returns_value and not function.cuts:
             return False  # whatever it returns is as it was made: a graph, if a model ran
         calls = scope.calls(method_receivers(node.body, "eval"), methods=True)
-        if not calls.runs_model(node.body) or changes_grad_mode(node.body, self.imports):
+        if not calls.runs_model(node.body) or changes_grad_mode(node.body, self.imports, self.syntax):
             return False
 
         def is_forward(call: cst.Call) -> bool:
@@ -463,9 +476,9 @@ class _Finder:
         function = scope.function
         if function is not None and function.called_from_grad_scope and function.returns_value:
             return None
-        if changes_grad_mode(node, self.imports) or calls_method(node.body, "train"):
+        if changes_grad_mode(node, self.imports, self.syntax) or calls_method(node.body, "train"):
             return None
-        if _iterates_eval_data(node):
+        if _iterates_eval_data(node, self.eval_data_tokens):
             calls = scope.calls()
         elif scope.eval_receivers:
             calls = scope.calls(only_receivers=True)
@@ -484,7 +497,7 @@ class _Finder:
             return False
         if self.graph.module_level_uses_grad or any(f.uses_grad for f in self.graph.functions.values()):
             return False
-        if changes_grad_mode(block, self.imports) or calls_method(block, "train"):
+        if changes_grad_mode(block, self.imports, self.syntax) or calls_method(block, "train"):
             return False
         region = _forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
         if region is None:
@@ -505,7 +518,7 @@ class _Finder:
             return False
         branch = branches[training.index(False)]
         calls = scope.calls()
-        if not isinstance(branch, cst.IndentedBlock) or changes_grad_mode(branch, self.imports):
+        if not isinstance(branch, cst.IndentedBlock) or changes_grad_mode(branch, self.imports, self.syntax):
             return False
         region = _forward_region(branch, calls)
         if region is None:
@@ -529,11 +542,11 @@ def _child_blocks(statement: cst.CSTNode) -> list[cst.BaseSuite]:
     return blocks
 
 
-def _iterates_eval_data(node: cst.For | cst.While) -> bool:
+def _iterates_eval_data(node: cst.For | cst.While, eval_data_tokens: frozenset[str]) -> bool:
     if isinstance(node, cst.For):
-        return bool(iterable_tokens(node.iter) & EVAL_DATA_TOKENS)
+        return bool(iterable_tokens(node.iter) & eval_data_tokens)
     return any(
-        iterable_tokens(call.args[0].value) & EVAL_DATA_TOKENS
+        iterable_tokens(call.args[0].value) & eval_data_tokens
         for call in iter_descendants(node.body)
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "next" and call.args
     )

@@ -151,10 +151,11 @@ class InplaceOnGradTrackedTensor(Rule):
     )
 
     def _calls_in(self, small: cst.CSTNode) -> list[cst.Call]:
-        """Calls inside one small statement, found once and shared by the checks."""
+        """Calls inside one small statement (not in a lambda, which runs later if at all),
+        found once and shared by the checks."""
         key = id(small)
         if key not in self._calls_cache:
-            self._calls_cache[key] = _calls(small)
+            self._calls_cache[key] = self.context.semantic.syntax.find(small, cst.Call, skip=cst.Lambda)  # type: ignore[assignment]
         return self._calls_cache[key]
 
     def visit_Module(self, node: cst.Module) -> bool:
@@ -443,24 +444,6 @@ def _is_number(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         node = node.expression
     return isinstance(node, (cst.Integer, cst.Float))
-
-
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    finder = _CallFinder()
-    walk(node, finder)
-    return finder.calls
-
-
-class _CallFinder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[cst.Call] = []
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
 
 
 def _inplace_harm(argument: cst.BaseExpression, site: Site, analysis: TrackingAnalysis) -> str | None:

@@ -32,8 +32,11 @@ from autograd_fix.codemods.semantic.ctx_attributes import (
     ctx_reads,
     ctx_write_counts,
     ctx_writes,
+    kept_output,
     own_returns_in,
 )
+from autograd_fix.codemods.semantic.accumulation import code_of
+from autograd_fix.codemods.semantic.module_io import module_call_tensors
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
 
@@ -93,6 +96,12 @@ class TensorSavedOnCtx(Rule):
     fix is withheld (report only) when `backward` reads `ctx.saved_tensors` in a shape the
     rule cannot extend exactly, when a name would clash, or when `forward` returns early.
 
+    Forward's own output kept on ctx that `backward` also deletes or rebinds (RevTorch's
+    `del ctx.y`, freeing it early) cannot move into `save_for_backward`: the fix stores
+    `output.detach()` instead, the same values without the cycle, and backward gets a
+    tensor that does not require grad. Unsafe: a double backward that differentiated
+    through the kept output no longer does.
+
     ## Verification
     The fixed Function passes `torch.autograd.gradcheck` in float64, gradients equal
     the original's, and its ctx is freed without the cyclic garbage collector.
@@ -112,8 +121,11 @@ class TensorSavedOnCtx(Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         imports = self.context.imports
         function = custom_function(node, imports)
-        facts = ctx_holder_facts(function, imports) if function is not None else None
-        if function is not None and facts is not None:
+        if function is None or function.forward is None:
+            return
+        modules = module_call_tensors(function.forward, self.context.module, imports)
+        facts = ctx_holder_facts(function, imports, modules.calls, modules.inputs)
+        if facts is not None:
             _Planner(self, function, facts).run()
 
 
@@ -142,6 +154,8 @@ class _Planner:
     function: CustomFunction
     facts: TensorFacts
     problems: list[str] = field(default_factory=list)
+    #: forward's output stored on ctx where backward also deletes or rebinds it
+    kept_outputs: list[_Store] = field(default_factory=list)
 
     def run(self) -> None:
         holder = self.function.ctx_function()
@@ -151,6 +165,8 @@ class _Planner:
         if holder is None or ctx is None or backward is None or backward_ctx is None:
             return
         stores = self._candidate_stores(holder, ctx, backward, backward_ctx)
+        for store in self.kept_outputs:
+            self._report_kept_output(store, ctx)
         if not stores:
             return
         fix = self._plan(holder, ctx, backward, backward_ctx, stores)
@@ -176,7 +192,8 @@ class _Planner:
         self, holder: cst.FunctionDef, ctx: str, backward: cst.FunctionDef, backward_ctx: str
     ) -> list[_Store]:
         read_in_backward = ctx_reads(backward, backward_ctx)
-        written_elsewhere = ctx_writes(backward, backward_ctx) | self._other_method_attributes(holder, backward)
+        other_methods = self._other_method_attributes(holder, backward)
+        written_elsewhere = ctx_writes(backward, backward_ctx) | other_methods
         all_writes = ctx_write_counts(holder, ctx)
         stores = []
         for position, statement in enumerate(top_level_body(holder)):
@@ -191,13 +208,31 @@ class _Planner:
                 if (
                     attribute is None
                     or attribute not in read_in_backward
-                    or attribute in written_elsewhere
                     or all_writes.get(attribute, 0) != 1
                     or not self.facts.is_tensor(value)
                 ):
                     continue
+                if attribute in written_elsewhere:
+                    if attribute not in other_methods and len(pairs) == 1 and kept_output(holder, position, value):
+                        self.kept_outputs.append(_Store(attribute, position, statement, value))
+                    continue
                 stores.append(_Store(attribute, position, statement, value, in_tuple=len(pairs) > 1))
         return stores
+
+    def _report_kept_output(self, store: _Store, ctx: str) -> None:
+        label = code_of(store.value)
+        fix = Fix(
+            applicability=Applicability.UNSAFE,
+            edits=(Edit(store.value, _detached),),
+            description=f"keep `{label}.detach()` on ctx",
+        )
+        self.rule.report(
+            store.line,
+            f"`{self.function.name}` keeps its own output `{label}` on `{ctx}.{store.attribute}`, which backward also "
+            "deletes or rebinds: a reference cycle (output -> grad_fn -> ctx -> output) only the garbage collector "
+            f"frees, and backward gets a tensor that requires grad; keep `{label}.detach()`",
+            fix,
+        )
 
     def _other_method_attributes(self, holder: cst.FunctionDef, backward: cst.FunctionDef) -> set[str]:
         """Attributes touched by other methods of the class (jvp, vmap...): leave those alone."""
@@ -403,6 +438,12 @@ def _forward_read_edits(holder: cst.FunctionDef, ctx: str, stores: list[_Store])
             local = cst.Name(names[attribute])
             edits.append(Edit(node, lambda updated, n=local: n.with_changes(lpar=updated.lpar, rpar=updated.rpar)))
     return edits
+
+
+def _detached(updated: cst.CSTNode) -> cst.CSTNode:
+    """`out` -> `out.detach()`."""
+    assert isinstance(updated, cst.BaseExpression)
+    return cst.Call(func=cst.Attribute(value=updated, attr=cst.Name("detach")))
 
 
 def _read_names(node: cst.CSTNode) -> set[str]:

@@ -67,9 +67,15 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
     later code can have backpropagated through the accumulator successfully. The rule
     stays silent when the accumulator (or anything computed from it) is backpropagated or
     differentiated in the same scope, when it is an attribute, a parameter or a `global`,
-    when it is reset every iteration, and under `no_grad`. `.item()` is used only when the
+    when it is reset every iteration, and under `no_grad`. A same-file function's return
+    value counts as such a tensor when it is (a number times) a sum that one of its loops
+    accumulates from the loss the loop backpropagates (`return epoch_loss / len(loader)`).
+    One more case keeps a graph no backward frees: a sum an evaluation loop of that
+    function builds, with grad on, from loss calls on the output of the model its training
+    loop backpropagates through; it is reported only where the caller keeps it in a list
+    that is only ever appended to (nothing reads it back, so nothing can backpropagate it). `.item()` is used only when the
     accumulator starts as a Python number, the accumulated value is the backpropagated
-    scalar itself, and every use of the accumulator is arithmetic, a comparison,
+    scalar itself or arithmetic of it with numbers (`loss / len(loader)`), and every use of the accumulator is arithmetic, a comparison,
     an f-string or `print`/`round`/`float`; it is marked unsafe because the accumulator
     becomes a Python float.
 
@@ -109,7 +115,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
                 if _grad_disabled(loop, imports, parents):
                     continue
                 analysis = LoopAnalysis(loop, imports, parents, self.context.semantic.call_graph, self._is_loss_name)
-                if not (analysis.tracked or analysis.tracked_paths or analysis.graph_items):
+                if not (analysis.tracked or analysis.tracked_paths or analysis.graph_items or analysis.unfreed):
                     continue
                 for accumulation in analysis.accumulations():
                     self._check(accumulation, analysis)
@@ -140,8 +146,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         use_item = (
             accumulation.numeric_form
             and len(accumulation.values) == 1
-            and isinstance(accumulation.values[0], cst.Name)
-            and accumulation.values[0].value in analysis.scalar
+            and analysis.is_scalar(accumulation.values[0])
             and analysis.starts_as_number(name)
             and numeric_uses(name, scope, analysis.parents, set())
         )
@@ -174,9 +179,8 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         self.report(
             accumulation.statement,
             f"`{name}` accumulates `{code}` with its autograd graph across iterations, keeping every "
-            f"iteration's graph alive; accumulate `{code}.{method}()`" if len(accumulation.values) == 1 and isinstance(
-                accumulation.values[0], cst.Name
-            ) else f"`{name}` accumulates tensors with their autograd graph across iterations; "
+            f"iteration's graph alive; accumulate `{code if isinstance(accumulation.values[0], cst.Name) else f'({code})'}"
+            f".{method}()`" if len(accumulation.values) == 1 else f"`{name}` accumulates tensors with their autograd graph across iterations; "
             f"accumulate them `.{method}()`-ed",
             fix,
         )

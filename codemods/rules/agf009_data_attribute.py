@@ -144,7 +144,7 @@ class DataAttribute(Rule):
                 if mutation is not None:
                     handled.add(id(mutation))
                     if self._fresh_write(site, small, mutation, analysis):
-                        handled.update(id(read) for read in data_reads(small, handled) if write_source(small, read))
+                        handled.update(id(read) for read in data_reads(small, handled, self.context.semantic.syntax) if write_source(small, read))
                         continue
                     self._mutation(site, small, mutation, analysis, updates)
                 elif isinstance(small, cst.Assign) and any(is_data(t.target) for t in small.targets):
@@ -152,18 +152,18 @@ class DataAttribute(Rule):
                     assert isinstance(target, cst.Attribute)
                     if self._fresh_write(site, small, target, analysis):
                         handled.add(id(target))
-                        handled.update(id(read) for read in data_reads(small, handled) if write_source(small, read))
+                        handled.update(id(read) for read in data_reads(small, handled, self.context.semantic.syntax) if write_source(small, read))
                         continue
-                    handled.update(id(read) for read in data_reads(small, set()))  # the whole statement is this finding
-                    swap = any(same(read.value, target.value) for read in data_reads(small.value, set()))
+                    handled.update(id(read) for read in data_reads(small, set(), self.context.semantic.syntax))  # the whole statement is this finding
+                    swap = any(same(read.value, target.value) for read in data_reads(small.value, set(), self.context.semantic.syntax))
                     fact = analysis.tracked(target.value, site.statement)
                     if not swap and fact is not None and self._in_play(site, fact):
                         self._storage_swap(site, small, target, fact)
-            for data in data_reads(site.statement, handled):
+            for data in data_reads(site.statement, handled, self.context.semantic.syntax):
                 self._read(site, data, analysis)
         for site in analysis.suite_sites():  # reads only: their fixes edit the read itself
             if not site.position.exempt and not any(data_mutation(s, imports) for s in site.statement.body):
-                for data in data_reads(site.statement, set()):
+                for data in data_reads(site.statement, set(), self.context.semantic.syntax):
                     self._read(site, data, analysis)
         for run in consecutive_runs(updates):
             self._report_update_run(run)  # type: ignore[arg-type]

@@ -6,8 +6,11 @@ an attribute or item of it) unconditionally, or when it feeds such a loss throug
 call (`ce` in `loss = ce + reg`), including the terms a same-file loss function returns
 beside the total (`loss, mse, ce = my_loss(...)`). Accumulations are `acc += v`,
 `acc = acc + v`, `acc.append(v)` and, through a same-file tracker method called every
-iteration, `self.totals[key] += batch[key]`. Names only break one tie: whether an
-unknown callable is a loss (`is_loss_name`).
+iteration, `self.totals[key] += batch[key]`. Through the call graph, a value a same-file
+function returns carries such graphs when it is a sum one of its loops accumulates that
+way (`carried_sums`); a sum its evaluation loop builds from the trained model's loss, with
+grad on and no backward, holds graphs nothing frees (`unfreed_sums`). Names only break one
+tie: whether an unknown callable is a loss (`is_loss_name`).
 """
 
 from __future__ import annotations
@@ -20,15 +23,19 @@ import libcst as cst
 from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.callgraph import CallGraph
+from autograd_fix.codemods.semantic.gradmode import with_disables_grad
+from autograd_fix.codemods.semantic.module_calls import method_receivers
 from autograd_fix.codemods.semantic.graphflow import expression_carries
 from autograd_fix.codemods.semantic.role_evidence import is_functional_loss
 from autograd_fix.codemods.semantic.loops import (
     Binding,
     all_nodes,
+    ancestors,
     backward_has_gradient_argument,
     backward_root,
     bindings,
     breaks_graph,
+    declared_global,
     enclosing_scope,
     has_keyword,
     innermost_loop,
@@ -88,6 +95,9 @@ class LoopAnalysis:
         self.graph_containers: set[str] = set()
         #: nested `for k, v in losses.items()` loops over graph items: id(loop) -> `v`
         self.item_loops: dict[int, str] = {}
+        #: names holding an evaluation pass's graph that no backward frees (`unfreed_sums`):
+        #: kept only where nothing can read them back (`_write_only`)
+        self.unfreed: set[str] = set()
         self._find_tracked()
 
     @property
@@ -149,6 +159,7 @@ class LoopAnalysis:
             summary = LoopAnalysis(callee.node, self.imports, parent_map(callee.node), self.graph, self.is_loss_name)  # type: ignore[arg-type]
             if all(r.value in summary.graph_items for r in returned):  # type: ignore[union-attr]
                 self.graph_items.add(binding.name)
+        self._returned_sums()
         for loop in local_nodes(self.loop.body, cst.For):
             assert isinstance(loop, cst.For)
             iterable = loop.iter
@@ -163,6 +174,31 @@ class LoopAnalysis:
                 target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
             if isinstance(target, cst.Name):
                 self.item_loops[id(loop)] = target.value
+
+    def _returned_sums(self) -> None:
+        """`epoch_loss_train, n = train_epoch(...)` every iteration, where the same-file
+        function returns `epoch_loss_train / len(train_iter)`, the sum one of its loops
+        accumulates from the loss that loop backpropagates: the value carries graphs those
+        backward calls freed, so keeping it keeps them, and nothing can backpropagate it."""
+        for binding in self.loop_bindings:
+            call = binding.value
+            if binding.kind != "assign" or not isinstance(call, cst.Call) or len(self._bindings_of(binding.name)) != 1:
+                continue
+            name = dotted_name(call.func)
+            returned = self.graph.returned_values(name, self.class_name) if name is not None else None
+            callee = self.graph.callee(name, self.class_name) if returned is not None else None  # type: ignore[arg-type]
+            if callee is None or callee.node is self.loop or not returned or len(returned) != 1:
+                continue
+            if not runs_every_iteration(binding.statement, self.loop, self.parents):
+                continue
+            value = _unpacked(binding, returned[0])
+            sums = {leaf.value for leaf in _arithmetic_leaves(value)} if value is not None else set()
+            if not sums or not all(_is_number(o) or _is_length(o) or isinstance(o, cst.Name) for o in _arithmetic_operands(value)):  # type: ignore[arg-type]
+                continue  # only a sum scaled by numbers (`total / len(loader)`) is followed
+            if sums & carried_sums(callee.node, self.imports, self.graph, self.is_loss_name):
+                self.tracked.add(binding.name)
+            elif sums & unfreed_sums(callee.node, self.imports, self.graph, self.is_loss_name):
+                self.unfreed.add(binding.name)
 
     def _track_path(self, root: cst.Attribute | cst.Subscript) -> None:
         """`outputs.loss.backward()`: the path carries this iteration's graph, and so do
@@ -300,6 +336,27 @@ class LoopAnalysis:
                 inputs.add(read.value)
         return inputs
 
+    def _holds_loss(
+        self, value: cst.BaseExpression, tainted: set[str], graph: CallGraph, function: cst.FunctionDef
+    ) -> bool:
+        """`criterion(out, y)` with `out` in `tainted`, or a name this loop binds only to
+        numbers and to sums of such loss calls (`batch_loss = 0`, `batch_loss += criterion(...)`)."""
+        if isinstance(value, cst.Name):
+            found = self._bindings_of(value.value)
+            calls = [b.value for b in found if not _is_number(b.value)]
+            return bool(calls) and all(b.kind in {"assign", "augassign"} for b in found) and all(
+                isinstance(c, cst.Call) and self._holds_loss(c, tainted, graph, function) for c in calls
+            )
+        if not self._is_loss_call(value):
+            return False
+        assert isinstance(value, cst.Call)
+        name = dotted_name(value.func)
+        facts = graph.facts(function)
+        callee = graph.callee(name, facts.class_name if facts else None) if name is not None else None
+        if callee is not None and (callee.cuts or callee.yields or not callee.returns_value):
+            return False
+        return any(isinstance(a.value, cst.Name) and a.value.value in tainted for a in value.args)
+
     def _is_loss_call(self, node: cst.BaseExpression) -> bool:
         if not isinstance(node, cst.Call):
             return False
@@ -428,6 +485,8 @@ class LoopAnalysis:
     def _single(self, statement: cst.CSTNode, name: str, value: cst.BaseExpression, numeric: bool) -> Accumulation | None:
         if self._carries_graph(value):
             return Accumulation(statement, name, [value], numeric)
+        if isinstance(value, cst.Name) and value.value in self.unfreed and not numeric and self._write_only(name):
+            return Accumulation(statement, name, [value], False)
         if isinstance(value, (cst.List, cst.Tuple)):
             members = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
             return Accumulation(statement, name, [m for m in members if self._carries_graph(m)], False)
@@ -446,11 +505,50 @@ class LoopAnalysis:
             return isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) and (
                 value.value.value in self.graph_items
             )
-        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not breaks_graph(value):
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not _is_not(value):
+            # arithmetic keeps the graph of any operand that carries one, whatever the other
+            # operands are (`loss / len(loader)`: `len()` cuts nothing of `loss`); a cut
+            # operand (`loss.item() * n`) is a call, which is not looked into
             return any(
                 self._carries_graph(leaf) for leaf in _arithmetic_operands(value) if not isinstance(leaf, cst.Name)
             ) or any(leaf.value in self.tracked or leaf.value in self.item_names for leaf in _arithmetic_leaves(value))
         return False
+
+    def is_scalar(self, value: cst.BaseExpression) -> bool:
+        """A backpropagated scalar (`loss`), or arithmetic of such scalars with numbers
+        (`loss / len(loader)`, `(a + b) / 2`): a tensor with one element, whose `.item()`
+        is the same number."""
+        operands = _arithmetic_operands(value)
+        return any(isinstance(o, cst.Name) and o.value in self.scalar for o in operands) and all(
+            (isinstance(o, cst.Name) and o.value in self.scalar) or _is_number(o) or _is_length(o) for o in operands
+        ) and not any(_is_not(n) for n in all_nodes(value, cst.UnaryOperation))
+
+    def _write_only(self, name: str) -> bool:
+        """A list made empty in this scope and only ever appended to: nothing reads back
+        what it holds (nor backpropagates it), so storing detached values changes nothing
+        but the memory kept."""
+        if not isinstance(self.scope, cst.FunctionDef) or name in declared_global(self.scope):
+            return False  # a module's list may be read from anywhere
+        made = [b for b in self.scope_bindings if b.name == name]
+        if len(made) != 1 or made[0].value is None:
+            return False
+        empty = _unpacked(made[0], made[0].value)
+        if not isinstance(empty, cst.List) or empty.elements:
+            return False
+        targets = {id(n) for t in made[0].statement.targets for n in all_nodes(t, cst.Name)}  # type: ignore[attr-defined]
+        for node in all_nodes(self.scope, cst.Name):
+            assert isinstance(node, cst.Name)
+            if node.value != name or id(node) in targets:
+                continue
+            parent = self.parents.get(id(node))
+            if isinstance(parent, cst.Attribute) and parent.attr is node:
+                continue  # `x.eval_loss`: another object's attribute
+            call = self.parents.get(id(parent))
+            if not (isinstance(parent, cst.Attribute) and parent.attr.value == "append" and isinstance(call, cst.Call)):
+                return False
+            if not isinstance(self.parents.get(id(call)), cst.Expr):
+                return False
+        return True
 
     def accumulator_is_carried(self, accumulation: Accumulation) -> bool:
         """Bound before the loop in this scope, and not rebound in the loop except by the
@@ -470,7 +568,7 @@ class LoopAnalysis:
 
     def starts_as_number(self, name: str) -> bool:
         found = [b for b in self.scope_bindings if b.name == name]
-        return all(b.kind == "augassign" or _is_number(b.value) for b in found)
+        return all(b.kind == "augassign" or _is_number(b.value) or _is_number(_unpacked(b, b.value)) for b in found)  # type: ignore[arg-type]
 
     def backpropagated_later(self, name: str) -> bool:
         """Does the accumulator, or anything computed from it, reach a gradient computation?"""
@@ -495,6 +593,125 @@ class LoopAnalysis:
                 if {n.value for n in read_name_nodes(attribute.value)} & derived:
                     return True
         return False
+
+
+def carried_sums(
+    function: cst.FunctionDef, imports: ImportIndex, graph: CallGraph, is_loss_name: Callable[[str], bool]
+) -> set[str]:
+    """Names `function` accumulates across a loop's iterations from the values each
+    iteration backpropagates (`epoch_loss += loss` after `loss.backward()`), neither
+    backpropagated later nor declared global: what AGF006 reports inside `function`."""
+    parents = parent_map(function)
+    found: set[str] = set()
+    for loop in local_nodes(function.body, (cst.For, cst.While)):
+        assert isinstance(loop, (cst.For, cst.While))
+        analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
+        if not analysis.tracked:
+            continue
+        for accumulation in analysis.accumulations():
+            name = accumulation.accumulator
+            if accumulation.numeric_form and analysis.accumulator_is_carried(accumulation):
+                if name not in declared_global(function) and not analysis.backpropagated_later(name):
+                    found.add(name)
+    return found
+
+
+def unfreed_sums(
+    function: cst.FunctionDef, imports: ImportIndex, graph: CallGraph, is_loss_name: Callable[[str], bool]
+) -> set[str]:
+    """Names an evaluation loop of `function` sums loss values into, each computed from the
+    output of a callable that a training loop of the same function backpropagates through
+    (`epoch_loss_eval += batch_loss_eval`, `batch_loss_eval += criterion(sequence, target)`
+    over `model(story)` after `model.eval()`). Grad is on there (no `no_grad` around the
+    loop, on the function or its calls), and the model has parameters that require grad
+    (its training loop backpropagates through them), so each sum holds every evaluation
+    batch's graph, saved activations included, which no backward frees."""
+    facts = graph.facts(function)
+    if facts is None or facts.decorated_no_grad or facts.called_under_no_grad or facts.enclosed_no_grad:
+        return set()
+    if any(_sets_grad_mode(call, imports) for call in all_nodes(function.body, cst.Call)) or any(
+        a.attr.value in {"requires_grad", "requires_grad_"} for a in all_nodes(function.body, cst.Attribute)  # type: ignore[attr-defined]
+    ):
+        return set()  # `torch.set_grad_enabled(False)`, frozen parameters: whether a graph is built is not known
+    # models: what the function switches between train and eval mode (`model.eval()`)
+    models = method_receivers(function.body, "train") | method_receivers(function.body, "eval")
+    parents = parent_map(function)
+    outer = [l for l in local_nodes(function.body, (cst.For, cst.While)) if innermost_loop(l, parents) is None]
+    trained: set[str] = set()
+    evaluation: list[cst.For | cst.While] = []
+    for loop in outer:
+        assert isinstance(loop, (cst.For, cst.While))
+        if _grad_off(loop, parents, imports):
+            continue
+        analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
+        if not analysis.tracked:
+            if not any(is_gradient_call(c, imports) for c in all_nodes(loop, cst.Call)):  # type: ignore[arg-type]
+                evaluation.append(loop)
+            continue
+        for name in models:
+            if _tainted(loop, lambda c, n=name: dotted_name(c.func) == n, imports) & analysis.tracked:
+                trained.add(name)
+    found: set[str] = set()
+    for loop in evaluation if trained else []:
+        is_source = lambda c: dotted_name(c.func) in trained  # noqa: E731
+        tainted = _tainted(loop, is_source, imports)
+        analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
+        for statement in local_nodes(loop.body, cst.AugAssign):
+            assert isinstance(statement, cst.AugAssign)
+            target, value = statement.target, statement.value
+            if not isinstance(statement.operator, cst.AddAssign) or not isinstance(target, cst.Name):
+                continue
+            if innermost_loop(statement, parents) is not loop or target.value in declared_global(function):
+                continue
+            if not analysis.accumulator_is_carried(Accumulation(statement, target.value, [value], True)):
+                continue
+            if analysis.starts_as_number(target.value) and analysis._holds_loss(value, tainted, graph, function):
+                if not analysis.backpropagated_later(target.value):
+                    found.add(target.value)
+    return found
+
+
+def _tainted(loop: cst.For | cst.While, is_source: Callable[[cst.Call], bool], imports: ImportIndex) -> set[str]:
+    """Names bound in `loop` to values computed from an `is_source` call's result."""
+    found = bindings(loop.body)
+    tainted: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for binding in found:
+            if binding.name in tainted or binding.value is None:
+                continue
+            if expression_carries(binding.value, tainted, imports, is_source):
+                tainted.add(binding.name)
+                changed = True
+    return tainted
+
+
+def _grad_off(loop: cst.CSTNode, parents: dict[int, cst.CSTNode], imports: ImportIndex) -> bool:
+    return any(isinstance(p, cst.With) and with_disables_grad(p, imports) for p in ancestors(loop, parents))
+
+
+def _sets_grad_mode(call: cst.Call, imports: ImportIndex) -> bool:
+    qualified = imports.qualified_name(call.func) or ""
+    return qualified in {"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.inference_mode"}
+
+
+def _unpacked(binding: Binding, returned: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The part of a callee's returned value that `binding` receives: all of it for
+    `x = f()`, the matching element for `a, b = f()` when `f` returns a tuple literal."""
+    statement = binding.statement
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0].target
+    if isinstance(target, cst.Name):
+        return returned
+    if not isinstance(target, cst.Tuple) or not isinstance(returned, cst.Tuple):
+        return None
+    names = [e.value.value if isinstance(e.value, cst.Name) and not isinstance(e, cst.StarredElement) else None for e in target.elements]
+    values = [e.value for e in returned.elements if not isinstance(e, cst.StarredElement)]
+    if len(values) != len(returned.elements) or len(values) != len(names) or names.count(binding.name) != 1:
+        return None
+    return values[names.index(binding.name)]
 
 
 def _self_item_sums(function: cst.FunctionDef, parameter: str) -> list[cst.AugAssign]:
@@ -598,6 +815,16 @@ def _is_number(node: cst.BaseExpression | None) -> bool:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         node = node.expression
     return isinstance(node, (cst.Integer, cst.Float))
+
+
+def _is_length(node: cst.BaseExpression) -> bool:
+    """`len(x)`: a Python int."""
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len"
+
+
+def _is_not(node: cst.CSTNode) -> bool:
+    """`not x`: a bool, whatever `x` carries."""
+    return isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not)
 
 
 def _is_literal(node: cst.BaseExpression | None) -> bool:

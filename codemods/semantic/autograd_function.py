@@ -486,11 +486,15 @@ class TensorFacts:
         tensors: set[str] | None = None,
         non_tensors: set[str] | None = None,
         skip_params: int = 0,
+        tensor_calls: frozenset[int] = frozenset(),
+        tensor_params: frozenset[str] = frozenset(),
     ) -> None:
         self.function = function
         self.imports = imports
         self.tensors: set[str] = set(tensors or ())
         self.non_tensors: set[str] = set(non_tensors or ())
+        #: ids of calls known (elsewhere) to return one tensor: a same-file module's forward
+        self._tensor_calls = tensor_calls
         self._locals = _local_names(function)
         params = tuple(function.params.posonly_params) + tuple(function.params.params)
         self.params = params[skip_params:]
@@ -504,6 +508,17 @@ class TensorFacts:
         self.tensors |= _used_as_tensor(function, imports)
         self.tensors -= self.non_tensors
         self._propagate()
+        self._rebound_params(tensor_params)
+
+    def _rebound_params(self, names: frozenset[str]) -> None:
+        """Parameters passed where only a tensor works (`tensor_params`, from what a
+        module's `forward` does with its input) are tensors when every value the function
+        rebinds them to is one too (`x = block(x)` in a loop over tensor-returning blocks)."""
+        assignments = _assignments(self.function)
+        for name in names - self.non_tensors - self.tensors:
+            values = assignments.get(name, [])
+            if not any(v is None for v in values) and (not values or self._all_tensors(name, values)):
+                self.tensors.add(name)
 
     def _propagate(self) -> None:
         assignments = _assignments(self.function)
@@ -553,6 +568,8 @@ class TensorFacts:
         if isinstance(node, cst.Name):
             return node.value in self.tensors
         if isinstance(node, cst.Call):
+            if id(node) in self._tensor_calls:
+                return True
             function = self._torch_function(node)
             if function is not None:
                 if function == "where":  # where(cond) is a tuple; where(cond, a, b) one tensor
@@ -762,16 +779,25 @@ def subscript_index(node: cst.Subscript) -> int | None:
     return None
 
 
-def ctx_holder_facts(function: CustomFunction, imports: ImportIndex) -> TensorFacts | None:
+def ctx_holder_facts(
+    function: CustomFunction,
+    imports: ImportIndex,
+    tensor_calls: frozenset[int] = frozenset(),
+    tensor_params: frozenset[str] = frozenset(),
+) -> TensorFacts | None:
     """Tensor facts in the method that receives ctx during forward (forward or setup_context).
 
     In the setup_context style, the names unpacked from `inputs` inherit what `forward`'s
-    parameters are known to be.
+    parameters are known to be. `tensor_calls` / `tensor_params`: what forward's calls of
+    same-file modules show (see `module_io`).
     """
     forward = function.forward
     if forward is None:
         return None
-    forward_facts = TensorFacts(forward, imports, skip_params=1 if function.combined else 0)
+    forward_facts = TensorFacts(
+        forward, imports, skip_params=1 if function.combined else 0, tensor_calls=tensor_calls,
+        tensor_params=tensor_params,
+    )
     if function.combined:
         return forward_facts
     setup = function.setup_context

@@ -26,7 +26,7 @@ from autograd_fix.codemods.semantic.graphflow import (
 )
 from autograd_fix.codemods.semantic.loops import all_nodes
 from autograd_fix.codemods.semantic.module_values import module_attributes
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
 
 
 @dataclass
@@ -91,11 +91,15 @@ class CallGraph:
         self.unresolved: list[tuple[str | None, str]] = []
         #: the file's classes by name (the last one of a name wins, as at run time)
         self.classes: dict[str, cst.ClassDef] = {}
+        self._attribute_classes: dict[tuple[str, str], str | None] = {}
+        #: the file's node index (set by `build`), for searches of any part of the file
+        self.syntax: SyntaxIndex | None = None
 
     @classmethod
-    def build(cls, module: cst.Module, imports: ImportIndex) -> "CallGraph":
+    def build(cls, module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> "CallGraph":
         graph = cls(imports)
-        graph._collect(module)
+        graph.syntax = syntax or SyntaxIndex(module)
+        graph._collect(module, graph.syntax)
         return graph
 
     def note_no_grad_call(self, name: str | None, call: cst.Call) -> None:
@@ -126,9 +130,9 @@ class CallGraph:
         facts = self.facts(node)
         return self.classes.get(facts.class_name) if facts is not None and facts.class_name else None
 
-    def _collect(self, module: cst.Module) -> None:
+    def _collect(self, module: cst.Module, syntax: SyntaxIndex) -> None:
         collector = _Collector(self)
-        walk(module, collector)
+        syntax.walk(module, collector)
         for caller, under_no_grad, name, call in collector.call_sites:
             resolved = self.resolve(name, caller.class_name if caller else None)
             for callee in resolved:
@@ -242,15 +246,53 @@ class CallGraph:
             1 for caller_class, name in self.unresolved if self.callee(name, caller_class) is function
         )
 
+    def parameter_arguments(self, function: FunctionFacts) -> list[tuple[FunctionFacts | None, cst.Call, dict[str, cst.BaseExpression]]] | None:
+        """Every same-file call of a module-level function, with the argument each of its
+        parameters receives there (GAP's `normalize_and_scale(delta_im, 'train')`), so an
+        analysis can give a parameter what all its callers pass.
+
+        None where a caller may be unknown or passes nothing new: no call site, a function
+        passed as a callback, a call the graph could not resolve that may run it, a starred
+        or unknown keyword argument, or a call under no_grad (there or in its caller).
+        """
+        if function.class_name is not None or not function.call_sites or function.passed_as_callback:
+            return None
+        name = function.node.name.value
+        if function.decorated_no_grad or any(called.rsplit(".", 1)[-1] == name for _, called in self.unresolved):
+            return None  # `utils.normalize(x)`, `obj.normalize(x)`: may be this function, with anything
+        params = function.node.params
+        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+        keywords = {p.name.value for p in (*params.params, *params.kwonly_params)}
+        found = []
+        for caller, under_no_grad, call in function.call_sites:
+            if under_no_grad or (caller is not None and (caller.decorated_no_grad or caller.called_under_no_grad)):
+                return None
+            bound: dict[str, cst.BaseExpression] = {}
+            for index, argument in enumerate(call.args):
+                name = argument.keyword.value if argument.keyword is not None else (
+                    positional[index] if index < len(positional) else None
+                )
+                if argument.star or name is None or (argument.keyword is not None and name not in keywords):
+                    return None
+                bound[name] = argument.value
+            found.append((caller, call, bound))
+        return found
+
     def attribute_class(self, class_name: str, attribute: str) -> str | None:
         """The same-file class of `self.<attribute>` when the class's `__init__` is the only
         method that sets it, to an instance of that class (`self.loss_fn = YOLOLoss()`)."""
+        key = (class_name, attribute)
+        if key not in self._attribute_classes:
+            self._attribute_classes[key] = self._attribute_class(class_name, attribute)
+        return self._attribute_classes[key]
+
+    def _attribute_class(self, class_name: str, attribute: str) -> str | None:
         node = self.classes.get(class_name)
         if node is None:
             return None
         found: set[str | None] = set()
         for method in (s for s in node.body.body if isinstance(s, cst.FunctionDef)):
-            for assign in all_nodes(method, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            for assign in self._find(method, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]  # type: ignore[union-attr]
                 if not any(dotted_name(t) == f"self.{attribute}" for t in targets):
                     continue
@@ -259,6 +301,9 @@ class CallGraph:
                 ok = method.name.value == "__init__" and isinstance(assign, cst.Assign) and constructed in self.classes
                 found.add(constructed if ok else None)
         return found.pop() if len(found) == 1 else None
+
+    def _find(self, root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
+        return self.syntax.find(root, types) if self.syntax is not None else all_nodes(root, types)
 
     def returned_values(self, name: str, caller_class: str | None = None) -> list[cst.BaseExpression] | None:
         """What a call of `name` returns, read from the one same-file function it runs
@@ -278,7 +323,7 @@ class CallGraph:
         """The values assigned anywhere in the file to an attribute of that name
         (`optimizer.step = types.MethodType(dp_step, optimizer)` for "step")."""
         values: list[cst.BaseExpression] = []
-        for statement in all_nodes(module, cst.Assign):
+        for statement in self._find(module, cst.Assign):
             assert isinstance(statement, cst.Assign)
             if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == attribute for t in statement.targets):
                 values.append(statement.value)
@@ -288,7 +333,7 @@ class CallGraph:
         """Same-file functions a value names (`types.MethodType(dp_step, opt)`, `partial(f, x)`),
         by bare name; lambdas are not functions of the graph."""
         found: list[FunctionFacts] = []
-        for name in all_nodes(value, cst.Name):
+        for name in self._find(value, cst.Name):
             assert isinstance(name, cst.Name)
             found.extend(self.by_key.get((None, name.value), []))
         return found

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autograd_fix.codemods.semantic.autograd_function import all_nodes, ctx_attribute, rebound_names, top_level_body
+from autograd_fix.codemods.semantic.autograd_function import (
+    all_nodes,
+    ctx_attribute,
+    rebound_names,
+    return_statements,
+    returned_elements,
+    top_level_body,
+)
 from autograd_fix.codemods.walk import iter_descendants
 
 
@@ -125,3 +132,23 @@ def ctx_method_called(node: cst.CSTNode, ctx: str, method: str) -> bool:
     return any(
         isinstance(c.func, cst.Attribute) and ctx_attribute(c.func, ctx) == method for c in all_nodes(node, cst.Call)
     )
+
+
+def kept_output(holder: cst.FunctionDef, position: int, value: cst.BaseExpression) -> bool:
+    """Is `value`, stored on ctx by top-level statement `position` of forward, forward's
+    own output? A plain name that every `return` hands back (alone or in a tuple), where
+    every `return` comes after the store and the name is not rebound after it. Such a
+    store is the cycle output -> grad_fn -> ctx -> output."""
+    body = top_level_body(holder)
+    returns = return_statements(holder)
+    if not isinstance(value, cst.Name) or not returns or position >= len(body):
+        return False
+    if any(own_returns_in(statement) for statement in body[: position + 1]):
+        return False
+    if value.value in rebound_names(body[position + 1 :]):
+        return False
+    for node in returns:
+        elements = returned_elements(node)
+        if elements is None or not any(isinstance(e, cst.Name) and e.value == value.value for e in elements):
+            return False
+    return True

@@ -13,7 +13,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.roles import OPTIMIZER_OR_SCALER_TOKENS
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import SyntaxIndex, find_all, walk
 
 #: trailing-underscore methods that do not mutate values
 _NOT_INPLACE = frozenset({"requires_grad_", "share_memory_"})
@@ -74,26 +74,14 @@ class _MethodFinder(cst.CSTVisitor):
             self.found = True
 
 
-def data_reads(statement: cst.CSTNode, handled: set[int]) -> list[cst.Attribute]:
-    finder = _DataReadFinder(handled)
-    walk(statement, finder)
-    return finder.reads
-
-
-class _DataReadFinder(cst.CSTVisitor):
-    """`.data` attributes read in a statement (not the ones already handled as writes)."""
-
-    def __init__(self, handled: set[int]) -> None:
-        super().__init__()
-        self.handled = handled
-        self.reads: list[cst.Attribute] = []
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "data" and id(node) not in self.handled:
-            self.reads.append(node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
+def data_reads(statement: cst.CSTNode, handled: set[int], syntax: SyntaxIndex | None = None) -> list[cst.Attribute]:
+    """`.data` attributes read in a statement (not the ones already handled as writes,
+    nor those in a lambda, which runs later if at all)."""
+    return [
+        node
+        for node in (syntax.find if syntax else find_all)(statement, cst.Attribute, skip=cst.Lambda)
+        if node.attr.value == "data" and id(node) not in handled  # type: ignore[attr-defined]
+    ]
 
 
 class AutogradFinder(cst.CSTVisitor):

@@ -153,7 +153,8 @@ def result_flow(
     loop = _outermost_loop_around(container.body, node)
     later = statements[index + 1 :]
     if loop is not None:
-        later += [statement for statement in statements[:index] if _contains(loop, statement)]
+        in_loop = {id(inner) for inner in iter_descendants(loop)}  # one walk, not one per statement
+        later += [statement for statement in statements[:index] if id(statement) in in_loop]
     returned = False
     tainted: set[str] = set()
     for position, statement in enumerate([statements[index], *later]):

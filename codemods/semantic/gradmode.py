@@ -16,7 +16,7 @@ from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, NON_OPTIMIZER_STEPPER_TOKENS, Role, Vocabulary
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.walk import SyntaxIndex, find_all, walk
 
 NO_GRAD_NAMES = frozenset(
     {
@@ -160,13 +160,13 @@ def find_grad_use(node: cst.CSTNode, imports: ImportIndex) -> GradUse:
     return finder.result
 
 
-def changes_grad_mode(node: cst.CSTNode, imports: ImportIndex) -> bool:
+def changes_grad_mode(node: cst.CSTNode, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> bool:
     """Does `node` hold a `with` that disables grad, or a `set_grad_enabled(False)`
     statement? The author then handles grad mode there; a rule should not add to it."""
-    for child in iter_descendants(node):
-        if isinstance(child, cst.With) and with_disables_grad(child, imports):
+    for child in (syntax.find if syntax else find_all)(node, (cst.With, cst.Call)):
+        if type(child) is cst.With and with_disables_grad(child, imports):  # type: ignore[arg-type]
             return True
-        if isinstance(child, cst.Call) and disables_grad(child, imports):
+        if type(child) is cst.Call and disables_grad(child, imports):  # type: ignore[arg-type]
             if imports.qualified_name(child.func) != "torch.no_grad":
                 return True
     return False

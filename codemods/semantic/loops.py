@@ -17,7 +17,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import find_all, walk
 
 #: methods that backpropagate (`loss.backward()`, Lightning's `self.manual_backward(loss)`)
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
@@ -86,45 +86,12 @@ def innermost_loop(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.Fo
 
 def local_nodes(root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
     """Nodes of `types` under `root` in source order, not inside nested defs, classes or lambdas."""
-    collector = _LocalCollector(types, root)
-    walk(root, collector)
-    return collector.found
-
-
-class _LocalCollector(cst.CSTVisitor):
-    def __init__(self, types: type | tuple[type, ...], root: cst.CSTNode) -> None:
-        super().__init__()
-        self.types = types
-        self.root = root
-        self.found: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if node is not self.root and isinstance(node, _NESTED_SCOPES):
-            if isinstance(node, self.types):
-                self.found.append(node)
-            return False
-        if isinstance(node, self.types):
-            self.found.append(node)
-        return True
+    return find_all(root, types, skip=_NESTED_SCOPES)
 
 
 def all_nodes(root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
     """Nodes of `types` anywhere under `root`, nested defs included (for fail-closed checks)."""
-    collector = _AllCollector(types)
-    walk(root, collector)
-    return collector.found
-
-
-class _AllCollector(cst.CSTVisitor):
-    def __init__(self, types: type | tuple[type, ...]) -> None:
-        super().__init__()
-        self.types = types
-        self.found: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, self.types):
-            self.found.append(node)
-        return True
+    return find_all(root, types)
 
 
 def has_keyword(call: cst.Call, keyword: str) -> cst.Arg | None:

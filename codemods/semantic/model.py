@@ -18,6 +18,7 @@ from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.no_graph import NoGraph
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
+from autograd_fix.codemods.walk import SyntaxIndex
 
 if TYPE_CHECKING:
     from autograd_fix.codemods.semantic.role_evidence import RoleDecision
@@ -34,9 +35,15 @@ class SemanticModel:
         self._scope_roles: dict[int, dict[str, RoleDecision]] = {}
 
     @cached_property
+    def syntax(self) -> SyntaxIndex:
+        """The tree's nodes laid out once in walk order: searches and walks of any part of
+        the file read slices of it instead of traversing the tree again."""
+        return SyntaxIndex(self.module)
+
+    @cached_property
     def call_graph(self) -> CallGraph:
         """Same-file functions, callers, grad mode and gradient use through calls."""
-        return CallGraph.build(self.module, self.imports)
+        return CallGraph.build(self.module, self.imports, self.syntax)
 
     @cached_property
     def no_graph(self) -> NoGraph:
@@ -46,7 +53,7 @@ class SemanticModel:
     @cached_property
     def tracking(self) -> TrackingAnalysis:
         """Which tensors require grad at each statement, what autograd saved, module values."""
-        return TrackingAnalysis.build(self.module, self.imports, self.roles, lambda: self.call_graph)
+        return TrackingAnalysis.build(self.module, self.imports, self.roles, lambda: self.call_graph, self.syntax)
 
     @cached_property
     def custom_functions(self) -> list[CustomFunction]:

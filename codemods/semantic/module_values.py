@@ -13,7 +13,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import last_segment
-from autograd_fix.codemods.walk import iter_descendants
+from autograd_fix.codemods.walk import find_all, iter_descendants
 
 
 def _nested_scope(node: cst.CSTNode) -> bool:
@@ -26,8 +26,9 @@ def module_attributes(node: cst.ClassDef, module_classes: set[str], imports: Imp
     containers whose items the class puts in eval or train mode (`self.model[key].eval()`)."""
     found: set[str] = set()
     inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
-    for statement in (n for init in inits for n in iter_descendants(init.body, prune=_nested_scope)):
-        if not isinstance(statement, (cst.Assign, cst.AugAssign, cst.AnnAssign)) or statement.value is None:
+    assignments = (cst.Assign, cst.AugAssign, cst.AnnAssign)
+    for statement in (n for init in inits for n in find_all(init.body, assignments, skip=(cst.FunctionDef, cst.ClassDef))):
+        if statement.value is None:  # type: ignore[attr-defined]
             continue
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
         names = [dotted_name(target) for target in targets]
@@ -46,8 +47,8 @@ def _mode_switched_containers(node: cst.ClassDef) -> set[str]:
     (`self.model[key].eval()`): a container of modules, such as a trainer's dict of
     generator and discriminator, though it is built by code this file does not show."""
     found: set[str] = set()
-    for call in iter_descendants(node.body):
-        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+    for call in find_all(node.body, cst.Call):
+        if not isinstance(call.func, cst.Attribute):  # type: ignore[attr-defined]
             continue
         item = call.func.value
         if call.func.attr.value in _MODE_METHODS and isinstance(item, cst.Subscript):

@@ -234,6 +234,26 @@ class Vocabulary:
         factories = self.objects | {(qualified, role) for role, listed in objects.items() for qualified in listed}
         return Vocabulary(merged, frozenset(factories))
 
+    def additions(self) -> dict[str, dict[str, list[str]]]:
+        """What the project added to the defaults, as plain JSON data: `{"names": {role:
+        [tokens]}, "objects": {role: [qualified names]}}`. Verification's requests are
+        JSON lines to a worker process, so the configured roles travel in this form and
+        `from_additions` rebuilds the vocabulary there."""
+        names = {role.value: sorted(self.added(role)) for role in Role if self.added(role)}
+        objects: dict[str, list[str]] = {}
+        for qualified, role in sorted(self.objects, key=lambda item: (item[1].value, item[0])):
+            objects.setdefault(role.value, []).append(qualified)
+        return {"names": names, "objects": objects}
+
+    @classmethod
+    def from_additions(cls, data: Mapping[str, Mapping[str, Iterable[str]]] | None) -> "Vocabulary":
+        """The defaults extended by `additions()`'s data (None or empty: the defaults)."""
+        if not data or not (data.get("names") or data.get("objects")):
+            return DEFAULT_VOCABULARY
+        names = {Role(role): list(tokens) for role, tokens in (data.get("names") or {}).items()}
+        objects = {Role(role): list(listed) for role, listed in (data.get("objects") or {}).items()}
+        return DEFAULT_VOCABULARY.extended(names, objects)
+
     def has(self, name: str | None, *roles: Role) -> bool:
         """Does any token of `name` (an identifier, or a dotted name's last part) belong
         to one of `roles`? `self.g_optimizer` has Role.OPTIMIZER; `loss_fn` has

@@ -34,6 +34,12 @@ Everything here is an *under*-approximation on purpose (fail closed): branches m
 name is tracked after an `if` only when tracked on every path), unknown callables return
 untracked values, files that freeze parameters (`requires_grad = False`,
 `requires_grad_(False)`) get no parameter facts at all.
+
+Parameters of a module-level function are tracked when every same-file call passes a
+graph-carrying (non-leaf) value (GAP's `normalize_and_scale(delta_im)` after
+`delta_im = netG(image)`; see `CallGraph.parameter_arguments`): the function is walked
+again with those facts, lazily, the first time a rule asks about one of its statements,
+and a call of a function that hands such a parameter back returns a graph too.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, MODULE_CALLEE_TOKENS, Role, Vocabulary
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants, walk
 
 if TYPE_CHECKING:
     from autograd_fix.codemods.rule import RuleContext
@@ -265,6 +271,11 @@ class TrackingAnalysis:
         self.call_graph: Callable[[], CallGraph] | None = None
         self._top_level = {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
         self._returned_leaves: dict[str, Tracked | None] = {}
+        #: function id -> (state, position) its walk started from, to walk it again seeded
+        self._entries: dict[int, tuple[State, Position]] = {}
+        #: function id -> its sites walked with the parameters' call-site facts (None: none)
+        self._seeded: dict[int, dict[int, Site] | None] = {}
+        self._walked = False
 
     @classmethod
     def build(
@@ -273,17 +284,20 @@ class TrackingAnalysis:
         imports: ImportIndex,
         roles: Vocabulary = DEFAULT_VOCABULARY,
         call_graph: "Callable[[], CallGraph] | None" = None,
+        syntax: SyntaxIndex | None = None,
     ) -> "TrackingAnalysis":
         analysis = cls(module, imports, roles)
+        syntax = syntax or SyntaxIndex(module)
         if call_graph is None:
-            graph = CallGraph.build(module, imports)
+            graph = CallGraph.build(module, imports, syntax)
             call_graph = lambda: graph  # noqa: E731
         analysis.call_graph = call_graph
         # the call graph knows which callees run under no_grad (one answer for the file)
         analysis.no_grad_callees = call_graph().no_grad_callees
         prepass = _PrePass(analysis)
-        walk(module, prepass)
+        syntax.walk(module, prepass)
         _Walker(analysis).run(module)
+        analysis._walked = True
         return analysis
 
     # -- queries -----------------------------------------------------------------------
@@ -297,7 +311,76 @@ class TrackingAnalysis:
         return iter(self._suite_sites)
 
     def site(self, statement: cst.CSTNode) -> Site | None:
-        return self._by_statement.get(id(statement))
+        """The statement's facts; in a function whose parameters get facts from every
+        same-file call site, the facts of the walk seeded with them."""
+        site = self._by_statement.get(id(statement))
+        if site is None or site.position.function is None:
+            return site
+        seeded = self._seeded_sites(site.position.function)
+        return seeded.get(id(statement), site) if seeded else site
+
+    def _seeded_sites(self, function: cst.FunctionDef) -> dict[int, Site] | None:
+        """`function` walked again with its parameters' call-site facts (once, on first use)."""
+        key = id(function)
+        if key in self._seeded:
+            return self._seeded[key]
+        self._seeded[key] = None  # a recursive question meanwhile gets the plain facts
+        seeds = self.parameter_facts(function)
+        entry = self._entries.get(key)
+        if seeds is None or (seeds and entry is None and not self._walked):
+            del self._seeded[key]  # a call site, or the function, not walked yet: ask again later
+        elif seeds and entry is not None:
+            walker = _Walker(self, recording=False)
+            walker.function(function, entry[0], entry[1], seeds)
+            self._seeded[key] = walker.by_statement
+        return self._seeded.get(key)
+
+    def parameter_facts(self, function: cst.FunctionDef) -> dict[str, Tracked] | None:
+        """Parameters every same-file call of `function` passes a graph-carrying (non-leaf)
+        value to, each as a derived value a caller still holds (a module, even one whose
+        construction looks like a forward pass, is not one). Empty when a caller may be
+        unknown (see `CallGraph.parameter_arguments`); None while a call site is not walked."""
+        graph = self.call_graph() if self.call_graph is not None else None
+        facts = graph.facts(function) if graph is not None else None
+        sites = graph.parameter_arguments(facts) if graph is not None and facts is not None else None
+        seeds: dict[str, Tracked] | None = None
+        for caller, call, bound in sites or ():
+            site = self.site(_statement_of(caller.node if caller is not None else self.module, call))
+            if site is None:
+                return None if not self._walked else {}
+            evaluator = _Evaluator(self, site.state, site.position)
+            here = {}
+            for name, value in bound.items():
+                fact = evaluator.value(value)
+                if fact is not None and not fact.leaf and evaluator.module_of(value) is None:
+                    here[name] = Tracked(Kind.DERIVED, saved=fact.saved, aliased=True)
+            met = here if seeds is None else {n: _meet_fact(seeds[n], here[n]) for n in seeds.keys() & here.keys()}
+            seeds = {n: fact for n, fact in met.items() if fact is not None}
+        return seeds or {}
+
+    def returned_argument(self, call: cst.Call) -> Tracked | None:
+        """A call of a module-level function whose every `return` hands back one of its
+        parameters (`return delta_im`), graph-carrying there in the seeded walk: the
+        caller gets a graph back."""
+        name = call.func.value if isinstance(call.func, cst.Name) else None
+        if name is None or name not in self._top_level or self.call_graph is None:
+            return None
+        graph = self.call_graph()
+        callee = graph.callee(name)
+        values = graph.returned_values(name)
+        if callee is None or not values:
+            return None
+        params = {p.name.value for p in (*callee.node.params.posonly_params, *callee.node.params.params)}
+        if not all(isinstance(v, cst.Name) and v.value in params for v in values):
+            return None
+        seeded = self._seeded_sites(callee.node)
+        if not seeded:
+            return None
+        for value in values:
+            site = seeded.get(id(_statement_of(callee.node, value)))
+            if site is None or _Evaluator(self, site.state, site.position).value(value) is None:
+                return None
+        return Tracked(Kind.DERIVED, aliased=True)
 
     def tracked(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> Tracked | None:
         """Is `expression` tracked by autograd just before `statement`? (None: not shown)"""
@@ -552,6 +635,9 @@ class _Evaluator:
                 return None
             if node.attr.value not in _PARAMETER_NAMES and self.module_of(node.value) is not None:
                 return ModuleRef()  # `model.fc`: a submodule of a known module
+        if isinstance(node, cst.Call):  # `nn.ConstantPad2d((0, -1, -1, 0), 0)(x)`: built and called at once
+            constructor = self.analysis.module_constructor(node)
+            return ModuleRef(constructor) if constructor is not None else None
         if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and dotted_name(node.value.value) == "self":
             info, name = self.class_info, node.value.attr.value
             if info is not None and info.modules.get(name) == "ModuleList":
@@ -666,8 +752,8 @@ class _Evaluator:
             if method.endswith("_"):
                 return replace(base, aliased=True)  # in-place returns its receiver
             return Tracked(Kind.DERIVED)
-        if isinstance(node.func, cst.Name):
-            return self.analysis.returned_leaf(node.func.value)  # `weights = init_params(shape)`
+        if isinstance(node.func, cst.Name):  # `weights = init_params(shape)`, `x = normalize(x)`
+            return self.analysis.returned_leaf(node.func.value) or self.analysis.returned_argument(node)
         return None
 
     def _module_call(self, owner: ModuleRef) -> Tracked | None:
@@ -791,9 +877,13 @@ class _SavedInputFinder(cst.CSTVisitor):
 class _Walker:
     """Walks statements in source order, carrying a `State`, recording every site."""
 
-    def __init__(self, analysis: TrackingAnalysis) -> None:
+    def __init__(self, analysis: TrackingAnalysis, recording: bool = True) -> None:
+        """`recording`: the file's one walk, whose sites the analysis answers from; a
+        seeded walk of one function keeps its sites in `by_statement` instead."""
         self.analysis = analysis
         self.imports = analysis.imports
+        self.recording = recording
+        self.by_statement: dict[int, Site] = analysis._by_statement if recording else {}
 
     def run(self, module: cst.Module) -> None:
         position = Position(None, None, False, None)
@@ -813,8 +903,9 @@ class _Walker:
         nodes inside it do."""
         line = cst.SimpleStatementLine(body=smalls)
         site = Site(line, state.copy(), position, id(smalls), 0)
-        self.analysis._suite_sites.append(site)
-        self.analysis._by_statement[id(line)] = site
+        if self.recording:
+            self.analysis._suite_sites.append(site)
+        self.by_statement[id(line)] = site
         for small in smalls:
             state = self.small(small, state, position)
         return state
@@ -822,8 +913,9 @@ class _Walker:
     def statement(self, node: cst.CSTNode, state: State, position: Position, block: int, index: int) -> State:
         if isinstance(node, cst.SimpleStatementLine):
             site = Site(node, state.copy(), position, block, index)
-            self.analysis._sites.append(site)
-            self.analysis._by_statement[id(node)] = site
+            if self.recording:
+                self.analysis._sites.append(site)
+            self.by_statement[id(node)] = site
             for small in node.body:
                 state = self.small(small, state, position)
             return state
@@ -884,8 +976,11 @@ class _Walker:
                 result = meet(result, self.block(child.body, state.copy(), position))
         return result
 
-    def function(self, node: cst.FunctionDef, outer: State, position: Position) -> None:
+    def function(self, node: cst.FunctionDef, outer: State, position: Position,
+                 seeds: dict[str, Tracked] | None = None) -> None:
         analysis = self.analysis
+        if self.recording:
+            analysis._entries[id(node)] = (outer, position)
         class_name = position.class_name
         info = analysis.classes.get(class_name or "") if position.function is None else None
         name = node.name.value
@@ -909,6 +1004,7 @@ class _Walker:
                     state.tensors[parameter.name.value] = Tracked(Kind.FORWARD_INPUT, aliased=True)
         if name in analysis.apply_functions and parameters:
             state.modules[parameters[0].name.value] = None
+        state.tensors.update(seeds or {})
         self.block(node.body.body, state, inner)
 
     def for_loop(self, node: cst.For, state: State, position: Position) -> State:
@@ -1098,6 +1194,16 @@ class _AliasFinder(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value in {"T", "mT", "H", "mH"}:
             self.escapes(node.value)
+
+
+def _statement_of(scope: cst.CSTNode, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    """The simple statement of `scope` (not of a nested function or class) holding `node`."""
+    stop = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.SimpleStatementLine)
+    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    for line in iter_descendants(body, prune=lambda n: isinstance(n, stop)):
+        if isinstance(line, cst.SimpleStatementLine) and any(n is node for n in iter_descendants(line)):
+            return line
+    return None
 
 
 def _inplace_keyword(call: cst.Call) -> bool:

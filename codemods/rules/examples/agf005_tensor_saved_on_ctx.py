@@ -157,9 +157,219 @@ class Smooth(torch.autograd.Function):
         return grad_out * torch.sigmoid(beta * x) * steps, None, None
 """
     ),
+    # kept output of a same-file module whose forward returns a tuple: not one tensor
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+class Coupling(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.net = nn.Linear(dim // 2, dim // 2)
+
+    def forward(self, h):
+        a, b = torch.chunk(h, 2, dim=-1)
+        return torch.cat([a, b + self.net(a)], dim=-1), self.net.weight.sum()
+
+
+class InvertibleStack(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, couplings):
+        for layer in couplings:
+            assert isinstance(layer, Coupling)
+            h = layer(h)
+        ctx.h = h
+        return h
+
+    @staticmethod
+    def backward(ctx, grad_h):
+        h = ctx.h
+        del ctx.h
+        return grad_h * h, None
+"""
+    ),
+    # blocks of a ModuleList whose class nothing shows: their output proves nothing
+    valid(
+        """
+import torch
+
+
+class RunBlocks(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, blocks):
+        for blk in blocks:
+            hidden = blk(hidden)
+        ctx.hidden = hidden
+        return hidden
+
+    @staticmethod
+    def backward(ctx, grad_hidden):
+        hidden = ctx.hidden
+        del ctx.hidden
+        return grad_hidden * hidden, None
+"""
+    ),
+    # the output already kept detached, deleted early in backward (RevTorch's fix)
+    valid(
+        """
+import torch
+
+
+class Exp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = x.exp()
+        ctx.out = out.detach()
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        out = ctx.out
+        del ctx.out
+        return grad_output * out
+"""
+    ),
+    # an intermediate (not the output) that backward deletes: no cycle to break, and
+    # save_for_backward cannot free it early; left alone
+    valid(
+        """
+import torch
+
+
+class Softplus(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ex = torch.exp(x)
+        ctx.ex = ex
+        return torch.log1p(ex)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        ex = ctx.ex
+        del ctx.ex
+        return grad_output * ex / (1 + ex)
+"""
+    ),
 ]
 
 INVALID = [
+    # the output kept on ctx, freed early by backward: save_for_backward cannot, a detached alias can
+    invalid(
+        """
+import torch
+
+
+class Tanh(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.y = y  # freed early in backward
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        y = ctx.y
+        del ctx.y
+        return grad_y * (1 - y * y)
+""",
+        """
+import torch
+
+
+class Tanh(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.y = y.detach()  # freed early in backward
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        y = ctx.y
+        del ctx.y
+        return grad_y * (1 - y * y)
+""",
+    ),
+    # an invertible stack: the output of same-file coupling modules (asserted instances
+    # whose forward takes and returns one tensor) kept on ctx and deleted by backward
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+
+class Coupling(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.net = nn.Linear(dim // 2, dim // 2)
+
+    def forward(self, h):
+        a, b = torch.chunk(h, 2, dim=-1)
+        return torch.cat([a, b + self.net(a)], dim=-1)
+
+    def inverse(self, out):
+        a, b = torch.chunk(out, 2, dim=-1)
+        return torch.cat([a, b - self.net(a)], dim=-1)
+
+
+class InvertibleStack(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, couplings):
+        for layer in couplings:
+            assert isinstance(layer, Coupling)
+            h = layer(h)
+        ctx.couplings = couplings
+        ctx.h = h
+        return h
+
+    @staticmethod
+    def backward(ctx, grad_h):
+        h = ctx.h
+        del ctx.h
+        for layer in reversed(ctx.couplings):
+            h = layer.inverse(h)
+        return grad_h, None
+""",
+        """
+import torch
+import torch.nn as nn
+
+
+class Coupling(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.net = nn.Linear(dim // 2, dim // 2)
+
+    def forward(self, h):
+        a, b = torch.chunk(h, 2, dim=-1)
+        return torch.cat([a, b + self.net(a)], dim=-1)
+
+    def inverse(self, out):
+        a, b = torch.chunk(out, 2, dim=-1)
+        return torch.cat([a, b - self.net(a)], dim=-1)
+
+
+class InvertibleStack(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, couplings):
+        for layer in couplings:
+            assert isinstance(layer, Coupling)
+            h = layer(h)
+        ctx.couplings = couplings
+        ctx.h = h.detach()
+        return h
+
+    @staticmethod
+    def backward(ctx, grad_h):
+        h = ctx.h
+        del ctx.h
+        for layer in reversed(ctx.couplings):
+            h = layer.inverse(h)
+        return grad_h, None
+""",
+    ),
     # 1. the output kept on ctx (reference cycle)
     invalid(
         """

@@ -295,6 +295,144 @@ class Imputer(nn.Module):
         print(total, held_out_total)
 """
     ),
+    # issue 8 (vit-pytorch's cats-and-dogs loop, fixed): the loss averaged as a number;
+    # the accuracy is a tensor, but argmax and `==` hold no graph
+    valid(
+        """
+import torch
+
+for epoch in range(epochs):
+    epoch_loss = 0
+    epoch_accuracy = 0
+    for data, label in train_loader:
+        output = model(data)
+        loss = criterion(output, label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        acc = (output.argmax(dim=1) == label).float().mean()
+        epoch_accuracy += acc / len(train_loader)
+        epoch_loss += loss.item() / len(train_loader)
+    with torch.no_grad():
+        epoch_val_loss = 0
+        for data, label in valid_loader:
+            val_loss = criterion(model(data), label)
+            epoch_val_loss += val_loss / len(valid_loader)
+    print(f"loss : {epoch_loss:.4f} - acc: {epoch_accuracy:.4f} - val_loss : {epoch_val_loss:.4f}")
+"""
+    ),
+    # arithmetic on numbers cut from the loss, and on counts of correct predictions
+    valid(
+        """
+def train_epoch(model, loader, criterion, optimizer):
+    running, correct = 0.0, 0
+    for images, targets in loader:
+        logits = model(images)
+        loss = criterion(logits, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        running += loss.detach() * images.size(0) / len(loader.dataset)
+        correct += (logits.argmax(1) == targets).sum() / len(loader)
+    return running, correct
+"""
+    ),
+    # a same-file epoch function returns the mean of numbers: the epoch lists hold floats
+    valid(
+        """
+def train_epoch(train_iter, criterion, model, optimizer):
+    epoch_loss_train = 0
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        batch_loss_train = criterion(model(story), highlight)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    return epoch_loss_train / len(train_iter)
+
+
+def train(train_iter, criterion, model, optimizer, num_epochs):
+    train_loss = []
+    for epoch in range(num_epochs):
+        epoch_loss_train = train_epoch(train_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+    return train_loss
+"""
+    ),
+    # the evaluation sums of a same-file epoch function, kept in a list the caller returns
+    # (whoever reads them may backpropagate them: no backward freed their graph)
+    valid(
+        """
+def train_epoch(train_iter, test_iter, criterion, model, optimizer):
+    epoch_loss_train, epoch_loss_eval = 0, 0
+    model.train()
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        output = model(story)
+        batch_loss_train = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_train += criterion(sequence, target)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    model.eval()
+    for story, highlight in test_iter:
+        output = model(story)
+        batch_loss_eval = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_eval += criterion(sequence, target)
+        epoch_loss_eval += batch_loss_eval
+    return epoch_loss_train / len(train_iter), epoch_loss_eval / len(test_iter)
+
+
+def train(train_iter, test_iter, criterion, model, optimizer, num_epochs):
+    train_loss, eval_loss = [], []
+    for epoch in range(num_epochs):
+        epoch_loss_train, epoch_loss_eval = train_epoch(train_iter, test_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        eval_loss.append(epoch_loss_eval)
+        print("Epoch: {} | loss train: {} | loss eval: {}".format(epoch, epoch_loss_train, epoch_loss_eval))
+    return train_loss, eval_loss
+"""
+    ),
+    # the same, evaluated under no_grad: nothing is recorded
+    valid(
+        """
+import torch
+
+def train_epoch(train_iter, test_iter, criterion, model, optimizer):
+    epoch_loss_train, epoch_loss_eval = 0, 0
+    model.train()
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        output = model(story)
+        batch_loss_train = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_train += criterion(sequence, target)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        for story, highlight in test_iter:
+            output = model(story)
+            batch_loss_eval = 0
+            for sequence, target in zip(output, highlight):
+                batch_loss_eval += criterion(sequence, target)
+            epoch_loss_eval += batch_loss_eval
+    return epoch_loss_train / len(train_iter), epoch_loss_eval / len(test_iter)
+
+
+def train(train_iter, test_iter, criterion, model, optimizer, num_epochs):
+    train_loss, eval_loss = [], []
+    for epoch in range(num_epochs):
+        epoch_loss_train, epoch_loss_eval = train_epoch(train_iter, test_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        eval_loss.append(epoch_loss_eval)
+        print("Epoch: {} | loss train: {} | loss eval: {}".format(epoch, epoch_loss_train, epoch_loss_eval))
+    return train_loss
+"""
+    ),
 ]
 
 INVALID = [
@@ -997,6 +1135,198 @@ class Imputer(nn.Module):
             total += loss.item()
             held_out_total += held_out.detach()
         print(total, held_out_total.item())
+""",
+    ),
+    # issue 8 (vit-pytorch's cats-and-dogs loop): the loss averaged over the loader keeps
+    # each batch's graph (`len()` cuts nothing of `loss`); the accuracy carries none
+    invalid(
+        """
+import torch
+
+for epoch in range(epochs):
+    epoch_loss = 0
+    epoch_accuracy = 0
+    for data, label in train_loader:
+        output = model(data)
+        loss = criterion(output, label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        acc = (output.argmax(dim=1) == label).float().mean()
+        epoch_accuracy += acc / len(train_loader)
+        epoch_loss += loss / len(train_loader)
+    print(f"loss : {epoch_loss:.4f} - acc: {epoch_accuracy:.4f}")
+""",
+        """
+import torch
+
+for epoch in range(epochs):
+    epoch_loss = 0
+    epoch_accuracy = 0
+    for data, label in train_loader:
+        output = model(data)
+        loss = criterion(output, label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        acc = (output.argmax(dim=1) == label).float().mean()
+        epoch_accuracy += acc / len(train_loader)
+        epoch_loss += (loss / len(train_loader)).item()
+    print(f"loss : {epoch_loss:.4f} - acc: {epoch_accuracy:.4f}")
+""",
+    ),
+    # the mean of two loss terms, each fed into the backpropagated total, scaled by the
+    # batch's share of the dataset; the sum is returned: `.detach()`
+    invalid(
+        """
+import torch.nn.functional as F
+
+
+def train_epoch(model, loader, optimizer):
+    epoch_loss = 0.0
+    for x, y in loader:
+        recon, logits = model(x)
+        rec = F.mse_loss(recon, x)
+        ce = F.cross_entropy(logits, y)
+        loss = rec + ce
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        epoch_loss += (rec + ce) / 2 * len(x) / len(loader.dataset)
+    return epoch_loss
+""",
+        """
+import torch.nn.functional as F
+
+
+def train_epoch(model, loader, optimizer):
+    epoch_loss = 0.0
+    for x, y in loader:
+        recon, logits = model(x)
+        rec = F.mse_loss(recon, x)
+        ce = F.cross_entropy(logits, y)
+        loss = rec + ce
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        epoch_loss += ((rec + ce) / 2 * len(x) / len(loader.dataset)).detach()
+    return epoch_loss
+""",
+    ),
+    # issue 8 (text-summarizer): a same-file epoch function returns the sum of the losses it
+    # backpropagated, and the caller keeps one per epoch: each epoch's graph stays alive
+    # for the run (the sum inside the epoch is reported too)
+    invalid(
+        """
+def train_epoch(train_iter, criterion, model, optimizer):
+    epoch_loss_train, n_batches = 0, 0
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        batch_loss_train = criterion(model(story), highlight)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train
+        n_batches += 1
+        optimizer.step()
+    return epoch_loss_train / len(train_iter), n_batches
+
+
+def train(train_iter, criterion, model, optimizer, num_epochs):
+    train_loss = []
+    for epoch in range(num_epochs):
+        epoch_loss_train, n_batches = train_epoch(train_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        print("Epoch: {} | loss train: {}".format(epoch, epoch_loss_train))
+    return train_loss
+""",
+        """
+def train_epoch(train_iter, criterion, model, optimizer):
+    epoch_loss_train, n_batches = 0, 0
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        batch_loss_train = criterion(model(story), highlight)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.detach()
+        n_batches += 1
+        optimizer.step()
+    return epoch_loss_train / len(train_iter), n_batches
+
+
+def train(train_iter, criterion, model, optimizer, num_epochs):
+    train_loss = []
+    for epoch in range(num_epochs):
+        epoch_loss_train, n_batches = train_epoch(train_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train.detach())
+        print("Epoch: {} | loss train: {}".format(epoch, epoch_loss_train))
+    return train_loss
+""",
+    ),
+    # issue 8 (text-summarizer): the evaluation loop of the same epoch function sums losses
+    # of the model it trains, with grad on and no backward: each epoch's evaluation graph,
+    # activations included, is kept by a list nothing reads back
+    invalid(
+        """
+def train_epoch(train_iter, test_iter, criterion, model, optimizer):
+    epoch_loss_train, epoch_loss_eval = 0, 0
+    model.train()
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        output = model(story)
+        batch_loss_train = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_train += criterion(sequence, target)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    model.eval()
+    for story, highlight in test_iter:
+        output = model(story)
+        batch_loss_eval = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_eval += criterion(sequence, target)
+        epoch_loss_eval += batch_loss_eval
+    return epoch_loss_train / len(train_iter), epoch_loss_eval / len(test_iter)
+
+
+def train(train_iter, test_iter, criterion, model, optimizer, num_epochs):
+    train_loss, eval_loss = [], []
+    for epoch in range(num_epochs):
+        epoch_loss_train, epoch_loss_eval = train_epoch(train_iter, test_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        eval_loss.append(epoch_loss_eval)
+        print("Epoch: {} | loss train: {} | loss eval: {}".format(epoch, epoch_loss_train, epoch_loss_eval))
+    return train_loss
+""",
+        """
+def train_epoch(train_iter, test_iter, criterion, model, optimizer):
+    epoch_loss_train, epoch_loss_eval = 0, 0
+    model.train()
+    for story, highlight in train_iter:
+        optimizer.zero_grad()
+        output = model(story)
+        batch_loss_train = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_train += criterion(sequence, target)
+        batch_loss_train.backward()
+        epoch_loss_train += batch_loss_train.item()
+        optimizer.step()
+    model.eval()
+    for story, highlight in test_iter:
+        output = model(story)
+        batch_loss_eval = 0
+        for sequence, target in zip(output, highlight):
+            batch_loss_eval += criterion(sequence, target)
+        epoch_loss_eval += batch_loss_eval
+    return epoch_loss_train / len(train_iter), epoch_loss_eval / len(test_iter)
+
+
+def train(train_iter, test_iter, criterion, model, optimizer, num_epochs):
+    train_loss, eval_loss = [], []
+    for epoch in range(num_epochs):
+        epoch_loss_train, epoch_loss_eval = train_epoch(train_iter, test_iter, criterion, model, optimizer)
+        train_loss.append(epoch_loss_train)
+        eval_loss.append(epoch_loss_eval.detach())
+        print("Epoch: {} | loss train: {} | loss eval: {}".format(epoch, epoch_loss_train, epoch_loss_eval))
+    return train_loss
 """,
     ),
 ]

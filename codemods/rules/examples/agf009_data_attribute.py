@@ -901,3 +901,124 @@ class Classifier(nn.Module):
 """,
     ),
 ]
+
+# `.data` in a same-file helper whose parameter carries a graph only at its call sites
+VALID += [
+    # one caller passes a model output, another a plain tensor: the parameter is unknown
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+def squash(img, lo=-1.0, hi=1.0):
+    img.data.clamp_(lo, hi)
+    return img
+
+
+def train_step(gen, z, opt):
+    fake = gen(z)
+    fake = squash(fake)
+    loss = fake.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def show(noise):
+    return squash(torch.randn(4, 3) + noise)
+"""
+    ),
+    # the helper only ever runs under no_grad: no graph reaches it
+    valid(
+        """
+import torch
+
+
+def rescale(frames, factor):
+    frames.data *= factor
+    return frames
+
+
+def evaluate(decoder, codes):
+    with torch.no_grad():
+        frames = decoder(codes)
+        frames = rescale(frames, 0.5)
+    return frames
+"""
+    ),
+    # the helper is handed to other code as a callback: callers this file cannot see
+    valid(
+        """
+import torch
+
+
+def clip_output(out):
+    out.data.clamp_(0, 1)
+    return out
+
+
+def fit(model, batches, opt, hooks):
+    hooks.append(clip_output)
+    for x, y in batches:
+        pred = clip_output(model(x))
+        loss = (pred - y).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+    ),
+]
+
+INVALID += [
+    # every same-file call passes a generator's output: `.data` changes in the helper
+    # hide the shift and scale from autograd, and its result carries the graph back
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+
+def shift_and_scale(perturbation, bound=0.1):
+    perturbation.data += 1
+    perturbation.data *= 0.5 * bound
+    return perturbation
+
+
+def attack_step(generator, images, classifier, labels, opt):
+    perturbation = generator(images)
+    perturbation = shift_and_scale(perturbation, 0.05)
+    adv = images + perturbation
+    adv.data.clamp_(0, 1)
+    loss = -nn.functional.cross_entropy(classifier(adv), labels)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    peak = perturbation.data.abs().max()
+    return peak
+""",
+        """
+import torch
+import torch.nn as nn
+
+
+def shift_and_scale(perturbation, bound=0.1):
+    perturbation.data += 1
+    perturbation.data *= 0.5 * bound
+    return perturbation
+
+
+def attack_step(generator, images, classifier, labels, opt):
+    perturbation = generator(images)
+    perturbation = shift_and_scale(perturbation, 0.05)
+    adv = images + perturbation
+    adv.data.clamp_(0, 1)
+    loss = -nn.functional.cross_entropy(classifier(adv), labels)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    peak = perturbation.detach().abs().max()
+    return peak
+"""
+    ),
+]
