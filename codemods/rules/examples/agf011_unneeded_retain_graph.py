@@ -270,6 +270,87 @@ def refine(model, inputs, targets, optimizer):
         draft.mul_(0.5).add_(logits)
 """
     ),
+    # 20. several retaining backwards, then one without: the last retaining one is needed
+    valid(
+        """
+def check_repeatable(model, inputs, targets):
+    loss = criterion(model(inputs), targets)
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)
+    loss.backward()
+"""
+    ),
+    # 21. the retaining backwards run in a loop over a graph built once before it
+    valid(
+        """
+def accumulate(model, inputs, targets, optimizer):
+    loss = criterion(model(inputs), targets)
+    for step in range(4):
+        loss.backward(retain_graph=True)
+        loss.backward(retain_graph=True)
+    optimizer.step()
+"""
+    ),
+    # 22. a second loss on the same features is backpropagated after the repeated one
+    valid(
+        """
+def train_step(backbone, head_a, head_b, inputs, optimizer):
+    feats = backbone(inputs)
+    loss_a = head_a(feats).mean()
+    loss_a.backward(retain_graph=True)
+    loss_a.backward(retain_graph=True)
+    loss_b = head_b(feats).mean()
+    loss_b.backward()
+    optimizer.step()
+"""
+    ),
+    # 23. Lightning: the loss is kept on the module after the repeated backward
+    valid(
+        """
+from lightning.pytorch import LightningModule
+
+class Model(LightningModule):
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        x, y = batch
+        loss = self.loss(self(x), y)
+        self.manual_backward(loss, retain_graph=True)
+        self.manual_backward(loss, retain_graph=True)
+        opt.step()
+        self.last_loss = loss
+"""
+    ),
+    # 24. the loss is returned: the caller may backpropagate through the graph again
+    valid(
+        """
+def double_backward(model, inputs, targets):
+    loss = criterion(model(inputs), targets)
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)
+    return loss
+"""
+    ),
+    # 25. the loss comes in as an argument: whoever built it may backpropagate it again
+    valid(
+        """
+def backward_twice(loss, optimizer):
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+"""
+    ),
+    # 26. a later backward in another block (under a condition) may reach the graph
+    valid(
+        """
+def train_step(model, inputs, targets, optimizer, check):
+    loss = criterion(model(inputs), targets)
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)
+    if check:
+        loss.backward()
+    optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -674,6 +755,109 @@ def train_batch(model, inputs, target, optimizer, rounds, ratio):
 def train(model, loader, optimizer):
     for inputs, target in loader:
         train_batch(model, inputs, target, optimizer, 2, ratio=0.5)
+""",
+    ),
+    # 14. one graph backpropagated twice in a function: the last backward keeps it for nothing
+    invalid(
+        """
+def train_step(model, batch, optimizer):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), targets)
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+    return loss.item()
+""",
+        """
+def train_step(model, batch, optimizer):
+    inputs, targets = batch
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), targets)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+""",
+    ),
+    # 15. Lightning manual optimization: only the last `manual_backward` of the graph is fixed
+    invalid(
+        """
+import torch
+from lightning.pytorch import LightningModule
+
+class GAN(LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+        self.layer = torch.nn.Linear(32, 2)
+
+    def training_step(self, batch, batch_idx):
+        opt_a, opt_b = self.optimizers()
+        x = batch[0]
+        loss_1 = self.loss(self(x))
+        self.manual_backward(loss_1)
+        opt_a.step()
+
+        loss_2 = self.loss(self(x))
+        self.manual_backward(loss_2, retain_graph=True)
+        self.manual_backward(loss_2, retain_graph=True)
+        opt_b.step()
+        opt_b.zero_grad()
+        return {"loss1": loss_1.detach(), "loss2": loss_2.detach()}
+""",
+        """
+import torch
+from lightning.pytorch import LightningModule
+
+class GAN(LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.automatic_optimization = False
+        self.layer = torch.nn.Linear(32, 2)
+
+    def training_step(self, batch, batch_idx):
+        opt_a, opt_b = self.optimizers()
+        x = batch[0]
+        loss_1 = self.loss(self(x))
+        self.manual_backward(loss_1)
+        opt_a.step()
+
+        loss_2 = self.loss(self(x))
+        self.manual_backward(loss_2, retain_graph=True)
+        self.manual_backward(loss_2)
+        opt_b.step()
+        opt_b.zero_grad()
+        return {"loss1": loss_1.detach(), "loss2": loss_2.detach()}
+""",
+    ),
+    # 16. three backwards of one graph in a test, gradients read between them
+    invalid(
+        """
+import torch
+
+def test_grad_accumulates():
+    model = torch.nn.Linear(4, 1)
+    inputs = torch.randn(8, 4)
+    loss = model(inputs).pow(2).mean()
+    loss.backward(retain_graph=True)
+    first = model.weight.grad.clone()
+    loss.backward(retain_graph=True)
+    loss.backward(retain_graph=True)  # third pass
+    torch.testing.assert_close(model.weight.grad, 3 * first)
+""",
+        """
+import torch
+
+def test_grad_accumulates():
+    model = torch.nn.Linear(4, 1)
+    inputs = torch.randn(8, 4)
+    loss = model(inputs).pow(2).mean()
+    loss.backward(retain_graph=True)
+    first = model.weight.grad.clone()
+    loss.backward(retain_graph=True)
+    loss.backward()  # third pass
+    torch.testing.assert_close(model.weight.grad, 3 * first)
 """,
     ),
 ]
