@@ -21,6 +21,7 @@ from autograd_fix.codemods.semantic.loops import (
     statement_line,
 )
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.repeated_backward import earlier_roots, passed_on_after, retained_root
 from autograd_fix.codemods.semantic.role_evidence import bound_as, iterated_name, scope_roles
 from autograd_fix.codemods.semantic.roles import (
     CARRIED_STATE_TOKENS,
@@ -78,7 +79,12 @@ class UnneededRetainGraph(RootTracker, Rule):
     same-file call fills with those; nothing named like a hidden state, no
     in-file module whose `forward` stores tensors on `self`), and no tensor of the graph
     escapes (returned, stored on an attribute or in a container, passed to another
-    function, declared global). The merge requires the two calls to be adjacent
+    function, declared global). One graph backpropagated several times with
+    `retain_graph=True` (`loss.backward(retain_graph=True)` twice, or Lightning's
+    `self.manual_backward(loss, retain_graph=True)` twice): only the last call is fixed,
+    and only when every gradient call of the scope is a plain backward statement before it
+    in the same block, with no loop around them, and nothing after it hands the graph to
+    another call. The merge requires the two calls to be adjacent
     statements with nothing between them (no `.grad` read, no step).
 
     ## Verification
@@ -154,14 +160,17 @@ class UnneededRetainGraph(RootTracker, Rule):
         line = statement_line(call, parents)
         if line is None or expression_statement_call(line) is not call:
             return
-        assert isinstance(call.func, cst.Attribute)
-        root = call.func.value
-        if not isinstance(root, cst.Name):
+        root = retained_root(call)
+        if root is None:
             return
         scope = enclosing_scope(call, parents)
         gradient_calls = [c for c in all_nodes(scope, cst.Call) if is_gradient_call(c, imports)]  # type: ignore[arg-type]
-        follower = _following_backward(line, root.value, parents)
-        if len(gradient_calls) == 1:
+        earlier = earlier_roots(call, gradient_calls, parents, imports) if len(gradient_calls) > 1 else None
+        plain = isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
+        follower = _following_backward(line, root.value, parents) if earlier is None and plain else None
+        if earlier is not None:
+            roots = list(dict.fromkeys([root.value, *earlier]))  # the last backward of a repeated graph
+        elif len(gradient_calls) == 1:
             roots = [root.value]
         elif len(gradient_calls) == 2 and follower is not None and len(call.args) == 1:
             roots = [root.value, follower[1]]
@@ -173,10 +182,14 @@ class UnneededRetainGraph(RootTracker, Rule):
         evidence = FreshGraph(scope, call, parents, semantic.call_graph, imports, self._hints(scope), semantic.no_graph)
         if not evidence.graph_is_fresh(roots) or evidence.graph_escapes(roots, imports):
             return
-        later = [c for c in gradient_calls if c is not call and (follower is None or c is not expression_statement_call(follower[0]))]
-        if later and not evidence.recomputed_after(later[0]):
-            return
-        if len(roots) == 1:
+        if earlier is not None:
+            if passed_on_after(call, evidence.graph, parents):
+                return
+        else:
+            later = [c for c in gradient_calls if c is not call and (follower is None or c is not expression_statement_call(follower[0]))]
+            if later and not evidence.recomputed_after(later[0]):
+                return
+        if follower is None:
             fix = Fix(Applicability.UNSAFE, (Edit(call, _drop_retain_graph),), "remove `retain_graph=True`")
             self.report(
                 call,
@@ -205,7 +218,7 @@ class UnneededRetainGraph(RootTracker, Rule):
 
 
 def _is_retaining_backward(call: cst.Call) -> bool:
-    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"):
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value in {"backward", "manual_backward"}):
         return False
     argument = has_keyword(call, "retain_graph")
     return argument is not None and is_true(argument.value) and has_keyword(call, "create_graph") is None

@@ -272,10 +272,13 @@ class FreshGraph:
             assert isinstance(attribute, cst.Attribute)
             if id(attribute) not in self.callees and self.hints.is_state_name(attribute.attr.value):
                 return True
+        returned = {id(c) for r in all_nodes(self.region, cst.Return) if r.value is not None for c in all_nodes(r.value, cst.Call)}  # type: ignore[union-attr]
         for call in all_nodes(self.region, cst.Call):
             assert isinstance(call, cst.Call)
             if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
                 continue  # `G(y, e_hat).detach()`: a value made right here, not a carried state
+            if id(call) in returned and isinstance(call.func, cst.Attribute) and _bound_name(call.func.value, self.region_bound):
+                continue  # `return {"loss": loss.detach()}`: a local value handed back cut, carried nowhere
             segment = last_segment(call.func)
             if segment is not None and self.hints.is_state_call(segment):
                 return True
@@ -347,6 +350,10 @@ def _cut_whole(value: cst.BaseExpression) -> bool:
     if isinstance(value.func, cst.Attribute):
         return value.func.attr.value in CUTTING_METHODS
     return isinstance(value.func, cst.Name) and value.func.value in CUTTING_FUNCTIONS
+
+
+def _bound_name(node: cst.BaseExpression, bound: set[str]) -> bool:
+    return isinstance(node, cst.Name) and node.value in bound
 
 
 def _reads_unbroken(node: cst.BaseExpression, names: set[str]) -> bool:
