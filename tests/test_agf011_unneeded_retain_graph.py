@@ -60,3 +60,45 @@ def test_aliased_torch_and_second_backward_elsewhere_stays_silent() -> None:
         """
     ).lstrip()
     assert check_source(source, [UnneededRetainGraph], options=UNSAFE).findings == []
+
+
+TWICE = textwrap.dedent(
+    """
+    import torch
+
+    def accumulate_twice(model, batch):
+        inputs, targets = batch
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        loss.backward(retain_graph=True)
+        {SECOND}
+    """
+).lstrip()
+
+
+def test_the_last_of_two_backwards_drops_retain_graph_with_the_same_gradients() -> None:
+    source = TWICE.replace("{SECOND}", "loss.backward(retain_graph=True)")
+    fixed = check_source(source, [UnneededRetainGraph], options=UNSAFE).fixed
+    assert fixed == TWICE.replace("{SECOND}", "loss.backward()")
+    grads = []
+    for text in (source, fixed):
+        namespace: dict = {}
+        exec(compile(text, "example.py", "exec"), namespace)
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1)
+        namespace["accumulate_twice"](model, (torch.randn(4, 3), torch.randn(4, 1)))
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for before, after in zip(*grads):
+        torch.testing.assert_close(before, after)
+
+
+def test_an_autograd_grad_before_the_repeated_backward_keeps_it_silent() -> None:
+    source = TWICE.replace(
+        "{SECOND}",
+        "torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)\n    loss.backward(retain_graph=True)",
+    )
+    assert check_source(source, [UnneededRetainGraph], options=UNSAFE).findings == []
+
+
+def test_a_helper_given_the_loss_after_the_last_backward_keeps_it_silent() -> None:
+    source = TWICE.replace("{SECOND}", "loss.backward(retain_graph=True)\n    stats = penalise(loss)")
+    assert check_source(source, [UnneededRetainGraph], options=UNSAFE).findings == []

@@ -105,3 +105,23 @@ def test_a_parameter_read_in_a_loop_is_data_by_name_or_by_every_call() -> None:
     assert not _analysis(source.replace("{SCALE}", "steps"))[0].graph_is_fresh(["loss"])  # never called here
     called = source.replace("{SCALE}", "steps") + "\nrefine(net, torch.ones(2), 3)\n"
     assert _analysis(called)[0].graph_is_fresh(["loss"])
+
+
+def test_a_local_loss_handed_back_cut_is_not_carried_state() -> None:
+    source = """
+    def training_step(self, batch):
+        loss = self.loss(self(batch[0]))
+        loss.backward(retain_graph=True)
+        {TAIL}
+    """
+    hints = NameHints(_HINTS.is_data_iterable, _HINTS.is_data_parameter, _HINTS.is_state_name, lambda name: name == "detach")
+
+    def fresh(tail: str) -> bool:
+        analysis, _ = _analysis(source.replace("{TAIL}", tail))
+        return FreshGraph(
+            analysis.scope, analysis.call, analysis.parents, analysis.call_graph, analysis.imports, hints, analysis.no_graph
+        ).graph_is_fresh(["loss"])
+
+    assert fresh('return {"loss": loss.detach()}')
+    assert not fresh("self.memory = self.memory.detach()")  # state cut on the module: carried
+    assert not fresh("return self.memory.detach()")  # not a value of this call
