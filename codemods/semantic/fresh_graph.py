@@ -272,7 +272,10 @@ class FreshGraph:
             assert isinstance(attribute, cst.Attribute)
             if id(attribute) not in self.callees and self.hints.is_state_name(attribute.attr.value):
                 return True
-        returned = {id(c) for r in all_nodes(self.region, cst.Return) if r.value is not None for c in all_nodes(r.value, cst.Call)}  # type: ignore[union-attr]
+        returned = {
+            id(c) for r in all_nodes(self.region, cst.Return) if r.value is not None  # type: ignore[union-attr]
+            for c in all_nodes(r.value, cst.Call)  # type: ignore[union-attr]
+        }
         for call in all_nodes(self.region, cst.Call):
             assert isinstance(call, cst.Call)
             if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
