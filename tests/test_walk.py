@@ -218,3 +218,16 @@ def test_index_find_and_contains_agree_with_the_plain_search() -> None:
     stranger = cst.parse_expression("f(g(x))")
     assert index.find(stranger, cst.Call) == find_all(stranger, cst.Call)
     assert index.contains(stranger, stranger.args[0].value) and not index.contains(train, stranger)
+
+
+def test_parent_map_names_each_node_s_parent() -> None:
+    from autograd_fix.codemods.semantic.loops import ancestors, parent_map
+
+    module = cst.parse_module(SOURCE)
+    parents = parent_map(module)
+    nodes = list(iter_descendants(module))
+    assert len(parents) == len(nodes) - 1 and id(module) not in parents
+    for node in nodes[1:]:
+        assert any(child is node for child in children_of(parents[id(node)]))
+    backward = next(n for n in nodes if isinstance(n, cst.Attribute) and n.attr.value == "backward")
+    assert [type(a).__name__ for a in ancestors(backward, parents)][:3] == ["Call", "Expr", "SimpleStatementLine"]

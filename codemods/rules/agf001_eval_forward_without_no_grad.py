@@ -409,7 +409,7 @@ class _Finder:
             if caller is None:
                 if self.graph.module_level_uses_grad or any(f.uses_grad for f in self.graph.functions.values()):
                     return False
-            elif result_flow(caller.node, call, lambda s: self.graph.uses_grad(s, caller.class_name)) != DROPPED:
+            elif result_flow(caller.node, call, lambda s: self.graph.uses_grad(s, caller.class_name), self.syntax) != DROPPED:
                 return False
         return True
 

@@ -187,7 +187,7 @@ class CallGraph:
     def _result_flow(self, caller: FunctionFacts, call: cst.Call) -> str:
         """Where the callee's result goes in `caller`: into a gradient computation, back
         to `caller`'s own callers, or nowhere gradients are taken (a metric, a log)."""
-        return result_flow(caller.node, call, lambda statement: self.uses_grad(statement, caller.class_name))
+        return result_flow(caller.node, call, lambda statement: self.uses_grad(statement, caller.class_name), self.syntax)
 
     # -- queries ------------------------------------------------------------------------
     def holding(self, holds: Callable[[FunctionFacts], bool]) -> list[FunctionFacts]:

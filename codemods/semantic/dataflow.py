@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import libcst as cst
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants, walk
 
 
 def simple_statements_after(body: cst.CSTNode, loop: cst.CSTNode) -> list[cst.CSTNode]:
@@ -134,7 +134,10 @@ DROPPED = "dropped"
 
 
 def result_flow(
-    container: cst.FunctionDef, node: cst.CSTNode, is_sink: Callable[[cst.CSTNode], bool]
+    container: cst.FunctionDef,
+    node: cst.CSTNode,
+    is_sink: Callable[[cst.CSTNode], bool],
+    syntax: SyntaxIndex | None = None,
 ) -> str:
     """Does the value of `node` (a call inside `container`) reach a statement `is_sink` accepts?
 
@@ -146,11 +149,12 @@ def result_flow(
     `return`/`yield`: the callers decide) or DROPPED. A `node` outside any simple statement
     (an `if`/`for` header) answers REACHES_SINK: unknown, fail closed.
     """
+    contains = syntax.contains if syntax is not None else _contains
     statements = _ordered_simple_statements(container.body)
-    index = next((i for i, statement in enumerate(statements) if _contains(statement, node)), None)
+    index = next((i for i, statement in enumerate(statements) if contains(statement, node)), None)
     if index is None:
         return REACHES_SINK
-    loop = _outermost_loop_around(container.body, node)
+    loop = _outermost_loop_around(container.body, node, contains)
     later = statements[index + 1 :]
     if loop is not None:
         in_loop = {id(inner) for inner in iter_descendants(loop)}  # one walk, not one per statement
@@ -258,9 +262,11 @@ class _SimpleStatements(cst.CSTVisitor):
         return False
 
 
-def _outermost_loop_around(body: cst.CSTNode, node: cst.CSTNode) -> cst.CSTNode | None:
+def _outermost_loop_around(
+    body: cst.CSTNode, node: cst.CSTNode, contains: Callable[[cst.CSTNode, cst.CSTNode], bool] = _contains
+) -> cst.CSTNode | None:
     for candidate in iter_descendants(body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
-        if isinstance(candidate, (cst.For, cst.While)) and _contains(candidate, node):
+        if isinstance(candidate, (cst.For, cst.While)) and contains(candidate, node):
             return candidate
     return None
 

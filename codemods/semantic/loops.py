@@ -17,7 +17,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role
-from autograd_fix.codemods.walk import find_all, walk
+from autograd_fix.codemods.walk import children_of, find_all, walk
 
 #: methods that backpropagate (`loss.backward()`, Lightning's `self.manual_backward(loss)`)
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
@@ -33,25 +33,16 @@ _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 def parent_map(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
     """`id(child) -> parent` for every node under `root` (cheaper than libcst metadata)."""
-    collector = _ParentCollector()
-    walk(root, collector)
-    return collector.parents
-
-
-class _ParentCollector(cst.CSTVisitor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.parents: dict[int, cst.CSTNode] = {}
-        self.stack: list[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.stack:
-            self.parents[id(node)] = self.stack[-1]
-        self.stack.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.stack.pop()
+    parents: dict[int, cst.CSTNode] = {}
+    stack = [root]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        node = pop()
+        children = children_of(node)
+        for child in children:
+            parents[id(child)] = node
+        extend(children)
+    return parents
 
 
 def ancestors(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> Iterator[cst.CSTNode]:
