@@ -211,6 +211,19 @@ def _bound_handlers(visitor: object, node_type: type, generic_visit, generic_lea
     return visit, leave, skips
 
 
+def _batched_handlers(visitors: list[cst.BatchableCSTVisitor], node_type: type) -> tuple[list[Callable], list[Callable]]:
+    """Every visitor's own visit and leave methods for one node type, in visitor order."""
+    visits: list[Callable] = []
+    leaves: list[Callable] = []
+    for visitor in visitors:
+        visit, leave = _handlers(type(visitor), node_type)
+        if visit is not None:
+            visits.append(getattr(visitor, visit))
+        if leave is not None:
+            leaves.append(getattr(visitor, leave))
+    return visits, leaves
+
+
 def walk_batched(node: cst.CSTNode, visitors: list[cst.BatchableCSTVisitor]) -> None:
     """libcst's `visit_batched`, without rebuilding: every visitor sees every node."""
     table: dict[type, tuple[list[Callable], list[Callable]]] = {}
@@ -220,14 +233,7 @@ def walk_batched(node: cst.CSTNode, visitors: list[cst.BatchableCSTVisitor]) -> 
         node_type = type(current)
         handlers = table.get(node_type)
         if handlers is None:
-            visits, leaves = [], []
-            for visitor in visitors:
-                visit, leave = _handlers(type(visitor), node_type)
-                if visit is not None:
-                    visits.append(getattr(visitor, visit))
-                if leave is not None:
-                    leaves.append(getattr(visitor, leave))
-            handlers = table[node_type] = (visits, leaves)
+            handlers = table[node_type] = _batched_handlers(visitors, node_type)
         if leaving:
             for leave in handlers[1]:
                 leave(current)
@@ -369,14 +375,7 @@ class SyntaxIndex:
             node_type = type(node)
             handlers = table.get(node_type)
             if handlers is None:
-                visits, leaves = [], []
-                for visitor in visitors:
-                    visit_name, leave_name = _handlers(type(visitor), node_type)
-                    if visit_name is not None:
-                        visits.append(getattr(visitor, visit_name))
-                    if leave_name is not None:
-                        leaves.append(getattr(visitor, leave_name))
-                handlers = table[node_type] = (visits, leaves)
+                handlers = table[node_type] = _batched_handlers(visitors, node_type)
             for visit in handlers[0]:
                 visit(node)
             if handlers[1]:
