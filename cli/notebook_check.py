@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from autograd_fix.cli.notebook import NotebookMap, check_cells_compile
 from autograd_fix.codemods.engine import (
@@ -37,6 +37,9 @@ _SYNTAX_AT = re.compile(r"^syntax error at (\d+):(\d+)")
 
 #: findings are identified by object identity: they live in this process only
 FindingId = int
+
+
+MOVED_CELLS = "the fixes would change an IPython magic line or a cell boundary; notebook left unchanged"
 
 
 def check_notebook_program(
@@ -67,15 +70,30 @@ def check_notebook_program(
     kept = [dataclasses.replace(f, fix=None) if id(f) in dropped else f for f in result.findings]
     if any(options.allows_finding(f) for f in kept):
         try:
-            fixed = fix_until_stable(result.module, rules, path, options, kept, program)
+            fixed = fix_until_stable(result.module, rules, path, options, kept, program, _cells_compile(nb_map))
         except EngineError as failure:
             result.fix_error = str(failure)
             return result, dropped
         if nb_map.intact(fixed):
             result.fixed = fixed
         else:
-            result.fix_error = "the fixes would change an IPython magic line or a cell boundary; notebook left unchanged"
+            result.fix_error = MOVED_CELLS
     return result, dropped
+
+
+def _cells_compile(nb_map: NotebookMap) -> Callable[[str], None]:
+    """A fixed program's check: its cells keep their boundaries and each compiles on its
+    own, as Jupyter runs them (`from __future__` in a later cell, top-level `await`: the
+    program as one file would not compile, its cells do)."""
+
+    def validate(text: str) -> None:
+        if not nb_map.intact(text):
+            raise EngineError(MOVED_CELLS)
+        error = check_cells_compile(nb_map, text)
+        if error:
+            raise EngineError(f"a fix produced code that does not compile ({error}); file left unchanged")
+
+    return validate
 
 
 def _keeps_masked_lines(nb_map: NotebookMap, result: SourceResult, fix: Any) -> bool:

@@ -14,7 +14,7 @@ import difflib
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import libcst as cst
 
@@ -374,12 +374,16 @@ def fix_until_stable(
     options: FixOptions,
     findings: list[Finding] | None = None,
     text: str | None = None,
+    validate: Callable[[str], None] | None = None,
 ) -> str:
     """Apply fixes round after round until a run finds nothing left to fix.
 
     `findings` and `text` are those of `module` when the caller already has them. Every
-    rewritten text is parsed and compiled before the next round looks at it.
+    rewritten text is parsed and checked by `validate` (default: compiled as one file)
+    before the next round looks at it; a notebook's program is checked cell by cell, as
+    Jupyter compiles it.
     """
+    validate = validate_python if validate is None else validate
     text = module.code if text is None else text
     for _ in range(MAX_FIX_ROUNDS):
         if findings is None:
@@ -399,7 +403,7 @@ def fix_until_stable(
             module = cst.parse_module(text)
         except cst.ParserSyntaxError:
             raise EngineError("a fix produced code that does not parse; file left unchanged") from None
-        validate_python(text)
+        validate(text)
     raise EngineError(f"fixes did not converge after {MAX_FIX_ROUNDS} rounds; file left unchanged")
 
 

@@ -343,3 +343,29 @@ def test_verify_command_reads_notebooks_as_their_cells_program(project: Path) ->
     (project / "bad.ipynb").write_text('{"cells": [')
     result = CliRunner().invoke(verify_app, [str(project / "a.ipynb"), str(project / "bad.ipynb")])
     assert result.exit_code == 2 and "cannot read" in result.stderr and "invalid JSON" in result.stderr
+
+
+def test_a_future_import_in_a_later_cell_does_not_block_fixes(project: Path) -> None:
+    # vit-pytorch's cats_and_dogs.ipynb: `from __future__ import print_function` in its
+    # second cell is valid there (Jupyter compiles each cell alone), though the cells
+    # joined into one file are not; fixes are checked cell by cell, as Jupyter runs them
+    write(project / "nb.ipynb", notebook("import torch", "from __future__ import print_function\n" + SETUP, EVAL))
+    assert run("--apply", "nb.ipynb").exit_code == 0
+    cells = [cell.source for cell in nbformat.read(str(project / "nb.ipynb"), as_version=4).cells]
+    assert cells[2] == EVAL_FIXED
+
+
+def test_a_fix_that_breaks_a_cell_is_still_refused(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autograd_fix.cli import notebook_check
+
+    write(project / "nb.ipynb", eval_notebook())
+    before = (project / "nb.ipynb").read_bytes()
+    checked = notebook_check.check_cells_compile  # the fixed program (only) fails its cells' check
+    monkeypatch.setattr(
+        notebook_check,
+        "check_cells_compile",
+        lambda nb_map, text: "syntax error at cell 4:1:1: x" if "no_grad" in text else checked(nb_map, text),
+    )
+    result = run("--apply", "nb.ipynb")
+    assert "does not compile (syntax error at cell 4:1:1: x)" in result.output
+    assert (project / "nb.ipynb").read_bytes() == before
