@@ -339,7 +339,7 @@ class CallGraph:
         return found
 
     def uses_grad(self, node: cst.CSTNode, class_name: str | None) -> bool:
-        use = find_grad_use(node, self.imports)
+        use = find_grad_use(node, self.imports, self.syntax)
         if use.direct:
             return True
         return any(callee.uses_grad for name in use.calls for callee in self.resolve(name, class_name))

@@ -154,9 +154,9 @@ class GradUseFinder(cst.CSTVisitor):
             self.result.direct.append(target)
 
 
-def find_grad_use(node: cst.CSTNode, imports: ImportIndex) -> GradUse:
+def find_grad_use(node: cst.CSTNode, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> GradUse:
     finder = GradUseFinder(imports)
-    walk(node, finder)
+    (syntax.walk if syntax is not None else walk)(node, finder)
     return finder.result
 
 

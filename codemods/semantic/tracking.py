@@ -269,6 +269,8 @@ class TrackingAnalysis:
         #: the file's call graph, asked for only when a call of a module-level function
         #: of the file needs what it returns (None: such calls stay unknown)
         self.call_graph: Callable[[], CallGraph] | None = None
+        #: the file's node index (set by `build`): the per-statement searches read it
+        self.syntax: SyntaxIndex | None = None
         self._top_level = {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
         self._returned_leaves: dict[str, Tracked | None] = {}
         #: function id -> (state, position) its walk started from, to walk it again seeded
@@ -287,7 +289,7 @@ class TrackingAnalysis:
         syntax: SyntaxIndex | None = None,
     ) -> "TrackingAnalysis":
         analysis = cls(module, imports, roles)
-        syntax = syntax or SyntaxIndex(module)
+        syntax = analysis.syntax = syntax or SyntaxIndex(module)
         if call_graph is None:
             graph = CallGraph.build(module, imports, syntax)
             call_graph = lambda: graph  # noqa: E731
@@ -299,6 +301,13 @@ class TrackingAnalysis:
         _Walker(analysis).run(module)
         analysis._walked = True
         return analysis
+
+    def walk(self, node: cst.CSTNode, visitor: object) -> None:
+        """`walk`, read off the file's index when the analysis has one."""
+        if self.syntax is not None:
+            self.syntax.walk(node, visitor)
+        else:
+            walk(node, visitor)
 
     # -- queries -----------------------------------------------------------------------
     def sites(self) -> Iterator[Site]:
@@ -784,7 +793,7 @@ class _Evaluator:
     def saved_inputs(self, node: cst.CSTNode) -> set[str]:
         """Names whose current values the ops inside `node` save for backward."""
         finder = _SavedInputFinder(self)
-        walk(node, finder)
+        self.analysis.walk(node, finder)
         return finder.saved
 
 
@@ -1104,7 +1113,7 @@ class _Walker:
         finder = _AliasFinder(evaluator)
         if bound:
             finder.escapes(value)
-        walk(value, finder)
+        self.analysis.walk(value, finder)
         receiver = value if bound else None
         while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value.endswith("_"):
             receiver = receiver.func.value  # `y = x.add_(1)`: y is x
