@@ -27,6 +27,7 @@ from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.role_evidence import Basis, scope_roles
 from autograd_fix.codemods.semantic.roles import CLEAR_TOKENS, GRAD_TOKENS, Role
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext
+from autograd_fix.codemods.walk import SyntaxIndex
 
 _GRAD_ATTRIBUTES = frozenset({"grad", "_grad", "main_grad"})
 _LOOPS = (cst.For, cst.While)
@@ -135,13 +136,13 @@ class MissingZeroGrad(RootTracker, Rule):
         candidates = [found for root in roots for found in self._candidates(root)]
         if not roots:
             return  # no backward at all: the call graph is not needed
-        graph = self.context.semantic.call_graph
-        zeroing = graph.holding(lambda function: _zeroes(function.node, set()))
+        graph, syntax = self.context.semantic.call_graph, self.context.semantic.syntax
+        zeroing = graph.holding(lambda function: _zeroes(function.node, set(), syntax))
         helpers = {function.node.name.value for function in zeroing}
         if _step_patched(original_node, graph, zeroing):
             return  # `optimizer.step` replaced by a function that zeroes (or by one we cannot read)
         for loop, fact, parents in candidates:
-            if not _zeroes(loop, helpers):
+            if not _zeroes(loop, helpers, syntax):
                 self._report(loop, fact, parents)
         if not candidates:
             for function, fact in self._step_methods(graph, helpers):
@@ -151,11 +152,11 @@ class MissingZeroGrad(RootTracker, Rule):
         """`train_step` stepping the optimizer outside any loop of its own, after a
         same-file call that backpropagates, where every call of it is repeated by a
         caller's loop that zeroes nowhere (`train`: zero_grad once, then the loop)."""
-        imports = self.context.imports
-        backprops = {id(f) for f in graph.holding(lambda f: any(is_backward_call(c, imports) for c in local_nodes(f.node.body, cst.Call)))}  # type: ignore[arg-type]
+        imports, syntax = self.context.imports, self.context.semantic.syntax
+        backprops = {id(f) for f in graph.holding(lambda f: any(is_backward_call(c, imports) for c in local_nodes(f.node.body, cst.Call, syntax)))}  # type: ignore[arg-type]
         found = []
         for function in graph.functions.values():
-            if id(function) not in backprops or function.loops or _zeroes(function.node, helpers):
+            if id(function) not in backprops or function.loops or _zeroes(function.node, helpers, syntax):
                 continue
             fact = _loop_facts(function.node, imports, parent_map(function.node), _StepRoles(self.context, function.node))
             if not fact.steps or fact.updates or fact.unclear:
@@ -163,15 +164,15 @@ class MissingZeroGrad(RootTracker, Rule):
             if not fact.backwards and len({step.optimizer for step in fact.steps}) > 1:
                 continue  # several optimizers fed by backward passes it cannot see
             loops = loops_around_calls(function)
-            if loops is not None and not any(_zeroes(loop, helpers) for loop in loops):
+            if loops is not None and not any(_zeroes(loop, helpers, syntax) for loop in loops):
                 found.append((function, fact))
         return found
 
     def _candidates(self, root: cst.CSTNode) -> list[tuple[cst.For | cst.While, _LoopFacts, dict[int, cst.CSTNode]]]:
         """The innermost training loops under `root` with no zeroing of their own."""
         parents = parent_map(root)
-        imports = self.context.imports
-        loops = [loop for loop in all_nodes(root, _LOOPS)]
+        imports, syntax = self.context.imports, self.context.semantic.syntax
+        loops = [loop for loop in all_nodes(root, _LOOPS, syntax)]
         roles = _StepRoles(self.context, root)
         facts = {id(loop): _loop_facts(loop, imports, parents, roles) for loop in loops}
         found = []
@@ -179,9 +180,9 @@ class MissingZeroGrad(RootTracker, Rule):
             fact = facts[id(loop)]
             if not _trains(fact) or fact.unclear:
                 continue
-            if any(_trains(facts[id(inner)]) for inner in local_nodes(loop.body, _LOOPS)):
+            if any(_trains(facts[id(inner)]) for inner in local_nodes(loop.body, _LOOPS, syntax)):
                 continue  # the innermost training loop is the one to fix
-            if not _zeroes(loop, set()):
+            if not _zeroes(loop, set(), syntax):
                 found.append((loop, fact, parents))  # type: ignore[arg-type]
         return found
 
@@ -346,9 +347,9 @@ def _step_patched(module: cst.Module, graph: CallGraph, zeroing: list[FunctionFa
     return False
 
 
-def _zeroes(node: cst.CSTNode, helpers: set[str]) -> bool:
+def _zeroes(node: cst.CSTNode, helpers: set[str], syntax: SyntaxIndex | None = None) -> bool:
     """Any zeroing or hand-written `.grad` write under `node`, nested defs included."""
-    nodes = all_nodes(node, (cst.Attribute, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del))  # one walk
+    nodes = all_nodes(node, (cst.Attribute, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del), syntax)
     if any(isinstance(n, cst.Attribute) and n.attr.value == "zero_grad" for n in nodes):
         return True
     if any(_touches_grad(target) for target in _written_targets(nodes)):

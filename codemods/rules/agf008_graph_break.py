@@ -417,19 +417,19 @@ class _ScopeCheck:
     def _backward_slice(self, sinks: set[str]) -> set[str]:
         """Names whose values flow into a backpropagated value (order-insensitive closure)."""
         result = set(sinks)
+        flows = [  # (names an assignment binds, names its value reads), read once
+            (assigned_names(small), read_names(small.value) if small.value is not None else set())
+            for line in self.scope.lines
+            for small in line.node.body
+            if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+        ]
         changed = True
         while changed:
             changed = False
-            for line in self.scope.lines:
-                for small in line.node.body:
-                    if not isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                        continue
-                    if assigned_names(small) & result:
-                        value = small.value
-                        extra = read_names(value) - result if value is not None else set()
-                        if extra:
-                            result |= extra
-                            changed = True
+            for bound, reads in flows:
+                if bound & result and reads - result:
+                    result |= reads
+                    changed = True
         return result
 
     def _grad_read_names(self) -> set[str]:

@@ -17,7 +17,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role
-from autograd_fix.codemods.walk import children_of, find_all, walk
+from autograd_fix.codemods.walk import SyntaxIndex, children_of, find_all, walk
 
 #: methods that backpropagate (`loss.backward()`, Lightning's `self.manual_backward(loss)`)
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
@@ -75,14 +75,19 @@ def innermost_loop(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.Fo
     return None
 
 
-def local_nodes(root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
-    """Nodes of `types` under `root` in source order, not inside nested defs, classes or lambdas."""
-    return find_all(root, types, skip=_NESTED_SCOPES)
+def local_nodes(
+    root: cst.CSTNode, types: type | tuple[type, ...], syntax: SyntaxIndex | None = None
+) -> list[cst.CSTNode]:
+    """Nodes of `types` under `root` in source order, not inside nested defs, classes or
+    lambdas (read off the file's index when given)."""
+    return (syntax.find if syntax is not None else find_all)(root, types, skip=_NESTED_SCOPES)
 
 
-def all_nodes(root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
+def all_nodes(
+    root: cst.CSTNode, types: type | tuple[type, ...], syntax: SyntaxIndex | None = None
+) -> list[cst.CSTNode]:
     """Nodes of `types` anywhere under `root`, nested defs included (for fail-closed checks)."""
-    return find_all(root, types)
+    return (syntax.find if syntax is not None else find_all)(root, types)
 
 
 def has_keyword(call: cst.Call, keyword: str) -> cst.Arg | None:
