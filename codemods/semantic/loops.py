@@ -215,10 +215,18 @@ class Binding:
     value: cst.BaseExpression | None = None
 
 
+#: the nodes that bind names (searched for by type, not visited one by one)
+_BINDING_NODES = (
+    cst.FunctionDef, cst.ClassDef, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem,
+    cst.NamedExpr, cst.Del, cst.ExceptHandler, cst.Import, cst.ImportFrom,
+)
+
+
 def bindings(root: cst.CSTNode) -> list[Binding]:
     """Where names are bound under `root` (local only: nested defs bind their own names)."""
     collector = _BindingCollector(root)
-    walk(root, collector)
+    for node in find_all(root, _BINDING_NODES, skip=_NESTED_SCOPES):
+        collector.on_visit(node)
     return collector.found
 
 
