@@ -19,12 +19,14 @@ from autograd_fix.codemods.walk import walk
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """`a.b.c` for Name/Attribute chains, None for anything else (calls, subscripts)."""
+    # exact type tests: both are concrete node classes, and `isinstance` against libcst's
+    # ABC-based classes costs a Python-level call each (this runs ~1k times per file)
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
-        node = node.value
-    if isinstance(node, cst.Name):
-        parts.append(node.value)
+    while type(node) is cst.Attribute:
+        parts.append(node.attr.value)  # type: ignore[attr-defined]
+        node = node.value  # type: ignore[attr-defined]
+    if type(node) is cst.Name:
+        parts.append(node.value)  # type: ignore[attr-defined]
         return ".".join(reversed(parts))
     return None
 
