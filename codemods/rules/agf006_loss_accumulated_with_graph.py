@@ -110,7 +110,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         imports = self.context.imports
         for root in _with_callers(self.interesting_roots(), self.context.semantic.call_graph):
             parents = parent_map(root)
-            for loop in all_nodes(root, _LOOPS):
+            for loop in all_nodes(root, _LOOPS, self.context.semantic.syntax):
                 assert isinstance(loop, (cst.For, cst.While))
                 if _grad_disabled(loop, imports, parents):
                     continue

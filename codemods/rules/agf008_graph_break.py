@@ -26,7 +26,6 @@ from autograd_fix.codemods.semantic.graph_breaks import (
     sink_of_expression,
     statement_sink,
 )
-from autograd_fix.codemods.walk import walk
 
 #: chains whose value is exactly the tensor's (a fix may use the tensor itself)
 _FIXABLE_CHAINS = frozenset(
@@ -188,6 +187,7 @@ class _ScopeCheck:
         self.scope = scope
         self.analysis = analysis
         self.imports = rule.context.imports
+        self.walk = rule.context.semantic.syntax.walk  # the file's index: no re-traversal per line
         self.training_step = isinstance(scope.node, cst.FunctionDef) and scope.node.name.value == "training_step"
 
     def run(self) -> None:
@@ -198,7 +198,7 @@ class _ScopeCheck:
         slice_names = self._backward_slice(sinks)
         for position, line in enumerate(self.scope.lines):
             finder = CallFinder()
-            walk(line.node, finder)
+            self.walk(line.node, finder)
             reported: set[int] = set()
             in_loss = self._in_loss(line, slice_names)
             for call in finder.calls:
@@ -435,7 +435,7 @@ class _ScopeCheck:
     def _grad_read_names(self) -> set[str]:
         finder = _GradReadFinder()
         for line in self.scope.lines:
-            walk(line.node, finder)
+            self.walk(line.node, finder)
         return finder.names
 
 

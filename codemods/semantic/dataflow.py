@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import libcst as cst
-from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants, walk
+from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants, walk
 
 
 def simple_statements_after(body: cst.CSTNode, loop: cst.CSTNode) -> list[cst.CSTNode]:
@@ -154,7 +154,7 @@ def result_flow(
     index = next((i for i, statement in enumerate(statements) if contains(statement, node)), None)
     if index is None:
         return REACHES_SINK
-    loop = _outermost_loop_around(container.body, node, contains)
+    loop = _outermost_loop_around(container.body, node, contains, syntax)
     later = statements[index + 1 :]
     if loop is not None:
         in_loop = {id(inner) for inner in iter_descendants(loop)}  # one walk, not one per statement
@@ -263,10 +263,14 @@ class _SimpleStatements(cst.CSTVisitor):
 
 
 def _outermost_loop_around(
-    body: cst.CSTNode, node: cst.CSTNode, contains: Callable[[cst.CSTNode, cst.CSTNode], bool] = _contains
+    body: cst.CSTNode,
+    node: cst.CSTNode,
+    contains: Callable[[cst.CSTNode, cst.CSTNode], bool] = _contains,
+    syntax: SyntaxIndex | None = None,
 ) -> cst.CSTNode | None:
-    for candidate in iter_descendants(body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
-        if isinstance(candidate, (cst.For, cst.While)) and contains(candidate, node):
+    search = syntax.find if syntax is not None else find_all
+    for candidate in search(body, (cst.For, cst.While), skip=(cst.FunctionDef, cst.ClassDef)):
+        if contains(candidate, node):
             return candidate
     return None
 
