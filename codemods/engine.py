@@ -136,6 +136,7 @@ def run_rules(
     if not rules:
         return []
     context = RuleContext(path, module, target_torch, roles)
+    context.text = text
     instances = [rule(context) for rule in rules]
     context.semantic.syntax.walk_batched(instances)  # the index is built once and shared
     findings = [finding for rule in instances for finding in rule.findings]

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Example, Finding, Fix, Span
+from autograd_fix.codemods.positions import StatementPositions
 from autograd_fix.codemods.semantic.model import SemanticModel
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
@@ -64,7 +64,9 @@ class RuleContext:
         #: the project's role vocabulary: name tokens per role and configured factories
         self.roles = roles
         self.imports = ImportIndex.from_module(module)
-        self._positions: dict[cst.CSTNode, object] | None = None
+        #: the module's source, when the caller has it (spans are cheaper with it)
+        self.text: str | None = None
+        self._positions: StatementPositions | None = None
         self._semantic: SemanticModel | None = None
 
     @property
@@ -75,29 +77,10 @@ class RuleContext:
         return self._semantic
 
     def span(self, node: cst.CSTNode) -> Span:
-        """1-based line/column span of `node` (computed lazily, once per file)."""
+        """1-based line/column span of `node` (libcst's position; see `StatementPositions`)."""
         if self._positions is None:
-            wrapper = _PositionsWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = dict(wrapper.resolve(PositionProvider))
-        position = self._positions[node]
-        start, end = position.start, position.end  # type: ignore[attr-defined]
-        return Span(start.line, start.column + 1, end.line, end.column)
-
-
-class _PositionsWrapper(MetadataWrapper):
-    """A metadata wrapper for positions only.
-
-    libcst resolves a provider that is not batchable (positions come from one codegen
-    pass) and then runs a batched traversal of the whole tree for the batchable providers
-    that are left, even when none are: half the cost of a file's spans. With no
-    visitors there is nothing to traverse for.
-    """
-
-    def visit_batched(self, visitors, before_visit=None, after_leave=None):  # type: ignore[no-untyped-def]
-        visitors = list(visitors)
-        if not visitors and before_visit is None and after_leave is None:
-            return self.module
-        return super().visit_batched(visitors, before_visit, after_leave)
+            self._positions = StatementPositions(self.module, lambda: self.semantic.syntax, self.text)
+        return self._positions.span(node)
 
 
 class Rule(cst.BatchableCSTVisitor):
