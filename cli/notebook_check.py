@@ -39,9 +39,6 @@ _SYNTAX_AT = re.compile(r"^syntax error at (\d+):(\d+)")
 FindingId = int
 
 
-MOVED_CELLS = "the fixes would change an IPython magic line or a cell boundary; notebook left unchanged"
-
-
 def check_notebook_program(
     nb_map: NotebookMap,
     program: str,
@@ -74,10 +71,7 @@ def check_notebook_program(
         except EngineError as failure:
             result.fix_error = str(failure)
             return result, dropped
-        if nb_map.intact(fixed):
-            result.fixed = fixed
-        else:
-            result.fix_error = MOVED_CELLS
+        result.fixed = fixed  # every rewritten program passed `_cells_compile`: boundaries intact
     return result, dropped
 
 
@@ -88,7 +82,7 @@ def _cells_compile(nb_map: NotebookMap) -> Callable[[str], None]:
 
     def validate(text: str) -> None:
         if not nb_map.intact(text):
-            raise EngineError(MOVED_CELLS)
+            raise EngineError("the fixes would change an IPython magic line or a cell boundary; notebook left unchanged")
         error = check_cells_compile(nb_map, text)
         if error:
             raise EngineError(f"a fix produced code that does not compile ({error}); file left unchanged")

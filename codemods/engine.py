@@ -135,8 +135,7 @@ def run_rules(
     """
     if not rules:
         return []
-    context = RuleContext(path, module, target_torch, roles)
-    context.text = text
+    context = RuleContext(path, module, target_torch, roles, text)
     instances = [rule(context) for rule in rules]
     context.semantic.syntax.walk_batched(instances)  # the index is built once and shared
     findings = [finding for rule in instances for finding in rule.findings]

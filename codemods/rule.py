@@ -55,6 +55,7 @@ class RuleContext:
         module: cst.Module,
         target_torch: TorchVersion | None = None,
         roles: Vocabulary = DEFAULT_VOCABULARY,
+        text: str | None = None,
     ) -> None:
         self.path = path
         self.module = module
@@ -65,7 +66,7 @@ class RuleContext:
         self.roles = roles
         self.imports = ImportIndex.from_module(module)
         #: the module's source, when the caller has it (spans are cheaper with it)
-        self.text: str | None = None
+        self.text = text
         self._positions: StatementPositions | None = None
         self._semantic: SemanticModel | None = None
 

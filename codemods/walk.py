@@ -224,29 +224,6 @@ def _batched_handlers(visitors: list[cst.BatchableCSTVisitor], node_type: type) 
     return visits, leaves
 
 
-def walk_batched(node: cst.CSTNode, visitors: list[cst.BatchableCSTVisitor]) -> None:
-    """libcst's `visit_batched`, without rebuilding: every visitor sees every node."""
-    table: dict[type, tuple[list[Callable], list[Callable]]] = {}
-    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
-    while stack:
-        current, leaving = stack.pop()
-        node_type = type(current)
-        handlers = table.get(node_type)
-        if handlers is None:
-            handlers = table[node_type] = _batched_handlers(visitors, node_type)
-        if leaving:
-            for leave in handlers[1]:
-                leave(current)
-            continue
-        for visit in handlers[0]:
-            visit(current)
-        if handlers[1]:
-            stack.append((current, True))
-        children = children_of(current)
-        children.reverse()
-        stack.extend([(child, False) for child in children])
-
-
 class SyntaxIndex:
     """One file's syntactic nodes laid out once, in walk order, for the many searches of a
     static run.
@@ -259,12 +236,9 @@ class SyntaxIndex:
     """
 
     def __init__(self, root: cst.CSTNode) -> None:
-        # `children_of` inlined, and the subtree's end recorded by an int marker pushed
-        # under its children: building the index must cost no more than one walk
+        # the subtree's end is recorded by an int marker pushed under its children
         order: list[cst.CSTNode] = []
         ends: list[int] = []
-        readers: dict[type, Callable[[cst.CSTNode], tuple]] = {}
-        node_types = _NODE_TYPES
         stack: list = [root]
         pop, extend = stack.pop, stack.extend
         while stack:
@@ -275,16 +249,7 @@ class SyntaxIndex:
             index = len(order)
             order.append(item)
             ends.append(index + 1)
-            reader = readers.get(type(item))
-            if reader is None:
-                reader = readers[type(item)] = _field_reader(type(item))
-            children: list = []
-            for value in reader(item):
-                value_type = type(value)
-                if value_type is list or value_type is tuple:
-                    children.extend(child for child in value if type(child) in node_types)
-                elif value_type in node_types:
-                    children.append(value)
+            children: list = children_of(item)
             if children:
                 children.append(index)
                 children.reverse()
@@ -363,7 +328,8 @@ class SyntaxIndex:
             leave(node)
 
     def walk_batched(self, visitors: list[cst.BatchableCSTVisitor]) -> None:
-        """`walk_batched(tree, visitors)` over the whole indexed tree."""
+        """libcst's `visit_batched` over the whole indexed tree, without rebuilding: every
+        visitor sees every node (a `visit_*` result does not prune), in walk order."""
         table: dict[type, tuple[list[Callable], list[Callable]]] = {}
         pending: list[tuple[int, list[Callable], cst.CSTNode]] = []
         ends = self.ends

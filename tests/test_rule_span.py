@@ -74,8 +74,7 @@ def test_spans_are_libcst_positions() -> None:
 def test_rule_context_spans_match_with_and_without_the_text() -> None:
     module = cst.parse_module(SOURCE)
     expected = expected_spans(module)
-    with_text, without = RuleContext("train.py", module), RuleContext("train.py", module)
-    with_text.text = SOURCE
+    with_text, without = RuleContext("train.py", module, text=SOURCE), RuleContext("train.py", module)
     node = next(n for n in iter_descendants(module) if isinstance(n, cst.Attribute) and n.attr.value == "argmax")
     assert with_text.span(node) == without.span(node) == expected[node]
 

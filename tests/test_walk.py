@@ -6,7 +6,7 @@ import dataclasses
 
 import libcst as cst
 
-from autograd_fix.codemods.walk import SyntaxIndex, children_of, find_all, iter_descendants, walk, walk_batched
+from autograd_fix.codemods.walk import SyntaxIndex, children_of, find_all, iter_descendants, walk
 
 SOURCE = '''
 import torch
@@ -142,7 +142,7 @@ def test_generic_on_visit_skips_on_any_falsy_result() -> None:
     assert says_none.count == 1  # None is falsy: only the module itself
 
 
-def test_batched_walk_sees_the_same_nodes_as_single_walks() -> None:
+def test_batched_walk_sees_every_node() -> None:
     module = cst.parse_module(SOURCE)
 
     class AllCalls(cst.BatchableCSTVisitor):
@@ -153,7 +153,7 @@ def test_batched_walk_sees_the_same_nodes_as_single_walks() -> None:
             self.calls += 1
 
     counter = AllCalls()
-    walk_batched(module, [counter])
+    SyntaxIndex(module).walk_batched([counter])
     assert counter.calls == sum(isinstance(n, cst.Call) for n in iter_descendants(module)) == 13
 
 
@@ -182,10 +182,10 @@ def test_index_walk_makes_the_same_calls_in_the_same_order() -> None:
             assert vars(plain) == vars(indexed)
 
 
-def test_index_batched_walk_matches_the_plain_one() -> None:
+def test_index_batched_walk_matches_a_plain_walk() -> None:
     module = cst.parse_module(SOURCE)
 
-    class Events(cst.BatchableCSTVisitor):
+    class Events(cst.CSTVisitor):
         def __init__(self) -> None:
             self.events: list[tuple[str, str]] = []
 
@@ -198,8 +198,9 @@ def test_index_batched_walk_matches_the_plain_one() -> None:
         def visit_Call(self, node: cst.Call) -> None:
             self.events.append(("call", cst.Module([]).code_for_node(node.func)))
 
+    # a batched walk is a plain walk per visitor (these visitors never prune)
     plain, indexed = Events(), Events()
-    walk_batched(module, [plain])
+    walk(module, plain)
     SyntaxIndex(module).walk_batched([indexed])
     assert plain.events == indexed.events
     assert ("out", "predict") in indexed.events
