@@ -105,6 +105,9 @@ def test_parameter_without_calls_or_passed_as_callback() -> None:
 def test_parameter_through_star_args_is_unknown() -> None:
     source = CALLERS.replace("step(model, x, {PASSED})", "step(*args)")
     assert not _ask(source, "ratio")
+    # a starred argument shifts what follows it: `ratio` may be the graph-carrying mean
+    source = CALLERS.replace("step(model, x, {PASSED})", "step(*pair, model(x).mean(), 0.5)")
+    assert not _ask(source, "ratio")
 
 
 def test_module_globals() -> None:

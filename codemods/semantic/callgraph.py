@@ -260,21 +260,13 @@ class CallGraph:
         name = function.node.name.value
         if function.decorated_no_grad or any(called.rsplit(".", 1)[-1] == name for _, called in self.unresolved):
             return None  # `utils.normalize(x)`, `obj.normalize(x)`: may be this function, with anything
-        params = function.node.params
-        positional = [p.name.value for p in (*params.posonly_params, *params.params)]
-        keywords = {p.name.value for p in (*params.params, *params.kwonly_params)}
         found = []
         for caller, under_no_grad, call in function.call_sites:
             if under_no_grad or (caller is not None and (caller.decorated_no_grad or caller.called_under_no_grad)):
                 return None
-            bound: dict[str, cst.BaseExpression] = {}
-            for index, argument in enumerate(call.args):
-                name = argument.keyword.value if argument.keyword is not None else (
-                    positional[index] if index < len(positional) else None
-                )
-                if argument.star or name is None or (argument.keyword is not None and name not in keywords):
-                    return None
-                bound[name] = argument.value
+            bound = bound_arguments(function, call)
+            if bound is None:
+                return None
             found.append((caller, call, bound))
         return found
 
@@ -531,3 +523,27 @@ def is_module_class(node: cst.ClassDef, imports: ImportIndex) -> bool:
         isinstance(statement, cst.FunctionDef) and statement.name.value == "forward" for statement in node.body.body
     )
 
+
+def bound_arguments(function: FunctionFacts, call: cst.Call) -> dict[str, cst.BaseExpression] | None:
+    """The argument each parameter of `function` receives from `call` (parameters left to
+    their defaults are absent), or None when that cannot be told: a starred argument, an
+    unknown keyword, more positional arguments than parameters, or a method called on
+    another object than `self`/`cls` (which object is bound to `self` is not known)."""
+    params = function.node.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
+    if function.class_name is not None and positional and not static:
+        receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+        if not (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls")):
+            return None
+        positional = positional[1:]
+    keywords = {p.name.value for p in (*params.params, *params.kwonly_params)}
+    bound: dict[str, cst.BaseExpression] = {}
+    for index, argument in enumerate(call.args):
+        name = argument.keyword.value if argument.keyword is not None else (
+            positional[index] if index < len(positional) else None
+        )
+        if argument.star or name is None or (argument.keyword is not None and name not in keywords):
+            return None
+        bound[name] = argument.value
+    return bound

@@ -23,7 +23,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
-from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts
+from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, bound_arguments
 from autograd_fix.codemods.semantic.grad_free import CONVERSIONS, fresh_factory
 from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES
 from autograd_fix.codemods.semantic.loops import Binding, all_nodes, bindings, declared_global
@@ -273,26 +273,15 @@ def _param_names(function: cst.FunctionDef) -> set[str]:
 
 def _argument_for(name: str, function: cst.FunctionDef, facts: FunctionFacts, call: cst.Call) -> cst.BaseExpression | None:
     """The expression `call` passes for parameter `name` (`_DEFAULT` when left to its
-    default), None when it cannot tell (`*args`, a `**kwargs` parameter)."""
+    default), None when it cannot tell (`*args`, a `**kwargs` parameter, a starred
+    argument: see `bound_arguments`)."""
     params = function.params
-    if isinstance(params.star_arg, cst.Param) and params.star_arg.name.value == name:
+    if any(isinstance(p, cst.Param) and p.name.value == name for p in (params.star_arg, params.star_kwarg)):
         return None
-    if isinstance(params.star_kwarg, cst.Param) and params.star_kwarg.name.value == name:
+    bound = bound_arguments(facts, call)
+    if bound is None:
         return None
-    positional = [*params.posonly_params, *params.params]
-    if facts.class_name is not None and positional and not _is_static(function):
-        if not (isinstance(call.func, cst.Attribute) and _is_self(call.func.value)):
-            return None  # a method called on another object: which binding of self?
-        positional = positional[1:]
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    names = [p.name.value for p in positional]
-    index = names.index(name) if name in names else None
-    given = [arg for arg in call.args if arg.keyword is None]
-    if index is not None and index < len(given):
-        return given[index].value
-    return _DEFAULT
+    return bound.get(name, _DEFAULT)
 
 
 def _default_of(name: str, function: cst.FunctionDef) -> cst.BaseExpression | None:
@@ -367,10 +356,6 @@ def _constant(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)) or (
         isinstance(node, cst.Name) and node.value in {"True", "False", "None"}
     )
-
-
-def _is_static(function: cst.FunctionDef) -> bool:
-    return any(dotted_name(d.decorator) == "staticmethod" for d in function.decorators)
 
 
 def _is_self(node: cst.BaseExpression) -> bool:
