@@ -42,6 +42,7 @@ from autograd_fix.cli.writes import allowed_roots
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.source import SourceError
 from autograd_fix.codemods.torch_version import TorchVersion
+from autograd_fix.verification.trust import UserConfigError, load_user_settings
 from autograd_fix.verification.verdict import Status
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -57,6 +58,12 @@ class Device(str, enum.Enum):
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
+
+
+class Isolation(str, enum.Enum):
+    auto = "auto"
+    required = "required"
+    off = "off"
 
 
 class OutputFormat(str, enum.Enum):
@@ -115,6 +122,12 @@ def check(
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run original and fixed code before accepting a fix (--diff/--apply)."),
     device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
     verify_timeout: float = typer.Option(20.0, "--verify-timeout", metavar="SECONDS", min=0.1, help="Seconds per verification run."),
+    isolation: Optional[Isolation] = typer.Option(
+        None, "--isolation", help="How verification runs are confined: auto, required or off (a repository's pyproject.toml cannot lower it).",
+    ),
+    pass_env: Optional[list[str]] = typer.Option(
+        None, "--pass-env", metavar="NAME", help="An environment variable verification runs keep (repeatable).",
+    ),
     target_torch: Optional[str] = typer.Option(
         None, "--target-torch", metavar="VERSION",
         help="Oldest PyTorch the code must run on (e.g. 2.1); fixes never use newer APIs.",
@@ -155,9 +168,12 @@ def check(
 
     config_start = Path(stdin_filename).parent if (use_stdin and stdin_filename) else Path(paths[0] if not use_stdin else ".")
     try:
-        config = load_config(config_start if config_start.exists() else Path.cwd())
-    except ConfigError as error:
+        user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or ())
+        config = load_config(config_start if config_start.exists() else Path.cwd(), user)
+    except (ConfigError, UserConfigError) as error:
         raise _usage_error(str(error))
+    for note in config.notes:
+        typer.echo(f"warning: {note}", err=True)
     selected = _split_codes(select) if select is not None else config.select
     ignored = (_split_codes(ignore) or []) + config.ignore
     for prefixes in (selected or [], ignored):
@@ -216,7 +232,7 @@ def check(
                 decided = applier or DecisionNotes()
                 decided.expect(outcomes)
                 decided.note = file_lines(progress, len(decided.candidates))
-                settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs)
+                settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs, user=user)
                 outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, progress, on_decided=decided)
         except Interrupted as stop:
             typer.echo(interrupt_report(stop, applier, mode), err=True)

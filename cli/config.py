@@ -10,6 +10,9 @@ whose results have that role, like Ruff's `logger-objects`) and `<role>-names` (
 name tokens that read as that role where no evidence decides).
 Unknown keys are an error, so a typo does not silently do nothing.
 
+A `pyproject.toml` owned by another user is not read (as git's `safe.directory`; see
+`verification.trust`): the search goes on above it, and `Config.notes` says so.
+
 A long-lived process (the language server) reads settings through `ConfigCache`: the
 same `load_config`, once per project, again when a pyproject.toml above the document
 changes.
@@ -32,6 +35,7 @@ from autograd_fix.cli.discovery import ExcludePatternError, exclude_spec
 from autograd_fix.cli.torch_floor import dependencies_floor
 from autograd_fix.codemods.semantic.roles import CONFIGURABLE_ROLES, DEFAULT_VOCABULARY, Role, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
+from autograd_fix.verification.trust import UserConfigError, UserSettings, foreign_note, load_user_settings, readable_config
 
 #: `[tool.autograd-fix]` keys that extend the role vocabulary, per role
 ROLE_NAME_KEYS = {f"{role.value}-names": role for role in CONFIGURABLE_ROLES}
@@ -60,6 +64,8 @@ class Config:
     #: folder of the pyproject.toml the settings came from (None: defaults)
     root: Path | None = None
     source: Path | None = None
+    #: configuration files that were not read, and why
+    notes: list[str] = field(default_factory=list)
 
     def ignored_codes_for(self, path: Path) -> list[str]:
         """Codes (prefixes) that per-file-ignores turn off for `path`."""
@@ -88,9 +94,18 @@ def _candidates(start: Path) -> Iterator[Path]:
             yield path
 
 
-def _pyprojects(start: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every readable `pyproject.toml` from `start` upwards, parsed; broken TOML is an error."""
+def _pyprojects(
+    start: Path, user: UserSettings | None = None, notes: list[str] | None = None
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every `pyproject.toml` from `start` upwards that may be read, parsed; broken TOML
+    is an error. One owned by another user is skipped (noted in `notes`) unless `user`
+    trusts its project."""
+    user = user if user is not None else UserSettings()
     for path in _candidates(start):
+        if not readable_config(str(path), user):
+            if notes is not None and foreign_note(str(path)) not in notes:
+                notes.append(foreign_note(str(path)))
+            continue
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
@@ -98,17 +113,18 @@ def _pyprojects(start: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
         yield path, data
 
 
-def find_pyproject(start: Path) -> Path | None:
-    """Nearest `pyproject.toml` with a `[tool.autograd-fix]` table, from `start` upwards."""
-    for path, data in _pyprojects(start):
+def find_pyproject(start: Path, user: UserSettings | None = None, notes: list[str] | None = None) -> Path | None:
+    """Nearest `pyproject.toml` with a `[tool.autograd-fix]` table, from `start` upwards
+    (files owned by another user skipped, see `_pyprojects`)."""
+    for path, data in _pyprojects(start, user, notes):
         if isinstance(data.get("tool"), dict) and "autograd-fix" in data["tool"]:
             return path
     return None
 
 
-def _declared_floor(start: Path) -> TorchVersion | None:
+def _declared_floor(start: Path, user: UserSettings | None = None) -> TorchVersion | None:
     """The torch floor in the nearest pyproject that has a `[project]` table."""
-    for _, data in _pyprojects(start):
+    for _, data in _pyprojects(start, user):
         project = data.get("project")
         if isinstance(project, dict):
             dependencies = project.get("dependencies", [])
@@ -125,17 +141,25 @@ def _string_list(table: dict[str, Any], key: str, source: Path) -> list[str] | N
     return value
 
 
-def load_config(start: Path) -> Config:
-    source = find_pyproject(start)
+def load_config(start: Path, user: UserSettings | None = None) -> Config:
+    """The settings for files under `start`; `user` (their configuration file when None)
+    says which projects are trusted, whose files are read whoever owns them."""
+    if user is None:
+        try:
+            user = load_user_settings()
+        except UserConfigError as error:
+            raise ConfigError(str(error)) from None
+    notes: list[str] = []
+    source = find_pyproject(start, user, notes)
     if source is None:
-        return Config(target_torch=_declared_floor(start))
+        return Config(target_torch=_declared_floor(start, user), notes=notes)
     table = tomllib.loads(source.read_text(encoding="utf-8"))["tool"]["autograd-fix"]
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [tool.autograd-fix] must be a table")
     unknown = set(table) - KNOWN_KEYS
     if unknown:
         raise ConfigError(f"{source}: unknown [tool.autograd-fix] keys: {', '.join(sorted(unknown))}")
-    config = Config(root=source.parent, source=source)
+    config = Config(root=source.parent, source=source, notes=notes)
     config.select = _string_list(table, "select", source)
     config.ignore = _string_list(table, "ignore", source) or []
     config.exclude = _string_list(table, "exclude", source) or []
@@ -154,14 +178,14 @@ def load_config(start: Path) -> Config:
     ):
         raise ConfigError(f"{source}: [tool.autograd-fix] per-file-ignores must map globs to lists of codes")
     config.per_file_ignores = per_file
-    config.target_torch = _target_torch(table, source) or _declared_floor(start)
+    config.target_torch = _target_torch(table, source) or _declared_floor(start, user)
     config.roles = _roles(table, source)
     if "verify" in table:
-        _check_verify_table(source)
+        _check_verify_table(source, user)
     return config
 
 
-def _check_verify_table(source: Path) -> None:
+def _check_verify_table(source: Path, user: UserSettings) -> None:
     """`[tool.autograd-fix.verify]` (driver, argv, isolation, pass-env, factories) is read
     per verified file by the verification stage; a malformed one stops the run here
     instead of leaving every patch unverified."""
@@ -169,7 +193,7 @@ def _check_verify_table(source: Path) -> None:
     from autograd_fix.verification.config import load_config as load_verify_config
 
     try:
-        load_verify_config(config_dir=str(source.parent))
+        load_verify_config(config_dir=str(source.parent), user=user)
     except VerifyConfigError as error:
         raise ConfigError(str(error)) from None
 

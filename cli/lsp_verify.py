@@ -26,6 +26,8 @@ class VerifyReport:
     #: one {"code", "line", "column", "verdict", "reason", "applied"} per fix
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    #: what was not taken from the project's configuration, and why (said once each)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def applied_count(self) -> int:
@@ -91,6 +93,9 @@ def verify_document(
         if record.fix_applicability is None:
             continue
         verification = record.verification
+        for note in verification.notes if verification else ():
+            if note not in report.notes:
+                report.notes.append(note)
         report.verdicts.append(
             {
                 "code": record.code,
@@ -98,7 +103,7 @@ def verify_document(
                 "column": record.column,
                 "applicability": record.fix_applicability,
                 "verdict": verification.verdict.value if verification else "unverified",
-                "reason": verification.reason if verification else "the fix could not be applied alone",
+                "reason": verification.full_reason if verification else "the fix could not be applied alone",
                 "applied": report.fixed is not None and record.fix_applies,
             }
         )

@@ -192,6 +192,8 @@ class AutogradFixServer(LanguageServer):
         notice = self.verifier.isolation_notice() if self.verifier is not None else None
         if notice:  # once per worker: its runs could not be isolated on this machine
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"autograd-fix: {notice}"))
+        for note in report.notes:  # a project setting that was ignored, a file not read
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"autograd-fix: {note}"))
         if report.error:
             return self.tell(types.MessageType.Error, f"autograd-fix: {report.error}; nothing applied", applied=False, verdicts=report.verdicts)
         current = self.open_document(uri)

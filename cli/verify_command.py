@@ -26,8 +26,9 @@ from rich.text import Text
 from autograd_fix.cli.config import ConfigError, load_config
 from autograd_fix.cli.notebook import is_notebook, load_notebook
 from autograd_fix.codemods.source import SourceError, read_source
-from autograd_fix.cli.verify_patches import say_isolation_notice
+from autograd_fix.cli.verify_patches import ConfigNotes, say_isolation_notice
 from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, Verifier, WorkerError, find_units, gradcheck_file, verify_pair
+from autograd_fix.verification.trust import UserConfigError, load_user_settings
 from autograd_fix.verification.verdict import format_bytes
 
 EXIT_USAGE = 2
@@ -45,6 +46,12 @@ class Device(str, enum.Enum):
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
+
+
+class Isolation(str, enum.Enum):
+    auto = "auto"
+    required = "required"
+    off = "off"
 
 
 class Format(str, enum.Enum):
@@ -116,6 +123,10 @@ def verify(
     timeout: float = typer.Option(20.0, "--timeout", metavar="SECONDS", min=0.1, help="Seconds allowed per run."),
     output_format: Format = typer.Option(Format.text, "--format", help="text or json."),
     gradcheck: bool = typer.Option(False, "--gradcheck", help="gradcheck every custom autograd.Function in FILE.", show_default=False),
+    isolation: Optional[Isolation] = typer.Option(
+        None, "--isolation", help="How the runs are confined: auto, required or off (a repository's pyproject.toml cannot lower it).",
+    ),
+    pass_env: Optional[list[str]] = typer.Option(None, "--pass-env", metavar="NAME", help="An environment variable the runs keep (repeatable)."),
 ) -> None:
     """Run the original and the rewritten version of a file and compare gradients,
     outputs and memory; or gradcheck every custom autograd.Function in one file.
@@ -133,6 +144,10 @@ def verify(
     if len(files) != 2:
         raise _usage("expected ORIGINAL and REWRITTEN (or FILE --gradcheck)")
     original, rewritten = _read(files[0]), _read(files[1])
+    try:
+        user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or ())
+    except UserConfigError as error:
+        raise _usage(str(error)) from None
     checks = _checks_for(rule)
     roles = _project_roles(files[0])
     try:
@@ -158,8 +173,10 @@ def verify(
             checks=checks,
             verifier=verifier,
             roles=roles,
+            user=user,
         )
         say_isolation_notice(verifier)
+        ConfigNotes().say(verdict)
     finally:
         if own is not None:
             own.close()
@@ -172,7 +189,7 @@ def verify(
 
 def render_verdict(verdict: Verdict, console: Console) -> None:
     """The verdict line, then per unit its checks and what each side measured."""
-    console.print(Text.assemble((str(verdict.verdict), _STYLE[verdict.verdict]), f": {verdict.reason}"))
+    console.print(Text.assemble((str(verdict.verdict), _STYLE[verdict.verdict]), f": {verdict.full_reason}"))
     for unit in verdict.units:
         # the verdict line already quotes the reason of a single unit, or of the unit
         # that decided it: said once is enough

@@ -21,6 +21,7 @@ from autograd_fix.codemods.engine import EngineError
 from autograd_fix.codemods.plans import FilePlans
 from autograd_fix.codemods.registry import rule_by_code, select_rules
 from autograd_fix.codemods.semantic.roles import Vocabulary
+from autograd_fix.verification.trust import UserSettings
 from autograd_fix.verification.verdict import Status, Verdict
 
 if TYPE_CHECKING:
@@ -32,6 +33,24 @@ class VerifySettings:
     device: str = "auto"
     timeout: float = 20.0
     jobs: int | None = None
+    #: the user's own safety settings (flags over their configuration file; None: the file alone)
+    user: UserSettings | None = None
+
+
+class ConfigNotes:
+    """Says each note about a project's configuration (a setting that was ignored, a
+    file that was not read) once per run of the tool, on stderr."""
+
+    def __init__(self) -> None:
+        self._said: set[str] = set()
+
+    def say(self, verdict: Verdict) -> None:
+        for note in verdict.notes:
+            if note not in self._said:
+                self._said.add(note)
+                Console(stderr=True, highlight=False, soft_wrap=True).print(
+                    f"[yellow]warning:[/yellow] {note}", markup=True
+                )
 
 
 def say_isolation_notice(verifier: "Verifier | None") -> None:
@@ -162,6 +181,7 @@ def verify_records(
     busy: set[int] = set()  # files with a patch being verified (one at a time per file)
     shadows = ShadowCopies(parent=getattr(verifier, "scratch", None))  # each project copied once for the whole run
     memo = SourceMemo()  # each statement analysed once for the whole run
+    notes = ConfigNotes()
     try:
         with progress_bar(progress_console, total, "verifying patches") as advance:
 
@@ -188,6 +208,7 @@ def verify_records(
             def on_verdict(key: tuple[_FileQueue, FindingRecord, dict], verdict: Verdict) -> None:
                 if own:  # a long-lived caller (the language server) says it its own way
                     say_isolation_notice(verifier)
+                    notes.say(verdict)
                 queue, record, pair = key
                 notebook = queue.outcome.notebook
                 if notebook is not None:  # the runs saw the cells' program: name cells
@@ -200,7 +221,7 @@ def verify_records(
 
             api.verify_stream(
                 next_pair, on_verdict, verifier=verifier, shadows=shadows, memo=memo,
-                jobs=settings.jobs, device=settings.device, timeout=settings.timeout,
+                jobs=settings.jobs, device=settings.device, timeout=settings.timeout, user=settings.user,
             )
     finally:
         if own:

@@ -22,6 +22,7 @@ import pytest
 from autograd_fix.verification import Verifier, verify_pair
 from autograd_fix.verification.isolation import worker_environment
 from autograd_fix.verification.namespaces import DISABLE_VARIABLE, check
+from autograd_fix.verification.trust import UserSettings
 
 VERDICTS = {"accepted", "rejected", "unverified"}
 SECRET = "AGF_TEST_SECRET"
@@ -30,6 +31,21 @@ WORKER_SECRET = "AUTOGRAD_FIX_TEST_SECRET"
 
 UNAVAILABLE = check()
 needs_namespaces = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no namespaces here: {UNAVAILABLE}")
+#: set to 1 to accept that the isolation tests skip on a machine without namespaces
+ALLOW_UNCHECKED = "AUTOGRAD_FIX_ALLOW_UNCHECKED_ISOLATION"
+
+
+def test_the_isolation_claim_was_checked_on_this_machine():
+    """The tests marked `needs_namespaces` skip where the kernel has no user namespaces;
+    then the README's isolation claim went unchecked, which must not pass silently."""
+    if UNAVAILABLE is None:
+        return
+    if os.environ.get(ALLOW_UNCHECKED) == "1":
+        pytest.skip(f"isolation unchecked here ({UNAVAILABLE}), accepted by {ALLOW_UNCHECKED}=1")
+    pytest.fail(
+        f"the isolation tests skipped: no namespaces on this machine ({UNAVAILABLE}); nothing checked that "
+        f"verification runs are confined. Run them where namespaces work, or set {ALLOW_UNCHECKED}=1 to accept it."
+    )
 
 LIBC_WRITE = '''
 import ctypes, os
@@ -128,7 +144,7 @@ def test_tampering_with_the_users_project_changes_nothing(verifier, project):
 @needs_namespaces  # without them, /proc shows the worker's own environment
 def test_a_secret_in_the_tools_environment_never_reaches_the_run(verifier, project, monkeypatch):
     monkeypatch.setenv("AGF_TEST_PASSED", "visible")
-    (project / "pyproject.toml").write_text('[project]\nname = "proj"\n[tool.autograd-fix.verify]\npass-env = ["AGF_TEST_PASSED"]\n')
+    # the user's own setting (a repository's pass-env is ignored: tests/test_hostile_repository.py)
     verdict = verify(verifier, project, f"""
     import os
     leaks = [os.environ.get({SECRET!r}), os.environ.get({WORKER_SECRET!r})]
@@ -141,7 +157,7 @@ def test_a_secret_in_the_tools_environment_never_reaches_the_run(verifier, proje
             pass
     print("leaks", [leak for leak in leaks if leak])
     print("passed", os.environ.get("AGF_TEST_PASSED"))
-    """)
+    """, user=UserSettings(pass_env=("AGF_TEST_PASSED",)))
     assert verdict.verdict == "accepted", verdict.reason
     assert "leaks []" in printed(verdict)
     assert "passed visible" in printed(verdict)
@@ -273,17 +289,19 @@ def test_without_namespaces_runs_still_compare_equal_and_say_so_once(unisolated,
     print("secret", os.environ.get("AGF_TEST_SECRET"))
     """)
     assert verdict.verdict == "accepted", verdict.reason
+    assert verdict.isolation_gap == f"turned off by {DISABLE_VARIABLE}" and "NOT isolated" in verdict.summary()
     notice = unisolated.isolation_notice()
     assert notice and "NOT isolated" in notice and "--no-verify" in notice and 'isolation = "required"' in notice
     assert unisolated.isolation_notice() is None  # once per run
 
 
-def test_isolation_off_runs_without_a_notice(unisolated, project):
-    (project / "pyproject.toml").write_text('[project]\nname = "proj"\n[tool.autograd-fix.verify]\nisolation = "off"\n')
+def test_isolation_off_runs_without_the_machine_notice_but_says_so_on_the_verdict(unisolated, project):
     unisolated.isolation_notice()  # whatever an earlier test left
-    verdict = verify(unisolated, project, "import os\nhome = os.environ.get('HOME')\n")
+    verdict = verify(unisolated, project, "import os\nhome = os.environ.get('HOME')\n", user=UserSettings(isolation="off"))
     assert verdict.verdict == "accepted", verdict.reason
-    assert unisolated.isolation_notice() is None
+    assert unisolated.isolation_notice() is None  # the user chose it: no machine warning
+    assert verdict.isolation_gap == 'isolation = "off"'
+    assert verdict.summary().endswith('[runs NOT isolated: isolation = "off"]')
 
 
 def test_signals_keep_their_meaning_inside_the_namespace(verifier, project):

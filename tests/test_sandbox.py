@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from autograd_fix.verification.trust import UserSettings
 from autograd_fix.verification import Verifier, verify_many, verify_pair
 
 BASE = """
@@ -51,11 +52,10 @@ def _alive(pid: int) -> bool:
 
 
 def test_hang_in_the_original_is_unverified(verifier):
-    started = time.monotonic()
+    # how soon after the timeout the verdict comes is measured by benchmarks/bench_sandbox.py
     verdict = pair(verifier, BASE + "while True:\n    pass\n", BASE + "total += 0\nwhile True:\n    pass\n", timeout=1.5)
     assert verdict.verdict == "unverified"
     assert "did not finish within 1.5 s" in verdict.reason
-    assert time.monotonic() - started < 20
 
 
 def test_hang_only_in_the_rewritten_is_rejected(verifier):
@@ -87,11 +87,9 @@ def test_sys_exit_zero_is_a_normal_end_and_nonzero_an_error(verifier):
 
 def test_memory_blow_up_is_stopped(verifier):
     hog = BASE + "chunks = []\nwhile True:\n    chunks.append(torch.ones(16 * 1024 * 1024))\n"
-    started = time.monotonic()
     verdict = pair(verifier, hog, hog + "total = 2\n", memory_mb=300, timeout=20)
     assert verdict.verdict == "unverified"
-    assert "memory" in verdict.reason
-    assert time.monotonic() - started < 30
+    assert "memory" in verdict.reason and "did not finish" not in verdict.reason  # the watch, not the clock
 
 
 def test_output_flood_is_capped_and_does_not_block(verifier):
@@ -113,7 +111,6 @@ def test_no_grandchild_outlives_a_killed_run(verifier, tmp_path):
     # without a PID namespace of its own (isolation = "off"): the process group kill alone
     # must take the sleeper down (tests/test_isolation.py covers isolated runs). Found by
     # its unique command line: its pid, as the run sees it, may be a namespace's.
-    (tmp_path / "pyproject.toml").write_text('[tool.autograd-fix.verify]\nisolation = "off"\n')
     seconds = f"300.{os.getpid()}{time.monotonic_ns() % 100000}"
     spawner = BASE + textwrap.dedent(
         f"""
@@ -123,7 +120,8 @@ def test_no_grandchild_outlives_a_killed_run(verifier, tmp_path):
             pass
         """
     )
-    verdict = pair(verifier, spawner, spawner + "total = 3\n", timeout=2, path=str(tmp_path / "spawner.py"))
+    verdict = pair(verifier, spawner, spawner + "total = 3\n", timeout=2, path=str(tmp_path / "spawner.py"),
+                   user=UserSettings(isolation="off"))
     assert verdict.verdict == "unverified"
     deadline = time.monotonic() + 5
     while _sleepers(seconds) and time.monotonic() < deadline:
@@ -144,19 +142,17 @@ def _sleepers(seconds: str) -> list[int]:
     return found
 
 
-def test_independent_patches_run_in_parallel_and_keep_their_order(verifier):
-    slow = BASE + "import time\ntime.sleep(1.0)\n"
+def test_independent_patches_keep_their_order(verifier):
+    # that they run in parallel is a timing claim: benchmarks/bench_sandbox.py measures it
+    slow = BASE + "import time\ntime.sleep(0.2)\n"
     pairs = [
-        {"original": slow, "rewritten": slow + f"marker = {i}\n" if i % 2 else slow.replace("time.sleep(1.0)", "time.sleep(1.0)\ntotal = 0.0")}
+        {"original": slow, "rewritten": slow + f"marker = {i}\n" if i % 2 else slow.replace("time.sleep(0.2)", "time.sleep(0.2)\ntotal = 0.0")}
         for i in range(4)
     ]
-    started = time.monotonic()
     verdicts = verify_many(pairs, jobs=4, verifier=verifier, timeout=10)
-    elapsed = time.monotonic() - started
     # odd pairs add a global (an output only in the rewritten), even pairs change a value
     assert all(v.verdict == "rejected" for v in verdicts)
-    assert "marker" in verdicts[1].reason and "total" in verdicts[0].reason
-    assert elapsed < 4 * 1.0 + 3  # four 1 s runs (x2 sides) did not run one after another
+    assert all("marker" in v.reason for v in verdicts[1::2]) and all("total" in v.reason for v in verdicts[::2])
 
 
 def test_keyboard_interrupt_in_user_code_is_just_an_exception(verifier):

@@ -7,7 +7,6 @@ import json
 import textwrap
 
 import pytest
-from test_verification_support import shared_verifier
 from typer.testing import CliRunner
 
 from autograd_fix.cli.verify_command import verify_app
@@ -57,9 +56,6 @@ SRC = textwrap.dedent(
 )
 
 
-@pytest.fixture()
-def verifier():
-    return shared_verifier()
 
 
 # -- units ----------------------------------------------------------------------------------
@@ -115,9 +111,13 @@ def test_combine_and_json_shape():
     verdict = combine(units, "AGF001")
     assert verdict.verdict == "unverified" and verdict.reason == "b: why"
     data = verdict.to_json()
-    assert set(data) == {"verdict", "reason", "rule", "driver", "units"}
+    assert set(data) == {"verdict", "reason", "rule", "driver", "isolated", "isolation_gap", "units"}
+    assert data["isolated"] is True and data["isolation_gap"] is None
     assert set(data["units"][0]) == {"name", "mode", "verdict", "reason", "driver", "evidence"}
     assert Verdict("accepted", "outputs equal", None).summary() == "accepted: outputs equal"
+    unconfined = Verdict("accepted", "outputs equal", None, isolation_gap='isolation = "off"')
+    assert unconfined.summary() == 'accepted: outputs equal [runs NOT isolated: isolation = "off"]'
+    assert unconfined.to_json()["isolated"] is False
     assert format_bytes(17_100_000) == "17.1 MB" and format_bytes(0) == "0 B"
 
 

@@ -12,6 +12,7 @@ never depend on the tool's working directory.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Callable, Hashable
 
 from .client import Verifier, WorkerError
@@ -20,6 +21,7 @@ from .drivers import DriverError, parse_command
 from .isolation import pass_env_values, refusal
 from .shadow import ShadowCopies, ShadowError, project_root
 from .source_memo import SourceMemo
+from .trust import UserSettings
 from .units import Unit, UnitError, _Module, find_units
 from .verdict import ACCEPTED, UNVERIFIED, UnitResult, Verdict, combine
 
@@ -76,22 +78,23 @@ def _request(
         path = os.path.abspath(path)
     rule = merged.get("rule")
     try:
-        config = load_config(path if path != "<string>" else None, config_dir=merged.get("config_dir"))
+        config = load_config(path if path != "<string>" else None, config_dir=merged.get("config_dir"), user=merged.get("user"))
         command = parse_command(config.driver) if config.driver else None
     except (ConfigError, DriverError) as exc:
         return None, Verdict(UNVERIFIED, f"{exc} (see `driver` in [tool.autograd-fix.verify])" if isinstance(exc, DriverError) else str(exc), rule, ())
+    notes = config.notes
     try:
         units = find_units(
             merged["original"], merged["rewritten"], path=path, entry=merged.get("entry"), driver=command, memo=memo
         )
     except UnitError as exc:
-        return None, Verdict(UNVERIFIED, str(exc), rule, ())
+        return None, Verdict(UNVERIFIED, str(exc), rule, (), notes=notes)
     if not units:
-        return None, Verdict(ACCEPTED, "no code change (the two versions' syntax trees are equal)", rule, ())
+        return None, Verdict(ACCEPTED, "no code change (the two versions' syntax trees are equal)", rule, (), notes=notes)
     try:
         place = _place(path, config, shadows)
     except ShadowError as exc:
-        return None, Verdict(UNVERIFIED, str(exc), rule, ())
+        return None, Verdict(UNVERIFIED, str(exc), rule, (), notes=notes)
     checks = merged.get("checks")
     request = {
         "op": "verify",
@@ -111,8 +114,19 @@ def _request(
         "user_text": merged.get("user_text"),
         "isolation": config.isolation,
         "pass_env": pass_env_values(config.pass_env, dict(os.environ)),
+        "notes": list(notes),  # tool-side only: said with the verdict
     }
     return request, None
+
+
+def _isolation_gap(worker: Verifier, request: dict[str, Any]) -> str | None:
+    """Why this request's runs will not be isolated (None: they will be)."""
+    mode = request.get("isolation", "auto")
+    if mode == "off":
+        return 'isolation = "off"'
+    if mode == "auto" and worker.isolation_unavailable is not None:
+        return worker.isolation_unavailable
+    return None
 
 
 def _unisolated(worker: Verifier, requests: list[dict[str, Any]]) -> list[str | None]:
@@ -130,11 +144,14 @@ def _unisolated(worker: Verifier, requests: list[dict[str, Any]]) -> list[str | 
     return refusals
 
 
-def _verdict(answer: dict[str, Any], rule: str | None) -> Verdict:
+def _verdict(answer: dict[str, Any], rule: str | None, worker: Verifier, request: dict[str, Any]) -> Verdict:
+    """The verdict of a request that went to the worker, marked with what its runs
+    were not confined by and the notes of its configuration."""
+    extra = {"isolation_gap": _isolation_gap(worker, request), "notes": tuple(request.get("notes") or ())}
     if not answer.get("ok"):
-        return Verdict(UNVERIFIED, f"verification failed: {answer.get('error')}", rule, ())
+        return Verdict(UNVERIFIED, f"verification failed: {answer.get('error')}", rule, (), **extra)
     units = [UnitResult(**unit) for unit in answer["result"]["units"]]
-    return combine(units, rule)
+    return replace(combine(units, rule), **extra)
 
 
 def verify_many(
@@ -148,6 +165,7 @@ def verify_many(
     verifier: Verifier | None = None,
     shadows: ShadowCopies | None = None,
     memo: SourceMemo | None = None,
+    user: UserSettings | None = None,
 ) -> list[Verdict]:
     """Verify independent patches, up to `jobs` at a time, on one warm worker.
 
@@ -159,13 +177,14 @@ def verify_many(
     reasons give line numbers in it. Verdicts come back in order.
     Each file's project is copied once per `shadows` (once per call without one).
     A run that calls this repeatedly passes one `memo`, so each patch is analysed for what
-    it changed rather than for the size of its file.
+    it changed rather than for the size of its file. `user` holds the user's own safety
+    settings (flags on top of their configuration file; None: the file alone).
     """
     if shadows is None:
         with ShadowCopies() as own_shadows:
             return verify_many(pairs, jobs=jobs, device=device, timeout=timeout, memory_mb=memory_mb,
-                               config_dir=config_dir, verifier=verifier, shadows=own_shadows, memo=memo)
-    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir}
+                               config_dir=config_dir, verifier=verifier, shadows=own_shadows, memo=memo, user=user)
+    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user}
     verdicts: list[Verdict | None] = []
     requests: list[dict[str, Any]] = []
     slots: list[int] = []
@@ -194,10 +213,10 @@ def verify_many(
                 worker.close()
         for slot, request, refused in zip(slots, requests, refusals):
             if refused is not None:
-                verdicts[slot] = Verdict(UNVERIFIED, refused, pairs[slot].get("rule"), ())
+                verdicts[slot] = Verdict(UNVERIFIED, refused, pairs[slot].get("rule"), (), notes=tuple(request["notes"]))
                 continue
             answer = next(answers)
-            verdicts[slot] = _verdict(answer, pairs[slot].get("rule"))
+            verdicts[slot] = _verdict(answer, pairs[slot].get("rule"), worker, request)
             _remember_failures(shadows, request, answer)
     return [v for v in verdicts if v is not None]
 
@@ -214,6 +233,7 @@ def verify_stream(
     memory_mb: int = DEFAULT_MEMORY_MB,
     config_dir: str | None = None,
     memo: SourceMemo | None = None,
+    user: UserSettings | None = None,
 ) -> None:
     """Verify patches as they come: `next_pair()` gives `(key, pair)` (None: nothing
     more for now), `on_verdict(key, verdict)` is called as soon as that patch is judged,
@@ -221,7 +241,7 @@ def verify_stream(
     went in). Up to `jobs` run at once; no patch waits for a batch of others, so a caller
     can act on each file as soon as its last verdict is in. A worker that dies leaves
     every patch still in flight, and every later one, unverified."""
-    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir}
+    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user}
     waiting: dict[int, tuple[Hashable, dict[str, Any]]] = {}
     tags = iter(range(1 << 62))
     broken: list[str] = []
@@ -235,7 +255,7 @@ def verify_stream(
             request, verdict = _request(pair, defaults, shadows, memo)
             refused = _unisolated(verifier, [request])[0] if request is not None else None
             if refused is not None:
-                verdict, request = Verdict(UNVERIFIED, refused, pair.get("rule"), ()), None
+                verdict, request = Verdict(UNVERIFIED, refused, pair.get("rule"), (), notes=tuple(request["notes"])), None
             if request is None:
                 on_verdict(key, verdict or Verdict(UNVERIFIED, "nothing to run", pair.get("rule"), ()))
                 continue
@@ -247,7 +267,7 @@ def verify_stream(
     def answer(request: dict[str, Any], message: dict[str, Any]) -> None:
         key, pair = waiting.pop(request["tag"])
         _remember_failures(shadows, request, message)
-        on_verdict(key, _verdict(message, pair.get("rule")))
+        on_verdict(key, _verdict(message, pair.get("rule"), verifier, request))
 
     try:
         verifier.stream(feed, answer, jobs=jobs or default_jobs())
@@ -256,7 +276,7 @@ def verify_stream(
     if not broken:
         return
     while waiting:
-        key, pair = waiting.pop(next(iter(waiting)))
+        key, pair = waiting.pop(next(iter(waiting)))  # its runs never finished: nothing to mark
         on_verdict(key, Verdict(UNVERIFIED, f"verification failed: {broken[0]}", pair.get("rule"), ()))
     while (item := next_pair()) is not None:
         key, pair = item
@@ -284,6 +304,7 @@ def verify_pair(
     verifier: Verifier | None = None,
     shadows: ShadowCopies | None = None,
     roles: dict[str, Any] | None = None,
+    user: UserSettings | None = None,
 ) -> Verdict:
     """Run both versions of one file and judge the patch under `checks` (or generic);
     `roles` is the project's `Vocabulary.additions()` (its `<role>-names`), by which the
@@ -294,7 +315,7 @@ def verify_pair(
     }
     return verify_many(
         [pair], jobs=1, device=device, timeout=timeout, memory_mb=memory_mb, config_dir=config_dir, verifier=verifier,
-        shadows=shadows,
+        shadows=shadows, user=user,
     )[0]
 
 

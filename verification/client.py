@@ -1,6 +1,6 @@
 """The tool-side handle on the warm worker (no torch import here).
 
-`Verifier` starts ``python -m autograd_fix.verification.worker`` once and sends it
+`Verifier` starts the worker (`worker_command`) once and sends it
 requests; `run_many` keeps up to `jobs` requests in flight (the worker forks one job per
 request, so independent patches run in parallel). The worker ends when its stdin closes:
 on `close`, at interpreter exit (a `weakref.finalize`), or when this process dies.
@@ -13,6 +13,15 @@ worker (whose runs cannot clean up after themselves), an interrupt.
 The worker starts with `isolation.worker_environment`, not the tool's whole environment:
 a secret that never reaches the worker cannot be read from its runs' memory. Its first
 message says whether its runs can be isolated here (`isolation_unavailable`).
+
+The worker never imports from the user's folder: it runs outside the sandbox (it sets
+the sandbox up), so a ``selectors.py`` or ``json.py`` in the repository the tool was
+started from, first on ``sys.path``, would run with the tool's rights. It starts with
+``-I`` (no current folder or script folder on ``sys.path``, no ``PYTHONPATH``, no
+``PYTHON*`` variables, no user site) in its own scratch folder, and `worker_command`
+adds back only the folders this installation of autograd-fix itself was loaded from
+(a user-site or ``PYTHONPATH`` install), after the standard library. Runs see the
+user's ``PYTHONPATH`` again, inside the sandbox (`place.prepare`).
 """
 
 from __future__ import annotations
@@ -33,6 +42,48 @@ READY_TIMEOUT_S = 120.0
 
 class WorkerError(RuntimeError):
     """The worker could not start or stopped answering."""
+
+
+#: what ``python -I -c`` runs: the folders named after it join ``sys.path`` as site
+#: folders (after the standard library and site-packages, their ``.pth`` files read),
+#: then the worker's `main`
+_BOOTSTRAP = (
+    "import site, sys\n"
+    "for folder in sys.argv[1:]:\n"
+    "    site.addsitedir(folder)\n"
+    "del sys.argv[1:]\n"
+    "from autograd_fix.verification.worker import main\n"
+    "main()\n"
+)
+
+
+def tool_folders() -> list[str]:
+    """The folders, besides the interpreter's own site-packages, that this process
+    found autograd-fix (and its dependencies) in: the user site when it is on
+    ``sys.path`` here, and the folder holding the ``autograd_fix`` package when that
+    is a plain package folder (an install on ``PYTHONPATH``). An editable install
+    needs neither: its finder is a ``.pth`` file in site-packages, which ``-I`` keeps."""
+    import site
+
+    import autograd_fix
+
+    folders: list[str] = []
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user_site and user_site in sys.path and os.path.isdir(user_site):
+        folders.append(user_site)
+    package = os.path.dirname(os.path.abspath(autograd_fix.__file__))
+    if os.path.basename(package) == "autograd_fix":
+        parent = os.path.dirname(package)
+        if parent not in folders and parent not in site.getsitepackages():
+            folders.append(parent)
+    return folders
+
+
+def worker_command() -> list[str]:
+    """The worker's command line: this interpreter in isolated mode (``-I``), so that
+    nothing of the current folder, ``PYTHONPATH`` or ``PYTHON*`` variables is imported
+    or obeyed before the worker has set up the sandbox."""
+    return [sys.executable, "-I", "-c", _BOOTSTRAP, *tool_folders()]
 
 
 def _shutdown(proc: subprocess.Popen | None, scratch: str) -> None:
@@ -78,7 +129,8 @@ class Verifier:
         env["TMPDIR"] = self.scratch
         self._finalizer = weakref.finalize(self, _remove, self.scratch)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "autograd_fix.verification.worker"],
+            worker_command(),
+            cwd=self.scratch,  # never the user's folder (relative paths resolve here)
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None if debug else subprocess.DEVNULL,

@@ -7,10 +7,13 @@ in it are relative to the folder holding the ``pyproject.toml``. ``argv`` is the
 arguments a script driver gets after its name (default none, so argparse defaults apply).
 
 ``isolation`` (``"auto"``, the default, ``"required"`` or ``"off"``) says how runs are
-confined (see `isolation`): ``auto`` isolates where the OS allows and says once when it
-cannot, ``required`` refuses to run where it cannot, ``off`` runs as the tool's own
-process would (no namespaces, the tool's environment). ``pass-env`` lists environment
-variables a run keeps besides the allowlist (``pass-env = ["WANDB_MODE"]``).
+confined (see `isolation`): ``auto`` isolates where the OS allows and says so on every
+verdict when it cannot, ``required`` refuses to run where it cannot, ``off`` runs as the
+tool's own process would (no namespaces, the tool's environment). ``pass-env`` lists
+environment variables a run keeps besides the allowlist (``pass-env = ["WANDB_MODE"]``).
+A repository's ``isolation`` and ``pass-env`` count only in a project the user trusts
+(see `trust`); the values here are the weighed ones, and `notes` say what was ignored.
+A ``pyproject.toml`` owned by another user is skipped, as if it were not there.
 
 Input factories serve function-mode verification.
 
@@ -35,7 +38,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
-from .isolation import MODES
+from .trust import MODES, UserConfigError, UserSettings, foreign_note, load_user_settings, readable_config, weigh
 
 #: keys of the table that are settings, not input factories
 SETTINGS = frozenset({"driver", "argv", "isolation", "pass-env"})
@@ -52,6 +55,8 @@ class VerifyConfig:
     argv: tuple[str, ...] = ()
     isolation: str = "auto"
     pass_env: tuple[str, ...] = ()
+    #: what was not taken from the repository, and why (each names the file)
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"factories": dict(self.factories), "root": self.root, "driver": self.driver, "argv": list(self.argv),
@@ -62,27 +67,44 @@ class ConfigError(ValueError):
     """The ``[tool.autograd-fix.verify]`` table is malformed."""
 
 
-def find_pyproject(start: str) -> str | None:
-    """The nearest ``pyproject.toml`` at or above `start` (a file or a folder)."""
+def find_pyproject(start: str, user: UserSettings | None = None, notes: list[str] | None = None) -> str | None:
+    """The nearest ``pyproject.toml`` at or above `start` (a file or a folder) that may
+    be read: one owned by another user is skipped (noted in `notes`) unless `user`
+    trusts its project."""
+    user = user if user is not None else UserSettings()
     current = os.path.abspath(start)
     if not os.path.isdir(current):
         current = os.path.dirname(current)
     while True:
         candidate = os.path.join(current, "pyproject.toml")
         if os.path.isfile(candidate):
-            return candidate
+            if readable_config(candidate, user):
+                return candidate
+            if notes is not None:
+                notes.append(foreign_note(candidate))
         parent = os.path.dirname(current)
         if parent == current:
             return None
         current = parent
 
 
-def load_config(path: str | None = None, *, config_dir: str | None = None) -> VerifyConfig:
-    """Read the verify table for the file at `path` (or the folder `config_dir`)."""
+def load_config(
+    path: str | None = None, *, config_dir: str | None = None, user: UserSettings | None = None
+) -> VerifyConfig:
+    """Read the verify table for the file at `path` (or the folder `config_dir`), with
+    the safety settings weighed against the `user`'s own (their configuration file when
+    None is given)."""
+    if user is None:
+        try:
+            user = load_user_settings()
+        except UserConfigError as exc:
+            raise ConfigError(str(exc)) from exc
     start = config_dir or (path if path and not path.startswith("<") else os.getcwd())
-    pyproject = find_pyproject(start)
+    skipped: list[str] = []
+    pyproject = find_pyproject(start, user, skipped)
     if pyproject is None:
-        return VerifyConfig()
+        safety = weigh(user, None, None, ())
+        return VerifyConfig(isolation=safety.isolation, pass_env=safety.pass_env, notes=tuple(skipped))
     try:
         with open(pyproject, "rb") as handle:
             data = tomllib.load(handle)
@@ -110,5 +132,6 @@ def load_config(path: str | None = None, *, config_dir: str | None = None) -> Ve
         if not isinstance(value, str) or value.count(":") != 1:
             raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] {name} must be \"module:callable\", got {value!r}")
         factories[name] = value
+    safety = weigh(user, pyproject, table.get("isolation"), tuple(pass_env))
     return VerifyConfig(factories=factories, root=os.path.dirname(pyproject), driver=driver, argv=tuple(argv),
-                        isolation=isolation, pass_env=tuple(pass_env))
+                        isolation=safety.isolation, pass_env=safety.pass_env, notes=(*skipped, *safety.notes))

@@ -23,8 +23,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from .namespaces import RunForker
-
-MODES = ("auto", "required", "off")
+from .trust import MODES  # noqa: F401 - the modes live with the policy that weighs them
 
 #: variables a run keeps from the tool's environment (besides ``LC_*`` and ``pass-env``)
 RUN_ENV = (
@@ -83,19 +82,19 @@ def pass_env_values(names: tuple[str, ...] | list[str], environ: dict[str, str])
 
 def notice(reason: str) -> str:
     """The one-line warning of a run that goes unisolated."""
+    from .trust import user_config_path
+
     return (
         f"verification runs are NOT isolated on this machine ({reason}): the code being verified can write "
-        "files outside its folder, use the network and leave processes behind; pass --no-verify to run nothing, or set "
-        'isolation = "required" under [tool.autograd-fix.verify] to refuse unisolated runs'
+        "files outside its folder, use the network and leave processes behind; pass --no-verify to run nothing, or "
+        f'--isolation required (or isolation = "required" under [verify] in {user_config_path()}) to refuse '
+        "unisolated runs"
     )
 
 
 def refusal(reason: str) -> str:
     """The verdict reason when ``isolation = "required"`` meets a machine without it."""
-    return (
-        f'not run: isolation = "required" in [tool.autograd-fix.verify], but verification runs cannot be '
-        f"isolated on this machine ({reason})"
-    )
+    return f'not run: isolation = "required", but verification runs cannot be isolated on this machine ({reason})'
 
 
 def scrub_environment(folder: str, pass_env: dict[str, str]) -> None:

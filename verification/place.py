@@ -94,6 +94,12 @@ def _user_text(path: str | None) -> str | None:
         return None
 
 
+def python_path(value: str, cwd: str) -> list[str]:
+    """The folders of a ``PYTHONPATH`` value, as the interpreter would put them on
+    ``sys.path`` (relative ones from `cwd`, empty ones dropped)."""
+    return [os.path.join(cwd, entry) for entry in value.split(os.pathsep) if entry]
+
+
 def prepare(spec: dict[str, Any], workdir: str) -> Place:
     """Lay out this side's copy under `workdir` and point cwd, sys.path, argv at it."""
     copy_root = os.path.join(workdir, COPY_NAME)
@@ -130,10 +136,11 @@ def prepare(spec: dict[str, Any], workdir: str) -> Place:
         first = os.path.dirname(entry) if entry else cwd
     else:
         cwd = first = folder
-    # what Python sets for `python script.py`: the script's folder first (replacing the
-    # worker's own entry), then the project root for packages under it
-    sys.path[0:1] = [first] if sys.path else [first]
-    if copy_root != first and copy_root not in sys.path:
+    # what Python sets for `python script.py`: the script's folder first, then
+    # PYTHONPATH (which the worker, started with -I, ignored: inside the sandbox the
+    # run may import from it), then the project root for packages under it
+    sys.path[:0] = [first, *python_path(os.environ.get("PYTHONPATH", ""), cwd)]
+    if copy_root not in sys.path:
         sys.path.insert(1, copy_root)
     os.chdir(cwd)
     return place

@@ -64,6 +64,10 @@ class Verdict:
     reason: str
     rule: str | None
     units: tuple[UnitResult, ...] = ()
+    #: why the runs behind this verdict were not isolated (None: isolated, or nothing ran)
+    isolation_gap: str | None = None
+    #: what the tool did not take from the project's configuration, and why
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Status(self.verdict))
@@ -88,6 +92,8 @@ class Verdict:
             "reason": self.reason,
             "rule": self.rule,
             "driver": self.driver,
+            "isolated": self.isolation_gap is None,
+            "isolation_gap": self.isolation_gap,
             "units": [unit.to_json() for unit in self.units],
         }
 
@@ -97,12 +103,20 @@ class Verdict:
             "verdict": self.verdict.value,
             "reason": self.reason,
             "driver": self.driver,
+            "isolated": self.isolation_gap is None,
             "evidence": {unit.name: unit.evidence for unit in self.units},
         }
 
+    @property
+    def full_reason(self) -> str:
+        """The reason, and when the runs were not isolated, that they were not: said on
+        every verdict, so that no accepted fix reads as if it came from a confined run."""
+        gap = f" [runs NOT isolated: {self.isolation_gap}]" if self.isolation_gap else ""
+        return f"{self.reason}{gap}"
+
     def summary(self) -> str:
         """One line for diffs and findings, e.g. ``accepted: outputs equal, ...``."""
-        return f"{self.verdict.value}: {self.reason}"
+        return f"{self.verdict.value}: {self.full_reason}"
 
 
 def combine(units: list[UnitResult] | tuple[UnitResult, ...], rule: str | None) -> Verdict:
