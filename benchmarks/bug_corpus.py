@@ -12,6 +12,11 @@ tests/corpus/README.md). This prints, overall and per rule:
 Every miss is listed with its reason, so BUG_CORPUS.md can explain it.
 
     python benchmarks/bug_corpus.py [--cases DIR] [--no-run] [--only NAME] [--jobs N]
+                                    [--update-floors]
+
+`--update-floors` (whole corpus only) raises the detection floor and lowers the
+false-positive ceiling in floors.toml when this run does better; the test suite holds
+every later change to them (tests/test_corpus_floors.py).
 """
 
 from __future__ import annotations
@@ -210,19 +215,36 @@ def report(scores: list[Score], run: bool) -> str:
     return "\n".join(lines)
 
 
+def floor_figures(scores: list[Score]) -> dict[str, int]:
+    """The figures floors.toml records for this corpus."""
+    return {
+        "min_detected": sum(bool(s.detected) for s in scores if s.case.kind == "bug"),
+        "max_near_miss_false_positives": sum(s.false_positive for s in scores if s.case.kind == "near-miss"),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=Path, default=CORPUS_DIR)
     parser.add_argument("--no-run", action="store_true", help="static detection only; run no scripts")
     parser.add_argument("--only", help="only case folders whose name contains this")
     parser.add_argument("--jobs", type=int, default=1, help="cases scored in parallel (each runs two scripts)")
+    parser.add_argument("--update-floors", action="store_true", help="record better figures in floors.toml")
     args = parser.parse_args(argv)
+    if args.update_floors and (args.only or args.cases != CORPUS_DIR):
+        parser.error("--update-floors scores the whole corpus: drop --only and --cases")
     cases = [c for c in load_cases(args.cases) if not args.only or args.only in c.name]
     if cases:
         static_result(cases[0].folder / "buggy.py")  # import the rules once, before threads share them
     with ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as pool:
         scores = list(pool.map(lambda case: score_case(case, run=not args.no_run), cases))
     print(report(scores, run=not args.no_run))
+    if args.update_floors:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from floors import improve
+
+        moved = improve("bug_corpus", floor_figures(scores))
+        print("floors: " + ("; ".join(moved) if moved else "unchanged (no figure beat its floor)"))
     return 0
 
 

@@ -42,6 +42,13 @@ def slow_eval_script(seconds: float) -> str:
     )
 
 
+def kill_quietly_pid(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
@@ -115,10 +122,21 @@ def test_interrupting_a_large_static_apply_lists_exactly_the_files_on_disk(
         paths.append(path)
     cli = start_cli(["--apply", "--no-verify", "-j", "2", "."], project, tmp_path / "tmp")
     running.append(cli)
+    # the event: the first file written. Then the pool's workers are stopped at once, so
+    # that the run cannot finish the other chunks (hundreds of files) before Ctrl-C
+    # lands, however fast the machine; they go on once the tool has the signal.
     deadline = time.monotonic() + 120
     while not any(FIXED_MARK in p.read_text() for p in paths) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    cli.signal(signal.SIGINT)
+        time.sleep(0.002)
+    workers = children_of(cli.proc.pid)
+    for pid in workers:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        cli.signal(signal.SIGINT)
+        time.sleep(0.2)  # not a bound: the tool acts on the signal whether or not this passed
+    finally:
+        for pid in workers:
+            kill_quietly_pid(pid, signal.SIGCONT)
     assert cli.finish() == 130, cli.stderr
     listed = {line.split(": ", 1)[1] for line in cli.stderr.splitlines() if line.startswith("written: ")}
     changed = {p.name for p in paths if FIXED_MARK in p.read_text()}

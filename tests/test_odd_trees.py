@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -179,3 +183,54 @@ def test_a_folder_with_only_odd_entries_is_not_called_empty(tree: Path) -> None:
     assert result.exit_code == 2
     assert "No Python files found" not in result.stderr
     assert "error: src/self.py: symlink loop" in result.stderr
+
+
+def _as_unprivileged_user() -> list[str] | None:
+    """The command prefix that runs a program as an unprivileged user: none needed when
+    the tests already run as one; as root, `setpriv` (or `runuser`) to `nobody`; None
+    where no such user can be made."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    runuser = shutil.which("runuser")
+    if runuser:
+        return [runuser, "-u", "nobody", "--"]
+    return None
+
+
+def test_a_real_kernel_refusal_of_a_folder_and_a_file_is_one_error_each() -> None:
+    """No patched `os.scandir` or `open`: a chmod 000 folder and file, read by a user the
+    kernel refuses them to (root reads them anyway, so the tool runs as `nobody`)."""
+    prefix = _as_unprivileged_user()
+    if prefix is None:
+        pytest.skip("running as root with neither setpriv nor runuser: no unprivileged user to run as")
+    root = Path(tempfile.mkdtemp(prefix="agf-unreadable-"))  # not under pytest's root-only folder
+    try:
+        root.chmod(0o755)
+        src = root / "src"
+        (src / "locked").mkdir(parents=True)
+        (src / "locked" / "a.py").write_text(EVAL)
+        (src / "model.py").write_text(EVAL)
+        (src / "secret.py").write_text(EVAL)
+        for path in (root, src):
+            path.chmod(0o755)
+        (src / "model.py").chmod(0o644)
+        (src / "secret.py").chmod(0)
+        (src / "locked").chmod(0)
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(root), "LANG": "C.UTF-8", "XDG_CONFIG_HOME": str(root)}
+        done = subprocess.run(
+            [*prefix, sys.executable, "-m", "autograd_fix", "--color", "never", "src"],
+            cwd=root, env=env, capture_output=True, text=True, timeout=300,
+        )
+    finally:
+        for path in (root / "src" / "locked", root / "src" / "secret.py"):
+            if path.exists():
+                path.chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)
+    assert done.returncode == 2, done.stderr
+    assert "error: src/locked: cannot read folder: Permission denied; skipped" in done.stderr
+    assert "error: src/secret.py: Permission denied" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "src/model.py:" in done.stdout

@@ -14,7 +14,6 @@ import types
 
 import pytest
 import torch
-from test_verification_support import shared_verifier
 
 from autograd_fix.verification import verify_pair
 from autograd_fix.verification.binding import Binder, Unbindable
@@ -281,9 +280,6 @@ BIG_LAYERS = textwrap.dedent(
 )
 
 
-@pytest.fixture()
-def verifier():
-    return shared_verifier()
 
 
 def _bind(source: str, qualname: str, **options) -> tuple[Binder, dict]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from test_verification_support import shared_verifier
 
 from autograd_fix.verification import verify_pair
 
@@ -25,9 +24,6 @@ AGF008 = ("gradients_match_finite_differences",)
 AGF009 = ("equal_or_gradients_corrected",)
 
 
-@pytest.fixture()
-def verifier():
-    return shared_verifier()
 
 
 def run(verifier, original: str, rewritten: str, checks, **kw):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_verification_support import shared_verifier
 
 from autograd_fix.verification import ConfigError, find_units, load_config, verify_pair
 from autograd_fix.verification.drivers import DriverError, parse_command
@@ -24,9 +23,6 @@ from autograd_fix.verification.drivers import DriverError, parse_command
 OUTPUT_CHECKS = ("outputs_equal", "retained_graph_lower_if_any")
 
 
-@pytest.fixture()
-def verifier():
-    return shared_verifier()
 
 
 def write(folder: Path, files: dict[str, str]) -> None:

@@ -13,7 +13,6 @@ import textwrap
 
 import pytest
 import torch
-from test_verification_support import shared_verifier
 
 from autograd_fix.verification import verify_pair
 from autograd_fix.verification.gradcheck import run_gradcheck, synthesize
@@ -266,9 +265,6 @@ def test_a_forward_that_never_runs_is_a_clear_error():
 
 
 # -- whole verification runs ---------------------------------------------------------------------
-@pytest.fixture()
-def verifier():
-    return shared_verifier()
 
 
 def verdict_of(verifier, original: str, rewritten: str, checks):

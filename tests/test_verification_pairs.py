@@ -10,7 +10,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from test_verification_support import shared_verifier
 
 from autograd_fix.verification import Verifier, verify_pair
 from autograd_fix.verification.verdict import format_bytes
@@ -23,9 +22,6 @@ AGF005 = ("original_error_gone", "gradcheck_passes", "ctx_freed_without_gc")
 AGF006 = ("accumulated_values_equal", "outputs_equal", "retained_graph_not_higher", "retained_graph_lower_if_any")
 
 
-@pytest.fixture()
-def verifier():
-    return shared_verifier()
 
 
 def run(verifier, original: str, rewritten: str, checks=None, **kw):

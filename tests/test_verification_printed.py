@@ -13,7 +13,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from test_verification_support import shared_verifier
 
 from autograd_fix.verification import verify_pair
 from autograd_fix.verification.printed import PrintedText, mask_volatile, printed_differences
@@ -180,9 +179,6 @@ FIXED = VALIDATE.replace(
 )
 
 
-@pytest.fixture()
-def verifier():
-    return shared_verifier()
 
 
 def run(verifier, original: str, rewritten: str, checks):

@@ -9,14 +9,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from test_verification_support import shared_verifier
 
 from autograd_fix.verification import verify_pair
 
 
-@pytest.fixture()
-def verifier():
-    return shared_verifier()
 
 
 # A GPT-style training script at top level that times each iteration and estimates
