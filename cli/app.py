@@ -111,6 +111,9 @@ def check(
     select: Optional[list[str]] = typer.Option(None, "--select", metavar="CODES", help="Only these codes or prefixes (AGF0)."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", metavar="CODES", help="Skip these codes or prefixes."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
+    unverified_fixes: bool = typer.Option(
+        False, "--unverified-fixes", help="Also apply fixes verification could not decide (unverified); never rejected ones.",
+    ),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="text, json, sarif or github."),
     output_file: Optional[str] = typer.Option(None, "--output-file", "-o", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout."),
     color: Color = typer.Option(Color.auto, "--color", help="auto, always or never."),
@@ -232,7 +235,9 @@ def check(
                 decided = applier or DecisionNotes()
                 decided.expect(outcomes)
                 decided.note = file_lines(progress, len(decided.candidates))
-                settings = VerifySettings(device=device.value, timeout=verify_timeout, jobs=jobs, user=user)
+                settings = VerifySettings(
+                    device=device.value, timeout=verify_timeout, jobs=jobs, user=user, unverified_fixes=unverified_fixes,
+                )
                 outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, progress, on_decided=decided)
         except Interrupted as stop:
             typer.echo(interrupt_report(stop, applier, mode), err=True)
@@ -245,7 +250,7 @@ def check(
     sink = ReportSink(output_file, out)
     code = _emit(
         outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
-        applier=applier, warnings=warnings, verified_later=verify,
+        applier=applier, warnings=warnings, verified_later=verify, verified=verifying if mode != "report" else None,
     )
     try:
         sink.close()
@@ -270,6 +275,7 @@ def _emit(
     applier: Applier | None = None,
     warnings: list[tuple[str, str]] | None = None,
     verified_later: bool = False,
+    verified: bool | None = None,
 ) -> int:
     err = _console(color, stderr=True)
     warnings = warnings or []
@@ -277,14 +283,18 @@ def _emit(
     out = sink.console
     records = [record for outcome in outcomes for record in outcome.findings]
     fixable = sum(1 for r in records if r.fix_applies)
-    hidden_unsafe = sum(
-        1
-        for r in records
-        if r.fix_applicability == "unsafe" and not r.fix_applies
-        and (r.verification is None or r.verification.verdict is not Status.REJECTED)
-    )
+    # unsafe fixes not applied for want of --unsafe-fixes (a verified one is counted by its verdict)
+    hidden_unsafe = sum(1 for r in records if r.fix_applicability == "unsafe" and not r.fix_applies and r.verification is None)
     # what the summary counts (read and analysed), whether or not it could be fixed
-    counts = {"checked": sum(1 for o in outcomes if o.findings or not o.error), "verified_later": verified_later}
+    counts = {
+        "checked": sum(1 for o in outcomes if o.findings or not o.error), "verified_later": verified_later,
+        "verified": verified,
+        "rejected": sum(1 for r in records if r.verification is not None and r.verification.verdict is Status.REJECTED),
+        "unverified": sum(
+            1 for r in records if r.verification is not None and r.verification.verdict is Status.UNVERIFIED
+            and not r.fix_applies
+        ),
+    }
     fixed = files_fixed = 0
     applied_ids: set[int] = set()
     refused = applier.refused if applier is not None else []

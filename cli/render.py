@@ -102,6 +102,7 @@ def plural(count: int, word: str) -> str:
 def summary_line(
     findings: int, fixable: int, hidden_unsafe: int, errors: int, *, mode: str, fixed: int = 0, files_fixed: int = 0,
     checked: int | None = None, verified_later: bool = False, not_written: int = 0,
+    verified: bool | None = None, rejected: int = 0, unverified: int = 0,
 ) -> str:
     """The run's last line.
 
@@ -110,7 +111,10 @@ def summary_line(
     the current options; `verified_later` (a listing, when `--apply` would verify) says
     `--apply` applies them once verification accepts them, as it does; otherwise only
     `--unsafe-fixes` would. `errors` counts files not checked, `not_written` files
-    checked and fixed whose write `--apply` refused (they are not in `fixed`)."""
+    checked and fixed whose write `--apply` refused (they are not in `fixed`).
+    `verified` (`--diff` / `--apply`): whether patches were run; then `rejected` and
+    `unverified` count the patches left out for their verdict; without verification
+    the line says that nothing was run."""
     parts: list[str] = []
     if checked == 0 and not findings:
         parts.append("No files checked")
@@ -126,6 +130,13 @@ def summary_line(
             parts.append(f"{fixable} fixable with --apply")
     else:
         parts.append("No findings")
+    if rejected:
+        parts.append(f"{rejected} rejected by verification")
+    if unverified:
+        parts.append(f"{unverified} unverified, not {'written' if mode == 'apply' else 'shown'} (--unverified-fixes "
+                     f"{'writes' if mode == 'apply' else 'shows'} {'it' if unverified == 1 else 'them'})")
+    if verified is False and mode in ("apply", "diff") and (findings or fixed):
+        parts.append("not verified (--no-verify)")
     if hidden_unsafe and verified_later and mode == "report":
         parts.append(f"{hidden_unsafe} more fixable with --apply once verification accepts {'it' if hidden_unsafe == 1 else 'them'}")
     elif hidden_unsafe:

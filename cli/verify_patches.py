@@ -3,8 +3,10 @@
 Each finding's fix is one patch plan (`codemods.plans`). A file is parsed and its rules run
 once; its patches are verified one after another, each composed on top of the plans
 already going in, and the file's final text is composed once from the accepted plans.
-Policy: a rejected patch is never applied; a safe fix is applied unless rejected; an
-unsafe fix is applied when accepted, or when unverified only with `--unsafe-fixes`.
+Policy: only what verification accepted is applied. A rejected patch never is; an
+unverified one (verification could not decide: the run needs the network, timed out, the
+changed code never ran) only with `--unverified-fixes`, and an unverified unsafe one only
+with `--unsafe-fixes` as well.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class VerifySettings:
     jobs: int | None = None
     #: the user's own safety settings (flags over their configuration file; None: the file alone)
     user: UserSettings | None = None
+    #: also apply fixes whose verification could not decide (`--unverified-fixes`)
+    unverified_fixes: bool = False
 
 
 class ConfigNotes:
@@ -61,16 +65,18 @@ def say_isolation_notice(verifier: "Verifier | None") -> None:
         Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/yellow] {notice}", markup=True)
 
 
-def decide(record: FindingRecord, unsafe_fixes: bool) -> bool:
-    """Whether `record`'s fix may be applied, given its verification verdict."""
+def decide(record: FindingRecord, unsafe_fixes: bool, unverified_fixes: bool = False) -> bool:
+    """Whether `record`'s fix may be applied, given its verification verdict: when
+    accepted; when unverified only if the user opted in (`unverified_fixes`, and for an
+    unsafe fix `unsafe_fixes` too); never when rejected."""
     if record.plan_id is None or record.verification is None:
         return False
     verdict = record.verification.verdict
-    if verdict is Status.REJECTED:
-        return False
-    if record.fix_applicability == "safe":
+    if verdict is Status.ACCEPTED:
         return True
-    return verdict is Status.ACCEPTED or unsafe_fixes
+    if verdict is Status.REJECTED or not unverified_fixes:
+        return False
+    return record.fix_applicability == "safe" or unsafe_fixes
 
 
 #: the reason given when a fix cannot be composed with the ones going in (such a patch is
@@ -214,7 +220,7 @@ def verify_records(
                 if notebook is not None:  # the runs saw the cells' program: name cells
                     verdict = localize_verification(verdict, notebook, pair)
                 record.verification = verdict
-                if decide(record, unsafe_fixes):
+                if decide(record, unsafe_fixes, settings.unverified_fixes):
                     queue.going_in.append(record.plan_id or "")
                 busy.discard(id(queue))
                 settled(queue)

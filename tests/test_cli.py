@@ -115,7 +115,7 @@ def test_apply_writes_fix_and_reports(project: Path) -> None:
     assert result.exit_code == 0
     assert (project / "src" / "train.py").read_text() == EVAL_LOOP_FIXED
     assert (project / "src" / "clean.py").read_text() == CLEAN
-    assert "Fixed 1 finding in 1 file; nothing left to fix." in result.stdout
+    assert "Fixed 1 finding in 1 file; nothing left to fix; not verified (--no-verify)." in result.stdout
     again = run("--check", "src")
     assert again.exit_code == 0, "a second run must find nothing"
 

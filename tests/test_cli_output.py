@@ -246,7 +246,9 @@ def test_listing_without_verification_points_to_unsafe_fixes(tmp_path: Path, mon
     listing = run("--no-verify", "gated.py")
     assert listing.stdout.splitlines()[-1] == "Found 2 findings; 1 fixable with --apply; 1 more fixable with --unsafe-fixes."
     applied = run("--apply", "--no-verify", "gated.py")
-    assert applied.stdout.splitlines()[-1] == "Fixed 1 finding in 1 file; 1 remaining; 1 more fixable with --unsafe-fixes."
+    assert applied.stdout.splitlines()[-1] == (
+        "Fixed 1 finding in 1 file; 1 remaining; not verified (--no-verify); 1 more fixable with --unsafe-fixes."
+    )
 
 
 @pytest.mark.parametrize("mode", [[], ["--diff"], ["--apply"]])

@@ -54,19 +54,21 @@ def record(applicability: str, verdict: str | None, reason: str = "r") -> Findin
 
 
 @pytest.mark.parametrize(
-    ("applicability", "verdict", "unsafe", "applied"),
+    ("applicability", "verdict", "unsafe", "unverified", "applied"),
     [
-        ("safe", "accepted", False, True),
-        ("safe", "unverified", False, True),
-        ("safe", "rejected", True, False),
-        ("unsafe", "accepted", False, True),
-        ("unsafe", "unverified", False, False),
-        ("unsafe", "unverified", True, True),
-        ("unsafe", "rejected", True, False),
+        ("safe", "accepted", False, False, True),
+        ("safe", "unverified", False, False, False),  # only what verification accepted is written
+        ("safe", "unverified", False, True, True),
+        ("safe", "rejected", True, True, False),
+        ("unsafe", "accepted", False, False, True),
+        ("unsafe", "unverified", True, False, False),
+        ("unsafe", "unverified", False, True, False),
+        ("unsafe", "unverified", True, True, True),
+        ("unsafe", "rejected", True, True, False),
     ],
 )
-def test_policy(applicability: str, verdict: str, unsafe: bool, applied: bool) -> None:
-    assert decide(record(applicability, verdict), unsafe) is applied
+def test_policy(applicability: str, verdict: str, unsafe: bool, unverified: bool, applied: bool) -> None:
+    assert decide(record(applicability, verdict), unsafe, unverified) is applied
 
 
 def test_a_patch_that_cannot_be_composed_is_never_applied(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,7 +140,7 @@ def test_rejected_patch_is_not_applied(script: Path, monkeypatch: pytest.MonkeyP
     result = CliRunner().invoke(app, ["--apply", "evaluate.py"], catch_exceptions=False)
     assert script.read_text() == SCRIPT
     assert "rejected: outputs differ" in result.stdout
-    assert "Fixed 0 findings in 0 files; 1 remaining." in result.stdout
+    assert "Fixed 0 findings in 0 files; 1 remaining; 1 rejected by verification." in result.stdout
 
 
 @pytest.mark.slow
@@ -153,3 +155,24 @@ def test_second_patch_is_verified_on_top_of_the_first(tmp_path: Path, monkeypatc
     assert verdicts == ["accepted", "accepted"], [f["verification"]["reason"] for f in document["findings"]]
     completed = subprocess.run([sys.executable, "inplace.py"], capture_output=True, text=True)
     assert completed.returncode == 0, completed.stderr[-500:]
+
+
+@pytest.mark.slow
+def test_an_unverified_safe_fix_is_written_only_with_unverified_fixes(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what verification accepted is written: a safe fix whose runs could not
+    decide (here: they needed the network) stays out, is listed with its reason and
+    counted, and goes in only when the user asks for it."""
+    from autograd_fix import verification
+    from autograd_fix.verification import Verdict
+
+    undecided = stub_stream(lambda pair: Verdict("unverified", "the run needs the network", pair.get("rule"), ()))
+    monkeypatch.setattr(verification.api, "verify_stream", undecided)
+    result = CliRunner().invoke(app, ["--apply", "evaluate.py"], catch_exceptions=False)
+    assert script.read_text() == SCRIPT
+    assert "unverified: the run needs the network" in result.stdout
+    assert "Fixed 0 findings in 0 files; 1 remaining; 1 unverified, not written (--unverified-fixes writes it)." in result.stdout
+    diff = CliRunner().invoke(app, ["--diff", "evaluate.py"], catch_exceptions=False)
+    assert "+++ b/evaluate.py" not in diff.stdout and "--unverified-fixes shows it" in diff.stderr
+    opted = CliRunner().invoke(app, ["--apply", "--unverified-fixes", "evaluate.py"], catch_exceptions=False)
+    assert "with torch.no_grad():" in script.read_text()
+    assert "Fixed 1 finding in 1 file; nothing left to fix." in opted.stdout

@@ -59,8 +59,8 @@ def test_rejected_fix_is_never_applied(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert report.summary() == f"AGF001 line {EVAL_LINE}: rejected: stubbed rejected (not applied)"
 
 
-@pytest.mark.parametrize(("unsafe_fixes", "applied"), [(False, False), (True, True)])
-def test_unverified_unsafe_fix_needs_unsafe_fixes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, unsafe_fixes: bool, applied: bool) -> None:
+@pytest.mark.parametrize(("unsafe_fixes", "applied"), [(False, False), (True, False)])
+def test_an_unverified_fix_is_never_applied_from_the_editor(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, unsafe_fixes: bool, applied: bool) -> None:
     _verdicts(monkeypatch, "unverified")
     report = _report(RETAIN, tmp_path, unsafe_fixes=unsafe_fixes)
     (verdict,) = report.verdicts
