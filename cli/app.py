@@ -40,6 +40,7 @@ from autograd_fix.cli.sarif import sarif_json
 from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
 from autograd_fix.cli.writes import allowed_roots
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
+from autograd_fix.codemods.safe_text import printable
 from autograd_fix.codemods.source import SourceError
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.trust import UserConfigError, load_user_settings
@@ -131,6 +132,9 @@ def check(
     pass_env: Optional[list[str]] = typer.Option(
         None, "--pass-env", metavar="NAME", help="An environment variable verification runs keep (repeatable).",
     ),
+    max_file_size: Optional[int] = typer.Option(
+        None, "--max-file-size", metavar="BYTES", min=1, help="Skip larger source files, each with an error (default 2000000).",
+    ),
     target_torch: Optional[str] = typer.Option(
         None, "--target-torch", metavar="VERSION",
         help="Oldest PyTorch the code must run on (e.g. 2.1); fixes never use newer APIs.",
@@ -176,7 +180,7 @@ def check(
     except (ConfigError, UserConfigError) as error:
         raise _usage_error(str(error))
     for note in config.notes:
-        typer.echo(f"warning: {note}", err=True)
+        typer.echo(f"warning: {printable(note)}", err=True)
     selected = _split_codes(select) if select is not None else config.select
     ignored = (_split_codes(ignore) or []) + config.ignore
     for prefixes in (selected or [], ignored):
@@ -206,6 +210,7 @@ def check(
             target_torch=target,
             roles=config.roles,
             fix_texts=output_format is OutputFormat.sarif,
+            max_bytes=max_file_size or config.max_file_size,
         )
 
     errors: list[tuple[str, str]] = []
@@ -308,9 +313,9 @@ def _emit(
                 applied_ids.update(id(r) for r in outcome.findings if r.fix_applies)
     fixed = len(applied_ids)
     for path, message in errors:
-        err.print(f"error: {path}: {message}", highlight=False, markup=False)
+        err.print(f"error: {printable(path)}: {printable(message)}", highlight=False, markup=False)
     for _, message in warnings:
-        err.print(f"warning: {message}", highlight=False, markup=False)
+        err.print(f"warning: {printable(message)}", highlight=False, markup=False)
     status = EXIT_ERROR if errors or warnings else EXIT_OK
 
     if mode == "apply" and use_stdin:
@@ -358,7 +363,7 @@ def _emit(
         remaining = [r for r in records if id(r) not in applied_ids]
         for record in applied:
             note = f" [{record.verification.summary()}]" if record.verification else ""
-            out.print(f"fixed {record.location}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
+            out.print(f"fixed {printable(record.location)}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
         out.print(
             summary_line(

@@ -3,6 +3,7 @@
 Keys: `select`, `ignore`, `exclude` (gitignore-style globs, relative to the
 pyproject's folder), `extend-include` (globs of more files to check as Python, beyond
 `*.py` and `*.ipynb`), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes),
+`max-file-size` (bytes: a larger source file is one per-file error, default 2,000,000),
 `target-torch` (the oldest PyTorch the project supports, "2.1"), and per role
 (`model`, `optimizer`, `scheduler`, `loader`, `criterion`, `loss`, `state`, `device`,
 `target`; see `codemods.semantic.roles`) `<role>-objects` (qualified names of factories
@@ -34,6 +35,7 @@ from typing import Any, Iterator
 from autograd_fix.cli.discovery import ExcludePatternError, exclude_spec
 from autograd_fix.cli.torch_floor import dependencies_floor
 from autograd_fix.codemods.semantic.roles import CONFIGURABLE_ROLES, DEFAULT_VOCABULARY, Role, Vocabulary
+from autograd_fix.codemods.source import DEFAULT_MAX_FILE_BYTES
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.trust import UserConfigError, UserSettings, foreign_note, load_user_settings, readable_config
 
@@ -41,7 +43,8 @@ from autograd_fix.verification.trust import UserConfigError, UserSettings, forei
 ROLE_NAME_KEYS = {f"{role.value}-names": role for role in CONFIGURABLE_ROLES}
 ROLE_OBJECT_KEYS = {f"{role.value}-objects": role for role in CONFIGURABLE_ROLES}
 KNOWN_KEYS = frozenset(
-    {"select", "ignore", "exclude", "extend-include", "unsafe-fixes", "per-file-ignores", "target-torch", "verify"}
+    {"select", "ignore", "exclude", "extend-include", "unsafe-fixes", "per-file-ignores", "target-torch", "verify",
+     "max-file-size"}
 ) | ROLE_NAME_KEYS.keys() | ROLE_OBJECT_KEYS.keys()
 
 
@@ -66,6 +69,8 @@ class Config:
     source: Path | None = None
     #: configuration files that were not read, and why
     notes: list[str] = field(default_factory=list)
+    #: the largest source file analysed, in bytes (`max-file-size`)
+    max_file_size: int = DEFAULT_MAX_FILE_BYTES
 
     def ignored_codes_for(self, path: Path) -> list[str]:
         """Codes (prefixes) that per-file-ignores turn off for `path`."""
@@ -178,6 +183,10 @@ def load_config(start: Path, user: UserSettings | None = None) -> Config:
     ):
         raise ConfigError(f"{source}: [tool.autograd-fix] per-file-ignores must map globs to lists of codes")
     config.per_file_ignores = per_file
+    size = table.get("max-file-size", DEFAULT_MAX_FILE_BYTES)
+    if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+        raise ConfigError(f"{source}: [tool.autograd-fix] max-file-size must be a positive number of bytes")
+    config.max_file_size = size
     config.target_torch = _target_torch(table, source) or _declared_floor(start, user)
     config.roles = _roles(table, source)
     if "verify" in table:

@@ -253,16 +253,26 @@ def _add(result: Discovery, seen: set[Path], path: Path) -> None:
         result.files.append(path)
 
 
+#: folders nested deeper than this below a named path are one error, not a crash: real
+#: trees are a few dozen levels deep, a hostile one can be thousands
+MAX_DEPTH = 100
+
+
 def _walk(
     shown: Path, absolute: Path, excludes: _Excludes, result: Discovery, seen: set[Path], wanted: tuple[str, ...]
 ) -> None:
-    try:
-        with os.scandir(absolute) as listing:
-            entries = sorted(listing, key=lambda entry: entry.name)
-    except OSError as error:
-        result.problems.append((shown.as_posix(), f"cannot read folder: {error.strerror or error}; skipped"))
+    """Every source file under `absolute`, depth first in name order, with an explicit
+    stack instead of recursion (a tree deeper than Python's recursion limit is data)."""
+    listing = _listing(shown, absolute, result)
+    if listing is None:
         return
-    for entry in entries:
+    stack = [(shown, absolute, excludes, iter(listing))]
+    while stack:
+        shown, absolute, excludes, entries = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
         try:
             is_dir = entry.is_dir(follow_symlinks=False)
         except OSError:
@@ -273,9 +283,24 @@ def _walk(
             child = absolute / entry.name
             if _is_virtualenv(child):
                 continue  # a virtual environment under any name
-            _walk(shown / entry.name, child, excludes.below(entry.name, child), result, seen, wanted)
+            if len(stack) >= MAX_DEPTH:
+                result.problems.append(((shown / entry.name).as_posix(), f"nested more than {MAX_DEPTH} folders deep; skipped"))
+                continue
+            inner = _listing(shown / entry.name, child, result)
+            if inner is not None:
+                stack.append((shown / entry.name, child, excludes.below(entry.name, child), iter(inner)))
         elif accepts_file(entry.name, (shown / entry.name).as_posix(), wanted):
             _walk_file(entry, shown / entry.name, result, seen)
+
+
+def _listing(shown: Path, absolute: Path, result: Discovery) -> list[os.DirEntry] | None:
+    """The folder's entries in name order, or None after noting why it cannot be read."""
+    try:
+        with os.scandir(absolute) as listing:
+            return sorted(listing, key=lambda entry: entry.name)
+    except OSError as error:
+        result.problems.append((shown.as_posix(), f"cannot read folder: {error.strerror or error}; skipped"))
+        return None
 
 
 def _walk_file(entry: os.DirEntry, shown: Path, result: Discovery, seen: set[Path]) -> None:

@@ -12,13 +12,17 @@ from __future__ import annotations
 from typing import Iterable
 
 from autograd_fix.cli.runner import FindingRecord
+from autograd_fix.codemods.safe_text import printable
 
 #: the title of an annotation for a file the tool could not check
 ERROR_TITLE = "autograd-fix error"
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """`text` for a workflow command: GitHub's own escapes for `%`, CR and LF, and every
+    other control character escaped (a CI log shows the line raw, ANSI sequences and all)."""
+    escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return printable(escaped)
 
 
 def escape_property(text: str) -> str:

@@ -1,9 +1,12 @@
-"""Ctrl-C and SIGTERM as one exception, raised where the run can stop cleanly.
+"""Ctrl-C, SIGTERM, SIGHUP and SIGQUIT as one exception, raised where the run can stop
+cleanly.
 
 Python turns SIGINT into KeyboardInterrupt but lets SIGTERM kill the process on the
 spot, skipping every `finally` (so temporary folders and the verification worker
-would outlive the run). While `StopSignals` is installed both raise `Interrupted`,
-which carries the signal so the tool can exit with 128 + its number, as a shell does.
+would outlive the run); so would SIGHUP (the terminal closed) and SIGQUIT (Ctrl-\\).
+While `StopSignals` is installed each raises `Interrupted`, which carries the signal so
+the tool can exit with 128 + its number, as a shell does. A signal the tool was started
+with ignored (`nohup` ignores SIGHUP) stays ignored.
 
 A write of a user's file must not be cut in half: inside `held()` a signal is only
 noted, and raised as soon as the block ends.
@@ -17,7 +20,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Iterator
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class Interrupted(BaseException):
@@ -49,6 +52,8 @@ class StopSignals:
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
+                if signal.getsignal(signum) is signal.SIG_IGN and signum != signal.SIGINT:
+                    continue  # ignored on purpose by whoever started the tool (nohup)
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 

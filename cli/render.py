@@ -14,13 +14,14 @@ from typing import Any, Iterable
 from rich.console import Console
 from rich.text import Text
 
+from autograd_fix.codemods.safe_text import printable
 from autograd_fix.cli.runner import FileOutcome, FindingRecord
 from autograd_fix.codemods.engine import git_lines, unified_diff
 
 
 def finding_line(record: FindingRecord) -> Text:
     text = Text()
-    text.append(f"{record.location}:", style="bold")
+    text.append(f"{printable(record.location)}:", style="bold")
     text.append(" ")
     text.append(record.code, style="bold red")
     if record.fix_applies:
@@ -37,7 +38,7 @@ def verdict_lines(outcome: FileOutcome) -> list[str]:
     They start with `#` so that `git apply` skips them as commentary.
     """
     return [
-        f"# {record.code} {record.location} {record.verification.summary()}"
+        f"# {record.code} {printable(record.location)} {record.verification.summary()}"
         for record in outcome.findings
         if record.verification
     ]
@@ -65,7 +66,7 @@ def diff_bytes(outcome: FileOutcome, diff: str) -> bytes:
     encoding = "utf-8" if outcome.notebook is not None else outcome.encoding
     out = []
     for line in diff.split("\n"):
-        header = line.startswith(("--- a/", "+++ b/"))
+        header = line.startswith(("--- a/", "+++ b/", '--- "a/', '+++ "b/'))
         out.append(line.encode("utf-8" if header else encoding, "surrogateescape" if header else "strict"))
     return b"\n".join(out)
 

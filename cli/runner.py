@@ -24,7 +24,14 @@ from autograd_fix.codemods.engine import (
 )
 from autograd_fix.codemods.plans import plan_ids
 from autograd_fix.codemods.registry import select_rules
-from autograd_fix.codemods.source import SourceError, SourceText, decode_source, read_bytes, read_source
+from autograd_fix.codemods.source import (
+    DEFAULT_MAX_FILE_BYTES,
+    SourceError,
+    SourceText,
+    decode_source,
+    read_bytes,
+    read_source,
+)
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.verdict import Verdict
@@ -34,6 +41,8 @@ POOL_THRESHOLD = 8
 #: at most this many files go to a pool worker at once: an interrupt waits for the
 #: chunks being checked, and `--apply` writes a file only once its chunk is back
 MAX_CHUNK = 8
+#: a notebook's file may be this many times `max-file-size` (outputs, images), its code not
+NOTEBOOK_SIZE_FACTOR = 16
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,9 @@ class Job:
     roles: Vocabulary = DEFAULT_VOCABULARY
     #: also return each fix applied alone as text (SARIF's `fixes`)
     fix_texts: bool = False
+    #: a larger source file is a per-file error (`max-file-size`); a notebook's limit
+    #: applies to its code cells, its JSON may be `NOTEBOOK_SIZE_FACTOR` times larger
+    max_bytes: int | None = DEFAULT_MAX_FILE_BYTES
 
 
 @dataclass
@@ -105,10 +117,13 @@ def check_file(job: Job) -> FileOutcome:
     outcome = FileOutcome(path=job.path)
     try:
         if is_notebook(job.path):
-            notebook = load_notebook(job.data if job.data is not None else read_bytes(job.path))
+            raw_limit = job.max_bytes * NOTEBOOK_SIZE_FACTOR if job.max_bytes is not None else None
+            notebook = load_notebook(job.data if job.data is not None else read_bytes(job.path, raw_limit))
             source, outcome.notebook = notebook.source, notebook.map
         else:
-            source = decode_source(job.data) if job.data is not None else read_source(job.path)
+            source = decode_source(job.data) if job.data is not None else read_source(job.path, job.max_bytes)
+        if job.max_bytes is not None and len(source.text) > job.max_bytes:
+            raise SourceError(f"holds {len(source.text):,} characters of code, more than max-file-size ({job.max_bytes:,}); skipped")
     except SourceError as error:
         outcome.error = str(error)
         return outcome

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
+from rich.text import Text
 
 from autograd_fix.cli.notebook_check import localize_verification
 from autograd_fix.cli.progress import progress_bar
@@ -22,6 +23,7 @@ from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job
 from autograd_fix.codemods.engine import EngineError
 from autograd_fix.codemods.plans import FilePlans
 from autograd_fix.codemods.registry import rule_by_code, select_rules
+from autograd_fix.codemods.safe_text import printable
 from autograd_fix.codemods.semantic.roles import Vocabulary
 from autograd_fix.verification.trust import UserSettings
 from autograd_fix.verification.verdict import Status, Verdict
@@ -53,7 +55,7 @@ class ConfigNotes:
             if note not in self._said:
                 self._said.add(note)
                 Console(stderr=True, highlight=False, soft_wrap=True).print(
-                    f"[yellow]warning:[/yellow] {note}", markup=True
+                    Text.assemble(("warning:", "yellow"), f" {printable(note)}")
                 )
 
 

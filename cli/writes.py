@@ -12,6 +12,11 @@
   were read and checked (`expected_digest`, sha256); a file changed or removed since is
   left alone. The window that remains is the few microseconds between that last
   comparison and the write itself.
+- **Swapped files**: every open of the file after its check is `O_NOFOLLOW` and must find
+  the very inode (device and inode number) that was checked, so a symlink or another
+  file swapped in between the check and the write is refused, not written through (a
+  race that once let a fix land outside the named path). Folders above the file are
+  not re-checked: one swapped for a link mid-run is outside this promise.
 - **Hard links, owner, group, mode (and extended attributes)** are kept. A file with
   more than one link, owned by someone else than the writing user, or in a folder that
   takes no new file (no write permission there), is rewritten in place (the same
@@ -84,7 +89,7 @@ def write_user_file(
     still hold the bytes of that sha256; without it a missing file is created."""
     target = write_target(path, roots)
     try:
-        info = os.stat(target)
+        info = os.lstat(target)  # the resolved target itself: a link here is a swap
     except FileNotFoundError:
         if expected_digest is not None:
             raise WriteRefused("was removed since it was read; not written") from None
@@ -98,14 +103,14 @@ def write_user_file(
         raise WriteRefused(f"is read-only (mode {stat.S_IMODE(info.st_mode):04o}); not written")
     try:
         if info.st_nlink > 1 or info.st_uid != os.geteuid():
-            _rewrite_in_place(target, data, expected_digest)
+            _rewrite_in_place(target, data, expected_digest, info)
         else:
             if expected_digest is not None:
-                _check_unchanged(_read(target), expected_digest)
+                _check_unchanged(_read(target, info), expected_digest)
             try:
                 _replace_atomically(target, data, info, expected_digest)
             except _NoSibling:
-                _rewrite_in_place(target, data, expected_digest)
+                _rewrite_in_place(target, data, expected_digest, info)
     except FileNotFoundError:
         raise WriteRefused("was removed since it was read; not written") from None
     except OSError as error:
@@ -113,8 +118,24 @@ def write_user_file(
     return target
 
 
-def _read(path: str) -> bytes:
-    with open(path, "rb") as handle:
+def _open_checked(path: str, flags: int, info: os.stat_result) -> int:
+    """`path` opened without following a link, and only if it is still the file that was
+    checked (`info`: same device and inode, still a regular file)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise WriteRefused("was replaced by a symlink since it was checked; not written") from None
+        raise
+    now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino) or not stat.S_ISREG(now.st_mode):
+        os.close(fd)
+        raise WriteRefused("was replaced since it was checked; not written")
+    return fd
+
+
+def _read(path: str, info: os.stat_result) -> bytes:
+    with os.fdopen(_open_checked(path, os.O_RDONLY, info), "rb") as handle:
         return handle.read()
 
 
@@ -123,10 +144,10 @@ def _check_unchanged(current: bytes, expected_digest: str) -> None:
         raise WriteRefused("changed on disk since it was read; not overwritten (run again)")
 
 
-def _rewrite_in_place(path: str, data: bytes, expected_digest: str | None) -> None:
+def _rewrite_in_place(path: str, data: bytes, expected_digest: str | None, info: os.stat_result) -> None:
     """Same inode: links, owner and mode stay. The content check reads through the
     descriptor that is then written, so it sees the very file that gets changed."""
-    fd = os.open(path, os.O_RDWR)
+    fd = _open_checked(path, os.O_RDWR, info)
     with os.fdopen(fd, "r+b") as handle:
         if expected_digest is not None:
             _check_unchanged(handle.read(), expected_digest)
@@ -156,9 +177,9 @@ def _replace_atomically(path: str, data: bytes, info: os.stat_result | None, exp
             else:
                 _copy_metadata(handle.fileno(), path, info)
             os.fsync(handle.fileno())
-        if expected_digest is not None:
-            _check_unchanged(_read(path), expected_digest)
-        os.replace(temp, path)
+        if expected_digest is not None and info is not None:
+            _check_unchanged(_read(path, info), expected_digest)
+        os.replace(temp, path)  # replaces the directory entry: a link swapped in is not followed
     except BaseException:
         try:
             os.unlink(temp)

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Sequence
 
 import libcst as cst
 
+from autograd_fix.codemods.safe_text import git_quoted
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule, RuleContext
@@ -465,8 +466,8 @@ def unified_diff(before: str, after: str, path: str, bom: bool = False) -> str:
     lines = difflib.unified_diff(
         git_lines(before),
         git_lines(after),
-        fromfile=f"a/{name}",
-        tofile=f"b/{name}",
+        fromfile=git_quoted(f"a/{name}"),  # a newline or ESC in a name must not split or
+        tofile=git_quoted(f"b/{name}"),    # colour the header: quoted as git does
     )
     out = []
     for line in lines:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import codecs
 import hashlib
 import io
+import os
+import stat
 import tokenize
 from dataclasses import dataclass
 
@@ -59,13 +61,34 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_bytes(path: str) -> bytes:
+#: the largest source file analysed by default (`max-file-size`): an 8 MB generated file
+#: costs a second of analysis per 0.5 MB and about 1 GB of memory
+DEFAULT_MAX_FILE_BYTES = 2_000_000
+
+
+def read_bytes(path: str, limit: int | None = None) -> bytes:
+    """The file's bytes. Opened without blocking (a FIFO put in a file's place after
+    the tree was listed must not hang the run) and only if it is a regular file; with
+    `limit`, a larger file is a `SourceError` and is not read whole."""
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise SourceError(error.strerror or str(error)) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError("not a regular file")
+        if limit is not None and info.st_size > limit:
+            raise SourceError(f"is {info.st_size:,} bytes, more than max-file-size ({limit:,}); skipped")
+        os.set_blocking(fd, True)
+        try:
+            data = handle.read() if limit is None else handle.read(limit + 1)
+        except OSError as error:
+            raise SourceError(error.strerror or str(error)) from None
+    if limit is not None and len(data) > limit:
+        raise SourceError(f"is more than max-file-size ({limit:,} bytes); skipped")
+    return data
 
 
-def read_source(path: str) -> SourceText:
-    return decode_source(read_bytes(path))
+def read_source(path: str, limit: int | None = None) -> SourceText:
+    return decode_source(read_bytes(path, limit))

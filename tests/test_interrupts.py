@@ -81,7 +81,8 @@ def assert_nothing_left(cli: CliProcess) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("signum", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)], ids=["ctrl-c-to-the-group", "sigterm"]
+    ("signum", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, False)],
+    ids=["ctrl-c-to-the-group", "sigterm", "sighup (the terminal closed)"],
 )
 def test_interrupt_keeps_written_files_says_which_and_leaves_nothing(
     project: Path, tmp_path: Path, running: list[CliProcess], signum: int, group: bool
@@ -194,6 +195,29 @@ def test_a_signal_during_a_write_waits_for_the_write_to_finish() -> None:
     assert done == ["write finished"]
     assert stopped.value.exit_code == 143
     assert signal.getsignal(signal.SIGTERM) == before  # handlers restored
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGQUIT], ids=["sighup", "sigquit"])
+def test_hangup_and_quit_stop_the_run_like_ctrl_c(signum: int) -> None:
+    from autograd_fix.cli.interrupts import Interrupted, StopSignals
+
+    with pytest.raises(Interrupted) as stopped:
+        with StopSignals():
+            os.kill(os.getpid(), signum)
+            time.sleep(1)  # the handler raises here, at once
+    assert stopped.value.exit_code == 128 + signum
+
+
+def test_a_hangup_ignored_by_nohup_stays_ignored() -> None:
+    from autograd_fix.cli.interrupts import StopSignals
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with StopSignals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)  # ignored: nothing raised
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 def test_each_file_is_decided_before_the_next_file_is_verified(monkeypatch: pytest.MonkeyPatch) -> None:

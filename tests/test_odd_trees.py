@@ -146,14 +146,16 @@ def test_an_unreadable_file_is_one_error(tmp_path: Path, monkeypatch: pytest.Mon
     (tmp_path / "src" / "secret.py").write_text(EVAL)
     from autograd_fix.codemods import source
 
-    real_open = open
+    real_open = os.open
 
     def guarded_open(path, *args, **kwargs):
         if str(path).endswith("secret.py"):
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(source, "open", guarded_open, raising=False)
+    # the refusal as the kernel gives it to a user (root reads anything): at the open the
+    # source reader makes (tests below also run as a real unprivileged user)
+    monkeypatch.setattr(source.os, "open", guarded_open)
     result = run("src")
     assert result.exit_code == 2
     assert "error: src/secret.py: Permission denied" in result.stderr

@@ -170,7 +170,7 @@ def test_apply_refuses_a_symlink_out_of_the_tree_and_goes_on(project: Path) -> N
     assert outside.read_text() == TRAIN
     assert FIXED_MARK in (project / "src" / "train.py").read_text()
     # the refused file is not counted as fixed, nor as not checked
-    assert "Fixed 1 finding in 1 file; 1 remaining; 1 file not written." in result.stdout
+    assert "Fixed 1 finding in 1 file; 1 remaining; not verified (--no-verify); 1 file not written." in result.stdout
 
 
 def test_apply_keeps_a_hard_link(project: Path) -> None:
@@ -192,7 +192,7 @@ def test_apply_leaves_a_read_only_file_alone_with_an_error(project: Path) -> Non
     assert "error: src/train.py: is read-only (mode 0444); not written" in result.stderr
     assert path.read_text() == TRAIN and stat.S_IMODE(path.stat().st_mode) == 0o444
     assert FIXED_MARK in other.read_text()
-    assert "Fixed 1 finding in 1 file; 1 remaining; 1 file not written." in result.stdout
+    assert "Fixed 1 finding in 1 file; 1 remaining; not verified (--no-verify); 1 file not written." in result.stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
@@ -252,7 +252,7 @@ def test_two_runs_do_not_both_count_the_same_fix(project: Path, monkeypatch: pyt
     result = apply("src")
     assert result.exit_code == 2
     assert "error: src/eval.py: changed on disk since it was read; not overwritten (run again)" in result.stderr
-    assert "Fixed 0 findings in 0 files; 1 remaining; 1 file not written." in result.stdout
+    assert "Fixed 0 findings in 0 files; 1 remaining; not verified (--no-verify); 1 file not written." in result.stdout
     assert path.read_text().count(FIXED_MARK) == 1
 
 
@@ -270,3 +270,58 @@ def test_a_folder_that_takes_no_new_file_gets_an_in_place_rewrite(tmp_path: Path
     monkeypatch.setattr(tempfile, "mkstemp", no_temporary_file)
     write_user_file(str(path), b"new\n", expected_digest=sha(b"old\n"))
     assert path.read_bytes() == b"new\n" and path.stat().st_ino == inode
+
+
+def swap_after_the_check(monkeypatch: pytest.MonkeyPatch, target: Path, swap) -> None:
+    """Run `swap()` right after the write's own `lstat` of `target` (its check; an
+    `islink` comes first): the race of a hostile tree, made deterministic."""
+    from autograd_fix.cli import writes
+
+    real_lstat, calls = os.lstat, []
+
+    def lstat_then_swap(path, *args, **kwargs):
+        info = real_lstat(path, *args, **kwargs)
+        if os.fspath(path) == str(target):
+            calls.append(path)
+            if len(calls) == 2:
+                swap()
+        return info
+
+    monkeypatch.setattr(writes.os, "lstat", lstat_then_swap)
+
+
+@pytest.mark.parametrize("linked", [False, True], ids=["replaced atomically", "rewritten in place"])
+def test_a_symlink_swapped_in_after_the_check_is_never_written_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, linked: bool) -> None:
+    """The file is checked, then replaced by a symlink to a file outside the named path
+    before the write: the write must be refused and the outside file untouched."""
+    project, outside = tmp_path / "project", tmp_path / "outside.py"
+    project.mkdir()
+    target = project / "train.py"
+    target.write_bytes(b"old\n")
+    outside.write_bytes(b"precious\n")
+    if linked:  # a second hard link: the in-place rewrite path
+        os.link(target, project / "train_link.py")
+
+    def to_symlink() -> None:
+        os.unlink(target)
+        os.symlink(outside, target)
+
+    swap_after_the_check(monkeypatch, target, to_symlink)
+    with pytest.raises(WriteRefused, match="replaced by a symlink since it was checked"):
+        write_user_file(str(target), b"new\n", expected_digest=hashlib.sha256(b"old\n").hexdigest(), roots=[str(project)])
+    assert outside.read_bytes() == b"precious\n"
+
+
+def test_another_file_swapped_in_after_the_check_is_not_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "train.py"
+    target.write_bytes(b"old\n")
+    os.link(target, tmp_path / "hard.py")
+
+    def to_another_inode() -> None:
+        os.unlink(target)
+        target.write_bytes(b"old\n")  # the same bytes in another file
+
+    swap_after_the_check(monkeypatch, target, to_another_inode)
+    with pytest.raises(WriteRefused, match="replaced since it was checked"):
+        write_user_file(str(target), b"new\n", expected_digest=hashlib.sha256(b"old\n").hexdigest())
+    assert target.read_bytes() == b"old\n" and (tmp_path / "hard.py").read_bytes() == b"old\n"

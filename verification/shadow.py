@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -76,7 +77,7 @@ def make_base(root: str, destination: str) -> Shadow:
     copied = 0
     linked = 0
     os.makedirs(destination, exist_ok=True)
-    for folder, dirs, files in os.walk(root, followlinks=False):
+    for folder, dirs, files in _walk(root):
         dirs[:] = sorted(d for d in dirs if not _is_venv(folder, d) and not os.path.islink(os.path.join(folder, d)))
         relative = os.path.relpath(folder, root)
         target_folder = os.path.join(destination, relative) if relative != "." else destination
@@ -98,7 +99,10 @@ def make_base(root: str, destination: str) -> Shadow:
                     # a link within the project stays relative; one leaving it points at its target
                     os.symlink(link if not os.path.isabs(link) and real.startswith(root + os.sep) else real, target)
                     continue
-                size = os.path.getsize(source)
+                info = os.lstat(source)
+                if not stat.S_ISREG(info.st_mode):
+                    continue  # a device, FIFO or socket: never read (a device reads zeros forever)
+                size = info.st_size
                 if name.endswith(".py") or size <= COPY_LIMIT_BYTES:
                     copied += size
                     if copied > MAX_COPY_BYTES:
@@ -106,7 +110,7 @@ def make_base(root: str, destination: str) -> Shadow:
                             f"the project folder {root} holds more than {MAX_COPY_BYTES // (1024 * 1024)} MB of small files "
                             "to copy for the run (files over 1 MiB are linked, not copied); give the script a smaller project folder"
                         )
-                    shutil.copy2(source, target)
+                    _copy_regular(source, target, info)
                 else:
                     os.symlink(source, target)
                     linked += 1
@@ -115,6 +119,35 @@ def make_base(root: str, destination: str) -> Shadow:
                     raise
                 continue  # unreadable file (socket, permissions): the run goes without it
     return Shadow(root=root, base=destination, files=entries, copied_bytes=copied, linked=linked)
+
+
+#: a project nested deeper than this is not copied (os.walk recurses: a hostile tree of
+#: a thousand levels would crash the tool instead of giving a verdict)
+MAX_DEPTH = 100
+
+
+def _walk(root: str):
+    """`os.walk(root)` without following links, refusing trees deeper than `MAX_DEPTH`."""
+    base = root.rstrip(os.sep).count(os.sep)
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        if folder.count(os.sep) - base >= MAX_DEPTH and dirs:
+            raise ShadowError(f"the project folder {root} nests folders more than {MAX_DEPTH} deep; not copied for the run")
+        yield folder, dirs, files
+
+
+def _copy_regular(source: str, target: str, info: os.stat_result) -> None:
+    """Copy one regular file: opened without following a link and without blocking, and
+    only if it is still the file that was listed (a FIFO or device swapped in is skipped,
+    never read); the copy keeps its mode and times, as `shutil.copy2` does."""
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino) or not stat.S_ISREG(now.st_mode):
+            return
+        os.set_blocking(fd, True)
+        with open(target, "wb") as out:
+            shutil.copyfileobj(handle, out, 1 << 20)
+    shutil.copystat(source, target, follow_symlinks=False)
 
 
 class ShadowCopies:

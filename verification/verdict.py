@@ -10,6 +10,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from autograd_fix.codemods.safe_text import REASON_LIMIT, printable, printable_values
+
 
 class Status(str, enum.Enum):
     """A verdict: equal to its lower-case name as a string (JSON, exit codes, tests)."""
@@ -44,6 +46,10 @@ class UnitResult:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Status(self.verdict))
+        # reasons and evidence quote what a run printed and raised: no control
+        # character reaches a terminal, a diff or an annotation, and no reason is huge
+        object.__setattr__(self, "reason", printable(self.reason, limit=REASON_LIMIT))
+        object.__setattr__(self, "evidence", printable_values(self.evidence))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +77,10 @@ class Verdict:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verdict", Status(self.verdict))
+        object.__setattr__(self, "reason", printable(self.reason, limit=REASON_LIMIT))
+        if self.isolation_gap is not None:
+            object.__setattr__(self, "isolation_gap", printable(self.isolation_gap))
+        object.__setattr__(self, "notes", tuple(printable(note) for note in self.notes))
 
     @property
     def driver(self) -> str | None:

@@ -48,9 +48,17 @@ def _load(path: str) -> Any:
     (the record's) while it lived, and this process is outside its namespaces. A record
     holding anything but tensors and plain values is unreadable, which the run's outcome
     reports as a harness error."""
+    import stat
+
     import torch
 
-    return torch.load(path, weights_only=True)
+    # the run could put a FIFO (a read that never ends) or a link in the record's place
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"the run's record {os.path.basename(path)} is not a regular file")
+        os.set_blocking(fd, True)
+        return torch.load(handle, weights_only=True)
 
 
 def _limits(request: dict[str, Any]):
