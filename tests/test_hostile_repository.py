@@ -8,6 +8,7 @@ configuration file owned by someone else) and checks that it had no effect.
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -263,3 +264,18 @@ def test_a_bad_isolation_flag_is_a_usage_error(repo, user_home, monkeypatch):
 def test_user_settings_from_flags_extend_the_file():
     user = UserSettings(isolation="required", pass_env=("A",)).with_flags(None, ["B", "A"])
     assert user.isolation == "required" and user.pass_env == ("A", "B")
+
+
+def test_a_secret_the_run_got_never_reaches_the_verdict(repo, monkeypatch):
+    """Even passed in by the user (--pass-env), a secret the run prints or raises is
+    redacted from reasons and evidence: they go to terminals, reports and CI comments."""
+    monkeypatch.setenv("MY_SECRET_TOKEN", "hunter2-do-not-leak")
+    script = repo / "train.py"
+    base = "import os\nimport torch\nx = torch.ones(3)\ntotal = float(x.sum())\n"
+    leaky = base + "print(os.environ.get('MY_SECRET_TOKEN'))\nraise RuntimeError('token ' + str(os.environ.get('MY_SECRET_TOKEN')))\n"
+    script.write_text(base)
+    verdict = verify_pair(base, leaky, path=str(script), timeout=20, user=UserSettings(pass_env=("MY_SECRET_TOKEN",)))
+    assert verdict.verdict == "rejected", verdict.reason
+    dumped = json.dumps(verdict.to_json())
+    assert "hunter2" not in dumped and "hunter2" not in verdict.summary()
+    assert "[redacted $MY_SECRET_TOKEN]" in verdict.reason

@@ -20,6 +20,7 @@ from .config import ConfigError, VerifyConfig, load_config
 from .drivers import DriverError, parse_command
 from .isolation import pass_env_values, refusal
 from .shadow import ShadowCopies, ShadowError, project_root
+from .redact import Redactor
 from .source_memo import SourceMemo
 from .trust import UserSettings
 from .units import Unit, UnitError, _Module, find_units
@@ -148,9 +149,10 @@ def _verdict(answer: dict[str, Any], rule: str | None, worker: Verifier, request
     """The verdict of a request that went to the worker, marked with what its runs
     were not confined by and the notes of its configuration."""
     extra = {"isolation_gap": _isolation_gap(worker, request), "notes": tuple(request.get("notes") or ())}
+    hide = Redactor.from_environment()  # what the runs printed may hold the user's secrets
     if not answer.get("ok"):
-        return Verdict(UNVERIFIED, f"verification failed: {answer.get('error')}", rule, (), **extra)
-    units = [UnitResult(**unit) for unit in answer["result"]["units"]]
+        return Verdict(UNVERIFIED, hide.text(f"verification failed: {answer.get('error')}"), rule, (), **extra)
+    units = [UnitResult(**hide.values(unit)) for unit in answer["result"]["units"]]  # type: ignore[arg-type]
     return replace(combine(units, rule), **extra)
 
 
