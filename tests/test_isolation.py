@@ -451,3 +451,61 @@ def test_gradcheck_through_the_cli_says_once_that_runs_went_unisolated(tmp_path:
     )
     assert "Square: passed" in done.stdout, done.stdout + done.stderr
     assert done.stderr.count("NOT isolated") == 1, done.stderr
+
+
+@needs_namespaces
+def test_no_terminal_no_kernel_settings_and_a_sized_shm(verifier, project):
+    """The ways out a run had: the user's terminal (TIOCSTI into the shell, /dev/tty past
+    the capture), the kernel's settings (core_pattern runs a program as real root), and
+    an unsized /dev/shm (memory past the limit)."""
+    verdict = verify(verifier, project, """
+    import errno, os
+    seen = {}
+    for path in ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname"):
+        try:
+            open(path, "w").close()
+            seen[path] = "WRITABLE"
+        except OSError as error:
+            seen[path] = errno.errorcode[error.errno]
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR))
+        seen["tty"] = "OPEN"
+    except OSError as error:
+        seen["tty"] = errno.errorcode[error.errno]
+    seen["session leader"] = os.getsid(0) == os.getpid()
+    shm = os.statvfs("/dev/shm")
+    seen["shm MB"] = shm.f_blocks * shm.f_frsize // (1024 * 1024)
+    print(sorted(seen.items()))
+    """)
+    assert verdict.verdict == "accepted", verdict.reason
+    out = printed(verdict)
+    assert "WRITABLE" not in out and "'OPEN'" not in out
+    assert "('tty', 'ENXIO')" in out and "('session leader', True)" in out
+    assert "('shm MB', 512)" in out
+
+
+@needs_namespaces
+def test_the_two_sides_hold_the_same_descriptors_and_not_each_others(verifier, project):
+    """The rewritten run inherited the original's output pipe (and could write into it);
+    a script that records its descriptors was then rejected for "fd: 3 != 4"."""
+    verdict = verify(verifier, project, """
+    import os
+    descriptors = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+    print(descriptors)
+    """)
+    assert verdict.verdict == "accepted", verdict.reason
+
+
+@needs_namespaces
+def test_system_v_shared_memory_does_not_outlive_the_run(verifier, project):
+    key = 0x41474600 + os.getpid() % 0xFF
+    verdict = verify(verifier, project, f"""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    print("segment", libc.shmget({key}, 4096, 0o1600))  # IPC_CREAT | 0600, never removed
+    """)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "segment -1" not in printed(verdict)
+    with open("/proc/sysvipc/shm") as handle:
+        keys = {int(line.split()[0]) for line in handle.read().splitlines()[1:] if line.strip()}
+    assert key not in keys

@@ -46,9 +46,12 @@ import tempfile
 from dataclasses import dataclass
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+#: the size of a run's private /dev/shm (DataLoader workers pass batches through it)
+SHM_SIZE_MB = 512
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -154,11 +157,16 @@ def _confine_files(libc: ctypes.CDLL, workdir: str, seen_at: str, needed: tuple[
             except IsolationError:
                 pass  # best effort: a socket there stays reachable (documented)
     if os.path.isdir("/dev/shm"):
-        _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        # sized: an unsized tmpfs let a run hold 1 GB of memory past its limit
+        _mount(libc, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={SHM_SIZE_MB}m")
     try:
         _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     except IsolationError as exc:  # a container that masks parts of /proc refuses this
         raise IsolationError(exc.errno, f"cannot mount a /proc of the run's own: {exc.strerror}") from exc
+    # the kernel's settings read-only: run as root, uid 0 in here is the real uid 0, and
+    # a writable kernel.core_pattern ("|program") runs a program as root outside
+    _mount(libc, "/proc/sys", "/proc/sys", None, MS_BIND | MS_REC)
+    _mount(libc, None, "/proc/sys", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def _spawn_init(read_fd: int) -> int:
@@ -308,7 +316,8 @@ def confine(workdir: str, view: str | None, needed: tuple[str, ...] = ()) -> str
     namespaces (laid out as the module docstring says), then a nested user namespace
     that keeps no capability over them. Returns where the run now sees `workdir`."""
     libc = _libc()
-    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare")
+    # System V shared memory, semaphores and message queues of its own: none outlives it
+    _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC), "unshare")
     seen_at = view if view and os.path.isdir(view) else workdir
     _confine_files(libc, workdir, seen_at, needed)
     _new_user_namespace(libc, 0)

@@ -71,6 +71,8 @@ class Limits:
     memory_mb: int = 4096
     output_cap: int = 64 * 1024
     limit_address_space: bool = True
+    #: the largest file a run may write (RLIMIT_FSIZE): its folder is on the user's disk
+    file_size_mb: int = 1024
 
 
 @dataclass
@@ -131,7 +133,12 @@ def spawn(
     if pid == 0:  # child
         code = HARNESS_FAILED
         try:
-            os.setpgid(0, 0)
+            # a session of its own: no controlling terminal, so no TIOCSTI into the
+            # user's shell and no /dev/tty past the output capture; still its own group
+            try:
+                os.setsid()
+            except OSError:
+                os.setpgid(0, 0)
             die_with_parent()
             os.close(read_fd)
             for fd in close_fds:
@@ -152,6 +159,8 @@ def spawn(
             cpu = int(limits.timeout * 2) + 5
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            # no file a run writes may fill the disk (it wrote 1 GB to the host's)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * 1024 * 1024,) * 2)
             here = workdir
             if confined:
                 here = confine(workdir, isolation.view, isolation.needed)

@@ -139,7 +139,10 @@ def _run_sides(
     for spec in specs:
         if spec["side"] == "rewritten":
             spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
-    children = [spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds, isolation=isolation) for spec in specs]
+    children = []
+    for spec in specs:  # a side never holds the other side's output pipe (it could write into it)
+        siblings = tuple(fd for child in children for fd in (child.fd, *((child.namespace.keep_fd,) if child.namespace else ())))
+        children.append(spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds + siblings, isolation=isolation))
     return wait_all(children, _load)
 
 
