@@ -13,6 +13,7 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.autograd_function import rebound_names
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
 from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
@@ -29,7 +30,9 @@ from autograd_fix.codemods.semantic.module_calls import (
     module_parameters,
     update_eval_state,
 )
+from autograd_fix.codemods.semantic.loops import declared_global
 from autograd_fix.codemods.semantic.module_values import module_loop_names
+from autograd_fix.codemods.semantic.role_evidence import model_names
 from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS, Role, Vocabulary
 from autograd_fix.codemods.semantic.roles import NOT_EVAL_SCOPE_TOKENS as NOT_EVAL_NAME_TOKENS
 from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
@@ -55,7 +58,8 @@ class EvalForwardWithoutNoGrad(Rule):
     one branch and evaluates in the other (`if is_train: ... else: out = model(x)`), the
     evaluation branch is one when its graph, followed in control-flow order, never reaches
     a backward. A forward is a call of a module value (built from `nn` modules, passed in
-    by every same-file caller, put in eval mode, or named like a model), one of its methods
+    by every same-file caller, put in eval mode or used as a module, whatever its spelling: `G_AB`,
+    `Enc1`; a name without such evidence is a model when named like one), one of its methods
     (`model.infer(x)`), or a same-file helper that returns one (`self._forward(batch)`).
 
     ## Why is this bad?
@@ -135,6 +139,8 @@ class EvalForwardWithoutNoGrad(Rule):
         found: list[tuple[cst.CSTNode, _Region | None]] = []
         semantic = self.context.semantic
         finder = _Finder(semantic.call_graph, self.context.path, found, semantic.syntax, self.context.roles)
+        finder.evident_models = lambda scope: model_names(semantic.roles_in(scope))
+        finder.global_models = finder.evident_models(node)
         finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in found:
@@ -267,6 +273,14 @@ def _called_from_a_forward(function: FunctionFacts) -> bool:
     return any(caller is not None and caller.node.name.value in FORWARD_NAMES for caller, _, _ in function.call_sites)
 
 
+def _local_bindings(function: cst.FunctionDef) -> set[str]:
+    """The names `function` binds itself (parameters, assignments, loops, `with ... as`)."""
+    params = function.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    names |= {star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)}
+    return names | rebound_names([function.body])
+
+
 def _is_lightning_hook(name: str) -> bool:
     return name in LIGHTNING_HOOKS or name.startswith(("on_validation", "on_test", "on_predict"))
 
@@ -307,13 +321,20 @@ class _Finder:
         #: (`hidden = model.init_hidden(1)` before a `with torch.no_grad():` loop)
         self.script_handles_grad_mode = False
         self.graph_returns = GraphReturns(graph, self._forward_calls)
+        #: the names a scope's evidence says hold a model (`G_AB = nn.Linear(4, 4)`)
+        self.evident_models: Callable[[cst.CSTNode], frozenset[str]] = lambda scope: frozenset()
+        #: module-level names that evidence says hold a model, seen by every function
+        self.global_models: frozenset[str] = frozenset()
 
     # -- scopes -------------------------------------------------------------------------
     def model_scope(self, function: FunctionFacts | None, class_name: str | None) -> ModelScope:
         """What `function` (None: module level) knows of its models, from evidence first."""
-        values = self.graph.module_attributes(class_name)
+        values = self.graph.module_attributes(class_name) | self.global_models
         if function is None:
             return ModelScope(self.looks_like_model, values, False, frozenset(), self._returns_graph(class_name))
+        # a global the function rebinds is its own; what its own evidence says is a model is one
+        values = values - (_local_bindings(function.node) - declared_global(function.node))
+        values |= self.evident_models(function.node)
         values |= module_loop_names(function.loops, values)
         sites = [call for _, _, call in function.call_sites]
         static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)

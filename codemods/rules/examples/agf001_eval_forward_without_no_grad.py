@@ -605,6 +605,37 @@ with torch.no_grad():
         tokens.fill_(int(output.argmax()))
 """
     ),
+    # F1 near-miss: `G` in eval mode (frozen BatchNorm) still feeds the discriminator's
+    # backward; `Generator(...)` is a constructor, not a forward
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8))
+
+    def forward(self, z):
+        return self.net(z)
+
+
+G = Generator()
+D = nn.Linear(8, 1)
+opt_D = torch.optim.Adam(D.parameters())
+
+
+def train_discriminator(z):
+    G.eval()
+    fake = G(z)
+    loss = D(fake).mean()
+    opt_D.zero_grad()
+    loss.backward()
+    opt_D.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -1659,6 +1690,93 @@ if __name__ == "__main__":
         with torch.no_grad():
             restored = net.denoise(image)
         print(restored.clamp(0, 1).mean().item())
+""",
+    ),
+    # F1. a GAN's capitalised module instances (`G_AB`, `D_B`) are models by evidence (built
+    # from nn modules, put in eval mode), not constructors because of their case
+    invalid(
+        """
+import torch
+import torch.nn as nn
+from torchvision.utils import save_image
+
+G_AB = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh())
+G_BA = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh())
+
+
+def sample_images(real_A, batches_done):
+    G_AB.eval()
+    G_BA.eval()
+    fake_B = G_AB(real_A)
+    recov_A = G_BA(fake_B)
+    save_image(torch.cat((real_A, fake_B, recov_A), 0).detach(), "images/%s.png" % batches_done)
+""",
+        """
+import torch
+import torch.nn as nn
+from torchvision.utils import save_image
+
+G_AB = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh())
+G_BA = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh())
+
+
+@torch.no_grad()
+def sample_images(real_A, batches_done):
+    G_AB.eval()
+    G_BA.eval()
+    fake_B = G_AB(real_A)
+    recov_A = G_BA(fake_B)
+    save_image(torch.cat((real_A, fake_B, recov_A), 0).detach(), "images/%s.png" % batches_done)
+""",
+    ),
+    # F1. `Enc1` built from a same-file nn.Module subclass: a model without `.eval()`
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+Enc1 = Encoder()
+
+
+def embed_all(batches):
+    codes = []
+    for x in batches:
+        codes.append(Enc1(x).argmax(dim=1))
+    return codes
+""",
+        """
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+Enc1 = Encoder()
+
+
+@torch.no_grad()
+def embed_all(batches):
+    codes = []
+    for x in batches:
+        codes.append(Enc1(x).argmax(dim=1))
+    return codes
 """,
     ),
 ]
