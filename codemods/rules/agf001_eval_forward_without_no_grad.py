@@ -52,7 +52,7 @@ class EvalForwardWithoutNoGrad(Rule):
     recording, and wraps them in `torch.no_grad()`.
 
     Whatever a function is called, it is an evaluation pass when it runs a model and every graph dies inside it: only values
-    cut from the graph (`.item()`, `argmax`, `.detach()`, the indices of `max(dim)`)
+    cut from the graph (`.item()`, `argmax`, `.detach()`, `.data`, the indices of `max(dim)`)
     are returned, and nothing graph-carrying is stored on `self`, in an argument or in
     module state (a greedy decoder, a per-label `predict`). In a function that trains in
     one branch and evaluates in the other (`if is_train: ... else: out = model(x)`), the
@@ -119,14 +119,14 @@ class EvalForwardWithoutNoGrad(Rule):
     safety = Applicability.SAFE
     message = "evaluation forward pass runs with autograd recording"
     #: every kind of evidence (names, `.eval()`, `.train(False)`, loaders) contains one;
-    #: a graph that dies inside a function is cut by one of the calls after them
+    #: a graph that dies inside a function is cut by one of the calls (or the `.data` read) after them
     triggers = ("eval", "val", "test", "predict", "infer", "holdout", "train(False)", ".item(", ".argmax(",
-                ".argmin(", ".tolist(", ".numpy(", ".detach(", ".max(", ".min(", ".topk(", ".sort(")
+                ".argmin(", ".tolist(", ".numpy(", ".detach(", ".data", ".max(", ".min(", ".topk(", ".sort(")
     #: ... as a word of an identifier (`val_loader`, `validate`, `.eval()`), not in `value`
     trigger_pattern = re.compile(
         r"(?:^|[^a-zA-Z])(?:val|valid|validate|validation|test|testing|eval|evaluate|evaluation|holdout|"
         r"predict|infer|inference)(?:$|[^a-z])|\.train\(False\)|\.(?:item|argmax|argmin|tolist|numpy|detach|max|"
-        r"min|topk|sort)\(",
+        r"min|topk|sort)\(|\.data\b",
         re.M,
     )
     contract = Contract(

@@ -636,6 +636,22 @@ def train_discriminator(z):
     opt_D.step()
 """
     ),
+    # F2 near-miss: `.data` is cut for the log, but the output itself is returned
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+generator = nn.Sequential(nn.Linear(100, 784), nn.Tanh())
+history = []
+
+
+def generate(z):
+    images = generator(z)
+    history.append(images.data.mean())
+    return images
+"""
+    ),
 ]
 
 INVALID = [
@@ -1777,6 +1793,36 @@ def embed_all(batches):
     for x in batches:
         codes.append(Enc1(x).argmax(dim=1))
     return codes
+""",
+    ),
+    # F2. `.data` cuts the graph like `.detach()`: the sampled images' graph dies inside
+    invalid(
+        """
+import torch
+import torch.nn as nn
+from torchvision.utils import save_image
+
+generator = nn.Sequential(nn.Linear(100, 784), nn.Tanh())
+
+
+def sample_image(n_row, batches_done):
+    z = torch.randn(n_row ** 2, 100)
+    gen_imgs = generator(z).view(-1, 1, 28, 28)
+    save_image(gen_imgs.data, "images/%d.png" % batches_done, nrow=n_row, normalize=True)
+""",
+        """
+import torch
+import torch.nn as nn
+from torchvision.utils import save_image
+
+generator = nn.Sequential(nn.Linear(100, 784), nn.Tanh())
+
+
+@torch.no_grad()
+def sample_image(n_row, batches_done):
+    z = torch.randn(n_row ** 2, 100)
+    gen_imgs = generator(z).view(-1, 1, 28, 28)
+    save_image(gen_imgs.data, "images/%d.png" % batches_done, nrow=n_row, normalize=True)
 """,
     ),
 ]
