@@ -652,6 +652,27 @@ def generate(z):
     return images
 """
     ),
+    # F3 near-miss: the caller's loop runs over what the helper returns and backpropagates it
+    valid(
+        """
+import torch
+
+
+def outputs(model, loader):
+    model.eval()
+    outs = []
+    for x in loader:
+        outs.append(model(x).argmax(1).float() + model(x).mean())
+    return outs
+
+
+def tune(model, loader, optimizer):
+    for out in outputs(model, loader):
+        optimizer.zero_grad()
+        out.sum().backward()
+        optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -1823,6 +1844,58 @@ def sample_image(n_row, batches_done):
     z = torch.randn(n_row ** 2, 100)
     gen_imgs = generator(z).view(-1, 1, 28, 28)
     save_image(gen_imgs.data, "images/%d.png" % batches_done, nrow=n_row, normalize=True)
+""",
+    ),
+    # F3. a caller that trains elsewhere only compares the result in an `if` header
+    invalid(
+        """
+import torch
+import torch.nn.functional as F
+
+
+def accuracy(model, loader):
+    model.eval()
+    correct = 0
+    for x, y in loader:
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct / len(loader.dataset)
+
+
+def fit(model, train_loader, val_loader, optimizer, epochs):
+    best = 0.0
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        if accuracy(model, val_loader) > best:
+            torch.save(model.state_dict(), "best.pt")
+""",
+        """
+import torch
+import torch.nn.functional as F
+
+
+def accuracy(model, loader):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+    return correct / len(loader.dataset)
+
+
+def fit(model, train_loader, val_loader, optimizer, epochs):
+    best = 0.0
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        if accuracy(model, val_loader) > best:
+            torch.save(model.state_dict(), "best.pt")
 """,
     ),
 ]
