@@ -91,7 +91,8 @@ class EvalForwardWithoutNoGrad(Rule):
     The loop wrap is safe: the rule fires only when nothing in the scope (or in the
     same-file functions it calls) uses gradients (`.backward(`, `torch.autograd`,
     `torch.func`, `.grad`, writing `requires_grad`, optimizer steps; reading
-    `x.requires_grad` in a print or an assert is not one) and no value made in the loop
+    `x.requires_grad` in a print or an assert is not one, nor is
+    `Variable(x)` without `requires_grad=True`) and no value made in the loop
     flows into a later gradient computation in the same function. Inside a function, a
     loop (or branch) that does more than the forward gets only its forward statements
     wrapped; what is computed from their outputs then carries no graph either. Decorating

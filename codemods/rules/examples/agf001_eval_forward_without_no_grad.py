@@ -673,6 +673,20 @@ def tune(model, loader, optimizer):
         optimizer.step()
 """
     ),
+    # F11 near-miss: `Variable(x, requires_grad=True)` asks for the input's gradient
+    valid(
+        """
+import torch
+from torch.autograd import Variable
+
+
+def predict_with_inputs(model, loader):
+    model.eval()
+    for x, _ in loader:
+        x = Variable(x, requires_grad=True)
+        yield x, model(x)
+"""
+    ),
 ]
 
 INVALID = [
@@ -1896,6 +1910,41 @@ def fit(model, train_loader, val_loader, optimizer, epochs):
             optimizer.step()
         if accuracy(model, val_loader) > best:
             torch.save(model.state_dict(), "best.pt")
+""",
+    ),
+    # F11. pre-0.4 code wraps batches in `Variable(...)`: without `requires_grad=True` that
+    # takes no gradient, and the evaluation loop is one
+    invalid(
+        """
+import torch
+import torch.nn.functional as F
+from torch.autograd import Variable
+
+
+def test(model, test_loader):
+    model.eval()
+    correct = 0
+    for data, target in test_loader:
+        data, target = Variable(data), Variable(target)
+        output = model(data)
+        correct += output.argmax(1).eq(target).sum().item()
+    print(correct / len(test_loader.dataset))
+""",
+        """
+import torch
+import torch.nn.functional as F
+from torch.autograd import Variable
+
+
+@torch.no_grad()
+def test(model, test_loader):
+    model.eval()
+    correct = 0
+    for data, target in test_loader:
+        data, target = Variable(data), Variable(target)
+        output = model(data)
+        correct += output.argmax(1).eq(target).sum().item()
+    print(correct / len(test_loader.dataset))
 """,
     ),
 ]
