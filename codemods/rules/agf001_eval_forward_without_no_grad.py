@@ -61,6 +61,8 @@ class EvalForwardWithoutNoGrad(Rule):
     by every same-file caller, put in eval mode or used as a module, whatever its spelling: `G_AB`,
     `Enc1`; a name without such evidence is a model when named like one), one of its methods
     (`model.infer(x)`), or a same-file helper that returns one (`self._forward(batch)`).
+    A caller whose only graphs come from same-file helpers that are fixed themselves is not
+    reported again: one fix, one finding.
 
     ## Why is this bad?
     `model.eval()` switches Dropout and BatchNorm to inference behaviour; it does not turn
@@ -144,7 +146,7 @@ class EvalForwardWithoutNoGrad(Rule):
         finder.global_models = finder.evident_models(node)
         finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
-        for target, region in found:
+        for target, region in finder.one_per_fix():
             self._report(target, region)
         return False
 
@@ -326,6 +328,28 @@ class _Finder:
         self.evident_models: Callable[[cst.CSTNode], frozenset[str]] = lambda scope: frozenset()
         #: module-level names that evidence says hold a model, seen by every function
         self.global_models: frozenset[str] = frozenset()
+        #: functions holding a finding (their own decoration, or a loop or branch in them)
+        self.reported: set[int] = set()
+        #: decorated functions: the calls that count as forwards in them
+        self.decorated: dict[int, tuple[FunctionFacts, ModelCalls]] = {}
+
+    def one_per_fix(self) -> list[tuple[cst.CSTNode, "_Region | None"]]:
+        """The findings, less the decoration of a function whose only graphs come from
+        same-file helpers that are themselves fixed: one fix, one finding."""
+        return [(target, region) for target, region in self.found
+                if region is not None or id(target) not in self.decorated or not self._covered(*self.decorated[id(target)])]
+
+    def _covered(self, function: FunctionFacts, calls: ModelCalls) -> bool:
+        helpers = []
+        for call in iter_descendants(function.node.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda))):
+            if not isinstance(call, cst.Call) or not calls.is_model_call(call):
+                continue
+            name = dotted_name(call.func)
+            resolved = self.graph.resolve(name, function.class_name) if name is not None else []
+            if not resolved or not calls.scope.returns_graph(call):
+                return False  # a model runs here: its graph is this function's own
+            helpers.extend(resolved)
+        return bool(helpers) and all(id(helper.node) in self.reported for helper in helpers)
 
     # -- scopes -------------------------------------------------------------------------
     def model_scope(self, function: FunctionFacts | None, class_name: str | None) -> ModelScope:
@@ -390,6 +414,13 @@ class _Finder:
         same_class = function.class_name is not None and function.class_name == enclosing.class_name
         models = self.model_scope(function, function.class_name if same_class else None)
         scope = _Scope(function, function.class_name, models, set(), self.imports)
+        before = len(self.found)
+        self._function(node, function, scope)
+        if len(self.found) > before:
+            self.reported.add(id(node))
+
+    def _function(self, node: cst.FunctionDef, function: FunctionFacts, scope: _Scope) -> None:
+        name = node.name.value
         tokens = set(name_tokens(name))
         eval_named = bool(tokens & self.eval_scope_tokens) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
         if eval_named and not function.uses_grad:
@@ -401,6 +432,7 @@ class _Finder:
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
             if self._runs_eval_forward(node, scope, receivers):
                 self.found.append((node, None))
+                self.decorated[id(node)] = (function, scope.calls(receivers, methods=True))
             return
         if eval_named:
             return  # evaluation-named but uses gradients (saliency, TTT): leave it alone
@@ -408,6 +440,7 @@ class _Finder:
         self.block(node.body.body, scope)
         if len(self.found) == before and self._graph_dies_inside(function, scope):
             self.found.append((node, None))  # no evaluation loop to wrap: the whole function
+            self.decorated[id(node)] = (function, scope.calls(method_receivers(node.body, "eval"), methods=True))
 
     def _runs_eval_forward(self, node: cst.FunctionDef, scope: _Scope, receivers: set[str]) -> bool:
         """A model call outside `no_grad`; a model's own method (`model.infer(x)`) counts

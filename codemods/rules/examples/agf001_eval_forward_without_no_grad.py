@@ -1947,4 +1947,41 @@ def test(model, test_loader):
     print(correct / len(test_loader.dataset))
 """,
     ),
+    # F9. one fix, one finding: the helper's loop is wrapped; its caller, whose only graph
+    # came from the helper, is not decorated as well
+    invalid(
+        """
+import torch
+
+
+def run_epoch(model, loader):
+    model.eval()
+    outs = []
+    for x, y in loader:
+        outs.append(model(x))
+    return torch.cat(outs)
+
+
+def report(model, loader):
+    preds = run_epoch(model, loader)
+    print(preds.argmax(1).bincount())
+""",
+        """
+import torch
+
+
+def run_epoch(model, loader):
+    model.eval()
+    outs = []
+    with torch.no_grad():
+        for x, y in loader:
+            outs.append(model(x))
+    return torch.cat(outs)
+
+
+def report(model, loader):
+    preds = run_epoch(model, loader)
+    print(preds.argmax(1).bincount())
+""",
+    ),
 ]
