@@ -15,7 +15,7 @@ from autograd_fix.codemods.names import iterable_tokens, last_segment, name_toke
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.autograd_function import rebound_names
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
-from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
+from autograd_fix.codemods.semantic.dataflow import DROPPED, REACHES_SINK, RETURNED, feeds_later_gradient, result_flow
 from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
 from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.graphflow import graph_flow
@@ -88,6 +88,8 @@ class EvalForwardWithoutNoGrad(Rule):
         ...
     ```
     or `with torch.no_grad():` around the evaluation loop when the function also trains.
+    Inside a training loop, forward lines right after `G.eval()` (`samples.append(G(fixed_z))`)
+    get the same wrap when nothing they make reaches a gradient, in this iteration or a later one.
 
     ## Fix safety
     The loop wrap is safe: the rule fires only when nothing in the scope (or in the
@@ -242,9 +244,12 @@ class _Scope:
     models: ModelScope
     eval_receivers: set[str]
     imports: ImportIndex
+    #: inside a loop of the function: an eval-mode forward here runs once per iteration
+    in_loop: bool = False
 
-    def child(self) -> "_Scope":
-        return _Scope(self.function, self.class_name, self.models, set(self.eval_receivers), self.imports)
+    def child(self, in_loop: bool = False) -> "_Scope":
+        return _Scope(self.function, self.class_name, self.models, set(self.eval_receivers), self.imports,
+                      self.in_loop or in_loop)
 
     def calls(self, receivers: set[str] | None = None, **options: bool) -> ModelCalls:
         models = self.models.with_receivers(self.eval_receivers if receivers is None else receivers)
@@ -379,9 +384,43 @@ class _Finder:
         return ModelCalls(scope.with_receivers(receivers), self.imports, methods=True).is_model_call
 
     # -- walking ------------------------------------------------------------------------
-    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, lightning: bool = False) -> None:
-        for statement in statements:
+    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, lightning: bool = False,
+              suite: cst.BaseSuite | None = None) -> None:
+        run: list[int] = []
+        for index, statement in enumerate(statements):
+            if isinstance(suite, cst.IndentedBlock) and self._eval_mode_line(statement, scope):
+                run.append(index)
+            else:
+                self._eval_mode_run(suite, run, scope)
+                run = []
             self.statement(statement, scope, lightning)
+        self._eval_mode_run(suite, run, scope)
+
+    def _eval_mode_line(self, statement: cst.CSTNode, scope: _Scope) -> bool:
+        """A simple statement in a function's loop that runs a model put in eval mode before it."""
+        return (isinstance(statement, cst.SimpleStatementLine) and scope.in_loop and scope.function is not None
+                and bool(scope.eval_receivers) and scope.calls(only_receivers=True).runs_model(statement))
+
+    def _eval_mode_run(self, suite: cst.BaseSuite | None, run: list[int], scope: _Scope) -> None:
+        """`G.eval(); samples.append(G(fixed_z)); G.train()` inside a training loop: the
+        forward lines keep a graph per iteration. Wrapped when they take no gradient and
+        nothing they make reaches one later (in the loop's next iterations too)."""
+        function = scope.function
+        if not run or not isinstance(suite, cst.IndentedBlock) or function is None:
+            return
+        lines = suite.body[run[0] : run[-1] + 1]
+        if any(self.graph.uses_grad(line, scope.class_name) for line in lines):
+            return
+        calls = scope.calls(only_receivers=True)
+        sink = lambda statement: self.graph.uses_grad(statement, scope.class_name)  # noqa: E731
+        for line in lines:
+            for call in iter_descendants(line):
+                if not isinstance(call, cst.Call) or not calls.is_model_call(call):
+                    continue
+                flow = result_flow(function.node, call, sink, self.syntax)
+                if flow == REACHES_SINK or (flow == RETURNED and function.called_from_grad_scope):
+                    return
+        self.found.append((suite.body[run[0]], (suite, run[0], run[-1])))
 
     def statement(self, statement: cst.CSTNode, scope: _Scope, lightning: bool = False) -> None:
         if isinstance(statement, cst.SimpleStatementLine):
@@ -393,7 +432,7 @@ class _Finder:
             self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
-                self.block(statement.body.body, scope.child())
+                self.block(statement.body.body, scope.child(), suite=statement.body)
         elif isinstance(statement, (cst.For, cst.While)):
             self.loop(statement, scope)
         elif isinstance(statement, cst.If) and self._evaluation_branch(statement, scope):
@@ -402,7 +441,7 @@ class _Finder:
             for body in _child_blocks(statement):
                 elif_chain = isinstance(statement, cst.If) and body.body[0] is statement.orelse
                 if elif_chain or not self._script_inference(body, scope):
-                    self.block(body.body, scope.child())
+                    self.block(body.body, scope.child(), suite=None if elif_chain else body)
 
     def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
         function = self.graph.functions[id(node)]
@@ -522,7 +561,7 @@ class _Finder:
             else:
                 self.found.append((region[0].body[region[1]], region))
             return
-        self.block(node.body.body, scope.child())
+        self.block(node.body.body, scope.child(in_loop=True), suite=node.body)
         if node.orelse is not None:
             self.block(node.orelse.body.body, scope.child())
 

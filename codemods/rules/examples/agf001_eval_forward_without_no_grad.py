@@ -687,6 +687,22 @@ def predict_with_inputs(model, loader):
         yield x, model(x)
 """
     ),
+    # F10 near-miss: the eval-mode output is trained on later in the same iteration
+    valid(
+        """
+import torch
+
+
+def train(student, teacher, loader, optimizer):
+    for x in loader:
+        teacher.eval()
+        target = teacher(x)
+        loss = (student(x) - target).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -1982,6 +1998,56 @@ def run_epoch(model, loader):
 def report(model, loader):
     preds = run_epoch(model, loader)
     print(preds.argmax(1).bincount())
+""",
+    ),
+    # F10. a sample after `G.eval()` in the training loop: every epoch's graph is kept
+    invalid(
+        """
+import torch
+
+
+def train(G, D, loader, opt_G, opt_D, fixed_z, epochs):
+    samples = []
+    for epoch in range(epochs):
+        for real in loader:
+            fake = G(torch.randn(real.size(0), 100))
+            loss_D = D(real).mean() - D(fake.detach()).mean()
+            opt_D.zero_grad()
+            loss_D.backward()
+            opt_D.step()
+            loss_G = -D(fake).mean()
+            opt_G.zero_grad()
+            loss_G.backward()
+            opt_G.step()
+        if epoch % 10 == 0:
+            G.eval()
+            samples.append(G(fixed_z))
+            G.train()
+    return samples
+""",
+        """
+import torch
+
+
+def train(G, D, loader, opt_G, opt_D, fixed_z, epochs):
+    samples = []
+    for epoch in range(epochs):
+        for real in loader:
+            fake = G(torch.randn(real.size(0), 100))
+            loss_D = D(real).mean() - D(fake.detach()).mean()
+            opt_D.zero_grad()
+            loss_D.backward()
+            opt_D.step()
+            loss_G = -D(fake).mean()
+            opt_G.zero_grad()
+            loss_G.backward()
+            opt_G.step()
+        if epoch % 10 == 0:
+            G.eval()
+            with torch.no_grad():
+                samples.append(G(fixed_z))
+            G.train()
+    return samples
 """,
     ),
 ]
