@@ -68,13 +68,47 @@ def test_handed_back_to_the_caller() -> None:
     assert _flow_of(source, "self.predict") == RETURNED
 
 
-def test_a_call_in_a_header_is_unknown() -> None:
+def test_a_call_in_an_if_header_that_only_decides_is_dropped() -> None:
+    """Issue 18 (F3): the caller's use of the result decides, wherever the call sits."""
     source = """
     def fit(self, loader):
+        for batch in loader:
+            self.loss(batch).backward()
+            self.optimizer.step()
         if self.validate(loader) < 0.1:
             print("done")
     """
-    assert _flow_of(source, "self.validate") == REACHES_SINK
+    assert _flow_of(source, "self.validate") == DROPPED
+
+
+@pytest.mark.parametrize(
+    ("source", "callee", "flow"),
+    [
+        ("""
+    def fit(self, batches):
+        for out in self.predict(batches):
+            out.sum().backward()
+    """, "self.predict", REACHES_SINK),
+        ("""
+    def fit(self, batches):
+        while self.validate(batches) > 0.5:
+            self.optimizer.step()
+    """, "self.validate", DROPPED),
+        ("""
+    def fit(self, x):
+        with self.forward_ctx(x) as out:
+            out.mean().backward()
+    """, "self.forward_ctx", REACHES_SINK),
+        ("""
+    def best(self, x):
+        if (score := self.score(x)) > 0:
+            return score
+    """, "self.score", RETURNED),
+    ],
+    ids=["for-iter-to-backward", "while-test", "with-item-to-backward", "walrus-returned"],
+)
+def test_a_call_in_a_header_is_followed_like_a_statement(source: str, callee: str, flow: str) -> None:
+    assert _flow_of(source, callee) == flow
 
 
 SCRIPT = """

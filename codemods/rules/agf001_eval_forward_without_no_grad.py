@@ -13,8 +13,9 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.autograd_function import rebound_names
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
-from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
+from autograd_fix.codemods.semantic.dataflow import DROPPED, REACHES_SINK, RETURNED, feeds_later_gradient, result_flow
 from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
 from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.graphflow import graph_flow
@@ -29,7 +30,9 @@ from autograd_fix.codemods.semantic.module_calls import (
     module_parameters,
     update_eval_state,
 )
+from autograd_fix.codemods.semantic.loops import declared_global
 from autograd_fix.codemods.semantic.module_values import module_loop_names
+from autograd_fix.codemods.semantic.role_evidence import model_names
 from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS, Role, Vocabulary
 from autograd_fix.codemods.semantic.roles import NOT_EVAL_SCOPE_TOKENS as NOT_EVAL_NAME_TOKENS
 from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
@@ -49,14 +52,17 @@ class EvalForwardWithoutNoGrad(Rule):
     recording, and wraps them in `torch.no_grad()`.
 
     Whatever a function is called, it is an evaluation pass when it runs a model and every graph dies inside it: only values
-    cut from the graph (`.item()`, `argmax`, `.detach()`, the indices of `max(dim)`)
+    cut from the graph (`.item()`, `argmax`, `.detach()`, `.data`, the indices of `max(dim)`)
     are returned, and nothing graph-carrying is stored on `self`, in an argument or in
     module state (a greedy decoder, a per-label `predict`). In a function that trains in
     one branch and evaluates in the other (`if is_train: ... else: out = model(x)`), the
     evaluation branch is one when its graph, followed in control-flow order, never reaches
     a backward. A forward is a call of a module value (built from `nn` modules, passed in
-    by every same-file caller, put in eval mode, or named like a model), one of its methods
+    by every same-file caller, put in eval mode or used as a module, whatever its spelling: `G_AB`,
+    `Enc1`; a name without such evidence is a model when named like one), one of its methods
     (`model.infer(x)`), or a same-file helper that returns one (`self._forward(batch)`).
+    A caller whose only graphs come from same-file helpers that are fixed themselves is not
+    reported again: one fix, one finding.
 
     ## Why is this bad?
     `model.eval()` switches Dropout and BatchNorm to inference behaviour; it does not turn
@@ -82,12 +88,15 @@ class EvalForwardWithoutNoGrad(Rule):
         ...
     ```
     or `with torch.no_grad():` around the evaluation loop when the function also trains.
+    Inside a training loop, forward lines right after `G.eval()` (`samples.append(G(fixed_z))`)
+    get the same wrap when nothing they make reaches a gradient, in this iteration or a later one.
 
     ## Fix safety
     The loop wrap is safe: the rule fires only when nothing in the scope (or in the
     same-file functions it calls) uses gradients (`.backward(`, `torch.autograd`,
     `torch.func`, `.grad`, writing `requires_grad`, optimizer steps; reading
-    `x.requires_grad` in a print or an assert is not one) and no value made in the loop
+    `x.requires_grad` in a print or an assert is not one, nor is
+    `Variable(x)` without `requires_grad=True`) and no value made in the loop
     flows into a later gradient computation in the same function. Inside a function, a
     loop (or branch) that does more than the forward gets only its forward statements
     wrapped; what is computed from their outputs then carries no graph either. Decorating
@@ -115,14 +124,14 @@ class EvalForwardWithoutNoGrad(Rule):
     safety = Applicability.SAFE
     message = "evaluation forward pass runs with autograd recording"
     #: every kind of evidence (names, `.eval()`, `.train(False)`, loaders) contains one;
-    #: a graph that dies inside a function is cut by one of the calls after them
+    #: a graph that dies inside a function is cut by one of the calls (or the `.data` read) after them
     triggers = ("eval", "val", "test", "predict", "infer", "holdout", "train(False)", ".item(", ".argmax(",
-                ".argmin(", ".tolist(", ".numpy(", ".detach(", ".max(", ".min(", ".topk(", ".sort(")
+                ".argmin(", ".tolist(", ".numpy(", ".detach(", ".data", ".max(", ".min(", ".topk(", ".sort(")
     #: ... as a word of an identifier (`val_loader`, `validate`, `.eval()`), not in `value`
     trigger_pattern = re.compile(
         r"(?:^|[^a-zA-Z])(?:val|valid|validate|validation|test|testing|eval|evaluate|evaluation|holdout|"
         r"predict|infer|inference)(?:$|[^a-z])|\.train\(False\)|\.(?:item|argmax|argmin|tolist|numpy|detach|max|"
-        r"min|topk|sort)\(",
+        r"min|topk|sort)\(|\.data\b",
         re.M,
     )
     contract = Contract(
@@ -135,9 +144,11 @@ class EvalForwardWithoutNoGrad(Rule):
         found: list[tuple[cst.CSTNode, _Region | None]] = []
         semantic = self.context.semantic
         finder = _Finder(semantic.call_graph, self.context.path, found, semantic.syntax, self.context.roles)
+        finder.evident_models = lambda scope: model_names(semantic.roles_in(scope))
+        finder.global_models = finder.evident_models(node)
         finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
-        for target, region in found:
+        for target, region in finder.one_per_fix():
             self._report(target, region)
         return False
 
@@ -233,9 +244,12 @@ class _Scope:
     models: ModelScope
     eval_receivers: set[str]
     imports: ImportIndex
+    #: inside a loop of the function: an eval-mode forward here runs once per iteration
+    in_loop: bool = False
 
-    def child(self) -> "_Scope":
-        return _Scope(self.function, self.class_name, self.models, set(self.eval_receivers), self.imports)
+    def child(self, in_loop: bool = False) -> "_Scope":
+        return _Scope(self.function, self.class_name, self.models, set(self.eval_receivers), self.imports,
+                      self.in_loop or in_loop)
 
     def calls(self, receivers: set[str] | None = None, **options: bool) -> ModelCalls:
         models = self.models.with_receivers(self.eval_receivers if receivers is None else receivers)
@@ -265,6 +279,14 @@ FORWARD_NAMES = frozenset({"forward", "_forward", "__call__"})
 
 def _called_from_a_forward(function: FunctionFacts) -> bool:
     return any(caller is not None and caller.node.name.value in FORWARD_NAMES for caller, _, _ in function.call_sites)
+
+
+def _local_bindings(function: cst.FunctionDef) -> set[str]:
+    """The names `function` binds itself (parameters, assignments, loops, `with ... as`)."""
+    params = function.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    names |= {star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)}
+    return names | rebound_names([function.body])
 
 
 def _is_lightning_hook(name: str) -> bool:
@@ -307,13 +329,42 @@ class _Finder:
         #: (`hidden = model.init_hidden(1)` before a `with torch.no_grad():` loop)
         self.script_handles_grad_mode = False
         self.graph_returns = GraphReturns(graph, self._forward_calls)
+        #: the names a scope's evidence says hold a model (`G_AB = nn.Linear(4, 4)`)
+        self.evident_models: Callable[[cst.CSTNode], frozenset[str]] = lambda scope: frozenset()
+        #: module-level names that evidence says hold a model, seen by every function
+        self.global_models: frozenset[str] = frozenset()
+        #: functions holding a finding (their own decoration, or a loop or branch in them)
+        self.reported: set[int] = set()
+        #: decorated functions: the calls that count as forwards in them
+        self.decorated: dict[int, tuple[FunctionFacts, ModelCalls]] = {}
+
+    def one_per_fix(self) -> list[tuple[cst.CSTNode, "_Region | None"]]:
+        """The findings, less the decoration of a function whose only graphs come from
+        same-file helpers that are themselves fixed: one fix, one finding."""
+        return [(target, region) for target, region in self.found
+                if region is not None or id(target) not in self.decorated or not self._covered(*self.decorated[id(target)])]
+
+    def _covered(self, function: FunctionFacts, calls: ModelCalls) -> bool:
+        helpers = []
+        for call in iter_descendants(function.node.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda))):
+            if not isinstance(call, cst.Call) or not calls.is_model_call(call):
+                continue
+            name = dotted_name(call.func)
+            resolved = self.graph.resolve(name, function.class_name) if name is not None else []
+            if not resolved or not calls.scope.returns_graph(call):
+                return False  # a model runs here: its graph is this function's own
+            helpers.extend(resolved)
+        return bool(helpers) and all(id(helper.node) in self.reported for helper in helpers)
 
     # -- scopes -------------------------------------------------------------------------
     def model_scope(self, function: FunctionFacts | None, class_name: str | None) -> ModelScope:
         """What `function` (None: module level) knows of its models, from evidence first."""
-        values = self.graph.module_attributes(class_name)
+        values = self.graph.module_attributes(class_name) | self.global_models
         if function is None:
             return ModelScope(self.looks_like_model, values, False, frozenset(), self._returns_graph(class_name))
+        # a global the function rebinds is its own; what its own evidence says is a model is one
+        values = values - (_local_bindings(function.node) - declared_global(function.node))
+        values |= self.evident_models(function.node)
         values |= module_loop_names(function.loops, values)
         sites = [call for _, _, call in function.call_sites]
         static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
@@ -333,9 +384,43 @@ class _Finder:
         return ModelCalls(scope.with_receivers(receivers), self.imports, methods=True).is_model_call
 
     # -- walking ------------------------------------------------------------------------
-    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, lightning: bool = False) -> None:
-        for statement in statements:
+    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, lightning: bool = False,
+              suite: cst.BaseSuite | None = None) -> None:
+        run: list[int] = []
+        for index, statement in enumerate(statements):
+            if isinstance(suite, cst.IndentedBlock) and self._eval_mode_line(statement, scope):
+                run.append(index)
+            else:
+                self._eval_mode_run(suite, run, scope)
+                run = []
             self.statement(statement, scope, lightning)
+        self._eval_mode_run(suite, run, scope)
+
+    def _eval_mode_line(self, statement: cst.CSTNode, scope: _Scope) -> bool:
+        """A simple statement in a function's loop that runs a model put in eval mode before it."""
+        return (isinstance(statement, cst.SimpleStatementLine) and scope.in_loop and scope.function is not None
+                and bool(scope.eval_receivers) and scope.calls(only_receivers=True).runs_model(statement))
+
+    def _eval_mode_run(self, suite: cst.BaseSuite | None, run: list[int], scope: _Scope) -> None:
+        """`G.eval(); samples.append(G(fixed_z)); G.train()` inside a training loop: the
+        forward lines keep a graph per iteration. Wrapped when they take no gradient and
+        nothing they make reaches one later (in the loop's next iterations too)."""
+        function = scope.function
+        if not run or not isinstance(suite, cst.IndentedBlock) or function is None:
+            return
+        lines = suite.body[run[0] : run[-1] + 1]
+        if any(self.graph.uses_grad(line, scope.class_name) for line in lines):
+            return
+        calls = scope.calls(only_receivers=True)
+        sink = lambda statement: self.graph.uses_grad(statement, scope.class_name)  # noqa: E731
+        for line in lines:
+            for call in iter_descendants(line):
+                if not isinstance(call, cst.Call) or not calls.is_model_call(call):
+                    continue
+                flow = result_flow(function.node, call, sink, self.syntax)
+                if flow == REACHES_SINK or (flow == RETURNED and function.called_from_grad_scope):
+                    return
+        self.found.append((suite.body[run[0]], (suite, run[0], run[-1])))
 
     def statement(self, statement: cst.CSTNode, scope: _Scope, lightning: bool = False) -> None:
         if isinstance(statement, cst.SimpleStatementLine):
@@ -347,7 +432,7 @@ class _Finder:
             self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
-                self.block(statement.body.body, scope.child())
+                self.block(statement.body.body, scope.child(), suite=statement.body)
         elif isinstance(statement, (cst.For, cst.While)):
             self.loop(statement, scope)
         elif isinstance(statement, cst.If) and self._evaluation_branch(statement, scope):
@@ -356,7 +441,7 @@ class _Finder:
             for body in _child_blocks(statement):
                 elif_chain = isinstance(statement, cst.If) and body.body[0] is statement.orelse
                 if elif_chain or not self._script_inference(body, scope):
-                    self.block(body.body, scope.child())
+                    self.block(body.body, scope.child(), suite=None if elif_chain else body)
 
     def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
         function = self.graph.functions[id(node)]
@@ -368,6 +453,13 @@ class _Finder:
         same_class = function.class_name is not None and function.class_name == enclosing.class_name
         models = self.model_scope(function, function.class_name if same_class else None)
         scope = _Scope(function, function.class_name, models, set(), self.imports)
+        before = len(self.found)
+        self._function(node, function, scope)
+        if len(self.found) > before:
+            self.reported.add(id(node))
+
+    def _function(self, node: cst.FunctionDef, function: FunctionFacts, scope: _Scope) -> None:
+        name = node.name.value
         tokens = set(name_tokens(name))
         eval_named = bool(tokens & self.eval_scope_tokens) and not tokens & NOT_EVAL_NAME_TOKENS and name != "eval"
         if eval_named and not function.uses_grad:
@@ -379,6 +471,7 @@ class _Finder:
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
             if self._runs_eval_forward(node, scope, receivers):
                 self.found.append((node, None))
+                self.decorated[id(node)] = (function, scope.calls(receivers, methods=True))
             return
         if eval_named:
             return  # evaluation-named but uses gradients (saliency, TTT): leave it alone
@@ -386,6 +479,7 @@ class _Finder:
         self.block(node.body.body, scope)
         if len(self.found) == before and self._graph_dies_inside(function, scope):
             self.found.append((node, None))  # no evaluation loop to wrap: the whole function
+            self.decorated[id(node)] = (function, scope.calls(method_receivers(node.body, "eval"), methods=True))
 
     def _runs_eval_forward(self, node: cst.FunctionDef, scope: _Scope, receivers: set[str]) -> bool:
         """A model call outside `no_grad`; a model's own method (`model.infer(x)`) counts
@@ -467,7 +561,7 @@ class _Finder:
             else:
                 self.found.append((region[0].body[region[1]], region))
             return
-        self.block(node.body.body, scope.child())
+        self.block(node.body.body, scope.child(in_loop=True), suite=node.body)
         if node.orelse is not None:
             self.block(node.orelse.body.body, scope.child())
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
+from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.dataflow import may_run_before
 from autograd_fix.codemods.data_rewrites import copy_into, out_of_place, out_of_place_name, shares_storage
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.role_evidence import is_functional_loss
 from autograd_fix.codemods.semantic.roles import OPTIMIZER_OR_SCALER_TOKENS, Role
 from autograd_fix.codemods.semantic.data_access import (
     AutogradFinder,
@@ -27,7 +29,7 @@ from autograd_fix.codemods.semantic.data_access import (
 )
 from autograd_fix.codemods.semantic.function_units import FunctionUnits, chain_root, uses_name
 from autograd_fix.codemods.semantic.module_getters import is_getter, reaches_return, reads_module_state
-from autograd_fix.codemods.semantic.tracking import Site, Tracked, TrackingAnalysis
+from autograd_fix.codemods.semantic.tracking import Kind, Site, Tracked, TrackingAnalysis
 from autograd_fix.codemods.walk import iter_descendants, walk
 
 #: nn containers are built from modules that already exist: their parameters are not fresh
@@ -51,7 +53,11 @@ class DataAttribute(Rule):
     and a module method that hands back (returns, or fills a returned container with)
     tensors read from the module's parameters or submodules through `.data` (a getter
     whose callers may want the graph). One-line bodies (`if flag: out.append(p.data)`)
-    count for reads. `x.data.detach()` drops the redundant `.data`.
+    count for reads. `x.data.detach()` drops the redundant `.data`. `loss.data[0]`, the
+    pre-0.4 way to read a loss, becomes `loss.item()` where the value holds one element (a
+    reduced `torch.nn.functional` loss, or a name backpropagated without a `gradient`):
+    indexing a 0-dim tensor raises IndexError since PyTorch 0.5. A name backpropagated
+    in the scope is tracked however it was built (`loss = 0; loss += criterion(...)`).
 
     ## Why is this bad?
     `.data` is a tensor sharing storage with the original but invisible to autograd,
@@ -79,7 +85,9 @@ class DataAttribute(Rule):
     ## Fix safety
     A read becomes `.detach()`: same values, same storage, no gradient; the fix is safe
     unless the result is bound, returned or stored (code elsewhere could mutate it, and
-    through `.detach()` that is now checked by autograd), then unsafe. A mutation of a
+    through `.detach()` that is now checked by autograd), then unsafe. `.data[0]` ->
+    `.item()` is unsafe: it gives a Python float where a one-element tensor of shape `[1]`
+    gave a tensor (a 0-dim one raised). A mutation of a
     leaf (parameter, `requires_grad` tensor) through `.data` becomes the mutation of the
     leaf under `torch.no_grad()`: same parameter values afterwards; unsafe because a
     mutation that used to corrupt a saved tensor silently now raises. Left to a run
@@ -352,6 +360,8 @@ class DataAttribute(Rule):
     # -- reads -------------------------------------------------------------------------
     def _read(self, site: Site, data: cst.Attribute, analysis: TrackingAnalysis) -> None:
         fact: Tracked | None = analysis.tracked(data.value, site.statement)
+        if fact is None and _backpropagated(data.value, site.position.function or self._module):
+            fact = Tracked(Kind.DERIVED)  # `loss = 0; loss += criterion(head(x), y); loss.backward()`
         if (fact is None or not self._in_play(site, fact)) and not self._returned_state(site, data, analysis):
             return
         imports = self.context.imports
@@ -363,6 +373,12 @@ class DataAttribute(Rule):
             return
         if site.position.grad_disabled or stored_whole(site.statement, data):
             return  # `obj.attr = p.data`: a deliberate storage alias (FSDP/DDP-style); leave it
+        first = _first_element(site.statement, data)
+        if first is not None and self._one_element(data.value, site):
+            fix = Fix(Applicability.UNSAFE, (Edit(first, _to_item),), "use `.item()`")
+            self.report(data, f"`{label}.data[0]` indexes a one-element loss: on a 0-dim tensor it raises "
+                        f"IndexError (PyTorch 0.5 and later); use `{label}.item()`", fix)
+            return
         if _detached_next(site.statement, data):
             fix = Fix(Applicability.SAFE, (_strip(data),), "drop `.data` (`.detach()` follows)")
             self.report(data, f"`{label}.data.detach()`: `.data` is redundant before `.detach()`; drop it", fix)
@@ -376,7 +392,67 @@ class DataAttribute(Rule):
         self.report(data, f"`{label}.data` reads a tracked tensor behind autograd's back; use `{label}.detach()`", fix)
 
 
+    def _one_element(self, value: cst.BaseExpression, site: Site) -> bool:
+        """Does `value` hold one element: a reduced `torch.nn.functional` loss (0-dim), or a
+        name backpropagated without a `gradient` argument (backward needs one element)?"""
+        if isinstance(value, cst.Call):
+            return _reduced_functional_loss(value, self.context.imports)
+        return _backpropagated(value, site.position.function or self._module)
+
+
 # -- helpers ---------------------------------------------------------------------------
+def _backpropagated(value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+    """Is `value` (a name) the receiver of `.backward()` without a `gradient` argument in
+    `scope` (not nested functions)? Backward then needs it tracked and of one element."""
+    if not isinstance(value, cst.Name):
+        return False
+    for node in iter_descendants(scope, prune=lambda n: n is not scope and isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda))):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "backward"
+            and isinstance(node.func.value, cst.Name)
+            and node.func.value.value == value.value
+            and not any(argument.keyword is None or argument.keyword.value in {"gradient", "grad_tensors"} for argument in node.args)
+        ):
+            return True
+    return False
+
+
+def _reduced_functional_loss(call: cst.Call, imports: ImportIndex) -> bool:
+    """`F.nll_loss(out, y)`, `F.mse_loss(out, y, size_average=False)`: 0-dim; not with
+    `reduction="none"` (or any reduction not spelt out), `reduce=False`, or `*args`."""
+    if not is_functional_loss(imports.qualified_name(call.func) or ""):
+        return False
+    for argument in call.args:
+        if argument.star:
+            return False
+        keyword = argument.keyword.value if argument.keyword is not None else None
+        if keyword == "reduction" and not (
+            isinstance(argument.value, cst.SimpleString) and argument.value.evaluated_value in {"mean", "sum"}
+        ):
+            return False
+        if keyword == "reduce" and not (isinstance(argument.value, cst.Name) and argument.value.value == "True"):
+            return False
+    return True
+
+
+def _first_element(statement: cst.CSTNode, data: cst.Attribute) -> cst.Subscript | None:
+    """The `x.data[0]` that indexes `data` with the literal 0, if any."""
+    for node in iter_descendants(statement):
+        if isinstance(node, cst.Subscript) and node.value is data and len(node.slice) == 1:
+            element = node.slice[0].slice
+            if isinstance(element, cst.Index) and isinstance(element.value, cst.Integer) and element.value.value == "0":
+                return node
+    return None
+
+
+def _to_item(updated: cst.CSTNode) -> cst.CSTNode:
+    """`x.data[0]` -> `x.item()`."""
+    assert isinstance(updated, cst.Subscript) and isinstance(updated.value, cst.Attribute)
+    return cst.Call(func=cst.Attribute(value=updated.value.value, attr=cst.Name("item")), lpar=updated.lpar, rpar=updated.rpar)
+
+
 def _label(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 

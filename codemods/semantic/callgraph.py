@@ -18,6 +18,7 @@ from autograd_fix.codemods.names import last_segment
 from autograd_fix.codemods.semantic.dataflow import DROPPED, REACHES_SINK, RETURNED, result_flow, stores_on_self
 from autograd_fix.codemods.semantic.gradmode import GradUseFinder, find_grad_use, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.semantic.graphflow import (
+    CUTTING_ATTRIBUTES,
     CUTTING_FUNCTIONS,
     CUTTING_METHODS,
     METADATA_ATTRIBUTES,
@@ -453,7 +454,7 @@ class _Collector(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if self.grad_finders:
             self.grad_finders[-1].visit_Attribute(node)
-            if node.attr.value in METADATA_ATTRIBUTES:
+            if node.attr.value in METADATA_ATTRIBUTES or node.attr.value in CUTTING_ATTRIBUTES:
                 self.functions[-1].cuts = True
 
     def visit_Comparison(self, node: cst.Comparison) -> None:

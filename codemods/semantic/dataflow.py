@@ -114,6 +114,9 @@ class NameFinder(cst.CSTVisitor):
     def visit_AsName(self, node: cst.AsName) -> None:
         self._targets(node.name)
 
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._targets(node.target)
+
     def visit_Call(self, node: cst.Call) -> None:
         # `outputs.append(x)`, `metrics.update(...)`: the receiver may be mutated
         if isinstance(node.func, cst.Attribute):
@@ -146,8 +149,9 @@ def result_flow(
     as `outputs.append(value)`) become tainted; a loop around `node` carries its taint into
     the loop's earlier statements (the next iteration). Taint is never cleared, so the
     answer errs towards REACHES_SINK. Returns REACHES_SINK, RETURNED (handed back by a
-    `return`/`yield`: the callers decide) or DROPPED. A `node` outside any simple statement
-    (an `if`/`for` header) answers REACHES_SINK: unknown, fail closed.
+    `return`/`yield`: the callers decide) or DROPPED. A call in a compound statement's
+    header (`if accuracy(model, val_loader) > best:`, `for out in predict(batches):`) is
+    followed from that header; one found nowhere answers REACHES_SINK: unknown, fail closed.
     """
     contains = syntax.contains if syntax is not None else _contains
     statements = _ordered_simple_statements(container.body)
@@ -241,7 +245,10 @@ def _ordered_simple_statements(body: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 class _SimpleStatements(cst.CSTVisitor):
-    """Simple statement lines in source order; nested functions and classes are theirs."""
+    """Simple statement lines in source order, with the headers of compound statements
+    (an `if`/`while` test, a `for` iterable bound to its target, a `with` item bound to
+    its `as` name) where they run, so that a value used there is followed like any
+    other; nested functions and classes are theirs."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -256,6 +263,19 @@ class _SimpleStatements(cst.CSTVisitor):
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
         self.statements.append(node)
         return False
+
+    def visit_If(self, node: cst.If) -> None:
+        self.statements.append(node.test)
+
+    def visit_While(self, node: cst.While) -> None:
+        self.statements.append(node.test)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.statements.append(cst.Assign(targets=[cst.AssignTarget(node.target)], value=node.iter))
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        bound = node.asname is not None and isinstance(node.asname.name, (cst.Name, cst.Tuple, cst.List))
+        self.statements.append(cst.Assign([cst.AssignTarget(node.asname.name)], node.item) if bound else node.item)
 
     def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
         self.statements.append(node)

@@ -15,6 +15,7 @@ import libcst as cst
 from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.graph_breaks import VARIABLE_NAMES
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, NON_OPTIMIZER_STEPPER_TOKENS, Role, Vocabulary
 from autograd_fix.codemods.walk import SyntaxIndex, find_all, walk
 
@@ -115,6 +116,7 @@ class GradUseFinder(cst.CSTVisitor):
             and qualified not in NO_GRAD_NAMES
             and qualified not in SET_GRAD_ENABLED_NAMES
             and not qualified.startswith("torch.autograd.Function")
+            and qualified not in VARIABLE_NAMES  # `Variable(x)` takes no gradient; `requires_grad=True` is seen below
         ):
             self.result.direct.append(node)
         elif enables_grad(node, self.imports):

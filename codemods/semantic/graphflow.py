@@ -1,7 +1,7 @@
 """Graph-carrying values inside one function, and whether any of them leaves it.
 
 A forward pass under enabled grad makes values that carry an autograd graph. They stop
-carrying it through `.item()`, `.detach()`, `.argmax()`, comparisons and integer casts,
+carrying it through `.item()`, `.detach()`, `.data`, `.argmax()`, comparisons and integer casts,
 and the indices of `max(dim)` / `topk` / `sort` never carried one. When no graph-carrying
 value is returned, yielded or stored where the caller can see it, the graph dies with the
 call: nobody can backpropagate through it, so the forward is an evaluation pass whatever
@@ -37,6 +37,8 @@ CUTTING_FUNCTIONS = frozenset(
 )
 #: `values, indices = x.max(dim)`: only the first of the pair can carry a graph
 VALUE_INDEX_PAIRS = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median"})
+#: attributes that read a tensor cut from its graph (`gen_imgs.data`, like `.detach()`)
+CUTTING_ATTRIBUTES = frozenset({"data"})
 #: attributes that are metadata, not tensors
 METADATA_ATTRIBUTES = frozenset(
     {"shape", "dtype", "device", "requires_grad", "is_leaf", "ndim", "is_cuda", "layout", "names", "grad_fn"}
@@ -255,7 +257,7 @@ def expression_carries(
                 return True
         return any(carries(argument.value) for argument in node.args)
     if isinstance(node, cst.Attribute):
-        return node.attr.value not in METADATA_ATTRIBUTES and carries(node.value)
+        return node.attr.value not in METADATA_ATTRIBUTES | CUTTING_ATTRIBUTES and carries(node.value)
     if isinstance(node, (cst.Comparison, cst.FormattedString, cst.Lambda, cst.SimpleString, cst.Integer,
                          cst.Float, cst.Imaginary, cst.ConcatenatedString)):
         return False

@@ -127,10 +127,10 @@ class ModelCalls:
         owner, _, method = callee.rpartition(".")
         if method in FORWARD_METHODS and owner:
             callee = owner
-        elif owner and owner.rsplit(".", 1)[-1][:1].isupper():
+        elif owner and owner.rsplit(".", 1)[-1][:1].isupper() and not self.has_evidence(owner):
             return False  # `Request.model_validate(...)`: a class's method, not a forward pass
-        elif not owner and callee[:1].isupper():
-            return False  # `Net(...)`: a constructor
+        elif not owner and callee[:1].isupper() and not self.has_evidence(callee):
+            return False  # `Net(...)`: a constructor; `G_AB(x)` of `G_AB = nn.Linear(4, 4)` is not
         if self.is_model_value(callee):
             return True
         if not self.methods or not owner or method in MODULE_API_METHODS or method.startswith("_"):
@@ -139,6 +139,13 @@ class ModelCalls:
             return False  # `model.get_parameter_or_buffer(n)`, `self.best_k_models.items()`
         # `model.infer(x)`, `self.model.decode(ys, memory)`: a model's own computation
         return owner != "self" and self.is_model_value(owner)
+
+    def has_evidence(self, name: str) -> bool:
+        """Is `name` a module value by evidence (built from modules, put in eval mode),
+        whatever its spelling? A capitalised name without any is taken for a class."""
+        return name.split(".", 1)[0] not in self.scope.not_models and (
+            name in self.scope.receivers or name in self.scope.module_values
+        )
 
     def is_model_value(self, name: str) -> bool:
         if name.split(".", 1)[0] in self.scope.not_models:

@@ -123,6 +123,13 @@ def scope_roles(context: "RuleContext", scope: cst.CSTNode) -> dict[str, RoleDec
     return context.semantic.roles_in(scope)
 
 
+def model_names(decisions: dict[str, RoleDecision]) -> frozenset[str]:
+    """Names the evidence says hold a model (a module constructor, a same-file
+    `nn.Module` subclass, `.eval()` / `.parameters()` use), however they are spelt
+    (`G_AB`, `Enc1`, `netD`)."""
+    return frozenset(name for name, decision in decisions.items() if decision.role is Role.MODEL and decision.certain)
+
+
 def bound_as(decisions: dict[str, RoleDecision], name: str | None, role: Role) -> bool:
     """Does the binding of `name` (a constructor, annotation or configured factory, not
     its use) say it has `role`?"""

@@ -605,6 +605,104 @@ with torch.no_grad():
         tokens.fill_(int(output.argmax()))
 """
     ),
+    # F1 near-miss: `G` in eval mode (frozen BatchNorm) still feeds the discriminator's
+    # backward; `Generator(...)` is a constructor, not a forward
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8))
+
+    def forward(self, z):
+        return self.net(z)
+
+
+G = Generator()
+D = nn.Linear(8, 1)
+opt_D = torch.optim.Adam(D.parameters())
+
+
+def train_discriminator(z):
+    G.eval()
+    fake = G(z)
+    loss = D(fake).mean()
+    opt_D.zero_grad()
+    loss.backward()
+    opt_D.step()
+"""
+    ),
+    # F2 near-miss: `.data` is cut for the log, but the output itself is returned
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+generator = nn.Sequential(nn.Linear(100, 784), nn.Tanh())
+history = []
+
+
+def generate(z):
+    images = generator(z)
+    history.append(images.data.mean())
+    return images
+"""
+    ),
+    # F3 near-miss: the caller's loop runs over what the helper returns and backpropagates it
+    valid(
+        """
+import torch
+
+
+def outputs(model, loader):
+    model.eval()
+    outs = []
+    for x in loader:
+        outs.append(model(x).argmax(1).float() + model(x).mean())
+    return outs
+
+
+def tune(model, loader, optimizer):
+    for out in outputs(model, loader):
+        optimizer.zero_grad()
+        out.sum().backward()
+        optimizer.step()
+"""
+    ),
+    # F11 near-miss: `Variable(x, requires_grad=True)` asks for the input's gradient
+    valid(
+        """
+import torch
+from torch.autograd import Variable
+
+
+def predict_with_inputs(model, loader):
+    model.eval()
+    for x, _ in loader:
+        x = Variable(x, requires_grad=True)
+        yield x, model(x)
+"""
+    ),
+    # F10 near-miss: the eval-mode output is trained on later in the same iteration
+    valid(
+        """
+import torch
+
+
+def train(student, teacher, loader, optimizer):
+    for x in loader:
+        teacher.eval()
+        target = teacher(x)
+        loss = (student(x) - target).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -1659,6 +1757,297 @@ if __name__ == "__main__":
         with torch.no_grad():
             restored = net.denoise(image)
         print(restored.clamp(0, 1).mean().item())
+""",
+    ),
+    # F1. a GAN's capitalised module instances (`G_AB`, `D_B`) are models by evidence (built
+    # from nn modules, put in eval mode), not constructors because of their case
+    invalid(
+        """
+import torch
+import torch.nn as nn
+from torchvision.utils import save_image
+
+G_AB = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh())
+G_BA = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh())
+
+
+def sample_images(real_A, batches_done):
+    G_AB.eval()
+    G_BA.eval()
+    fake_B = G_AB(real_A)
+    recov_A = G_BA(fake_B)
+    save_image(torch.cat((real_A, fake_B, recov_A), 0).detach(), "images/%s.png" % batches_done)
+""",
+        """
+import torch
+import torch.nn as nn
+from torchvision.utils import save_image
+
+G_AB = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh())
+G_BA = nn.Sequential(nn.Conv2d(3, 3, 3, padding=1), nn.Tanh())
+
+
+@torch.no_grad()
+def sample_images(real_A, batches_done):
+    G_AB.eval()
+    G_BA.eval()
+    fake_B = G_AB(real_A)
+    recov_A = G_BA(fake_B)
+    save_image(torch.cat((real_A, fake_B, recov_A), 0).detach(), "images/%s.png" % batches_done)
+""",
+    ),
+    # F1. `Enc1` built from a same-file nn.Module subclass: a model without `.eval()`
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+Enc1 = Encoder()
+
+
+def embed_all(batches):
+    codes = []
+    for x in batches:
+        codes.append(Enc1(x).argmax(dim=1))
+    return codes
+""",
+        """
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+Enc1 = Encoder()
+
+
+@torch.no_grad()
+def embed_all(batches):
+    codes = []
+    for x in batches:
+        codes.append(Enc1(x).argmax(dim=1))
+    return codes
+""",
+    ),
+    # F2. `.data` cuts the graph like `.detach()`: the sampled images' graph dies inside
+    invalid(
+        """
+import torch
+import torch.nn as nn
+from torchvision.utils import save_image
+
+generator = nn.Sequential(nn.Linear(100, 784), nn.Tanh())
+
+
+def sample_image(n_row, batches_done):
+    z = torch.randn(n_row ** 2, 100)
+    gen_imgs = generator(z).view(-1, 1, 28, 28)
+    save_image(gen_imgs.data, "images/%d.png" % batches_done, nrow=n_row, normalize=True)
+""",
+        """
+import torch
+import torch.nn as nn
+from torchvision.utils import save_image
+
+generator = nn.Sequential(nn.Linear(100, 784), nn.Tanh())
+
+
+@torch.no_grad()
+def sample_image(n_row, batches_done):
+    z = torch.randn(n_row ** 2, 100)
+    gen_imgs = generator(z).view(-1, 1, 28, 28)
+    save_image(gen_imgs.data, "images/%d.png" % batches_done, nrow=n_row, normalize=True)
+""",
+    ),
+    # F3. a caller that trains elsewhere only compares the result in an `if` header
+    invalid(
+        """
+import torch
+import torch.nn.functional as F
+
+
+def accuracy(model, loader):
+    model.eval()
+    correct = 0
+    for x, y in loader:
+        correct += (model(x).argmax(1) == y).sum().item()
+    return correct / len(loader.dataset)
+
+
+def fit(model, train_loader, val_loader, optimizer, epochs):
+    best = 0.0
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        if accuracy(model, val_loader) > best:
+            torch.save(model.state_dict(), "best.pt")
+""",
+        """
+import torch
+import torch.nn.functional as F
+
+
+def accuracy(model, loader):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+    return correct / len(loader.dataset)
+
+
+def fit(model, train_loader, val_loader, optimizer, epochs):
+    best = 0.0
+    for epoch in range(epochs):
+        model.train()
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        if accuracy(model, val_loader) > best:
+            torch.save(model.state_dict(), "best.pt")
+""",
+    ),
+    # F11. pre-0.4 code wraps batches in `Variable(...)`: without `requires_grad=True` that
+    # takes no gradient, and the evaluation loop is one
+    invalid(
+        """
+import torch
+import torch.nn.functional as F
+from torch.autograd import Variable
+
+
+def test(model, test_loader):
+    model.eval()
+    correct = 0
+    for data, target in test_loader:
+        data, target = Variable(data), Variable(target)
+        output = model(data)
+        correct += output.argmax(1).eq(target).sum().item()
+    print(correct / len(test_loader.dataset))
+""",
+        """
+import torch
+import torch.nn.functional as F
+from torch.autograd import Variable
+
+
+@torch.no_grad()
+def test(model, test_loader):
+    model.eval()
+    correct = 0
+    for data, target in test_loader:
+        data, target = Variable(data), Variable(target)
+        output = model(data)
+        correct += output.argmax(1).eq(target).sum().item()
+    print(correct / len(test_loader.dataset))
+""",
+    ),
+    # F9. one fix, one finding: the helper's loop is wrapped; its caller, whose only graph
+    # came from the helper, is not decorated as well
+    invalid(
+        """
+import torch
+
+
+def run_epoch(model, loader):
+    model.eval()
+    outs = []
+    for x, y in loader:
+        outs.append(model(x))
+    return torch.cat(outs)
+
+
+def report(model, loader):
+    preds = run_epoch(model, loader)
+    print(preds.argmax(1).bincount())
+""",
+        """
+import torch
+
+
+def run_epoch(model, loader):
+    model.eval()
+    outs = []
+    with torch.no_grad():
+        for x, y in loader:
+            outs.append(model(x))
+    return torch.cat(outs)
+
+
+def report(model, loader):
+    preds = run_epoch(model, loader)
+    print(preds.argmax(1).bincount())
+""",
+    ),
+    # F10. a sample after `G.eval()` in the training loop: every epoch's graph is kept
+    invalid(
+        """
+import torch
+
+
+def train(G, D, loader, opt_G, opt_D, fixed_z, epochs):
+    samples = []
+    for epoch in range(epochs):
+        for real in loader:
+            fake = G(torch.randn(real.size(0), 100))
+            loss_D = D(real).mean() - D(fake.detach()).mean()
+            opt_D.zero_grad()
+            loss_D.backward()
+            opt_D.step()
+            loss_G = -D(fake).mean()
+            opt_G.zero_grad()
+            loss_G.backward()
+            opt_G.step()
+        if epoch % 10 == 0:
+            G.eval()
+            samples.append(G(fixed_z))
+            G.train()
+    return samples
+""",
+        """
+import torch
+
+
+def train(G, D, loader, opt_G, opt_D, fixed_z, epochs):
+    samples = []
+    for epoch in range(epochs):
+        for real in loader:
+            fake = G(torch.randn(real.size(0), 100))
+            loss_D = D(real).mean() - D(fake.detach()).mean()
+            opt_D.zero_grad()
+            loss_D.backward()
+            opt_D.step()
+            loss_G = -D(fake).mean()
+            opt_G.zero_grad()
+            loss_G.backward()
+            opt_G.step()
+        if epoch % 10 == 0:
+            G.eval()
+            with torch.no_grad():
+                samples.append(G(fixed_z))
+            G.train()
+    return samples
 """,
     ),
 ]

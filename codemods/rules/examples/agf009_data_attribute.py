@@ -1021,4 +1021,130 @@ def attack_step(generator, images, classifier, labels, opt):
     return peak
 """
     ),
+    # F7. pre-0.4 `loss.data[0]` on a 0-dim loss raises IndexError today: `.item()` is meant
+    invalid(
+        """
+import torch
+import torch.nn.functional as F
+
+
+def train(model, loader, optimizer):
+    for data, target in loader:
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(data), target)
+        loss.backward()
+        optimizer.step()
+        print("loss: {:.4f}".format(loss.data[0]))
+""",
+        """
+import torch
+import torch.nn.functional as F
+
+
+def train(model, loader, optimizer):
+    for data, target in loader:
+        optimizer.zero_grad()
+        loss = F.nll_loss(model(data), target)
+        loss.backward()
+        optimizer.step()
+        print("loss: {:.4f}".format(loss.item()))
+""",
+    ),
+    # F7. ... a functional loss read in place (reduced: 0-dim)
+    invalid(
+        """
+import torch
+import torch.nn.functional as F
+
+
+def test(model, test_loader):
+    model.eval()
+    test_loss = 0
+    for data, target in test_loader:
+        output = model(data)
+        test_loss += F.nll_loss(output, target, size_average=False).data[0]
+    return test_loss
+""",
+        """
+import torch
+import torch.nn.functional as F
+
+
+def test(model, test_loader):
+    model.eval()
+    test_loss = 0
+    for data, target in test_loader:
+        output = model(data)
+        test_loss += F.nll_loss(output, target, size_average=False).item()
+    return test_loss
+""",
+    ),
+    # F7. a loss summed over heads from `0`: backpropagated, so tracked, and one element
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+criterion = nn.CrossEntropyLoss()
+
+
+def train(model, loader, optimizer):
+    total = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = 0
+        for head in model.heads:
+            loss += criterion(head(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.data[0]
+    return total
+""",
+        """
+import torch
+import torch.nn as nn
+
+criterion = nn.CrossEntropyLoss()
+
+
+def train(model, loader, optimizer):
+    total = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = 0
+        for head in model.heads:
+            loss += criterion(head(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+    return total
+""",
+    ),
+    # F7 near-miss for the fix: an unreduced loss keeps its dimension, `.data[0]` its first element
+    invalid(
+        """
+import torch
+import torch.nn.functional as F
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        losses = F.cross_entropy(model(x), y, reduction="none")
+        losses.mean().backward()
+        optimizer.step()
+        print(F.cross_entropy(model(x), y, reduction="none").data[0], losses.data[0])
+""",
+        """
+import torch
+import torch.nn.functional as F
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        losses = F.cross_entropy(model(x), y, reduction="none")
+        losses.mean().backward()
+        optimizer.step()
+        print(F.cross_entropy(model(x), y, reduction="none").detach()[0], losses.detach()[0])
+""",
+    ),
 ]

@@ -488,4 +488,44 @@ class Evaluator:
             return model(batch)
 """
     ),
+    # F6. `from torch.cuda import amp`: the submodule imported by name is the same API
+    invalid(
+        """
+import torch
+from torch.cuda import amp
+
+scaler = amp.GradScaler()
+
+
+def loss_of(model, images, labels, criterion):
+    with amp.autocast():
+        return criterion(model(images), labels)
+""",
+        """
+import torch
+from torch.cuda import amp
+
+scaler = torch.amp.GradScaler("cuda")
+
+
+def loss_of(model, images, labels, criterion):
+    with torch.amp.autocast("cuda"):
+        return criterion(model(images), labels)
+""",
+    ),
+    # F6. ... also beside other names, under another name
+    invalid(
+        """
+import torch
+from torch.cuda import nccl, amp as cuda_amp
+
+scaler = cuda_amp.GradScaler(init_scale=1024)
+""",
+        """
+import torch
+from torch.cuda import nccl, amp as cuda_amp
+
+scaler = torch.amp.GradScaler("cuda", init_scale=1024)
+""",
+    ),
 ]
