@@ -279,3 +279,82 @@ def test_a_secret_the_run_got_never_reaches_the_verdict(repo, monkeypatch):
     dumped = json.dumps(verdict.to_json())
     assert "hunter2" not in dumped and "hunter2" not in verdict.summary()
     assert "[redacted $MY_SECRET_TOKEN]" in verdict.reason
+
+
+# -- evidence the run's code cannot forge -----------------------------------------------
+
+FORGE_BASE = "import torch\nx = torch.ones(3, requires_grad=True)\nout = x * 2\nout.sum().backward()\ntotal = float(out.sum())\n"
+
+
+def test_patching_torch_save_cannot_change_the_record(repo):
+    """A wrong fix (every output zeroed) that also replaces torch.save: the harness saves
+    with the torch.save it held before the run, so the wrong math is still judged
+    (rejected), not left without a record."""
+    script = repo / "train.py"
+    script.write_text(FORGE_BASE)
+    wrong = FORGE_BASE.replace("out = x * 2", "out = x * 0") + "torch.save = lambda *args, **kwargs: None\n"
+    verdict = verify_pair(FORGE_BASE, wrong, path=str(script), timeout=20)
+    assert verdict.verdict == "rejected" and "differ" in verdict.reason, verdict.reason
+
+
+def _record_fd() -> int:
+    """In a run child: the descriptor of its nameless record file."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if "agf-run-" in target:
+            return int(name)
+    raise AssertionError("no record file")
+
+
+def test_a_record_forged_into_the_record_file_is_not_evidence(tmp_path, monkeypatch):
+    from autograd_fix.verification.sandbox import Limits, spawn, wait_all
+    from autograd_fix.verification.worker import _load, _saver
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+
+    def forge():
+        import torch
+
+        with os.fdopen(os.dup(_record_fd()), "wb") as handle:  # a captured record, replayed
+            torch.save({"autograd_fix_nonce": "0" * 32, "record": {"forged": True}}, handle)
+        os._exit(0)
+
+    def scribble_then_finish():
+        os.write(_record_fd(), b"forged bytes")
+        return {"honest": 1}
+
+    (forged,) = wait_all([spawn(forge, _saver(), Limits(timeout=20))], _load)
+    (honest,) = wait_all([spawn(scribble_then_finish, _saver(), Limits(timeout=20))], _load)
+    assert forged.status == "harness_error" and "not written by the verification harness" in forged.detail
+    assert honest.status == "ok" and honest.record == {"honest": 1}
+
+
+def test_a_record_the_code_writes_itself_is_never_evidence(repo):
+    """The run writes a record of its own (as one captured from a correct fix would be)
+    wherever it likes, then leaves before the changed code ran: never accepted."""
+    script = repo / "train.py"
+    script.write_text(FORGE_BASE)
+    wrong = textwrap.dedent("""
+        import os, torch
+        here = os.path.dirname(os.path.abspath(__file__))
+        for folder in (here, os.path.dirname(here), os.path.dirname(os.path.dirname(here))):
+            for name in (".autograd_fix_record.pt", "record.pt"):
+                try:
+                    torch.save({"autograd_fix_nonce": "0" * 32, "record": {}}, os.path.join(folder, name))
+                except OSError:
+                    pass
+        for fd in range(3, 64):  # and into every descriptor it holds
+            try:
+                os.write(fd, b"forged")
+            except OSError:
+                pass
+        os._exit(0)
+        """) + FORGE_BASE.replace("out = x * 2", "out = x * 0")
+    verdict = verify_pair(FORGE_BASE, wrong, path=str(script), timeout=20)
+    assert verdict.verdict != "accepted", verdict.reason

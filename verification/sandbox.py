@@ -16,11 +16,22 @@ namespace's pid 1 is killed, which kills whatever it left, ``setsid`` daemons in
 The child reports through a file (``torch.save``) and the parent trusts it only when the
 child exited 0 after writing it: ``os._exit``, ``sys.exit`` from a thread, a segfault or
 a kill all leave no record and are described from the wait status instead.
+
+The record is evidence only if the harness wrote it, not the code under test: the file
+is made by the parent before the fork and has no name (``O_TMPFILE``, or unlinked at
+once), so a record the code writes to some path, one captured from another run's
+correct fix say, is never read; and what the harness writes, after the run's code has
+returned, carries a nonce drawn for this run alone, which a replayed record lacks. The
+harness saves with the ``torch.save`` the job held before the run started (`save`), so
+a run that patches ``torch.save`` changes nothing. Code that digs the nonce out of its
+own process's memory could still forge a record: this raises the bar, it does not make
+forging impossible for code that runs in the same process as its harness.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import os
 import resource
 import selectors
@@ -30,7 +41,7 @@ import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 from .isolation import RunIsolation, as_seen_from, scrub_environment
 from .namespaces import Namespace, confine
@@ -93,7 +104,9 @@ class Child:
     pid: int
     fd: int
     workdir: str
-    record_path: str
+    #: the record's nameless file (see the module docstring) and this run's nonce in it
+    record_fd: int
+    nonce: str
     deadline: float
     started: float
     limits: Limits
@@ -114,17 +127,36 @@ class Child:
             self.kept += min(room, len(data))
 
 
-RECORD_NAME = ".autograd_fix_record.pt"
+#: where a run child holds its record file (one number for both sides of a patch)
+RECORD_FD = 200
+#: the key of a record's nonce (the record itself is under "record")
+NONCE_KEY = "autograd_fix_nonce"
+
+
+def _nameless_file(folder: str) -> int:
+    """A read-write file in `folder` that no path leads to, on a descriptor above 2 (a job
+    runs with its standard streams closed, and the child points 0-2 elsewhere)."""
+    try:
+        fd = os.open(folder, os.O_TMPFILE | os.O_RDWR, 0o600)
+    except (AttributeError, OSError):  # pragma: no cover - a file system without O_TMPFILE
+        fd, path = tempfile.mkstemp(dir=folder)
+        os.unlink(path)
+    if fd > 2:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD, 3)
+    finally:
+        os.close(fd)
 
 
 def spawn(
-    target: Callable[[], Any], save: Callable[[Any, str], None], limits: Limits, *, close_fds: tuple[int, ...] = (),
+    target: Callable[[], Any], save: Callable[[Any, BinaryIO], None], limits: Limits, *, close_fds: tuple[int, ...] = (),
     isolation: RunIsolation | None = None,
 ) -> Child:
     """Fork a child that runs `target()` in a fresh temp dir (confined as `isolation`
     says) and saves its result."""
     workdir = tempfile.mkdtemp(prefix="agf-run-")
-    record_path = os.path.join(workdir, RECORD_NAME)
+    record_fd, nonce = _nameless_file(workdir), os.urandom(16).hex()
     read_fd, write_fd = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -142,10 +174,17 @@ def spawn(
             die_with_parent()
             os.close(read_fd)
             for fd in close_fds:
+                if fd in (record_fd, write_fd):
+                    continue  # a number the caller closed long ago, reused for this run's own
                 try:
                     os.close(fd)
                 except OSError:
                     pass
+            # the same number on both sides: a run that lists its descriptors sees equal lists
+            if record_fd != RECORD_FD:
+                os.dup2(record_fd, RECORD_FD)
+                os.close(record_fd)
+                record_fd = RECORD_FD
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             os.dup2(write_fd, 1)
@@ -172,7 +211,10 @@ def spawn(
             result = target()
             if isolation is not None and isolation.scrub and isolation.view and here != isolation.view:
                 result = as_seen_from(result, here, isolation.view)
-            save(result, os.path.join(here, RECORD_NAME))
+            os.ftruncate(record_fd, 0)  # whatever the code wrote into it is gone
+            os.lseek(record_fd, 0, os.SEEK_SET)
+            with os.fdopen(os.dup(record_fd), "wb") as handle:
+                save({NONCE_KEY: nonce, "record": result}, handle)
             code = 0
         except BaseException:  # noqa: BLE001 - report and leave with a known status
             try:
@@ -189,7 +231,7 @@ def spawn(
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     now = time.monotonic()
-    return Child(pid, read_fd, workdir, record_path, now + limits.timeout, now, limits, namespace=namespace)
+    return Child(pid, read_fd, workdir, record_fd, nonce, now + limits.timeout, now, limits, namespace=namespace)
 
 
 def _kill_group(pid: int) -> None:
@@ -199,7 +241,7 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def wait_all(children: list[Child], load: Callable[[str], Any]) -> list[Outcome]:
+def wait_all(children: list[Child], load: Callable[[int], Any]) -> list[Outcome]:
     """Drain output, enforce deadlines and memory, reap; one Outcome per child."""
     selector = selectors.DefaultSelector()
     for child in children:
@@ -271,7 +313,7 @@ def wait_all(children: list[Child], load: Callable[[str], Any]) -> list[Outcome]
     return [_outcome(child, load) for child in children]
 
 
-def _outcome(child: Child, load: Callable[[str], Any]) -> Outcome:
+def _outcome(child: Child, load: Callable[[int], Any]) -> Outcome:
     output = b"".join(child.chunks).decode("utf-8", "replace")
     duration = (child.ended or time.monotonic()) - child.started
     common = {"duration_s": round(duration, 3), "output": output, "output_bytes": child.total}
@@ -294,14 +336,19 @@ def _outcome(child: Child, load: Callable[[str], Any]) -> Outcome:
             if "MemoryError" in output or "can't allocate memory" in output:
                 return Outcome("memory", f"ran out of memory under the {child.limits.memory_mb} MB limit", **common, returncode=code)
             return Outcome("harness_error", f"the verification harness failed: {tail[0][:300]}", **common, returncode=code)
-        if code != 0 or not os.path.exists(child.record_path):
+        if code != 0 or os.fstat(child.record_fd).st_size == 0:
             return Outcome("exited", f"exited early with status {code} (os._exit or a hard exit in the code)", **common, returncode=code)
         try:
-            record = load(child.record_path)
+            os.lseek(child.record_fd, 0, os.SEEK_SET)
+            saved = load(child.record_fd)
         except Exception as exc:  # noqa: BLE001
             return Outcome("harness_error", f"its record could not be read: {exc}", **common, returncode=code)
-        return Outcome("ok", "finished", **common, record=record, returncode=code)
+        if not isinstance(saved, dict) or saved.get(NONCE_KEY) != child.nonce:
+            return Outcome("harness_error", "its record was not written by the verification harness (the code wrote or "
+                           "replaced it); nothing to compare", **common, returncode=code)
+        return Outcome("ok", "finished", **common, record=saved.get("record"), returncode=code)
     finally:
+        os.close(child.record_fd)
         _remove_tree(child.workdir)
 
 

@@ -29,7 +29,7 @@ import signal
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 if TYPE_CHECKING:
     from .isolation import RunIsolation
@@ -37,27 +37,28 @@ if TYPE_CHECKING:
 JOB_SLACK_S = 15.0
 
 
-def _save(record: Any, path: str) -> None:
+def _saver() -> Callable[[Any, BinaryIO], None]:
+    """How run children save their records: with ``torch.save`` as the job holds it now,
+    before any run's code has run, so code that patches ``torch.save`` (to blank the
+    record of a wrong fix) does not change what the harness writes."""
     import torch
 
-    torch.save(record, path)
+    real_save = torch.save
+
+    def save(record: Any, handle: BinaryIO) -> None:
+        real_save(record, handle)
+
+    return save
 
 
-def _load(path: str) -> Any:
-    """A run's record, unpickled without running code: the run could write its folder
-    (the record's) while it lived, and this process is outside its namespaces. A record
-    holding anything but tensors and plain values is unreadable, which the run's outcome
-    reports as a harness error."""
-    import stat
-
+def _load(fd: int) -> Any:
+    """A run's record, from the nameless file the job made for it, unpickled without
+    running code: the run could write into that file while it lived, and this process is
+    outside its namespaces. A record holding anything but tensors and plain values is
+    unreadable, which the run's outcome reports as a harness error."""
     import torch
 
-    # the run could put a FIFO (a read that never ends) or a link in the record's place
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"the run's record {os.path.basename(path)} is not a regular file")
-        os.set_blocking(fd, True)
+    with os.fdopen(os.dup(fd), "rb") as handle:
         return torch.load(handle, weights_only=True)
 
 
@@ -139,10 +140,13 @@ def _run_sides(
     for spec in specs:
         if spec["side"] == "rewritten":
             spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
-    children = []
+    children, save = [], _saver()
     for spec in specs:  # a side never holds the other side's output pipe (it could write into it)
-        siblings = tuple(fd for child in children for fd in (child.fd, *((child.namespace.keep_fd,) if child.namespace else ())))
-        children.append(spawn(lambda spec=spec: run_side(spec), _save, limits, close_fds=close_fds + siblings, isolation=isolation))
+        siblings = tuple(
+            fd for child in children
+            for fd in (child.fd, child.record_fd, *((child.namespace.keep_fd,) if child.namespace else ()))
+        )
+        children.append(spawn(lambda spec=spec: run_side(spec), save, limits, close_fds=close_fds + siblings, isolation=isolation))
     return wait_all(children, _load)
 
 
@@ -175,7 +179,7 @@ def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) 
     from .sandbox import spawn, wait_all
 
     spec = {"source": request["source"], "path": request.get("path"), "threads": request.get("threads", 1)}
-    child = spawn(lambda: run_gradcheck_file(spec), _save, _limits(request), close_fds=close_fds, isolation=_isolation(request))
+    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), close_fds=close_fds, isolation=_isolation(request))
     (outcome,) = wait_all([child], _load)
     if outcome.status != "ok" or outcome.record is None:
         return {"error": f"gradcheck run {outcome.detail}", "functions": []}
@@ -251,10 +255,11 @@ def _warm_up() -> None:
             "checks": [], "device": "cpu", "isolate": False}
     try:
         record = run_side(spec)
-        with tempfile.TemporaryDirectory() as folder:
-            target = os.path.join(folder, "r.pt")
-            _save(record, target)
-            record = _load(target)
+        with tempfile.TemporaryFile() as handle:
+            _saver()(record, handle)
+            handle.flush()
+            handle.seek(0)
+            record = _load(handle.fileno())
         outcome = Outcome("ok", "finished", 0.0, "", 0, record=record)
         evaluate("warm-up", "function", "function", outcome, outcome, None)
     except Exception:  # noqa: BLE001 - warming is an optimization only
