@@ -13,9 +13,10 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.semantic.autograd_function import rebound_names
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
-from autograd_fix.codemods.semantic.dataflow import DROPPED, REACHES_SINK, RETURNED, feeds_later_gradient, result_flow
+from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
+from autograd_fix.codemods.semantic.eval_mode_lines import graphs_die_in_lines, local_bindings, may_return_tensor
+from autograd_fix.codemods.semantic.lightning import is_lightning_class, is_lightning_hook
 from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
 from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.graphflow import graph_flow
@@ -33,16 +34,9 @@ from autograd_fix.codemods.semantic.module_calls import (
 from autograd_fix.codemods.semantic.loops import declared_global
 from autograd_fix.codemods.semantic.module_values import module_loop_names
 from autograd_fix.codemods.semantic.role_evidence import model_names
-from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS, Role, Vocabulary
+from autograd_fix.codemods.semantic.roles import Role, Vocabulary, looks_like_model
 from autograd_fix.codemods.semantic.roles import NOT_EVAL_SCOPE_TOKENS as NOT_EVAL_NAME_TOKENS
 from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
-
-#: Lightning runs these hooks (and every `on_validation*` / `on_test*` / `on_predict*`
-#: callback hook) under no_grad/inference_mode itself
-LIGHTNING_HOOKS = frozenset(
-    {"validation_step", "test_step", "predict_step", "validation_epoch_end", "test_epoch_end"}
-)
-
 
 class EvalForwardWithoutNoGrad(Rule):
     """
@@ -191,30 +185,6 @@ class EvalForwardWithoutNoGrad(Rule):
 _Region = tuple[cst.IndentedBlock, int, int]
 
 
-def _may_return_tensor(function: cst.FunctionDef) -> bool:
-    """Does some `return` hand back something that may be a tensor with a graph?
-
-    Literals, None, and values ending in `.item()` / `float(...)` and the like do not.
-    """
-    for node in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda))):
-        if isinstance(node, cst.Return) and node.value is not None:
-            value = node.value
-            if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or (
-                isinstance(value, cst.Name) and value.value in {"None", "True", "False"}
-            ):
-                continue
-            if isinstance(value, cst.Call) and last_segment(value.func) in _TO_PYTHON:
-                continue
-            return True
-        if isinstance(node, cst.Yield):
-            return True
-    return False
-
-
-#: calls whose result is a Python value, not a tensor that could carry a graph
-_TO_PYTHON = frozenset({"item", "tolist", "numpy", "float", "int", "bool", "len", "str", "round"})
-
-
 def _decorate(function: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
     assert isinstance(function, cst.FunctionDef)
     return function.with_changes(decorators=[*function.decorators, cst.Decorator(decorator=call)])
@@ -256,53 +226,12 @@ class _Scope:
         return ModelCalls(models, self.imports, **options)
 
 
-_LIGHTNING_PACKAGES = ("pytorch_lightning.", "lightning.", "lightning_fabric.")
-
-
-def _is_lightning_class(node: cst.ClassDef, imports: ImportIndex) -> bool:
-    """A LightningModule, a Lightning Callback, or Lightning's own base classes.
-
-    Lightning's evaluation loops already run these classes' hooks with grad disabled.
-    """
-    if node.name.value.endswith("LightningModule"):
-        return True
-    for base in node.bases:
-        qualified = imports.qualified_name(base.value) or ""
-        if qualified.endswith("LightningModule") or qualified.startswith(_LIGHTNING_PACKAGES):
-            return True
-    return False
-
-
 #: methods that are (part of) a forward pass; their callers decide the grad mode
 FORWARD_NAMES = frozenset({"forward", "_forward", "__call__"})
 
 
 def _called_from_a_forward(function: FunctionFacts) -> bool:
     return any(caller is not None and caller.node.name.value in FORWARD_NAMES for caller, _, _ in function.call_sites)
-
-
-def _local_bindings(function: cst.FunctionDef) -> set[str]:
-    """The names `function` binds itself (parameters, assignments, loops, `with ... as`)."""
-    params = function.params
-    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    names |= {star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)}
-    return names | rebound_names([function.body])
-
-
-def _is_lightning_hook(name: str) -> bool:
-    return name in LIGHTNING_HOOKS or name.startswith(("on_validation", "on_test", "on_predict"))
-
-
-def _looks_like_model(identifier: str, model_tokens: frozenset[str]) -> bool:
-    """`model`, `seg_model`, `model_ema`, `netG`, `teacher`; not `model_validate` or
-    `build_model`: the name must end in a model word (the project's vocabulary), or be
-    one followed only by short qualifiers (`netG`, `model_a`, `model2`)."""
-    tokens = name_tokens(identifier)
-    if not tokens or set(tokens) & NOT_A_FORWARD_TOKENS:
-        return False
-    if tokens[-1] in model_tokens:
-        return True
-    return tokens[0] in model_tokens and all(len(token) <= 2 for token in tokens[1:])
 
 
 class _Finder:
@@ -320,7 +249,7 @@ class _Finder:
         self.graph = graph
         self.syntax = syntax
         #: names break ties with the project's vocabulary (`model-names` and the like)
-        self.looks_like_model = partial(_looks_like_model, model_tokens=roles.tokens(Role.MODEL))
+        self.looks_like_model = partial(looks_like_model, model_tokens=roles.tokens(Role.MODEL))
         self.eval_scope_tokens = roles.tokens(Role.EVAL_SCOPE)
         self.eval_data_tokens = roles.tokens(Role.EVAL_DATA)
         self.imports = graph.imports
@@ -363,7 +292,7 @@ class _Finder:
         if function is None:
             return ModelScope(self.looks_like_model, values, False, frozenset(), self._returns_graph(class_name))
         # a global the function rebinds is its own; what its own evidence says is a model is one
-        values = values - (_local_bindings(function.node) - declared_global(function.node))
+        values = values - (local_bindings(function.node) - declared_global(function.node))
         values |= self.evident_models(function.node)
         values |= module_loop_names(function.loops, values)
         sites = [call for _, _, call in function.call_sites]
@@ -413,14 +342,8 @@ class _Finder:
             return
         calls = scope.calls(only_receivers=True)
         sink = lambda statement: self.graph.uses_grad(statement, scope.class_name)  # noqa: E731
-        for line in lines:
-            for call in iter_descendants(line):
-                if not isinstance(call, cst.Call) or not calls.is_model_call(call):
-                    continue
-                flow = result_flow(function.node, call, sink, self.syntax)
-                if flow == REACHES_SINK or (flow == RETURNED and function.called_from_grad_scope):
-                    return
-        self.found.append((suite.body[run[0]], (suite, run[0], run[-1])))
+        if graphs_die_in_lines(function.node, lines, calls.is_model_call, sink, self.syntax, function.called_from_grad_scope):
+            self.found.append((suite.body[run[0]], (suite, run[0], run[-1])))
 
     def statement(self, statement: cst.CSTNode, scope: _Scope, lightning: bool = False) -> None:
         if isinstance(statement, cst.SimpleStatementLine):
@@ -429,7 +352,7 @@ class _Finder:
             self.function(statement, lightning, scope)
         elif isinstance(statement, cst.ClassDef):
             inner = _Scope(None, statement.name.value, self.model_scope(None, statement.name.value), set(), self.imports)
-            self.block(statement.body.body, inner, _is_lightning_class(statement, self.imports))
+            self.block(statement.body.body, inner, is_lightning_class(statement, self.imports))
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
                 self.block(statement.body.body, scope.child(), suite=statement.body)
@@ -448,7 +371,7 @@ class _Finder:
         if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
             return
         name = node.name.value
-        if (lightning and _is_lightning_hook(name)) or self._is_pytest_test(name, function):
+        if (lightning and is_lightning_hook(name)) or self._is_pytest_test(name, function):
             return
         same_class = function.class_name is not None and function.class_name == enclosing.class_name
         models = self.model_scope(function, function.class_name if same_class else None)
@@ -467,7 +390,7 @@ class _Finder:
                 return  # a helper training code also calls, a callback, or part of a forward pass
             receivers = method_receivers(node.body, "eval")
             has_loop = any(isinstance(n, (cst.For, cst.While, cst.CompFor)) for n in iter_descendants(node.body))
-            if not receivers and not has_loop and _may_return_tensor(node) and not self._callers_never_train(function):
+            if not receivers and not has_loop and may_return_tensor(node) and not self._callers_never_train(function):
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
             if self._runs_eval_forward(node, scope, receivers):
                 self.found.append((node, None))

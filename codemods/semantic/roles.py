@@ -310,3 +310,15 @@ CONFIGURABLE_ROLES = (
 MODEL_TOKENS = _VOCABULARY[Role.MODEL]
 EVAL_SCOPE_TOKENS = _VOCABULARY[Role.EVAL_SCOPE]
 EVAL_DATA_TOKENS = _VOCABULARY[Role.EVAL_DATA]
+
+
+def looks_like_model(identifier: str, model_tokens: frozenset[str]) -> bool:
+    """A name tie-break, for where no evidence decides: `model`, `seg_model`, `model_ema`, `netG`, `teacher`; not `model_validate` or
+    `build_model`: the name must end in a model word (the project's vocabulary), or be
+    one followed only by short qualifiers (`netG`, `model_a`, `model2`)."""
+    tokens = name_tokens(identifier)
+    if not tokens or set(tokens) & NOT_A_FORWARD_TOKENS:
+        return False
+    if tokens[-1] in model_tokens:
+        return True
+    return tokens[0] in model_tokens and all(len(token) <= 2 for token in tokens[1:])
