@@ -448,7 +448,9 @@ def test_losses_are_recorded_per_step(verifier):
     verdict = run(verifier, TRAIN, fixed, AGF002)
     assert verdict.verdict == "accepted", verdict.reason
     rewritten = verdict.units[0].evidence["rewritten"]
-    assert rewritten["backward_passes_recorded"] == 8
+    # a bounded run: the batch loop of 4 is capped at 3 working iterations, 2 epochs of 3
+    assert rewritten["backward_passes_recorded"] == 6
+    assert "`for x, y` at" in verdict.reason and "capped at 3 iterations" in verdict.reason
     original = verdict.units[0].evidence["original"]
     # the first step sees the same gradients (none were stale yet); the second step's stale
     # gradients move the original elsewhere, which the third loss shows

@@ -102,6 +102,7 @@ def _request(
         "path": path,
         **place,
         "argv": list(config.argv),
+        "bounds": {"cap": config.loop_cap, "outer_cap": config.outer_loop_cap, "forward_cap": config.forward_loop_cap},
         "rule": rule,
         "checks": list(checks) if checks else None,
         "units": [_known_failures(_unit_json(unit, place["user_root"], config), path, shadows) for unit in units],

@@ -6,6 +6,12 @@ script is a project file, or a pytest node id (``"tests/test_train.py::test_step
 in it are relative to the folder holding the ``pyproject.toml``. ``argv`` is the list of
 arguments a script driver gets after its name (default none, so argparse defaults apply).
 
+``loop-cap`` (default 3) and ``outer-loop-cap`` (default 2) bound script and driver runs
+(see `bounded`): a loop whose iterations run a backward or an optimizer step stops
+after that many such iterations, the second for a loop around such loops (an epoch
+loop); ``loop-cap = 0`` runs the program in full. ``forward-loop-cap`` (default 0: in
+full) caps loops that only run a model's forward (an evaluation).
+
 ``isolation`` (``"auto"``, the default, ``"required"`` or ``"off"``) says how runs are
 confined (see `isolation`): ``auto`` isolates where the OS allows and says so on every
 verdict when it cannot, ``required`` refuses to run where it cannot, ``off`` runs as the
@@ -41,7 +47,10 @@ from dataclasses import dataclass, field
 from .trust import MODES, UserConfigError, UserSettings, foreign_note, load_user_settings, readable_config, weigh
 
 #: keys of the table that are settings, not input factories
-SETTINGS = frozenset({"driver", "argv", "isolation", "pass-env"})
+SETTINGS = frozenset({"driver", "argv", "isolation", "pass-env", "loop-cap", "outer-loop-cap", "forward-loop-cap"})
+#: defaults of the caps of bounded runs (see `bounded`)
+DEFAULT_LOOP_CAP = 3
+DEFAULT_OUTER_LOOP_CAP = 2
 
 
 @dataclass(frozen=True)
@@ -55,12 +64,20 @@ class VerifyConfig:
     argv: tuple[str, ...] = ()
     isolation: str = "auto"
     pass_env: tuple[str, ...] = ()
+    #: bounded runs: working iterations a loop that trains keeps per entry (0: no cap),
+    #: and a loop around such loops (an epoch loop)
+    loop_cap: int = DEFAULT_LOOP_CAP
+    outer_loop_cap: int = DEFAULT_OUTER_LOOP_CAP
+    #: iterations a loop that only runs forwards (an evaluation) keeps (0: runs in full)
+    forward_loop_cap: int = 0
     #: what was not taken from the repository, and why (each names the file)
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"factories": dict(self.factories), "root": self.root, "driver": self.driver, "argv": list(self.argv),
-                "isolation": self.isolation, "pass_env": list(self.pass_env)}
+                "isolation": self.isolation, "pass_env": list(self.pass_env),
+                "loop_cap": self.loop_cap, "outer_loop_cap": self.outer_loop_cap,
+                "forward_loop_cap": self.forward_loop_cap}
 
 
 class ConfigError(ValueError):
@@ -125,6 +142,12 @@ def load_config(
     pass_env = table.get("pass-env", [])
     if not isinstance(pass_env, list) or not all(isinstance(a, str) and a and "=" not in a for a in pass_env):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] pass-env must be a list of variable names, got {pass_env!r}")
+    caps = {}
+    for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", 0)):
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] {key} must be a whole number of iterations (0: no cap), got {value!r}")
+        caps[key] = value
     factories = {}
     for name, value in table.items():
         if name in SETTINGS:
@@ -134,4 +157,6 @@ def load_config(
         factories[name] = value
     safety = weigh(user, pyproject, table.get("isolation"), tuple(pass_env))
     return VerifyConfig(factories=factories, root=os.path.dirname(pyproject), driver=driver, argv=tuple(argv),
-                        isolation=safety.isolation, pass_env=safety.pass_env, notes=(*skipped, *safety.notes))
+                        isolation=safety.isolation, pass_env=safety.pass_env, notes=(*skipped, *safety.notes),
+                        loop_cap=caps["loop-cap"], outer_loop_cap=caps["outer-loop-cap"],
+                        forward_loop_cap=caps["forward-loop-cap"])

@@ -859,6 +859,11 @@ def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outc
             limit = rewritten.duration_s
             if original.duration_s * 2 >= limit:
                 return result(UNVERIFIED, f"rewritten run {rewritten.detail}; the original took {original.duration_s:.1f} s")
+            stopped = (original.record or {}).get("exception")
+            if stopped is not None:
+                # the original ended at its error; the rewritten runs on through what the original never reached
+                return result(UNVERIFIED, f"rewritten run {rewritten.detail}; the original stopped at its error after "
+                                          f"{original.duration_s:.1f} s ({_exc_text(stopped)}), so the time the rewritten needs is unknown")
         return result(REJECTED, f"rewritten run {rewritten.detail} (the original finished in {original.duration_s:.2f} s)")
     o, r = original.record or {}, rewritten.record or {}
     for record in (o, r):

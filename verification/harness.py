@@ -1,6 +1,10 @@
 """What a run child does: load one side of a unit, bind inputs, run it under probes, and
 write a record (``torch.save``) the job process compares.
 
+Script and driver runs are bounded (`bounded`): loops that do model work stop after a
+few working iterations, in the script and in the project modules it imports, the same
+on both sides; the record says which loops were cut (``bounded``).
+
 Everything here happens in a forked child of the warm worker: it may monkeypatch torch,
 disable the GC, change directory, and die in any way; the parent only trusts the record
 file, and only if the child exited normally.
@@ -28,6 +32,7 @@ from torch import nn
 from autograd_fix.codemods.semantic.roles import Vocabulary
 
 from .binding import Binder, Unbindable
+from .bounded import Bounds
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
 from .checks import Probe, probes_for
@@ -195,6 +200,7 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
         return record
     record["device"] = device
     seed_all(0)
+    bounds = _bounds(spec, place)
     watch = LineWatch(path, spec.get("changed_lines"))
     probes = Probes(
         track_ctx=kind == "autograd_function" or Probe.SAVED_CONTEXTS in needs,
@@ -205,19 +211,34 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
         counterpart=spec.get("counterpart"),
         watch=watch,
     )
-    with watch:
-        if kind == "script":
-            _run_script(spec, record, probes, path)
-        elif kind == "driver":
-            _run_driver(spec, record, probes, place)
-        elif kind == "autograd_function":
-            _run_function_class(spec, record, probes, path, device)
-        else:
-            _run_callable(spec, record, probes, path, device, needs)
-    record["changed_lines"] = watch.report()
-    if kind not in ("autograd_function", "driver") and Probe.FINITE_DIFFERENCES in needs and not record.get("unbound"):
-        record["finite_differences"] = _finite_differences(spec, path, device)
+    with bounds:
+        with watch:
+            if kind == "script":
+                _run_script(spec, record, probes, path, bounds)
+            elif kind == "driver":
+                _run_driver(spec, record, probes, place, bounds)
+            elif kind == "autograd_function":
+                _run_function_class(spec, record, probes, path, device)
+            else:
+                _run_callable(spec, record, probes, path, device, needs)
+        record["changed_lines"] = watch.report()
+        if bounds.enabled:
+            record["bounded"] = {**bounds.settings(), "loops": bounds.report()}
+        if kind not in ("autograd_function", "driver") and Probe.FINITE_DIFFERENCES in needs and not record.get("unbound"):
+            record["finite_differences"] = _finite_differences(spec, path, device, bounds)
     return record
+
+
+def _bounds(spec: dict[str, Any], place: Place | None) -> Bounds:
+    """The caps of this run (`bounded`): on for a script or a user-named driver run in
+    its copy (not a pytest node), as configured; off otherwise."""
+    settings = spec.get("bounds") or {}
+    command = spec.get("command") or {}
+    runs_program = spec["kind"] == "script" or (spec["kind"] == "driver" and command.get("kind") != "pytest")
+    if place is None or not runs_program:
+        return Bounds(cap=0)
+    return Bounds(cap=int(settings.get("cap") or 0), outer_cap=int(settings.get("outer_cap") or 0), root=place.copy_root,
+                  announce_fd=2, forward_cap=int(settings.get("forward_cap") or 0))
 
 
 def _fresh_main(path: str) -> dict[str, Any]:
@@ -229,18 +250,18 @@ def _fresh_main(path: str) -> dict[str, Any]:
     return module.__dict__
 
 
-def _run_script(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str) -> None:
+def _run_script(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, bounds: Bounds) -> None:
     namespace = _fresh_main(path)
     chain_argv(path, spec.get("argv") or ())
     try:
-        code = compile(spec["source"], path, "exec")
+        code = bounds.compile(spec["source"], path)
     except SyntaxError as exc:
         record["exception"] = describe_exception(exc, "compile", path)
         return
     _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102 - running the user's code is the point
 
 
-def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, place: Place | None) -> None:
+def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, place: Place | None, bounds: Bounds) -> None:
     """A user-named driver: a project script or module run as ``__main__``, or a pytest
     node id run by ``pytest.main``, in this side's copy (the changed file in place)."""
     command = spec["command"]
@@ -257,7 +278,7 @@ def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, pl
     script = os.path.join(place.copy_root, command["script"]) if place else command["target"]
     try:
         with open(script, encoding="utf-8") as handle:
-            code = compile(handle.read(), script, "exec")
+            code = bounds.compile(handle.read(), script)
     except (OSError, UnicodeDecodeError) as exc:
         record["setup_error"] = f"the configured driver's script {command['script']} cannot be read ({exc}); fix `driver` in [tool.autograd-fix.verify]"
         return
@@ -523,12 +544,13 @@ def _harness_backward(record: dict[str, Any], probes: Probes, roots: list[torch.
         record["exception"] = describe_exception(exc, "backward (from the unit's outputs)", path)
 
 
-def _finite_differences(spec: dict[str, Any], path: str, device: str) -> dict[str, Any]:
+def _finite_differences(spec: dict[str, Any], path: str, device: str, bounds: Bounds) -> dict[str, Any]:
     """Autograd's derivative of the first loss along a random direction against finite
-    differences, in float64 (`directional.directional_check`), re-running the unit."""
+    differences, in float64 (`directional.directional_check`), re-running the unit (a
+    script with the same caps as its run)."""
     if spec["kind"] == "script":
         try:
-            code = compile(spec["source"], path, "exec")
+            code = bounds.compile(spec["source"], path)
         except (SyntaxError, ValueError) as exc:
             return {"applicable": False, "detail": f"finite differences not applicable: the script does not compile ({exc})"}
 
@@ -536,6 +558,7 @@ def _finite_differences(spec: dict[str, Any], path: str, device: str) -> dict[st
             namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
             saved_argv = sys.argv
             sys.argv = [path, *(spec.get("argv") or [])]
+            bounds.reset()
             seed_all(0)
             try:
                 exec(code, namespace)  # noqa: S102

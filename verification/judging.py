@@ -26,10 +26,11 @@ from typing import Any, Callable
 
 from .contracts import evaluate
 from .sandbox import Outcome
-from .verdict import REJECTED, UNVERIFIED, UnitResult
+from .bounded import describe
+from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult
 
 RunPair = Callable[[dict[str, Any]], "tuple[Outcome, Outcome] | list[Outcome]"]
-_SLOW_HINT = "name a shorter `driver`, or `argv` for fewer epochs or steps, in [tool.autograd-fix.verify]"
+_SLOW_HINT = "lower `loop-cap`, name a shorter `driver`, or `argv` for fewer epochs or steps, in [tool.autograd-fix.verify]"
 
 
 def _mode(kind: str) -> str:
@@ -97,11 +98,40 @@ def _reached(*outcomes: Outcome) -> set[str]:
     return found
 
 
-def _labelled(result: UnitResult, driver: str, original: Outcome, note: str = "") -> UnitResult:
-    """The result with its driver named in the reason, and an environmental cause (or a
-    too-slow original) spelled out with the configuration that helps."""
-    reason = f"{driver}: {result.reason}"
-    if result.verdict == UNVERIFIED:
+def _shortened(original: Outcome, rewritten: Outcome | None) -> tuple[str, list[dict[str, Any]], str | None]:
+    """What the bounded run cut (`bounded.describe`), the loops, and why the two sides are
+    not comparable when the rewritten was cut differently (None when they match)."""
+    loops = ((original.record or {}).get("bounded") or {}).get("loops") or []
+    text = describe(loops)
+    other = ((rewritten.record or {}).get("bounded") or {}).get("loops") or [] if rewritten is not None else []
+    if not loops and other:  # the original stopped (at its error) before any cap: say what the rewritten's run cut
+        text = f"the rewritten run: {describe(other)}"
+    if rewritten is None or rewritten.status != "ok" or original.status != "ok" or _exception(original) or _exception(rewritten):
+        return text, loops or other, None  # a run that stopped at an error was not shortened by its caps alone
+
+    def shape(items: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+        return sorted((str(i.get("label")), int(i.get("cap", 0)), int(i.get("capped", 0))) for i in items)
+
+    if shape(loops) == shape(other):
+        return text, loops, None
+    return text, loops, (f"the rewritten run was shortened differently ({describe(other) or 'no loop capped'}): the patch "
+                         "changed how many times a loop that trains runs")
+
+
+def _labelled(result: UnitResult, driver: str, original: Outcome, note: str = "", rewritten: Outcome | None = None) -> UnitResult:
+    """The result with its driver named in the reason (and what its bounded run cut), and
+    an environmental cause (or a too-slow original) spelled out with the configuration
+    that helps."""
+    text, loops, differs = _shortened(original, rewritten)
+    verdict, body, evidence = result.verdict, result.reason, result.evidence
+    if loops:
+        evidence = {**evidence, "shortened": loops}
+    if differs is not None and verdict == ACCEPTED:
+        # a loop that goes on in one version and stops in the other: the patch changed how
+        # often the program trains, which equal outputs of the shortened runs cannot show
+        verdict, body = REJECTED, f"{differs}; {body}"
+    reason = f"{driver} shortened ({text}): {body}" if text else f"{driver}: {body}"
+    if verdict == UNVERIFIED:
         exc = _exception(original)
         if exc is not None and exc.get("environment") and exc["environment"] not in note:
             reason += f"; the run {exc['environment']}"
@@ -109,7 +139,7 @@ def _labelled(result: UnitResult, driver: str, original: Outcome, note: str = ""
             reason += f"; {_SLOW_HINT}"
     if note:
         reason += f" ({note})"
-    return UnitResult(result.name, result.mode, result.verdict, reason, result.evidence, driver=driver)
+    return UnitResult(result.name, result.mode, verdict, reason, evidence, driver=driver)
 
 
 def _covering(fallbacks: list[dict[str, Any]], missing: list[str] | None) -> list[dict[str, Any]]:
@@ -169,21 +199,21 @@ def judge_unit(
     if fallbacks and lasting_failure(original, rewritten):
         failures[driver] = {"why": cannot_judge(original, rewritten) or "", "fall_back": usable}
     if not fallbacks:
-        return [_labelled(result, driver, original, note)]
+        return [_labelled(result, driver, original, note, rewritten)]
     why = cannot_judge(original, rewritten) or _later_bug(original, rewritten)
     if why is not None and not usable:
         # importing the file for its functions would run (and stop in) the same code
-        return [_labelled(result, driver, original, note)]
+        return [_labelled(result, driver, original, note, rewritten)]
     missing: list[str] | None = None
     if why is None:
         reached = _reached(original, rewritten)
         missing = [t for t in unit.get("targets") or () if t not in reached]
         if not missing:
-            return [_labelled(result, driver, original, note)]
+            return [_labelled(result, driver, original, note, rewritten)]
         if reached or unit.get("script_changed"):
-            kept = [_labelled(result, driver, original, note)]
+            kept = [_labelled(result, driver, original, note, rewritten)]
             more = f"the {driver} never called {', '.join(missing)}"
             return kept + [r for f in _covering(fallbacks, missing) for r in judge_unit(f, run_pair, checks, more, failures)]
         why = f"never called {', '.join(missing)}"
     results = [r for f in _covering(fallbacks, missing) for r in judge_unit(f, run_pair, checks, f"the {driver} {why}", failures)]
-    return results or [_labelled(result, driver, original, note)]
+    return results or [_labelled(result, driver, original, note, rewritten)]

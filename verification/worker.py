@@ -114,6 +114,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "user_root": request.get("user_root"),
         "shadow_base": request.get("shadow_base"),
         "argv": request.get("argv") or [],
+        "bounds": request.get("bounds"),
         "checks": request.get("checks") or [],
         "device": request.get("device", "auto"),
         "factories": request.get("factories") or {},
@@ -154,6 +155,7 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     """Every unit of one patch: each through its best driver (two runs), then the contract."""
     import torch
 
+    from .bounded import applies, note_timeouts
     from .input_search import run_searching_inputs
     from .judging import judge_unit
 
@@ -164,9 +166,10 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     failures: dict[str, dict[str, Any]] = {}
 
     def run_pair(unit: dict[str, Any]):
-        return run_searching_inputs(
+        outcomes = run_searching_inputs(
             request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, close_fds, isolation)
         )
+        return note_timeouts(outcomes, applies(unit, request.get("bounds")))
 
     for unit in request["units"]:
         for result in judge_unit(unit, run_pair, checks, failures=failures):
@@ -207,7 +210,7 @@ def _prewarm() -> None:
     import torch.testing  # noqa: F401
     import torch.autograd.gradcheck  # noqa: F401
 
-    from . import binding, contracts, evidence, gradcheck, harness, input_search, probes, sandbox, shapes, targets  # noqa: F401
+    from . import binding, bounded, contracts, evidence, gradcheck, harness, input_search, probes, sandbox, shapes, targets  # noqa: F401
 
     try:
         import numpy  # noqa: F401

@@ -1,0 +1,378 @@
+"""Bounded runs of real, unmodified scripts (issue 17, item 1).
+
+A training script runs for hours at its defaults; verification runs both sides of a
+patch with every loop that trains (a loop whose iterations call a model with
+parameters, a backward or an optimizer step) capped at a few iterations, identically on
+both sides, while loops that only prepare data run in full. The verdict says what was
+shortened.
+"""
+
+from __future__ import annotations
+
+import builtins
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from autograd_fix.codemods.registry import rule_by_code
+from autograd_fix.verification import ConfigError, load_config, verify_pair
+from autograd_fix.verification.bounded import Bounds, DEFAULT_CAP, DEFAULT_OUTER_CAP
+
+AGF001 = tuple(rule_by_code("AGF001").contract.checks)
+
+# A script as pytorch/examples write them: data prepared in a loop, an epoch loop of
+# 10,000 epochs around a batch loop, and an evaluation that keeps graphs (AGF001).
+LONG = """\
+import torch
+from torch import nn
+
+torch.manual_seed(1)
+
+def make_data(n):
+    xs, ys = [], []
+    for i in range(n):                       # data preparation: must run in full
+        x = torch.randn(8)
+        xs.append(x)
+        ys.append(int(x.sum() > 0))
+    return torch.stack(xs), torch.tensor(ys)
+
+X, Y = make_data(512)
+loader = [(X[i:i + 16], Y[i:i + 16]) for i in range(0, 512, 16)]
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 16), nn.Linear(16, 2)])
+
+    def forward(self, x):
+        for layer in self.layers:           # inside a forward: never capped
+            x = torch.tanh(layer(x))
+        return x
+
+
+def evaluate(model, batches):
+    model.eval()
+    outputs, labels = [], []
+    for x, y in batches:
+        outputs.append(model(x))
+        labels.append(y)
+    scores = torch.cat(outputs)
+    return (scores.argmax(1) == torch.cat(labels)).float().mean()
+
+
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(10000):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+    accuracy = evaluate(model, loader)
+    print(f"epoch {epoch}: accuracy {accuracy.item():.4f}")
+"""
+
+RIGHT = LONG.replace(
+    "    for x, y in batches:\n        outputs.append(model(x))\n        labels.append(y)\n",
+    "    with torch.no_grad():\n        for x, y in batches:\n            outputs.append(model(x))\n            labels.append(y)\n",
+)
+WRONG = LONG.replace(
+    "    for x, y in batches:\n        outputs.append(model(x))\n        labels.append(y)\n",
+    "    with torch.no_grad():\n        for x, y in batches:\n            outputs.append(model(x * 0.5))\n            labels.append(y)\n",
+)
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "proj"
+    for name, text in {"pyproject.toml": "[project]\nname = 'toy'\n", **files}.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return root
+
+
+def test_a_ten_thousand_epoch_script_is_verified_in_seconds(tmp_path, verifier):
+    assert RIGHT != LONG and WRONG != LONG
+    root = _project(tmp_path, {"train.py": LONG})
+    began = time.perf_counter()
+    verdict = verify_pair(LONG, RIGHT, path=str(root / "train.py"), checks=AGF001, verifier=verifier)
+    took = time.perf_counter() - began
+    assert verdict.verdict == "accepted", verdict.reason
+    assert verdict.driver == "script driver (top-level code)"
+    # what was shortened, in the verdict: the epoch loop and the batch loop, not the others
+    assert f"`for epoch` at train.py:41 capped at {DEFAULT_OUTER_CAP} iterations" in verdict.reason, verdict.reason
+    assert f"`for x, y` at train.py:43 at {DEFAULT_CAP}" in verdict.reason, verdict.reason
+    # the evaluation (forwards only), the data preparation, the loop in forward: not cut
+    assert "train.py:32" not in verdict.reason and "train.py:8 " not in verdict.reason and "train.py:24" not in verdict.reason
+    assert took < 15, took
+    wrong = verify_pair(LONG, WRONG, path=str(root / "train.py"), checks=AGF001, verifier=verifier)
+    assert wrong.verdict == "rejected", wrong.reason
+    assert wrong.driver == "script driver (top-level code)"
+    assert "capped at" in wrong.reason
+
+
+def test_an_evaluation_after_the_training_loop_still_runs(tmp_path, verifier):
+    """The changed code sits after a `while True` training loop that never seeds."""
+    script = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+        model = nn.Linear(4, 2)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        step = 0
+        while True:
+            x = torch.randn(8, 4)
+            loss = model(x).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+            if step == 10 ** 9:
+                break
+
+        def validate():
+            kept = []
+            for _ in range(5):
+                kept.append(model(torch.randn(8, 4)).sum())
+            return torch.stack(kept)
+
+        result = validate()
+        """
+    )
+    fixed = script.replace(
+        "    for _ in range(5):\n        kept.append(model(torch.randn(8, 4)).sum())\n",
+        "    with torch.no_grad():\n        for _ in range(5):\n            kept.append(model(torch.randn(8, 4)).sum())\n",
+    )
+    assert fixed != script
+    root = _project(tmp_path, {"loop.py": script})
+    verdict = verify_pair(script, fixed, path=str(root / "loop.py"), checks=AGF001, verifier=verifier)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert f"`while True` at loop.py:7 capped at {DEFAULT_CAP} iterations" in verdict.reason, verdict.reason
+    assert "loop.py:19" not in verdict.reason  # the validation loop of 5 forwards runs in full
+
+
+def _run(source: str, bounds: Bounds | None) -> dict:
+    namespace: dict = {"__name__": "__main__"}
+    torch.manual_seed(0)
+    if bounds is None:
+        exec(compile(source, "/nowhere/prep.py", "exec"), namespace)
+        return namespace
+    with bounds:
+        exec(bounds.compile(source, "/nowhere/prep.py"), namespace)
+    return namespace
+
+
+def test_data_preparation_loops_run_in_full():
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+        data = []
+        for i in range(300):
+            data.append(torch.randn(3) * i)
+        total = torch.stack(data).sum()
+        squares = [i * i for i in range(50)]
+        n = 0
+        while n < 40:
+            n += 1
+        layers = [nn.Linear(3, 3) for _ in range(6)]
+        net = nn.Sequential(*layers)
+        out = net(torch.ones(2, 3))
+        steps = 0
+        for i in range(100):
+            net(torch.ones(1, 3)).sum().backward()
+            steps += 1
+        """
+    )
+    plain = _run(source, None)
+    bounds = Bounds(cap=3, outer_cap=2, root="/nowhere")
+    capped = _run(source, bounds)
+    assert len(capped["data"]) == 300 and torch.equal(capped["total"], plain["total"])
+    assert capped["squares"] == plain["squares"] and capped["n"] == 40 and len(capped["layers"]) == 6
+    assert torch.equal(capped["out"], plain["out"])  # the Sequential's own loop was not cut
+    assert capped["steps"] == 3 and plain["steps"] == 100
+    report = bounds.report()
+    assert [(r["where"], r["label"], r["cap"]) for r in report] == [("prep.py:15", "for i", 3)], report
+    assert not hasattr(builtins, "__autograd_fix_loop__")  # uninstalled with the context
+
+
+def test_an_exhausted_loop_is_not_reported_as_capped():
+    source = ("import torch\nnet = torch.nn.Linear(2, 2)\nfor x in [torch.ones(2)] * 3:\n    net(x).sum().backward()\n"
+              "gen = (x for x in [1, 2, 3])\nfor x in gen:\n    net(torch.ones(2)).sum().backward()\n"
+              "for x in range(50):\n    net(torch.ones(2))\n")
+    bounds = Bounds(cap=3, outer_cap=2, root="/nowhere")
+    _run(source, bounds)
+    assert bounds.report() == []
+
+
+def test_caps_come_from_the_project_configuration(tmp_path, verifier):
+    root = _project(tmp_path, {"train.py": LONG})
+    (root / "pyproject.toml").write_text("[project]\nname = 'toy'\n[tool.autograd-fix.verify]\nloop-cap = 4\nouter-loop-cap = 1\n")
+    config = load_config(str(root / "train.py"))
+    assert (config.loop_cap, config.outer_loop_cap) == (4, 1)
+    verdict = verify_pair(LONG, RIGHT, path=str(root / "train.py"), checks=AGF001, verifier=verifier)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "`for epoch` at train.py:41 capped at 1 iteration," in verdict.reason, verdict.reason
+    assert "`for x, y` at train.py:43 at 4" in verdict.reason, verdict.reason
+
+
+@pytest.mark.parametrize("value", ["'3'", "-1", "true", "2.5"])
+def test_a_malformed_cap_is_a_configuration_error(tmp_path, value):
+    root = _project(tmp_path, {"train.py": LONG})
+    (root / "pyproject.toml").write_text(f"[tool.autograd-fix.verify]\nloop-cap = {value}\n")
+    with pytest.raises(ConfigError, match="loop-cap"):
+        load_config(str(root / "train.py"))
+
+
+def test_a_shortened_run_that_is_still_too_slow_says_so(tmp_path, verifier):
+    slow = "import time\nimport torch\nnet = torch.nn.Linear(2, 2)\nfor i in range(10**6):\n    net(torch.ones(2)).sum().backward()\ntime.sleep(60)\nout = net(torch.ones(2))\n"
+    fixed = slow.replace("out = net(torch.ones(2))", "with torch.no_grad():\n    out = net(torch.ones(2))")
+    root = _project(tmp_path, {"slow.py": slow})
+    verdict = verify_pair(slow, fixed, path=str(root / "slow.py"), checks=AGF001, verifier=verifier, timeout=3)
+    assert verdict.verdict == "unverified"
+    assert "even shortened" in verdict.reason and "`for i` at slow.py:4 capped at 3" in verdict.reason, verdict.reason
+    assert "loop-cap" in verdict.reason
+
+
+def test_a_script_cannot_use_the_cap_to_get_out(tmp_path, verifier):
+    """The loop helper is a builtin of the run child only: replacing it, or forging a
+    report, changes nothing outside the child's sandbox."""
+    outside = tmp_path / "outside.txt"
+    hostile = textwrap.dedent(
+        f"""\
+        import builtins, torch
+        real = builtins.__autograd_fix_loop__
+        def loop(iterable, *rest):
+            try:
+                open({str(outside)!r}, "w").write("escaped")
+            except OSError:
+                pass
+            return real(iterable, *rest)
+        builtins.__autograd_fix_loop__ = loop
+        net = torch.nn.Linear(2, 2)
+        outs = []
+        for i in range(100):
+            outs.append(net(torch.ones(2)))
+        """
+    )
+    fixed = hostile.replace("        outs.append(net(torch.ones(2)))", "        outs.append(net(torch.ones(2)).detach())")
+    fixed = hostile.replace("for i in range(100):\n    outs.append(net(torch.ones(2)))", "with torch.no_grad():\n    for i in range(100):\n        outs.append(net(torch.ones(2)))")
+    root = _project(tmp_path, {"hostile.py": hostile})
+    verdict = verify_pair(hostile, fixed, path=str(root / "hostile.py"), checks=AGF001, verifier=verifier)
+    assert not outside.exists()
+    assert verdict.verdict in ("accepted", "unverified", "rejected")
+
+
+LIB = """\
+import torch
+from torch import nn
+
+
+def evaluate(model, batches):
+    outputs = []
+    for x in batches:
+        outputs.append(model(x))
+    return torch.cat(outputs).mean()
+
+
+def fit(model, batches, epochs):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    for epoch in range(epochs):
+        for x in batches:
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+        score = evaluate(model, batches)
+    return score
+"""
+
+MAIN = """\
+import torch
+from trainlib import fit
+
+batches = [torch.randn(4, 3) for _ in range(50)]
+print("score", float(fit(torch.nn.Linear(3, 1), batches, epochs=5000)))
+"""
+
+
+def test_loops_of_the_project_files_a_driver_imports_are_capped(tmp_path, verifier):
+    root = _project(tmp_path, {"trainlib.py": LIB, "main.py": MAIN})
+    (root / "pyproject.toml").write_text("[project]\nname = 'toy'\n[tool.autograd-fix.verify]\ndriver = \"python main.py\"\n")
+    fixed = LIB.replace("    for x in batches:\n        outputs.append(model(x))\n",
+                        "    with torch.no_grad():\n        for x in batches:\n            outputs.append(model(x))\n")
+    verdict = verify_pair(LIB, fixed, path=str(root / "trainlib.py"), checks=AGF001, verifier=verifier)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert verdict.driver == "driver `python main.py`"
+    assert "`for epoch` at trainlib.py:14 capped at 2 iterations" in verdict.reason, verdict.reason
+    assert "`for x` at trainlib.py:15 at 3" in verdict.reason and "trainlib.py:7" not in verdict.reason
+    assert "main.py:4" not in verdict.reason  # the data comprehension ran in full
+
+
+def test_an_original_that_stops_at_its_error_reports_what_the_fixed_run_cut(tmp_path, verifier):
+    """AGF010: the original's second backward fails before any loop reaches its cap."""
+    script = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+        rnn = nn.RNN(3, 4)
+        optimizer = torch.optim.SGD(rnn.parameters(), lr=0.1)
+        h = torch.zeros(1, 2, 4)
+        for step in range(100000):
+            out, h = rnn(torch.randn(5, 2, 3), h)
+            optimizer.zero_grad()
+            out.pow(2).mean().backward()
+            optimizer.step()
+        """
+    )
+    fixed = script.replace("            out, h = rnn(torch.randn(5, 2, 3), h)\n", "            out, h = rnn(torch.randn(5, 2, 3), h.detach())\n")
+    fixed = script.replace("    out, h = rnn(torch.randn(5, 2, 3), h)\n", "    out, h = rnn(torch.randn(5, 2, 3), h.detach())\n")
+    assert fixed != script
+    root = _project(tmp_path, {"rnn.py": script})
+    checks = tuple(rule_by_code("AGF010").contract.checks)
+    verdict = verify_pair(script, fixed, path=str(root / "rnn.py"), checks=checks, verifier=verifier)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "shortened (the rewritten run: loop `for step` at rnn.py:6 capped at 3 iterations)" in verdict.reason, verdict.reason
+
+
+def test_a_rewritten_that_runs_on_past_the_originals_error_is_not_rejected_for_its_time():
+    """The original stopped at its autograd error after one batch; the fixed one trains
+    its capped loops and meets the time limit: that says nothing against the fix."""
+    from autograd_fix.verification.contracts import evaluate
+    from autograd_fix.verification.sandbox import Outcome
+
+    error = {"type": "RuntimeError", "message": "Trying to backward through the graph a second time", "phase": "run",
+             "autograd": True, "memory": False, "where": "line 9: loss.backward()"}
+    original = Outcome("ok", "finished", 2.0, "", 0, record={"exception": error, "outputs": {}})
+    rewritten = Outcome("timeout", "did not finish within 20 s (killed)", 20.0, "", 0)
+    result = evaluate("x", "script", "script", original, rewritten, ("original_error_gone",))
+    assert result.verdict == "unverified", result.reason
+    assert "the original stopped at its error after 2.0 s" in result.reason
+    clean = Outcome("ok", "finished", 2.0, "", 0, record={"exception": None, "outputs": {}})
+    assert evaluate("x", "script", "script", clean, rewritten, ("outputs_equal",)).verdict == "rejected"
+
+
+def test_forward_only_loops_are_capped_only_when_configured(tmp_path, verifier):
+    root = _project(tmp_path, {"train.py": LONG})
+    (root / "pyproject.toml").write_text("[project]\nname = 'toy'\n[tool.autograd-fix.verify]\nforward-loop-cap = 5\n")
+    assert load_config(str(root / "train.py")).forward_loop_cap == 5
+    verdict = verify_pair(LONG, RIGHT, path=str(root / "train.py"), checks=AGF001, verifier=verifier)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "`for x, y` at train.py:32 at 5" in verdict.reason, verdict.reason
+
+
+def test_a_patch_that_changes_how_long_a_loop_trains_is_rejected(tmp_path, verifier):
+    """Ten steps become four: both shortened runs make three, but the original's loop was
+    cut and the rewritten's ended on its own."""
+    script = "import torch\nnet = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\n" \
+             "for step in range(10):\n    opt.zero_grad()\n    net(torch.ones(2)).sum().backward()\n    opt.step()\n"
+    fewer = script.replace("range(10)", "range(3)")
+    root = _project(tmp_path, {"steps.py": script})
+    verdict = verify_pair(script, fewer, path=str(root / "steps.py"), verifier=verifier)
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "shortened differently" in verdict.reason

@@ -1,0 +1,536 @@
+"""Bounded runs: a script that trains for hours runs both sides of a patch in seconds.
+
+Design (issue 17, item 1). Both sides run the *same* shortened program: every loop in
+the script and in the project files it imports is given a counter, and a loop whose
+iterations train or evaluate a model stops after a few such iterations, identically on
+both sides; a loop that only prepares data runs in full. What counts as "does model
+work" is observed, not guessed from names:
+
+* a **training event** is a ``backward`` (``torch.autograd.backward``/``grad``) or an
+  ``optimizer.step()``; a **forward** is the end of an outermost call of an
+  ``nn.Module`` that has parameters (a parameter-free loss module is not one);
+* an iteration of a loop is a **working** one when a training event happened between
+  its start and the start of the next iteration (events of loops nested in it count for
+  it too);
+* a loop stops, as if its iterable were exhausted (its ``else:`` runs, and so does the
+  code after it: an evaluation after the epoch loop still runs), once it has run
+  `cap` working iterations (3 by default), or `outer_cap` (2) when working iterations
+  of another loop ran inside it (an epoch loop around a batch loop). Every entry of a
+  loop counts afresh: each of the 2 epochs runs 3 batches.
+* a loop whose iterations only run forwards (an evaluation, inference) runs in full
+  unless `forward_cap` is set: its results are often paired with data that no cap
+  shortens (``torch.cat(predictions)`` against every label of the dataset), and it runs
+  at most once per capped epoch.
+
+Loops inside a model's ``forward`` (``for layer in self.layers``) see no event (the
+module call that contains them has not ended) and are never cut; neither is a loop
+over ``model.parameters()`` doing a manual update, nor one building modules.
+
+Why loops, and not "stop both sides at the N-th optimizer step": a stop at an event
+ends the run wherever it happens to be, so code after the training loop (an
+evaluation, the metric printed at the end) never runs, while the changed code is often
+exactly there. Capping loops keeps the program's shape: every statement that runs in
+the full run still runs, only fewer times.
+
+How: the source of the script (and, through an import hook, of every ``.py`` file of
+the project copy the run imports) is parsed with `ast` and recompiled with
+``for x in it`` turned into ``for x in __autograd_fix_loop__(it, ID)``, list, set and
+dict comprehensions likewise, and ``while test`` into ``__autograd_fix_while__(ID)``
+followed by ``while __autograd_fix_more__(ID) and test``. Loops of generator functions
+and generator expressions are left alone: they run on their consumer's schedule (the
+consumer's events would count for them), and the consumer's loop is the one counted. Line numbers are kept, so tracebacks, the line
+watch (`coverage.LineWatch`) and the reach tracer see the user's lines. The helpers are
+builtins of the run child only; the parse happens inside the sandboxed child, on text
+the child could run anyway, so a hostile file gains nothing it did not have (replacing
+the helper changes its own run only, and the report is plain strings and numbers read
+back with ``weights_only``).
+
+Determinism: both sides are forked from the same job with identical seeds (the harness
+seeds torch, random and numpy before the script runs, so code that never seeds runs
+identically too); the caps depend only on what the program does, so both sides stop
+at the same iteration unless the patch changes which loops train or how long they would
+run, which rejects the patch, saying so.
+
+A loop is reported as capped only when it would have gone on: a sized iterable
+(``range``, a list, a ``DataLoader``) says its length; otherwise the next item is
+fetched (the same on both sides) and dropped. ``while`` loops are reported when they
+reach the cap. Each first cap of a loop is also written to the run's output stream
+(`MARKER`), so a run killed at its time limit can still say what had been shortened.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib.abc
+import importlib.machinery
+import json
+import operator
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+if TYPE_CHECKING:  # torch is imported where the caps are installed, in the run child only
+    from torch import nn
+
+DEFAULT_CAP = 3
+DEFAULT_OUTER_CAP = 2
+LOOP = "__autograd_fix_loop__"
+WHILE_ENTER = "__autograd_fix_while__"
+WHILE_MORE = "__autograd_fix_more__"
+#: a line the run child writes to its output when it first caps a loop
+MARKER = "\x1eautograd-fix capped "
+_LABEL_CHARS = 40
+
+
+def _target(target: ast.expr) -> str:
+    if isinstance(target, ast.Tuple) and target.elts:
+        return ", ".join(ast.unparse(element) for element in target.elts)
+    return ast.unparse(target)
+
+
+def _label(node: ast.AST) -> str:
+    """How a verdict names a loop: ``for epoch``, ``for x, y``, ``while True``."""
+    if isinstance(node, ast.While):
+        text = "while " + ast.unparse(node.test)
+    else:
+        text = "for " + _target(node.target)
+    if len(text) > _LABEL_CHARS:
+        text = text[: _LABEL_CHARS - 3] + "..."
+    return text
+
+
+def _is_generator(node: ast.AST) -> bool:
+    """A function whose own body yields (nested functions and classes aside)."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(current))
+    return False
+
+
+class _Capper(ast.NodeTransformer):
+    """Counts the loops of one file. Left alone: loops of a generator function and
+    generator expressions (they run on their consumer's schedule, and the consumer's
+    loop is the one capped), ``async for``."""
+
+    def __init__(self, bounds: "Bounds", filename: str) -> None:
+        self.bounds = bounds
+        self.filename = filename
+        self._in_generator = [False]
+
+    def _wrap(self, iterable: ast.expr, loop_id: int) -> ast.expr:
+        call = ast.Call(func=ast.Name(id=LOOP, ctx=ast.Load()), args=[iterable, ast.Constant(loop_id)], keywords=[])
+        return ast.copy_location(call, iterable)
+
+    def _scoped(self, node: ast.AST, in_generator: bool) -> ast.AST:
+        self._in_generator.append(in_generator)
+        try:
+            self.generic_visit(node)
+        finally:
+            self._in_generator.pop()
+        return node
+
+    def _function(self, node: ast.AST) -> ast.AST:
+        return self._scoped(node, _is_generator(node))
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        return self._scoped(node, False)
+
+    def visit_GeneratorExp(self, node: ast.GeneratorExp) -> ast.AST:
+        return self._scoped(node, True)
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        self.generic_visit(node)
+        if not self._in_generator[-1]:
+            node.iter = self._wrap(node.iter, self.bounds.register(self.filename, node.lineno, _label(node)))
+        return node
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        if not node.is_async and not self._in_generator[-1]:
+            label = "for " + _target(node.target)
+            node.iter = self._wrap(node.iter, self.bounds.register(self.filename, node.iter.lineno, label[:_LABEL_CHARS]))
+        return node
+
+    def visit_While(self, node: ast.While) -> Any:
+        self.generic_visit(node)
+        if self._in_generator[-1]:
+            return node
+        loop_id = self.bounds.register(self.filename, node.lineno, _label(node))
+        more = ast.Call(func=ast.Name(id=WHILE_MORE, ctx=ast.Load()), args=[ast.Constant(loop_id)], keywords=[])
+        node.test = ast.copy_location(ast.BoolOp(op=ast.And(), values=[ast.copy_location(more, node.test), node.test]), node.test)
+        enter = ast.Expr(ast.Call(func=ast.Name(id=WHILE_ENTER, ctx=ast.Load()), args=[ast.Constant(loop_id)], keywords=[]))
+        return [ast.copy_location(enter, node), node]
+
+
+class _Loop:
+    """One loop, over all its entries: where it is and how often it was cut."""
+
+    __slots__ = ("filename", "line", "label", "capped", "cap", "entries", "announced", "outer")
+
+    def __init__(self, filename: str, line: int, label: str) -> None:
+        self.filename, self.line, self.label = filename, line, label
+        self.capped = 0  # entries that were cut
+        self.cap = 0
+        self.entries = 0
+        self.announced = False
+        self.outer = False  # an entry had another loop's working iterations inside it
+
+
+class _Entry:
+    """The counter of one entry of one loop (for and while alike)."""
+
+    __slots__ = ("bounds", "loop", "started", "events", "ticks", "forwards", "working", "forward_only", "outer")
+
+    def __init__(self, bounds: "Bounds", loop: _Loop) -> None:
+        self.bounds, self.loop = bounds, loop
+        self.started = False
+        self.events = self.ticks = self.forwards = self.working = self.forward_only = 0
+        self.outer = False
+        loop.entries += 1
+
+    def at_iteration_start(self) -> bool:
+        """Count the iteration that just ended; False when the loop must stop here."""
+        bounds = self.bounds
+        if self.started:
+            if bounds.ticks != self.ticks:
+                self.outer = True  # another loop did working iterations inside this one
+            if bounds.events != self.events:
+                self.working += 1
+                bounds.ticks += 1
+            elif bounds.forwards != self.forwards:
+                self.forward_only += 1
+        if not self.started:
+            return True
+        cap = bounds.outer_cap if self.outer else bounds.cap
+        return self.working < cap and not (bounds.forward_cap and self.forward_only >= bounds.forward_cap)
+
+    def kept(self) -> int:
+        return self.working if self.working else self.forward_only
+
+    def begin(self) -> None:
+        self.started = True
+        bounds = self.bounds
+        self.events, self.ticks, self.forwards = bounds.events, bounds.ticks, bounds.forwards
+
+    def cut(self) -> None:
+        loop = self.loop
+        loop.capped += 1
+        loop.cap = max(loop.cap, self.kept())
+        loop.outer = loop.outer or self.outer
+        if not loop.announced:
+            loop.announced = True
+            self.bounds.announce(loop, self.kept())
+
+
+class _Capped:
+    """The iterator a capped ``for`` loop runs over."""
+
+    __slots__ = ("_it", "_entry", "_known", "_done")
+
+    def __init__(self, bounds: "Bounds", loop: _Loop, iterable: Iterable[Any]) -> None:
+        try:
+            known = operator.length_hint(iterable, -1)
+        except Exception:  # noqa: BLE001 - a user __len__ that raises
+            known = -1
+        self._it = iter(iterable)
+        self._entry = _Entry(bounds, loop)
+        self._known = known  # items left, or -1: unknown
+        self._done = False
+
+    def __iter__(self) -> "_Capped":
+        return self
+
+    def __next__(self) -> Any:
+        # `_Entry.at_iteration_start` and `begin`, inlined: this runs once per iteration
+        # of every loop of the project, data preparation included
+        if self._done:
+            raise StopIteration
+        entry = self._entry
+        bounds = entry.bounds
+        if entry.started:
+            if bounds.events != entry.events or bounds.ticks != entry.ticks or (bounds.forward_cap and bounds.forwards != entry.forwards):
+                if not entry.at_iteration_start():
+                    self._done = True
+                    if self._would_go_on():
+                        entry.cut()
+                    raise StopIteration
+        else:
+            entry.started = True
+        entry.events, entry.ticks, entry.forwards = bounds.events, bounds.ticks, bounds.forwards
+        item = next(self._it)  # what fetching the item does (a generator's model work) counts too
+        if self._known > 0:
+            self._known -= 1
+        return item
+
+    def _would_go_on(self) -> bool:
+        if self._known >= 0:
+            return self._known > 0
+        try:
+            next(self._it)
+        except StopIteration:
+            return False
+        except Exception:  # noqa: BLE001 - the item the full run would have met next
+            return True
+        return True
+
+
+class _ProjectLoader(importlib.machinery.SourceFileLoader):
+    """Compiles a project module with its loops capped (never from a stale ``.pyc``)."""
+
+    bounds: "Bounds"
+
+    def get_code(self, fullname: str) -> Any:
+        return self.bounds.compile(self.get_data(self.path), self.path)
+
+
+class _ProjectFinder(importlib.abc.MetaPathFinder):
+    """Finds modules as the path finder does; those under the project copy load capped."""
+
+    def __init__(self, bounds: "Bounds") -> None:
+        self.bounds = bounds
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader or not self.bounds.owns(spec.origin):
+            return spec
+        loader = _ProjectLoader(spec.loader.name, spec.loader.path)
+        loader.bounds = self.bounds
+        spec.loader = loader
+        return spec
+
+
+class Bounds:
+    """The caps of one run: compiles sources with counted loops, observes events, and
+    reports what was shortened. `root` is the project copy (whose ``.py`` files load
+    capped); `cap` 0 turns capping off (sources compile unchanged)."""
+
+    def __init__(self, cap: int = DEFAULT_CAP, outer_cap: int = DEFAULT_OUTER_CAP, root: str | None = None,
+                 announce_fd: int | None = None, forward_cap: int = 0) -> None:
+        self.cap = int(cap)
+        self.outer_cap = int(outer_cap) if outer_cap else self.cap
+        #: forward-only loops (an evaluation) run in full unless this is set
+        self.forward_cap = int(forward_cap or 0)
+        self.forwards = 0
+        self.root = os.path.abspath(root) if root else None
+        self.announce_fd = announce_fd
+        self.events = 0
+        self.ticks = 0
+        self._loops: list[_Loop] = []
+        self._whiles: dict[int, _Entry] = {}
+        self._depth = 0
+        self._owns_params: dict[int, bool] = {}
+        self._undo: list[Any] = []
+
+    @property
+    def enabled(self) -> bool:
+        return self.cap > 0
+
+    # -- compiling -------------------------------------------------------------------
+    def register(self, filename: str, line: int, label: str) -> int:
+        self._loops.append(_Loop(filename, line, label))
+        return len(self._loops) - 1
+
+    def owns(self, filename: str | None) -> bool:
+        if not filename or not filename.endswith(".py") or self.root is None:
+            return False
+        return os.path.abspath(filename).startswith(self.root + os.sep)
+
+    def compile(self, source: str | bytes, filename: str) -> Any:
+        """The code of `source` with its loops counted (unchanged when capping is off,
+        or when the tree cannot be rewritten: then it simply runs in full)."""
+        if not self.enabled:
+            return compile(source, filename, "exec", dont_inherit=True)
+        tree = ast.parse(source, filename)  # a SyntaxError is the caller's, as for compile
+        try:
+            tree = ast.fix_missing_locations(_Capper(self, filename).visit(tree))
+            return compile(tree, filename, "exec", dont_inherit=True)
+        except (RecursionError, ValueError, TypeError, MemoryError):
+            return compile(source, filename, "exec", dont_inherit=True)
+
+    # -- the helpers the rewritten code calls ----------------------------------------------
+    def _loop(self, iterable: Iterable[Any], loop_id: int) -> Iterator[Any]:
+        return _Capped(self, self._loops[loop_id], iterable)
+
+    def _while_enter(self, loop_id: int) -> None:
+        self._whiles[loop_id] = _Entry(self, self._loops[loop_id])
+
+    def _while_more(self, loop_id: int) -> bool:
+        entry = self._whiles.get(loop_id)
+        if entry is None:
+            entry = self._whiles[loop_id] = _Entry(self, self._loops[loop_id])
+        if not entry.at_iteration_start():
+            entry.cut()
+            entry.started = False  # a later test of the same entry (none: the loop ended)
+            entry.working = entry.forward_only = 0
+            return False
+        entry.begin()
+        return True
+
+    # -- events -------------------------------------------------------------------------
+    def _pre_forward(self, module: nn.Module, args: Any) -> None:
+        self._depth += 1
+
+    def _post_forward(self, module: nn.Module, args: Any, output: Any) -> None:
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0:
+            key = id(module)
+            owns = self._owns_params.get(key)
+            if owns is None:
+                owns = self._owns_params[key] = next(iter(module.parameters()), None) is not None
+            if owns:
+                self.forwards += 1
+
+    def _event(self, *args: Any) -> None:
+        self.events += 1
+
+    def install(self) -> "Bounds":
+        """The builtins, the import hook and the event hooks (before the probes, whose
+        wrappers of backward then call ours)."""
+        if not self.enabled:
+            return self
+        import torch
+        import torch.optim.optimizer as _optimizer_module
+        from torch import nn
+
+        for name, helper in ((LOOP, self._loop), (WHILE_ENTER, self._while_enter), (WHILE_MORE, self._while_more)):
+            setattr(builtins, name, helper)
+            self._undo.append(lambda name=name: delattr(builtins, name) if hasattr(builtins, name) else None)
+        finder = _ProjectFinder(self)
+        position = next((i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder), len(sys.meta_path))
+        sys.meta_path.insert(position, finder)
+        self._undo.append(lambda: sys.meta_path.remove(finder) if finder in sys.meta_path else None)
+        handles = [
+            nn.modules.module.register_module_forward_pre_hook(self._pre_forward),
+            nn.modules.module.register_module_forward_hook(self._post_forward, always_call=True),
+            _optimizer_module.register_optimizer_step_post_hook(self._event),
+        ]
+        self._undo.extend(handle.remove for handle in handles)
+        original_backward, original_grad = torch.autograd.backward, torch.autograd.grad
+
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original_backward(*args, **kwargs)
+            finally:
+                self.events += 1
+
+        def grad(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original_grad(*args, **kwargs)
+            finally:
+                self.events += 1
+
+        torch.autograd.backward, torch.autograd.grad = backward, grad
+        self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+        self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
+        return self
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def __enter__(self) -> "Bounds":
+        return self.install()
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    def reset(self) -> None:
+        """Fresh counters (a re-run of the same program, e.g. for finite differences)."""
+        self._whiles.clear()
+        self._depth = 0
+
+    # -- reporting ------------------------------------------------------------------------
+    def _where(self, loop: _Loop) -> str:
+        name = loop.filename
+        if self.root and self.owns(name):
+            name = os.path.relpath(name, self.root)
+        else:
+            name = os.path.basename(name)
+        return f"{name}:{loop.line}"
+
+    def announce(self, loop: _Loop, working: int) -> None:
+        if self.announce_fd is None:
+            return
+        line = MARKER + json.dumps({"where": self._where(loop), "label": loop.label, "cap": working}) + "\n"
+        try:
+            os.write(self.announce_fd, line.encode())
+        except OSError:
+            pass
+
+    def report(self) -> list[dict[str, Any]]:
+        """The loops that were cut, outer loops first, then by file and line: where
+        (relative to the project), how the verdict names them, the working iterations
+        kept per entry, and how many entries (of how many) were cut."""
+        cut = sorted((loop for loop in self._loops if loop.capped), key=lambda loop: (not loop.outer, loop.filename, loop.line))
+        return [
+            {"where": self._where(loop), "label": loop.label, "cap": loop.cap, "capped": loop.capped, "entries": loop.entries}
+            for loop in cut
+        ]
+
+    def settings(self) -> dict[str, int]:
+        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap}
+
+
+def announced(output: str) -> list[dict[str, Any]]:
+    """The loops a run said it capped before it ended (read from its output stream)."""
+    found: list[dict[str, Any]] = []
+    for line in output.split("\n"):
+        index = line.find(MARKER)
+        if index < 0:
+            continue
+        try:
+            item = json.loads(line[index + len(MARKER):])
+        except ValueError:
+            continue
+        if isinstance(item, dict) and all(isinstance(item.get(k), str) for k in ("where", "label")) and isinstance(item.get("cap"), int):
+            found.append({"where": item["where"], "label": item["label"], "cap": item["cap"]})
+    return found
+
+
+def describe(loops: list[dict[str, Any]]) -> str:
+    """``loop `for epoch` at main.py:225 capped at 2 iterations, `for x, y` at main.py:171 at 3``."""
+    parts = []
+    for index, loop in enumerate(loops[:6]):
+        cap = int(loop.get("cap", 0))
+        at = f"capped at {cap} iteration{'s' if cap != 1 else ''}" if index == 0 else f"at {cap}"
+        parts.append(f"`{loop.get('label')}` at {loop.get('where')} {at}")
+    more = f" and {len(loops) - 6} more" if len(loops) > 6 else ""
+    return "loop " + ", ".join(parts) + more if parts else ""
+
+
+def applies(unit: dict[str, Any], settings: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The caps a unit's runs get: script and driver runs (not a pytest node, not a
+    function with synthesized inputs), when capping is on."""
+    if not settings or int(settings.get("cap") or 0) <= 0:
+        return None
+    if unit.get("kind") == "script" or (unit.get("kind") == "driver" and (unit.get("command") or {}).get("kind") != "pytest"):
+        return settings
+    return None
+
+
+def note_timeouts(outcomes: Any, settings: dict[str, Any] | None) -> Any:
+    """A run killed at its time limit although its loops were capped says so, and what
+    had been shortened by then (from the markers it wrote, which are then dropped from
+    every outcome's output)."""
+    if settings is None:
+        return outcomes
+    for outcome in outcomes:
+        loops = announced(outcome.output)
+        if MARKER in outcome.output:  # the markers are the tool's, not what the code printed
+            outcome.output = "\n".join(line for line in outcome.output.split("\n") if MARKER not in line)
+        if outcome.status != "timeout":
+            continue
+        if loops:
+            outcome.detail += f", even shortened ({describe(loops)})"
+        else:
+            cap, outer = settings.get("cap"), settings.get("outer_cap")
+            outcome.detail += (f", even shortened (loops that run a backward or an optimizer step capped at {cap} "
+                               f"iterations, {outer} for outer loops; none had reached its cap)")
+    return outcomes
