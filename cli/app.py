@@ -43,7 +43,7 @@ from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.safe_text import printable
 from autograd_fix.codemods.source import SourceError
 from autograd_fix.codemods.torch_version import TorchVersion
-from autograd_fix.verification.trust import UserConfigError, load_user_settings
+from autograd_fix.verification.trust import Isolation, UserConfigError, load_user_settings
 from autograd_fix.verification.verdict import Status
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -59,12 +59,6 @@ class Device(str, enum.Enum):
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
-
-
-class Isolation(str, enum.Enum):
-    auto = "auto"
-    required = "required"
-    off = "off"
 
 
 class OutputFormat(str, enum.Enum):

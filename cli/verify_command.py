@@ -28,7 +28,7 @@ from autograd_fix.cli.notebook import is_notebook, load_notebook
 from autograd_fix.codemods.source import SourceError, read_source
 from autograd_fix.cli.verify_patches import ConfigNotes, say_isolation_notice
 from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, Verifier, WorkerError, find_units, gradcheck_file, verify_pair
-from autograd_fix.verification.trust import UserConfigError, load_user_settings
+from autograd_fix.verification.trust import Isolation, UserConfigError, load_user_settings
 from autograd_fix.verification.verdict import format_bytes
 
 EXIT_USAGE = 2
@@ -46,12 +46,6 @@ class Device(str, enum.Enum):
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
-
-
-class Isolation(str, enum.Enum):
-    auto = "auto"
-    required = "required"
-    off = "off"
 
 
 class Format(str, enum.Enum):

@@ -34,14 +34,23 @@ are read whoever owns them.
 
 from __future__ import annotations
 
+import enum
 import os
 import tomllib
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-#: the isolation modes (see `isolation`): kept here so that reading configuration loads
-#: nothing of the sandbox
-MODES = ("auto", "required", "off")
+class Isolation(str, enum.Enum):
+    """How verification runs are confined (see `isolation`): the one list of modes, for
+    configuration and the command line alike, kept here so that reading configuration
+    loads nothing of the sandbox."""
+
+    auto = "auto"
+    required = "required"
+    off = "off"
+
+
+MODES = tuple(mode.value for mode in Isolation)
 #: the verify settings that can lower safety, honoured only from the user's configuration
 SAFETY_KEYS = ("isolation", "pass-env")
 #: the keys of the user file's ``[verify]`` table
