@@ -17,10 +17,20 @@ work" is observed, not guessed from names:
   `cap` working iterations (3 by default), or `outer_cap` (2) when working iterations
   of another loop ran inside it (an epoch loop around a batch loop). Every entry of a
   loop counts afresh: each of the 2 epochs runs 3 batches.
-* a loop whose iterations only run forwards (an evaluation, inference) runs in full
-  unless `forward_cap` is set: its results are often paired with data that no cap
-  shortens (``torch.cat(predictions)`` against every label of the dataset), and it runs
-  at most once per capped epoch.
+* a loop whose iterations only run forwards (an evaluation, sampling 1,000 words)
+  keeps `DEFAULT_FORWARD_CAP` (3) of them when the patch changed none of its lines, and
+  runs in full when it did (what the patch changed runs as in the full program);
+  ``forward-loop-cap`` sets one number for all of them (0: all in full). Its results
+  are sometimes paired with data no cap shortens (``torch.cat(predictions)`` against
+  every label of the dataset): when both sides then stop at the same error that is not
+  autograd's, the pair runs again with evaluation loops in full
+  (`evaluation_cut_broke`).
+
+What a script shows only later is compared at the end: names that both versions
+assign on lines the patch changed (`observed_names`: ``total_loss`` of ``total_loss +=
+loss.item()``) are reported after each such assignment, and their last values are
+outputs of the run. A running loss logged every 200 batches is never printed by a run
+of 3 batches, yet a rewrite that keeps only the last loss leaves a different value.
 
 Loops inside a model's ``forward`` (``for layer in self.layers``) see no event (the
 module call that contains them has not ended) and are never cut; neither is a loop
@@ -682,5 +692,7 @@ def note_timeouts(outcomes: Any, settings: dict[str, Any] | None) -> Any:
         else:
             cap, outer = settings.get("cap"), settings.get("outer_cap")
             outcome.detail += (f", even shortened (loops that run a backward or an optimizer step capped at {cap} "
-                               f"iterations, {outer} for outer loops; none had reached its cap)")
+                               f"iterations, {outer} for outer loops, evaluation loops the patch did not change at "
+                               f"{settings.get('forward_cap') if settings.get('forward_cap') is not None else DEFAULT_FORWARD_CAP}; "
+                               "none had reached its cap: the first iterations alone do not fit the time limit)")
     return outcomes

@@ -275,6 +275,11 @@ def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, pl
         found: dict[str, Any] = {}
         _run_main(record, probes, path, lambda: found.update(runpy.run_module(command["target"], run_name="__main__", alter_sys=True)), found)
         return
+    if command["kind"] == "entry":
+        chain_argv(command["text"], argv)
+        namespace: dict[str, Any] = {}
+        _run_main(record, probes, path, lambda: _run_entry_point(command["target"], namespace), namespace)
+        return
     script = os.path.join(place.copy_root, command["script"]) if place else command["target"]
     try:
         with open(script, encoding="utf-8") as handle:
@@ -288,6 +293,21 @@ def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, pl
     namespace = _fresh_main(script)
     chain_argv(script, argv)
     _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102
+
+
+def _run_entry_point(target: str, namespace: dict[str, Any]) -> None:
+    """What a console script does: import ``module``, call ``function()``, exit with what
+    it returns; the module's globals are the run's outputs (`namespace`)."""
+    module_name, _, function = target.partition(":")
+    module = importlib.import_module(module_name)
+    namespace.update(vars(module))
+    entry: Any = module
+    for part in function.split("."):
+        entry = getattr(entry, part)
+    status = entry()
+    namespace.update(vars(module))
+    if status not in (None, 0):
+        raise SystemExit(status)
 
 
 class _PytestFailures:

@@ -159,7 +159,7 @@ def _covering(fallbacks: list[dict[str, Any]], missing: list[str] | None) -> lis
             chosen.append(unit)
         elif unit.get("kind") == "driver" and set(unit.get("targets") or ()) & set(missing):
             keep = [t for t in unit["targets"] if t in missing]
-            chosen.append({**unit, "targets": keep, "fallbacks": [f for f in unit.get("fallbacks") or () if f.get("qualname") in keep],
+            chosen.append({**unit, "targets": keep, "fallbacks": _covering(list(unit.get("fallbacks") or ()), keep),
                            "script_changed": False})
     return chosen
 
