@@ -101,7 +101,7 @@ def _request(
         # a library file: the project's own scripts, entry points and tests that reach it
         changed = [u.qualname for u in units if u.kind in ("function", "method") and u.caller_of is None and u.qualname]
         if changed:
-            units = drive_units(units, find_drivers(place["user_root"], path, changed))
+            units = drive_units(units, find_drivers(place["user_root"], path, changed, argv=config.argv))
     checks = merged.get("checks")
     request = {
         "op": "verify",

@@ -196,6 +196,30 @@ def _exporters(files: dict[str, ast.Module], root: str, changed: str, heads: set
     return found
 
 
+def _users_in_module(path: str, heads: set[str]) -> set[str]:
+    """`heads` and the module's own definitions that name them, transitively: a changed
+    ``Block.forward`` is reached through ``GPT``, which builds Blocks, and a script names
+    only ``GPT``."""
+    text = _read(path)
+    try:
+        tree = ast.parse(text or "", path)
+    except (SyntaxError, ValueError):
+        return heads
+    uses = {
+        node.name: {sub.id for sub in ast.walk(node) if isinstance(sub, ast.Name)}
+        for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    found = set(heads)
+    grew = True
+    while grew:
+        grew = False
+        for name, names in uses.items():
+            if name not in found and names & found:
+                found.add(name)
+                grew = True
+    return found
+
+
 def _entry_points(root: str) -> list[tuple[str, str]]:
     try:
         with open(os.path.join(root, "pyproject.toml"), "rb") as handle:
@@ -206,14 +230,16 @@ def _entry_points(root: str) -> list[tuple[str, str]]:
     return [(name, value) for name, value in sorted(scripts.items()) if isinstance(value, str) and ":" in value]
 
 
-def find_drivers(root: str, path: str, qualnames: Sequence[str]) -> list[Command]:
+def find_drivers(root: str, path: str, qualnames: Sequence[str], argv: Sequence[str] = ()) -> list[Command]:
     """The project's drivers of the changed functions `qualnames` of the file `path`, in
-    the order they are tried (at most `MAX_DRIVERS`)."""
+    the order they are tried (at most `MAX_DRIVERS`). A script gets `argv`, the project's
+    configured ``argv`` (what its scripts need on this machine: ``--device=cpu``)."""
     root, changed = os.path.abspath(root), os.path.abspath(path)
     heads = {q.split(".")[0] for q in qualnames if q}
     methods = {q.split(".")[1] for q in qualnames if q and "." in q}
     if not heads or not changed.startswith(root + os.sep):
         return []
+    heads = _users_in_module(changed, heads)
     stem = os.path.splitext(os.path.basename(changed))[0]
     if stem == "__init__":
         stem = os.path.basename(os.path.dirname(changed))
@@ -258,7 +284,8 @@ def find_drivers(root: str, path: str, qualnames: Sequence[str]) -> list[Command
         why = f"{relative} imports {stem} and names {', '.join(sorted(heads))}"
         folder = os.path.dirname(relative)
         order = (0 if main else 1, 0 if calls_method else 1, depth, relative)
-        ranked.append((order, Command(f"python {relative}", "script", os.path.basename(relative), found=why, folder=folder)))
+        text = " ".join([f"python {relative}", *argv])
+        ranked.append((order, Command(text, "script", os.path.basename(relative), tuple(argv), found=why, folder=folder)))
     for name, value in _entry_points(root):
         module, _, function = value.partition(":")
         target = _resolve(os.path.join(root, "pyproject.toml"), root, module.strip(), 0)
