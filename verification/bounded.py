@@ -24,7 +24,9 @@ work" is observed, not guessed from names:
   are sometimes paired with data no cap shortens (``torch.cat(predictions)`` against
   every label of the dataset): when both sides then stop at the same error that is not
   autograd's, the pair runs again with evaluation loops in full
-  (`evaluation_cut_broke`).
+  (`evaluation_cut_broke`); when the original run does not fit the time limit while
+  an evaluation the patch changed ran in full, the pair runs again with every
+  evaluation loop capped (the verdict names them among what was shortened).
 
 What a script shows only later is compared at the end: names that both versions
 assign on lines the patch changed (`observed_names`: ``total_loss`` of ``total_loss +=

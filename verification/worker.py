@@ -161,7 +161,7 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     """Every unit of one patch: each through its best driver (two runs), then the contract."""
     import torch
 
-    from .bounded import applies, evaluation_cut_broke, note_timeouts
+    from .bounded import DEFAULT_FORWARD_CAP, applies, evaluation_cut_broke, note_timeouts
     from .input_search import run_searching_inputs
     from .judging import judge_unit
 
@@ -176,9 +176,14 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
             return run_searching_inputs(req, unit, ("original", "rewritten"), lambda r, u, sides: _run_sides(r, u, sides, close_fds, isolation))
 
         outcomes, used = runs(request), request
-        if applies(unit, request.get("bounds")) and evaluation_cut_broke(outcomes):
+        bounds = request.get("bounds") or {}
+        if applies(unit, bounds) and evaluation_cut_broke(outcomes):
             # both sides stopped at the same error after an evaluation loop was cut: again, evaluations in full
-            used = {**request, "bounds": {**request["bounds"], "forward_cap": 0}}
+            used = {**request, "bounds": {**bounds, "forward_cap": 0}}
+            outcomes = runs(used)
+        elif applies(unit, bounds) and bounds.get("forward_cap") is None and outcomes[0].status == "timeout":
+            # the evaluation loops the patch changed ran in full and the run did not fit: again, all capped
+            used = {**request, "bounds": {**bounds, "forward_cap": DEFAULT_FORWARD_CAP}}
             outcomes = runs(used)
         return note_timeouts(outcomes, applies(unit, used.get("bounds")))
 
