@@ -9,8 +9,10 @@ arguments a script driver gets after its name (default none, so argparse default
 ``loop-cap`` (default 3) and ``outer-loop-cap`` (default 2) bound script and driver runs
 (see `bounded`): a loop whose iterations run a backward or an optimizer step stops
 after that many such iterations, the second for a loop around such loops (an epoch
-loop); ``loop-cap = 0`` runs the program in full. ``forward-loop-cap`` (default 0: in
-full) caps loops that only run a model's forward (an evaluation).
+loop); ``loop-cap = 0`` runs the program in full. ``forward-loop-cap`` caps loops that
+only run a model's forward (an evaluation, sampling): unset, those the patch did not
+change keep 3 iterations and those it changed run in full; a number applies to all of
+them (0: all in full).
 
 ``isolation`` (``"auto"``, the default, ``"required"`` or ``"off"``) says how runs are
 confined (see `isolation`): ``auto`` isolates where the OS allows and says so on every
@@ -68,8 +70,9 @@ class VerifyConfig:
     #: and a loop around such loops (an epoch loop)
     loop_cap: int = DEFAULT_LOOP_CAP
     outer_loop_cap: int = DEFAULT_OUTER_LOOP_CAP
-    #: iterations a loop that only runs forwards (an evaluation) keeps (0: runs in full)
-    forward_loop_cap: int = 0
+    #: iterations a loop that only runs forwards (an evaluation) keeps (0: runs in full;
+    #: None: 3 for loops the patch did not change, the others in full)
+    forward_loop_cap: int | None = None
     #: what was not taken from the repository, and why (each names the file)
     notes: tuple[str, ...] = ()
 
@@ -143,8 +146,11 @@ def load_config(
     if not isinstance(pass_env, list) or not all(isinstance(a, str) and a and "=" not in a for a in pass_env):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] pass-env must be a list of variable names, got {pass_env!r}")
     caps = {}
-    for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", 0)):
+    for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", None)):
         value = table.get(key, default)
+        if value is None:
+            caps[key] = value
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] {key} must be a whole number of iterations (0: no cap), got {value!r}")
         caps[key] = value
