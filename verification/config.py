@@ -46,7 +46,11 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
-from .trust import MODES, UserConfigError, UserSettings, foreign_note, load_user_settings, readable_config, weigh
+from pathlib import Path
+
+from autograd_fix.config_files import ConfigFileError, candidate_files, find_config_file, read_config_file, settings_table
+
+from .trust import MODES, UserConfigError, UserSettings, load_user_settings, readable_config, weigh
 
 #: keys of the table that are settings, not input factories
 SETTINGS = frozenset({"driver", "argv", "isolation", "pass-env", "loop-cap", "outer-loop-cap", "forward-loop-cap"})
@@ -87,25 +91,31 @@ class ConfigError(ValueError):
     """The ``[tool.autograd-fix.verify]`` table is malformed."""
 
 
+def _read_toml(path: str) -> dict:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigFileError(f"{path}: {exc}") from exc
+
+
 def find_pyproject(start: str, user: UserSettings | None = None, notes: list[str] | None = None) -> str | None:
-    """The nearest ``pyproject.toml`` at or above `start` (a file or a folder) that may
-    be read: one owned by another user is skipped (noted in `notes`) unless `user`
-    trusts its project."""
+    """The configuration file for `start` (a file or a folder), the same one the command
+    line uses (`autograd_fix.config_files`): the nearest ``.autograd-fix.toml``,
+    ``autograd-fix.toml`` or ``pyproject.toml`` with settings, or else the nearest
+    readable ``pyproject.toml`` (its folder is still the project's root); one owned by
+    another user is skipped (noted in `notes`) unless `user` trusts its project."""
+    try:
+        found = find_config_file(Path(start), user, notes)
+    except ConfigFileError as exc:
+        raise ConfigError(str(exc)) from exc
+    if found is not None:
+        return str(found.path)
     user = user if user is not None else UserSettings()
-    current = os.path.abspath(start)
-    if not os.path.isdir(current):
-        current = os.path.dirname(current)
-    while True:
-        candidate = os.path.join(current, "pyproject.toml")
-        if os.path.isfile(candidate):
-            if readable_config(candidate, user):
-                return candidate
-            if notes is not None:
-                notes.append(foreign_note(candidate))
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent
+    for candidate in candidate_files(Path(start)):
+        if candidate.name == "pyproject.toml" and readable_config(str(candidate), user):
+            return str(candidate)
+    return None
 
 
 def load_config(
@@ -126,11 +136,12 @@ def load_config(
         safety = weigh(user, None, None, ())
         return VerifyConfig(isolation=safety.isolation, pass_env=safety.pass_env, notes=tuple(skipped))
     try:
-        with open(pyproject, "rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{pyproject}: {exc}") from exc
-    table = data.get("tool", {}).get("autograd-fix", {}).get("verify", {})
+        settings = settings_table(Path(pyproject), _read_toml(pyproject)) or {}
+        if "extend" in settings:
+            settings = read_config_file(Path(pyproject), user).table
+    except ConfigFileError as exc:
+        raise ConfigError(str(exc)) from exc
+    table = settings.get("verify", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] must be a table")
     driver = table.get("driver")
