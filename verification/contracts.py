@@ -37,6 +37,14 @@ Tolerances (documented, stable):
 * forward values recorded before each backward (the loss, the outermost modules'
   outputs): the tensor tolerances above; an original that raised is compared on the
   records it made before raising.
+* a second point (``outputs_equal``, ``accumulated_values_equal``,
+  ``forward_values_equal``, ``equal_or_gradients_corrected``): each side re-run up to
+  its first backward with every parameter and tensor input moved by a tenth of its
+  size along a seeded direction and the seeds shifted, the same on both sides
+  (`directional.second_point`); the first loss (or the randomly weighted outputs of a
+  unit without backward) must agree within rtol=1e-5, atol=1e-5. Where either side
+  cannot reach it (it raises first, the run used a third of its time limit) only the
+  run's own point is compared.
 * a custom Function's ``backward`` against the original's on the same ctx: equal, or
   ``allclose`` at float defaults (the same inputs give the same bits unless the formula
   was rewritten); a custom Function's gradients against finite differences: the
@@ -57,8 +65,10 @@ Tolerances (documented, stable):
 * ``retained_graph_lower_if_any``: not higher as above, and strictly lower where the
   original held any graph: on the peak when the original's peak was > 0, at the end
   (bytes, else graph nodes), or on the bytes autograd saved over the whole run (a
-  validation graph smaller than the training step's sets no peak; exact, no GC noise);
-  an original that held none requires a rewritten that holds none.
+  validation graph smaller than the training step's sets no peak; exact, no GC noise).
+  An original that recorded no graph at all (the code already ran under inference
+  mode or no_grad) leaves nothing to remove: the fix is "not confirmed" and rejected,
+  never accepted on "0 B -> 0 B".
 """
 
 from __future__ import annotations
@@ -70,15 +80,17 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from .checks import SPECS, CheckStatus
+from .checks import GENERIC, SPECS, CheckStatus
 from .printed import printed_differences, printed_lines
 from .sandbox import Outcome
 from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult, format_bytes
 
-GENERIC = ("outputs_equal", "grads_equal", "retained_graph_not_higher")
 FLOAT_RTOL, FLOAT_ATOL = 1.3e-6, 1e-5
 PEAK_SLACK_RATIO, PEAK_SLACK_BYTES = 0.05, 64 * 1024
 PEAK_GRAPH_SLACK_RATIO = 0.01
+SECOND_POINT_RTOL, SECOND_POINT_ATOL = 1e-5, 1e-5
+#: why a fix meant to stop recording a graph is withdrawn when the original recorded none
+NO_GRAPH_TO_REMOVE = "the original recorded no graph here, so the fix removes none and the finding is withdrawn"
 MAX_MISMATCHES = 5
 
 PASS, FAIL, NA, UNKNOWN = CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.NA, CheckStatus.UNKNOWN
@@ -228,13 +240,32 @@ def _outputs(s: Sides, *, lenient: bool) -> list[str]:
     return diffs
 
 
+def _second_point(s: Sides) -> tuple[str | None, str]:
+    """(the difference at the second point or None, the clause saying it was compared):
+    the first loss (or the weighted outputs) with parameters, inputs and seeds moved the
+    same on both sides (`directional.second_point`). Not compared ("") where either side
+    could not reach it; the run's own point is then all there is."""
+    a, b = s.original.get("second_point") or {}, s.rewritten.get("second_point") or {}
+    if not (a.get("applicable") and b.get("applicable")):
+        return None, ""
+    x, y = float(a["loss"]), float(b["loss"])
+    if not (math.isnan(x) and math.isnan(y)) and abs(x - y) > SECOND_POINT_ATOL + SECOND_POINT_RTOL * abs(x):
+        return (f"at a second point (parameters and inputs moved, seeds shifted, the same on both sides) the first "
+                f"loss is {x:.7g} in the original and {y:.7g} in the rewritten: a term that vanished at the run's own "
+                "point does not vanish there"), ""
+    return None, " (at a second point too)"
+
+
 def check_outputs_equal(s: Sides) -> CheckResult:
     if _original_values_missing(s):
         return CheckResult("outputs_equal", NA, "the original raised before producing values")
     diffs = _outputs(s, lenient=False)
     if diffs:
         return CheckResult("outputs_equal", FAIL, "outputs differ: " + "; ".join(diffs[:3]))
-    return CheckResult("outputs_equal", PASS, "outputs equal")
+    moved, clause = _second_point(s)
+    if moved:
+        return CheckResult("outputs_equal", FAIL, f"outputs differ {moved}")
+    return CheckResult("outputs_equal", PASS, "outputs equal" + clause)
 
 
 def check_accumulated_values_equal(s: Sides) -> CheckResult:
@@ -243,7 +274,10 @@ def check_accumulated_values_equal(s: Sides) -> CheckResult:
     diffs = _outputs(s, lenient=True)
     if diffs:
         return CheckResult("accumulated_values_equal", FAIL, "accumulated values differ: " + "; ".join(diffs[:3]))
-    return CheckResult("accumulated_values_equal", PASS, "accumulated values equal")
+    moved, clause = _second_point(s)
+    if moved:
+        return CheckResult("accumulated_values_equal", FAIL, f"accumulated values differ {moved}")
+    return CheckResult("accumulated_values_equal", PASS, "accumulated values equal" + clause)
 
 
 def _forward_record_diffs(o: list[dict[str, Any]], r: list[dict[str, Any]]) -> list[str]:
@@ -277,14 +311,20 @@ def check_forward_values_equal(s: Sides) -> CheckResult:
         diffs = _forward_record_diffs(o_records, r_records)
         if diffs:
             return CheckResult("forward_values_equal", FAIL, "forward values differ: " + "; ".join(diffs[:3]))
-        return CheckResult("forward_values_equal", PASS, f"forward values before the original's error equal ({len(o_records)} backward pass(es))")
+        moved, clause = _second_point(s)
+        if moved:
+            return CheckResult("forward_values_equal", FAIL, f"forward values differ {moved}")
+        return CheckResult("forward_values_equal", PASS, f"forward values before the original's error equal ({len(o_records)} backward pass(es)){clause}")
     diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "")
     if o_count != r_count:
         diffs.append(f"backward passes: {o_count} vs {r_count}")
     diffs += _forward_record_diffs(o_records, r_records)
     if diffs:
         return CheckResult("forward_values_equal", FAIL, "forward values differ: " + "; ".join(diffs[:3]))
-    return CheckResult("forward_values_equal", PASS, "forward values equal")
+    moved, clause = _second_point(s)
+    if moved:
+        return CheckResult("forward_values_equal", FAIL, f"forward values differ {moved}")
+    return CheckResult("forward_values_equal", PASS, "forward values equal" + clause)
 
 
 def check_grads_untouched(s: Sides) -> CheckResult:
@@ -385,6 +425,11 @@ def check_retained_graph_lower_if_any(s: Sides) -> CheckResult:
         nothing_now = b == 0 and nb == 0
     ra, rb = _recorded(s)
     recorded_lower = ra is not None and rb is not None and ra > 0 and rb < ra
+    if not held_any and not ra and nothing_now:
+        # the code the finding was about recorded no graph at all (a project decorator
+        # already entered inference mode, the caller runs it under no_grad): the fix
+        # removes nothing, so the finding is not confirmed, and its fix not accepted
+        return CheckResult("retained_graph_lower_if_any", FAIL, f"not confirmed: {NO_GRAPH_TO_REMOVE} ({text})")
     if held_any:
         ok = (peak_lower or end_lower or recorded_lower) and end_not_higher and peak_not_higher
     else:
@@ -508,6 +553,9 @@ def check_equal_or_gradients_corrected(s: Sides) -> CheckResult:
     first = _forward_record_diffs((s.original.get("forward") or [])[:1], (s.rewritten.get("forward") or [])[:1])
     if first:
         return CheckResult(name, FAIL, "forward values before the first backward differ: " + "; ".join(first[:3]))
+    moved, _ = _second_point(s)
+    if moved:
+        return CheckResult(name, FAIL, f"forward values before the first backward differ {moved}")
     return CheckResult(
         name,
         PASS,
