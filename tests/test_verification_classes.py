@@ -141,3 +141,43 @@ def test_a_no_grad_fix_under_a_project_inference_decorator_is_not_confirmed(veri
     verdict = judge(verifier, INFERENCE_DECORATED, fixed, "AGF001")
     assert verdict.verdict == "rejected", verdict.reason
     assert verdict.reason.split(": ", 1)[1].startswith("not confirmed")
+
+
+# -- class 4: observables of graph state compared as outputs -------------------------------------
+TAGGER_EVAL = 'import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n\nclass Tagger(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.embed = nn.Embedding(50, 16)\n        self.out = nn.Linear(16, 5)\n\n    def forward(self, tokens):\n        return self.out(self.embed(tokens).mean(1))\n\n\ndef evaluate(model, batches):\n    model.eval()\n    total, correct, tracked = 0.0, 0, []\n    for tokens, tags in batches:\n        logits = model(tokens)\n        total += F.cross_entropy(logits, tags).item()\n        correct += (logits.argmax(-1) == tags).sum().item()\n        tracked.append(logits.requires_grad)\n    print(logits.grad_fn is None)\n    return {"loss": total / len(batches), "correct": correct, "graph": tracked}\n\n\nif __name__ == "__main__":\n    torch.manual_seed(0)\n    model = Tagger()\n    batches = [(torch.randint(0, 50, (8, 6)), torch.randint(0, 5, (8,))) for _ in range(4)]\n    stats = evaluate(model, batches)\n    print(f"val loss {stats[\'loss\']:.4f} correct {stats[\'correct\']}")\n'
+_LOOP = """    for tokens, tags in batches:
+        logits = model(tokens)
+        total += F.cross_entropy(logits, tags).item()
+        correct += (logits.argmax(-1) == tags).sum().item()
+        tracked.append(logits.requires_grad)
+"""
+
+
+def _no_grad_loop(source: str) -> str:
+    indented = "".join("    " + line + "\n" for line in _LOOP.splitlines())
+    return source.replace(_LOOP, "    with torch.no_grad():\n" + indented)
+
+
+def test_observables_of_graph_state_may_change_where_the_contract_says_so(verifier):
+    """The evaluation keeps `logits.requires_grad` per batch and prints `logits.grad_fn is
+    None`: the `no_grad` fix changes both by design, and was rejected ("outputs differ:
+    stats.graph[0]: True != False"). AGF001's contract expects graph state to change: the
+    verdict lists them, and a real difference next to them (the loss) still counts."""
+    fixed = _no_grad_loop(TAGGER_EVAL)
+    assert fixed != TAGGER_EVAL
+    verdict = judge(verifier, TAGGER_EVAL, fixed, "AGF001")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "observables of graph state changed" in verdict.reason and "stats.graph[0]: True -> False" in verdict.reason
+    wrong = judge(verifier, TAGGER_EVAL, fixed.replace("total / len(batches)", "total"), "AGF001")
+    assert wrong.verdict == "rejected", wrong.reason
+    assert "stats.loss" in wrong.reason
+
+
+def test_graph_state_reads_reach_names_containers_and_callers():
+    from autograd_fix.verification.graph_state import graph_state
+
+    found = graph_state(TAGGER_EVAL)
+    assert {"tracked", "evaluate", "stats", "return"} <= found.names
+    assert "total" not in found.names and "correct" not in found.names
+    print_line = TAGGER_EVAL.splitlines().index("    print(logits.grad_fn is None)") + 1
+    assert print_line in found.lines

@@ -54,6 +54,7 @@ def _spec(name: str, *probes: Probe) -> CheckSpec:
 SPECS: tuple[CheckSpec, ...] = (
     _spec("outputs_equal", Probe.SECOND_POINT),
     _spec("grads_untouched"),
+    _spec("graph_state_may_change"),
     _spec("retained_graph_not_higher"),
     _spec("retained_graph_lower_if_any"),
     _spec("grads_equal"),

@@ -49,6 +49,11 @@ Tolerances (documented, stable):
   ``allclose`` at float defaults (the same inputs give the same bits unless the formula
   was rewritten); a custom Function's gradients against finite differences: the
   directional rule above, per input.
+* observables of graph state (``graph_state_may_change`` in the contract: the fix
+  stops or mends a graph by design): booleans and ``None``/graph nodes that a read of
+  ``requires_grad``, ``grad_fn``, ``is_leaf``, ``is_grad_enabled()`` reached (`graph_state`),
+  returned, kept in globals or containers, or printed by that statement, may differ;
+  they are listed, and everything else is compared as before.
 * a 0-dim / 1-element tensor against a Python number: compared as numbers (the float
   tolerances above).
 * peak memory: the rewritten may exceed the original by 5 % + 64 kB (sampling noise).
@@ -115,6 +120,9 @@ class Sides:
     orig_outcome: Outcome
     rew_outcome: Outcome
     mode: str
+    #: where the contract expects observables of graph state to change
+    #: (``graph_state_may_change``): the ones that did, as the comparisons set them aside
+    graph_state: list[str] | None = None
 
 
 # -- value comparison ----------------------------------------------------------------
@@ -230,13 +238,59 @@ def _original_values_missing(s: Sides) -> bool:
     return exc is not None and exc.get("phase") in ("run", "import", "compile") and s.mode != "autograd_function"
 
 
+def _graph_shaped(value: Any) -> bool:
+    """A value a graph-state read yields: a flag, no node, or a graph node."""
+    if value is None or isinstance(value, bool):
+        return True
+    return isinstance(value, dict) and "Backward" in str(value.get("__object__", ""))
+
+
+def _set_aside(a: Any, b: Any, names: frozenset[str], where: str, found: list[str], reached: bool) -> tuple[Any, Any]:
+    """`a` and `b` with every differing pair of graph-shaped values at a place a
+    graph-state read reached (`graph_state`: a name in `names`, or inside one) replaced
+    by None on both sides, each listed in `found`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if "__seq__" in a and "__seq__" in b:
+            pairs = [_set_aside(x, y, names, f"{where}[{i}]", found, reached) for i, (x, y) in enumerate(zip(a["items"], b["items"]))]
+            tail_a, tail_b = a["items"][len(pairs):], b["items"][len(pairs):]
+            return ({**a, "items": [p[0] for p in pairs] + tail_a}, {**b, "items": [p[1] for p in pairs] + tail_b})
+        for key in ("__dict__", "attrs", "state"):
+            if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+                x, y = _set_aside_map(a[key], b[key], names, where, found, reached)
+                a, b = {**a, key: x}, {**b, key: y}
+        if not any(k in a for k in ("__dict__", "__module__", "__object__", "__seq__")):
+            return _set_aside_map(a, b, names, where, found, reached)
+        return a, b
+    if reached and _graph_shaped(a) and _graph_shaped(b) and compare(a, b, where):
+        found.append(f"{where}: {_summarize_value(a)} -> {_summarize_value(b)}")
+        return None, None
+    return a, b
+
+
+def _set_aside_map(a: dict, b: dict, names: frozenset[str], where: str, found: list[str], reached: bool) -> tuple[dict, dict]:
+    x, y = dict(a), dict(b)
+    for key in set(a) & set(b):
+        label = f"{where}.{key}" if where else str(key)
+        x[key], y[key] = _set_aside(a[key], b[key], names, label, found, reached or key in names)
+    return x, y
+
+
+def _graph_state_names(s: Sides) -> frozenset[str]:
+    return frozenset((s.original.get("graph_state") or {}).get("names") or ()) | frozenset(
+        (s.rewritten.get("graph_state") or {}).get("names") or ())
+
+
 def _outputs(s: Sides, *, lenient: bool) -> list[str]:
-    diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "", lenient=lenient)
+    o_out, r_out = s.original.get("outputs", {}), s.rewritten.get("outputs", {})
+    if s.graph_state is not None:
+        o_out, r_out = _set_aside(o_out, r_out, _graph_state_names(s), "", s.graph_state, False)
+    diffs = compare(o_out, r_out, "", lenient=lenient)
     if s.mode in ("function", "method"):
         diffs += _compare_maps(s.original.get("params_final", {}), s.rewritten.get("params_final", {}), "param", lenient)
     if "printed" in s.original and "printed" in s.rewritten:
         # a script reports its results by printing them: what it printed is an output
-        diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL)
+        diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL,
+                                     graph_state=s.graph_state)
     return diffs
 
 
@@ -325,6 +379,21 @@ def check_forward_values_equal(s: Sides) -> CheckResult:
     if moved:
         return CheckResult("forward_values_equal", FAIL, f"forward values differ {moved}")
     return CheckResult("forward_values_equal", PASS, "forward values equal" + clause)
+
+
+def check_graph_state_may_change(s: Sides) -> CheckResult:
+    """The contract's word that observables of graph state (`graph_state`) may change:
+    the output comparisons set them aside, and this lists those that did. Never
+    evidence by itself."""
+    name = "graph_state_may_change"
+    if s.graph_state is None or _original_values_missing(s):
+        return CheckResult(name, NA, "observables of graph state not compared")
+    _outputs(s, lenient=True)
+    changed = list(dict.fromkeys(s.graph_state))
+    if not changed:
+        return CheckResult(name, NA, "no observable of graph state changed")
+    more = f" (and {len(changed) - 3} more)" if len(changed) > 3 else ""
+    return CheckResult(name, PASS, "observables of graph state changed as the contract expects: " + "; ".join(changed[:3]) + more)
 
 
 def check_grads_untouched(s: Sides) -> CheckResult:
@@ -792,7 +861,7 @@ CHECKS: Mapping[str, Callable[[Sides], CheckResult]] = MappingProxyType(_impleme
 _ERROR_FIXING = {"original_error_gone"}
 #: a pass of these alone is no evidence that a fix is right ("the error is gone" holds
 #: just as well for a rewrite that drops the code that raised)
-_NOT_EVIDENCE = {"original_error_gone"}
+_NOT_EVIDENCE = {"original_error_gone", "graph_state_may_change"}
 
 
 # -- evidence and verdict ------------------------------------------------------------------
@@ -949,7 +1018,7 @@ def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outc
             names = ("original_error_gone", "gradients_match_finite_differences", *names)
 
     # 4. the contract's checks
-    sides = Sides(o, r, original, rewritten, kind)
+    sides = Sides(o, r, original, rewritten, kind, [] if "graph_state_may_change" in names else None)
     outcomes: list[CheckResult] = []
     for check in dict.fromkeys(names):
         implementation = CHECKS.get(check)

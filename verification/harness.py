@@ -39,6 +39,7 @@ from .coverage import LineWatch
 from .checks import Probe, probes_for
 from .directional import Perturbation, directional_check, second_point
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
+from .graph_state import graph_state
 from .place import Place, chain_argv, prepare
 from .printed import PrintedText
 from .probes import Probes, iter_tensors
@@ -164,6 +165,8 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
         record["setup_error"] = str(exc)
         return record
     record["device"] = device
+    state = graph_state(spec.get("source") or "")
+    record["graph_state"] = {"names": sorted(state.names), "lines": sorted(state.lines)}
     seed_all(0)
     bounds = _bounds(spec, place)
     watch = LineWatch(path, spec.get("changed_lines"))
@@ -317,7 +320,7 @@ def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, names
     """Run a ``__main__`` (script or driver) under probes; `namespace`, its globals once
     `run()` returns or raises, holds the outputs."""
     probes.install()
-    printed = PrintedText(forward=sys.stdout)
+    printed = PrintedText(forward=sys.stdout, graph_state=_graph_state_caller(path, (record.get("graph_state") or {}).get("lines")))
     try:
         with contextlib.redirect_stdout(printed):
             run()
@@ -335,6 +338,24 @@ def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, names
     record["outputs"] = {name: serialize(value) for name, value in outputs.items()}
     record["printed"] = printed.record()
     _leaf_records(record, probes)
+
+
+def _graph_state_caller(path: str, lines: Any) -> Any:
+    """Whether the print under way comes from a statement of `path` that reads graph
+    state (`graph_state`): any frame of that file on the stack, at one of `lines`."""
+    wanted = frozenset(lines or ())
+    if not wanted:
+        return None
+
+    def from_graph_state_line() -> bool:
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_lineno in wanted and frame.f_code.co_filename == path:
+                return True
+            frame = frame.f_back
+        return False
+
+    return from_graph_state_line
 
 
 def _leaf_records(record: dict[str, Any], probes: Probes) -> None:
