@@ -207,7 +207,7 @@ def _one_run(run_once: Callable[[Perturbation], Any], eps: float, analytic: bool
     except SystemExit as exc:
         if exc.code not in (None, 0):
             perturbation.error = f"it exited with sys.exit({exc.code!r}) before any backward"
-    except Exception as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - user code's KeyboardInterrupt is just its exception
         perturbation.error = f"it raised {type(exc).__name__} before any backward: {str(exc)[:200]}"
     finally:
         perturbation.uninstall()
