@@ -117,6 +117,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "argv": request.get("argv") or [],
         "bounds": request.get("bounds"),
         "checks": request.get("checks") or [],
+        "timeout": float(request.get("timeout", 20.0)),
         "device": request.get("device", "auto"),
         "factories": request.get("factories") or {},
         "factory_root": request.get("factory_root"),
