@@ -116,7 +116,10 @@ def test_writes_outside_the_run_folder_land_nowhere(verifier, project, tmp_path)
     print("errors", errors)
     """)
     assert verdict.verdict == "accepted", verdict.reason  # the writes fail alike on both sides
-    assert "errors [30, 30, 30]" in printed(verdict)  # EROFS, from the kernel
+    errors = eval(printed(verdict).splitlines()[0].split(" ", 1)[1])
+    # the kernel refuses beside the project and in the home (read-only, EROFS, or not
+    # the run's, EACCES); /tmp is the run's own, private one: the write lands there
+    assert errors[0] in (13, 30) and errors[2] in (2, 13, 30) and errors[1] == 0, errors
     assert not any(t.exists() for t in targets)
 
 
@@ -135,7 +138,8 @@ def test_tampering_with_the_users_project_changes_nothing(verifier, project):
     print("raw", raw)
     """)
     assert verdict.verdict == "accepted", verdict.reason
-    assert "raw 30" in printed(verdict) and "python PermissionError" in printed(verdict)
+    # EROFS (read-only), or EACCES first where the run's uid is not the file's owner (as root)
+    assert ("raw 30" in printed(verdict) or "raw 13" in printed(verdict)) and "python PermissionError" in printed(verdict)
     after = _tree(project / "..")
     after.pop("proj/train.py")  # written by the test itself
     assert after == before
@@ -480,7 +484,8 @@ def test_no_terminal_no_kernel_settings_and_a_sized_shm(verifier, project):
     assert verdict.verdict == "accepted", verdict.reason
     out = printed(verdict)
     assert "WRITABLE" not in out and "'OPEN'" not in out
-    assert "('tty', 'ENXIO')" in out and "('session leader', True)" in out
+    # no /dev/tty at all (only a few device nodes exist), or no terminal to give (ENXIO)
+    assert ("('tty', 'ENOENT')" in out or "('tty', 'ENXIO')" in out) and "('session leader', True)" in out
     assert "('shm MB', 512)" in out
 
 

@@ -56,8 +56,11 @@ class RunIsolation:
     forker: RunForker | None = None
     view: str | None = None
     pass_env: dict[str, str] = field(default_factory=dict)
-    #: folders the run reads besides its own (the shadow copy's base, the user's tree)
-    needed: tuple[str, ...] = ()
+    #: what the run sees read-only besides its own folder (`layout`): the system, the
+    #: interpreter, the shadow copy's base and the user's project, ``PYTHONPATH``
+    read_only: tuple[str, ...] = ()
+    #: the uid the run takes (as root: `namespaces.RUN_UID`); None: the tool's own
+    run_uid: int | None = None
 
     @property
     def namespaces(self) -> bool:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable
 
 from .isolation import RunIsolation, as_seen_from, scrub_environment
-from .namespaces import Namespace, confine
+from .namespaces import ROOT_SUFFIX, Namespace, confine
 
 PR_SET_PDEATHSIG = 1
 HARNESS_FAILED = 86  # exit status of a child whose harness itself failed
@@ -84,6 +84,10 @@ class Limits:
     limit_address_space: bool = True
     #: the largest file a run may write (RLIMIT_FSIZE): its folder is on the user's disk
     file_size_mb: int = 1024
+    #: processes and threads a run may have at once (RLIMIT_NPROC, counted per run: each
+    #: confined run is alone in a user namespace of its own); DataLoader workers and
+    #: torch's threads fit many times over, a fork bomb does not
+    processes: int = 1024
 
 
 @dataclass
@@ -150,8 +154,7 @@ def _nameless_file(folder: str) -> int:
 
 
 def spawn(
-    target: Callable[[], Any], save: Callable[[Any, BinaryIO], None], limits: Limits, *, close_fds: tuple[int, ...] = (),
-    isolation: RunIsolation | None = None,
+    target: Callable[[], Any], save: Callable[[Any, BinaryIO], None], limits: Limits, *, isolation: RunIsolation | None = None,
 ) -> Child:
     """Fork a child that runs `target()` in a fresh temp dir (confined as `isolation`
     says) and saves its result."""
@@ -173,13 +176,6 @@ def spawn(
                 os.setpgid(0, 0)
             die_with_parent()
             os.close(read_fd)
-            for fd in close_fds:
-                if fd in (record_fd, write_fd):
-                    continue  # a number the caller closed long ago, reused for this run's own
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
             # the same number on both sides: a run that lists its descriptors sees equal lists
             if record_fd != RECORD_FD:
                 os.dup2(record_fd, RECORD_FD)
@@ -190,6 +186,10 @@ def spawn(
             os.dup2(write_fd, 1)
             os.dup2(write_fd, 2)
             os.close(write_fd)
+            # nothing inherited but the standard streams and the record: not the other
+            # side's pipes, the job's or the worker's descriptors
+            os.closerange(3, RECORD_FD)
+            os.closerange(RECORD_FD + 1, _fd_ceiling())
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             if limits.limit_address_space and limits.memory_mb > 0:
@@ -202,7 +202,9 @@ def spawn(
             resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * 1024 * 1024,) * 2)
             here = workdir
             if confined:
-                here = confine(workdir, isolation.view, isolation.needed)
+                here = confine(workdir, isolation.view, isolation.read_only, isolation.run_uid)
+                # per run (its own user namespace counts only its processes)
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes,) * 2)
             if isolation is not None and isolation.scrub:
                 scrub_environment(here, isolation.pass_env)
             elif isolation is not None:
@@ -356,3 +358,13 @@ def _remove_tree(path: str) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
+    try:
+        os.rmdir(path + ROOT_SUFFIX)  # where a confined run's root was mounted (empty here)
+    except OSError:
+        pass
+
+
+def _fd_ceiling() -> int:
+    """One past the highest descriptor this process may hold."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if 0 < soft < 1 << 20 else 1 << 20

@@ -84,17 +84,19 @@ def _isolation(request: dict[str, Any]):
     """The confinement of this request's runs (see `isolation.RunIsolation`), made once
     per job: its `RunForker` holds the job's own PID namespace."""
     from .isolation import RunIsolation
+    from .layout import SYSTEM, environment_paths
     from .namespaces import RunForker
 
     mode = str(request.get("isolation") or "auto")
     usable = request.get("isolation_unavailable") is None and mode != "off"
-    needed = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
+    project = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
     return RunIsolation(
         mode=mode,
         forker=RunForker() if usable else None,
         view=request.get("view"),
         pass_env=dict(request.get("pass_env") or {}),
-        needed=needed,
+        read_only=(*SYSTEM, *request.get("interpreter_paths", ()), *project, *environment_paths(os.environ)),
+        run_uid=request.get("run_uid"),
     )
 
 
@@ -128,7 +130,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
 
 
 def _run_sides(
-    request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...], isolation: "RunIsolation",
+    request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], isolation: "RunIsolation",
 ):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .coverage import changed_lines
@@ -141,17 +143,13 @@ def _run_sides(
     for spec in specs:
         if spec["side"] == "rewritten":
             spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
-    children, save = [], _saver()
-    for spec in specs:  # a side never holds the other side's output pipe (it could write into it)
-        siblings = tuple(
-            fd for child in children
-            for fd in (child.fd, child.record_fd, *((child.namespace.keep_fd,) if child.namespace else ()))
-        )
-        children.append(spawn(lambda spec=spec: run_side(spec), save, limits, close_fds=close_fds + siblings, isolation=isolation))
+    save = _saver()
+    # each child closes every descriptor it inherited: never the other side's pipes
+    children = [spawn(lambda spec=spec: run_side(spec), save, limits, isolation=isolation) for spec in specs]
     return wait_all(children, _load)
 
 
-def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+def run_verify_job(request: dict[str, Any]) -> dict[str, Any]:
     """Every unit of one patch: each through its best driver (two runs), then the contract."""
     import torch
 
@@ -167,7 +165,7 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
 
     def run_pair(unit: dict[str, Any]):
         outcomes = run_searching_inputs(
-            request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, close_fds, isolation)
+            request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, isolation)
         )
         return note_timeouts(outcomes, applies(unit, request.get("bounds")))
 
@@ -177,12 +175,12 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     return {"units": results, "driver_failures": failures}
 
 
-def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+def run_gradcheck_job(request: dict[str, Any]) -> dict[str, Any]:
     from .harness import run_gradcheck_file
     from .sandbox import spawn, wait_all
 
     spec = {"source": request["source"], "path": request.get("path"), "threads": request.get("threads", 1)}
-    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), close_fds=close_fds, isolation=_isolation(request))
+    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), isolation=_isolation(request))
     (outcome,) = wait_all([child], _load)
     if outcome.status != "ok" or outcome.record is None:
         return {"error": f"gradcheck run {outcome.detail}", "functions": []}
@@ -318,11 +316,10 @@ def main() -> None:
                     except OSError:
                         pass
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
-                closing = (write_fd,)
                 if request["op"] == "verify":
-                    payload = run_verify_job(request, closing)
+                    payload = run_verify_job(request)
                 else:
-                    payload = run_gradcheck_job(request, closing)
+                    payload = run_gradcheck_job(request)
                 response = {"id": request["id"], "ok": True, "result": payload}
             except BaseException as exc:  # noqa: BLE001
                 response = {"id": request["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
@@ -360,6 +357,11 @@ def main() -> None:
 
     pid = namespaces.outer_pid or os.getpid()  # the process the tool started (inside, this one is pid 2)
     view = make_view(pid)  # empty: each run binds its own folder here
+    from .layout import interpreter_paths
+
+    # what runs read of the interpreter, once torch (and its libraries) are loaded
+    seen = {"view": view, "isolation_unavailable": unavailable, "run_uid": namespaces.run_uid,
+            "interpreter_paths": interpreter_paths()}
     send({"ready": True, "pid": pid, "torch": torch.__version__, "isolation_unavailable": unavailable})
     try:
         while True:
@@ -380,7 +382,7 @@ def main() -> None:
                         if request.get("op") == "ping":
                             send({"id": request.get("id"), "ok": True, "result": "pong"})
                         else:
-                            start({**request, "view": view, "isolation_unavailable": unavailable})
+                            start({**request, **seen})
                 else:
                     fd = key.fd
                     job = next(j for f, j in jobs.items() if f == fd)
