@@ -61,6 +61,10 @@ class RunIsolation:
     read_only: tuple[str, ...] = ()
     #: the uid the run takes (as root: `namespaces.RUN_UID`); None: the tool's own
     run_uid: int | None = None
+    #: (the folder, the cgroup version) under which each run gets a memory cgroup of its
+    #: own (`cgroup`), and the worker's pid that names them; None: none can be made here
+    memory_cgroup: tuple[str, int] | None = None
+    worker_pid: int = 0
 
     @property
     def namespaces(self) -> bool:

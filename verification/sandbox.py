@@ -43,7 +43,9 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable
 
+from .cgroup import RunCgroup
 from .isolation import RunIsolation, as_seen_from, scrub_environment
+from .layout import SHM_SIZE_MB, TMP_SIZE_MB
 from .namespaces import ROOT_SUFFIX, Namespace, confine
 
 PR_SET_PDEATHSIG = 1
@@ -122,6 +124,8 @@ class Child:
     ended: float | None = None
     #: the run's own PID namespace, ended once the run is reaped (None: not isolated)
     namespace: Namespace | None = None
+    #: the run's memory cgroup, removed once it is reaped (None: none made)
+    cgroup: RunCgroup | None = None
 
     def take(self, data: bytes) -> None:
         self.total += len(data)
@@ -164,6 +168,10 @@ def spawn(
     sys.stdout.flush()
     sys.stderr.flush()
     confined = isolation is not None and isolation.namespaces
+    cgroup = None
+    if confined and isolation.memory_cgroup and limits.memory_mb > 0:
+        # memfd and the private tmpfs folders count too: the limit leaves room for those
+        cgroup = RunCgroup.make(*isolation.memory_cgroup, isolation.worker_pid, limits.memory_mb + SHM_SIZE_MB + TMP_SIZE_MB)
     pid, namespace = isolation.forker.fork() if confined else (os.fork(), None)
     if pid == 0:  # child
         code = HARNESS_FAILED
@@ -175,6 +183,8 @@ def spawn(
             except OSError:
                 os.setpgid(0, 0)
             die_with_parent()
+            if cgroup is not None:
+                cgroup.join()  # before anything is allocated
             os.close(read_fd)
             # the same number on both sides: a run that lists its descriptors sees equal lists
             if record_fd != RECORD_FD:
@@ -233,7 +243,7 @@ def spawn(
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     now = time.monotonic()
-    return Child(pid, read_fd, workdir, record_fd, nonce, now + limits.timeout, now, limits, namespace=namespace)
+    return Child(pid, read_fd, workdir, record_fd, nonce, now + limits.timeout, now, limits, namespace=namespace, cgroup=cgroup)
 
 
 def _kill_group(pid: int) -> None:
@@ -331,6 +341,9 @@ def _outcome(child: Child, load: Callable[[int], Any]) -> Outcome:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
             if sig == signal.SIGXCPU:
                 return Outcome("timeout", "exceeded its CPU-time limit (SIGXCPU)", **common)
+            if sig == signal.SIGKILL and child.cgroup is not None and child.cgroup.oom_killed():
+                return Outcome("memory", f"exceeded the memory limit ({child.limits.memory_mb} MB, memfd and shared memory "
+                               "counted; killed)", **common)
             return Outcome("crashed", f"crashed with {name}", **common)
         code = os.WEXITSTATUS(status)
         if code == HARNESS_FAILED:
@@ -352,6 +365,8 @@ def _outcome(child: Child, load: Callable[[int], Any]) -> Outcome:
     finally:
         os.close(child.record_fd)
         _remove_tree(child.workdir)
+        if child.cgroup is not None:
+            child.cgroup.remove()
 
 
 def _remove_tree(path: str) -> None:

@@ -97,6 +97,8 @@ def _isolation(request: dict[str, Any]):
         pass_env=dict(request.get("pass_env") or {}),
         read_only=(*SYSTEM, *request.get("interpreter_paths", ()), *project, *environment_paths(os.environ)),
         run_uid=request.get("run_uid"),
+        memory_cgroup=tuple(request["memory_cgroup"]) if request.get("memory_cgroup") else None,
+        worker_pid=int(request.get("worker_pid") or 0),
     )
 
 
@@ -357,11 +359,16 @@ def main() -> None:
 
     pid = namespaces.outer_pid or os.getpid()  # the process the tool started (inside, this one is pid 2)
     view = make_view(pid)  # empty: each run binds its own folder here
+    from . import cgroup
     from .layout import interpreter_paths
 
+    memory = cgroup.base()
+    if isinstance(memory, tuple):
+        cgroup.remove_stale(memory[0])
     # what runs read of the interpreter, once torch (and its libraries) are loaded
     seen = {"view": view, "isolation_unavailable": unavailable, "run_uid": namespaces.run_uid,
-            "interpreter_paths": interpreter_paths()}
+            "interpreter_paths": interpreter_paths(), "worker_pid": pid,
+            "memory_cgroup": memory if isinstance(memory, tuple) else None}
     send({"ready": True, "pid": pid, "torch": torch.__version__, "isolation_unavailable": unavailable})
     try:
         while True:
