@@ -138,14 +138,6 @@ class RunCgroup:
 
 def remove_stale(parent: str) -> None:
     """Remove the cgroups of workers that died without removing theirs (killed)."""
-    try:
-        names = [n for n in os.listdir(parent) if n.startswith(PREFIX)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            try:
-                os.rmdir(os.path.join(parent, name))
-            except OSError:
-                pass
+    from .isolation import remove_orphans
+
+    remove_orphans(parent, PREFIX)
