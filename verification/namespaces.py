@@ -14,13 +14,17 @@ webhook, read cloud keys from the environment or daemonise. So, on Linux:
   worker, the tool, the user's shell) is visible or signalable from inside;
 - the run child then enters (`confine`) a **network** namespace with nothing in it
   (loopback down: every ``connect`` fails with "Network is unreachable", abstract Unix
-  sockets of the host are out of reach), and a **mount** namespace where every mount is
-  bind-remounted read-only, except the run's own folder (its copy of the project,
-  ``HOME`` and ``TMPDIR``), a private ``/dev/shm`` and a fresh ``/proc`` that shows only
-  the run's processes; ``/run`` and ``/var/run`` (daemon sockets: docker, dbus) are
-  hidden under an empty read-only tmpfs;
-- finally it enters a second, nested user namespace: it keeps no capability over the
-  mounts it was given, so it cannot remount them writable or unmount the masks.
+  sockets of the host are out of reach), an **IPC** namespace, and a **mount** namespace
+  whose whole file system is the allowlist of `layout` bound on an empty ``tmpfs``
+  (`_build_root`, then ``pivot_root`` and the old root detached): read-only but the
+  run's own folder (its copy of the project, ``HOME`` and ``TMPDIR``) and a private
+  ``/tmp`` and ``/dev/shm``; a ``/dev`` of a few nodes; a fresh ``/proc`` that shows
+  only the run's processes, its kernel knobs read-only;
+- finally it drops every privilege (`_drop_privileges`): as root it becomes `RUN_UID`
+  (mapped in the worker's namespace by a helper outside it), then it enters a nested
+  user namespace that owns none of its mounts (it cannot remount them writable or
+  unmount them), empties its capability sets, locks securebits, sets ``no_new_privs``
+  and joins a fresh session keyring.
 
 Why ``unshare(2)`` through ``ctypes`` and not bubblewrap: bubblewrap is a separate
 binary (not installed on the CI machines or most laptops) that would have to *exec* the

@@ -20,7 +20,11 @@ escape without pushing a character.
 
 Run it as root and as an unprivileged user. ``--as-user USER`` runs the same attacks
 again as USER (``--create-user`` first makes it with ``useradd --system`` if missing);
-the repository and its virtual environment must be readable by that user. A documented
+the repository and an interpreter with autograd-fix installed must be readable by that
+user (``--user-python``: a virtual environment made from a pyenv under ``/root`` is
+not, so make one from the system's Python elsewhere, e.g.
+``/usr/bin/python3.11 -m venv /tmp/agf-user-venv && /tmp/agf-user-venv/bin/pip install
+torch==2.13.0 -e .``). A documented
 limit that this machine cannot close (memfd memory without a memory cgroup, as an
 unprivileged user) prints ``LIMIT`` with the reason and does not fail the run.
 
@@ -494,10 +498,12 @@ def main() -> int:
     parser.add_argument("--only", action="append", default=[], help="run only the attacks with this name (repeatable)")
     parser.add_argument("--as-user", help="then run the attacks again as this user (the runner must be root)")
     parser.add_argument("--create-user", action="store_true", help="make --as-user with useradd --system if missing")
+    parser.add_argument("--user-python", default=sys.executable,
+                        help="the interpreter for the --as-user run (one that user may execute, with autograd-fix installed)")
     args = parser.parse_args()
     failed = run_all(args.only)
     if args.as_user:
-        failed |= run_as(args.as_user, args.create_user, args.only)
+        failed |= run_as(args.as_user, args.create_user, args.only, args.user_python)
     return 1 if failed else 0
 
 
@@ -521,7 +527,7 @@ def run_all(only: list[str]) -> bool:
     return counts["ESCAPED"] > 0
 
 
-def run_as(user: str, create: bool, only: list[str]) -> bool:
+def run_as(user: str, create: bool, only: list[str], python: str) -> bool:
     """This runner again, as `user`."""
     if os.geteuid() != 0:
         raise SystemExit("--as-user needs root")
@@ -534,7 +540,7 @@ def run_as(user: str, create: bool, only: list[str]) -> bool:
         entry = pwd.getpwnam(user)
     home = tempfile.mkdtemp(prefix="agf-attack-home-")
     os.chown(home, entry.pw_uid, entry.pw_gid)
-    command = [sys.executable, __file__, *(f"--only={name}" for name in only)]
+    command = [python, __file__, *(f"--only={name}" for name in only)]
 
     def become() -> None:
         os.setgroups([])
