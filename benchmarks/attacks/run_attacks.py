@@ -548,8 +548,10 @@ def run_as(user: str, create: bool, only: list[str], python: str) -> bool:
         os.setuid(entry.pw_uid)
 
     env = {**os.environ, "HOME": home, "USER": user, "LOGNAME": user, "TMPDIR": home}
-    done = subprocess.run(command, preexec_fn=become, env=env, cwd=home)
-    shutil.rmtree(home, ignore_errors=True)
+    try:
+        done = subprocess.run(command, preexec_fn=become, env=env, cwd=home)
+    finally:
+        subprocess.run(["rm", "-rf", "--", home], check=False)
     return done.returncode != 0
 
 
