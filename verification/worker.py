@@ -84,17 +84,21 @@ def _isolation(request: dict[str, Any]):
     """The confinement of this request's runs (see `isolation.RunIsolation`), made once
     per job: its `RunForker` holds the job's own PID namespace."""
     from .isolation import RunIsolation
+    from .layout import SYSTEM, environment_paths
     from .namespaces import RunForker
 
     mode = str(request.get("isolation") or "auto")
     usable = request.get("isolation_unavailable") is None and mode != "off"
-    needed = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
+    project = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
     return RunIsolation(
         mode=mode,
         forker=RunForker() if usable else None,
         view=request.get("view"),
         pass_env=dict(request.get("pass_env") or {}),
-        needed=needed,
+        read_only=(*SYSTEM, *request.get("interpreter_paths", ()), *project, *environment_paths(os.environ)),
+        run_uid=request.get("run_uid"),
+        memory_cgroup=tuple(request["memory_cgroup"]) if request.get("memory_cgroup") else None,
+        worker_pid=int(request.get("worker_pid") or 0),
     )
 
 
@@ -131,7 +135,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
 
 
 def _run_sides(
-    request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...], isolation: "RunIsolation",
+    request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], isolation: "RunIsolation",
 ):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .bounded import applies, observed_names
@@ -148,17 +152,13 @@ def _run_sides(
     for spec in specs:
         if spec["side"] == "rewritten":
             spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
-    children, save = [], _saver()
-    for spec in specs:  # a side never holds the other side's output pipe (it could write into it)
-        siblings = tuple(
-            fd for child in children
-            for fd in (child.fd, child.record_fd, *((child.namespace.keep_fd,) if child.namespace else ()))
-        )
-        children.append(spawn(lambda spec=spec: run_side(spec), save, limits, close_fds=close_fds + siblings, isolation=isolation))
+    save = _saver()
+    # each child closes every descriptor it inherited: never the other side's pipes
+    children = [spawn(lambda spec=spec: run_side(spec), save, limits, isolation=isolation) for spec in specs]
     return wait_all(children, _load)
 
 
-def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+def run_verify_job(request: dict[str, Any]) -> dict[str, Any]:
     """Every unit of one patch: each through its best driver (two runs), then the contract."""
     import torch
 
@@ -174,7 +174,7 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
 
     def run_pair(unit: dict[str, Any]):
         def runs(req: dict[str, Any]):
-            return run_searching_inputs(req, unit, ("original", "rewritten"), lambda r, u, sides: _run_sides(r, u, sides, close_fds, isolation))
+            return run_searching_inputs(req, unit, ("original", "rewritten"), lambda r, u, sides: _run_sides(r, u, sides, isolation))
 
         outcomes, used = runs(request), request
         bounds = request.get("bounds") or {}
@@ -194,12 +194,12 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     return {"units": results, "driver_failures": failures}
 
 
-def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+def run_gradcheck_job(request: dict[str, Any]) -> dict[str, Any]:
     from .harness import run_gradcheck_file
     from .sandbox import spawn, wait_all
 
     spec = {"source": request["source"], "path": request.get("path"), "threads": request.get("threads", 1)}
-    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), close_fds=close_fds, isolation=_isolation(request))
+    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), isolation=_isolation(request))
     (outcome,) = wait_all([child], _load)
     if outcome.status != "ok" or outcome.record is None:
         return {"error": f"gradcheck run {outcome.detail}", "functions": []}
@@ -335,11 +335,10 @@ def main() -> None:
                     except OSError:
                         pass
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
-                closing = (write_fd,)
                 if request["op"] == "verify":
-                    payload = run_verify_job(request, closing)
+                    payload = run_verify_job(request)
                 else:
-                    payload = run_gradcheck_job(request, closing)
+                    payload = run_gradcheck_job(request)
                 response = {"id": request["id"], "ok": True, "result": payload}
             except BaseException as exc:  # noqa: BLE001
                 response = {"id": request["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
@@ -377,6 +376,16 @@ def main() -> None:
 
     pid = namespaces.outer_pid or os.getpid()  # the process the tool started (inside, this one is pid 2)
     view = make_view(pid)  # empty: each run binds its own folder here
+    from . import cgroup
+    from .layout import interpreter_paths
+
+    memory = cgroup.base()
+    if isinstance(memory, tuple):
+        cgroup.remove_stale(memory[0])
+    # what runs read of the interpreter, once torch (and its libraries) are loaded
+    seen = {"view": view, "isolation_unavailable": unavailable, "run_uid": namespaces.run_uid,
+            "interpreter_paths": interpreter_paths(), "worker_pid": pid,
+            "memory_cgroup": memory if isinstance(memory, tuple) else None}
     send({"ready": True, "pid": pid, "torch": torch.__version__, "isolation_unavailable": unavailable})
     try:
         while True:
@@ -397,7 +406,7 @@ def main() -> None:
                         if request.get("op") == "ping":
                             send({"id": request.get("id"), "ok": True, "result": "pong"})
                         else:
-                            start({**request, "view": view, "isolation_unavailable": unavailable})
+                            start({**request, **seen})
                 else:
                     fd = key.fd
                     job = next(j for f, j in jobs.items() if f == fd)
