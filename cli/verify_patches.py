@@ -59,6 +59,16 @@ class ConfigNotes:
                 )
 
 
+def say_interpreter(verifier: "Verifier") -> None:
+    """Say on stderr which Python runs verification when it is not autograd-fix's own,
+    and which found environments it passed over (see `verification.interpreter`)."""
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    for note in verifier.interpreter.notes:
+        console.print(Text.assemble(("warning:", "yellow"), f" {printable(note)}"))
+    if not verifier.interpreter.own:
+        console.print(Text(f"note: verifying with {printable(verifier.interpreter.describe())}"))
+
+
 def say_isolation_notice(verifier: "Verifier | None") -> None:
     """Warn on stderr, once per run of the tool, that verification runs went unisolated
     (the machine has no user namespaces); `Verifier.isolation_notice` keeps the once."""
@@ -171,6 +181,7 @@ def verify_records(
     long-lived caller (the language server) passes its warm `verifier` and keeps it open.
     """
     from autograd_fix.verification import Verifier, WorkerError, api
+    from autograd_fix.verification.interpreter import unavailable_reason
     from autograd_fix.verification.shadow import ShadowCopies
     from autograd_fix.verification.source_memo import SourceMemo
 
@@ -179,12 +190,14 @@ def verify_records(
         return
     own = verifier is None
     try:
-        verifier = verifier or Verifier()
+        verifier = verifier or Verifier.for_project(queues[0].outcome.path if queues else None, settings.user)
     except WorkerError as error:
         for queue in queues:
             for record in queue.records:
-                record.verification = _unverified(record, f"verification worker unavailable: {error}")
+                record.verification = _unverified(record, unavailable_reason(error))
         return
+    if own:
+        say_interpreter(verifier)
     pending = {id(queue): list(queue.records) for queue in queues}
     busy: set[int] = set()  # files with a patch being verified (one at a time per file)
     shadows = ShadowCopies(parent=getattr(verifier, "scratch", None))  # each project copied once for the whole run

@@ -18,6 +18,7 @@ from typing import Any, Callable, Hashable
 from .client import Verifier, WorkerError
 from .config import ConfigError, VerifyConfig, load_config
 from .drivers import DriverError, parse_command
+from .interpreter import unavailable_reason
 from .isolation import pass_env_values, refusal
 from .shadow import ShadowCopies, ShadowError, project_root
 from .redact import Redactor
@@ -203,7 +204,7 @@ def verify_many(
             worker = verifier or Verifier()
         except WorkerError as exc:
             for slot in slots:
-                verdicts[slot] = Verdict(UNVERIFIED, f"verification worker unavailable: {exc}", pairs[slot].get("rule"), ())
+                verdicts[slot] = Verdict(UNVERIFIED, unavailable_reason(exc), pairs[slot].get("rule"), ())
             return [v for v in verdicts if v is not None]
         refusals = _unisolated(worker, requests)
         runnable = [request for request, refused in zip(requests, refusals) if refused is None]
@@ -336,7 +337,10 @@ def gradcheck_file(source: str, *, path: str, timeout: float = 20.0, verifier: V
         return [{"name": "<module>", "passed": None, "error": str(exc), "inputs": None}]
     request = {"op": "gradcheck", "source": source, "path": path, "timeout": timeout, "memory_mb": DEFAULT_MEMORY_MB}
     own = verifier is None
-    worker = verifier or Verifier()
+    try:
+        worker = verifier or Verifier()
+    except WorkerError as exc:
+        return [{"name": "<module>", "passed": None, "error": unavailable_reason(exc), "inputs": None}]
     if worker.isolation_unavailable is not None:
         worker.ran_unisolated()
     try:

@@ -43,9 +43,11 @@ class ShadowError(ValueError):
 
 
 def project_root(script: str) -> str:
-    """The nearest folder at or above the script's holding a project marker, else the
-    script's own folder."""
-    folder = os.path.dirname(os.path.abspath(script))
+    """The nearest folder at or above the script's (or at or above `script` itself, a
+    folder) holding a project marker, else the script's own folder."""
+    folder = os.path.abspath(script)
+    if not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
     current = folder
     while True:
         if any(os.path.exists(os.path.join(current, marker)) for marker in PROJECT_MARKERS):
