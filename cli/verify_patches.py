@@ -11,7 +11,7 @@ with `--unsafe-fixes` as well.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
@@ -190,11 +190,13 @@ def verify_records(
         return
     own = verifier is None
     try:
-        verifier = verifier or Verifier.for_project(queues[0].outcome.path if queues else None, settings.user)
+        verifier = verifier or Verifier.for_project(queues[0].outcome.path, settings.user)
     except WorkerError as error:
+        said = ConfigNotes()
         for queue in queues:
             for record in queue.records:
-                record.verification = _unverified(record, unavailable_reason(error))
+                record.verification = replace(_unverified(record, unavailable_reason(error)), notes=getattr(error, "notes", ()))
+                said.say(record.verification)
         return
     if own:
         say_interpreter(verifier)

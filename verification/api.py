@@ -49,7 +49,7 @@ def _place(path: str, config: VerifyConfig, shadows: ShadowCopies) -> dict[str, 
     root = project_root(path)
     if config.driver and config.root and _is_within(root, config.root):
         root = config.root  # the configured driver lives under the pyproject's folder
-    shadow = shadows.for_root(root)
+    shadow = shadows.for_file(root, path)
     return {"relative": os.path.relpath(path, root), "user_root": root, "shadow_base": shadow.base}
 
 

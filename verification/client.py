@@ -224,18 +224,22 @@ class Verifier:
         """A worker under the interpreter `interpreter.choose` picks for the project of
         `path` (a file or folder; None: the current folder), given the `user`'s settings
         (their configuration file when None)."""
-        from .config import ConfigError, load_config
-        from .interpreter import choose
+        from .config import ConfigError, VerifyConfig, load_config
+        from .interpreter import InterpreterError, choose
         from .shadow import project_root
         from .trust import load_user_settings
 
         user = user if user is not None else load_user_settings()
         start = os.path.abspath(path or os.getcwd())
         try:
-            project_python = load_config(start, user=user).python
+            config = load_config(start, user=user)
         except ConfigError:
-            project_python = None  # the verdicts say what is wrong with the file
-        return cls(debug=debug, interpreter=choose(user, project_python, project_root(start)))
+            config = VerifyConfig()  # the verdicts say what is wrong with the file
+        try:
+            interpreter = choose(user, config.python, project_root(start))
+        except InterpreterError as error:
+            raise InterpreterError(str(error), config.notes) from None
+        return cls(debug=debug, interpreter=interpreter)
 
     def _not_ready(self, ready: dict[str, Any]) -> WorkerError:
         """The error of a worker that answered but could not serve: its Python too old,

@@ -72,7 +72,12 @@ sys.stdout.write(json.dumps(info))
 
 
 class InterpreterError(WorkerError):
-    """No interpreter that can run verification: the message is the verdicts' reason."""
+    """No interpreter that can run verification: the message is the verdicts' reason;
+    `notes` what the project's configuration said that was not taken (each once)."""
+
+    def __init__(self, message: str, notes: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.notes = notes
 
 
 def _release(text: str | None) -> tuple[int, ...]:
