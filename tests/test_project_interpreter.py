@@ -93,6 +93,22 @@ def test_a_tool_without_torch_verifies_with_the_projects_python(environments: di
     assert "; --python)" in done.stderr
 
 
+def test_the_verify_command_takes_python_too(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from autograd_fix.cli.verify_command import verify_app
+
+    before, after = tmp_path / "before.py", tmp_path / "after.py"
+    before.write_text(BASE)
+    after.write_text(BASE + "total = total * 1\n")
+    missing = str(tmp_path / "nowhere" / "python")
+    compared = CliRunner().invoke(verify_app, [str(before), str(after), "--python", missing])
+    assert compared.exit_code == 3, compared.output
+    assert f"unverified: not run: the Python chosen for verification, {missing} (--python), does not exist" in compared.output
+    checked = CliRunner().invoke(verify_app, [str(before), "--gradcheck", "--python", missing])
+    assert checked.exit_code == 3 and "<module>: unchecked" in checked.output and "does not exist" in checked.output
+
+
 # -- which interpreter ---------------------------------------------------------------------
 
 def test_an_activated_environment_is_found_and_the_tools_own_is_skipped(environments: dict[str, Path]) -> None:
@@ -196,6 +212,18 @@ def test_the_cli_says_the_repositorys_python_was_ignored(tmp_path: Path, environ
 )
 def test_supported_versions(python: str, torch: str | None, why: str | None) -> None:
     assert problem(python, torch) == why
+
+
+def test_torch_is_an_extra_that_asks_for_the_oldest_torch_verification_supports() -> None:
+    import tomllib
+
+    from autograd_fix.verification.interpreter import OLDEST_PYTHON, OLDEST_TORCH
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.split("[")[0].split(">")[0].strip() in ("torch", "numpy")]
+    assert f"torch>={'.'.join(map(str, OLDEST_TORCH))}" in project["optional-dependencies"]["verify"]
+    assert "autograd-fix[verify]" in project["optional-dependencies"]["test"]
+    assert project["requires-python"] == f">={'.'.join(map(str, OLDEST_PYTHON))}"
 
 
 def fake_torch(python: Path, version: str, body: str) -> None:

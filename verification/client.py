@@ -95,7 +95,7 @@ def tool_folders() -> list[str]:
 #: reads), then the library folder first on ``sys.path``, its user site added, the worker
 _FOREIGN_BOOTSTRAP = (
     "import sys\n"
-    "if sys.version_info < (3, 11):\n"
+    "if sys.version_info < OLDEST:\n"
     "    sys.stdout.write('{\"ready\": false, \"python\": \"%d.%d.%d\"}\\n' % tuple(sys.version_info[:3]))\n"
     "    sys.exit(0)\n"
     "import site\n"
@@ -137,8 +137,11 @@ def worker_command(interpreter: "Interpreter | None" = None, library: str | None
     sandbox. Another interpreter also gets the `library` folder (`worker_library`)."""
     if interpreter is None or interpreter.own:
         return [sys.executable, "-I", "-c", _BOOTSTRAP, *tool_folders()]
+    from .interpreter import OLDEST_PYTHON
+
     assert library is not None
-    return [interpreter.path, "-I", "-c", _FOREIGN_BOOTSTRAP, library, *([interpreter.user_site] if interpreter.user_site else [])]
+    bootstrap = _FOREIGN_BOOTSTRAP.replace("OLDEST", repr(OLDEST_PYTHON))
+    return [interpreter.path, "-I", "-c", bootstrap, library, *([interpreter.user_site] if interpreter.user_site else [])]
 
 
 def _shutdown(proc: subprocess.Popen | None, scratch: str) -> None:
