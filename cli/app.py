@@ -1,15 +1,18 @@
-"""`autograd-fix [--diff | --apply | --check] PATH...` — the command-line tool.
+"""`autograd-fix [--diff | --apply] PATH...` — the command-line tool.
 
-Exit codes: 0 fine; 1 findings remain under `--check`; 2 usage error, a path that
-could not be read, parsed or safely fixed (each reported by name; the run goes on), or
-a named path with no Python file in it; 128 + the signal's number when interrupted
-(130 for Ctrl-C, 143 for SIGTERM), after saying which files were written.
+Exit codes, Ruff's: 0 when no finding remains; 1 when findings remain (with `--diff`
+every finding remains, since nothing is written; `--exit-zero` turns this off, and
+`--exit-non-zero-on-fix` also gives 1 when `--apply` wrote a fix); 2 usage error, a
+path that could not be read, parsed or safely fixed (each reported by name; the run
+goes on), or a named path with no Python file in it; 128 + the signal's number when
+interrupted (130 for Ctrl-C, 143 for SIGTERM), after saying which files were written.
 """
 
 from __future__ import annotations
 
 import enum
 import os
+from dataclasses import dataclass
 import sys
 from pathlib import Path
 from typing import Optional
@@ -102,7 +105,17 @@ def check(
     paths: Optional[list[str]] = typer.Argument(None, metavar="PATH", help="Files or folders (recursive over .py and .ipynb); '-' reads stdin."),
     diff: bool = typer.Option(False, "--diff", help="Show the fixes as a unified diff; write nothing."),
     apply: bool = typer.Option(False, "--apply", help="Write the fixes (with '-': fixed source to stdout)."),
-    check_mode: bool = typer.Option(False, "--check", help="Exit 1 when any finding remains."),
+    check_mode: bool = typer.Option(  # noqa: ARG001 (exit 1 on findings is the default now)
+        False, "--check", help="Exit 1 when any finding remains (the default; kept for existing scripts and hooks).",
+    ),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
+    exit_non_zero_on_fix: bool = typer.Option(
+        False, "--exit-non-zero-on-fix", help="Exit 1 when --apply wrote a fix, even if no finding remains.",
+    ),
+    force_exclude: Optional[bool] = typer.Option(
+        None, "--force-exclude/--no-force-exclude",
+        help="Apply exclude to paths named on the command line too (what pre-commit needs).",
+    ),
     select: Optional[list[str]] = typer.Option(None, "--select", metavar="CODES", help="Only these codes or prefixes (AGF0)."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", metavar="CODES", help="Skip these codes or prefixes."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
@@ -215,7 +228,8 @@ def check(
     if use_stdin:
         job_list = [make_job(stdin_filename or "-", sys.stdin.buffer.read())]
     else:
-        found = discover(paths, config.exclude, config.root, include=config.extend_include)
+        forced = config.force_exclude if force_exclude is None else force_exclude
+        found = discover(paths, config.exclude, config.root, include=config.extend_include, force_exclude=forced)
         errors.extend((missing, "no such file or folder") for missing in found.missing)
         errors.extend(found.problems)
         warnings.extend((path, f"No Python files found in {path}") for path in found.empty)
@@ -250,7 +264,7 @@ def check(
 
     stdin_data = job_list[0].data if use_stdin else None
     sink = ReportSink(output_file, out)
-    code = _emit(
+    tally = _emit(
         outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
         applier=applier, warnings=warnings, verified_later=verify, verified=verifying if mode != "report" else None,
     )
@@ -258,11 +272,28 @@ def check(
         sink.close()
     except ReportOutputError as error:
         raise _usage_error(str(error))
-    if check_mode and code == EXIT_OK:
-        remaining = [f for o in outcomes for f in o.findings if not (mode == "apply" and f.fix_applies and o.fixed)]
-        if remaining:
-            code = EXIT_FINDINGS
-    raise typer.Exit(code)
+    raise typer.Exit(tally.exit_code(exit_zero=exit_zero, non_zero_on_fix=exit_non_zero_on_fix))
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a run ended with, for its exit code: whether an error was reported, how many
+    findings remain (not written by this run) and how many fixes were written."""
+
+    errors: bool
+    remaining: int
+    fixed: int
+
+    def exit_code(self, *, exit_zero: bool = False, non_zero_on_fix: bool = False) -> int:
+        """Ruff's exit codes: 2 for errors, else 1 when findings remain (unless
+        `exit_zero`) or, with `non_zero_on_fix`, when a fix was written; else 0."""
+        if self.errors:
+            return EXIT_ERROR
+        if exit_zero:
+            return EXIT_OK
+        if self.remaining or (non_zero_on_fix and self.fixed):
+            return EXIT_FINDINGS
+        return EXIT_OK
 
 
 def _emit(
@@ -278,7 +309,8 @@ def _emit(
     warnings: list[tuple[str, str]] | None = None,
     verified_later: bool = False,
     verified: bool | None = None,
-) -> int:
+) -> Tally:
+    """Report the run in `output_format`; what it ended with, for the exit code."""
     err = _console(color, stderr=True)
     warnings = warnings or []
     use_stdin = stdin_data is not None
@@ -313,7 +345,7 @@ def _emit(
         err.print(f"error: {printable(path)}: {printable(message)}", highlight=False, markup=False)
     for _, message in warnings:
         err.print(f"warning: {printable(message)}", highlight=False, markup=False)
-    status = EXIT_ERROR if errors or warnings else EXIT_OK
+    status = Tally(bool(errors or warnings), len(records) - fixed, fixed)
 
     if mode == "apply" and use_stdin:
         outcome = outcomes[0]
@@ -323,7 +355,7 @@ def _emit(
                 data = new_bytes(outcome, stdin_data) if outcome.notebook is not None else encode(outcome, text)
             except SourceError as error:
                 err.print(f"error: {outcome.path}: {error}", highlight=False, markup=False)
-                return EXIT_ERROR
+                return Tally(True, status.remaining, status.fixed)
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         if sink.path is None:  # stdout holds the source: the report only goes to a file

@@ -2,7 +2,8 @@
 
 Keys: `select`, `ignore`, `exclude` (gitignore-style globs, relative to the
 pyproject's folder), `extend-include` (globs of more files to check as Python, beyond
-`*.py` and `*.ipynb`), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes),
+`*.py` and `*.ipynb`), `force-exclude` (bool: `exclude` also applies to paths named on
+the command line, as Ruff's; what pre-commit needs), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes),
 `max-file-size` (bytes: a larger source file is one per-file error, default 2,000,000),
 `target-torch` (the oldest PyTorch the project supports, "2.1"), and per role
 (`model`, `optimizer`, `scheduler`, `loader`, `criterion`, `loss`, `state`, `device`,
@@ -44,7 +45,7 @@ ROLE_NAME_KEYS = {f"{role.value}-names": role for role in CONFIGURABLE_ROLES}
 ROLE_OBJECT_KEYS = {f"{role.value}-objects": role for role in CONFIGURABLE_ROLES}
 KNOWN_KEYS = frozenset(
     {"select", "ignore", "exclude", "extend-include", "unsafe-fixes", "per-file-ignores", "target-torch", "verify",
-     "max-file-size"}
+     "max-file-size", "force-exclude"}
 ) | ROLE_NAME_KEYS.keys() | ROLE_OBJECT_KEYS.keys()
 
 
@@ -59,6 +60,8 @@ class Config:
     exclude: list[str] = field(default_factory=list)
     extend_include: list[str] = field(default_factory=list)
     unsafe_fixes: bool = False
+    #: apply `exclude` to paths named on the command line too (Ruff's `force-exclude`)
+    force_exclude: bool = False
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     #: the oldest PyTorch the project supports (None: unknown, assume the newest)
     target_torch: TorchVersion | None = None
@@ -175,10 +178,8 @@ def load_config(start: Path, user: UserSettings | None = None) -> Config:
         exclude_spec(config.exclude)
     except ExcludePatternError as error:
         raise ConfigError(f"{source}: [tool.autograd-fix] exclude: {error}") from None
-    unsafe = table.get("unsafe-fixes", False)
-    if not isinstance(unsafe, bool):
-        raise ConfigError(f"{source}: [tool.autograd-fix] unsafe-fixes must be true or false")
-    config.unsafe_fixes = unsafe
+    config.unsafe_fixes = _flag(table, "unsafe-fixes", source)
+    config.force_exclude = _flag(table, "force-exclude", source)
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict) or not all(
         isinstance(codes, list) and all(isinstance(c, str) for c in codes) for codes in per_file.values()
@@ -194,6 +195,13 @@ def load_config(start: Path, user: UserSettings | None = None) -> Config:
     if "verify" in table:
         _check_verify_table(source, user)
     return config
+
+
+def _flag(table: dict[str, Any], key: str, source: Path) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{source}: [tool.autograd-fix] {key} must be true or false")
+    return value
 
 
 def _check_verify_table(source: Path, user: UserSettings) -> None:

@@ -9,8 +9,10 @@ arguments a script driver gets after its name (default none, so argparse default
 ``loop-cap`` (default 3) and ``outer-loop-cap`` (default 2) bound script and driver runs
 (see `bounded`): a loop whose iterations run a backward or an optimizer step stops
 after that many such iterations, the second for a loop around such loops (an epoch
-loop); ``loop-cap = 0`` runs the program in full. ``forward-loop-cap`` (default 0: in
-full) caps loops that only run a model's forward (an evaluation).
+loop); ``loop-cap = 0`` runs the program in full. ``forward-loop-cap`` caps loops that
+only run a model's forward (an evaluation, sampling): unset, those the patch did not
+change keep 3 iterations and those it changed run in full; a number applies to all of
+them (0: all in full).
 
 ``isolation`` (``"auto"``, the default, ``"required"`` or ``"off"``) says how runs are
 confined (see `isolation`): ``auto`` isolates where the OS allows and says so on every
@@ -72,8 +74,9 @@ class VerifyConfig:
     #: and a loop around such loops (an epoch loop)
     loop_cap: int = DEFAULT_LOOP_CAP
     outer_loop_cap: int = DEFAULT_OUTER_LOOP_CAP
-    #: iterations a loop that only runs forwards (an evaluation) keeps (0: runs in full)
-    forward_loop_cap: int = 0
+    #: iterations a loop that only runs forwards (an evaluation) keeps (0: runs in full;
+    #: None: 3 for loops the patch did not change, the others in full)
+    forward_loop_cap: int | None = None
     #: what was not taken from the repository, and why (each names the file)
     notes: tuple[str, ...] = ()
     #: the project's own choice of interpreter (only a trusted project's counts)
@@ -152,8 +155,11 @@ def load_config(
     if python is not None and (not isinstance(python, str) or not python.strip()):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] python must be the path of a Python interpreter, got {python!r}")
     caps = {}
-    for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", 0)):
+    for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", None)):
         value = table.get(key, default)
+        if value is None:
+            caps[key] = value
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] {key} must be a whole number of iterations (0: no cap), got {value!r}")
         caps[key] = value

@@ -32,7 +32,7 @@ from torch import nn
 from autograd_fix.codemods.semantic.roles import Vocabulary
 
 from .binding import Binder, Unbindable
-from .bounded import Bounds
+from .bounded import VOLATILE_NAME, Bounds
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
 from .checks import Probe, probes_for
@@ -51,12 +51,6 @@ _AUTOGRAD_ERROR = re.compile(
     r"gradient different than None|grad can be implicitly created only for scalar"
 )
 _MEMORY_ERROR = re.compile(r"can't allocate memory|DefaultCPUAllocator|out of memory|OutOfMemoryError|Cannot allocate memory")
-#: float globals read from a clock or derived from one (an iteration's `dt`, tokens per second,
-#: model FLOPs utilisation): they differ between any two runs, so they are not outputs
-_VOLATILE_GLOBAL = re.compile(
-    r"time|elapsed|duration|^start$|^end$|^t\d+$|^tic$|^toc$|^now$|timestamp|"
-    r"^dt$|^dt_|_dt$|per_sec|per_second|per_s$|throughput|^fps$|latency|^mfu$|_mfu$|^mfu_"
-)
 MAX_ITEMS = 1000
 
 
@@ -141,7 +135,7 @@ def _script_outputs(namespace: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(value, (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)):
             continue
-        if isinstance(value, float) and _VOLATILE_GLOBAL.search(name):
+        if isinstance(value, float) and VOLATILE_NAME.search(name):  # a clock reading
             continue
         outputs[name] = value
     return outputs
@@ -217,6 +211,9 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
                 _run_script(spec, record, probes, path, bounds)
             elif kind == "driver":
                 _run_driver(spec, record, probes, place, bounds)
+            if kind in ("script", "driver"):
+                # what the changed lines assigned last: what the script's later lines read
+                record["outputs"].update({name: serialize(value) for name, value in bounds.observed().items()})
             elif kind == "autograd_function":
                 _run_function_class(spec, record, probes, path, device)
             else:
@@ -237,8 +234,11 @@ def _bounds(spec: dict[str, Any], place: Place | None) -> Bounds:
     runs_program = spec["kind"] == "script" or (spec["kind"] == "driver" and command.get("kind") != "pytest")
     if place is None or not runs_program:
         return Bounds(cap=0)
+    forward_cap = settings.get("forward_cap")
     return Bounds(cap=int(settings.get("cap") or 0), outer_cap=int(settings.get("outer_cap") or 0), root=place.copy_root,
-                  announce_fd=2, forward_cap=int(settings.get("forward_cap") or 0))
+                  announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
+                  changed_lines=[line for hunk in spec.get("changed_lines") or () for line in hunk],
+                  observe=spec.get("observe") or ())
 
 
 def _fresh_main(path: str) -> dict[str, Any]:
@@ -275,6 +275,11 @@ def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, pl
         found: dict[str, Any] = {}
         _run_main(record, probes, path, lambda: found.update(runpy.run_module(command["target"], run_name="__main__", alter_sys=True)), found)
         return
+    if command["kind"] == "entry":
+        chain_argv(command["text"], argv)
+        namespace: dict[str, Any] = {}
+        _run_main(record, probes, path, lambda: _run_entry_point(command["target"], namespace), namespace)
+        return
     script = os.path.join(place.copy_root, command["script"]) if place else command["target"]
     try:
         with open(script, encoding="utf-8") as handle:
@@ -288,6 +293,21 @@ def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, pl
     namespace = _fresh_main(script)
     chain_argv(script, argv)
     _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102
+
+
+def _run_entry_point(target: str, namespace: dict[str, Any]) -> None:
+    """What a console script does: import ``module``, call ``function()``, exit with what
+    it returns; the module's globals are the run's outputs (`namespace`)."""
+    module_name, _, function = target.partition(":")
+    module = importlib.import_module(module_name)
+    namespace.update(vars(module))
+    entry: Any = module
+    for part in function.split("."):
+        entry = getattr(entry, part)
+    status = entry()
+    namespace.update(vars(module))
+    if status not in (None, 0):
+        raise SystemExit(status)
 
 
 class _PytestFailures:
@@ -418,6 +438,7 @@ def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str, *, rea
             return None
     module = types.ModuleType(name)
     module.__dict__.update({"__file__": path, "__builtins__": builtins, "__package__": package})
+    chain_argv(path, spec.get("argv") or ())  # its top-level code may parse arguments, as the script run does
     sys.modules[UNIT_MODULE] = module
     sys.modules[name] = module
     try:

@@ -98,7 +98,8 @@ def _isolation(request: dict[str, Any]):
     )
 
 
-def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed: list[list[int]] | None = None) -> dict[str, Any]:
+def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed: list[list[int]] | None = None,
+               observe: list[str] | None = None) -> dict[str, Any]:
     return {
         "kind": unit["kind"],
         "side": side,
@@ -122,6 +123,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "roles": request.get("roles"),
         "threads": request.get("threads", 1),
         "changed_lines": changed,
+        "observe": observe or [],
         "input_plan": unit.get("input_plan"),
         "graph_inputs": unit.get("graph_inputs") or [],
     }
@@ -131,13 +133,17 @@ def _run_sides(
     request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...], isolation: "RunIsolation",
 ):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
+    from .bounded import applies, observed_names
     from .coverage import changed_lines
     from .harness import run_side
     from .sandbox import spawn, wait_all
 
     limits = _limits(request)
-    hunks = dict(zip(("original", "rewritten"), changed_lines(unit["original"], unit["rewritten"], path=request.get("path") or "<string>")))
-    specs = [_side_spec(request, unit, side, hunks[side]) for side in sides]
+    pair = changed_lines(unit["original"], unit["rewritten"], path=request.get("path") or "<string>")
+    hunks = dict(zip(("original", "rewritten"), pair))
+    # a bounded run compares the last values of names both versions assign on changed lines
+    observe = observed_names(unit["original"], unit["rewritten"], pair) if applies(unit, request.get("bounds")) else []
+    specs = [_side_spec(request, unit, side, hunks[side], observe) for side in sides]
     for spec in specs:
         if spec["side"] == "rewritten":
             spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
@@ -155,7 +161,7 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     """Every unit of one patch: each through its best driver (two runs), then the contract."""
     import torch
 
-    from .bounded import applies, note_timeouts
+    from .bounded import DEFAULT_FORWARD_CAP, applies, evaluation_cut_broke, note_timeouts
     from .input_search import run_searching_inputs
     from .judging import judge_unit
 
@@ -166,10 +172,20 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     failures: dict[str, dict[str, Any]] = {}
 
     def run_pair(unit: dict[str, Any]):
-        outcomes = run_searching_inputs(
-            request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, close_fds, isolation)
-        )
-        return note_timeouts(outcomes, applies(unit, request.get("bounds")))
+        def runs(req: dict[str, Any]):
+            return run_searching_inputs(req, unit, ("original", "rewritten"), lambda r, u, sides: _run_sides(r, u, sides, close_fds, isolation))
+
+        outcomes, used = runs(request), request
+        bounds = request.get("bounds") or {}
+        if applies(unit, bounds) and evaluation_cut_broke(outcomes):
+            # both sides stopped at the same error after an evaluation loop was cut: again, evaluations in full
+            used = {**request, "bounds": {**bounds, "forward_cap": 0}}
+            outcomes = runs(used)
+        elif applies(unit, bounds) and bounds.get("forward_cap") is None and outcomes[0].status == "timeout":
+            # the evaluation loops the patch changed ran in full and the run did not fit: again, all capped
+            used = {**request, "bounds": {**bounds, "forward_cap": DEFAULT_FORWARD_CAP}}
+            outcomes = runs(used)
+        return note_timeouts(outcomes, applies(unit, used.get("bounds")))
 
     for unit in request["units"]:
         for result in judge_unit(unit, run_pair, checks, failures=failures):
