@@ -64,13 +64,13 @@ def test_static_analysis_needs_no_torch(environments: dict[str, Path]) -> None:
     assert "examples/eval_forward_without_no_grad.py:33:9: AGF001 [*]" in checked.stdout
     assert "Traceback" not in checked.stderr
     unverified_diff = run_tool(environments["tool"], "--diff", "--no-verify", EXAMPLE)
-    assert unverified_diff.returncode == 0, unverified_diff.stderr
+    assert unverified_diff.returncode == 1, unverified_diff.stderr  # a diff to show: findings remain
     assert "+        with torch.no_grad():" in unverified_diff.stdout
 
 
 def test_without_torch_anywhere_each_fix_is_unverified_and_says_what_to_do(environments: dict[str, Path]) -> None:
     done = run_tool(environments["tool"], "--diff", EXAMPLE, "examples/missing_zero_grad.py")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the findings remain
     assert "Traceback" not in done.stderr
     verdicts = [line for line in done.stdout.splitlines() if line.startswith("# AGF")]
     assert len(verdicts) == 2
@@ -85,7 +85,7 @@ def test_a_tool_without_torch_verifies_with_the_projects_python(environments: di
     a second environment that has torch and no autograd-fix."""
     project = environments["project"]
     done = run_tool(environments["tool"], "--diff", EXAMPLE, "--python", str(project))  # its folder will do
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # a diff to show
     (verdict,) = [line for line in done.stdout.splitlines() if line.startswith("# AGF001")]
     assert " accepted: " in verdict, verdict
     assert "+        with torch.no_grad():" in done.stdout
