@@ -18,6 +18,7 @@ from typing import Any, Callable, Hashable
 from .client import Verifier, WorkerError
 from .config import ConfigError, VerifyConfig, load_config
 from .drivers import DriverError, parse_command
+from .interpreter import unavailable_reason
 from .isolation import pass_env_values, refusal
 from .shadow import ShadowCopies, ShadowError, project_root
 from .redact import Redactor
@@ -49,7 +50,7 @@ def _place(path: str, config: VerifyConfig, shadows: ShadowCopies) -> dict[str, 
     root = project_root(path)
     if config.driver and config.root and _is_within(root, config.root):
         root = config.root  # the configured driver lives under the pyproject's folder
-    shadow = shadows.for_root(root)
+    shadow = shadows.for_file(root, path)
     return {"relative": os.path.relpath(path, root), "user_root": root, "shadow_base": shadow.base}
 
 
@@ -209,7 +210,7 @@ def verify_many(
             worker = verifier or Verifier()
         except WorkerError as exc:
             for slot in slots:
-                verdicts[slot] = Verdict(UNVERIFIED, f"verification worker unavailable: {exc}", pairs[slot].get("rule"), ())
+                verdicts[slot] = Verdict(UNVERIFIED, unavailable_reason(exc), pairs[slot].get("rule"), ())
             return [v for v in verdicts if v is not None]
         refusals = _unisolated(worker, requests)
         runnable = [request for request, refused in zip(requests, refusals) if refused is None]
@@ -342,7 +343,10 @@ def gradcheck_file(source: str, *, path: str, timeout: float = 20.0, verifier: V
         return [{"name": "<module>", "passed": None, "error": str(exc), "inputs": None}]
     request = {"op": "gradcheck", "source": source, "path": path, "timeout": timeout, "memory_mb": DEFAULT_MEMORY_MB}
     own = verifier is None
-    worker = verifier or Verifier()
+    try:
+        worker = verifier or Verifier()
+    except WorkerError as exc:
+        return [{"name": "<module>", "passed": None, "error": unavailable_reason(exc), "inputs": None}]
     if worker.isolation_unavailable is not None:
         worker.ran_unisolated()
     try:

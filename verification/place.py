@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .shadow import COPY_NAME, guard_user_tree
+from .shadow import COPY_NAME, guard_user_tree, inside
 
 
 @dataclass
@@ -113,6 +113,9 @@ def prepare(spec: dict[str, Any], workdir: str) -> Place:
         relative = "script.py"
     script = os.path.join(copy_root, relative)
     os.makedirs(os.path.dirname(script), exist_ok=True)
+    if not inside(os.path.realpath(os.path.dirname(script)), os.path.realpath(copy_root)):
+        # the copy links this folder to the user's (`shadow.make_room` should have made it real)
+        raise RuntimeError(f"autograd-fix verification: {relative} lies in a linked folder; not written")
     if os.path.islink(script):
         os.unlink(script)
     with open(script, "w", encoding="utf-8") as handle:

@@ -295,7 +295,11 @@ def main() -> None:
     # before torch exists (one thread): namespaces, and whether runs can be confined
     namespaces = set_up_worker()
     keep_fd, unavailable = namespaces.keep_fd, namespaces.unavailable
-    import torch  # noqa: F401 - the point of a warm worker: pay for this once
+    try:
+        import torch  # noqa: F401 - the point of a warm worker: pay for this once
+    except Exception as exc:  # noqa: BLE001 - a broken torch: say so instead of dying unheard
+        os.write(1, (json.dumps({"ready": False, "torch_error": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
+        return
 
     _prewarm()
     # Children would otherwise walk (and copy-on-write) every object torch created
