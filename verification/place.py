@@ -100,12 +100,27 @@ def python_path(value: str, cwd: str) -> list[str]:
     return [os.path.join(cwd, entry) for entry in value.split(os.pathsep) if entry]
 
 
+def _copy_readable(base: str, copy_root: str) -> None:
+    """The shadow copy into this side's folder, minus what the run may not read.
+
+    A run started by root runs as an unprivileged user (see `namespaces`), so a file
+    only its owner may read (hypothesis's example database, a `.env`, a key) cannot be
+    copied; the run goes on without it, as the user's own unprivileged run would, rather
+    than failing the whole patch. Any other copy error still stops the run."""
+    try:
+        shutil.copytree(base, copy_root, symlinks=True)
+    except shutil.Error as error:
+        failures = error.args[0] if error.args and isinstance(error.args[0], list) else []
+        if not failures or not all("Permission denied" in str(why) for _, _, why in failures):
+            raise
+
+
 def prepare(spec: dict[str, Any], workdir: str) -> Place:
     """Lay out this side's copy under `workdir` and point cwd, sys.path, argv at it."""
     copy_root = os.path.join(workdir, COPY_NAME)
     base = spec.get("shadow_base")
     if base and os.path.isdir(base):
-        shutil.copytree(base, copy_root, symlinks=True)
+        _copy_readable(base, copy_root)
     else:
         os.makedirs(copy_root, exist_ok=True)
     relative = spec.get("relative") or os.path.basename(spec.get("path") or "script.py")
