@@ -17,6 +17,7 @@ from typing import Any, Callable, Hashable
 
 from .client import Verifier, WorkerError
 from .config import ConfigError, VerifyConfig, load_config
+from .place import user_file_text
 from .drivers import DriverError, parse_command
 from .interpreter import unavailable_reason
 from .isolation import pass_env_values, refusal
@@ -120,7 +121,7 @@ def _request(
         "factory_root": config.root,
         "roles": merged.get("roles"),
         "threads": int(merged.get("threads", 1)),
-        "user_text": merged.get("user_text"),
+        "user_text": merged.get("user_text") if merged.get("user_text") is not None else user_file_text(path),
         "isolation": config.isolation,
         "pass_env": pass_env_values(config.pass_env, dict(os.environ)),
         "notes": list(notes),  # tool-side only: said with the verdict

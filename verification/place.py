@@ -84,7 +84,10 @@ def _line_map(side: str, user: str) -> dict[int, int]:
     return mapping
 
 
-def _user_text(path: str | None) -> str | None:
+def user_file_text(path: str | None) -> str | None:
+    """The user's file as it is on disk (None: not a readable file). Read by the tool,
+    with the user's rights, before the run: a run started by root is an unprivileged
+    user and may not read a folder only root can (see `_copy_readable`)."""
     if not path or not os.path.isfile(path):
         return None
     try:
@@ -140,7 +143,7 @@ def prepare(spec: dict[str, Any], workdir: str) -> Place:
     sys.dont_write_bytecode = True
     place = Place(copy_root=copy_root, script=script, user_root=user_root, user_path=spec.get("user_path"))
     # the text the user sees: the buffer or stdin that was checked, else the file on disk
-    user = spec["user_text"] if spec.get("user_text") is not None else _user_text(place.user_path)
+    user = spec["user_text"] if spec.get("user_text") is not None else user_file_text(place.user_path)
     if user is not None and user != spec["source"]:
         place.matches_user = False
         place.line_map = _line_map(spec["source"], user)

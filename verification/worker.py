@@ -89,7 +89,10 @@ def _isolation(request: dict[str, Any]):
 
     mode = str(request.get("isolation") or "auto")
     usable = request.get("isolation_unavailable") is None and mode != "off"
-    project = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
+    # the project: its shadow copy, the user's folder, and the configuration's folder,
+    # where input factories are imported from (a function checked without a file on
+    # disk has no shadow copy, but its factories still live there)
+    project = tuple(p for p in (request.get("shadow_base"), request.get("user_root"), request.get("factory_root")) if p)
     return RunIsolation(
         mode=mode,
         forker=RunForker() if usable else None,
