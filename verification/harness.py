@@ -385,6 +385,7 @@ def _leaf_records(record: dict[str, Any], probes: Probes) -> None:
     record["params_initial"] = initial
     record["steps"] = probes.step_records()
     record["ever_grad"] = probes.ever_grad()
+    record["fresh_inputs"] = probes.fresh_inputs()
     record["step_violations"] = probes.violation_records()
     record["step_violation_count"] = probes.violation_count
     record["stale_steps"] = probes.stale_steps
