@@ -466,6 +466,7 @@ def _run_callable(
         qualname=qualname,
         plan=spec.get("input_plan"),
         roles=Vocabulary.from_additions(spec.get("roles")),
+        call_site=spec.get("call_site"),
     )
     try:
         target, args, kwargs = _bind(binder, namespace, qualname, spec.get("free_names") or ())
@@ -611,7 +612,7 @@ def _rerun(spec: dict[str, Any], path: str, device: str, bounds: Bounds) -> tupl
                         dtype=torch.float64 if perturbation.float64 else torch.float32,
                         factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"),
                         qualname=spec["qualname"], plan=spec.get("input_plan"),
-                        roles=Vocabulary.from_additions(spec.get("roles")))
+                        roles=Vocabulary.from_additions(spec.get("roles")), call_site=spec.get("call_site"))
         target, args, kwargs = _bind(binder, namespace, spec["qualname"], spec.get("free_names") or ())
         args = list(args)
         for index, value in enumerate(args):
