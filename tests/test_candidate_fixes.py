@@ -22,6 +22,7 @@ from autograd_fix.codemods.engine import check_source
 from autograd_fix.codemods.plans import FilePlans
 from autograd_fix.codemods.registry import rule_by_code
 from autograd_fix.verification.verdict import Verdict
+from test_cli_verification import stub_stream  # tests/ is on sys.path (rootdir conftest)
 
 STEP_FIRST = textwrap.dedent(
     """\
@@ -81,22 +82,13 @@ def test_agf006_proposes_item_then_detach():
     ]
 
 
-def _stub_stream(judge):
-    def verify_stream(next_pair, on_verdict, **kwargs):
-        while (item := next_pair()) is not None:
-            key, pair = item
-            on_verdict(key, judge(pair))
-
-    return verify_stream
-
-
 def _verify_with(judge, monkeypatch: pytest.MonkeyPatch):
     from autograd_fix.cli import verify_patches
     from autograd_fix.verification import api
 
     job = Job(path="train.py", select=None, ignore=(), unsafe_fixes=True, compute_fix=False, fix_diffs=False, data=STEP_FIRST.encode())
     outcome = check_file(job)
-    monkeypatch.setattr(api, "verify_stream", _stub_stream(judge))
+    monkeypatch.setattr(api, "verify_stream", stub_stream(judge))
     (result,) = verify_patches.verify_and_compose([outcome], [job], verify_patches.VerifySettings(), True, None)
     (record,) = result.findings
     return result, record
