@@ -64,8 +64,10 @@ class MissingZeroGrad(RootTracker, Rule):
     ## What it does
     Finds training loops that call `backward()` and update the weights (an optimizer's
     `step()`, or `w -= lr * w.grad` by hand) but never zero the gradients between steps,
-    and inserts `optimizer.zero_grad()` right after the `step()` (inside the `if` of a
-    gradient-accumulation loop), or `w.grad = None` after a hand-written update.
+    and proposes `optimizer.zero_grad()` at the start of the iteration, then (if
+    verification rejects that) right after the `step()`; only the latter where the step
+    is not taken every iteration (inside the `if` of a gradient-accumulation loop), or
+    `w.grad = None` after a hand-written update.
 
     ## Why is this bad?
     `backward()` adds into `.grad`; it never overwrites. Without zeroing, the step after
