@@ -122,10 +122,11 @@ class _FileQueue:
         return self.candidates(record)[self.candidate.get(id(record), 0)]
 
     def next_candidate(self, record: FindingRecord, verdict: Verdict) -> bool:
-        """After `verdict` rejected the current candidate: move to the next one (True),
-        or False when none is left."""
+        """After `verdict` rejected the current candidate (or it could not be composed):
+        move to the next one (True), or False when none is left."""
         index = self.candidate.get(id(record), 0)
-        if verdict.verdict is not Status.REJECTED or index + 1 >= len(self.candidates(record)):
+        failed = verdict.verdict is Status.REJECTED or verdict.reason == CANNOT_COMPOSE
+        if not failed or index + 1 >= len(self.candidates(record)):
             return False
         self.rejected.setdefault(id(record), []).append((self.current(record), verdict))
         self.candidate[id(record)] = index + 1
@@ -250,7 +251,11 @@ def verify_records(
                         record = pending[id(queue)].pop(0)
                         pair = queue.pair(record)
                         if pair is None:
-                            record.verification = _unverified(record, CANNOT_COMPOSE)
+                            verdict = _unverified(record, CANNOT_COMPOSE)
+                            if queue.next_candidate(record, verdict):
+                                pending[id(queue)].insert(0, record)
+                                continue
+                            record.verification = queue.explain(record, verdict)
                             settled(queue)
                             continue
                         busy.add(id(queue))

@@ -136,3 +136,16 @@ def test_a_real_run_rejects_the_first_candidate_and_accepts_the_second(tmp_path:
     assert verdict.startswith("# AGF002 train.py:12:5 accepted: candidate fix 2 of 2 (insert `optimizer.zero_grad()` after the step)"), verdict
     assert "rejected: script driver (top-level code)" in verdict and "no gradient at step" in verdict
     assert "+    optimizer.zero_grad()\n     loss = nn.functional" in result.stdout
+
+
+def test_a_candidate_that_cannot_be_composed_gives_way_to_the_next(monkeypatch: pytest.MonkeyPatch):
+    from autograd_fix.cli import verify_patches
+
+    real_pair = verify_patches._FileQueue.pair
+    monkeypatch.setattr(
+        verify_patches._FileQueue, "pair",
+        lambda self, r: None if not self.current(r).endswith("~2") else real_pair(self, r),
+    )
+    result, record = _verify_with(lambda pair: Verdict("accepted", "ok", pair["rule"]), monkeypatch)
+    assert record.fix_applies and AFTER_STEP in result.fixed
+    assert "rejected: the fix cannot be applied on top of the others" in record.verification.reason
