@@ -82,11 +82,11 @@ def test_agf006_proposes_item_then_detach():
     ]
 
 
-def _verify_with(judge, monkeypatch: pytest.MonkeyPatch):
+def _verify_with(judge, monkeypatch: pytest.MonkeyPatch, source: str = STEP_FIRST):
     from autograd_fix.cli import verify_patches
     from autograd_fix.verification import api
 
-    job = Job(path="train.py", select=None, ignore=(), unsafe_fixes=True, compute_fix=False, fix_diffs=False, data=STEP_FIRST.encode())
+    job = Job(path="train.py", select=None, ignore=(), unsafe_fixes=True, compute_fix=False, fix_diffs=False, data=source.encode())
     outcome = check_file(job)
     monkeypatch.setattr(api, "verify_stream", stub_stream(judge))
     (result,) = verify_patches.verify_and_compose([outcome], [job], verify_patches.VerifySettings(), True, None)
@@ -149,3 +149,14 @@ def test_a_candidate_that_cannot_be_composed_gives_way_to_the_next(monkeypatch: 
     result, record = _verify_with(lambda pair: Verdict("accepted", "ok", pair["rule"]), monkeypatch)
     assert record.fix_applies and AFTER_STEP in result.fixed
     assert "rejected: the fix cannot be applied on top of the others" in record.verification.reason
+
+
+def test_agf006_falls_back_to_detach_when_item_is_rejected(monkeypatch: pytest.MonkeyPatch):
+    def judge(pair):
+        if "loss.item()" in pair["rewritten"]:
+            return Verdict("rejected", "outputs differ: a tensor was needed", pair["rule"])
+        return Verdict("accepted", "accumulated values equal", pair["rule"])
+
+    result, record = _verify_with(judge, monkeypatch, RUNNING_LOSS)
+    assert record.fix_applies and "running_loss += loss.detach()" in result.fixed
+    assert record.verification.reason.startswith("candidate fix 2 of 2 (accumulate `.detach()`")
