@@ -116,6 +116,47 @@ class _FileQueue:
         self.roles = roles.additions()
         self.going_in: list[str] = []
         self._composed: dict[tuple[str, ...], str] = {}
+        #: per record (by id): the candidate fix being tried (index into its candidates)
+        #: and the verdicts of the candidates rejected before it
+        self.candidate: dict[int, int] = {}
+        self.rejected: dict[int, list[tuple[str, Verdict]]] = {}
+        #: per record: the plan id that went in (a later candidate's `ID~k`)
+        self.chosen: dict[int, str] = {}
+
+    def candidates(self, record: FindingRecord) -> list[str]:
+        plan_id = record.plan_id or ""
+        return self.plans.candidates.get(plan_id, [plan_id])
+
+    def current(self, record: FindingRecord) -> str:
+        """The plan id of the candidate fix of `record` now being tried."""
+        return self.candidates(record)[self.candidate.get(id(record), 0)]
+
+    def next_candidate(self, record: FindingRecord, verdict: Verdict) -> bool:
+        """After `verdict` rejected the current candidate (or it could not be composed):
+        move to the next one (True), or False when none is left."""
+        index = self.candidate.get(id(record), 0)
+        failed = verdict.verdict is Status.REJECTED or verdict.reason == CANNOT_COMPOSE
+        if not failed or index + 1 >= len(self.candidates(record)):
+            return False
+        self.rejected.setdefault(id(record), []).append((self.current(record), verdict))
+        self.candidate[id(record)] = index + 1
+        return True
+
+    def explain(self, record: FindingRecord, verdict: Verdict) -> Verdict:
+        """`verdict` of the candidate tried last, saying which candidate it was and why
+        the earlier ones were rejected (unchanged for a finding with one fix)."""
+        candidates = self.candidates(record)
+        if len(candidates) < 2:
+            return verdict
+        index = self.candidate.get(id(record), 0)
+        current = candidates[index]
+        head = f"candidate fix {index + 1} of {len(candidates)} ({self.plans.description(current)})"
+        earlier = "; ".join(
+            f"candidate {candidates.index(plan) + 1} ({self.plans.description(plan)}) rejected: {old.reason}"
+            for plan, old in self.rejected.get(id(record), [])
+        )
+        reason = f"{head}: {verdict.reason}" + (f" [{earlier}]" if earlier else "")
+        return replace(verdict, reason=reason)
 
     def _compose(self, ids: list[str]) -> str:
         """The file with `ids` applied; this patch's "before" is the last one's "before"
@@ -132,7 +173,7 @@ class _FileQueue:
         """The verification request of `record`'s patch on top of those going in."""
         try:
             before = self._compose(self.going_in)
-            after = self._compose([*self.going_in, record.plan_id or ""])
+            after = self._compose([*self.going_in, self.current(record)])
         except EngineError:
             return None
         rule = rule_by_code(record.code)
@@ -225,7 +266,11 @@ def verify_records(
                         record = pending[id(queue)].pop(0)
                         pair = queue.pair(record)
                         if pair is None:
-                            record.verification = _unverified(record, CANNOT_COMPOSE)
+                            verdict = _unverified(record, CANNOT_COMPOSE)
+                            if queue.next_candidate(record, verdict):
+                                pending[id(queue)].insert(0, record)
+                                continue
+                            record.verification = queue.explain(record, verdict)
                             settled(queue)
                             continue
                         busy.add(id(queue))
@@ -240,10 +285,14 @@ def verify_records(
                 notebook = queue.outcome.notebook
                 if notebook is not None:  # the runs saw the cells' program: name cells
                     verdict = localize_verification(verdict, notebook, pair)
-                record.verification = verdict
-                if decide(record, unsafe_fixes or queue.unsafe_fixes, settings.unverified_fixes):
-                    queue.going_in.append(record.plan_id or "")
                 busy.discard(id(queue))
+                if queue.next_candidate(record, verdict):
+                    pending[id(queue)].insert(0, record)  # the rule's next candidate fix
+                    return
+                record.verification = queue.explain(record, verdict)
+                if decide(record, unsafe_fixes or queue.unsafe_fixes, settings.unverified_fixes):
+                    queue.chosen[id(record)] = queue.current(record)
+                    queue.going_in.append(queue.current(record))
                 settled(queue)
 
             api.verify_stream(
@@ -294,7 +343,7 @@ def _compose(queue: _FileQueue) -> None:
     """The file's fixed text from the plans going in (none: the file stays as it is)."""
     accepted = set(queue.going_in)
     for record in queue.outcome.findings:
-        record.fix_applies = record.plan_id in accepted
+        record.fix_applies = queue.chosen.get(id(record)) in accepted
     if not accepted:
         return
     try:

@@ -66,6 +66,10 @@ class Finding:
     message: str
     span: Span
     fix: Fix | None = None
+    #: later candidate fixes, in the rule's order of preference: verification tries `fix`
+    #: first and each of these in turn while the previous one is rejected (AGF002: zero at
+    #: the start of the iteration, then after the step); the static engine uses `fix` only
+    alternatives: tuple[Fix, ...] = ()
     #: the node the finding points at; only meaningful while its module is alive.
     node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
 

@@ -72,10 +72,16 @@ class FilePlans:
         self.text = module.code
         self._fixes: dict[str, Fix] = {}
         self.plans: list[PatchPlan] = []
+        #: plan id -> the ids of its candidate fixes in order (the first is the plan id
+        #: itself, later ones `ID~2`, `ID~3`): each composes like any plan
+        self.candidates: dict[str, list[str]] = {}
         for plan_id, finding in zip(plan_ids(findings), findings):
             if plan_id is None or finding.fix is None:
                 continue
             self._fixes[plan_id] = finding.fix
+            later = [f"{plan_id}~{rank}" for rank in range(2, len(finding.alternatives) + 2)]
+            self._fixes.update(zip(later, finding.alternatives))
+            self.candidates[plan_id] = [plan_id, *later]
             self.plans.append(
                 PatchPlan(
                     id=plan_id,
@@ -130,6 +136,10 @@ class FilePlans:
             return cls(parse_module(text), [])
         module = parse_module(text)
         return cls(module, run_rules(module, active, path, text, target_torch, roles))
+
+    def description(self, plan_id: str) -> str:
+        """What the fix of `plan_id` (a plan or one of its later candidates) does."""
+        return self._fixes[plan_id].description
 
     def __contains__(self, plan_id: str) -> bool:
         return plan_id in self._fixes

@@ -113,7 +113,10 @@ class Rule(cst.BatchableCSTVisitor):
         self.context = context
         self.findings: list[Finding] = []
 
-    def report(self, node: cst.CSTNode, message: str | None = None, fix: Fix | None = None) -> None:
+    def report(
+        self, node: cst.CSTNode, message: str | None = None, fix: Fix | None = None, alternatives: tuple[Fix, ...] = (),
+    ) -> None:
+        """Record a finding; `alternatives` are further candidate fixes after `fix`, in order."""
         self.findings.append(
             Finding(
                 code=self.code,
@@ -121,6 +124,7 @@ class Rule(cst.BatchableCSTVisitor):
                 message=message or self.message,
                 span=self.context.span(node),
                 fix=fix,
+                alternatives=alternatives if fix is not None else (),
                 node=node,
             )
         )

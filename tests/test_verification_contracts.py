@@ -799,3 +799,56 @@ def test_every_registered_check_has_one_implementation_and_its_probes():
     # value comparisons re-run at a second point; no checks at all: the generic contract's
     assert probes_for(["outputs_equal", "grads_equal"]) == {Probe.SECOND_POINT}
     assert probes_for([]) == {Probe.SECOND_POINT}
+
+
+# -- AGF003: a GAN whose noise is a fresh leaf that requires grad each step ---------------------
+# The discriminator's step reuses the generator's graph after the generator's optimizer
+# changed G in place (pytorch/pytorch#38480): D_loss.backward() raises. The right fix
+# detaches G's painting. The noise `ideas` is made afresh each step with
+# requires_grad=True, so it receives gradients that no optimizer uses: it is an input,
+# not a parameter that "never changed".
+FRESH_NOISE_GAN = """
+import torch
+from torch import nn
+
+torch.manual_seed(1)
+G = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 10))
+D = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 1), nn.Sigmoid())
+opt_D = torch.optim.Adam(D.parameters(), lr=1e-3)
+opt_G = torch.optim.Adam(G.parameters(), lr=1e-3)
+for step in range(3):
+    real = torch.randn(8, 10)
+    ideas = torch.randn(8, 5, requires_grad=True)
+    fake = G(ideas)
+    prob_fake = D(fake)
+    G_loss = torch.mean(torch.log(1.0 - prob_fake))
+    opt_G.zero_grad()
+    G_loss.backward()
+    opt_G.step()
+    prob_real = D(real)
+    prob_fake = D(fake)
+    D_loss = -torch.mean(torch.log(prob_real) + torch.log(1.0 - prob_fake))
+    opt_D.zero_grad()
+    D_loss.backward(retain_graph=True)
+    opt_D.step()
+print(f"D loss {D_loss.item():.4f}")
+"""
+FRESH_NOISE_FIXED = FRESH_NOISE_GAN.replace("    prob_fake = D(fake)\n    D_loss", "    prob_fake = D(fake.detach())\n    D_loss")
+
+
+def test_input_leaf_made_afresh_each_step_is_not_a_parameter(verifier):
+    verdict = run(verifier, FRESH_NOISE_GAN, FRESH_NOISE_FIXED, AGF003)
+    assert verdict.verdict == "accepted", verdict.reason
+    result = check(verdict, "parameters_change_as_intended")
+    assert result["status"] == "pass", result
+    assert "input leaves made afresh each iteration not counted" in result["detail"]
+
+
+def test_a_parameter_no_optimizer_owns_still_never_changes(verifier):
+    # the same fix, but G's last layer is left out of its optimizer: one tensor that keeps
+    # receiving gradients across steps is a parameter the update forgot, still reported
+    forgot = FRESH_NOISE_FIXED.replace("opt_G = torch.optim.Adam(G.parameters(), lr=1e-3)", "opt_G = torch.optim.Adam(G[0].parameters(), lr=1e-3)")
+    original = FRESH_NOISE_GAN.replace("opt_G = torch.optim.Adam(G.parameters(), lr=1e-3)", "opt_G = torch.optim.Adam(G[0].parameters(), lr=1e-3)")
+    verdict = run(verifier, original, forgot, AGF003)
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "never changed" in verdict.reason

@@ -25,6 +25,7 @@ from .shadow import ShadowCopies, ShadowError, project_root
 from .redact import Redactor
 from .source_memo import SourceMemo
 from .trust import UserSettings
+from .call_sites import with_call_sites
 from .found_drivers import find_drivers
 from .units import Unit, UnitError, _Module, drive_units, find_units
 from .verdict import ACCEPTED, UNVERIFIED, UnitResult, Verdict, combine
@@ -104,6 +105,8 @@ def _request(
         changed = [u.qualname for u in units if u.kind in ("function", "method") and u.caller_of is None and u.qualname]
         if changed:
             units = drive_units(units, find_drivers(place["user_root"], path, changed, argv=config.argv))
+            # the functions alone (or as the last fallback): inputs from the project's own calls
+            units = with_call_sites(units, place["user_root"], path)
     checks = merged.get("checks")
     request = {
         "op": "verify",

@@ -17,6 +17,7 @@ output and the loss the unit uses.
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import importlib
 import inspect
@@ -162,6 +163,9 @@ class Binder:
     #: (`Vocabulary.from_additions` of the request's "roles"), so a project that calls
     #: its models `resnet` gets them bound as models, as its rules read them
     roles: Vocabulary = DEFAULT_VOCABULARY
+    #: the project's own call of the function (`call_sites.CallSite.to_json`): the
+    #: arguments it builds are bound from its recipe before any role is guessed
+    call_site: dict[str, Any] | None = None
     values: dict[str, Any] = field(default_factory=dict)
     described: dict[str, str] = field(default_factory=dict)
     _model: nn.Module | None = None
@@ -173,6 +177,7 @@ class Binder:
     _plan_index: int | None = None
     _plain_tensors: int = 0
     _first_param: str | None = None
+    _site_values: dict[str, Any] | None = None
 
     def plan_record(self) -> dict[str, Any] | None:
         """Which candidate input plan this run used and how many there are (for the
@@ -198,7 +203,8 @@ class Binder:
         for param in ordered:
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 continue
-            if param.name not in self.factories and param.default is not inspect.Parameter.empty:
+            given = param.name in self.factories or param.name in ((self.call_site or {}).get("arguments") or {})
+            if not given and param.default is not inspect.Parameter.empty:
                 continue
             bound[param.name] = self.value(param.name, param.annotation)
         for name in sorted(names, key=lambda n: 0 if self._looks_like_model(n, inspect.Parameter.empty) else 1):
@@ -240,6 +246,9 @@ class Binder:
     def _build(self, name: str, annotation: Any) -> Any:
         if name in self.factories:
             return self._from_factory(name)
+        site_values = self._from_call_site()
+        if name in site_values:
+            return self._site_value(name, site_values[name])
         lowered = name.lower()
         ann = self._annotation_text(annotation)
         if ann:
@@ -720,6 +729,40 @@ class Binder:
         self.described[name] = f"tensor {list(base.shape)}{' requires_grad' if base.requires_grad else ''}"
         return base
 
+    def _from_call_site(self) -> dict[str, Any]:
+        """The arguments the project's own call builds, by parameter name (run once: its
+        recipe, then each argument's expression); {} when there is none or it failed, the
+        failure then said in `described` and every input synthesized as before."""
+        if self._site_values is not None:
+            return self._site_values
+        self._site_values = {}
+        site = self.call_site
+        if not site or not site.get("arguments"):
+            return self._site_values
+        where = f"{site['caller']}:{site['line']}"
+        scope: dict[str, Any] = {"__name__": "__autograd_fix_call_site__", "__builtins__": builtins}
+        try:
+            exec(compile(site.get("program") or "", f"<recipe of the call at {where}>", "exec"), scope)  # noqa: S102
+            values = {name: eval(text, scope) for name, text in site["arguments"].items()}  # noqa: S307
+        except Exception as exc:  # noqa: BLE001 - the project's code: any failure means "synthesize"
+            self.described["call site"] = f"the call at {where} could not be rebuilt ({type(exc).__name__}: {exc}); inputs synthesized"
+            return self._site_values
+        self._site_values = values
+        return values
+
+    def _site_value(self, name: str, value: Any) -> Any:
+        site = self.call_site or {}
+        if isinstance(value, nn.Module):
+            value = value.to(self.device)
+            if self._model is None:
+                self._model = value
+        elif isinstance(value, torch.Tensor):
+            value = value.to(self.device)
+            if self.tensors_require_grad and value.is_floating_point() and not value.requires_grad:
+                value = value.detach().requires_grad_(True)
+        self.described[name] = f"`{site['arguments'][name]}` from the call at {site['caller']}:{site['line']}: {_summary(value)}"
+        return value
+
     def _from_factory(self, name: str) -> Any:
         spec = self.factories[name]
         module_name, _, attr = spec.partition(":")
@@ -743,3 +786,17 @@ class Binder:
             self._model = value
         self.described[name] = f"factory {spec}"
         return value
+
+
+def _summary(value: Any) -> str:
+    """A short description of a bound value: a module's class, a tensor's shape, a
+    dict's keys with their shapes."""
+    if isinstance(value, nn.Module):
+        return f"{type(value).__name__}()"
+    if isinstance(value, torch.Tensor):
+        return f"tensor {list(value.shape)}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_summary(v)}" for k, v in list(value.items())[:6]) + "}"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__} of {len(value)}: " + ", ".join(_summary(v) for v in value[:4])
+    return type(value).__name__

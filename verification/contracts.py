@@ -824,7 +824,10 @@ def check_parameters_change_as_intended(s: Sides) -> CheckResult:
             return CheckResult("parameters_change_as_intended", FAIL, "parameters end differently: " + "; ".join(diffs[:3]))
         return CheckResult("parameters_change_as_intended", PASS, "parameters end as in the original")
     initial, final = r.get("params_initial", {}), r.get("params_final", {})
-    had_grad = set(r.get("ever_grad", ()))
+    # inputs made afresh each iteration (a GAN's noise leaf) receive gradients but are
+    # not parameters: nothing is meant to update them
+    fresh = set(r.get("fresh_inputs", ()))
+    had_grad = set(r.get("ever_grad", ())) - fresh
     unchanged = []
     checked = 0
     for name, start in initial.items():
@@ -841,7 +844,8 @@ def check_parameters_change_as_intended(s: Sides) -> CheckResult:
             FAIL,
             f"{len(unchanged)} of {checked} parameter(s) with a gradient never changed ({unchanged[0]}): the update has no effect",
         )
-    return CheckResult("parameters_change_as_intended", PASS, f"all {checked} parameter(s) with a gradient were updated")
+    note = f" ({len(fresh)} input leaves made afresh each iteration not counted)" if fresh else ""
+    return CheckResult("parameters_change_as_intended", PASS, f"all {checked} parameter(s) with a gradient were updated{note}")
 
 
 def _implementations() -> dict[str, Callable[[Sides], CheckResult]]:

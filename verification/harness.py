@@ -385,6 +385,7 @@ def _leaf_records(record: dict[str, Any], probes: Probes) -> None:
     record["params_initial"] = initial
     record["steps"] = probes.step_records()
     record["ever_grad"] = probes.ever_grad()
+    record["fresh_inputs"] = probes.fresh_inputs()
     record["step_violations"] = probes.violation_records()
     record["step_violation_count"] = probes.violation_count
     record["stale_steps"] = probes.stale_steps
@@ -465,6 +466,7 @@ def _run_callable(
         qualname=qualname,
         plan=spec.get("input_plan"),
         roles=Vocabulary.from_additions(spec.get("roles")),
+        call_site=spec.get("call_site"),
     )
     try:
         target, args, kwargs = _bind(binder, namespace, qualname, spec.get("free_names") or ())
@@ -610,7 +612,7 @@ def _rerun(spec: dict[str, Any], path: str, device: str, bounds: Bounds) -> tupl
                         dtype=torch.float64 if perturbation.float64 else torch.float32,
                         factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"),
                         qualname=spec["qualname"], plan=spec.get("input_plan"),
-                        roles=Vocabulary.from_additions(spec.get("roles")))
+                        roles=Vocabulary.from_additions(spec.get("roles")), call_site=spec.get("call_site"))
         target, args, kwargs = _bind(binder, namespace, spec["qualname"], spec.get("free_names") or ())
         args = list(args)
         for index, value in enumerate(args):

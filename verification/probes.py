@@ -296,6 +296,10 @@ class Probes:
         # every byte autograd saved over the run (each storage counted when it became live)
         self._recorded_bytes = 0
         self._ever_grad: set[int] = set()
+        #: per leaf with a non-zero gradient, the first and last update epoch
+        #: (`step_count`) at which a backward gave it one; and every leaf an update touched
+        self._grad_epochs: dict[int, tuple[int, int]] = {}
+        self._updated: set[int] = set()
         self._saved: list[tuple[weakref.ref, bool]] = []
         self._graph_bytes = _LiveGraphBytes()
         self._ctx_refs: list[weakref.ref] = []
@@ -547,6 +551,8 @@ class Probes:
             contribution = after if prior is None or prior.shape != after.shape else after - prior
             if bool(contribution.abs().sum() > 0):
                 self._ever_grad.add(id(leaf))
+                first, _ = self._grad_epochs.get(id(leaf), (self.step_count, self.step_count))
+                self._grad_epochs[id(leaf)] = (first, self.step_count)
             for sums in (self._pending, self._since_any_step):
                 pending = sums.get(id(leaf))
                 sums[id(leaf)] = contribution if pending is None else pending + contribution
@@ -602,6 +608,7 @@ class Probes:
         contributions: dict[int, torch.Tensor | None] = {}
         stale = False
         for param in params:
+            self._updated.add(id(param))
             grad = _snapshot(param.grad)
             contribution = self._pending.pop(id(param), None)
             grads[id(param)] = grad
@@ -710,6 +717,30 @@ class Probes:
     def ever_grad(self) -> list[str]:
         """Leaves some backward pass gave a non-zero gradient (even if later cleared)."""
         return sorted(self.name_of(key) for key in self._ever_grad if key in self._names)
+
+    def fresh_inputs(self) -> list[str]:
+        """Leaves with a gradient that are inputs made afresh each iteration, not parameters
+        (`G_ideas = torch.randn(..., requires_grad=True)` in a GAN's loop).
+
+        Evidence, not names: no optimizer step or hand-written update ever touched the
+        leaf, and it is one of a succession of such leaves (same shape and dtype) that
+        replace each other, each receiving gradients only until the next appears. A
+        parameter the optimizer forgot is one tensor that keeps receiving gradients
+        across updates, so it never forms such a succession and stays checked."""
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for key, (first, _last) in self._grad_epochs.items():
+            tensor = self._keep.get(key)
+            if key in self._updated or tensor is None or key not in self._names:
+                continue
+            groups.setdefault((tuple(tensor.shape), tensor.dtype), []).append(key)
+        fresh: list[str] = []
+        for keys in groups.values():
+            keys.sort(key=lambda k: self._grad_epochs[k])
+            spans = [self._grad_epochs[k] for k in keys]
+            successive = all(spans[i][1] < spans[i + 1][0] for i in range(len(spans) - 1))
+            if len(keys) >= 2 and successive:
+                fresh += [self.name_of(k) for k in keys]
+        return sorted(fresh)
 
     def step_records(self) -> list[dict[str, Any]]:
         return [

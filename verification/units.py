@@ -62,6 +62,9 @@ class Unit:
     #: on an ``autograd_function`` unit: apply() argument positions this file's own code
     #: fills with a value that can carry a graph, each with where (see `graph_inputs`)
     graph_inputs: tuple[tuple[int, str], ...] = ()
+    #: on a function unit: the project's own call of it that its inputs are bound from
+    #: (`call_sites.CallSite.to_json`), None: every input synthesized
+    call_site: dict | None = None
 
     @property
     def mode(self) -> str:
@@ -83,6 +86,7 @@ class Unit:
             "import_lines": [list(r) for r in self.import_lines],
             "caller_of": self.caller_of,
             "graph_inputs": [list(entry) for entry in self.graph_inputs],
+            "call_site": self.call_site,
         }
 
 

@@ -134,6 +134,7 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "observe": observe or [],
         "input_plan": unit.get("input_plan"),
         "graph_inputs": unit.get("graph_inputs") or [],
+        "call_site": unit.get("call_site"),
     }
 
 

@@ -64,8 +64,10 @@ class MissingZeroGrad(RootTracker, Rule):
     ## What it does
     Finds training loops that call `backward()` and update the weights (an optimizer's
     `step()`, or `w -= lr * w.grad` by hand) but never zero the gradients between steps,
-    and inserts `optimizer.zero_grad()` right after the `step()` (inside the `if` of a
-    gradient-accumulation loop), or `w.grad = None` after a hand-written update.
+    and proposes `optimizer.zero_grad()` at the start of the iteration, then (if
+    verification rejects that) right after the `step()`; only the latter where the step
+    is not taken every iteration (inside the `if` of a gradient-accumulation loop), or
+    `w.grad = None` after a hand-written update.
 
     ## Why is this bad?
     `backward()` adds into `.grad`; it never overwrites. Without zeroing, the step after
@@ -192,11 +194,11 @@ class MissingZeroGrad(RootTracker, Rule):
         if fact.steps:
             if any(_is_bound_in(step.optimizer, loop) for step in fact.steps):
                 return  # a fresh optimizer (and usually model) per iteration
-            self._report_steps(fact, parents)
+            self._report_steps(loop, fact, parents)
         else:
             self._report_updates(fact, parents)
 
-    def _report_steps(self, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
+    def _report_steps(self, loop: cst.For | cst.While | cst.FunctionDef, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
         optimizers = list(dict.fromkeys(step.optimizer for step in fact.steps))
         names = ", ".join(f"`{name}`" for name in optimizers)
         message = (
@@ -209,8 +211,20 @@ class MissingZeroGrad(RootTracker, Rule):
             self.report(anchor, message + " (several optimizers and backward passes: not fixed automatically)")
             return
         edits = tuple(Edit(line, _inserter(statements)) for line, statements in insertions)
-        fix = Fix(Applicability.UNSAFE, edits, f"insert `{optimizers[0]}.zero_grad()` after the step")
-        self.report(anchor, message, fix)
+        after_step = Fix(Applicability.UNSAFE, edits, f"insert `{optimizers[0]}.zero_grad()` after the step")
+        # candidates in order: zero at the start of the iteration, before the forward pass
+        # (the usual hand fix: `.grad` read after the loop, a gradient-norm log, keeps the
+        # last step's gradients), then right after the step
+        # only where every iteration steps (the step a statement of the loop's own body,
+        # not under an accumulation `if`): else zeroing each iteration drops contributions
+        first = _first_statement(loop)
+        every_iteration = all(parents.get(id(line)) is getattr(loop, "body", None) for line, _ in insertions)
+        if len(optimizers) == 1 and first is not None and every_iteration:
+            at_start = Fix(Applicability.UNSAFE, (Edit(first, _prepender([f"{optimizers[0]}.zero_grad()"])),),
+                           f"insert `{optimizers[0]}.zero_grad()` at the start of the iteration")
+            self.report(anchor, message, at_start, (after_step,))
+        else:
+            self.report(anchor, message, after_step)
 
     def _report_updates(self, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
         by_block: dict[int, list[_Update]] = {}
@@ -475,6 +489,25 @@ def _after_scaler_update(
                 ):
                     return following
     return line
+
+
+def _first_statement(loop: cst.CSTNode) -> cst.BaseStatement | None:
+    """The first statement of a loop's indented body (None: a function, or a one-line
+    body, where a statement cannot go before it)."""
+    if isinstance(loop, (cst.For, cst.While)) and isinstance(loop.body, cst.IndentedBlock) and loop.body.body:
+        return loop.body.body[0]
+    return None
+
+
+def _prepender(statements: list[str]):
+    """An edit that keeps the statement and puts `statements` before it in its block
+    (the statement's leading comments stay with it)."""
+    parsed = [cst.parse_statement(f"{statement}\n") for statement in statements]
+
+    def replace(updated: cst.CSTNode) -> cst.FlattenSentinel:
+        return cst.FlattenSentinel([*parsed, updated])
+
+    return replace
 
 
 def _inserter(statements: list[str]):

@@ -170,12 +170,16 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
             self.report(accumulation.statement, message, fix)
             return
         method = "item" if use_item else "detach"
-        edits = tuple(Edit(value, _method_appender(method)) for value in accumulation.values)
-        fix = Fix(
-            Applicability.UNSAFE if use_item else Applicability.SAFE,
-            edits,
-            f"accumulate `.{method}()` so the graph of each iteration can be freed",
-        )
+        fix, *alternatives = [
+            Fix(
+                Applicability.UNSAFE if candidate == "item" else Applicability.SAFE,
+                tuple(Edit(value, _method_appender(candidate)) for value in accumulation.values),
+                f"accumulate `.{candidate}()` so the graph of each iteration can be freed",
+            )
+            # `.item()` where every use is numeric, and `.detach()` when verification
+            # rejects it (a later use that needs a tensor the static reading missed)
+            for candidate in ((method, "detach") if use_item else (method,))
+        ]
         self.report(
             accumulation.statement,
             f"`{name}` accumulates `{code}` with its autograd graph across iterations, keeping every "
@@ -183,6 +187,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
             f".{method}()`" if len(accumulation.values) == 1 else f"`{name}` accumulates tensors with their autograd graph across iterations; "
             f"accumulate them `.{method}()`-ed",
             fix,
+            tuple(alternatives),
         )
 
 

@@ -256,10 +256,10 @@ import torch
 def train(model, train_loader, optimizer, criterion):
     optimizer.zero_grad()
     for x, y in train_loader:
+        optimizer.zero_grad()
         loss = criterion(model(x), y)
         loss.backward()
         optimizer.step()
-        optimizer.zero_grad()
 """,
     ),
     # 2. zeroing once per epoch, outside the batch loop
@@ -279,11 +279,11 @@ for epoch in range(args.epochs):
 for epoch in range(args.epochs):
     model.zero_grad()
     for batch_idx, (data, target) in enumerate(train_loader):
+        opt.zero_grad()
         output = model(data)
         loss = F.nll_loss(output, target)
         loss.backward()
         opt.step()  # update
-        opt.zero_grad()
         if batch_idx % 10 == 0:
             print(loss.item())
 """,
@@ -330,12 +330,12 @@ import torch
 class Trainer:
     def train_epoch(self):
         for batch in self.train_loader:
+            self.optimizer.zero_grad()
             with torch.autocast("cuda"):
                 loss = self.model(**batch).loss
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
-            self.optimizer.zero_grad()
 """,
     ),
     # 5. manual SGD without zeroing: reset the grads the loop updates
@@ -481,11 +481,11 @@ def clip_gradient(optimizer, grad_clip):
 
 optimizer.zero_grad()
 for step, batch in enumerate(batches):
+    optimizer.zero_grad()
     loss = criterion(classifier(batch.text), batch.label)
     loss.backward()
     clip_gradient(optimizer, 0.5)
     optimizer.step()
-    optimizer.zero_grad()
 """,
     ),
     # the step is a method the epoch loop calls; the backward is in another method, and
