@@ -20,6 +20,9 @@ CASES = [
     ("AGF008", "graph_break.py", "did not learn", "\nlearned"),
     ("AGF010", "hidden_state_not_detached.py", "backward through the graph a second time", "chunk 4"),
     ("AGF012", "deprecated_autograd_api.py", "FutureWarning", "step 10"),
+    ("AGF013", "require_grad_typo.py", "backbone moved", "backbone frozen"),
+    ("AGF014", "checkpoint_without_use_reentrant.py", "block got no gradient", "block trained"),
+    ("AGF016", "imprecise_log_exp.py", "gradient has nan", "loss finite"),
 ]
 
 
