@@ -32,3 +32,9 @@ PARAMETER_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Pa
 #: methods of `nn.Module` that yield its parameters (`named_*` yields `(name, parameter)`)
 PARAMETER_ITERATORS = frozenset({"parameters"})
 NAMED_PARAMETER_ITERATORS = frozenset({"named_parameters"})
+
+#: anomaly mode: records a forward stack trace for every graph node (a debugging aid)
+SET_DETECT_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
+DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
+#: caching-allocator flushes: release cached blocks, to be re-reserved on the next step
+EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache", "torch.mps.empty_cache", "torch.xpu.empty_cache"})

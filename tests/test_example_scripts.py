@@ -23,6 +23,8 @@ CASES = [
     ("AGF013", "require_grad_typo.py", "backbone moved", "backbone frozen"),
     ("AGF014", "checkpoint_without_use_reentrant.py", "block got no gradient", "block trained"),
     ("AGF016", "imprecise_log_exp.py", "gradient has nan", "loss finite"),
+    ("AGF018", "backward_branches_on_tensor.py", "ambiguous", "gradcheck passes"),
+    ("AGF017", "anomaly_mode_or_empty_cache_in_training.py", "anomaly mode on", "anomaly mode off"),
 ]
 
 
