@@ -7,7 +7,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.semantic.grad_free import fresh_factory
+from autograd_fix.codemods.semantic.grad_free import grad_free
 from autograd_fix.codemods.semantic.loops import bindings, enclosing_scope, parent_map
 from autograd_fix.codemods.torch_api import NAMED_PARAMETER_ITERATORS, PARAMETER_CONSTRUCTORS, PARAMETER_ITERATORS
 
@@ -121,10 +121,13 @@ def _line_of(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.CSTNode 
 
 
 def _tensor_value(value: cst.BaseExpression | None, imports: ImportIndex) -> bool:
-    """A torch factory call or `nn.Parameter(...)`: its result is a tensor."""
-    if not isinstance(value, cst.Call):
+    """A torch factory call (or a conversion of one: `torch.zeros(n).float()`), a
+    `.detach()` / `.data`, or `nn.Parameter(...)`: its result is a tensor."""
+    if value is None:
         return False
-    return fresh_factory(value, imports) or imports.qualified_name(value.func) in PARAMETER_CONSTRUCTORS
+    if isinstance(value, cst.Call) and imports.qualified_name(value.func) in PARAMETER_CONSTRUCTORS:
+        return True
+    return not isinstance(value, cst.Name) and grad_free(value, imports, ())
 
 
 def _tensor_binding(kind: str, statement: cst.CSTNode, value: cst.BaseExpression | None, name: str, imports: ImportIndex) -> bool:

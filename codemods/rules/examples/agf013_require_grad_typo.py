@@ -213,4 +213,17 @@ x.requires_grad = grad
 y = (x * 2).sum()
 """,
     ),
+    # 9. a positional-encoding buffer made from a factory and a conversion
+    invalid(
+        """
+import torch
+pe = torch.zeros(100, 16).float()
+pe.require_grad = False
+""",
+        """
+import torch
+pe = torch.zeros(100, 16).float()
+pe.requires_grad = False
+""",
+    ),
 ]
