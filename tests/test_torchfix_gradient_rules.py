@@ -137,3 +137,65 @@ def test_each_torchfix_code_has_one_rule_here():
     sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
     spec.loader.exec_module(module)
     assert all(rule_by_code(code) is not None for code in module.CODE_MAP.values())
+
+
+def test_backward_branch_fix_passes_gradcheck_where_the_original_raised():
+    source = """
+    import torch
+
+    class UnsafeRelu(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x.clamp(min=0)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            return grad_output if ctx.saved_tensors[0] > 0 else 0
+    """
+    result = _check("AGF018", source)
+    assert result.fixed is not None
+    x = torch.tensor([-1.5, -0.3, 0.4, 2.0], dtype=torch.float64, requires_grad=True)
+    for text, works in ((textwrap.dedent(source), False), (result.fixed, True)):
+        scope: dict = {}
+        exec(compile(text, "<example>", "exec"), scope)
+        if works:
+            assert torch.autograd.gradcheck(scope["UnsafeRelu"].apply, (x,))
+        else:
+            with pytest.raises(RuntimeError, match="ambiguous"):
+                scope["UnsafeRelu"].apply(x).sum().backward()
+
+
+def test_anomaly_mode_in_a_function_that_only_evaluates_is_left_alone():
+    source = """
+    import torch
+
+    def evaluate(model, loader):
+        torch.autograd.set_detect_anomaly(True)
+        with torch.no_grad():
+            return [model(x) for x in loader]
+    """
+    assert _check("AGF017", source).findings == []
+
+
+def test_anomaly_fix_keeps_the_training_results():
+    source = """
+    import torch
+    torch.manual_seed(0)
+    torch.autograd.set_detect_anomaly(True)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        opt.zero_grad()
+        model(torch.randn(4, 3)).pow(2).mean().backward()
+        opt.step()
+    """
+    result = _check("AGF017", source)
+    assert result.fixed is not None and "set_detect_anomaly" not in result.fixed
+    weights = []
+    for text in (textwrap.dedent(source), result.fixed):
+        scope: dict = {}
+        exec(compile(text, "<example>", "exec"), scope)
+        torch.autograd.set_detect_anomaly(False)
+        weights.append(scope["model"].weight.detach().clone())
+    torch.testing.assert_close(weights[0], weights[1], rtol=0, atol=0)
