@@ -48,8 +48,10 @@ class ZeroGradSetToNoneFalse(Rule):
     frozen branch, an unused embedding row is fine, an unused layer is not): with `None`
     the optimizer skips it, with zeros it still applies weight decay and momentum, and
     code that reads `p.grad` after zeroing sees `None`. Calls on an object the file shows
-    to be something else than an optimizer or a module, and files that define their own
-    `zero_grad(set_to_none=...)`, are left alone. Below torch 1.7 (no `set_to_none`) the
+    to be something else than an optimizer or a module, files that define their own
+    `zero_grad(set_to_none=...)`, and files that add into `.grad` by hand (`p.grad += g`,
+    `p.grad.add_(g)`: a parameter server accumulating workers' gradients needs the zeros)
+    are left alone. Below torch 1.7 (no `set_to_none`) the
     rule stays silent.
 
     ## Verification
@@ -72,6 +74,8 @@ class ZeroGradSetToNoneFalse(Rule):
         super().__init__(context)
         self._calls: list[cst.Call] = []
         self._own_zero_grad = False
+        #: the file adds into `.grad` by hand: it relies on zeros being there
+        self._writes_grad = False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if node.name.value == "zero_grad" and any(p.name.value == "set_to_none" for p in node.params.params):
@@ -80,10 +84,16 @@ class ZeroGradSetToNoneFalse(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_grad" and _set_to_none_false(node):
             self._calls.append(node)
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_") and _is_grad(node.func.value):
+            self._writes_grad = True  # `p.grad.add_(g)`: needs a tensor there, not None
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if _is_grad(node.target):
+            self._writes_grad = True  # `p.grad += g` (a parameter server accumulating by hand)
 
     def leave_Module(self, original_node: cst.Module) -> None:
         floor = self.context.target_torch
-        if self._own_zero_grad or not self._calls or not supports(floor, SET_TO_NONE_SINCE):
+        if self._own_zero_grad or self._writes_grad or not self._calls or not supports(floor, SET_TO_NONE_SINCE):
             return
         drop = supports(floor, SET_TO_NONE_DEFAULT_SINCE)
         others = _other_role_names(self.context, original_node)
@@ -96,6 +106,10 @@ class ZeroGradSetToNoneFalse(Rule):
             else:
                 fix = Fix(Applicability.UNSAFE, (Edit(call, _set_to_none_true),), "pass `set_to_none=True`")
             self.report(call, fix=fix)
+
+
+def _is_grad(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == "grad"
 
 
 def _set_to_none_false(call: cst.Call) -> bool:

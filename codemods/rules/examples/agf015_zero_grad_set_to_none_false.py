@@ -69,6 +69,19 @@ import torch
 reset(set_to_none=False)
 """
     ),
+    # 9. a parameter server accumulates workers' gradients into .grad by hand: it needs the zeros
+    valid(
+        """
+import torch
+
+class BatchUpdateParameterServer:
+    def update_and_fetch_model(self, grads):
+        for p, g in zip(self.model.parameters(), grads):
+            p.grad += g
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=False)
+"""
+    ),
 ]
 
 INVALID = [
