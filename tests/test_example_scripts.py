@@ -20,6 +20,11 @@ CASES = [
     ("AGF008", "graph_break.py", "did not learn", "\nlearned"),
     ("AGF010", "hidden_state_not_detached.py", "backward through the graph a second time", "chunk 4"),
     ("AGF012", "deprecated_autograd_api.py", "FutureWarning", "step 10"),
+    ("AGF013", "require_grad_typo.py", "backbone moved", "backbone frozen"),
+    ("AGF014", "checkpoint_without_use_reentrant.py", "block got no gradient", "block trained"),
+    ("AGF016", "imprecise_log_exp.py", "gradient has nan", "loss finite"),
+    ("AGF018", "backward_branches_on_tensor.py", "ambiguous", "gradcheck passes"),
+    ("AGF017", "anomaly_mode_or_empty_cache_in_training.py", "anomaly mode on", "anomaly mode off"),
 ]
 
 

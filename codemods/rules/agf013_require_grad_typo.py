@@ -1,0 +1,169 @@
+"""AGF013 require-grad-typo: `t.require_grad = ...` on a tensor sets nothing autograd reads."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.model import Applicability, Edit, Fix
+from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.semantic.grad_free import grad_free
+from autograd_fix.codemods.semantic.loops import bindings, enclosing_scope, parent_map
+from autograd_fix.codemods.torch_api import NAMED_PARAMETER_ITERATORS, PARAMETER_CONSTRUCTORS, PARAMETER_ITERATORS
+
+TYPO = "require_grad"
+RIGHT = "requires_grad"
+
+
+class RequireGradTypo(Rule):
+    """
+    ## What it does
+    Finds `x.require_grad = ...` (and `setattr(x, "require_grad", ...)`) where `x` is a
+    tensor or a parameter, and corrects the attribute to `requires_grad`.
+
+    ## Why is this bad?
+    A tensor accepts any new Python attribute, so the misspelt assignment raises nothing
+    and changes nothing autograd reads: `param.require_grad = False` in a loop over
+    `model.named_parameters()` leaves every layer trainable (the fine-tuning freezes
+    nothing), and `x.require_grad = True` leaves `x` without a gradient. It is the first
+    pitfall of the founding article: parameters that silently never update, or update
+    when they should not (pytorch/test-infra#4687, TorchFix's TOR002).
+
+    ## Example
+    ```python
+    for name, param in model.named_parameters():
+        param.require_grad = "classifier" in name
+    ```
+
+    ## Use instead
+    ```python
+    for name, param in model.named_parameters():
+        param.requires_grad = "classifier" in name
+    ```
+
+    ## Fix safety
+    Safe: the rule fires only where the semantic model shows the object is a tensor or a
+    parameter (a torch factory such as `torch.zeros(...)`, `nn.Parameter(...)`, a target
+    of a loop over `.parameters()` / `.named_parameters()`, a module's parameter, a
+    tensor that requires grad), and `requires_grad` is the attribute the author meant.
+    An object of any other kind (a user class with its own `require_grad` attribute, a
+    configuration namespace, `self`) is left alone; a module (`model.require_grad =
+    False`) is left alone too, since `requires_grad` is no module attribute either (the
+    intent there is `model.requires_grad_(False)`, which a person should choose).
+
+    ## Verification
+    The fixed flag takes effect, so gradients change on purpose: a frozen parameter
+    keeps its value and gets no `.grad`; the parameters that should train still change.
+    """
+
+    code = "AGF013"
+    name = "require-grad-typo"
+    safety = Applicability.SAFE
+    message = "`require_grad` is not an autograd attribute (typo of `requires_grad`): the assignment changes nothing"
+    triggers = (TYPO,)
+    contract = Contract(
+        description="the corrected flag takes effect: parameters with a gradient still change, frozen ones keep their value",
+        checks=("graph_state_may_change", "parameters_change_as_intended"),
+    )
+
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._assignments: list[tuple[cst.CSTNode, cst.BaseExpression, cst.CSTNode]] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Attribute) and target.target.attr.value == TYPO:
+                self._assignments.append((node, target.target.value, target.target.attr))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not (isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3):
+            return
+        name = node.args[1].value
+        if isinstance(name, cst.SimpleString) and name.evaluated_value == TYPO and node.args[0].keyword is None:
+            self._assignments.append((node, node.args[0].value, name))
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        if not self._assignments:
+            return
+        parents = parent_map(original_node)
+        for statement, receiver, spelled in self._assignments:
+            if not self._is_tensor(receiver, statement, parents):
+                continue
+            edit = Edit(spelled, _respelled)
+            fix = Fix(Applicability.SAFE, (edit,), f"write `{RIGHT}`")
+            self.report(statement, fix=fix)
+
+    def _is_tensor(self, receiver: cst.BaseExpression, statement: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
+        """The semantic model's evidence that `receiver` is a tensor (never a name's spelling)."""
+        imports = self.context.imports
+        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
+            return False
+        tracking = self.context.semantic.tracking
+        line = _line_of(statement, parents)
+        if line is not None and tracking.is_module(receiver, line):
+            return False
+        if line is not None and tracking.tracked(receiver, line) is not None:
+            return True
+        if isinstance(receiver, cst.Call):
+            return _tensor_value(receiver, imports)
+        if not isinstance(receiver, cst.Name):
+            return False
+        scope = enclosing_scope(statement, parents)
+        found = [b for b in bindings(scope) if b.name == receiver.value]
+        return bool(found) and all(_tensor_binding(b.kind, b.statement, b.value, receiver.value, imports) for b in found)
+
+
+def _line_of(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.CSTNode | None:
+    current: cst.CSTNode | None = node
+    while current is not None and not isinstance(current, cst.SimpleStatementLine):
+        current = parents.get(id(current))
+    return current
+
+
+def _tensor_value(value: cst.BaseExpression | None, imports: ImportIndex) -> bool:
+    """A torch factory call (or a conversion of one: `torch.zeros(n).float()`), a
+    `.detach()` / `.data`, or `nn.Parameter(...)`: its result is a tensor."""
+    if value is None:
+        return False
+    if isinstance(value, cst.Call) and imports.qualified_name(value.func) in PARAMETER_CONSTRUCTORS:
+        return True
+    return not isinstance(value, cst.Name) and grad_free(value, imports, ())
+
+
+def _tensor_binding(kind: str, statement: cst.CSTNode, value: cst.BaseExpression | None, name: str, imports: ImportIndex) -> bool:
+    if kind in ("assign", "annassign"):
+        return _tensor_value(value, imports)
+    if kind == "for" and isinstance(statement, cst.For):
+        return _parameter_loop_target(statement.target, statement.iter, name)
+    return False
+
+
+def _parameter_loop_target(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> bool:
+    """`name` is a parameter of `for name in m.parameters()`, `for _, name in
+    m.named_parameters()`, or either inside `enumerate(...)`."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("enumerate", "list"):
+        inner = iterable.args[0].value if iterable.args else None
+        if inner is None:
+            return False
+        if iterable.func.value == "list":
+            return _parameter_loop_target(target, inner, name)
+        if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+            return _parameter_loop_target(target.elements[1].value, inner, name)
+        return False
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)):
+        return False
+    method = iterable.func.attr.value
+    if method in PARAMETER_ITERATORS:
+        return isinstance(target, cst.Name) and target.value == name
+    if method in NAMED_PARAMETER_ITERATORS and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+        second = target.elements[1].value
+        return isinstance(second, cst.Name) and second.value == name
+    return False
+
+
+def _respelled(updated: cst.CSTNode) -> cst.CSTNode:
+    if isinstance(updated, cst.Name):
+        return updated.with_changes(value=RIGHT)
+    assert isinstance(updated, cst.SimpleString)
+    quote = updated.quote
+    return updated.with_changes(value=f"{updated.prefix}{quote}{RIGHT}{quote}")

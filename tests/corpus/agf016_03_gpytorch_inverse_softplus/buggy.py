@@ -1,0 +1,8 @@
+import torch
+
+
+def inv_softplus(x):
+    return torch.log(torch.exp(x) - 1)
+
+
+print(inv_softplus(torch.tensor([1e-7, 1.0, 5.0])))
