@@ -65,6 +65,9 @@ SCAN_ITEMS = 64
 #: a site keeps at most this many per-pass byte counts as evidence
 KEPT_PASSES = 16
 
+#: the node that accumulates into a leaf: shared by the graphs of every iteration
+_LEAF_NODE = "AccumulateGrad"
+
 Site = tuple[str, int]  # (file as the child sees it, line)
 
 
@@ -156,11 +159,13 @@ class Watch:
         self.first_step_site: Site | None = None
         self.steps_total = 0
         self.backward_count = 0
+        self.completed_backwards = 0  # those that did not raise
         self._backward_now = -1
         self._retaining_now = False
         self._retains: list[_Retain] = []
         self.holders: dict[tuple[str, str, int, str], dict[str, Any]] = {}
         self.recurrent: dict[Site, dict[str, Any]] = {}
+        self._flagged: tuple[int, int] | None = None  # the iteration whose old graph was reported
         self.functions: dict[str, dict[str, Any]] = {}
         self.anomaly: dict[Site, int] = {}
         self.empty_cache: dict[Site, int] = {}
@@ -293,7 +298,7 @@ class Watch:
 
     def _pass_lost_one(self, owner: _Pass) -> None:
         owner.alive -= 1
-        if owner.alive <= 0 and not owner.settled:
+        if owner.alive <= 0 and owner.ended and not owner.settled:
             owner.settled = True
             stats = self.sites.setdefault(owner.site, _SiteStats())
             if not owner.unpacked:
@@ -364,7 +369,9 @@ class Watch:
             current = self._current
             current.ended = True
             if current.alive <= 0 and not current.settled:
-                current.settled = True  # saved nothing: no evidence either way
+                # saved nothing, or its graph died inside the forward (cut there: the
+                # parameters' own finding, not a graph built for nothing)
+                current.settled = True
             self._current = None
 
     def _check_inputs(self, site: Site, args: Any) -> None:
@@ -372,8 +379,12 @@ class Watch:
         roots = [t for t in iter_tensors(args) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
         if not roots:
             return
+        now = (self.steps_total, self.backward_count)
+        if self._flagged == now:
+            return  # an earlier forward of this iteration let the old graph in: reported there
         tags = self._tags_reached(roots)
         if tags:  # every tagged node is one an earlier backward went through
+            self._flagged = now
             entry = self.recurrent.setdefault(site, {"forwards": 0, "steps_behind": 0, "backwards_behind": 0})
             entry["forwards"] += 1
             entry["steps_behind"] = max(entry["steps_behind"], max(self.steps_total - tag[0] for tag in tags))
@@ -394,7 +405,9 @@ class Watch:
         saved = self._backward_now, self._retaining_now
         self._backward_now, self._retaining_now = index, retain
         try:
-            return original(roots, *args, **kwargs)
+            result = original(roots, *args, **kwargs)
+            self.completed_backwards += 1
+            return result
         finally:
             self._backward_now, self._retaining_now = saved
             self.backward_count += 1
@@ -413,6 +426,8 @@ class Watch:
                 continue
             seen.add(id(node))
             held.append(node)
+            if type(node).__name__ == _LEAF_NODE:
+                continue  # a parameter's node: every iteration's graph ends there
             metadata = node.metadata
             if TAG in metadata:
                 continue
@@ -432,6 +447,8 @@ class Watch:
                 continue
             seen.add(id(node))
             held.append(node)
+            if type(node).__name__ == _LEAF_NODE:
+                continue
             tag = node.metadata.get(TAG)
             if tag is not None:
                 tags.add(tuple(tag))
@@ -575,7 +592,7 @@ class Watch:
             "first_step_site": self.first_step_site,
             "holders": [{"file": k[0], "function": k[1], "first_line": k[2], "name": k[3], **v} for k, v in self.holders.items()],
             "recurrent": [{"file": k[0], "line": k[1], **v} for k, v in self.recurrent.items()],
-            "silent_params": silent if self.backward_count else [],
+            "silent_params": silent if self.completed_backwards else [],
             "retains": [{"file": k[0], "line": k[1], **v} for k, v in retains.items()],
             "functions": list(self.functions.values()),
             "anomaly": [{"file": k[0], "line": k[1], "passes": v} for k, v in self.anomaly.items()],

@@ -1,0 +1,339 @@
+"""`autograd-fix doctor`: bugs found by watching a bounded run of the unmodified script.
+
+Each detector has a bug (found with the right code at the right line, the line marked
+``# <- AGFnnn`` in the script) and a near-miss that looks like it (0 findings). Scripts
+are small training scripts as people write them; every run goes through the real
+sandbox (one warm worker for the module).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograd_fix.verification.doctor.diagnose import diagnose
+from autograd_fix.verification.doctor.findings import analyse
+
+PRELUDE = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+criterion = nn.CrossEntropyLoss()
+data = [(torch.randn(4, 8), torch.randint(0, 2, (4,))) for _ in range(8)]
+"""
+
+CASES = {
+    # -- AGF001: a forward whose graph no backward uses
+    "agf001_eval_without_no_grad": PRELUDE + """
+def evaluate(batches):
+    correct = 0
+    for x, y in batches:
+        out = model(x)  # <- AGF001
+        correct += (out.argmax(1) == y).sum().item()
+    return correct
+
+for epoch in range(2):
+    for x, y in data:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    print(epoch, evaluate(data[:3]))
+""",
+    "agf001_near_miss_no_grad": PRELUDE + """
+@torch.no_grad()
+def evaluate(batches):
+    return sum((model(x).argmax(1) == y).sum().item() for x, y in batches)
+
+for epoch in range(2):
+    for x, y in data:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    print(epoch, evaluate(data[:3]))
+""",
+    # -- AGF002: a step that sees gradients of earlier steps
+    "agf002_missing_zero_grad": PRELUDE + """
+for x, y in data:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()  # <- AGF002
+""",
+    "agf002_near_miss_accumulation": PRELUDE + """
+for i, (x, y) in enumerate(data):
+    loss = criterion(model(x), y) / 2
+    loss.backward()
+    if i % 2 == 1:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+    # -- AGF006: an accumulator that keeps every iteration's graph
+    "agf006_total_loss": PRELUDE + """
+def train_epoch():
+    total_loss = 0
+    for x, y in data:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss  # <- AGF006
+    return total_loss
+
+print(float(train_epoch()))
+""",
+    "agf006_near_miss_item": PRELUDE + """
+def train_epoch():
+    total_loss = 0.0
+    for x, y in data:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss.item()
+    return total_loss
+
+print(train_epoch())
+""",
+    # -- AGF010: a hidden state that carries the previous iteration's graph
+    "agf010_hidden_not_detached": """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+rnn = nn.RNN(input_size=1, hidden_size=8, batch_first=True)
+head = nn.Linear(8, 1)
+optimizer = torch.optim.Adam(list(rnn.parameters()) + list(head.parameters()), lr=0.01)
+h_state = None
+for step in range(5):
+    x = torch.randn(1, 10, 1)
+    y = torch.sin(x)
+    out, h_state = rnn(x, h_state)  # <- AGF010
+    loss = nn.functional.mse_loss(head(out), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+    # -- AGF004 and beyond: the seed's SafeCustomOp, whose grad_input misses `param`
+    "agf004_safe_custom_op": """\
+import torch
+from torch import nn
+
+
+class SafeCustomOp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, param):
+        ctx.save_for_backward(input, param)
+        return input * param
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        input, param = ctx.saved_tensors
+        grad_input = grad_output.clone()
+        grad_param = (grad_output * input).sum(0)
+        return grad_input, grad_param  # <- AGF004
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.param = nn.Parameter(torch.full((4,), 3.0))
+
+    def forward(self, x):
+        return SafeCustomOp.apply(self.fc(x), self.param).sum(1)
+
+
+torch.manual_seed(0)
+model = Scaled()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(3):
+    optimizer.zero_grad()
+    loss = model(torch.randn(5, 4)).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+""",
+    # -- AGF003: an in-place change of a tensor autograd saved (the run crashes)
+    "agf003_inplace_after_sigmoid": PRELUDE + """
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        gate = torch.sigmoid(self.fc(x))
+        gate += 0.5  # <- AGF003
+        return gate
+
+gate = Gate()
+opt = torch.optim.SGD(gate.parameters(), lr=0.1)
+for x, y in data:
+    opt.zero_grad()
+    criterion(gate(x), y).backward()
+    opt.step()
+""",
+    # -- AGF008: parameters whose graph is cut before the loss
+    "agf008_graph_cut": """\
+import torch
+from torch import nn
+
+
+class TwoStage(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x):
+        z = self.encoder(x)  # <- AGF008
+        z = torch.tensor(z.detach().numpy())
+        return self.head(z)
+
+
+torch.manual_seed(0)
+model = TwoStage()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    optimizer.zero_grad()
+    loss = nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 2, (4,)))
+    loss.backward()
+    optimizer.step()
+""",
+    "agf008_near_miss_frozen_encoder": """\
+import torch
+from torch import nn
+
+
+class TwoStage(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(8, 16).requires_grad_(False)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+torch.manual_seed(0)
+model = TwoStage()
+optimizer = torch.optim.SGD(model.head.parameters(), lr=0.1)
+for step in range(4):
+    optimizer.zero_grad()
+    loss = nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 2, (4,)))
+    loss.backward()
+    optimizer.step()
+""",
+    # -- AGF011: retain_graph=True that no later backward uses
+    "agf011_retain_unused": PRELUDE + """
+for x, y in data:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward(retain_graph=True)  # <- AGF011
+    optimizer.step()
+""",
+    "agf011_near_miss_two_losses": PRELUDE + """
+for x, y in data:
+    optimizer.zero_grad()
+    out = model(x)
+    criterion(out, y).backward(retain_graph=True)
+    out.pow(2).mean().backward()
+    optimizer.step()
+""",
+}
+
+# near-misses that differ from their bug by one line: the fix a person would write
+CASES["agf004_near_miss_right_backward"] = CASES["agf004_safe_custom_op"].replace(
+    "grad_input = grad_output.clone()", "grad_input = grad_output * param").replace("  # <- AGF004", "")
+CASES["agf003_near_miss_out_of_place"] = CASES["agf003_inplace_after_sigmoid"].replace("gate += 0.5  # <- AGF003", "gate = gate + 0.5")
+CASES["agf010_near_miss_detached"] = CASES["agf010_hidden_not_detached"].replace(
+    "    out, h_state = rnn(x, h_state)  # <- AGF010\n", "    out, h_state = rnn(x, h_state)\n    h_state = h_state.detach()\n")
+
+
+def expected(source: str) -> set[tuple[str, int]]:
+    return {(m.group(1), number) for number, line in enumerate(source.splitlines(), 1) if (m := re.search(r"# <- (AGF\d{3})", line))}
+
+
+def _run(tmp_path: Path, verifier, source: str, name: str = "train.py"):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    script = tmp_path / name
+    script.write_text(source)
+    return diagnose(str(script), source, timeout=60, verifier=verifier)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_detector(case: str, tmp_path: Path, verifier) -> None:
+    source = CASES[case]
+    diagnosis = _run(tmp_path, verifier, source)
+    assert diagnosis.status in ("finished", "crashed"), diagnosis.detail
+    got = {(f.code, f.line) for f in diagnosis.findings if f.path == "train.py"}
+    assert got == expected(source), [f.to_json() for f in diagnosis.findings]
+    assert all(f.path == "train.py" for f in diagnosis.findings)
+
+
+def test_evidence_is_measured(tmp_path: Path, verifier) -> None:
+    """Each finding says what the run measured: bytes per unused pass, the optimizer and
+    the steps, the holder and how many iterations its graph spans."""
+    source = CASES["agf001_eval_without_no_grad"]
+    (finding,) = _run(tmp_path, verifier, source).findings
+    assert finding.evidence["unused_passes"] == finding.evidence["passes"] == 6  # 3 batches x 2 epochs
+    assert finding.evidence["saved_bytes_per_pass"] > 0
+    stale = _run(tmp_path, verifier, CASES["agf002_missing_zero_grad"]).findings[0]
+    assert stale.evidence["optimizer"] == "SGD#0" and stale.evidence["steps"][0] == 2 and stale.evidence["params"] == 4
+    held = _run(tmp_path, verifier, CASES["agf006_total_loss"]).findings[0]
+    assert held.evidence["holder"] == "total_loss" and held.evidence["iterations"] >= 2
+
+
+def test_crash_is_diagnosed_up_to_it(tmp_path: Path, verifier) -> None:
+    """A script that dies half way still has what ran before its death diagnosed."""
+    source = PRELUDE + """
+for i, (x, y) in enumerate(data):
+    criterion(model(x), y).backward()
+    optimizer.step()  # <- AGF002
+    if i == 2:
+        raise ValueError("the data loader broke")
+"""
+    diagnosis = _run(tmp_path, verifier, source)
+    assert diagnosis.status == "crashed" and "ValueError" in diagnosis.detail
+    assert {(f.code, f.line) for f in diagnosis.findings} == expected(source)
+
+
+def test_hostile_exit_is_an_outcome(tmp_path: Path, verifier) -> None:
+    """A script that leaves with os._exit(0) gives no record: no finding, a status."""
+    diagnosis = _run(tmp_path, verifier, PRELUDE + "import os\nos._exit(0)\n")
+    assert diagnosis.status == "exited" and not diagnosis.findings
+
+
+def test_findings_from_a_record_without_running() -> None:
+    """`analyse` is a pure function of the record: an unused pass is AGF001 at its site."""
+    record = {"observations": {"optimizer_steps": 1, "sites": [
+        {"file": "train.py", "line": 7, "passes": 2, "unused": 0, "held": 0, "unused_bytes": []},
+        {"file": "train.py", "line": 9, "passes": 2, "unused": 2, "held": 0, "unused_bytes": [1024, 1024]},
+    ]}}
+    (finding,) = analyse(record, "train.py", lambda path: None)
+    assert (finding.code, finding.line, finding.evidence["saved_bytes_per_pass"]) == ("AGF001", 9, 1024)
+
+
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autograd_fix", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_text_and_json(tmp_path: Path) -> None:
+    """`autograd-fix doctor SCRIPT` prints each finding as path:line CODE, and says
+    whether the static rules find it too; exit status 1 with findings."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "train.py").write_text(CASES["agf002_missing_zero_grad"])
+    result = _cli(["doctor", "train.py"], tmp_path)
+    assert result.returncode == 1, result.stderr
+    line = CASES["agf002_missing_zero_grad"].splitlines().index("    optimizer.step()  # <- AGF002") + 1
+    assert f"train.py:{line} AGF002" in result.stdout
+    assert "[static: also found]" in result.stdout
+    result = _cli(["doctor", "--format", "json", "train.py"], tmp_path)
+    data = json.loads(result.stdout)
+    assert data["status"] == "finished"
+    assert [(f["code"], f["line"], f["static"]) for f in data["findings"]] == [("AGF002", line, "also found")]
