@@ -259,6 +259,9 @@ def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fo
         if saved_at:
             return [Finding("AGF003", saved_at[0], int(saved_at[1]),
                             f"a tensor this op saved was changed in place before the backward at line {line}", evidence)]
+    if "is being used in an in-place operation" in message:  # a leaf (or its view) changed in place under grad
+        return [Finding("AGF003", path, line, f"in-place change of a tensor that requires grad, under grad mode: {message[:160]}",
+                        {"error": message[:300]})]
     if "incorrect number of gradients" in message:
         return [Finding("AGF004", path, line, f"the run stopped: {message[:200]}", {"error": message[:300]})]
     if "backward through the graph a second time" in message and any(f.code in ("AGF010", "AGF006") for f in found):
