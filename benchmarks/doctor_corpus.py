@@ -14,7 +14,7 @@ Cost (`--overhead`): per runnable case, the bounded run alone and the bounded ru
 the doctor's instrumentation, each in a fresh process, alternating, best of `--repeat`;
 the ratio is of the summed times.
 
-    python benchmarks/doctor_corpus.py [--only NAME] [--overhead] [--repeat N]
+    python benchmarks/doctor_corpus.py [--only NAME] [--overhead] [--repeat N] [--sample N]
 """
 
 from __future__ import annotations
@@ -157,12 +157,10 @@ def _timed(path: Path, mode: str) -> float | None:
         return None
 
 
-def overhead(scored: list[Scored], repeat: int) -> str:
+def overhead(scored: list[Scored], repeat: int, sample: int) -> str:
     bare_total = doctor_total = 0.0
     rows = []
-    for s in scored:
-        if not s.runnable:
-            continue
+    for s in [s for s in scored if s.runnable][::sample]:
         path = s.case.folder / "buggy.py"
         bare, doctored = [], []
         for _ in range(repeat):
@@ -187,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="one case folder name")
     parser.add_argument("--overhead", action="store_true", help="also time the bounded run with and without the doctor")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sample", type=int, default=4, help="time every N-th runnable case (each costs 2 x repeat processes)")
     options = parser.parse_args(argv)
     cases = [c for c in load_cases(CORPUS_DIR) if options.only in (None, c.name)]
     started = time.perf_counter()
@@ -195,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report(scored))
     print(f"\n(diagnosed {len(cases)} cases in {time.perf_counter() - started:.0f} s)")
     if options.overhead:
-        print(overhead(scored, options.repeat))
+        print(overhead(scored, options.repeat, options.sample))
     return 0
 
 

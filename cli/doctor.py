@@ -97,7 +97,7 @@ def _texts(diagnosis: Diagnosis, script: Path, text: str) -> dict[str, str | Non
     return texts
 
 
-@doctor_app.command(no_args_is_help=True, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@doctor_app.command(no_args_is_help=True, context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": ["-h", "--help"]})
 def doctor(
     script: Path = typer.Argument(..., metavar="SCRIPT", help="The training script, run as `python SCRIPT ARGS...` would.", show_default=False),
     args: Optional[list[str]] = typer.Argument(None, metavar="[ARGS]...", help="Its arguments (default: `argv` of [tool.autograd-fix.verify]).", show_default=False),
