@@ -99,14 +99,14 @@ def audit(roots: list[Path]) -> tuple[dict, list[tuple[Path, str]]]:
     files = 0
     for root in roots:
         completed = run_tool([root])
-        if completed.returncode in (0, 2):
+        if completed.returncode in (0, 1, 2):
             document = json.loads(completed.stdout)
             findings += document["findings"]
             files += document["summary"]["files"]
             continue
         for path in sorted(root.rglob("*.py")) + sorted(root.rglob("*.ipynb")):
             single = run_tool([path])
-            if single.returncode in (0, 2):
+            if single.returncode in (0, 1, 2):
                 document = json.loads(single.stdout)
                 findings += document["findings"]
                 files += document["summary"]["files"]

@@ -14,12 +14,18 @@ timing is measured here, side by side in one run:
 - a memory blow-up under ``memory_mb=300``, next to a run of the same script that stops
   by itself at the same size: the ratio is the cost of being stopped by the memory watch.
 
+- isolation: a small patch (a script that imports torch and takes one backward step)
+  verified by a worker whose runs are confined (namespaces, the allowlisted file system,
+  a memory cgroup where one can be made) and by one with ``AUTOGRAD_FIX_NO_NAMESPACES=1``;
+  the ratio confined / unconfined is the cost of isolation per patch (two runs).
+
 Medians of `--repeat` rounds, the variants alternating within each round.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -55,14 +61,37 @@ def memory_round(verifier: Verifier) -> tuple[float, float]:
     return stopped, bounded
 
 
+STEP = BASE.replace("torch.ones(3)", "torch.ones(3, requires_grad=True)") + "(x * 2).sum().backward()\ngrad = x.grad\n"
+
+
+def isolation_round(confined: Verifier, unconfined: Verifier, patches: int = 5) -> tuple[float, float]:
+    """Seconds for `patches` patches verified one at a time, confined then not."""
+    pairs = [{"original": STEP, "rewritten": STEP + f"marker = {i}\n"} for i in range(patches)]
+    return tuple(_timed(lambda v=v: verify_many(pairs, jobs=1, verifier=v, timeout=20)) for v in (confined, unconfined))
+
+
+def _unconfined_verifier() -> Verifier:
+    from autograd_fix.verification.namespaces import DISABLE_VARIABLE
+
+    os.environ[DISABLE_VARIABLE] = "1"
+    try:
+        return Verifier()
+    finally:
+        del os.environ[DISABLE_VARIABLE]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    wide, narrow, hang, stopped, bounded = [], [], [], [], []
-    with Verifier() as verifier:
-        verify_pair(BASE, BASE + "total = total * 1\n", verifier=verifier)  # warm
+    wide, narrow, hang, stopped, bounded, confined, unconfined = [], [], [], [], [], [], []
+    with Verifier() as verifier, _unconfined_verifier() as plain:
+        for v in (verifier, plain):
+            verify_pair(BASE, BASE + "total = total * 1\n", verifier=v)  # warm
         for _ in range(args.repeat):
+            c, u = isolation_round(verifier, plain)
+            confined.append(c)
+            unconfined.append(u)
             w, n = parallel_round(verifier)
             wide.append(w)
             narrow.append(n)
@@ -75,6 +104,8 @@ def main() -> None:
     print(f"hang: verdict after {med(hang):.2f} s for a 1.5 s timeout, ratio {med(hang) / 1.5:.2f}")
     print(f"memory: stopped at 300 MB in {med(stopped):.2f} s, bounded run {med(bounded):.2f} s, "
           f"ratio {med(stopped) / med(bounded):.2f}")
+    print(f"isolation: 5 patches confined {med(confined):.2f} s, unconfined {med(unconfined):.2f} s, "
+          f"ratio {med(confined) / med(unconfined):.2f}")
 
 
 if __name__ == "__main__":

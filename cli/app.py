@@ -1,15 +1,18 @@
-"""`autograd-fix [--diff | --apply | --check] PATH...` — the command-line tool.
+"""`autograd-fix [--diff | --apply] PATH...` — the command-line tool.
 
-Exit codes: 0 fine; 1 findings remain under `--check`; 2 usage error, a path that
-could not be read, parsed or safely fixed (each reported by name; the run goes on), or
-a named path with no Python file in it; 128 + the signal's number when interrupted
-(130 for Ctrl-C, 143 for SIGTERM), after saying which files were written.
+Exit codes, Ruff's: 0 when no finding remains; 1 when findings remain (with `--diff`
+every finding remains, since nothing is written; `--exit-zero` turns this off, and
+`--exit-non-zero-on-fix` also gives 1 when `--apply` wrote a fix); 2 usage error, a
+path that could not be read, parsed or safely fixed (each reported by name; the run
+goes on), or a named path with no Python file in it; 128 + the signal's number when
+interrupted (130 for Ctrl-C, 143 for SIGTERM), after saying which files were written.
 """
 
 from __future__ import annotations
 
 import enum
 import os
+from dataclasses import dataclass
 import sys
 from pathlib import Path
 from typing import Optional
@@ -19,8 +22,8 @@ from rich.console import Console
 
 from autograd_fix import __version__
 from autograd_fix.cli.apply_files import Applier, DecisionNotes, encode, interrupt_report, new_bytes
-from autograd_fix.cli.config import ConfigError, load_config
-from autograd_fix.cli.discovery import discover
+from autograd_fix.cli.config import Config, ConfigError, ConfigLookup, parse_overrides
+from autograd_fix.cli.file_settings import discover_per_path, settings_text
 from autograd_fix.cli.notebook_check import cell_positions
 from autograd_fix.cli.interrupts import Interrupted, StopSignals
 from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
@@ -43,7 +46,7 @@ from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.safe_text import printable
 from autograd_fix.codemods.source import SourceError
 from autograd_fix.codemods.torch_version import TorchVersion
-from autograd_fix.verification.trust import Isolation, UserConfigError, load_user_settings
+from autograd_fix.verification.trust import Isolation, UserConfigError, UserSettings, load_user_settings
 from autograd_fix.verification.verdict import Status
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -92,6 +95,27 @@ def _display_path(path: Path) -> str:
     return path.as_posix()
 
 
+def _config_lookup(user: UserSettings, items: list[str], isolated: bool) -> ConfigLookup:
+    """The run's configuration lookup from `--config` items: one PATH (a file that
+    exists, or an item without '=') replaces the nearest configuration; KEY=VALUE items
+    go over whichever is used."""
+    files = [item for item in items if "=" not in item or Path(item).is_file()]
+    if len(files) > 1:
+        raise ConfigError(f"--config names more than one configuration file: {', '.join(files)}")
+    overrides = parse_overrides([item for item in items if item not in files])
+    config_file = Path(files[0]) if files else None
+    if config_file is not None and isolated:
+        raise ConfigError("--config PATH and --isolated cannot be combined")
+    return ConfigLookup(user, overrides=overrides, isolated=isolated, config_file=config_file)
+
+
+def _check_codes(*prefix_lists: list[str]) -> None:
+    for prefixes in prefix_lists:
+        bad = unknown_codes(prefixes)
+        if bad:
+            raise _usage_error(f"unknown rule code or prefix: {', '.join(bad)} (see --list-rules)")
+
+
 def _usage_error(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(EXIT_ERROR)
@@ -102,7 +126,24 @@ def check(
     paths: Optional[list[str]] = typer.Argument(None, metavar="PATH", help="Files or folders (recursive over .py and .ipynb); '-' reads stdin."),
     diff: bool = typer.Option(False, "--diff", help="Show the fixes as a unified diff; write nothing."),
     apply: bool = typer.Option(False, "--apply", help="Write the fixes (with '-': fixed source to stdout)."),
-    check_mode: bool = typer.Option(False, "--check", help="Exit 1 when any finding remains."),
+    check_mode: bool = typer.Option(  # noqa: ARG001 (exit 1 on findings is the default now)
+        False, "--check", help="Exit 1 when any finding remains (the default; kept for existing scripts and hooks).",
+    ),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings remain (errors still exit 2)."),
+    exit_non_zero_on_fix: bool = typer.Option(
+        False, "--exit-non-zero-on-fix", help="Exit 1 when --apply wrote a fix, even if no finding remains.",
+    ),
+    config_items: Optional[list[str]] = typer.Option(
+        None, "--config", metavar="PATH|KEY=VALUE",
+        help="A configuration file to use instead of the nearest one, or a KEY=VALUE setting (TOML) over it (repeatable).",
+    ),
+    isolated: bool = typer.Option(False, "--isolated", help="Read no configuration file (defaults, flags and --config KEY=VALUE)."),
+    show_settings: Optional[str] = typer.Option(None, "--show-settings", metavar="FILE", help="Show the settings FILE is checked with, and exit."),
+    show_files: bool = typer.Option(False, "--show-files", help="List the files that would be checked, and exit."),
+    force_exclude: Optional[bool] = typer.Option(
+        None, "--force-exclude/--no-force-exclude",
+        help="Apply exclude to paths named on the command line too (what pre-commit needs).",
+    ),
     select: Optional[list[str]] = typer.Option(None, "--select", metavar="CODES", help="Only these codes or prefixes (AGF0)."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", metavar="CODES", help="Skip these codes or prefixes."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
@@ -161,6 +202,15 @@ def check(
             raise _usage_error(f"unknown rule code {explain!r} (see --list-rules)")
         typer.echo(explain_text(rule))
         raise typer.Exit(EXIT_OK)
+    if show_settings is not None:
+        try:
+            user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or ())
+            config = _config_lookup(user, config_items or [], isolated).for_path(Path(show_settings))
+        except (ConfigError, UserConfigError) as error:
+            raise _usage_error(str(error))
+        for line in settings_text(show_settings, config).splitlines():
+            typer.echo(printable(line))
+        raise typer.Exit(EXIT_OK)
     if diff and apply:
         raise _usage_error("--diff and --apply cannot be combined")
     if not paths:
@@ -172,20 +222,15 @@ def check(
     config_start = Path(stdin_filename).parent if (use_stdin and stdin_filename) else Path(paths[0] if not use_stdin else ".")
     try:
         user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or ())
-        config = load_config(config_start if config_start.exists() else Path.cwd(), user)
+        lookup = _config_lookup(user, config_items or [], isolated)
+        start_config = lookup.for_path(config_start if config_start.exists() else Path.cwd())
     except (ConfigError, UserConfigError) as error:
         raise _usage_error(str(error))
-    for note in config.notes:
-        typer.echo(f"warning: {printable(note)}", err=True)
-    selected = _split_codes(select) if select is not None else config.select
-    ignored = (_split_codes(ignore) or []) + config.ignore
-    for prefixes in (selected or [], ignored):
-        bad = unknown_codes(prefixes)
-        if bad:
-            raise _usage_error(f"unknown rule code or prefix: {', '.join(bad)} (see --list-rules)")
-    unsafe = config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes
+    cli_selected = _split_codes(select)
+    cli_ignored = _split_codes(ignore) or []
+    _check_codes(cli_selected or [], cli_ignored)
     try:
-        target = TorchVersion.parse(target_torch) if target_torch is not None else config.target_torch
+        target_override = TorchVersion.parse(target_torch) if target_torch is not None else None
     except ValueError as error:
         raise _usage_error(f"--target-torch: {error}")
     mode = "apply" if apply else "diff" if diff else "report"
@@ -193,17 +238,26 @@ def check(
 
     verifying = verify and mode != "report"
 
+    def settings(path: Path) -> Config:
+        try:
+            config = lookup.for_path(path)
+        except ConfigError as error:
+            raise _usage_error(str(error))
+        _check_codes(config.select or [], config.ignore)
+        return config
+
     def make_job(path: str, data: bytes | None = None) -> Job:
-        per_file = config.ignored_codes_for(Path(path))
+        config = start_config if data is not None else settings(Path(path))
+        selected = cli_selected if cli_selected is not None else config.select
         return Job(
             path=path,
             select=tuple(selected) if selected else None,
-            ignore=tuple(ignored + per_file),
-            unsafe_fixes=unsafe,
+            ignore=tuple(cli_ignored + config.ignore + config.ignored_codes_for(Path(path))),
+            unsafe_fixes=config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes,
             compute_fix=(mode != "report" or structured) and not verifying,
             fix_diffs=output_format is OutputFormat.json,
             data=data,
-            target_torch=target,
+            target_torch=target_override or config.target_torch,
             roles=config.roles,
             fix_texts=output_format is OutputFormat.sarif,
             max_bytes=max_file_size or config.max_file_size,
@@ -212,13 +266,23 @@ def check(
     errors: list[tuple[str, str]] = []
     warnings: list[tuple[str, str]] = []  # (path, message): not errors, but exit 2
     if use_stdin:
+        _check_codes(start_config.select or [], start_config.ignore)
         job_list = [make_job(stdin_filename or "-", sys.stdin.buffer.read())]
     else:
-        found = discover(paths, config.exclude, config.root, include=config.extend_include)
+        try:
+            found = discover_per_path(paths, lookup, force_exclude)
+        except ConfigError as error:
+            raise _usage_error(str(error))
         errors.extend((missing, "no such file or folder") for missing in found.missing)
         errors.extend(found.problems)
         warnings.extend((path, f"No Python files found in {path}") for path in found.empty)
         job_list = [make_job(_display_path(path)) for path in found.files]
+        if show_files:
+            for job in job_list:
+                typer.echo(printable(job.path))
+            raise typer.Exit(EXIT_ERROR if errors or warnings else EXIT_OK)
+    for note in lookup.notes():
+        typer.echo(f"warning: {printable(note)}", err=True)
     if output_file is not None:
         try:
             check_output_path(output_file)
@@ -239,7 +303,7 @@ def check(
                 settings = VerifySettings(
                     device=device.value, timeout=verify_timeout, jobs=jobs, user=user, unverified_fixes=unverified_fixes,
                 )
-                outcomes = verify_and_compose(outcomes, job_list, settings, unsafe, progress, on_decided=decided)
+                outcomes = verify_and_compose(outcomes, job_list, settings, bool(unsafe_fixes), progress, on_decided=decided)
         except Interrupted as stop:
             typer.echo(interrupt_report(stop, applier, mode), err=True)
             raise typer.Exit(stop.exit_code)
@@ -249,7 +313,7 @@ def check(
 
     stdin_data = job_list[0].data if use_stdin else None
     sink = ReportSink(output_file, out)
-    code = _emit(
+    tally = _emit(
         outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
         applier=applier, warnings=warnings, verified_later=verify, verified=verifying if mode != "report" else None,
     )
@@ -257,11 +321,28 @@ def check(
         sink.close()
     except ReportOutputError as error:
         raise _usage_error(str(error))
-    if check_mode and code == EXIT_OK:
-        remaining = [f for o in outcomes for f in o.findings if not (mode == "apply" and f.fix_applies and o.fixed)]
-        if remaining:
-            code = EXIT_FINDINGS
-    raise typer.Exit(code)
+    raise typer.Exit(tally.exit_code(exit_zero=exit_zero, non_zero_on_fix=exit_non_zero_on_fix))
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a run ended with, for its exit code: whether an error was reported, how many
+    findings remain (not written by this run) and how many fixes were written."""
+
+    errors: bool
+    remaining: int
+    fixed: int
+
+    def exit_code(self, *, exit_zero: bool = False, non_zero_on_fix: bool = False) -> int:
+        """Ruff's exit codes: 2 for errors, else 1 when findings remain (unless
+        `exit_zero`) or, with `non_zero_on_fix`, when a fix was written; else 0."""
+        if self.errors:
+            return EXIT_ERROR
+        if exit_zero:
+            return EXIT_OK
+        if self.remaining or (non_zero_on_fix and self.fixed):
+            return EXIT_FINDINGS
+        return EXIT_OK
 
 
 def _emit(
@@ -277,7 +358,8 @@ def _emit(
     warnings: list[tuple[str, str]] | None = None,
     verified_later: bool = False,
     verified: bool | None = None,
-) -> int:
+) -> Tally:
+    """Report the run in `output_format`; what it ended with, for the exit code."""
     err = _console(color, stderr=True)
     warnings = warnings or []
     use_stdin = stdin_data is not None
@@ -312,7 +394,7 @@ def _emit(
         err.print(f"error: {printable(path)}: {printable(message)}", highlight=False, markup=False)
     for _, message in warnings:
         err.print(f"warning: {printable(message)}", highlight=False, markup=False)
-    status = EXIT_ERROR if errors or warnings else EXIT_OK
+    status = Tally(bool(errors or warnings), len(records) - fixed, fixed)
 
     if mode == "apply" and use_stdin:
         outcome = outcomes[0]
@@ -322,7 +404,7 @@ def _emit(
                 data = new_bytes(outcome, stdin_data) if outcome.notebook is not None else encode(outcome, text)
             except SourceError as error:
                 err.print(f"error: {outcome.path}: {error}", highlight=False, markup=False)
-                return EXIT_ERROR
+                return Tally(True, status.remaining, status.fixed)
             sys.stdout.buffer.write(data)
             sys.stdout.buffer.flush()
         if sink.path is None:  # stdout holds the source: the report only goes to a file

@@ -1,8 +1,13 @@
-"""`[tool.autograd-fix]` from the nearest `pyproject.toml`; command-line flags win.
+"""The settings for a file: its nearest configuration (`.autograd-fix.toml`,
+`autograd-fix.toml`, or a `pyproject.toml` with `[tool.autograd-fix]`; see
+`autograd_fix.config_files`), then `--config KEY=VALUE` overrides; command-line flags win.
+Every file of a run gets the configuration nearest to it (`ConfigLookup`), so two
+projects named in one run each keep their own settings.
 
 Keys: `select`, `ignore`, `exclude` (gitignore-style globs, relative to the
 pyproject's folder), `extend-include` (globs of more files to check as Python, beyond
-`*.py` and `*.ipynb`), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes),
+`*.py` and `*.ipynb`), `force-exclude` (bool: `exclude` also applies to paths named on
+the command line, as Ruff's; what pre-commit needs), `unsafe-fixes` (bool), `per-file-ignores` (glob -> codes),
 `max-file-size` (bytes: a larger source file is one per-file error, default 2,000,000),
 `target-torch` (the oldest PyTorch the project supports, "2.1"), and per role
 (`model`, `optimizer`, `scheduler`, `loader`, `criterion`, `loss`, `state`, `device`,
@@ -27,12 +32,14 @@ tool settings, a package folder declaring its requirements).
 from __future__ import annotations
 
 import fnmatch
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from autograd_fix.cli.discovery import ExcludePatternError, exclude_spec
+from autograd_fix.config_files import ConfigFileError, candidate_files, find_config_file, merged_tables, read_config_file
 from autograd_fix.cli.torch_floor import dependencies_floor
 from autograd_fix.codemods.semantic.roles import CONFIGURABLE_ROLES, DEFAULT_VOCABULARY, Role, Vocabulary
 from autograd_fix.codemods.source import DEFAULT_MAX_FILE_BYTES
@@ -44,7 +51,7 @@ ROLE_NAME_KEYS = {f"{role.value}-names": role for role in CONFIGURABLE_ROLES}
 ROLE_OBJECT_KEYS = {f"{role.value}-objects": role for role in CONFIGURABLE_ROLES}
 KNOWN_KEYS = frozenset(
     {"select", "ignore", "exclude", "extend-include", "unsafe-fixes", "per-file-ignores", "target-torch", "verify",
-     "max-file-size"}
+     "max-file-size", "force-exclude"}
 ) | ROLE_NAME_KEYS.keys() | ROLE_OBJECT_KEYS.keys()
 
 
@@ -59,14 +66,18 @@ class Config:
     exclude: list[str] = field(default_factory=list)
     extend_include: list[str] = field(default_factory=list)
     unsafe_fixes: bool = False
+    #: apply `exclude` to paths named on the command line too (Ruff's `force-exclude`)
+    force_exclude: bool = False
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     #: the oldest PyTorch the project supports (None: unknown, assume the newest)
     target_torch: TorchVersion | None = None
     #: role name tokens and factories, the defaults extended by `<role>-names` / `<role>-objects`
     roles: Vocabulary = DEFAULT_VOCABULARY
-    #: folder of the pyproject.toml the settings came from (None: defaults)
+    #: folder of the configuration file the settings came from (None: defaults)
     root: Path | None = None
     source: Path | None = None
+    #: the files read for these settings: `source`, then the files it extends
+    chain: tuple[Path, ...] = ()
     #: configuration files that were not read, and why
     notes: list[str] = field(default_factory=list)
     #: the largest source file analysed, in bytes (`max-file-size`)
@@ -88,17 +99,6 @@ class Config:
         return codes
 
 
-def _candidates(start: Path) -> Iterator[Path]:
-    """Every `pyproject.toml` that exists from `start` (a folder, or a file's folder) upwards."""
-    folder = start.resolve()
-    if folder.is_file():
-        folder = folder.parent
-    for candidate in (folder, *folder.parents):
-        path = candidate / "pyproject.toml"
-        if path.is_file():
-            yield path
-
-
 def _pyprojects(
     start: Path, user: UserSettings | None = None, notes: list[str] | None = None
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
@@ -106,7 +106,7 @@ def _pyprojects(
     is an error. One owned by another user is skipped (noted in `notes`) unless `user`
     trusts its project."""
     user = user if user is not None else UserSettings()
-    for path in _candidates(start):
+    for path in (found for found in candidate_files(start) if found.name == "pyproject.toml"):
         if not readable_config(str(path), user):
             if notes is not None and foreign_note(str(path)) not in notes:
                 notes.append(foreign_note(str(path)))
@@ -116,15 +116,6 @@ def _pyprojects(
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
             raise ConfigError(f"{path}: {error}") from None
         yield path, data
-
-
-def find_pyproject(start: Path, user: UserSettings | None = None, notes: list[str] | None = None) -> Path | None:
-    """Nearest `pyproject.toml` with a `[tool.autograd-fix]` table, from `start` upwards
-    (files owned by another user skipped, see `_pyprojects`)."""
-    for path, data in _pyprojects(start, user, notes):
-        if isinstance(data.get("tool"), dict) and "autograd-fix" in data["tool"]:
-            return path
-    return None
 
 
 def _declared_floor(start: Path, user: UserSettings | None = None) -> TorchVersion | None:
@@ -146,25 +137,54 @@ def _string_list(table: dict[str, Any], key: str, source: Path) -> list[str] | N
     return value
 
 
-def load_config(start: Path, user: UserSettings | None = None) -> Config:
-    """The settings for files under `start`; `user` (their configuration file when None)
-    says which projects are trusted, whose files are read whoever owns them."""
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`--config KEY=VALUE` items as a settings table (each VALUE is TOML:
+    `select=["AGF001"]`, `unsafe-fixes=true`, `verify.loop-cap=2`)."""
+    table: dict[str, Any] = {}
+    for item in items:
+        try:
+            parsed = tomllib.loads(item)
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"--config {item!r}: not KEY=VALUE in TOML ({error})") from None
+        if not parsed:
+            raise ConfigError(f"--config {item!r}: not KEY=VALUE in TOML")
+        table = merged_tables(table, parsed)
+    return table
+
+
+def load_config(
+    start: Path,
+    user: UserSettings | None = None,
+    *,
+    overrides: dict[str, Any] | None = None,
+    isolated: bool = False,
+    config_file: Path | None = None,
+) -> Config:
+    """The settings for files under `start`: its nearest configuration file (or
+    `config_file`, or none when `isolated`), with `overrides` on top; `user` (their
+    configuration file when None) says which projects are trusted, whose files are read
+    whoever owns them."""
     if user is None:
         try:
             user = load_user_settings()
         except UserConfigError as error:
             raise ConfigError(str(error)) from None
     notes: list[str] = []
-    source = find_pyproject(start, user, notes)
-    if source is None:
-        return Config(target_torch=_declared_floor(start, user), notes=notes)
-    table = tomllib.loads(source.read_text(encoding="utf-8"))["tool"]["autograd-fix"]
-    if not isinstance(table, dict):
-        raise ConfigError(f"{source}: [tool.autograd-fix] must be a table")
+    try:
+        found = None if isolated else (
+            read_config_file(config_file, user) if config_file is not None else find_config_file(start, user, notes)
+        )
+    except ConfigFileError as error:
+        raise ConfigError(str(error)) from None
+    table = merged_tables(found.table if found else {}, overrides or {})
+    if found is None and not table:
+        return Config(target_torch=None if isolated else _declared_floor(start, user), notes=notes)
+    source = found.path if found else Path("--config")
     unknown = set(table) - KNOWN_KEYS
     if unknown:
         raise ConfigError(f"{source}: unknown [tool.autograd-fix] keys: {', '.join(sorted(unknown))}")
-    config = Config(root=source.parent, source=source, notes=notes)
+    config = Config(root=found.root if found else None, source=found.path if found else None, notes=notes)
+    config.chain = found.chain if found else ()
     config.select = _string_list(table, "select", source)
     config.ignore = _string_list(table, "ignore", source) or []
     config.exclude = _string_list(table, "exclude", source) or []
@@ -173,10 +193,8 @@ def load_config(start: Path, user: UserSettings | None = None) -> Config:
         exclude_spec(config.exclude)
     except ExcludePatternError as error:
         raise ConfigError(f"{source}: [tool.autograd-fix] exclude: {error}") from None
-    unsafe = table.get("unsafe-fixes", False)
-    if not isinstance(unsafe, bool):
-        raise ConfigError(f"{source}: [tool.autograd-fix] unsafe-fixes must be true or false")
-    config.unsafe_fixes = unsafe
+    config.unsafe_fixes = _flag(table, "unsafe-fixes", source)
+    config.force_exclude = _flag(table, "force-exclude", source)
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict) or not all(
         isinstance(codes, list) and all(isinstance(c, str) for c in codes) for codes in per_file.values()
@@ -187,14 +205,21 @@ def load_config(start: Path, user: UserSettings | None = None) -> Config:
     if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
         raise ConfigError(f"{source}: [tool.autograd-fix] max-file-size must be a positive number of bytes")
     config.max_file_size = size
-    config.target_torch = _target_torch(table, source) or _declared_floor(start, user)
+    config.target_torch = _target_torch(table, source) or (None if isolated else _declared_floor(start, user))
     config.roles = _roles(table, source)
-    if "verify" in table:
-        _check_verify_table(source, user)
+    if "verify" in table and found is not None:
+        _check_verify_table(found.root, user)
     return config
 
 
-def _check_verify_table(source: Path, user: UserSettings) -> None:
+def _flag(table: dict[str, Any], key: str, source: Path) -> bool:
+    value = table.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{source}: [tool.autograd-fix] {key} must be true or false")
+    return value
+
+
+def _check_verify_table(root: Path, user: UserSettings) -> None:
     """`[tool.autograd-fix.verify]` (driver, argv, isolation, pass-env, factories) is read
     per verified file by the verification stage; a malformed one stops the run here
     instead of leaving every patch unverified."""
@@ -202,7 +227,7 @@ def _check_verify_table(source: Path, user: UserSettings) -> None:
     from autograd_fix.verification.config import load_config as load_verify_config
 
     try:
-        load_verify_config(config_dir=str(source.parent), user=user)
+        load_verify_config(config_dir=str(root), user=user)
     except VerifyConfigError as error:
         raise ConfigError(str(error)) from None
 
@@ -236,10 +261,10 @@ _Stamp = tuple[str, int, int]
 
 
 def _stamps(start: Path) -> tuple[_Stamp, ...]:
-    """What `load_config(start)` depends on: the pyproject.toml files from `start`
+    """What `load_config(start)` depends on: the configuration files from `start`
     upwards, each with its modification time and size (a few `stat` calls)."""
     stamps = []
-    for path in _candidates(start):
+    for path in candidate_files(start):
         try:
             stat = path.stat()
         except OSError:  # removed meanwhile: load_config will not see it either
@@ -275,3 +300,38 @@ class ConfigCache:
         if isinstance(entry[1], ConfigError):
             raise ConfigError(str(entry[1]))  # a fresh one: no traceback piling up
         return entry[1]
+
+
+class ConfigLookup:
+    """The settings of every file of one command-line run: each file gets the
+    configuration nearest to it, read once per folder, so `autograd-fix projA projB`
+    checks each project with its own settings whatever the order of the paths."""
+
+    def __init__(
+        self,
+        user: UserSettings,
+        *,
+        overrides: dict[str, Any] | None = None,
+        isolated: bool = False,
+        config_file: Path | None = None,
+    ) -> None:
+        self._user = user
+        self._overrides = overrides or {}
+        self._isolated = isolated
+        self._config_file = config_file
+        self._by_folder: dict[Path, Config] = {}
+
+    def for_path(self, path: Path) -> Config:
+        """The settings for `path` (a file or folder; one that does not exist: the
+        current folder's). Raises `ConfigError` for a configuration that cannot be used."""
+        folder = Path(os.path.abspath(path if path.is_dir() else (path.parent if path.exists() else Path.cwd())))
+        config = self._by_folder.get(folder)
+        if config is None:
+            config = self._by_folder[folder] = load_config(
+                folder, self._user, overrides=self._overrides, isolated=self._isolated, config_file=self._config_file
+            )
+        return config
+
+    def notes(self) -> list[str]:
+        """Every configuration file that was skipped, and why, once each."""
+        return list(dict.fromkeys(note for config in self._by_folder.values() for note in config.notes))

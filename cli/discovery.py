@@ -8,7 +8,10 @@ build outputs, caches) and the configured `exclude` globs. Matching is pathspec'
 `GitIgnoreSpec`, which follows git's own rules (negation, `**`, directory-only
 patterns, anchoring). An excluded folder is never entered, so a negation cannot bring
 back a file below it, exactly as in git. A file named explicitly on the command line is
-always checked (as Ruff does without `--force-exclude`).
+checked unless `force_exclude` is set (Ruff's `--force-exclude`, which pre-commit
+needs: it names every staged file explicitly, so without it an excluded file would be
+checked, and rewritten by the apply hook). A force-excluded path is skipped silently
+and listed in `force_excluded`; it does not make its named path "empty".
 
 Each entry is matched only against the specs of its own ancestors, with a path relative
 to each spec's folder, and the first spec (deepest first) with a matching pattern
@@ -54,6 +57,8 @@ class Discovery:
     problems: list[tuple[str, str]] = field(default_factory=list)
     #: paths given on the command line under which no file to check was found
     empty: list[str] = field(default_factory=list)
+    #: paths given on the command line that `force_exclude` skipped
+    force_excluded: list[str] = field(default_factory=list)
 
 
 def accepts_file(name: str, shown: str = "", include: tuple[str, ...] = ()) -> bool:
@@ -200,9 +205,11 @@ def discover(
     exclude: list[str] | tuple[str, ...] = (),
     config_root: Path | None = None,
     include: list[str] | tuple[str, ...] = (),
+    force_exclude: bool = False,
 ) -> Discovery:
     """Files to check under `paths`; `exclude` globs are relative to `config_root`;
-    `include` adds globs (`extend-include`) to the default `*.py` and `*.ipynb`."""
+    `include` adds globs (`extend-include`) to the default `*.py` and `*.ipynb`;
+    `force_exclude` applies `exclude` and the default excludes to the named paths too."""
     result = Discovery()
     wanted = tuple(include)
     configured = exclude_spec(exclude) if exclude else None
@@ -213,6 +220,9 @@ def discover(
         before = (len(result.files), len(result.problems))
         if not os.path.lexists(path):
             result.missing.append(raw)
+            continue
+        if force_exclude and _named_path_excluded(path, configured, base):
+            result.force_excluded.append(raw)
             continue
         if not path.is_dir():
             why = _not_a_file(path)
@@ -227,6 +237,27 @@ def discover(
             result.empty.append(raw)
     result.problems = list(dict.fromkeys(result.problems))  # a path named and walked: once
     return result
+
+
+def _named_path_excluded(path: Path, configured: GitIgnoreSpec | None, config_root: Path) -> bool:
+    """Whether a path named on the command line is excluded, judged by its path relative
+    to `config_root` (the configuration's folder, else the current one; a path outside
+    it is never excluded): the configured globs or a default exclude (such as `.venv/`)
+    match it or a folder above it. The named entry itself is not resolved, so a symlink
+    is judged by the name it was given."""
+    absolute = Path(os.path.realpath(path.parent)) / path.name
+    try:
+        parts = absolute.relative_to(config_root).parts
+    except ValueError:
+        return False
+    specs = [compile_patterns(DEFAULT_EXCLUDES), *([configured] if configured is not None else [])]
+    for depth in range(1, len(parts) + 1):
+        key = "/".join(parts[:depth])
+        if depth < len(parts) or path.is_dir():
+            key += "/"
+        if any(spec.check_file(key).include for spec in specs):
+            return True
+    return False
 
 
 def _not_a_file(path: Path) -> str | None:

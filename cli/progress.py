@@ -21,6 +21,8 @@ from typing import Callable, Iterator
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from autograd_fix.codemods.safe_text import printable
+
 #: a static run over more files than this shows a bar (a few hundred files take seconds)
 STATIC_PROGRESS_MIN_FILES = 200
 
@@ -66,7 +68,9 @@ def file_lines(console: Console | None, total: int) -> Callable[[str, str], None
 
     def note(path: str, what: str) -> None:
         done[0] += 1
-        console.print(f"autograd-fix: [{done[0]}/{total}] {path}: {what}", markup=False, highlight=False, soft_wrap=True)
+        # a file name may hold a newline or an escape sequence (a hostile repository's)
+        line = printable(f"autograd-fix: [{done[0]}/{total}] {path}: {what}")
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
         console.file.flush()
 
     return note

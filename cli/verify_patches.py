@@ -95,8 +95,12 @@ class _FileQueue:
     project's role settings (its `<role>-names` bind the names a run needs, as they
     decided the findings)."""
 
-    def __init__(self, outcome: FileOutcome, plans: FilePlans, records: list[FindingRecord], roles: Vocabulary) -> None:
+    def __init__(
+        self, outcome: FileOutcome, plans: FilePlans, records: list[FindingRecord], roles: Vocabulary, unsafe_fixes: bool = False,
+    ) -> None:
         self.outcome = outcome
+        #: the file's own `unsafe-fixes` setting (each file has its configuration's)
+        self.unsafe_fixes = unsafe_fixes
         self.plans = plans
         self.records = records
         self.roles = roles.additions()
@@ -153,7 +157,7 @@ def _queues(outcomes: list[FileOutcome], jobs: list[Job]) -> list[_FileQueue]:
         for record in records:
             if record.plan_id not in plans:  # the rules did not give the same findings twice
                 record.verification = _unverified(record, "the fix could not be planned again (rules not deterministic)")
-        queues.append(_FileQueue(outcome, plans, [r for r in records if r.plan_id in plans], job.roles))
+        queues.append(_FileQueue(outcome, plans, [r for r in records if r.plan_id in plans], job.roles, job.unsafe_fixes))
     return queues
 
 
@@ -222,7 +226,7 @@ def verify_records(
                 if notebook is not None:  # the runs saw the cells' program: name cells
                     verdict = localize_verification(verdict, notebook, pair)
                 record.verification = verdict
-                if decide(record, unsafe_fixes, settings.unverified_fixes):
+                if decide(record, unsafe_fixes or queue.unsafe_fixes, settings.unverified_fixes):
                     queue.going_in.append(record.plan_id or "")
                 busy.discard(id(queue))
                 settled(queue)

@@ -51,6 +51,7 @@ EVAL_LOOP_FIXED = textwrap.dedent(
     """
 )
 CLEAN = "import torch\n\nx = torch.ones(3)\n"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def run(*args: str, input: bytes | None = None, verify: bool = False):
 
 def test_report_lists_findings_in_editor_format(project: Path) -> None:
     result = run("src")
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # findings remain (Ruff's exit codes)
     lines = result.stdout.splitlines()
     assert lines[0] == (
         "src/train.py:11:5: AGF001 [*] evaluation loop runs the model with autograd recording; "
@@ -90,9 +91,40 @@ def test_check_exits_one_with_findings_and_zero_without(project: Path) -> None:
     assert run("--check", "src/clean.py").exit_code == 0
 
 
+@pytest.mark.parametrize("output_format", ["text", "json", "sarif", "github"])
+def test_exit_codes_follow_ruff_in_every_format(project: Path, output_format: str) -> None:
+    """1 while findings remain (no --check needed: a CI step copied from Ruff's habits
+    must fail), 0 when clean, 2 for errors; --exit-zero keeps 0, never hides errors."""
+    fmt = ["--format", output_format]
+    assert run(*fmt, "src").exit_code == 1
+    assert run(*fmt, "--diff", "src").exit_code == 1  # a diff to show
+    assert run(*fmt, "src/clean.py").exit_code == 0
+    assert run(*fmt, "--diff", "src/clean.py").exit_code == 0
+    assert run(*fmt, "--exit-zero", "src").exit_code == 0
+    assert run(*fmt, "--exit-zero", "src", "missing.py").exit_code == 2
+
+
+def test_apply_exits_zero_when_everything_was_fixed_unless_asked(project: Path) -> None:
+    source = project / "src" / "train.py"
+    assert run("--apply", "src").exit_code == 0
+    source.write_text(EVAL_LOOP)
+    assert run("--apply", "--exit-non-zero-on-fix", "src").exit_code == 1
+    assert source.read_text() == EVAL_LOOP_FIXED
+    assert run("--apply", "--exit-non-zero-on-fix", "src").exit_code == 0  # nothing fixed this time
+
+
+def test_apply_exits_one_when_a_finding_stays(project: Path) -> None:
+    """An unsafe fix that --no-verify --apply leaves alone (no --unsafe-fixes): its
+    finding remains, so the run fails as Ruff's would."""
+    shutil.copy(EXAMPLES / "missing_zero_grad.py", project / "src" / "steps.py")
+    result = run("--apply", "src/steps.py")
+    assert "AGF002" in result.stdout and result.exit_code == 1, result.stdout
+    assert run("--apply", "--exit-zero", "src/steps.py").exit_code == 0
+
+
 def test_diff_writes_nothing_and_git_apply_accepts_it(project: Path) -> None:
     result = run("--diff", "--color", "never", "src")
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # there is a diff to show
     assert (project / "src" / "train.py").read_text() == EVAL_LOOP
     assert result.stdout.startswith("--- a/src/train.py\n+++ b/src/train.py\n@@")
     if shutil.which("git") is None:
@@ -218,6 +250,31 @@ def test_gitignore_and_default_excludes(project: Path) -> None:
 def test_explicit_file_is_checked_even_if_ignored(project: Path) -> None:
     (project / "pyproject.toml").write_text('[tool.autograd-fix]\nexclude = ["src/train.py"]\n')
     assert "AGF001" in run("src/train.py").stdout
+
+
+def test_force_exclude_holds_for_named_files_as_pre_commit_passes_them(project: Path) -> None:
+    (project / "legacy").mkdir()
+    (project / "legacy" / "old.py").write_text(EVAL_LOOP)
+    (project / "pyproject.toml").write_text('[tool.autograd-fix]\nexclude = ["legacy/"]\n')
+    named = ("legacy/old.py", "src/train.py", "src/clean.py")
+    forced = run("--force-exclude", "--apply", *named)
+    assert (project / "legacy" / "old.py").read_text() == EVAL_LOOP  # not rewritten
+    assert "legacy" not in forced.stdout + forced.stderr
+    assert (project / "src" / "train.py").read_text() == EVAL_LOOP_FIXED
+    assert forced.exit_code == 0
+    # only excluded files staged: a clean run, not "no Python files"
+    only = run("--force-exclude", "legacy/old.py")
+    assert only.exit_code == 0 and "No files checked." in only.stdout, only.stdout + only.stderr
+    # the same from configuration, and a named folder that is excluded
+    (project / "pyproject.toml").write_text('[tool.autograd-fix]\nexclude = ["legacy/"]\nforce-exclude = true\n')
+    assert run("legacy/old.py", "legacy").exit_code == 0
+    assert "AGF001" in run("--no-force-exclude", "legacy/old.py").stdout
+    # default excludes count too: a file inside a virtual environment's folder
+    (project / ".venv").mkdir()
+    (project / ".venv" / "site.py").write_text(EVAL_LOOP)
+    assert "AGF001" not in run("--force-exclude", ".venv/site.py").stdout
+    (project / "pyproject.toml").write_text('[tool.autograd-fix]\nforce-exclude = "yes"\n')
+    assert run("src").exit_code == 2
 
 
 def test_stdin_report_and_apply(project: Path) -> None:

@@ -54,7 +54,7 @@ def test_diff_applies_with_git_and_gives_the_bytes_apply_writes(
     monkeypatch.chdir(tmp_path)
     _git_repo(tmp_path, {"train.py": data})
     result = run("--diff", "--no-verify", "--color", "never", "train.py")
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # a diff to show
     assert "Variable(" in result.stdout  # the change is in the diff at all
     patch = tmp_path / "fix.patch"
     patch.write_bytes(result.stdout_bytes)

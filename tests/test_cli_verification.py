@@ -108,7 +108,7 @@ def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.slow
 def test_diff_shows_verdict_and_git_apply_still_accepts_it(script: Path) -> None:
     result = CliRunner().invoke(app, ["--diff", "--color", "never", "evaluate.py"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # findings remain in --diff
     first = result.stdout.splitlines()[0]
     assert first.startswith("# AGF001 evaluate.py:9:1 accepted: ")
     assert "+    for batch in val_loader:" in result.stdout

@@ -75,7 +75,7 @@ def test_diff_applies_with_git_and_equals_apply(name: str, tmp_path: Path, monke
     subprocess.run(["git", "init", "-q"], cwd=diff_dir, check=True)
 
     diff = _run(diff_dir, monkeypatch, "--diff")
-    assert diff.exit_code == 0, diff.output
+    assert diff.exit_code == 1, diff.output  # a diff to show
     assert (diff_dir / "train.py").read_bytes() == data  # --diff writes nothing
     applied = _run(apply_dir, monkeypatch, "--apply")
     assert applied.exit_code == 0, applied.output
@@ -95,7 +95,7 @@ def test_diff_to_output_file_keeps_the_bytes(tmp_path: Path, monkeypatch: pytest
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     piped = _run(tmp_path, monkeypatch, "--diff")
     result = _run(tmp_path, monkeypatch, "--diff", "--output-file", "fix.patch")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a diff to show
     assert (tmp_path / "fix.patch").read_bytes() == piped.stdout_bytes
     subprocess.run(["git", "apply", "fix.patch"], cwd=tmp_path, check=True)
     assert b"@torch.no_grad()\r\ndef evaluate" in (tmp_path / "train.py").read_bytes()

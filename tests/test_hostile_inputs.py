@@ -83,7 +83,7 @@ def test_a_source_file_over_the_size_limit_is_one_error(tmp_path, monkeypatch):
     assert "error: generated.py: is 2,400,000 bytes, more than max-file-size (2,000,000); skipped" in result.stderr
     assert "model.py:" in result.stdout
     (tmp_path / "pyproject.toml").write_text("[tool.autograd-fix]\nmax-file-size = 3000000\n")
-    assert run(".").exit_code == 0
+    assert run(".").exit_code == 1  # read now: its finding remains, no error
     assert run("--max-file-size", "100", "model.py").exit_code == 2
 
 

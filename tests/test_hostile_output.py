@@ -98,3 +98,19 @@ def test_a_diff_of_odd_names_has_quoted_headers_that_git_applies(odd_names):
     done = subprocess.run(["git", "apply", "--check", "-v", str(patch)], cwd=odd_names, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "new\\nline.py" in done.stderr or "new\nline.py" in done.stderr
+
+
+def test_the_per_file_progress_line_escapes_an_odd_file_name():
+    """Found by benchmarks/attacks: verifying a file named with a newline and an escape
+    sequence printed ``[2/2] odd<newline>name<ESC>[31m.py`` raw on stderr."""
+    import io
+
+    from rich.console import Console
+
+    from autograd_fix.cli.progress import file_lines
+
+    out = io.StringIO()
+    note = file_lines(Console(file=out, force_terminal=False, width=200), 2)
+    note(f"odd\nname{ESC}[31m.py", "0 of 1 fix accepted")
+    assert ESC not in out.getvalue() and out.getvalue().count("\n") == 1, repr(out.getvalue())
+    assert "odd\\nname\\x1b[31m.py" in out.getvalue()

@@ -234,7 +234,7 @@ def test_the_cli_ignores_a_repositorys_isolation_off_and_says_so(repo, user_home
     monkeypatch.setenv("MY_SECRET_TOKEN", "hunter2-do-not-leak")
     monkeypatch.chdir(repo)
     result = CliRunner().invoke(app, ["--diff", "model.py", "--format", "json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # the finding remains; no error
     assert not outside.exists()
     assert "hunter2" not in result.output
     assert f'{repo / "pyproject.toml"}: ignored isolation = "off"' in result.stderr

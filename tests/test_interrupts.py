@@ -163,7 +163,7 @@ def test_a_killed_worker_leaves_no_folder_and_the_run_goes_on(project: Path, tmp
     assert worker is not None, cli.stderr
     os.kill(worker, signal.SIGKILL)
     code = cli.finish()
-    assert code == 0, cli.stderr
+    assert code == 1, cli.stderr  # the unverified finding remains; no error
     assert "unverified" in cli.stdout and "verification" in cli.stdout
     assert path.read_text() == slow_eval_script(30.0)
     assert_nothing_left(cli)

@@ -149,7 +149,7 @@ def test_a_fix_that_would_touch_a_magic_line_is_dropped(project: Path) -> None:
     assert "AGF001 evaluation loop" in report.stdout and "[*]" not in report.stdout
     assert "no fix: it would change an IPython magic line" in report.stdout
     applied = run("--apply", "nb.ipynb")
-    assert applied.exit_code == 0 and path.read_bytes() == before
+    assert applied.exit_code == 1 and path.read_bytes() == before  # the finding stays
 
 
 LINES = st.sampled_from(
@@ -198,7 +198,7 @@ def test_diff_is_per_cell_and_names_the_cell(project: Path) -> None:
     path = write(project / "nb.ipynb", eval_notebook())
     before = path.read_bytes()
     result = run("--diff", "nb.ipynb")
-    assert result.exit_code == 0 and path.read_bytes() == before
+    assert result.exit_code == 1 and path.read_bytes() == before
     assert result.stdout.startswith("--- a/nb.ipynb:cell 4\n+++ b/nb.ipynb:cell 4\n@@ -1,5 +1,6 @@\n")
     assert "+with torch.no_grad():\n" in result.stdout
     assert "No newline" not in result.stdout

@@ -134,7 +134,7 @@ def test_a_chmod_000_folder_never_stops_the_run(tmp_path: Path, monkeypatch: pyt
     assert "Traceback" not in result.output
     assert "src/model.py:" in result.stdout
     if readable:
-        assert result.exit_code == 0 and "src/locked/a.py:" in result.stdout
+        assert result.exit_code == 1 and "src/locked/a.py:" in result.stdout  # findings, no error
     else:
         assert result.exit_code == 2 and "error: src/locked: cannot read folder" in result.stderr
 

@@ -87,6 +87,8 @@ def test_manifest_declares_both_hooks() -> None:
         assert hook["entry"].split()[0] == "autograd-fix"  # the console script of this package
     assert "--check" in hooks["autograd-fix"]["entry"].split()
     assert "--apply" in hooks["autograd-fix-apply"]["entry"].split()
+    for hook in hooks.values():  # pre-commit names files explicitly: exclusions must still hold
+        assert "--force-exclude" in hook["entry"].split()
 
 
 @pytest.mark.slow
@@ -97,6 +99,9 @@ def test_hook_fails_on_a_buggy_training_file_and_passes_after_apply(tmp_path: Pa
     project = tmp_path / "project"
     project.mkdir()
     (project / "train.py").write_text(TRAIN)
+    (project / "legacy").mkdir()
+    (project / "legacy" / "old.py").write_text(TRAIN)  # the same bug, in a folder the project excludes
+    (project / "pyproject.toml").write_text('[tool.autograd-fix]\nexclude = ["legacy/"]\n')
     (project / "README.md").write_text("# a project\n")
     git("init", "-q", cwd=project)
     git("add", "-A", cwd=project)
@@ -126,6 +131,9 @@ def test_hook_fails_on_a_buggy_training_file_and_passes_after_apply(tmp_path: Pa
     assert "autograd-fix (apply fixes)" in output and "files were modified by this hook" in output
     fixed = (project / "train.py").read_text()
     assert "with torch.no_grad():\n    for inputs in val_data:\n        predictions.append(model(inputs))" in fixed
+    # pre-commit passed legacy/old.py by name; --force-exclude kept both hooks off it
+    assert "legacy/old.py" not in output
+    assert (project / "legacy" / "old.py").read_text() == TRAIN
 
     installed = {item["metadata"]["name"].lower(): item for item in json.loads(report.read_text())["install"]}
     assert "autograd-fix" in installed

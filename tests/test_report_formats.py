@@ -268,7 +268,7 @@ def test_output_file_in_diff_mode_is_a_patch_git_applies(project: Path) -> None:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
     result = run("--diff", "--output-file", "fixes.patch", "src")
-    assert result.exit_code == 0 and result.stdout == ""
+    assert result.exit_code == 1 and result.stdout == ""  # a diff to show
     assert "Would fix 1 finding of 2" in result.stderr  # the summary stays on stderr
     subprocess.run(["git", "init", "-q"], check=True)
     subprocess.run(["git", "apply", "--check", "fixes.patch"], check=True)

@@ -205,10 +205,50 @@ def test_data_preparation_loops_run_in_full():
 def test_an_exhausted_loop_is_not_reported_as_capped():
     source = ("import torch\nnet = torch.nn.Linear(2, 2)\nfor x in [torch.ones(2)] * 3:\n    net(x).sum().backward()\n"
               "gen = (x for x in [1, 2, 3])\nfor x in gen:\n    net(torch.ones(2)).sum().backward()\n"
-              "for x in range(50):\n    net(torch.ones(2))\n")
+              "for x in range(3):\n    net(torch.ones(2))\n")
     bounds = Bounds(cap=3, outer_cap=2, root="/nowhere")
     _run(source, bounds)
     assert bounds.report() == []
+
+
+def test_an_evaluation_the_patch_did_not_change_is_capped_and_one_it_changed_runs_in_full():
+    """A sampling loop of 1,000 forwards after training (yunjey's language model) is not
+    what an AGF010 fix changed: it keeps 3 iterations; the evaluation loop an AGF001 fix
+    wrapped in no_grad runs in full."""
+    source = ("import torch\nnet = torch.nn.Linear(2, 2)\nsamples = 0\nfor x in range(1000):\n"
+              "    net(torch.ones(2))\n    samples += 1\nchecked = 0\nfor x in range(50):\n"
+              "    net(torch.ones(2))\n    checked += 1\n")
+    bounds = Bounds(cap=3, outer_cap=2, root="/nowhere", changed_file="/nowhere/prep.py", changed_lines=[9])
+    ran = _run(source, bounds)
+    assert ran["samples"] == 3 and ran["checked"] == 50
+    assert [(r["where"], r["cap"], r["forward"]) for r in bounds.report()] == [("prep.py:4", 3, True)]
+    assert _run(source, Bounds(cap=3, root="/nowhere", forward_cap=0))["samples"] == 1000  # forward-loop-cap = 0
+
+
+def test_the_last_values_the_changed_lines_assign_are_outputs():
+    """`total_loss = loss.item()` (keeps the last loss) against the running sum: no line
+    of a 3-batch run prints it, but its last value differs (pytorch/examples
+    word_language_model logs it every 200 batches)."""
+    from autograd_fix.verification.bounded import observed_names
+    from autograd_fix.verification.coverage import changed_lines
+
+    script = ("import torch\nnet = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+              "def train():\n    total_loss = 0.0\n    for step in range(1000):\n        opt.zero_grad()\n"
+              "        loss = net(torch.randn(2)).pow(2).sum()\n        loss.backward()\n        opt.step()\n"
+              "        total_loss += loss.item()\n        if step % 200 == 199:\n            print(total_loss)\n"
+              "train()\n")
+    wrong = script.replace("total_loss += loss.item()", "total_loss = loss.item()")
+    hunks = changed_lines(script, wrong)
+    assert observed_names(script, wrong, hunks) == ["train.total_loss"]
+    seen = []
+    for side, text in zip(hunks, (script, wrong)):
+        bounds = Bounds(cap=3, root="/nowhere", changed_file="/nowhere/prep.py", changed_lines=side[0],
+                        observe=["train.total_loss"])
+        _run(text, bounds)
+        seen.append(bounds.observed())
+    key = "total_loss (last value assigned by the changed code in train)"
+    assert set(seen[0]) == set(seen[1]) == {key}
+    assert seen[0][key] != seen[1][key]
 
 
 def test_caps_come_from_the_project_configuration(tmp_path, verifier):

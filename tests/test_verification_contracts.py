@@ -795,4 +795,7 @@ def test_every_registered_check_has_one_implementation_and_its_probes():
     assert written == set(CHECK_NAMES)  # no implementation outside the registry
     # the harness turns on exactly what a contract's checks name
     assert probes_for(["gradients_match_finite_differences"]) == {Probe.GRAD_INPUTS, Probe.FINITE_DIFFERENCES}
-    assert probes_for(["outputs_equal", "grads_equal"]) == frozenset()
+    assert probes_for(["grads_equal", "retained_graph_not_higher"]) == frozenset()
+    # value comparisons re-run at a second point; no checks at all: the generic contract's
+    assert probes_for(["outputs_equal", "grads_equal"]) == {Probe.SECOND_POINT}
+    assert probes_for([]) == {Probe.SECOND_POINT}

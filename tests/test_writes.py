@@ -227,7 +227,7 @@ def test_report_file_behind_a_symlink_stays_a_symlink(project: Path) -> None:
     (project / "reports" / "latest.json").write_text("{}")
     (project / "report.json").symlink_to("reports/latest.json")
     result = CliRunner().invoke(app, ["--format", "json", "-o", "report.json", "src"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # findings remain
     assert (project / "report.json").is_symlink()
     assert '"findings"' in (project / "reports" / "latest.json").read_text()
 

@@ -23,7 +23,8 @@ from .shadow import ShadowCopies, ShadowError, project_root
 from .redact import Redactor
 from .source_memo import SourceMemo
 from .trust import UserSettings
-from .units import Unit, UnitError, _Module, find_units
+from .found_drivers import find_drivers
+from .units import Unit, UnitError, _Module, drive_units, find_units
 from .verdict import ACCEPTED, UNVERIFIED, UnitResult, Verdict, combine
 
 DEFAULT_MEMORY_MB = 4096
@@ -96,6 +97,11 @@ def _request(
         place = _place(path, config, shadows)
     except ShadowError as exc:
         return None, Verdict(UNVERIFIED, str(exc), rule, (), notes=notes)
+    if command is None and merged.get("entry") is None and place["user_root"]:
+        # a library file: the project's own scripts, entry points and tests that reach it
+        changed = [u.qualname for u in units if u.kind in ("function", "method") and u.caller_of is None and u.qualname]
+        if changed:
+            units = drive_units(units, find_drivers(place["user_root"], path, changed, argv=config.argv))
     checks = merged.get("checks")
     request = {
         "op": "verify",

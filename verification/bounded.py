@@ -17,10 +17,22 @@ work" is observed, not guessed from names:
   `cap` working iterations (3 by default), or `outer_cap` (2) when working iterations
   of another loop ran inside it (an epoch loop around a batch loop). Every entry of a
   loop counts afresh: each of the 2 epochs runs 3 batches.
-* a loop whose iterations only run forwards (an evaluation, inference) runs in full
-  unless `forward_cap` is set: its results are often paired with data that no cap
-  shortens (``torch.cat(predictions)`` against every label of the dataset), and it runs
-  at most once per capped epoch.
+* a loop whose iterations only run forwards (an evaluation, sampling 1,000 words)
+  keeps `DEFAULT_FORWARD_CAP` (3) of them when the patch changed none of its lines, and
+  runs in full when it did (what the patch changed runs as in the full program);
+  ``forward-loop-cap`` sets one number for all of them (0: all in full). Its results
+  are sometimes paired with data no cap shortens (``torch.cat(predictions)`` against
+  every label of the dataset): when both sides then stop at the same error that is not
+  autograd's, the pair runs again with evaluation loops in full
+  (`evaluation_cut_broke`); when the original run does not fit the time limit while
+  an evaluation the patch changed ran in full, the pair runs again with every
+  evaluation loop capped (the verdict names them among what was shortened).
+
+What a script shows only later is compared at the end: names that both versions
+assign on lines the patch changed (`observed_names`: ``total_loss`` of ``total_loss +=
+loss.item()``) are reported after each such assignment, and their last values are
+outputs of the run. A running loss logged every 200 batches is never printed by a run
+of 3 batches, yet a rewrite that keeps only the last loss leaves a different value.
 
 Loops inside a model's ``forward`` (``for layer in self.layers``) see no event (the
 module call that contains them has not ended) and are never cut; neither is a loop
@@ -67,6 +79,7 @@ import importlib.machinery
 import json
 import operator
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
@@ -75,7 +88,10 @@ if TYPE_CHECKING:  # torch is imported where the caps are installed, in the run 
 
 DEFAULT_CAP = 3
 DEFAULT_OUTER_CAP = 2
+#: forward-only iterations (an evaluation, sampling) kept by a loop the patch did not change
+DEFAULT_FORWARD_CAP = 3
 LOOP = "__autograd_fix_loop__"
+SEEN = "__autograd_fix_seen__"
 WHILE_ENTER = "__autograd_fix_while__"
 WHILE_MORE = "__autograd_fix_more__"
 #: a line the run child writes to its output when it first caps a loop
@@ -100,6 +116,64 @@ def _label(node: ast.AST) -> str:
     return text
 
 
+#: names of values read from a clock or derived from one (an iteration's `dt`, tokens per
+#: second, model FLOPs utilisation): they differ between any two runs, so they are not outputs
+VOLATILE_NAME = re.compile(
+    r"time|elapsed|duration|^start$|^end$|^t\d+$|^tic$|^toc$|^now$|timestamp|"
+    r"^dt$|^dt_|_dt$|per_sec|per_second|per_s$|throughput|^fps$|latency|^mfu$|_mfu$|^mfu_"
+)
+
+
+def _target_names(targets: list[ast.expr]) -> list[str]:
+    """Plain names a statement assigns (``a``, ``a, b = ...``); not attributes or items."""
+    names: list[str] = []
+    for target in targets:
+        if isinstance(target, ast.Name):
+            names.append(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            names += _target_names(list(target.elts))
+        elif isinstance(target, ast.Starred):
+            names += _target_names([target.value])
+    return names
+
+
+def _assigned_on(source: str, lines: set[int]) -> set[str]:
+    """``scope.name`` of the names assigned by statements that start on `lines`."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    found: set[str] = set()
+
+    def walk(node: ast.AST, scope: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                walk(child, [*scope, child.name])
+                continue
+            if isinstance(child, (ast.Lambda, ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)):
+                continue
+            if isinstance(child, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and child.lineno in lines:
+                targets = list(child.targets) if isinstance(child, ast.Assign) else [child.target]
+                if not isinstance(child, ast.AnnAssign) or child.value is not None:
+                    found.update(f"{'.'.join(scope) or '<module>'}.{name}" for name in _target_names(targets))
+            walk(child, scope)
+
+    walk(tree, [])
+    return found
+
+
+def observed_names(original: str, rewritten: str, hunks: tuple[list[list[int]], list[list[int]]]) -> list[str]:
+    """Names both versions assign on lines the patch changed (``scope.name``): their last
+    values are compared as outputs of a bounded run. A script often shows what such a
+    line computes only later (a running loss printed every 200 batches, which a run of 3
+    batches never reaches); the value itself, at the end of the shortened run, is what
+    that later line would have read. Names of clock readings are left out."""
+    lines_a = {line for hunk in hunks[0] for line in hunk}
+    lines_b = {line for hunk in hunks[1] for line in hunk}
+    both = _assigned_on(original, lines_a) & _assigned_on(rewritten, lines_b)
+    return sorted(key for key in both if not VOLATILE_NAME.search(key.rpartition(".")[2]))
+
+
 def _is_generator(node: ast.AST) -> bool:
     """A function whose own body yields (nested functions and classes aside)."""
     stack = list(ast.iter_child_nodes(node))
@@ -121,6 +195,9 @@ class _Capper(ast.NodeTransformer):
         self.bounds = bounds
         self.filename = filename
         self._in_generator = [False]
+        self._scope: list[str] = []
+        #: this file's lines the patch changed (empty for the project's other files)
+        self._changed = bounds.changed_lines if bounds.changed_file == filename else frozenset()
 
     def _wrap(self, iterable: ast.expr, loop_id: int) -> ast.expr:
         call = ast.Call(func=ast.Name(id=LOOP, ctx=ast.Load()), args=[iterable, ast.Constant(loop_id)], keywords=[])
@@ -128,11 +205,47 @@ class _Capper(ast.NodeTransformer):
 
     def _scoped(self, node: ast.AST, in_generator: bool) -> ast.AST:
         self._in_generator.append(in_generator)
+        self._scope.append(getattr(node, "name", "<genexpr>"))
         try:
             self.generic_visit(node)
         finally:
             self._in_generator.pop()
+            self._scope.pop()
         return node
+
+    def _holds_change(self, node: ast.AST) -> bool:
+        """The patch changed a line of this loop (its header or its body)."""
+        end = getattr(node, "end_lineno", None) or node.lineno
+        return any(node.lineno <= line <= end for line in self._changed)
+
+    def _register(self, node: ast.AST, line: int, label: str) -> int:
+        return self.bounds.register(self.filename, line, label, changed=self._holds_change(node))
+
+    def _observed(self, node: ast.stmt, targets: list[ast.expr]) -> Any:
+        """The statement, followed by a report of the values it assigned to names the
+        job asked to observe (an assignment on a changed line, see `observed_names`)."""
+        if not self._changed or not self.bounds.observe or node.lineno not in self._changed:
+            return node
+        scope = ".".join(self._scope) or "<module>"
+        calls = []
+        for name in _target_names(targets):
+            key = f"{scope}.{name}"
+            if key in self.bounds.observe:
+                call = ast.Call(func=ast.Name(id=SEEN, ctx=ast.Load()), args=[ast.Constant(key), ast.Name(id=name, ctx=ast.Load())], keywords=[])
+                calls.append(ast.copy_location(ast.Expr(ast.copy_location(call, node)), node))
+        return [node, *calls] if calls else node
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        self.generic_visit(node)
+        return self._observed(node, list(node.targets))
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> Any:
+        self.generic_visit(node)
+        return self._observed(node, [node.target])
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> Any:
+        self.generic_visit(node)
+        return self._observed(node, [node.target]) if node.value is not None else node
 
     def _function(self, node: ast.AST) -> ast.AST:
         return self._scoped(node, _is_generator(node))
@@ -148,21 +261,21 @@ class _Capper(ast.NodeTransformer):
     def visit_For(self, node: ast.For) -> ast.AST:
         self.generic_visit(node)
         if not self._in_generator[-1]:
-            node.iter = self._wrap(node.iter, self.bounds.register(self.filename, node.lineno, _label(node)))
+            node.iter = self._wrap(node.iter, self._register(node, node.lineno, _label(node)))
         return node
 
     def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
         self.generic_visit(node)
         if not node.is_async and not self._in_generator[-1]:
             label = "for " + _target(node.target)
-            node.iter = self._wrap(node.iter, self.bounds.register(self.filename, node.iter.lineno, label[:_LABEL_CHARS]))
+            node.iter = self._wrap(node.iter, self._register(node.iter, node.iter.lineno, label[:_LABEL_CHARS]))
         return node
 
     def visit_While(self, node: ast.While) -> Any:
         self.generic_visit(node)
         if self._in_generator[-1]:
             return node
-        loop_id = self.bounds.register(self.filename, node.lineno, _label(node))
+        loop_id = self._register(node, node.lineno, _label(node))
         more = ast.Call(func=ast.Name(id=WHILE_MORE, ctx=ast.Load()), args=[ast.Constant(loop_id)], keywords=[])
         node.test = ast.copy_location(ast.BoolOp(op=ast.And(), values=[ast.copy_location(more, node.test), node.test]), node.test)
         enter = ast.Expr(ast.Call(func=ast.Name(id=WHILE_ENTER, ctx=ast.Load()), args=[ast.Constant(loop_id)], keywords=[]))
@@ -172,15 +285,19 @@ class _Capper(ast.NodeTransformer):
 class _Loop:
     """One loop, over all its entries: where it is and how often it was cut."""
 
-    __slots__ = ("filename", "line", "label", "capped", "cap", "entries", "announced", "outer")
+    __slots__ = ("filename", "line", "label", "capped", "cap", "entries", "announced", "outer", "changed", "forward_cap",
+                 "forward")
 
-    def __init__(self, filename: str, line: int, label: str) -> None:
+    def __init__(self, filename: str, line: int, label: str, changed: bool = False, forward_cap: int = 0) -> None:
         self.filename, self.line, self.label = filename, line, label
         self.capped = 0  # entries that were cut
         self.cap = 0
         self.entries = 0
         self.announced = False
         self.outer = False  # an entry had another loop's working iterations inside it
+        self.changed = changed  # the patch changed a line of this loop
+        self.forward_cap = forward_cap  # forward-only iterations an entry keeps (0: all)
+        self.forward = False  # an entry was cut after forward-only iterations (an evaluation)
 
 
 class _Entry:
@@ -209,7 +326,8 @@ class _Entry:
         if not self.started:
             return True
         cap = bounds.outer_cap if self.outer else bounds.cap
-        return self.working < cap and not (bounds.forward_cap and self.forward_only >= bounds.forward_cap)
+        forward_cap = self.loop.forward_cap
+        return self.working < cap and not (forward_cap and not self.working and self.forward_only >= forward_cap)
 
     def kept(self) -> int:
         return self.working if self.working else self.forward_only
@@ -224,6 +342,7 @@ class _Entry:
         loop.capped += 1
         loop.cap = max(loop.cap, self.kept())
         loop.outer = loop.outer or self.outer
+        loop.forward = loop.forward or not self.working
         if not loop.announced:
             loop.announced = True
             self.bounds.announce(loop, self.kept())
@@ -255,7 +374,7 @@ class _Capped:
         entry = self._entry
         bounds = entry.bounds
         if entry.started:
-            if bounds.events != entry.events or bounds.ticks != entry.ticks or (bounds.forward_cap and bounds.forwards != entry.forwards):
+            if bounds.events != entry.events or bounds.ticks != entry.ticks or (entry.loop.forward_cap and bounds.forwards != entry.forwards):
                 if not entry.at_iteration_start():
                     self._done = True
                     if self._would_go_on():
@@ -312,11 +431,19 @@ class Bounds:
     capped); `cap` 0 turns capping off (sources compile unchanged)."""
 
     def __init__(self, cap: int = DEFAULT_CAP, outer_cap: int = DEFAULT_OUTER_CAP, root: str | None = None,
-                 announce_fd: int | None = None, forward_cap: int = 0) -> None:
+                 announce_fd: int | None = None, forward_cap: int | None = None, changed_file: str | None = None,
+                 changed_lines: Iterable[int] = (), observe: Iterable[str] = ()) -> None:
         self.cap = int(cap)
         self.outer_cap = int(outer_cap) if outer_cap else self.cap
-        #: forward-only loops (an evaluation) run in full unless this is set
-        self.forward_cap = int(forward_cap or 0)
+        #: forward-only loops (an evaluation): None caps those the patch did not change at
+        #: `DEFAULT_FORWARD_CAP` and runs the others in full; a number applies to all (0: none)
+        self.forward_cap = None if forward_cap is None else int(forward_cap)
+        #: the file the patch changed (its path in the run's copy) and this side's changed lines
+        self.changed_file = os.path.abspath(changed_file) if changed_file else None
+        self.changed_lines = frozenset(int(line) for line in changed_lines)
+        #: ``scope.name`` of names assigned on changed lines whose last values are outputs
+        self.observe = frozenset(observe)
+        self._seen: dict[str, Any] = {}
         self.forwards = 0
         self.root = os.path.abspath(root) if root else None
         self.announce_fd = announce_fd
@@ -333,8 +460,12 @@ class Bounds:
         return self.cap > 0
 
     # -- compiling -------------------------------------------------------------------
-    def register(self, filename: str, line: int, label: str) -> int:
-        self._loops.append(_Loop(filename, line, label))
+    def register(self, filename: str, line: int, label: str, changed: bool = False) -> int:
+        if self.forward_cap is not None:
+            forward_cap = self.forward_cap
+        else:
+            forward_cap = 0 if changed else DEFAULT_FORWARD_CAP
+        self._loops.append(_Loop(filename, line, label, changed, forward_cap))
         return len(self._loops) - 1
 
     def owns(self, filename: str | None) -> bool:
@@ -349,7 +480,7 @@ class Bounds:
             return compile(source, filename, "exec", dont_inherit=True)
         tree = ast.parse(source, filename)  # a SyntaxError is the caller's, as for compile
         try:
-            tree = ast.fix_missing_locations(_Capper(self, filename).visit(tree))
+            tree = ast.fix_missing_locations(_Capper(self, os.path.abspath(filename)).visit(tree))
             return compile(tree, filename, "exec", dont_inherit=True)
         except (RecursionError, ValueError, TypeError, MemoryError):
             return compile(source, filename, "exec", dont_inherit=True)
@@ -372,6 +503,22 @@ class Bounds:
             return False
         entry.begin()
         return True
+
+    def _seen_value(self, key: str, value: Any) -> None:
+        """The value a changed line just assigned (the last one is the output). A tensor
+        is kept detached: holding it must not keep its graph alive for the memory probes."""
+        detach = getattr(value, "detach", None)
+        if detach is not None and type(value).__module__.startswith("torch"):
+            try:
+                value = detach()
+            except Exception:  # noqa: BLE001 - a tensor subclass that refuses
+                pass
+        self._seen[key] = value
+
+    def observed(self) -> dict[str, Any]:
+        """The last values of the observed names, keyed as verdicts name them."""
+        return {f"{key.rpartition('.')[2]} (last value assigned by the changed code in {key.rpartition('.')[0]})": value
+                for key, value in sorted(self._seen.items())}
 
     # -- events -------------------------------------------------------------------------
     def _pre_forward(self, module: nn.Module, args: Any) -> None:
@@ -399,7 +546,8 @@ class Bounds:
         import torch.optim.optimizer as _optimizer_module
         from torch import nn
 
-        for name, helper in ((LOOP, self._loop), (WHILE_ENTER, self._while_enter), (WHILE_MORE, self._while_more)):
+        for name, helper in ((LOOP, self._loop), (WHILE_ENTER, self._while_enter), (WHILE_MORE, self._while_more),
+                             (SEEN, self._seen_value)):
             setattr(builtins, name, helper)
             self._undo.append(lambda name=name: delattr(builtins, name) if hasattr(builtins, name) else None)
         finder = _ProjectFinder(self)
@@ -470,11 +618,12 @@ class Bounds:
         kept per entry, and how many entries (of how many) were cut."""
         cut = sorted((loop for loop in self._loops if loop.capped), key=lambda loop: (not loop.outer, loop.filename, loop.line))
         return [
-            {"where": self._where(loop), "label": loop.label, "cap": loop.cap, "capped": loop.capped, "entries": loop.entries}
+            {"where": self._where(loop), "label": loop.label, "cap": loop.cap, "capped": loop.capped, "entries": loop.entries,
+             "forward": loop.forward}
             for loop in cut
         ]
 
-    def settings(self) -> dict[str, int]:
+    def settings(self) -> dict[str, int | None]:
         return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap}
 
 
@@ -515,6 +664,19 @@ def applies(unit: dict[str, Any], settings: dict[str, Any] | None) -> dict[str, 
     return None
 
 
+def evaluation_cut_broke(outcomes: Any) -> bool:
+    """Both sides stopped at the same error that is not autograd's after an evaluation
+    loop was cut: often the cut itself (predictions of 3 batches paired with every label
+    of the dataset), so the pair is run again with evaluation loops in full."""
+    if len(outcomes) != 2 or any(o.status != "ok" or o.record is None for o in outcomes):
+        return False
+    first, second = (o.record.get("exception") for o in outcomes)
+    if not first or not second or first.get("autograd") or (first["type"], first["message"]) != (second["type"], second["message"]):
+        return False
+    loops = (outcomes[0].record.get("bounded") or {}).get("loops") or []
+    return any(loop.get("forward") for loop in loops)
+
+
 def note_timeouts(outcomes: Any, settings: dict[str, Any] | None) -> Any:
     """A run killed at its time limit although its loops were capped says so, and what
     had been shortened by then (from the markers it wrote, which are then dropped from
@@ -532,5 +694,7 @@ def note_timeouts(outcomes: Any, settings: dict[str, Any] | None) -> Any:
         else:
             cap, outer = settings.get("cap"), settings.get("outer_cap")
             outcome.detail += (f", even shortened (loops that run a backward or an optimizer step capped at {cap} "
-                               f"iterations, {outer} for outer loops; none had reached its cap)")
+                               f"iterations, {outer} for outer loops, evaluation loops the patch did not change at "
+                               f"{settings.get('forward_cap') if settings.get('forward_cap') is not None else DEFAULT_FORWARD_CAP}; "
+                               "none had reached its cap: the first iterations alone do not fit the time limit)")
     return outcomes

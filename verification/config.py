@@ -9,8 +9,10 @@ arguments a script driver gets after its name (default none, so argparse default
 ``loop-cap`` (default 3) and ``outer-loop-cap`` (default 2) bound script and driver runs
 (see `bounded`): a loop whose iterations run a backward or an optimizer step stops
 after that many such iterations, the second for a loop around such loops (an epoch
-loop); ``loop-cap = 0`` runs the program in full. ``forward-loop-cap`` (default 0: in
-full) caps loops that only run a model's forward (an evaluation).
+loop); ``loop-cap = 0`` runs the program in full. ``forward-loop-cap`` caps loops that
+only run a model's forward (an evaluation, sampling): unset, those the patch did not
+change keep 3 iterations and those it changed run in full; a number applies to all of
+them (0: all in full).
 
 ``isolation`` (``"auto"``, the default, ``"required"`` or ``"off"``) says how runs are
 confined (see `isolation`): ``auto`` isolates where the OS allows and says so on every
@@ -44,7 +46,11 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 
-from .trust import MODES, UserConfigError, UserSettings, foreign_note, load_user_settings, readable_config, weigh
+from pathlib import Path
+
+from autograd_fix.config_files import ConfigFileError, candidate_files, find_config_file, read_config_file, settings_table
+
+from .trust import MODES, UserConfigError, UserSettings, load_user_settings, readable_config, weigh
 
 #: keys of the table that are settings, not input factories
 SETTINGS = frozenset({"driver", "argv", "isolation", "pass-env", "loop-cap", "outer-loop-cap", "forward-loop-cap"})
@@ -68,8 +74,9 @@ class VerifyConfig:
     #: and a loop around such loops (an epoch loop)
     loop_cap: int = DEFAULT_LOOP_CAP
     outer_loop_cap: int = DEFAULT_OUTER_LOOP_CAP
-    #: iterations a loop that only runs forwards (an evaluation) keeps (0: runs in full)
-    forward_loop_cap: int = 0
+    #: iterations a loop that only runs forwards (an evaluation) keeps (0: runs in full;
+    #: None: 3 for loops the patch did not change, the others in full)
+    forward_loop_cap: int | None = None
     #: what was not taken from the repository, and why (each names the file)
     notes: tuple[str, ...] = ()
 
@@ -84,25 +91,31 @@ class ConfigError(ValueError):
     """The ``[tool.autograd-fix.verify]`` table is malformed."""
 
 
+def _read_toml(path: str) -> dict:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigFileError(f"{path}: {exc}") from exc
+
+
 def find_pyproject(start: str, user: UserSettings | None = None, notes: list[str] | None = None) -> str | None:
-    """The nearest ``pyproject.toml`` at or above `start` (a file or a folder) that may
-    be read: one owned by another user is skipped (noted in `notes`) unless `user`
-    trusts its project."""
+    """The configuration file for `start` (a file or a folder), the same one the command
+    line uses (`autograd_fix.config_files`): the nearest ``.autograd-fix.toml``,
+    ``autograd-fix.toml`` or ``pyproject.toml`` with settings, or else the nearest
+    readable ``pyproject.toml`` (its folder is still the project's root); one owned by
+    another user is skipped (noted in `notes`) unless `user` trusts its project."""
+    try:
+        found = find_config_file(Path(start), user, notes)
+    except ConfigFileError as exc:
+        raise ConfigError(str(exc)) from exc
+    if found is not None:
+        return str(found.path)
     user = user if user is not None else UserSettings()
-    current = os.path.abspath(start)
-    if not os.path.isdir(current):
-        current = os.path.dirname(current)
-    while True:
-        candidate = os.path.join(current, "pyproject.toml")
-        if os.path.isfile(candidate):
-            if readable_config(candidate, user):
-                return candidate
-            if notes is not None:
-                notes.append(foreign_note(candidate))
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent
+    for candidate in candidate_files(Path(start)):
+        if candidate.name == "pyproject.toml" and readable_config(str(candidate), user):
+            return str(candidate)
+    return None
 
 
 def load_config(
@@ -123,11 +136,12 @@ def load_config(
         safety = weigh(user, None, None, ())
         return VerifyConfig(isolation=safety.isolation, pass_env=safety.pass_env, notes=tuple(skipped))
     try:
-        with open(pyproject, "rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{pyproject}: {exc}") from exc
-    table = data.get("tool", {}).get("autograd-fix", {}).get("verify", {})
+        settings = settings_table(Path(pyproject), _read_toml(pyproject)) or {}
+        if "extend" in settings:
+            settings = read_config_file(Path(pyproject), user).table
+    except ConfigFileError as exc:
+        raise ConfigError(str(exc)) from exc
+    table = settings.get("verify", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] must be a table")
     driver = table.get("driver")
@@ -143,8 +157,11 @@ def load_config(
     if not isinstance(pass_env, list) or not all(isinstance(a, str) and a and "=" not in a for a in pass_env):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] pass-env must be a list of variable names, got {pass_env!r}")
     caps = {}
-    for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", 0)):
+    for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", None)):
         value = table.get(key, default)
+        if value is None:
+            caps[key] = value
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] {key} must be a whole number of iterations (0: no cap), got {value!r}")
         caps[key] = value

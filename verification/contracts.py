@@ -37,10 +37,23 @@ Tolerances (documented, stable):
 * forward values recorded before each backward (the loss, the outermost modules'
   outputs): the tensor tolerances above; an original that raised is compared on the
   records it made before raising.
+* a second point (``outputs_equal``, ``accumulated_values_equal``,
+  ``forward_values_equal``, ``equal_or_gradients_corrected``): each side re-run up to
+  its first backward with every parameter and tensor input moved by a tenth of its
+  size along a seeded direction and the seeds shifted, the same on both sides
+  (`directional.second_point`); the first loss (or the randomly weighted outputs of a
+  unit without backward) must agree within rtol=1e-5, atol=1e-5. Where either side
+  cannot reach it (it raises first, the run used a third of its time limit) only the
+  run's own point is compared.
 * a custom Function's ``backward`` against the original's on the same ctx: equal, or
   ``allclose`` at float defaults (the same inputs give the same bits unless the formula
   was rewritten); a custom Function's gradients against finite differences: the
   directional rule above, per input.
+* observables of graph state (``graph_state_may_change`` in the contract: the fix
+  stops or mends a graph by design): booleans and ``None``/graph nodes that a read of
+  ``requires_grad``, ``grad_fn``, ``is_leaf``, ``is_grad_enabled()`` reached (`graph_state`),
+  returned, kept in globals or containers, or printed by that statement, may differ;
+  they are listed, and everything else is compared as before.
 * a 0-dim / 1-element tensor against a Python number: compared as numbers (the float
   tolerances above).
 * peak memory: the rewritten may exceed the original by 5 % + 64 kB (sampling noise).
@@ -57,8 +70,10 @@ Tolerances (documented, stable):
 * ``retained_graph_lower_if_any``: not higher as above, and strictly lower where the
   original held any graph: on the peak when the original's peak was > 0, at the end
   (bytes, else graph nodes), or on the bytes autograd saved over the whole run (a
-  validation graph smaller than the training step's sets no peak; exact, no GC noise);
-  an original that held none requires a rewritten that holds none.
+  validation graph smaller than the training step's sets no peak; exact, no GC noise).
+  An original that recorded no graph at all (the code already ran under inference
+  mode or no_grad) leaves nothing to remove: the fix is "not confirmed" and rejected,
+  never accepted on "0 B -> 0 B".
 """
 
 from __future__ import annotations
@@ -70,15 +85,17 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from .checks import SPECS, CheckStatus
+from .checks import GENERIC, SPECS, CheckStatus
 from .printed import printed_differences, printed_lines
 from .sandbox import Outcome
 from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult, format_bytes
 
-GENERIC = ("outputs_equal", "grads_equal", "retained_graph_not_higher")
 FLOAT_RTOL, FLOAT_ATOL = 1.3e-6, 1e-5
 PEAK_SLACK_RATIO, PEAK_SLACK_BYTES = 0.05, 64 * 1024
 PEAK_GRAPH_SLACK_RATIO = 0.01
+SECOND_POINT_RTOL, SECOND_POINT_ATOL = 1e-5, 1e-5
+#: why a fix meant to stop recording a graph is withdrawn when the original recorded none
+NO_GRAPH_TO_REMOVE = "the original recorded no graph here, so the fix removes none and the finding is withdrawn"
 MAX_MISMATCHES = 5
 
 PASS, FAIL, NA, UNKNOWN = CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.NA, CheckStatus.UNKNOWN
@@ -103,6 +120,9 @@ class Sides:
     orig_outcome: Outcome
     rew_outcome: Outcome
     mode: str
+    #: where the contract expects observables of graph state to change
+    #: (``graph_state_may_change``): the ones that did, as the comparisons set them aside
+    graph_state: list[str] | None = None
 
 
 # -- value comparison ----------------------------------------------------------------
@@ -218,14 +238,76 @@ def _original_values_missing(s: Sides) -> bool:
     return exc is not None and exc.get("phase") in ("run", "import", "compile") and s.mode != "autograd_function"
 
 
+def _graph_shaped(value: Any) -> bool:
+    """A value a graph-state read yields: a flag, no node, or a graph node."""
+    if value is None or isinstance(value, bool):
+        return True
+    return isinstance(value, dict) and "Backward" in str(value.get("__object__", ""))
+
+
+def _set_aside(a: Any, b: Any, names: frozenset[str], where: str, found: list[str], reached: bool) -> tuple[Any, Any]:
+    """`a` and `b` with every differing pair of graph-shaped values at a place a
+    graph-state read reached (`graph_state`: a name in `names`, or inside one) replaced
+    by None on both sides, each listed in `found`."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if "__seq__" in a and "__seq__" in b:
+            pairs = [_set_aside(x, y, names, f"{where}[{i}]", found, reached) for i, (x, y) in enumerate(zip(a["items"], b["items"]))]
+            tail_a, tail_b = a["items"][len(pairs):], b["items"][len(pairs):]
+            return ({**a, "items": [p[0] for p in pairs] + tail_a}, {**b, "items": [p[1] for p in pairs] + tail_b})
+        for key in ("__dict__", "attrs", "state"):
+            if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+                x, y = _set_aside_map(a[key], b[key], names, where, found, reached)
+                a, b = {**a, key: x}, {**b, key: y}
+        if not any(k in a for k in ("__dict__", "__module__", "__object__", "__seq__")):
+            return _set_aside_map(a, b, names, where, found, reached)
+        return a, b
+    if reached and _graph_shaped(a) and _graph_shaped(b) and compare(a, b, where):
+        found.append(f"{where}: {_summarize_value(a)} -> {_summarize_value(b)}")
+        return None, None
+    return a, b
+
+
+def _set_aside_map(a: dict, b: dict, names: frozenset[str], where: str, found: list[str], reached: bool) -> tuple[dict, dict]:
+    x, y = dict(a), dict(b)
+    for key in set(a) & set(b):
+        label = f"{where}.{key}" if where else str(key)
+        x[key], y[key] = _set_aside(a[key], b[key], names, label, found, reached or key in names)
+    return x, y
+
+
+def _graph_state_names(s: Sides) -> frozenset[str]:
+    return frozenset((s.original.get("graph_state") or {}).get("names") or ()) | frozenset(
+        (s.rewritten.get("graph_state") or {}).get("names") or ())
+
+
 def _outputs(s: Sides, *, lenient: bool) -> list[str]:
-    diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "", lenient=lenient)
+    o_out, r_out = s.original.get("outputs", {}), s.rewritten.get("outputs", {})
+    if s.graph_state is not None:
+        o_out, r_out = _set_aside(o_out, r_out, _graph_state_names(s), "", s.graph_state, False)
+    diffs = compare(o_out, r_out, "", lenient=lenient)
     if s.mode in ("function", "method"):
         diffs += _compare_maps(s.original.get("params_final", {}), s.rewritten.get("params_final", {}), "param", lenient)
     if "printed" in s.original and "printed" in s.rewritten:
         # a script reports its results by printing them: what it printed is an output
-        diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL)
+        diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL,
+                                     graph_state=s.graph_state)
     return diffs
+
+
+def _second_point(s: Sides) -> tuple[str | None, str]:
+    """(the difference at the second point or None, the clause saying it was compared):
+    the first loss (or the weighted outputs) with parameters, inputs and seeds moved the
+    same on both sides (`directional.second_point`). Not compared ("") where either side
+    could not reach it; the run's own point is then all there is."""
+    a, b = s.original.get("second_point") or {}, s.rewritten.get("second_point") or {}
+    if not (a.get("applicable") and b.get("applicable")):
+        return None, ""
+    x, y = float(a["loss"]), float(b["loss"])
+    if not (math.isnan(x) and math.isnan(y)) and abs(x - y) > SECOND_POINT_ATOL + SECOND_POINT_RTOL * abs(x):
+        return (f"at a second point (parameters and inputs moved, seeds shifted, the same on both sides) the first "
+                f"loss is {x:.7g} in the original and {y:.7g} in the rewritten: a term that vanished at the run's own "
+                "point does not vanish there"), ""
+    return None, " (at a second point too)"
 
 
 def check_outputs_equal(s: Sides) -> CheckResult:
@@ -234,7 +316,10 @@ def check_outputs_equal(s: Sides) -> CheckResult:
     diffs = _outputs(s, lenient=False)
     if diffs:
         return CheckResult("outputs_equal", FAIL, "outputs differ: " + "; ".join(diffs[:3]))
-    return CheckResult("outputs_equal", PASS, "outputs equal")
+    moved, clause = _second_point(s)
+    if moved:
+        return CheckResult("outputs_equal", FAIL, f"outputs differ {moved}")
+    return CheckResult("outputs_equal", PASS, "outputs equal" + clause)
 
 
 def check_accumulated_values_equal(s: Sides) -> CheckResult:
@@ -243,7 +328,10 @@ def check_accumulated_values_equal(s: Sides) -> CheckResult:
     diffs = _outputs(s, lenient=True)
     if diffs:
         return CheckResult("accumulated_values_equal", FAIL, "accumulated values differ: " + "; ".join(diffs[:3]))
-    return CheckResult("accumulated_values_equal", PASS, "accumulated values equal")
+    moved, clause = _second_point(s)
+    if moved:
+        return CheckResult("accumulated_values_equal", FAIL, f"accumulated values differ {moved}")
+    return CheckResult("accumulated_values_equal", PASS, "accumulated values equal" + clause)
 
 
 def _forward_record_diffs(o: list[dict[str, Any]], r: list[dict[str, Any]]) -> list[str]:
@@ -277,14 +365,35 @@ def check_forward_values_equal(s: Sides) -> CheckResult:
         diffs = _forward_record_diffs(o_records, r_records)
         if diffs:
             return CheckResult("forward_values_equal", FAIL, "forward values differ: " + "; ".join(diffs[:3]))
-        return CheckResult("forward_values_equal", PASS, f"forward values before the original's error equal ({len(o_records)} backward pass(es))")
+        moved, clause = _second_point(s)
+        if moved:
+            return CheckResult("forward_values_equal", FAIL, f"forward values differ {moved}")
+        return CheckResult("forward_values_equal", PASS, f"forward values before the original's error equal ({len(o_records)} backward pass(es)){clause}")
     diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "")
     if o_count != r_count:
         diffs.append(f"backward passes: {o_count} vs {r_count}")
     diffs += _forward_record_diffs(o_records, r_records)
     if diffs:
         return CheckResult("forward_values_equal", FAIL, "forward values differ: " + "; ".join(diffs[:3]))
-    return CheckResult("forward_values_equal", PASS, "forward values equal")
+    moved, clause = _second_point(s)
+    if moved:
+        return CheckResult("forward_values_equal", FAIL, f"forward values differ {moved}")
+    return CheckResult("forward_values_equal", PASS, "forward values equal" + clause)
+
+
+def check_graph_state_may_change(s: Sides) -> CheckResult:
+    """The contract's word that observables of graph state (`graph_state`) may change:
+    the output comparisons set them aside, and this lists those that did. Never
+    evidence by itself."""
+    name = "graph_state_may_change"
+    if s.graph_state is None or _original_values_missing(s):
+        return CheckResult(name, NA, "observables of graph state not compared")
+    _outputs(s, lenient=True)
+    changed = list(dict.fromkeys(s.graph_state))
+    if not changed:
+        return CheckResult(name, NA, "no observable of graph state changed")
+    more = f" (and {len(changed) - 3} more)" if len(changed) > 3 else ""
+    return CheckResult(name, PASS, "observables of graph state changed as the contract expects: " + "; ".join(changed[:3]) + more)
 
 
 def check_grads_untouched(s: Sides) -> CheckResult:
@@ -385,6 +494,11 @@ def check_retained_graph_lower_if_any(s: Sides) -> CheckResult:
         nothing_now = b == 0 and nb == 0
     ra, rb = _recorded(s)
     recorded_lower = ra is not None and rb is not None and ra > 0 and rb < ra
+    if not held_any and not ra and nothing_now:
+        # the code the finding was about recorded no graph at all (a project decorator
+        # already entered inference mode, the caller runs it under no_grad): the fix
+        # removes nothing, so the finding is not confirmed, and its fix not accepted
+        return CheckResult("retained_graph_lower_if_any", FAIL, f"not confirmed: {NO_GRAPH_TO_REMOVE} ({text})")
     if held_any:
         ok = (peak_lower or end_lower or recorded_lower) and end_not_higher and peak_not_higher
     else:
@@ -508,6 +622,9 @@ def check_equal_or_gradients_corrected(s: Sides) -> CheckResult:
     first = _forward_record_diffs((s.original.get("forward") or [])[:1], (s.rewritten.get("forward") or [])[:1])
     if first:
         return CheckResult(name, FAIL, "forward values before the first backward differ: " + "; ".join(first[:3]))
+    moved, _ = _second_point(s)
+    if moved:
+        return CheckResult(name, FAIL, f"forward values before the first backward differ {moved}")
     return CheckResult(
         name,
         PASS,
@@ -744,7 +861,7 @@ CHECKS: Mapping[str, Callable[[Sides], CheckResult]] = MappingProxyType(_impleme
 _ERROR_FIXING = {"original_error_gone"}
 #: a pass of these alone is no evidence that a fix is right ("the error is gone" holds
 #: just as well for a rewrite that drops the code that raised)
-_NOT_EVIDENCE = {"original_error_gone"}
+_NOT_EVIDENCE = {"original_error_gone", "graph_state_may_change"}
 
 
 # -- evidence and verdict ------------------------------------------------------------------
@@ -901,7 +1018,7 @@ def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outc
             names = ("original_error_gone", "gradients_match_finite_differences", *names)
 
     # 4. the contract's checks
-    sides = Sides(o, r, original, rewritten, kind)
+    sides = Sides(o, r, original, rewritten, kind, [] if "graph_state_may_change" in names else None)
     outcomes: list[CheckResult] = []
     for check in dict.fromkeys(names):
         implementation = CHECKS.get(check)

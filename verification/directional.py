@@ -19,7 +19,19 @@ its first call, so tied weights move once), and, in function mode, the unit's
 floating-point tensor arguments. Each gets its own direction, drawn from a generator
 seeded by its name (``Net#0.fc1.weight``, ``arg0``), so the three runs agree.
 
-"Where possible": a loss that is not float64 even so (the code casts explicitly), a
+The re-runs run under `float64.Float64Mode`: tensors the code makes itself with a lower
+precision (``.float()``, ``dtype=torch.float32``, a float32 numpy array) become float64
+too, so they neither break the re-run against float64 parameters nor blur the difference.
+
+The same machinery moves the unit to a second point (`second_point`): parameters moved
+by a tenth of their own size along a seeded direction (a tenth of one where they are
+all zero), the unit's tensor inputs likewise, the run's seeds changed (so the data a
+script draws changes too), identically on both sides; the first loss (or the weighted
+outputs) there is one more value the contracts compare. One comparison point proves
+nothing about a term that vanishes there: ``h + 0 * self.time_bias[t]`` equals
+``h + self.time_bias[t]`` while ``time_bias`` is all zeros, not after it moved.
+
+"Where possible": a loss that is not float64 even so, a
 version that raises before its first backward, a backward that raises, or a first
 re-run slower than `FD_RERUN_BUDGET_S` (the re-runs share the run's time limit) make the
 check not applicable, never a pass.
@@ -29,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import time
 import zlib
 from typing import Any, Callable
@@ -36,6 +49,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from .float64 import Float64Mode
 from .probes import ModuleNames
 
 FD_EPS = 1e-6
@@ -43,6 +57,10 @@ FD_ATOL, FD_RTOL = 1e-5, 1e-3
 #: the two perturbed re-runs are skipped (not applicable) when the first took longer:
 #: they share the run's time limit with the run itself
 FD_RERUN_BUDGET_S = 4.0
+#: the second point: each parameter and input moves by this fraction of its root mean
+#: square (of 1 where that is 0) along its direction; the run's seeds move by SEED_SHIFT
+SECOND_POINT_SCALE = 0.1
+SECOND_POINT_SEED_SHIFT = 7919
 
 
 class _Stop(BaseException):
@@ -59,10 +77,17 @@ def _as_list(value: Any) -> list[torch.Tensor]:
 class Perturbation:
     """One re-run's instrumentation: moves parameters by eps * v, captures the first loss."""
 
-    def __init__(self, eps: float, seed: int, *, analytic: bool) -> None:
+    def __init__(self, eps: float, seed: int, *, analytic: bool, float64: bool = True, relative: bool = False,
+                 run_seed: int = 0) -> None:
         self.eps = eps
         self.seed = seed
         self.analytic = analytic
+        #: run in float64 (`Float64Mode`); the second point keeps the code's own dtypes
+        self.float64 = float64
+        #: move each tensor by eps times its own root mean square (1 where that is 0)
+        self.relative = relative
+        #: added to the seeds the unit's re-run sets (0: the run's own seeds)
+        self.run_seed = run_seed
         self.targets: dict[str, torch.Tensor] = {}
         self.directions: dict[str, torch.Tensor] = {}
         self.loss: float | None = None
@@ -84,7 +109,9 @@ class Perturbation:
         direction = self.direction(name, tensor)
         if self.eps:
             with torch.no_grad():
-                tensor.add_(direction.to(tensor.dtype), alpha=self.eps)
+                size = float(tensor.detach().double().pow(2).mean().sqrt()) if self.relative and tensor.numel() else 1.0
+                step = self.eps * (size if size > 0 and math.isfinite(size) else 1.0)
+                tensor.add_(direction.to(tensor.dtype), alpha=step)
         self.targets[name] = tensor
         self.directions[name] = direction
 
@@ -138,9 +165,14 @@ class Perturbation:
         torch.autograd.grad = grad
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
         self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
+        if not self.float64:
+            return
         previous_dtype = torch.get_default_dtype()
         torch.set_default_dtype(torch.float64)
         self._undo.append(lambda: torch.set_default_dtype(previous_dtype))
+        mode = Float64Mode()
+        mode.__enter__()
+        self._undo.append(lambda: mode.__exit__(None, None, None))
 
     def uninstall(self) -> None:
         while self._undo:
@@ -161,8 +193,9 @@ def _outputs_loss(perturbation: Perturbation, result: Any, iter_tensors: Callabl
         pass
 
 
-def _one_run(run_once: Callable[[Perturbation], Any], eps: float, analytic: bool, iter_tensors: Callable[[Any], Any]) -> Perturbation:
-    perturbation = Perturbation(eps, seed=1234, analytic=analytic)
+def _one_run(run_once: Callable[[Perturbation], Any], eps: float, analytic: bool, iter_tensors: Callable[[Any], Any],
+             **options: Any) -> Perturbation:
+    perturbation = Perturbation(eps, seed=1234, analytic=analytic, **options)
     perturbation.install()
     result: Any = None
     stopped = False
@@ -174,7 +207,7 @@ def _one_run(run_once: Callable[[Perturbation], Any], eps: float, analytic: bool
     except SystemExit as exc:
         if exc.code not in (None, 0):
             perturbation.error = f"it exited with sys.exit({exc.code!r}) before any backward"
-    except Exception as exc:  # noqa: BLE001
+    except BaseException as exc:  # noqa: BLE001 - user code's KeyboardInterrupt is just its exception
         perturbation.error = f"it raised {type(exc).__name__} before any backward: {str(exc)[:200]}"
     finally:
         perturbation.uninstall()
@@ -219,3 +252,14 @@ def directional_check(run_once: Callable[[Perturbation], Any], iter_tensors: Cal
         "targets": sorted(base.targets),
         "detail": f"gradient along a random direction {analytic:.6g} {verb} finite differences {numeric:.6g} (float64, {scope})",
     }
+
+
+def second_point(run_once: Callable[[Perturbation], Any], iter_tensors: Callable[[Any], Any]) -> dict[str, Any]:
+    """The unit's first loss (or weighted outputs) at a second point: parameters and
+    tensor inputs moved, seeds shifted, the same on both sides (see the module docstring)."""
+    moved = _one_run(run_once, SECOND_POINT_SCALE, False, iter_tensors, float64=False, relative=True,
+                     run_seed=SECOND_POINT_SEED_SHIFT)
+    if moved.error is not None or moved.loss is None:
+        return {"applicable": False, "detail": f"no second point: {moved.error or 'no loss was computed'}"}
+    params = sum(1 for name in moved.targets if not name.startswith("arg"))
+    return {"applicable": True, "loss": moved.loss, "moved": params, "inputs": len(moved.targets) - params}

@@ -2,8 +2,10 @@
 
 In order of preference: the file's own driver (a ``__main__`` block or top-level code,
 run whole), a user-named driver from ``[tool.autograd-fix.verify] driver = ...`` (a
-command line whose script is a project file, or a pytest node id), and the changed
-function with synthesized inputs. Pure parsing here; running is the harness's job.
+command line whose script is a project file, or a pytest node id), drivers found in the
+project (`found_drivers`: its scripts, console entry points and tests that import the
+changed module and name the changed function), and the changed function with
+synthesized inputs. Pure parsing here; running is the harness's job.
 """
 
 from __future__ import annotations
@@ -21,21 +23,29 @@ class DriverError(ValueError):
 
 @dataclass(frozen=True)
 class Command:
-    """A user-named driver. `kind` is ``script``, ``module`` or ``pytest``; `target` is a
-    script path (relative to `cwd`, the config's folder), a module name, or a node id."""
+    """A driver. `kind` is ``script``, ``module``, ``pytest`` or ``entry`` (a console entry
+    point, ``module:function``); `target` is a script path (relative to the folder it runs
+    in: the config's, or `folder`), a module name, a node id, or the entry point.
+    `found` says why a driver found in the project (not named by the user) was chosen;
+    `folder` is where it runs, relative to the project root."""
 
     text: str
     kind: str
     target: str
     argv: tuple[str, ...] = ()
+    found: str = ""
+    folder: str | None = None
 
     @property
     def label(self) -> str:
-        return f"driver `{self.text}`"
+        if not self.found:
+            return f"driver `{self.text}`"
+        noun = {"pytest": "test", "entry": "entry point"}.get(self.kind, "script")
+        return f"project {noun} `{self.text}`"
 
     def to_json(self, project_root: str, config_root: str) -> dict:
         """Paths relative to the project root, as the run child's copy lays them out."""
-        cwd = os.path.relpath(config_root, project_root)
+        cwd = self.folder if self.folder is not None else os.path.relpath(config_root, project_root)
         cwd = "" if cwd == "." else cwd
         script = None
         if self.kind == "script":

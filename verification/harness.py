@@ -22,6 +22,7 @@ import random
 import runpy
 import re
 import sys
+import time
 import traceback
 import types
 from typing import Any
@@ -32,16 +33,18 @@ from torch import nn
 from autograd_fix.codemods.semantic.roles import Vocabulary
 
 from .binding import Binder, Unbindable
-from .bounded import Bounds
+from .bounded import VOLATILE_NAME, Bounds
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
 from .checks import Probe, probes_for
-from .directional import Perturbation, directional_check
+from .directional import Perturbation, directional_check, second_point
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
+from .graph_state import graph_state
 from .place import Place, chain_argv, prepare
 from .printed import PrintedText
 from .probes import Probes, iter_tensors
 from .reach import ReachTracer
+from .record import plain, serialize
 
 _AUTOGRAD_ERROR = re.compile(
     r"leaf Variable that requires grad|modified by an inplace operation|does not require grad and does not have a grad_fn|"
@@ -51,13 +54,6 @@ _AUTOGRAD_ERROR = re.compile(
     r"gradient different than None|grad can be implicitly created only for scalar"
 )
 _MEMORY_ERROR = re.compile(r"can't allocate memory|DefaultCPUAllocator|out of memory|OutOfMemoryError|Cannot allocate memory")
-#: float globals read from a clock or derived from one (an iteration's `dt`, tokens per second,
-#: model FLOPs utilisation): they differ between any two runs, so they are not outputs
-_VOLATILE_GLOBAL = re.compile(
-    r"time|elapsed|duration|^start$|^end$|^t\d+$|^tic$|^toc$|^now$|timestamp|"
-    r"^dt$|^dt_|_dt$|per_sec|per_second|per_s$|throughput|^fps$|latency|^mfu$|_mfu$|^mfu_"
-)
-MAX_ITEMS = 1000
 
 
 def seed_all(seed: int) -> None:
@@ -98,42 +94,6 @@ def describe_exception(exc: BaseException, phase: str, path: str) -> dict[str, A
     }
 
 
-def serialize(value: Any, depth: int = 0) -> Any:
-    """A picklable, comparable copy: tensors detached on CPU, containers recursively."""
-    if depth > 8:
-        return {"__object__": type(value).__name__}
-    if isinstance(value, torch.Tensor):
-        return value.detach().to("cpu", copy=True)
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
-        return value
-    if isinstance(value, (list, tuple)):
-        items = [serialize(v, depth + 1) for v in list(value)[:MAX_ITEMS]]
-        return {"__seq__": type(value).__name__, "items": items, "length": len(value)}
-    if isinstance(value, dict):
-        return {"__dict__": {str(k): serialize(v, depth + 1) for k, v in list(value.items())[:MAX_ITEMS]}}
-    if isinstance(value, nn.Module):
-        return {
-            "__module__": type(value).__name__,
-            "state": {k: v.detach().to("cpu", copy=True) for k, v in value.state_dict().items()},
-            # what the module keeps besides tensors (sizes, flags, an autocast context):
-            # a fix must not change how it will compute
-            "attrs": {k: serialize(v, depth + 1) for k, v in vars(value).items() if not k.startswith("_")},
-        }
-    if isinstance(value, torch.autocast):
-        settings = {"device": value.device, "dtype": str(value.fast_dtype), "enabled": bool(value._enabled)}
-        return {"__object__": "autocast", "attrs": settings}
-    try:
-        import numpy
-
-        if isinstance(value, numpy.ndarray):
-            return torch.from_numpy(value.copy()) if value.dtype != object else {"__object__": "ndarray"}
-        if isinstance(value, numpy.generic):
-            return value.item()
-    except ImportError:  # pragma: no cover
-        pass
-    return {"__object__": type(value).__name__}
-
-
 def _script_outputs(namespace: dict[str, Any]) -> dict[str, Any]:
     outputs = {}
     for name, value in namespace.items():
@@ -141,7 +101,7 @@ def _script_outputs(namespace: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(value, (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)):
             continue
-        if isinstance(value, float) and _VOLATILE_GLOBAL.search(name):
+        if isinstance(value, float) and VOLATILE_NAME.search(name):  # a clock reading
             continue
         outputs[name] = value
     return outputs
@@ -177,7 +137,7 @@ def run_side(spec: dict[str, Any]) -> dict[str, Any]:
             record["printed"]["text"] = place.to_user_path(record["printed"]["text"])
     elif record.get("exception"):
         record["exception"].pop("frames", None)
-    return record
+    return plain(record)  # read back without running code (`record`)
 
 
 def _in_copy(place: Place, folder: str | None) -> str | None:
@@ -199,6 +159,8 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
         record["setup_error"] = str(exc)
         return record
     record["device"] = device
+    state = graph_state(spec.get("source") or "")
+    record["graph_state"] = {"names": sorted(state.names), "lines": sorted(state.lines)}
     seed_all(0)
     bounds = _bounds(spec, place)
     watch = LineWatch(path, spec.get("changed_lines"))
@@ -211,12 +173,16 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
         counterpart=spec.get("counterpart"),
         watch=watch,
     )
+    started = time.perf_counter()
     with bounds:
         with watch:
             if kind == "script":
                 _run_script(spec, record, probes, path, bounds)
             elif kind == "driver":
                 _run_driver(spec, record, probes, place, bounds)
+            if kind in ("script", "driver"):
+                # what the changed lines assigned last: what the script's later lines read
+                record["outputs"].update({name: serialize(value) for name, value in bounds.observed().items()})
             elif kind == "autograd_function":
                 _run_function_class(spec, record, probes, path, device)
             else:
@@ -224,6 +190,9 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
         record["changed_lines"] = watch.report()
         if bounds.enabled:
             record["bounded"] = {**bounds.settings(), "loops": bounds.report()}
+        took = time.perf_counter() - started
+        if kind not in ("autograd_function", "driver") and Probe.SECOND_POINT in needs and not record.get("unbound"):
+            record["second_point"] = _second_point(spec, path, device, bounds, took)
         if kind not in ("autograd_function", "driver") and Probe.FINITE_DIFFERENCES in needs and not record.get("unbound"):
             record["finite_differences"] = _finite_differences(spec, path, device, bounds)
     return record
@@ -237,8 +206,11 @@ def _bounds(spec: dict[str, Any], place: Place | None) -> Bounds:
     runs_program = spec["kind"] == "script" or (spec["kind"] == "driver" and command.get("kind") != "pytest")
     if place is None or not runs_program:
         return Bounds(cap=0)
+    forward_cap = settings.get("forward_cap")
     return Bounds(cap=int(settings.get("cap") or 0), outer_cap=int(settings.get("outer_cap") or 0), root=place.copy_root,
-                  announce_fd=2, forward_cap=int(settings.get("forward_cap") or 0))
+                  announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
+                  changed_lines=[line for hunk in spec.get("changed_lines") or () for line in hunk],
+                  observe=spec.get("observe") or ())
 
 
 def _fresh_main(path: str) -> dict[str, Any]:
@@ -275,6 +247,11 @@ def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, pl
         found: dict[str, Any] = {}
         _run_main(record, probes, path, lambda: found.update(runpy.run_module(command["target"], run_name="__main__", alter_sys=True)), found)
         return
+    if command["kind"] == "entry":
+        chain_argv(command["text"], argv)
+        namespace: dict[str, Any] = {}
+        _run_main(record, probes, path, lambda: _run_entry_point(command["target"], namespace), namespace)
+        return
     script = os.path.join(place.copy_root, command["script"]) if place else command["target"]
     try:
         with open(script, encoding="utf-8") as handle:
@@ -288,6 +265,21 @@ def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, pl
     namespace = _fresh_main(script)
     chain_argv(script, argv)
     _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102
+
+
+def _run_entry_point(target: str, namespace: dict[str, Any]) -> None:
+    """What a console script does: import ``module``, call ``function()``, exit with what
+    it returns; the module's globals are the run's outputs (`namespace`)."""
+    module_name, _, function = target.partition(":")
+    module = importlib.import_module(module_name)
+    namespace.update(vars(module))
+    entry: Any = module
+    for part in function.split("."):
+        entry = getattr(entry, part)
+    status = entry()
+    namespace.update(vars(module))
+    if status not in (None, 0):
+        raise SystemExit(status)
 
 
 class _PytestFailures:
@@ -348,7 +340,7 @@ def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, names
     """Run a ``__main__`` (script or driver) under probes; `namespace`, its globals once
     `run()` returns or raises, holds the outputs."""
     probes.install()
-    printed = PrintedText(forward=sys.stdout)
+    printed = PrintedText(forward=sys.stdout, graph_state=_graph_state_caller(path, (record.get("graph_state") or {}).get("lines")))
     try:
         with contextlib.redirect_stdout(printed):
             run()
@@ -366,6 +358,24 @@ def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, names
     record["outputs"] = {name: serialize(value) for name, value in outputs.items()}
     record["printed"] = printed.record()
     _leaf_records(record, probes)
+
+
+def _graph_state_caller(path: str, lines: Any) -> Any:
+    """Whether the print under way comes from a statement of `path` that reads graph
+    state (`graph_state`): any frame of that file on the stack, at one of `lines`."""
+    wanted = frozenset(lines or ())
+    if not wanted:
+        return None
+
+    def from_graph_state_line() -> bool:
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_lineno in wanted and frame.f_code.co_filename == path:
+                return True
+            frame = frame.f_back
+        return False
+
+    return from_graph_state_line
 
 
 def _leaf_records(record: dict[str, Any], probes: Probes) -> None:
@@ -418,6 +428,7 @@ def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str, *, rea
             return None
     module = types.ModuleType(name)
     module.__dict__.update({"__file__": path, "__builtins__": builtins, "__package__": package})
+    chain_argv(path, spec.get("argv") or ())  # its top-level code may parse arguments, as the script run does
     sys.modules[UNIT_MODULE] = module
     sys.modules[name] = module
     try:
@@ -548,33 +559,55 @@ def _finite_differences(spec: dict[str, Any], path: str, device: str, bounds: Bo
     """Autograd's derivative of the first loss along a random direction against finite
     differences, in float64 (`directional.directional_check`), re-running the unit (a
     script with the same caps as its run)."""
+    run_once, problem = _rerun(spec, path, device, bounds)
+    if run_once is None:
+        return {"applicable": False, "detail": f"finite differences not applicable: {problem}"}
+    return directional_check(run_once, iter_tensors)
+
+
+def _second_point(spec: dict[str, Any], path: str, device: str, bounds: Bounds, took: float) -> dict[str, Any]:
+    """The unit's first loss with parameters, inputs and seeds moved (`directional.second_point`),
+    unless the run itself used up more than a third of its time limit (the re-run shares it)."""
+    limit = float(spec.get("timeout") or 20.0)
+    if took > limit / 3:
+        return {"applicable": False, "detail": f"no second point: the run took {took:.1f} s of its {limit:g} s"}
+    run_once, problem = _rerun(spec, path, device, bounds)
+    if run_once is None:
+        return {"applicable": False, "detail": f"no second point: {problem}"}
+    return second_point(run_once, iter_tensors)
+
+
+def _rerun(spec: dict[str, Any], path: str, device: str, bounds: Bounds) -> tuple[Any, str]:
+    """(run_once(perturbation), "") re-running a script or function unit up to its first
+    backward under a `Perturbation`, or (None, why not)."""
     if spec["kind"] == "script":
         try:
             code = bounds.compile(spec["source"], path)
         except (SyntaxError, ValueError) as exc:
-            return {"applicable": False, "detail": f"finite differences not applicable: the script does not compile ({exc})"}
+            return None, f"the script does not compile ({exc})"
 
         def run_once(perturbation: Perturbation) -> Any:
             namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
             saved_argv = sys.argv
             sys.argv = [path, *(spec.get("argv") or [])]
             bounds.reset()
-            seed_all(0)
+            seed_all(0 + perturbation.run_seed)
             try:
                 exec(code, namespace)  # noqa: S102
             finally:
                 sys.argv = saved_argv
             return None
 
-        return directional_check(run_once, iter_tensors)
+        return run_once, ""
 
     def run_callable(perturbation: Perturbation) -> Any:
         scratch: dict[str, Any] = {}
         namespace = _load_module(spec, scratch, path)
         if namespace is None:
             raise RuntimeError("the module failed to load")
-        seed_all(0)
-        binder = Binder(namespace=namespace, source=spec["source"], device=torch.device(device), dtype=torch.float64,
+        seed_all(0 + perturbation.run_seed)
+        binder = Binder(namespace=namespace, source=spec["source"], device=torch.device(device),
+                        dtype=torch.float64 if perturbation.float64 else torch.float32,
                         factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"),
                         qualname=spec["qualname"], plan=spec.get("input_plan"),
                         roles=Vocabulary.from_additions(spec.get("roles")))
@@ -582,12 +615,13 @@ def _finite_differences(spec: dict[str, Any], path: str, device: str, bounds: Bo
         args = list(args)
         for index, value in enumerate(args):
             if isinstance(value, torch.Tensor) and value.is_floating_point():
-                args[index] = value.detach().double().requires_grad_(True)
+                moved = value.detach().double() if perturbation.float64 else value.detach().clone()
+                args[index] = moved.requires_grad_(True)
                 perturbation.perturb(f"arg{index}", args[index])
-        seed_all(1)
+        seed_all(1 + perturbation.run_seed)
         return target(*args, **kwargs)
 
-    return directional_check(run_callable, iter_tensors)
+    return run_callable, ""
 
 
 def _run_function_class(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, device: str) -> None:

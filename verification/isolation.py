@@ -56,8 +56,15 @@ class RunIsolation:
     forker: RunForker | None = None
     view: str | None = None
     pass_env: dict[str, str] = field(default_factory=dict)
-    #: folders the run reads besides its own (the shadow copy's base, the user's tree)
-    needed: tuple[str, ...] = ()
+    #: what the run sees read-only besides its own folder (`layout`): the system, the
+    #: interpreter, the shadow copy's base and the user's project, ``PYTHONPATH``
+    read_only: tuple[str, ...] = ()
+    #: the uid the run takes (as root: `namespaces.RUN_UID`); None: the tool's own
+    run_uid: int | None = None
+    #: (the folder, the cgroup version) under which each run gets a memory cgroup of its
+    #: own (`cgroup`), and the worker's pid that names them; None: none can be made here
+    memory_cgroup: tuple[str, int] | None = None
+    worker_pid: int = 0
 
     @property
     def namespaces(self) -> bool:
@@ -144,17 +151,21 @@ def make_view(owner: int) -> str:
     sees it), after removing those of workers that died without removing theirs
     (killed): empty folders only."""
     base = tempfile.gettempdir()
-    try:
-        names = [n for n in os.listdir(base) if n.startswith(VIEW_PREFIX)]
-    except OSError:
-        names = []
-    for name in names:
-        pid = name[len(VIEW_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-            try:
-                os.rmdir(os.path.join(base, name))
-            except OSError:
-                pass
+    remove_orphans(base, VIEW_PREFIX)
     return tempfile.mkdtemp(prefix=f"{VIEW_PREFIX}{owner}-")
 
 
+def remove_orphans(parent: str, prefix: str) -> None:
+    """Remove the empty folders ``<prefix><pid>-*`` in `parent` whose process is gone
+    (view folders, run cgroups of a killed worker)."""
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):].split("-", 1)[0]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            try:
+                os.rmdir(os.path.join(parent, name))
+            except OSError:
+                pass

@@ -91,6 +91,13 @@ def _stopped_on_import(unit: dict[str, Any], original: Outcome) -> bool:
     return line is not None and any(start <= line <= end for start, end in unit.get("import_lines") or ())
 
 
+def _slow_on_import(unit: dict[str, Any], original: Outcome) -> bool:
+    """The script run was too slow and the file has top-level code outside ``__main__``:
+    importing it for its functions runs that code again, and in full (only script and
+    driver runs are bounded), so a function fallback can only be slower."""
+    return original.status == "timeout" and bool(unit.get("import_lines"))
+
+
 def _reached(*outcomes: Outcome) -> set[str]:
     found: set[str] = set()
     for outcome in outcomes:
@@ -152,7 +159,7 @@ def _covering(fallbacks: list[dict[str, Any]], missing: list[str] | None) -> lis
             chosen.append(unit)
         elif unit.get("kind") == "driver" and set(unit.get("targets") or ()) & set(missing):
             keep = [t for t in unit["targets"] if t in missing]
-            chosen.append({**unit, "targets": keep, "fallbacks": [f for f in unit.get("fallbacks") or () if f.get("qualname") in keep],
+            chosen.append({**unit, "targets": keep, "fallbacks": _covering(list(unit.get("fallbacks") or ()), keep),
                            "script_changed": False})
     return chosen
 
@@ -195,7 +202,9 @@ def judge_unit(
     if unit.get("caller_of"):
         return _caller_results(unit, driver, mode, original, rewritten)
     result = evaluate(unit["name"], mode, unit["kind"], original, rewritten, checks)
-    usable = bool(fallbacks) and (any(f.get("kind") == "driver" for f in fallbacks) or not _stopped_on_import(unit, original))
+    usable = bool(fallbacks) and (
+        any(f.get("kind") == "driver" for f in fallbacks) or not (_stopped_on_import(unit, original) or _slow_on_import(unit, original))
+    )
     if fallbacks and lasting_failure(original, rewritten):
         failures[driver] = {"why": cannot_judge(original, rewritten) or "", "fall_back": usable}
     if not fallbacks:

@@ -1,7 +1,9 @@
 """See hand-written parameter updates (``w -= lr * w.grad`` under ``no_grad``).
 
 A training loop without an optimizer updates its weights with in-place operations run
-while grad mode is off: ``w -= ...``, ``w.sub_(...)``, ``w.data.add_(...)``. AGF002's
+while grad mode is off (``w -= ...``, ``w.sub_(...)``), or through an alias that autograd
+does not track, with grad mode on or off: ``w.data.add_(...)`` (pytorch/examples'
+regression, the classic tutorials), ``w.detach().sub_(...)``. AGF002's
 invariant ("the gradient used by an update is what backward added since the previous
 update") applies to those updates exactly as to ``optimizer.step()``, so the probes
 treat each one as a step of that one parameter. A `TorchFunctionMode` sees every torch
@@ -25,13 +27,17 @@ def is_in_place(func: Any) -> bool:
 
 
 class ManualUpdateWatch(TorchFunctionMode):
-    """Calls `on_update(tensor)` before every in-place operation run with grad mode off."""
+    """Calls `on_update(tensor)` before every in-place operation run with grad mode off,
+    or on a tensor that does not require grad (an alias such as ``w.data``: whether it
+    shares a parameter's storage is the callback's question)."""
 
     def __init__(self, on_update: Callable[[torch.Tensor], None]) -> None:
         super().__init__()
         self._on_update = on_update
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if args and isinstance(args[0], torch.Tensor) and not torch.is_grad_enabled() and is_in_place(func):
+        if args and isinstance(args[0], torch.Tensor) and is_in_place(func) and (
+            not torch.is_grad_enabled() or not args[0].requires_grad
+        ):
             self._on_update(args[0])
         return func(*args, **(kwargs or {}))

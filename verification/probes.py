@@ -75,6 +75,17 @@ MAX_OUTPUTS_PER_RECORD = 8
 FORWARD_BYTES_BUDGET = 32 << 20
 
 
+def _scaled_down(grad: torch.Tensor, contribution: torch.Tensor) -> bool:
+    """`grad` is `contribution` times one factor in (0, 1): what ``clip_grad_norm_`` (and
+    a GradScaler's ``unscale_``) do to the gradients between backward and the step. A
+    stale gradient (earlier steps' sums added) is not parallel to the contributions."""
+    norm = float((contribution * contribution).sum())
+    if norm <= 0:
+        return False
+    factor = float((grad * contribution).sum()) / norm
+    return 0 < factor < 1 and torch.allclose(grad, contribution * factor, rtol=CONTRIBUTION_RTOL, atol=CONTRIBUTION_ATOL)
+
+
 class _MallInfo2(ctypes.Structure):
     _fields_ = [
         (name, ctypes.c_size_t)
@@ -629,6 +640,8 @@ class Probes:
             return "mismatch", f"shape {list(grad.shape)} vs contributions {list(contribution.shape)}"
         if torch.allclose(grad.double(), contribution.double(), rtol=CONTRIBUTION_RTOL, atol=CONTRIBUTION_ATOL):
             return None
+        if _scaled_down(grad.double(), contribution.double()):
+            return None  # clipped (clip_grad_norm_) or unscaled between backward and step: one factor < 1
         diff = float((grad.double() - contribution.double()).abs().max())
         if not nonzero(grad):
             return "zeroed", f"gradient zero at step, contributions since previous step differ by {diff:.3g}"

@@ -43,8 +43,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable
 
+from .cgroup import RunCgroup
 from .isolation import RunIsolation, as_seen_from, scrub_environment
-from .namespaces import Namespace, confine
+from .layout import SHM_SIZE_MB, TMP_SIZE_MB
+from .namespaces import ROOT_SUFFIX, Namespace, confine
 
 PR_SET_PDEATHSIG = 1
 HARNESS_FAILED = 86  # exit status of a child whose harness itself failed
@@ -84,6 +86,10 @@ class Limits:
     limit_address_space: bool = True
     #: the largest file a run may write (RLIMIT_FSIZE): its folder is on the user's disk
     file_size_mb: int = 1024
+    #: processes and threads a run may have at once (RLIMIT_NPROC, counted per run: each
+    #: confined run is alone in a user namespace of its own); DataLoader workers and
+    #: torch's threads fit many times over, a fork bomb does not
+    processes: int = 1024
 
 
 @dataclass
@@ -118,6 +124,8 @@ class Child:
     ended: float | None = None
     #: the run's own PID namespace, ended once the run is reaped (None: not isolated)
     namespace: Namespace | None = None
+    #: the run's memory cgroup, removed once it is reaped (None: none made)
+    cgroup: RunCgroup | None = None
 
     def take(self, data: bytes) -> None:
         self.total += len(data)
@@ -150,8 +158,7 @@ def _nameless_file(folder: str) -> int:
 
 
 def spawn(
-    target: Callable[[], Any], save: Callable[[Any, BinaryIO], None], limits: Limits, *, close_fds: tuple[int, ...] = (),
-    isolation: RunIsolation | None = None,
+    target: Callable[[], Any], save: Callable[[Any, BinaryIO], None], limits: Limits, *, isolation: RunIsolation | None = None,
 ) -> Child:
     """Fork a child that runs `target()` in a fresh temp dir (confined as `isolation`
     says) and saves its result."""
@@ -161,6 +168,10 @@ def spawn(
     sys.stdout.flush()
     sys.stderr.flush()
     confined = isolation is not None and isolation.namespaces
+    cgroup = None
+    if confined and isolation.memory_cgroup and limits.memory_mb > 0:
+        # memfd and the private tmpfs folders count too: the limit leaves room for those
+        cgroup = RunCgroup.make(*isolation.memory_cgroup, isolation.worker_pid, limits.memory_mb + SHM_SIZE_MB + TMP_SIZE_MB)
     pid, namespace = isolation.forker.fork() if confined else (os.fork(), None)
     if pid == 0:  # child
         code = HARNESS_FAILED
@@ -172,14 +183,9 @@ def spawn(
             except OSError:
                 os.setpgid(0, 0)
             die_with_parent()
+            if cgroup is not None:
+                cgroup.join()  # before anything is allocated
             os.close(read_fd)
-            for fd in close_fds:
-                if fd in (record_fd, write_fd):
-                    continue  # a number the caller closed long ago, reused for this run's own
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
             # the same number on both sides: a run that lists its descriptors sees equal lists
             if record_fd != RECORD_FD:
                 os.dup2(record_fd, RECORD_FD)
@@ -190,6 +196,10 @@ def spawn(
             os.dup2(write_fd, 1)
             os.dup2(write_fd, 2)
             os.close(write_fd)
+            # nothing inherited but the standard streams and the record: not the other
+            # side's pipes, the job's or the worker's descriptors
+            os.closerange(3, RECORD_FD)
+            os.closerange(RECORD_FD + 1, _fd_ceiling())
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             if limits.limit_address_space and limits.memory_mb > 0:
@@ -202,7 +212,9 @@ def spawn(
             resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * 1024 * 1024,) * 2)
             here = workdir
             if confined:
-                here = confine(workdir, isolation.view, isolation.needed)
+                here = confine(workdir, isolation.view, isolation.read_only, isolation.run_uid)
+                # per run (its own user namespace counts only its processes)
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes,) * 2)
             if isolation is not None and isolation.scrub:
                 scrub_environment(here, isolation.pass_env)
             elif isolation is not None:
@@ -231,7 +243,7 @@ def spawn(
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     now = time.monotonic()
-    return Child(pid, read_fd, workdir, record_fd, nonce, now + limits.timeout, now, limits, namespace=namespace)
+    return Child(pid, read_fd, workdir, record_fd, nonce, now + limits.timeout, now, limits, namespace=namespace, cgroup=cgroup)
 
 
 def _kill_group(pid: int) -> None:
@@ -329,6 +341,9 @@ def _outcome(child: Child, load: Callable[[int], Any]) -> Outcome:
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
             if sig == signal.SIGXCPU:
                 return Outcome("timeout", "exceeded its CPU-time limit (SIGXCPU)", **common)
+            if sig == signal.SIGKILL and child.cgroup is not None and child.cgroup.oom_killed():
+                return Outcome("memory", f"exceeded the memory limit ({child.limits.memory_mb} MB, memfd and shared memory "
+                               "counted; killed)", **common)
             return Outcome("crashed", f"crashed with {name}", **common)
         code = os.WEXITSTATUS(status)
         if code == HARNESS_FAILED:
@@ -350,9 +365,21 @@ def _outcome(child: Child, load: Callable[[int], Any]) -> Outcome:
     finally:
         os.close(child.record_fd)
         _remove_tree(child.workdir)
+        if child.cgroup is not None:
+            child.cgroup.remove()
 
 
 def _remove_tree(path: str) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
+    try:
+        os.rmdir(path + ROOT_SUFFIX)  # where a confined run's root was mounted (empty here)
+    except OSError:
+        pass
+
+
+def _fd_ceiling() -> int:
+    """One past the highest descriptor this process may hold."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if 0 < soft < 1 << 20 else 1 << 20

@@ -438,6 +438,25 @@ def find_units(
     return units
 
 
+def drive_units(units: list[Unit], commands: list[Command]) -> list[Unit]:
+    """The units of a library file whose project has drivers of its changed functions
+    (`found_drivers`): one driver unit, falling back to the next driver found and at last
+    to the functions with synthesized inputs; same-file callers are not needed then (the
+    project's own code calls the function), custom Functions keep their own units."""
+    changed = [u for u in units if u.kind in ("function", "method") and u.caller_of is None]
+    if not changed or not commands:
+        return units
+    chain: tuple[Unit, ...] = tuple(changed)
+    for command in reversed(commands):
+        driver = Unit(
+            name=command.label, kind="driver", original=changed[0].original, rewritten=changed[0].rewritten,
+            driver=command.label, command=command, targets=tuple(u.qualname for u in changed if u.qualname),
+            fallbacks=chain, notes=(command.found,),
+        )
+        chain = (driver,)
+    return [*chain, *(u for u in units if u.kind == "autograd_function")]
+
+
 #: at most this many callers are run per patch (each costs two runs)
 MAX_CALLER_UNITS = 3
 

@@ -84,21 +84,26 @@ def _isolation(request: dict[str, Any]):
     """The confinement of this request's runs (see `isolation.RunIsolation`), made once
     per job: its `RunForker` holds the job's own PID namespace."""
     from .isolation import RunIsolation
+    from .layout import SYSTEM, environment_paths
     from .namespaces import RunForker
 
     mode = str(request.get("isolation") or "auto")
     usable = request.get("isolation_unavailable") is None and mode != "off"
-    needed = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
+    project = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
     return RunIsolation(
         mode=mode,
         forker=RunForker() if usable else None,
         view=request.get("view"),
         pass_env=dict(request.get("pass_env") or {}),
-        needed=needed,
+        read_only=(*SYSTEM, *request.get("interpreter_paths", ()), *project, *environment_paths(os.environ)),
+        run_uid=request.get("run_uid"),
+        memory_cgroup=tuple(request["memory_cgroup"]) if request.get("memory_cgroup") else None,
+        worker_pid=int(request.get("worker_pid") or 0),
     )
 
 
-def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed: list[list[int]] | None = None) -> dict[str, Any]:
+def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed: list[list[int]] | None = None,
+               observe: list[str] | None = None) -> dict[str, Any]:
     return {
         "kind": unit["kind"],
         "side": side,
@@ -116,46 +121,48 @@ def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed
         "argv": request.get("argv") or [],
         "bounds": request.get("bounds"),
         "checks": request.get("checks") or [],
+        "timeout": float(request.get("timeout", 20.0)),
         "device": request.get("device", "auto"),
         "factories": request.get("factories") or {},
         "factory_root": request.get("factory_root"),
         "roles": request.get("roles"),
         "threads": request.get("threads", 1),
         "changed_lines": changed,
+        "observe": observe or [],
         "input_plan": unit.get("input_plan"),
         "graph_inputs": unit.get("graph_inputs") or [],
     }
 
 
 def _run_sides(
-    request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], close_fds: tuple[int, ...], isolation: "RunIsolation",
+    request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], isolation: "RunIsolation",
 ):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
+    from .bounded import applies, observed_names
     from .coverage import changed_lines
     from .harness import run_side
     from .sandbox import spawn, wait_all
 
     limits = _limits(request)
-    hunks = dict(zip(("original", "rewritten"), changed_lines(unit["original"], unit["rewritten"], path=request.get("path") or "<string>")))
-    specs = [_side_spec(request, unit, side, hunks[side]) for side in sides]
+    pair = changed_lines(unit["original"], unit["rewritten"], path=request.get("path") or "<string>")
+    hunks = dict(zip(("original", "rewritten"), pair))
+    # a bounded run compares the last values of names both versions assign on changed lines
+    observe = observed_names(unit["original"], unit["rewritten"], pair) if applies(unit, request.get("bounds")) else []
+    specs = [_side_spec(request, unit, side, hunks[side], observe) for side in sides]
     for spec in specs:
         if spec["side"] == "rewritten":
             spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
-    children, save = [], _saver()
-    for spec in specs:  # a side never holds the other side's output pipe (it could write into it)
-        siblings = tuple(
-            fd for child in children
-            for fd in (child.fd, child.record_fd, *((child.namespace.keep_fd,) if child.namespace else ()))
-        )
-        children.append(spawn(lambda spec=spec: run_side(spec), save, limits, close_fds=close_fds + siblings, isolation=isolation))
+    save = _saver()
+    # each child closes every descriptor it inherited: never the other side's pipes
+    children = [spawn(lambda spec=spec: run_side(spec), save, limits, isolation=isolation) for spec in specs]
     return wait_all(children, _load)
 
 
-def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+def run_verify_job(request: dict[str, Any]) -> dict[str, Any]:
     """Every unit of one patch: each through its best driver (two runs), then the contract."""
     import torch
 
-    from .bounded import applies, note_timeouts
+    from .bounded import DEFAULT_FORWARD_CAP, applies, evaluation_cut_broke, note_timeouts
     from .input_search import run_searching_inputs
     from .judging import judge_unit
 
@@ -166,10 +173,20 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     failures: dict[str, dict[str, Any]] = {}
 
     def run_pair(unit: dict[str, Any]):
-        outcomes = run_searching_inputs(
-            request, unit, ("original", "rewritten"), lambda req, u, sides: _run_sides(req, u, sides, close_fds, isolation)
-        )
-        return note_timeouts(outcomes, applies(unit, request.get("bounds")))
+        def runs(req: dict[str, Any]):
+            return run_searching_inputs(req, unit, ("original", "rewritten"), lambda r, u, sides: _run_sides(r, u, sides, isolation))
+
+        outcomes, used = runs(request), request
+        bounds = request.get("bounds") or {}
+        if applies(unit, bounds) and evaluation_cut_broke(outcomes):
+            # both sides stopped at the same error after an evaluation loop was cut: again, evaluations in full
+            used = {**request, "bounds": {**bounds, "forward_cap": 0}}
+            outcomes = runs(used)
+        elif applies(unit, bounds) and bounds.get("forward_cap") is None and outcomes[0].status == "timeout":
+            # the evaluation loops the patch changed ran in full and the run did not fit: again, all capped
+            used = {**request, "bounds": {**bounds, "forward_cap": DEFAULT_FORWARD_CAP}}
+            outcomes = runs(used)
+        return note_timeouts(outcomes, applies(unit, used.get("bounds")))
 
     for unit in request["units"]:
         for result in judge_unit(unit, run_pair, checks, failures=failures):
@@ -177,12 +194,12 @@ def run_verify_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> 
     return {"units": results, "driver_failures": failures}
 
 
-def run_gradcheck_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+def run_gradcheck_job(request: dict[str, Any]) -> dict[str, Any]:
     from .harness import run_gradcheck_file
     from .sandbox import spawn, wait_all
 
     spec = {"source": request["source"], "path": request.get("path"), "threads": request.get("threads", 1)}
-    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), close_fds=close_fds, isolation=_isolation(request))
+    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), isolation=_isolation(request))
     (outcome,) = wait_all([child], _load)
     if outcome.status != "ok" or outcome.record is None:
         return {"error": f"gradcheck run {outcome.detail}", "functions": []}
@@ -318,15 +335,14 @@ def main() -> None:
                     except OSError:
                         pass
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
-                closing = (write_fd,)
                 if request["op"] == "verify":
-                    payload = run_verify_job(request, closing)
+                    payload = run_verify_job(request)
                 elif request["op"] == "doctor":
                     from .doctor.job import run_doctor_job
 
-                    payload = run_doctor_job(request, closing)
+                    payload = run_doctor_job(request)
                 else:
-                    payload = run_gradcheck_job(request, closing)
+                    payload = run_gradcheck_job(request)
                 response = {"id": request["id"], "ok": True, "result": payload}
             except BaseException as exc:  # noqa: BLE001
                 response = {"id": request["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
@@ -364,6 +380,16 @@ def main() -> None:
 
     pid = namespaces.outer_pid or os.getpid()  # the process the tool started (inside, this one is pid 2)
     view = make_view(pid)  # empty: each run binds its own folder here
+    from . import cgroup
+    from .layout import interpreter_paths
+
+    memory = cgroup.base()
+    if isinstance(memory, tuple):
+        cgroup.remove_stale(memory[0])
+    # what runs read of the interpreter, once torch (and its libraries) are loaded
+    seen = {"view": view, "isolation_unavailable": unavailable, "run_uid": namespaces.run_uid,
+            "interpreter_paths": interpreter_paths(), "worker_pid": pid,
+            "memory_cgroup": memory if isinstance(memory, tuple) else None}
     send({"ready": True, "pid": pid, "torch": torch.__version__, "isolation_unavailable": unavailable})
     try:
         while True:
@@ -384,7 +410,7 @@ def main() -> None:
                         if request.get("op") == "ping":
                             send({"id": request.get("id"), "ok": True, "result": "pong"})
                         else:
-                            start({**request, "view": view, "isolation_unavailable": unavailable})
+                            start({**request, **seen})
                 else:
                     fd = key.fd
                     job = next(j for f, j in jobs.items() if f == fd)

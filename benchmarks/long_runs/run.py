@@ -17,6 +17,8 @@ printing each patch's verdict, driver and seconds.
 
     python benchmarks/long_runs/run.py --snapshots DIR [CASE ...] [--uncapped] [--timeout S] [--json]
 
+Near-misses (``near_misses.toml``): code in the upstream projects that looks like one
+of the injected bugs but is right; the rule, run on the upstream file, must stay silent.
 ``--uncapped`` writes ``loop-cap = 0`` into a ``pyproject.toml`` of the project, to
 show what verification did before runs were bounded.
 """
@@ -124,8 +126,40 @@ def run_case(case: dict, verifier: Verifier, timeout: float, uncapped: bool) -> 
             rows.append({
                 "case": case["name"], "rule": case["rule"], "rewrite": label, "expected": expected,
                 "verdict": str(verdict.verdict), "driver": verdict.driver, "seconds": round(time.perf_counter() - began, 1),
-                "reason": verdict.reason, "data": made,
+                "reason": verdict.reason, "data": made, "library": bool(case.get("library")),
             })
+    return rows
+
+
+def by_project_driver(row: dict) -> bool:
+    """Judged by the project's own code (its script, a driver found in it), not by the
+    changed function with synthesized inputs."""
+    driver = row.get("driver") or ""
+    return bool(driver) and "synthesized inputs" not in driver
+
+
+def near_misses(snapshots: Path, only: list[str]) -> list[dict]:
+    """Each look-alike of an injected bug in the upstream code (`near_misses.toml`): the
+    rule, run on the upstream file with nothing configured, must find nothing there."""
+    from autograd_fix.codemods.engine import check_source
+
+    sources = tomllib.loads((HERE / "upstream" / "SOURCES.toml").read_text())
+    rows = []
+    for item in tomllib.loads((HERE / "near_misses.toml").read_text())["near_miss"]:
+        if only and not any(item["upstream"].startswith(c) or c in item["upstream"] for c in only):
+            continue
+        try:
+            text = upstream_files(sources[item["upstream"]], snapshots)[item["file"]].decode("utf-8")
+        except (FileNotFoundError, subprocess.CalledProcessError) as error:
+            print(f"skip near-miss {item['upstream']}/{item['file']}: {error}", flush=True)
+            continue
+        if text.count(item["text"]) != 1:
+            raise SystemExit(f"error: near-miss {item['file']}: its text occurs {text.count(item['text'])} times, not once")
+        line = text[: text.index(item["text"])].count("\n") + 1
+        findings = [f for f in check_source(text, (rule_by_code(item["rule"]),), path=item["file"], compute_fix=False).findings
+                    if f.code == item["rule"]]
+        rows.append({"upstream": item["upstream"], "file": item["file"], "line": line, "rule": item["rule"], "why": item["why"],
+                     "silent": not findings, "findings": [f"{f.code} line {f.span.line}: {f.message[:120]}" for f in findings]})
     return rows
 
 
@@ -137,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uncapped", action="store_true", help="loop-cap = 0: runs in full, as before bounded runs")
     parser.add_argument("--timeout", type=float, default=20.0, help="per-run time limit, as --timeout (default 20 s)")
     parser.add_argument("--json", action="store_true", help="one JSON object per patch")
+    parser.add_argument("--no-near-misses", action="store_true", help="skip the static near-miss checks")
     args = parser.parse_args(argv)
     if args.snapshots is None:
         parser.error("--snapshots DIR is required: the upstream files are read from snapshots of their repositories")
@@ -160,12 +195,23 @@ def main(argv: list[str] | None = None) -> int:
                     mark = "ok  " if row["verdict"] == row["expected"] else "MISS"
                     print(f"{mark} {row['case']} [{row['rule']}] {row['rewrite']}: {row['verdict']} in {row['seconds']} s"
                           f" via {row['driver'] or '-'}\n     {row['reason'][:600]}", flush=True)
+    misses = near_misses(args.snapshots, args.cases) if not args.no_near_misses else []
+    for miss in misses:
+        if args.json:
+            print(json.dumps(miss), flush=True)
+        else:
+            mark = "ok  " if miss["silent"] else "MISS"
+            print(f"{mark} near-miss {miss['upstream']} {miss['file']}:{miss['line']} [{miss['rule']}]: "
+                  f"{'silent' if miss['silent'] else '; '.join(miss['findings'])}\n     {miss['why']}", flush=True)
     right = [r for r in rows if r["expected"] == "accepted"]
     wrong = [r for r in rows if r["expected"] == "rejected"]
     seconds = sorted(r["seconds"] for r in rows)
     if not args.json:
-        print(f"\nright fixes accepted {sum(r['verdict'] == 'accepted' for r in right)}/{len(right)}, "
+        accepted = [r for r in right if r["verdict"] == "accepted"]
+        print(f"\nright fixes accepted {len(accepted)}/{len(right)} "
+              f"({sum(by_project_driver(r) for r in accepted)} by a project driver), "
               f"wrong rewrites rejected {sum(r['verdict'] == 'rejected' for r in wrong)}/{len(wrong)}, "
+              f"near-misses silent {sum(m['silent'] for m in misses)}/{len(misses)}, "
               f"seconds per patch: median {seconds[len(seconds) // 2] if seconds else 0}, max {seconds[-1] if seconds else 0}")
     return 0
 

@@ -71,4 +71,22 @@ def shakespeare_char(folder: Path, characters: int = 1_003_854) -> str:
     return f"data/shakespeare_char: {split} / {characters - split} characters, 65 symbols"
 
 
-SYNTHESIZERS = {"wikitext2": wikitext2, "penn_treebank": penn_treebank, "shakespeare_char": shakespeare_char}
+def tiny_shakespeare(folder: Path, characters: int = 200_000) -> str:
+    """``input.txt`` as the lecture's ``wget`` of char-rnn's tinyshakespeare leaves it
+    (1.1M characters of 65 symbols): lines of words over the same alphabet."""
+    rng = random.Random(29)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choices(letters, k=rng.randint(1, 8))) for _ in range(3000)]
+    vocabulary, cumulative = words, _zipf(len(words))[1]
+    lines, size = [], 0
+    while size < characters:
+        line = " ".join(rng.choices(vocabulary, cum_weights=cumulative, k=rng.randint(3, 12)))
+        line = line[:1].upper() + line[1:] + rng.choice(".,;:!?")
+        lines.append(line)
+        size += len(line) + 1
+    (folder / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return f"input.txt: {size} characters"
+
+
+SYNTHESIZERS = {"wikitext2": wikitext2, "penn_treebank": penn_treebank, "shakespeare_char": shakespeare_char,
+                "tiny_shakespeare": tiny_shakespeare}

@@ -131,7 +131,7 @@ class EvalForwardWithoutNoGrad(Rule):
     contract = Contract(
         description="outputs equal; parameters' .grad untouched; retained graph memory lower or equal "
         "(strictly lower when the original retained any)",
-        checks=("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any"),
+        checks=("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any", "graph_state_may_change"),
     )
 
     def visit_Module(self, node: cst.Module) -> bool:

@@ -91,7 +91,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
     triggers = ("backward",)
     contract = Contract(
         description="accumulated values equal; outputs equal; retained graph memory lower or equal",
-        checks=("accumulated_values_equal", "outputs_equal", "retained_graph_not_higher"),
+        checks=("accumulated_values_equal", "outputs_equal", "retained_graph_not_higher", "graph_state_may_change"),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]

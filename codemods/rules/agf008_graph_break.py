@@ -125,7 +125,7 @@ class GraphBreak(Rule):
         "require grad`), if it raised one, is gone; the rewritten run's parameter gradients (None in the original) "
         "match finite differences of the first loss in float64, along a random direction (the original's mismatch "
         "is shown); outputs are not compared, since training now changes the model by design",
-        checks=("original_error_gone", "gradients_match_finite_differences"),
+        checks=("original_error_gone", "gradients_match_finite_differences", "graph_state_may_change"),
     )
 
     def visit_Module(self, node: cst.Module) -> bool:

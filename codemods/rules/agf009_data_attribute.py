@@ -133,7 +133,7 @@ class DataAttribute(Rule):
         description="outputs and gradients equal; or, where a .data mutation made the original's gradients wrong, "
         "forward values before the first backward equal and the rewritten's gradients match finite differences in "
         "float64 while the original's do not",
-        checks=("equal_or_gradients_corrected",),
+        checks=("equal_or_gradients_corrected", "graph_state_may_change"),
     )
 
     def visit_Module(self, node: cst.Module) -> bool:

@@ -91,7 +91,7 @@ class HiddenStateNotDetached(Rule):
         description="the original's 'backward through the graph a second time' (or in-place version) error is "
         "gone; the forward values (each backward's loss) the original computed before its error are equal; peak "
         "memory not higher",
-        checks=("original_error_gone", "forward_values_equal", "peak_memory_not_higher"),
+        checks=("original_error_gone", "forward_values_equal", "peak_memory_not_higher", "graph_state_may_change"),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]

@@ -33,26 +33,26 @@ def _spec(request: dict[str, Any], focus: bool) -> dict[str, Any]:
     }
 
 
-def _run(request: dict[str, Any], close_fds: tuple[int, ...], focus: bool) -> Any:
+def _run(request: dict[str, Any], focus: bool) -> Any:
     from ..sandbox import spawn, wait_all
     from .child import run_doctor_side
 
     spec = _spec(request, focus)
-    child = spawn(lambda: run_doctor_side(spec), _saver(), _limits(request), close_fds=close_fds, isolation=_isolation(request))
+    child = spawn(lambda: run_doctor_side(spec), _saver(), _limits(request), isolation=_isolation(request))
     (outcome,) = note_timeouts(wait_all([child], _load), request.get("bounds"))
     return outcome
 
 
-def run_doctor_job(request: dict[str, Any], close_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+def run_doctor_job(request: dict[str, Any]) -> dict[str, Any]:
     """The run's outcome and record, and the focused re-run's record when there is one."""
     import torch
 
     torch.set_num_threads(1)
-    outcome = _run(request, close_fds, focus=False)
+    outcome = _run(request, focus=False)
     answer: dict[str, Any] = {"status": outcome.status, "detail": outcome.detail, "duration_s": outcome.duration_s,
                               "output": outcome.output[-4000:], "record": outcome.record, "focus": None}
     exc = (outcome.record or {}).get("exception") or {}
     if outcome.status == "ok" and INPLACE_ERROR in str(exc.get("message") or ""):
-        focused = _run(request, close_fds, focus=True)
+        focused = _run(request, focus=True)
         answer["focus"] = focused.record if focused.status == "ok" else None
     return answer
