@@ -77,8 +77,8 @@ def _scopes(text: str) -> list[tuple[int, int]]:
 def static_agreement(finding: Finding, text: str | None, static: list[tuple[str, int]]) -> bool | None:
     """Whether a static finding of the same code names the same site: the same line, or
     a line of the same innermost function (AGF001 reports the evaluation function's
-    ``def``); None when the file could not be read."""
-    if text is None:
+    ``def``); None when the file could not be read or no static rule has the code (DOC)."""
+    if text is None or not finding.code.startswith("AGF"):
         return None
     lines = [line for code, line in static if code == finding.code]
     if any(abs(line - finding.line) <= _NEAR_LINES for line in lines):

@@ -337,3 +337,187 @@ def test_cli_text_and_json(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert data["status"] == "finished"
     assert [(f["code"], f["line"], f["static"]) for f in data["findings"]] == [("AGF002", line, "also found")]
+
+
+# -- fixes: a run's finding goes to its rule's fix at that site, then verification -----
+
+#: AGF001 where the static rule is silent: no evaluation name, no `.eval()`, the graph is
+#: cut by `float()` inside a helper the training loop calls
+STATIC_SILENT_AGF001 = PRELUDE + """
+
+def activation_energy(batches):
+    energy = 0.0
+    for x, _ in batches:
+        energy += float(model(x).pow(2).mean())  # <- AGF001
+    return energy
+
+
+for epoch in range(2):
+    for x, y in data:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    print(epoch, activation_energy(data[:3]))
+"""
+
+
+def test_diff_and_apply_fix_a_site_the_static_rule_missed(tmp_path: Path) -> None:
+    """The static AGF001 rule says nothing; the run shows the unused graphs; `--diff`
+    shows AGF001's fix at that line, verified and accepted, and writes nothing; `--apply`
+    writes it; a second doctor run then finds nothing (exit 0)."""
+    from autograd_fix.codemods.engine import check_source
+    from autograd_fix.codemods.registry import all_rules
+
+    assert not check_source(STATIC_SILENT_AGF001, all_rules(), path="train.py", compute_fix=False).findings
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    script = tmp_path / "train.py"
+    script.write_text(STATIC_SILENT_AGF001)
+    ((code, line),) = expected(STATIC_SILENT_AGF001)
+    result = _cli(["doctor", "--diff", "train.py"], tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert f"train.py:{line} {code}" in result.stdout and "[static: missed]" in result.stdout
+    assert f"# AGF001 train.py:{line}:1 accepted" in result.stdout
+    assert "+        with torch.no_grad():\n+            energy += float(model(x).pow(2).mean())" in result.stdout
+    assert script.read_text() == STATIC_SILENT_AGF001  # --diff writes nothing
+    result = _cli(["doctor", "--apply", "train.py"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr  # the one finding was fixed
+    assert "fixed: accepted" in result.stdout
+    assert "with torch.no_grad():\n            energy += float(" in script.read_text()
+    result = _cli(["doctor", "train.py"], tmp_path)
+    assert (result.returncode, result.stdout.splitlines()[-1]) == (0, "0 findings"), result.stdout
+
+
+def test_a_finding_no_rule_fixes_is_reported_with_why(tmp_path: Path) -> None:
+    """DOC codes have no rule: `--diff --format json` keeps the finding, its evidence,
+    no plan and the reason; nothing is verified and nothing is shown as a diff."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "train.py").write_text(LEFTOVERS)
+    result = _cli(["doctor", "--diff", "--format", "json", "train.py"], tmp_path)
+    assert result.returncode == 1, result.stderr
+    data = json.loads(result.stdout)
+    assert data["diffs"] == {}
+    (anomaly,) = [f for f in data["findings"] if f["code"] == "DOC001"]
+    assert anomaly["evidence"]["passes"] == 3 and anomaly["static"] == "unknown"
+    assert anomaly["fix"]["plan"] is None and anomaly["fix"]["reason"] == "no rule fixes this"
+
+
+# -- debug leftovers (DOC001, DOC002) ----------------------------------------------------
+
+LEFTOVERS = PRELUDE + """
+torch.autograd.set_detect_anomaly(True)
+for x, y in data:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()  # <- DOC001
+    optimizer.step()
+    torch.cuda.empty_cache()  # <- DOC002
+"""
+
+#: anomaly mode for the first backward only, and the cache emptied once after training
+LEFTOVERS_NEAR_MISS = PRELUDE + """
+for i, (x, y) in enumerate(data):
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    with torch.autograd.detect_anomaly(check_nan=True):
+        if i == 0:
+            loss.backward()
+    if i > 0:
+        loss.backward()
+    optimizer.step()
+torch.cuda.empty_cache()
+"""
+
+
+def _leftover_codes(source: str) -> set[tuple[str, int]]:
+    return {(m.group(1), number) for number, line in enumerate(source.splitlines(), 1) if (m := re.search(r"# <- (DOC\d{3})", line))}
+
+
+def test_debug_leftovers_at_their_lines(tmp_path: Path, verifier) -> None:
+    """Anomaly mode on for every backward of the loop is DOC001 at the backward; an
+    `empty_cache()` in every iteration is DOC002 at the call; used once each, neither."""
+    diagnosis = _run(tmp_path, verifier, LEFTOVERS)
+    assert {(f.code, f.line) for f in diagnosis.findings} == _leftover_codes(LEFTOVERS), [f.to_json() for f in diagnosis.findings]
+    (cache,) = [f for f in diagnosis.findings if f.code == "DOC002"]
+    assert cache.evidence["calls"] == 3  # the loop is capped at 3 iterations
+    near = _run(tmp_path, verifier, LEFTOVERS_NEAR_MISS)
+    assert near.status == "finished" and not near.findings, [f.to_json() for f in near.findings]
+
+
+def test_sarif_carries_evidence_and_doc_rules(tmp_path: Path) -> None:
+    """`--format sarif`: the main command's log, with DOC rule descriptors, each result's
+    measured evidence and static agreement; --exit-zero exits 0 with findings."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "train.py").write_text(LEFTOVERS)
+    result = _cli(["doctor", "--format", "sarif", "--exit-zero", "train.py"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads(result.stdout)["runs"]
+    rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
+    assert {"AGF001", "DOC001", "DOC002"} <= set(rules)
+    by_code = {r["ruleId"]: r for r in run["results"]}
+    assert set(by_code) == {"DOC001", "DOC002"}
+    assert rules[by_code["DOC002"]["ruleIndex"]] == "DOC002"
+    assert by_code["DOC002"]["properties"]["evidence"] == {"calls": 3}
+    assert by_code["DOC001"]["locations"][0]["physicalLocation"]["region"]["startLine"] == min(_leftover_codes(LEFTOVERS))[1]
+    assert run["properties"]["run"]["status"] == "finished"
+
+
+def test_a_run_that_cannot_be_made_exits_2(tmp_path: Path) -> None:
+    """Ruff's convention: 2 for errors, whatever --exit-zero says."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "train.py").write_text("import os\nos._exit(0)\n")
+    result = _cli(["doctor", "--exit-zero", "train.py"], tmp_path)
+    assert result.returncode == 2 and "error: train.py" in result.stderr, (result.stdout, result.stderr)
+
+
+# -- fixes at a site, without a run --------------------------------------------------------
+
+SITE_SOURCE = """\
+import torch
+from torch import nn
+
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 4)
+for step in range(3):
+    loss = model(x).pow(2).mean()
+    loss.backward(retain_graph=True)
+    opt.step()
+    score = model(x).sum().item()
+    if step: print(model(x).sum().item())
+    for row in model(x):
+        print(row)
+"""
+
+
+@pytest.mark.parametrize(("code", "line", "added", "removed"), [
+    ("AGF001", 11, ["    with torch.no_grad():", "        score = model(x).sum().item()"], ["    score = model(x).sum().item()"]),
+    ("AGF002", 10, ["    opt.zero_grad()"], []),
+    ("AGF011", 9, ["    loss.backward()"], ["    loss.backward(retain_graph=True)"]),
+])
+def test_rule_fix_at_a_site(code: str, line: int, added: list[str], removed: list[str]) -> None:
+    """`Rule.fix_at`: the rule's fix at a line a run named, as a plan that composes."""
+    from autograd_fix.codemods.plans import FilePlans
+    from autograd_fix.codemods.registry import all_rules
+
+    plans = FilePlans.from_source(SITE_SOURCE, all_rules(), "train.py", sites=((code, line),))
+    plan = [p for p in plans.plans if p.code == code][-1]  # the site's own comes after the static findings
+    fixed = plans.compose([plan.id], final=True)
+    before, after = SITE_SOURCE.splitlines(), fixed.splitlines()
+    assert [l for l in after if l not in before] == added and [l for l in before if l not in after] == removed
+
+
+def test_no_site_fix_on_a_header_or_one_line_suite() -> None:
+    """A forward in a `for` header or a one-line `if` suite has no statement of its own
+    to wrap: no fix (the finding stays, with AGF001's reason); `# noqa` holds."""
+    from autograd_fix.codemods.engine import check_source
+    from autograd_fix.codemods.registry import all_rules
+    from autograd_fix.codemods.site_fixes import site_fix_reason
+
+    def sites(source: str, line: int) -> list:
+        result = check_source(source, all_rules(), path="t.py", compute_fix=False, sites=(("AGF001", line),))
+        return [f for f in result.findings if f.code == "AGF001"]
+
+    assert not sites(SITE_SOURCE, 12) and not sites(SITE_SOURCE, 13)
+    assert "compound statement's header" in site_fix_reason("AGF001", all_rules())
+    assert sites(SITE_SOURCE, 11)
+    assert not sites(SITE_SOURCE.replace("score = model(x).sum().item()", "score = model(x).sum().item()  # noqa: AGF001"), 11)
