@@ -247,6 +247,44 @@ for x, y in data:
 """,
 }
 
+# AGF008 at the line that cuts the graph: a loss re-wrapped as a fresh leaf, stage losses
+# copied into a new tensor (the errors people silence this way: "does not require grad")
+CASES["agf008_loss_rewrapped"] = PRELUDE + """
+from torch.autograd import Variable
+
+for x, y in data:
+    optimizer.zero_grad()
+    out = model(x).detach()
+    loss = criterion(out, y)
+    loss = Variable(loss, requires_grad=True)  # <- AGF008
+    loss.backward()
+    optimizer.step()
+assert isinstance(loss, Variable)
+"""
+CASES["agf008_stage_losses_copied"] = PRELUDE + """
+heads = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+opt = torch.optim.SGD(list(model.parameters()) + list(heads.parameters()), lr=0.1)
+for x, y in data:
+    opt.zero_grad()
+    out = model(x)
+    losses = [criterion(head(out), y) for head in heads]
+    loss = torch.tensor(losses, requires_grad=True).sum()  # <- AGF008
+    loss.backward()
+    opt.step()
+"""
+#: a leaf made once at set-up and trained, and losses copied for logging only
+CASES["agf008_near_miss_leaf_once_and_logging"] = PRELUDE + """
+scale = torch.tensor([1.0], requires_grad=True)
+opt = torch.optim.SGD(list(model.parameters()) + [scale], lr=0.1)
+history = []
+for x, y in data:
+    opt.zero_grad()
+    loss = criterion(model(x) * scale, y)
+    loss.backward()
+    opt.step()
+    history.append(torch.tensor([loss.detach(), scale.detach()[0]]))
+"""
+
 # near-misses that differ from their bug by one line: the fix a person would write
 CASES["agf004_near_miss_right_backward"] = CASES["agf004_safe_custom_op"].replace(
     "grad_input = grad_output.clone()", "grad_input = grad_output * param").replace("  # <- AGF004", "")

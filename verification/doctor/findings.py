@@ -90,6 +90,7 @@ def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, 
     found += _retains(seen)
     found += _leftovers(seen)
     found += _crash(record, script, focus, found)
+    found = _explained_by_cuts(found, read)
     unique = {(f.code, f.path, f.line): f for f in found}
     return sorted(unique.values(), key=lambda f: (f.path, f.line, f.code))
 
@@ -174,8 +175,15 @@ def _holders(seen: dict[str, Any], stepped: bool, read: Reader, recurrent_files:
 
 
 def _silent(seen: dict[str, Any], script: str) -> list[Finding]:
+    """Parameters no gradient reached: at the lines that cut the graph when the run saw
+    any (`cuts`: a copy of graph-carrying data, a leaf re-made every iteration), else at
+    their module's call."""
+    params_all = list(seen.get("silent_params") or ())
+    cuts = list(seen.get("cuts") or ()) if params_all else []
+    if cuts:
+        return [_cut_finding(cut, params_all) for cut in cuts]
     grouped: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for param in seen.get("silent_params") or ():
+    for param in params_all:
         site = param.get("site") or (seen.get("first_step_site") or (script, 1))
         grouped.setdefault((site[0], int(site[1])), []).append(param)
     found = []
@@ -188,6 +196,49 @@ def _silent(seen: dict[str, Any], script: str) -> list[Finding]:
                    f"{' (only zeros)' if zeros == len(names) else ''}: the graph is cut between them and the loss")
         found.append(Finding("AGF008", path, line, message, {"params": names, "values": total}))
     return found
+
+
+def _innermost_function(text: str | None, line: int) -> tuple[int, int] | None:
+    """(first, last) line of the innermost function holding `line`; (0, 0) at module level."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    spans = [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return max(spans) if spans else (0, 0)
+
+
+def _explained_by_cuts(found: list[Finding], read: Reader) -> list[Finding]:
+    """A forward whose graph a later line of the same function cut (AGF008 at a cut) has
+    no backward through it because of the cut: that is AGF008's finding, not AGF001's
+    (whose fix, no_grad, would make the cut permanent)."""
+    cuts = [f for f in found if f.code == "AGF008" and "cut" in f.evidence]
+    if not cuts:
+        return found
+    def explained(finding: Finding) -> bool:
+        if finding.code != "AGF001":
+            return False
+        for cut in cuts:
+            if cut.path != finding.path or not finding.line < cut.line:
+                continue
+            text = read(cut.path)
+            scope = _innermost_function(text, cut.line)
+            if scope is not None and scope == _innermost_function(text, finding.line):
+                return True
+        return False
+    return [f for f in found if not explained(f)]
+
+
+def _cut_finding(cut: dict[str, Any], params: list[dict[str, Any]]) -> Finding:
+    names = [p["name"] for p in params]
+    made = ("copies values that carried a graph into a tensor with no history" if cut["kind"] == "copy"
+            else "makes a fresh leaf (requires_grad=True) every iteration: what produced its values gets no gradient")
+    message = (f"this call {made} ({cut['calls']} call{'s' if cut['calls'] != 1 else ''}); {len(names)} parameter"
+               f"{'s' if len(names) != 1 else ''} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}) never "
+               "received a gradient: keep the graph (use the tensors themselves, torch.stack/sum)")
+    return Finding("AGF008", cut["file"], int(cut["line"]), message,
+                   {"params": names, "cut": cut["kind"], "calls": cut["calls"]})
 
 
 def _functions(seen: dict[str, Any], read: Reader) -> list[Finding]:

@@ -38,6 +38,8 @@ How each observation is made, and why this way:
   finite differences at that call's own inputs, in float64
   (`gradcheck.backward_vs_finite_differences`), with the run's RNG untouched and these
   probe calls invisible to every other observation.
+* **Graph cuts** (AGF008's site): ``torch.tensor`` and ``Variable`` calls that copy
+  graph-carrying data or re-make a leaf at one line (`cuts`).
 * **Debug leftovers**: backward passes run with anomaly detection on, and calls of
   ``torch.cuda.empty_cache``, per call site.
 """
@@ -55,6 +57,7 @@ from torch import nn
 
 from ..gradcheck import backward_vs_finite_differences
 from ..probes import Probes, iter_tensors
+from .cuts import GraphCuts
 
 #: the key of the iteration tag in an autograd node's ``metadata``
 TAG = "autograd_fix_doctor"
@@ -170,6 +173,7 @@ class Watch:
         self.anomaly: dict[Site, int] = {}
         self.empty_cache: dict[Site, int] = {}
         self._undo: list[Callable[[], None]] = []
+        self.cuts = GraphCuts(self._site, lambda: self._quiet)
         self.namespace: dict[str, Any] | None = None
 
     # -- where ---------------------------------------------------------------------
@@ -235,6 +239,7 @@ class Watch:
 
         torch.cuda.empty_cache = empty_cache
         self._undo.append(lambda: setattr(torch.cuda, "empty_cache", original_empty))
+        self._undo.extend(self.cuts.install())
         return self
 
     def uninstall(self) -> None:
@@ -597,6 +602,7 @@ class Watch:
             "functions": list(self.functions.values()),
             "anomaly": [{"file": k[0], "line": k[1], "passes": v} for k, v in self.anomaly.items()],
             "empty_cache": [{"file": k[0], "line": k[1], "calls": v} for k, v in self.empty_cache.items()],
+            "cuts": self.cuts.record(),
         }
 
 
