@@ -285,6 +285,33 @@ for x, y in data:
     history.append(torch.tensor([loss.detach(), scale.detach()[0]]))
 """
 
+# AGF004, gradient counts: the return that gives a gradient too many (PyTorch lets a
+# trailing None pass) or too few (the backward then fails), named at the return itself
+CASES["agf004_count_extra_none"] = PRELUDE + """
+
+class Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x * factor
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output * ctx.factor, None, None  # <- AGF004
+
+
+for x, y in data:
+    optimizer.zero_grad()
+    criterion(Scale.apply(model(x), 0.5), y).backward()
+    optimizer.step()
+"""
+CASES["agf004_count_missing_none"] = CASES["agf004_count_extra_none"].replace(
+    "def forward(ctx, x, factor):", "def forward(ctx, x, factor, mode):").replace(
+    "return grad_output * ctx.factor, None, None  # <- AGF004", "return grad_output * ctx.factor, None  # <- AGF004").replace(
+    "Scale.apply(model(x), 0.5)", "Scale.apply(model(x), 0.5, 'mean')")
+CASES["agf004_near_miss_count_right"] = CASES["agf004_count_extra_none"].replace(
+    "return grad_output * ctx.factor, None, None  # <- AGF004", "return grad_output * ctx.factor, None")
+
 # near-misses that differ from their bug by one line: the fix a person would write
 CASES["agf004_near_miss_right_backward"] = CASES["agf004_safe_custom_op"].replace(
     "grad_input = grad_output.clone()", "grad_input = grad_output * param").replace("  # <- AGF004", "")

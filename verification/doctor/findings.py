@@ -91,6 +91,9 @@ def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, 
     found += _leftovers(seen)
     found += _crash(record, script, focus, found)
     found = _explained_by_cuts(found, read)
+    if (record.get("exception") or {}).get("autograd"):
+        # the pass whose backward raised was never backpropagated: not a graph built for nothing
+        found = [f for f in found if not (f.code == "AGF001" and f.evidence.get("unused_passes") == 1)]
     unique = {(f.code, f.path, f.line): f for f in found}
     return sorted(unique.values(), key=lambda f: (f.path, f.line, f.code))
 
@@ -244,10 +247,17 @@ def _cut_finding(cut: dict[str, Any], params: list[dict[str, Any]]) -> Finding:
 def _functions(seen: dict[str, Any], read: Reader) -> list[Finding]:
     found = []
     for function in seen.get("functions") or ():
-        wrong = {int(k): v for k, v in (function.get("positions") or {}).items() if not v.get("match", True)}
-        if not wrong:
-            continue
         text = read(function["file"])
+        inputs = function.get("inputs")
+        miscounted = _miscounted_returns(text, function["class"], int(inputs)) if text is not None and inputs else []
+        for line, count in miscounted:
+            found.append(Finding("AGF004", function["file"], line,
+                                 f"{function['class']}.backward returns {count} gradients here; its forward took {inputs} "
+                                 f"inputs at the run's own call: return exactly one per input (None where there is none)",
+                                 {"class": function["class"], "returned": count, "inputs": inputs}))
+        wrong = {int(k): v for k, v in (function.get("positions") or {}).items() if not v.get("match", True)}
+        if not wrong or miscounted:
+            continue
         line = _return_line(text, function["class"]) if text is not None else None
         position, numbers = next(iter(sorted(wrong.items())))
         message = (f"{function['class']}.backward's gradient for input {position} disagrees with finite differences at the "
@@ -255,6 +265,40 @@ def _functions(seen: dict[str, Any], read: Reader) -> list[Finding]:
         found.append(Finding("AGF004", function["file"], line or int(function["backward_line"]), message,
                              {"class": function["class"], "inputs": {str(k): v for k, v in wrong.items()}}))
     return found
+
+
+def _backward_of(tree: ast.Module, qualname: str) -> ast.FunctionDef | None:
+    name = qualname.rsplit(".", 1)[-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "backward":
+                    return item
+    return None
+
+
+def _miscounted_returns(text: str, qualname: str, inputs: int) -> list[tuple[int, int]]:
+    """(line, count) of each ``return a, b, ...`` of ``<class>.backward`` whose tuple is
+    not one gradient per forward input (a trailing extra None included: PyTorch lets it
+    pass today, the next check may not)."""
+    try:
+        backward = _backward_of(ast.parse(text), qualname)
+    except (SyntaxError, ValueError):
+        return []
+    if backward is None:
+        return []
+    found = []
+    stack: list[ast.AST] = list(backward.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+            elements = node.value.elts
+            if not any(isinstance(e, ast.Starred) for e in elements) and len(elements) != inputs:
+                found.append((node.lineno, len(elements)))
+        stack.extend(ast.iter_child_nodes(node))
+    return sorted(found)
 
 
 def _retains(seen: dict[str, Any]) -> list[Finding]:
@@ -314,6 +358,8 @@ def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fo
         return [Finding("AGF003", path, line, f"in-place change of a tensor that requires grad, under grad mode: {message[:160]}",
                         {"error": message[:300]})]
     if "incorrect number of gradients" in message:
+        if any(f.code == "AGF004" for f in found):
+            return []  # the return that miscounts is already named
         return [Finding("AGF004", path, line, f"the run stopped: {message[:200]}", {"error": message[:300]})]
     if "backward through the graph a second time" in message and any(f.code in ("AGF010", "AGF006") for f in found):
         return []  # explained by the state that carried the old graph

@@ -549,6 +549,7 @@ class Watch:
             "site": self._site(3),
             "positions": {int(k): dict(v) for k, v in (report.get("positions") or {}).items()},
             "error": report.get("error"),
+            "inputs": len(args),  # forward's inputs: backward returns one gradient each
         }
 
     # -- the end -----------------------------------------------------------------------
