@@ -74,6 +74,16 @@ def _scopes(text: str) -> list[tuple[int, int]]:
     return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
+def _blocks(text: str) -> list[tuple[int, int]]:
+    """(first, last) lines of every loop and `with` statement in `text`."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    kinds = (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)
+    return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree) if isinstance(n, kinds)]
+
+
 def static_agreement(finding: Finding, text: str | None, static: list[tuple[str, int]]) -> bool | None:
     """Whether a static finding of the same code names the same site: the same line, or
     a line of the same innermost function (AGF001 reports the evaluation function's
@@ -83,6 +93,8 @@ def static_agreement(finding: Finding, text: str | None, static: list[tuple[str,
     lines = [line for code, line in static if code == finding.code]
     if any(abs(line - finding.line) <= _NEAR_LINES for line in lines):
         return True
+    if any(first in lines and first <= finding.line <= last for first, last in _blocks(text)):
+        return True  # inside the loop or `with` the static finding heads (AGF001 wraps the loop)
     enclosing = [s for s in _scopes(text) if s[0] <= finding.line <= s[1]]
     if not enclosing:
         return False

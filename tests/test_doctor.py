@@ -247,6 +247,28 @@ for x, y in data:
 """,
 }
 
+# AGF001 through a helper that returns the model's output, shared by training and
+# evaluation: the evaluation caller's line, not the helper's
+CASES["agf001_shared_forward_helper"] = PRELUDE + """
+
+def forward(x):
+    return {"logits": model(x)}
+
+
+def accuracy(batches):
+    hits = 0
+    for x, y in batches:
+        hits += int((forward(x)["logits"].argmax(1) == y).sum())  # <- AGF001
+    return hits
+
+
+for x, y in data:
+    optimizer.zero_grad()
+    criterion(forward(x)["logits"], y).backward()
+    optimizer.step()
+print(accuracy(data[:2]))
+"""
+
 # AGF008 at the line that cuts the graph: a loss re-wrapped as a fresh leaf, stage losses
 # copied into a new tensor (the errors people silence this way: "does not require grad")
 CASES["agf008_loss_rewrapped"] = PRELUDE + """
@@ -569,6 +591,18 @@ def test_rule_fix_at_a_site(code: str, line: int, added: list[str], removed: lis
     fixed = plans.compose([plan.id], final=True)
     before, after = SITE_SOURCE.splitlines(), fixed.splitlines()
     assert [l for l in after if l not in before] == added and [l for l in before if l not in after] == removed
+
+
+def test_static_agreement_inside_the_loop_the_static_rule_names() -> None:
+    """A run's AGF001 at the forward inside a module-level evaluation loop is the site of
+    the static AGF001 on that loop's header (its fix wraps the loop)."""
+    from autograd_fix.cli.doctor import static_agreement
+    from autograd_fix.verification.doctor.findings import Finding
+
+    text = "import torch\nfor x in loader:\n    y = 1\n    z = 2\n    out = model(x)\nprint(out)\n"
+    assert static_agreement(Finding("AGF001", "t.py", 5, ""), text, [("AGF001", 2)]) is True
+    assert static_agreement(Finding("AGF001", "t.py", 6, ""), text, [("AGF001", 2)]) is False
+    assert static_agreement(Finding("DOC001", "t.py", 5, ""), text, [("AGF001", 5)]) is None
 
 
 def test_no_site_fix_on_a_header_or_one_line_suite() -> None:

@@ -80,7 +80,7 @@ def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, 
     seen = record.get("observations") or {}
     stepped = int(seen.get("optimizer_steps") or 0) > 0
     found: list[Finding] = []
-    found += _unused_graphs(seen)
+    found += _unused_graphs(seen, read)
     found += _stale_steps(seen)
     recurrent = _recurrent(seen, stepped)
     found += recurrent
@@ -98,9 +98,32 @@ def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, 
     return sorted(unique.values(), key=lambda f: (f.path, f.line, f.code))
 
 
-def _unused_graphs(seen: dict[str, Any]) -> list[Finding]:
+def _returns_at(text: str | None, line: int) -> bool:
+    """Whether `line` is in a ``return`` statement (a helper handing the model's output on)."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(n, ast.Return) and n.lineno <= line <= (n.end_lineno or n.lineno) for n in ast.walk(tree))
+
+
+def _by_caller(site: dict[str, Any], read: Reader) -> list[dict[str, Any]]:
+    """The site as its callers saw it, when its line returns the model's output to them
+    (``return self.decoder(...)`` in ``infer``, ``return {"y": self.model(b)}`` in a
+    trainer's ``_forward``): whether the graph is used is the caller's doing, and one
+    helper may serve a training caller and an evaluation caller."""
+    callers = [c for c in site.get("callers") or () if c["file"] == site["file"] or read(c["file"]) is not None]
+    if not callers or not _returns_at(read(site["file"]), int(site["line"])):
+        return [site]
+    per_pass = max(int(n) for n in site.get("unused_bytes") or [0])
+    return [{"file": c["file"], "line": c["line"], "passes": c["passes"], "unused": c["unused"], "held": 0,
+             "unused_bytes": [per_pass] if c["unused"] else []} for c in callers]
+
+
+def _unused_graphs(seen: dict[str, Any], read: Reader) -> list[Finding]:
     found = []
-    for site in seen.get("sites") or ():
+    sites = [entry for site in seen.get("sites") or () for entry in _by_caller(site, read)]
+    for site in sites:
         wasted = int(site["unused"]) + int(site.get("held") or 0)
         if not wasted:
             continue

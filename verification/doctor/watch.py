@@ -77,10 +77,13 @@ Site = tuple[str, int]  # (file as the child sees it, line)
 class _Pass:
     """One outermost forward pass under grad mode: its saved tensors and their fate."""
 
-    __slots__ = ("site", "alive", "unpacked", "nbytes", "storages", "ended", "settled")
+    __slots__ = ("site", "caller", "alive", "unpacked", "nbytes", "storages", "ended", "settled")
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, caller: Site | None = None) -> None:
         self.site = site
+        #: the next project frame up (a helper that returns the model's output is
+        #: judged by its callers: `findings._unused_graphs`)
+        self.caller = caller
         self.alive = 0
         self.unpacked = False
         self.nbytes = 0
@@ -116,6 +119,8 @@ class _SiteStats:
     unused: int = 0
     held: int = 0
     unused_bytes: list[int] = field(default_factory=list)
+    #: caller site -> [passes, passes whose graph no backward used]
+    callers: dict[Site, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -186,6 +191,17 @@ class Watch:
                 return name, frame.f_lineno
             frame = frame.f_back
         return None
+
+    def _site_and_caller(self, skip: int = 2) -> tuple[Site | None, Site | None]:
+        """The innermost project frame on the stack and the next project frame above it."""
+        found: list[Site] = []
+        frame = sys._getframe(skip)
+        while frame is not None and len(found) < 2:
+            name = frame.f_code.co_filename
+            if self.owns(name):
+                found.append((name, frame.f_lineno))
+            frame = frame.f_back
+        return (found[0] if found else None), (found[1] if len(found) > 1 else None)
 
     # -- install -------------------------------------------------------------------
     def install(self) -> "Watch":
@@ -308,6 +324,8 @@ class Watch:
             stats = self.sites.setdefault(owner.site, _SiteStats())
             if not owner.unpacked:
                 stats.unused += 1
+                if owner.caller is not None:
+                    stats.callers.setdefault(owner.caller, [0, 0])[1] += 1
                 if len(stats.unused_bytes) < KEPT_PASSES:
                     stats.unused_bytes.append(owner.nbytes)
 
@@ -356,13 +374,16 @@ class Watch:
             if key not in self._module_names:
                 self._name_module(module)
             if torch.is_grad_enabled() and self._module_names.get(key) and any(True for _ in module.parameters()):
-                site = self._site()
+                site, caller = self._site_and_caller(3)
                 if site is not None:
-                    self._current = _Pass(site)
+                    self._current = _Pass(site, caller)
                     self._open.append(self._current)
                     if len(self._open) % 256 == 0:
                         self._open = [p for p in self._open if not p.settled]
-                    self.sites.setdefault(site, _SiteStats()).passes += 1
+                    stats = self.sites.setdefault(site, _SiteStats())
+                    stats.passes += 1
+                    if caller is not None:
+                        stats.callers.setdefault(caller, [0, 0])[0] += 1
                     self._check_inputs(site, args)
         self._depth += 1
 
@@ -564,10 +585,13 @@ class Watch:
         for held in self._open:
             if finished and held.ended and not held.settled and not held.unpacked and held.alive > 0:
                 self.sites[held.site].held += 1
+                if held.caller is not None:
+                    self.sites[held.site].callers.setdefault(held.caller, [0, 0])[1] += 1
         sites = []
         for (filename, line), stats in self.sites.items():
             sites.append({"file": filename, "line": line, "passes": stats.passes, "unused": stats.unused,
-                          "held": stats.held, "unused_bytes": list(stats.unused_bytes)})
+                          "held": stats.held, "unused_bytes": list(stats.unused_bytes),
+                          "callers": [{"file": k[0], "line": k[1], "passes": v[0], "unused": v[1]} for k, v in stats.callers.items()]})
         retains: dict[Site, dict[str, int]] = {}
         for retain in self._retains:
             if retain.site == ("", 0):
