@@ -109,11 +109,15 @@ def _returns_at(text: str | None, line: int) -> bool:
 
 def _by_caller(site: dict[str, Any], read: Reader) -> list[dict[str, Any]]:
     """The site as its callers saw it, when its line returns the model's output to them
-    (``return self.decoder(...)`` in ``infer``, ``return {"y": self.model(b)}`` in a
-    trainer's ``_forward``): whether the graph is used is the caller's doing, and one
-    helper may serve a training caller and an evaluation caller."""
-    callers = [c for c in site.get("callers") or () if c["file"] == site["file"] or read(c["file"]) is not None]
+    and either the callers' passes fared differently (one helper serving a training
+    caller and an evaluation caller: the helper cannot be fixed as a whole) or the
+    helper is the model's own method (``return self.decoder(...)`` in ``infer``: the
+    fix belongs to the caller, not to the model's API). Otherwise the forward's own line."""
+    callers = list(site.get("callers") or ())
     if not callers or not _returns_at(read(site["file"]), int(site["line"])):
+        return [site]
+    mixed = any(int(c["unused"]) == 0 for c in callers) and any(int(c["unused"]) > 0 for c in callers)
+    if not (mixed or site.get("module_method")):
         return [site]
     per_pass = max(int(n) for n in site.get("unused_bytes") or [0])
     return [{"file": c["file"], "line": c["line"], "passes": c["passes"], "unused": c["unused"], "held": 0,

@@ -121,6 +121,8 @@ class _SiteStats:
     unused_bytes: list[int] = field(default_factory=list)
     #: caller site -> [passes, passes whose graph no backward used]
     callers: dict[Site, list[int]] = field(default_factory=dict)
+    #: the site is in a method of a module (the model's own `infer`)
+    module_method: bool = False
 
 
 @dataclass
@@ -192,16 +194,20 @@ class Watch:
             frame = frame.f_back
         return None
 
-    def _site_and_caller(self, skip: int = 2) -> tuple[Site | None, Site | None]:
-        """The innermost project frame on the stack and the next project frame above it."""
+    def _site_and_caller(self, skip: int = 2) -> tuple[Site | None, Site | None, bool]:
+        """The innermost project frame on the stack, the next project frame above it, and
+        whether the innermost is a method of a module (the model's own ``infer``)."""
         found: list[Site] = []
+        in_module = False
         frame = sys._getframe(skip)
         while frame is not None and len(found) < 2:
             name = frame.f_code.co_filename
             if self.owns(name):
+                if not found:
+                    in_module = "self" in frame.f_code.co_varnames[:1] and isinstance(frame.f_locals.get("self"), nn.Module)
                 found.append((name, frame.f_lineno))
             frame = frame.f_back
-        return (found[0] if found else None), (found[1] if len(found) > 1 else None)
+        return (found[0] if found else None), (found[1] if len(found) > 1 else None), in_module
 
     # -- install -------------------------------------------------------------------
     def install(self) -> "Watch":
@@ -374,7 +380,7 @@ class Watch:
             if key not in self._module_names:
                 self._name_module(module)
             if torch.is_grad_enabled() and self._module_names.get(key) and any(True for _ in module.parameters()):
-                site, caller = self._site_and_caller(3)
+                site, caller, in_module = self._site_and_caller(3)
                 if site is not None:
                     self._current = _Pass(site, caller)
                     self._open.append(self._current)
@@ -382,6 +388,7 @@ class Watch:
                         self._open = [p for p in self._open if not p.settled]
                     stats = self.sites.setdefault(site, _SiteStats())
                     stats.passes += 1
+                    stats.module_method = stats.module_method or in_module
                     if caller is not None:
                         stats.callers.setdefault(caller, [0, 0])[0] += 1
                     self._check_inputs(site, args)
@@ -591,6 +598,7 @@ class Watch:
         for (filename, line), stats in self.sites.items():
             sites.append({"file": filename, "line": line, "passes": stats.passes, "unused": stats.unused,
                           "held": stats.held, "unused_bytes": list(stats.unused_bytes),
+                          "module_method": stats.module_method,
                           "callers": [{"file": k[0], "line": k[1], "passes": v[0], "unused": v[1]} for k, v in stats.callers.items()]})
         retains: dict[Site, dict[str, int]] = {}
         for retain in self._retains:
