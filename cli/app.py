@@ -167,6 +167,9 @@ def check(
     pass_env: Optional[list[str]] = typer.Option(
         None, "--pass-env", metavar="NAME", help="An environment variable verification runs keep (repeatable).",
     ),
+    python: Optional[str] = typer.Option(
+        None, "--python", metavar="PATH", help="The Python verification runs under (the project's; default: found, see README).",
+    ),
     max_file_size: Optional[int] = typer.Option(
         None, "--max-file-size", metavar="BYTES", min=1, help="Skip larger source files, each with an error (default 2000000).",
     ),
@@ -204,7 +207,7 @@ def check(
         raise typer.Exit(EXIT_OK)
     if show_settings is not None:
         try:
-            user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or ())
+            user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or (), python)
             config = _config_lookup(user, config_items or [], isolated).for_path(Path(show_settings))
         except (ConfigError, UserConfigError) as error:
             raise _usage_error(str(error))
@@ -221,7 +224,7 @@ def check(
 
     config_start = Path(stdin_filename).parent if (use_stdin and stdin_filename) else Path(paths[0] if not use_stdin else ".")
     try:
-        user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or ())
+        user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or (), python)
         lookup = _config_lookup(user, config_items or [], isolated)
         start_config = lookup.for_path(config_start if config_start.exists() else Path.cwd())
     except (ConfigError, UserConfigError) as error:

@@ -24,7 +24,7 @@ same `load_config`, once per project, again when a pyproject.toml above the docu
 changes.
 
 Without `target-torch`, the floor comes from the `torch` requirement in the nearest
-pyproject's `[project] dependencies` (see `torch_floor`); the table and the
+pyproject's `[project] dependencies` or `optional-dependencies` (see `torch_floor`); the table and the
 dependencies may live in different pyproject files (a workspace root holding the
 tool settings, a package folder declaring its requirements).
 """
@@ -123,8 +123,10 @@ def _declared_floor(start: Path, user: UserSettings | None = None) -> TorchVersi
     for _, data in _pyprojects(start, user):
         project = data.get("project")
         if isinstance(project, dict):
-            dependencies = project.get("dependencies", [])
-            return dependencies_floor(dependencies) if isinstance(dependencies, list) else None
+            # torch in an extra counts: a library that makes it optional still runs on it
+            extras = project.get("optional-dependencies")
+            groups = [project.get("dependencies"), *(extras.values() if isinstance(extras, dict) else ())]
+            return dependencies_floor(entry for group in groups if isinstance(group, list) for entry in group)
     return None
 
 

@@ -2,20 +2,14 @@
 `extend-include` globs) under the given paths, minus what is excluded.
 
 Folders are walked recursively, honouring every `.gitignore` from the repository root
-down (each file's patterns relative to its own folder, a deeper file overriding a
-shallower one, as git does), the default excludes (VCS folders, virtual environments,
-build outputs, caches) and the configured `exclude` globs. Matching is pathspec's
-`GitIgnoreSpec`, which follows git's own rules (negation, `**`, directory-only
-patterns, anchoring). An excluded folder is never entered, so a negation cannot bring
-back a file below it, exactly as in git. A file named explicitly on the command line is
-checked unless `force_exclude` is set (Ruff's `--force-exclude`, which pre-commit
-needs: it names every staged file explicitly, so without it an excluded file would be
-checked, and rewritten by the apply hook). A force-excluded path is skipped silently
-and listed in `force_excluded`; it does not make its named path "empty".
-
-Each entry is matched only against the specs of its own ancestors, with a path relative
-to each spec's folder, and the first spec (deepest first) with a matching pattern
-decides; nothing is re-matched from the repository root.
+down (`autograd_fix.gitignore`: git's own rules), the default excludes (VCS folders,
+virtual environments, build outputs, caches) and the configured `exclude` globs, which
+are matched the same way. An excluded folder is never entered, so a negation cannot
+bring back a file below it, exactly as in git. A file named explicitly on the command
+line is checked unless `force_exclude` is set (Ruff's `--force-exclude`, which
+pre-commit needs: it names every staged file explicitly, so without it an excluded file
+would be checked, and rewritten by the apply hook). A force-excluded path is skipped
+silently and listed in `force_excluded`; it does not make its named path "empty".
 
 Odd trees do not stop the walk. Symlinked folders are not entered (so a link loop
 cannot recurse); a `*.py` entry that is a broken or looping symlink, a FIFO, a socket or
@@ -29,13 +23,14 @@ from __future__ import annotations
 import errno
 import fnmatch
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from pathspec import GitIgnoreSpec
+
+from autograd_fix.gitignore import Anchored, GitIgnores, compile_patterns, relative_prefix, valid_pattern
 
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "site-packages",
@@ -70,20 +65,11 @@ def accepts_file(name: str, shown: str = "", include: tuple[str, ...] = ()) -> b
     return any(fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(shown, glob) for glob in include)
 
 
-def compile_patterns(lines: Iterable[str]) -> GitIgnoreSpec:
-    """A spec of the valid patterns among `lines`; invalid ones never match (as in git)."""
-    lines = list(lines)
-    try:
-        return GitIgnoreSpec.from_lines(lines)
-    except (ValueError, re.error):
-        return GitIgnoreSpec.from_lines([line for line in lines if _valid_pattern(line)])
-
-
 def exclude_spec(patterns: Iterable[str]) -> GitIgnoreSpec:
     """The configured `exclude` globs; an invalid one is an error, not silently dropped."""
     patterns = list(patterns)
     for pattern in patterns:
-        if not _valid_pattern(pattern):
+        if not valid_pattern(pattern):
             raise ExcludePatternError(f"invalid exclude pattern {pattern!r}")
     return GitIgnoreSpec.from_lines(patterns)
 
@@ -101,46 +87,21 @@ def is_excluded(path: Path, exclude: Iterable[str], config_root: Path) -> bool:
     return any(spec.match_file(folder) for folder in folders) or spec.match_file(relative.as_posix())
 
 
-def _valid_pattern(line: str) -> bool:
-    try:
-        GitIgnoreSpec.from_lines([line])
-    except (ValueError, re.error):
-        return False
-    return True
-
-
-@dataclass(frozen=True)
-class _Anchored:
-    """A spec and the walked folder's path relative to the spec's folder ("" or "a/b/")."""
-
-    spec: GitIgnoreSpec
-    prefix: str
-
-    def below(self, name: str) -> _Anchored:
-        return _Anchored(self.spec, f"{self.prefix}{name}/")
-
-    def decides(self, key: str) -> bool | None:
-        """True: excluded, False: re-included by a negation, None: no pattern matches."""
-        return self.spec.check_file(self.prefix + key).include
-
-
 @dataclass(frozen=True)
 class _Excludes:
     """Everything that can exclude an entry of the folder being walked."""
 
     defaults: GitIgnoreSpec
     #: the configured globs anchored at the config's folder (None: walk is outside it)
-    configured: _Anchored | None
-    #: `.gitignore` specs of this folder and its ancestors, shallowest first
-    gitignores: tuple[_Anchored, ...]
+    configured: Anchored | None
+    #: the `.gitignore` specs of this folder and its ancestors
+    gitignores: GitIgnores
 
     def below(self, name: str, folder: Path) -> _Excludes:
-        gitignores = tuple(ignore.below(name) for ignore in self.gitignores)
-        own = _load_gitignore(folder)
         return _Excludes(
             self.defaults,
             self.configured.below(name) if self.configured else None,
-            (*gitignores, _Anchored(own, "")) if own else gitignores,
+            self.gitignores.below(name, folder),
         )
 
     def excluded(self, name: str, is_dir: bool) -> bool:
@@ -150,54 +111,16 @@ class _Excludes:
             configured = bool(self.defaults.check_file(key).include)  # names, at any depth
         if configured:
             return True
-        for ignore in reversed(self.gitignores):  # the deepest matching .gitignore decides
-            decision = ignore.decides(key)
-            if decision is not None:
-                return decision
-        return False
-
-
-def _load_gitignore(folder: Path) -> GitIgnoreSpec | None:
-    try:
-        text = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    spec = compile_patterns(text.splitlines())
-    return spec if len(spec) else None
-
-
-def _repository_root(start: Path) -> Path | None:
-    for folder in (start, *start.parents):
-        if (folder / ".git").exists():
-            return folder
-    return None
-
-
-def _relative_prefix(folder: Path, base: Path) -> str | None:
-    """`folder` relative to `base` as a pattern prefix ("" or "a/b/"), None if outside."""
-    try:
-        relative = folder.relative_to(base).as_posix()
-    except ValueError:
-        return None
-    return "" if relative == "." else f"{relative}/"
+        return bool(self.gitignores.decides(name, is_dir))
 
 
 def _root_excludes(folder: Path, configured: GitIgnoreSpec | None, config_root: Path) -> _Excludes:
     """The excludes for walking `folder`: `.gitignore`s from the repository root down."""
-    gitignores: list[_Anchored] = []
-    root = _repository_root(folder)
-    ancestors = [folder, *folder.parents]
-    chain = ancestors[: ancestors.index(root) + 1] if root is not None else [folder]
-    for directory in reversed(chain):
-        spec = _load_gitignore(directory)
-        prefix = _relative_prefix(folder, directory)
-        if spec is not None and prefix is not None:
-            gitignores.append(_Anchored(spec, prefix))
     anchored = None
     if configured is not None:
-        prefix = _relative_prefix(folder, config_root)
-        anchored = _Anchored(configured, prefix) if prefix is not None else None
-    return _Excludes(compile_patterns(DEFAULT_EXCLUDES), anchored, tuple(gitignores))
+        prefix = relative_prefix(folder, config_root)
+        anchored = Anchored(configured, prefix) if prefix is not None else None
+    return _Excludes(compile_patterns(DEFAULT_EXCLUDES), anchored, GitIgnores.for_folder(folder))
 
 
 def discover(

@@ -36,8 +36,16 @@ def workflow_command(level: str, message: str, **properties: object) -> str:
 
 
 def finding_annotation(record: FindingRecord) -> str:
-    one_line = record.line == record.end_line
-    message = record.message
+    """One annotation; a notebook finding is placed on the `.ipynb` file's own lines
+    (its JSON, which is what a pull request shows) with the cell in the message."""
+    line, column, end_line, end_column = record.line, record.column, record.end_line, record.end_column
+    if record.cell is not None:
+        region = record.file_region
+        line, column, end_line, end_column = (
+            (region.line, region.column, region.end_line, region.end_column) if region else (1, None, None, None)
+        )
+    one_line = line == end_line
+    message = record.cell_prefix + record.message
     if record.fix_applies:
         message += " (fixable with autograd-fix --apply)"
     if record.verification:
@@ -46,10 +54,10 @@ def finding_annotation(record: FindingRecord) -> str:
         "error",
         message,
         file=record.path,
-        line=record.line,
-        col=record.column if one_line else None,
-        endLine=record.end_line,
-        endColumn=record.end_column if one_line else None,
+        line=line,
+        col=column if one_line else None,
+        endLine=end_line,
+        endColumn=end_column if one_line else None,
         title=record.code,
     )
 

@@ -70,8 +70,22 @@ class NotebookMap:
 
     def locate(self, line: int) -> tuple[int, int]:
         """(cell number, line in that cell) of a 1-based program line."""
+        index, cell_line = self.locate_span(line)
+        return index + 1, cell_line
+
+    def program_line(self, cell_number: int, line: int) -> int:
+        """The 1-based program line of `line` in the cell numbered `cell_number` (the
+        inverse of `locate`; 0 when there is no such code cell)."""
+        for span in self.cells:
+            if span.number == cell_number:
+                return span.first_line + line - 1
+        return 0
+
+    def locate_span(self, line: int) -> tuple[int, int]:
+        """(cell index, 0-based among all the notebook's cells, line in that cell) of a
+        1-based program line."""
         span = self._span_at(line)
-        return span.number, line - span.first_line + 1
+        return span.index, line - span.first_line + 1
 
     def _span_at(self, line: int) -> CellSpan:
         for span in reversed(self.cells):

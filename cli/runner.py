@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 
 from autograd_fix.cli.notebook import NotebookMap, is_notebook, load_notebook
 from autograd_fix.cli.notebook_check import DROPPED_FIX_NOTE, check_notebook_program
+from autograd_fix.cli.notebook_lines import FileRegion, cell_source_index
 from autograd_fix.codemods.engine import (
     EngineError,
     FixOptions,
@@ -92,6 +93,15 @@ class FindingRecord:
     verification: Verdict | None = None
     #: notebooks: the 1-based cell `line` is in (set once positions are mapped to cells)
     cell: int | None = None
+    #: notebooks: the finding's region in the `.ipynb` file's own lines (its JSON), for
+    #: viewers that show the file (SARIF, GitHub annotations); None where it is unknown
+    file_region: FileRegion | None = None
+
+    @property
+    def cell_prefix(self) -> str:
+        """`cell 4, line 3: ` for a notebook finding, where a message is placed on the
+        `.ipynb` file's own lines (SARIF, annotations); empty otherwise."""
+        return f"cell {self.cell}, line {self.line}: " if self.cell is not None else ""
 
     @property
     def location(self) -> str:
@@ -121,7 +131,8 @@ def check_file(job: Job) -> FileOutcome:
     try:
         if is_notebook(job.path):
             raw_limit = job.max_bytes * NOTEBOOK_SIZE_FACTOR if job.max_bytes is not None else None
-            notebook = load_notebook(job.data if job.data is not None else read_bytes(job.path, raw_limit))
+            raw = job.data if job.data is not None else read_bytes(job.path, raw_limit)
+            notebook = load_notebook(raw)
             source, outcome.notebook = notebook.source, notebook.map
         else:
             source = decode_source(job.data) if job.data is not None else read_source(job.path, job.max_bytes)
@@ -177,11 +188,24 @@ def check_file(job: Job) -> FileOutcome:
                 patched=patched,
             )
         )
+    if outcome.notebook is not None and outcome.findings:
+        _place_in_file(outcome.findings, outcome.notebook, raw)
     if result.fix_error:
         outcome.error = result.fix_error
     elif result.fixed is not None and result.fixed != source.text:
         outcome.fixed = result.fixed
     return outcome
+
+
+def _place_in_file(records: list[FindingRecord], notebook: NotebookMap, raw: bytes) -> None:
+    """Each notebook finding's region in the `.ipynb` file itself (program lines -> cell
+    lines -> lines of the JSON text)."""
+    index = cell_source_index(raw)
+    if index is None:
+        return
+    for record in records:
+        (cell, line), (_, end_line) = notebook.locate_span(record.line), notebook.locate_span(record.end_line)
+        record.file_region = index.region(cell, line, record.column, end_line, record.end_column)
 
 
 def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, source: SourceText, paths, codes) -> str | None:

@@ -110,25 +110,15 @@ def _result(
     result: dict[str, Any] = {
         "ruleId": record.code,
         "level": "warning",
-        "message": {"text": record.message},
-        "locations": [
-            {
-                "physicalLocation": {
-                    "artifactLocation": location,
-                    "region": {
-                        "startLine": record.line,
-                        "startColumn": record.column,
-                        "endLine": record.end_line,
-                        "endColumn": record.end_column + 1,
-                    },
-                }
-            }
-        ],
+        "message": {"text": f"{record.cell_prefix}{record.message}"},
+        "locations": [{"physicalLocation": {"artifactLocation": location, "region": _region(record)}}],
         "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
     }
     if rule_index is not None:
         result["ruleIndex"] = rule_index
     properties: dict[str, Any] = {"name": record.name}
+    if record.cell is not None:  # the position people see in Jupyter
+        properties.update(cell=record.cell, cellLine=record.line, cellColumn=record.column)
     if record.fix_applicability is not None:
         properties["fixApplicability"] = record.fix_applicability
         properties["fixApplies"] = record.fix_applies
@@ -143,11 +133,29 @@ def _result(
     return result
 
 
+def _region(record: FindingRecord) -> dict[str, int]:
+    """The finding's region in the file a viewer shows: for a notebook, lines of the
+    `.ipynb` JSON (the cell and its own line go in the message and properties); the
+    whole file's first line where the cell's place in the JSON is unknown."""
+    if record.cell is not None:
+        region = record.file_region
+        if region is None:
+            return {"startLine": 1}
+        return {"startLine": region.line, "startColumn": region.column, "endLine": region.end_line,
+                "endColumn": region.end_column + 1}
+    return {"startLine": record.line, "startColumn": record.column, "endLine": record.end_line,
+            "endColumn": record.end_column + 1}
+
+
 def _fix(record: FindingRecord, outcome: FileOutcome, location: dict[str, Any]) -> dict[str, Any] | None:
     """The finding's own fix as replacements in the original text (None: no fix to offer).
 
     A fix that verification rejected is never offered: it would never be applied either.
+    Nor is a notebook's: its replacements would be offsets into the cells' program, and
+    applied to the `.ipynb` they would corrupt its JSON (`--apply` fixes notebooks).
     """
+    if outcome.notebook is not None:
+        return None
     if record.patched is None or outcome.original is None or record.fix_applicability is None:
         return None
     if record.verification is not None and record.verification.verdict is Status.REJECTED:
@@ -225,7 +233,10 @@ def _fingerprints(outcome: FileOutcome) -> list[str]:
     seen: Counter[str] = Counter()
     prints = []
     for record in outcome.findings:
-        text = " ".join(lines[record.line - 1].split()) if 0 < record.line <= len(lines) else ""
+        line = record.line
+        if record.cell is not None and outcome.notebook is not None:  # `original` is the cells' program
+            line = outcome.notebook.program_line(record.cell, record.line)
+        text = " ".join(lines[line - 1].split()) if 0 < line <= len(lines) else ""
         digest = hashlib.sha256("\0".join((record.code, record.path, text)).encode("utf-8", "surrogatepass")).hexdigest()[:32]
         prints.append(f"{digest}:{seen[digest]}")
         seen[digest] += 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
@@ -40,6 +41,7 @@ from autograd_fix.cli.lsp_protocol import SOURCE, VERIFY_COMMAND, ClientView
 from autograd_fix.cli.lsp_verify import VerifyReport, source_bytes, verify_document
 from autograd_fix.cli.verify_patches import VerifySettings
 from autograd_fix.codemods.model import Span
+from autograd_fix.verification.trust import UserConfigError, UserSettings, load_user_settings
 
 DEFAULT_DEBOUNCE_MS = 300
 
@@ -157,14 +159,15 @@ class AutogradFixServer(LanguageServer):
         )
 
     # -- verification -------------------------------------------------------------
-    def warm_verifier(self) -> Any:
-        """The session's verification worker, started (or restarted) on demand; None when
-        it cannot start (the verdicts then say why)."""
+    def warm_verifier(self, path: str | None = None) -> Any:
+        """The session's verification worker, started (or restarted) on demand under the
+        Python chosen for `path`'s project (`--python`, or found there); None when it
+        cannot start (the verdicts then say why)."""
         from autograd_fix.verification import Verifier, WorkerError
 
         if self.verifier is None or not self.verifier.alive:
             try:
-                self.verifier = Verifier()
+                self.verifier = Verifier.for_project(path, self.verify_settings.user)
             except WorkerError:
                 self.verifier = None
         return self.verifier
@@ -187,7 +190,8 @@ class AutogradFixServer(LanguageServer):
         self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"autograd-fix: verifying the fixes of {uri}"))
         loop = asyncio.get_running_loop()
         report: VerifyReport = await loop.run_in_executor(
-            self.verify_thread, verify_document, data, analysis, self.verify_settings, self.warm_verifier
+            self.verify_thread, verify_document, data, analysis, self.verify_settings,
+            lambda: self.warm_verifier(analysis.path),
         )
         notice = self.verifier.isolation_notice() if self.verifier is not None else None
         if notice:  # once per worker: its runs could not be isolated on this machine
@@ -270,6 +274,15 @@ def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings
         ls.analyses.pop(params.text_document.uri, None)  # the configuration may have changed
         ls.schedule(params.text_document.uri, 0)
 
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: AutogradFixServer, params: types.InitializeParams) -> None:
+        # an editor names the project's interpreter here ({"python": PATH}) when it was
+        # not given as --python on the server's command line
+        options = params.initialization_options
+        chosen = options.get("python") if isinstance(options, dict) else None
+        if isinstance(chosen, str) and chosen.strip() and not (ls.verify_settings.user and ls.verify_settings.user.python):
+            ls.verify_settings = replace(ls.verify_settings, user=_user_settings().with_flags(python=chosen))
+
     @server.feature(types.INITIALIZED)
     def initialized(ls: AutogradFixServer, params: types.InitializedParams) -> None:
         watched = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
@@ -320,6 +333,15 @@ def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings
     return server
 
 
+def _user_settings() -> UserSettings:
+    """The user's configuration file's settings; its defaults when it cannot be read (the
+    verdicts say what is wrong with it)."""
+    try:
+        return load_user_settings()
+    except UserConfigError:
+        return UserSettings()
+
+
 server_app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
 
 
@@ -330,6 +352,7 @@ def serve(
     device: Device = typer.Option(Device.auto, "--device", help="Where verification runs: auto, cpu or cuda."),
     verify_timeout: float = typer.Option(20.0, "--verify-timeout", metavar="SECONDS", min=0.1, help="Seconds per verification run."),
     log_level: Optional[str] = typer.Option(None, "--log-level", metavar="LEVEL", help="Log to stderr at this level (DEBUG, INFO, WARNING, ERROR)."),
+    python: Optional[str] = typer.Option(None, "--python", metavar="PATH", help="The Python verification runs under (the project's; default: found)."),
 ) -> None:
     """Start the autograd-fix language server (LSP over stdio) for an editor."""
     if log_level and log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -337,7 +360,12 @@ def serve(
         raise typer.Exit(2)
     if log_level:
         logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    server = build_server(debounce_ms / 1000, VerifySettings(device=device.value, timeout=verify_timeout, jobs=1))
+    try:
+        user = _user_settings().with_flags(python=python) if python else None
+    except UserConfigError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2)
+    server = build_server(debounce_ms / 1000, VerifySettings(device=device.value, timeout=verify_timeout, jobs=1, user=user))
     try:
         server.start_io()
     finally:

@@ -21,10 +21,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from autograd_fix.codemods.torch_version import TorchVersion
+from autograd_fix.verification.interpreter import OLDEST_TORCH
 
-#: floor assumed for a `torch` requirement that has no lower bound (autograd-fix's own
-#: `torch>=2.1`); documented in the README's Configuration section
-DEFAULT_TORCH_FLOOR = TorchVersion(2, 1)
+#: floor assumed for a `torch` requirement that has no lower bound: the oldest torch
+#: autograd-fix verifies with (its `verify` extra's `torch>=2.1`); documented in the
+#: README's Configuration section
+DEFAULT_TORCH_FLOOR = TorchVersion(*OLDEST_TORCH)
 
 #: operators whose version is a lower bound of what they admit
 _LOWER_BOUNDS = frozenset({">=", ">", "~=", "==", "==="})

@@ -26,9 +26,12 @@ from rich.text import Text
 from autograd_fix.cli.config import ConfigError, load_config
 from autograd_fix.cli.notebook import is_notebook, load_notebook
 from autograd_fix.codemods.source import SourceError, read_source
-from autograd_fix.cli.verify_patches import ConfigNotes, say_isolation_notice
-from autograd_fix.verification import EXIT_CODES, UnitError, Verdict, Verifier, WorkerError, find_units, gradcheck_file, verify_pair
-from autograd_fix.verification.trust import Isolation, UserConfigError, load_user_settings
+from autograd_fix.cli.verify_patches import ConfigNotes, say_interpreter, say_isolation_notice
+from autograd_fix.verification import (
+    EXIT_CODES, UNVERIFIED, UnitError, Verdict, Verifier, WorkerError, find_units, gradcheck_file, verify_pair,
+)
+from autograd_fix.verification.interpreter import unavailable_reason
+from autograd_fix.verification.trust import Isolation, UserConfigError, UserSettings, load_user_settings
 from autograd_fix.verification.verdict import format_bytes
 
 EXIT_USAGE = 2
@@ -121,6 +124,7 @@ def verify(
         None, "--isolation", help="How the runs are confined: auto, required or off (a repository's pyproject.toml cannot lower it).",
     ),
     pass_env: Optional[list[str]] = typer.Option(None, "--pass-env", metavar="NAME", help="An environment variable the runs keep (repeatable)."),
+    python: Optional[str] = typer.Option(None, "--python", metavar="PATH", help="The Python the runs use (the project's; default: found)."),
 ) -> None:
     """Run the original and the rewritten version of a file and compare gradients,
     outputs and memory; or gradcheck every custom autograd.Function in one file.
@@ -131,17 +135,17 @@ def verify(
     console = output_console()
     # a caller holding a warm worker (the main app, tests) passes it as the context obj
     verifier = ctx.obj if isinstance(ctx.obj, Verifier) else None
+    try:
+        user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or (), python)
+    except UserConfigError as error:
+        raise _usage(str(error)) from None
     if gradcheck:
         if len(files) != 1:
             raise _usage("--gradcheck takes exactly one FILE")
-        raise typer.Exit(_gradcheck(files[0], timeout, output_format, console, verifier))
+        raise typer.Exit(_gradcheck(files[0], timeout, output_format, console, verifier, user))
     if len(files) != 2:
         raise _usage("expected ORIGINAL and REWRITTEN (or FILE --gradcheck)")
     original, rewritten = _read(files[0]), _read(files[1])
-    try:
-        user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or ())
-    except UserConfigError as error:
-        raise _usage(str(error)) from None
     checks = _checks_for(rule)
     roles = _project_roles(files[0])
     try:
@@ -149,14 +153,10 @@ def verify(
     except UnitError as exc:
         if entry is not None:
             raise _usage(str(exc)) from exc
-    own = None
-    if verifier is None:  # one of our own, to hear whether its runs were isolated
-        try:
-            own = verifier = Verifier()
-        except WorkerError:
-            pass  # verify_pair turns the failure into an `unverified` verdict
+    own, unavailable = _own_verifier(verifier, files[0], user, rule.upper() if rule else None)
+    verifier = verifier or own
     try:
-        verdict = verify_pair(
+        verdict = unavailable or verify_pair(
             original,
             rewritten,
             path=str(files[0].resolve()),
@@ -223,15 +223,30 @@ def render_verdict(verdict: Verdict, console: Console) -> None:
             console.print(sides)
 
 
-def _gradcheck(path: Path, timeout: float, output_format: Format, console: Console, verifier: Verifier | None) -> int:
-    own = None
-    if verifier is None:  # one of our own, to hear whether its runs were isolated
-        try:
-            own = verifier = Verifier()
-        except WorkerError:
-            pass  # gradcheck_file reports the failure per Function
+def _own_verifier(
+    verifier: Verifier | None, path: Path, user: UserSettings, rule: str | None = None,
+) -> tuple[Verifier | None, Verdict | None]:
+    """A worker of our own (to hear whether its runs were isolated) under the Python
+    chosen for `path`'s project, unless the caller passed one; else the verdict that
+    says why none could start."""
+    if verifier is not None:
+        return None, None
     try:
-        reports = gradcheck_file(_read(path), path=str(path.resolve()), timeout=timeout, verifier=verifier)
+        own = Verifier.for_project(str(path), user)
+    except WorkerError as error:
+        return None, Verdict(UNVERIFIED, unavailable_reason(error), rule, ())
+    say_interpreter(own)
+    return own, None
+
+
+def _gradcheck(
+    path: Path, timeout: float, output_format: Format, console: Console, verifier: Verifier | None, user: UserSettings,
+) -> int:
+    own, unavailable = _own_verifier(verifier, path, user)
+    verifier = verifier or own
+    try:
+        reports = [{"name": "<module>", "passed": None, "error": unavailable.reason, "inputs": None}] if unavailable else \
+            gradcheck_file(_read(path), path=str(path.resolve()), timeout=timeout, verifier=verifier)
         say_isolation_notice(verifier)
     finally:
         if own is not None:

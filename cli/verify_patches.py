@@ -11,7 +11,7 @@ with `--unsafe-fixes` as well.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
@@ -57,6 +57,16 @@ class ConfigNotes:
                 Console(stderr=True, highlight=False, soft_wrap=True).print(
                     Text.assemble(("warning:", "yellow"), f" {printable(note)}")
                 )
+
+
+def say_interpreter(verifier: "Verifier") -> None:
+    """Say on stderr which Python runs verification when it is not autograd-fix's own,
+    and which found environments it passed over (see `verification.interpreter`)."""
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    for note in verifier.interpreter.notes:
+        console.print(Text.assemble(("warning:", "yellow"), f" {printable(note)}"))
+    if not verifier.interpreter.own:
+        console.print(Text(f"note: verifying with {printable(verifier.interpreter.describe())}"))
 
 
 def say_isolation_notice(verifier: "Verifier | None") -> None:
@@ -175,6 +185,7 @@ def verify_records(
     long-lived caller (the language server) passes its warm `verifier` and keeps it open.
     """
     from autograd_fix.verification import Verifier, WorkerError, api
+    from autograd_fix.verification.interpreter import unavailable_reason
     from autograd_fix.verification.shadow import ShadowCopies
     from autograd_fix.verification.source_memo import SourceMemo
 
@@ -183,12 +194,16 @@ def verify_records(
         return
     own = verifier is None
     try:
-        verifier = verifier or Verifier()
+        verifier = verifier or Verifier.for_project(queues[0].outcome.path, settings.user)
     except WorkerError as error:
+        said = ConfigNotes()
         for queue in queues:
             for record in queue.records:
-                record.verification = _unverified(record, f"verification worker unavailable: {error}")
+                record.verification = replace(_unverified(record, unavailable_reason(error)), notes=getattr(error, "notes", ()))
+                said.say(record.verification)
         return
+    if own:
+        say_interpreter(verifier)
     pending = {id(queue): list(queue.records) for queue in queues}
     busy: set[int] = set()  # files with a patch being verified (one at a time per file)
     shadows = ShadowCopies(parent=getattr(verifier, "scratch", None))  # each project copied once for the whole run

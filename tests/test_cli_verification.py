@@ -74,7 +74,7 @@ def test_policy(applicability: str, verdict: str, unsafe: bool, unverified: bool
 def test_a_patch_that_cannot_be_composed_is_never_applied(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two safe AGF001 fixes; the second cannot be composed on top of the first: it gets
     an unverified verdict naming that, stays out of the final text, the first goes in."""
-    from autograd_fix import verification
+    from autograd_fix.verification import api as verification_api
     from autograd_fix.cli import verify_patches
     from autograd_fix.cli.runner import Job, check_file
 
@@ -83,7 +83,7 @@ def test_a_patch_that_cannot_be_composed_is_never_applied(monkeypatch: pytest.Mo
               data=source.encode())
     outcome = check_file(job)
     first, second = [r.plan_id for r in outcome.findings]
-    monkeypatch.setattr(verification.api, "verify_stream", stub_stream(lambda pair: Verdict("accepted", "stub", pair["rule"])))
+    monkeypatch.setattr(verification_api, "verify_stream", stub_stream(lambda pair: Verdict("accepted", "stub", pair["rule"])))
     real_pair = verify_patches._FileQueue.pair
     monkeypatch.setattr(verify_patches._FileQueue, "pair", lambda self, r: None if r.plan_id == second else real_pair(self, r))
     (result,) = verify_patches.verify_and_compose([outcome], [job], verify_patches.VerifySettings(), False, None)

@@ -54,7 +54,9 @@ def plant_modules(folder: Path, marker: Path) -> None:
             """))
 
 
-def test_the_worker_never_imports_from_the_folder_it_was_started_in(tmp_path, monkeypatch):
+def planted_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A repository of planted modules that is the current folder and on PYTHONPATH:
+    (its script, the marker file a planted module writes when it runs)."""
     repo, marker = tmp_path / "repo", tmp_path / "marker"
     repo.mkdir()
     plant_modules(repo, marker)
@@ -62,6 +64,11 @@ def test_the_worker_never_imports_from_the_folder_it_was_started_in(tmp_path, mo
     script.write_text(BASE + "print(total)\n")
     monkeypatch.chdir(repo)
     monkeypatch.setenv("PYTHONPATH", str(repo))  # a habit of ML repositories: PYTHONPATH=.
+    return script, marker
+
+
+def test_the_worker_never_imports_from_the_folder_it_was_started_in(tmp_path, monkeypatch):
+    script, marker = planted_repository(tmp_path, monkeypatch)
     with Verifier() as verifier:
         assert verifier.ping()
         verdict = verify_pair(BASE, BASE + "total = total * 1\n", path=str(script), verifier=verifier, timeout=20)

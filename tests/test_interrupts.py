@@ -278,13 +278,14 @@ def test_an_interrupt_outside_the_run_still_exits_128_plus_the_signal(
     """Ctrl-C while files are being found: no "Aborted!" and exit 1 (click's way), but
     one line and 130."""
     from autograd_fix.cli import app as app_module
+    from autograd_fix.cli import file_settings
     from autograd_fix.cli.interrupts import Interrupted
 
     def interrupted(*args, **kwargs):
         raise Interrupted(signal.SIGINT)
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(app_module, "discover", interrupted)
+    monkeypatch.setattr(file_settings, "discover", interrupted)
     with pytest.raises(SystemExit) as exited:
         app_module.main(["."])
     assert exited.value.code == 130

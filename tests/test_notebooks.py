@@ -317,7 +317,7 @@ def test_example_notebook_is_verified_and_fixed_in_place_with_outputs_kept(proje
     assert "fixed eval_in_notebook.ipynb:cell 7:3:1: AGF001" in result.stdout
     # a bounded run: the notebook's training loop is capped, the evaluation runs in full
     assert "[accepted: script driver (top-level code) shortened (loop `for " in result.stdout
-    assert "): outputs equal, .grad untouched" in result.stdout
+    assert "): outputs equal (at a second point too), .grad untouched" in result.stdout
     after = nbformat.read(str(path), as_version=4)
     assert "with torch.no_grad():\n    for inputs, targets in val_batches:" in after.cells[6].source
     assert [cell.get("outputs") for cell in after.cells] == [cell.get("outputs") for cell in before.cells]

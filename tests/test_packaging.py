@@ -84,4 +84,4 @@ def test_wheel_contains_only_the_namespace(tmp_path: Path) -> None:
     ):
         assert expected in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "autograd-fix = autograd_fix.cli.app:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "autograd-fix = autograd_fix.cli.entry:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

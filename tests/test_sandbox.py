@@ -163,3 +163,44 @@ def test_keyboard_interrupt_in_user_code_is_just_an_exception(verifier):
 def test_signal_to_self_is_a_crash(verifier):
     verdict = pair(verifier, BASE, BASE + f"import os\nos.kill(os.getpid(), {int(signal.SIGABRT)})\n")
     assert verdict.verdict == "rejected" and "SIGABRT" in verdict.reason
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs become an unprivileged user only when the tool runs as root")
+def test_a_file_only_its_owner_may_read_is_left_out_of_the_runs_copy() -> None:
+    """As root, runs are uid 65534: an owner-only file of the project (hypothesis's
+    database, a .env) is left out of the run's copy instead of failing the patch."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from autograd_fix.verification.place import _copy_readable
+
+    tmp_path = Path(tempfile.mkdtemp())  # pytest's own folders are closed to other users
+    try:
+        _copy_as_nobody(tmp_path, _copy_readable)
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _copy_as_nobody(tmp_path, copy) -> None:
+    project = tmp_path / "project"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "model.py").write_text("x = 1\n")
+    (project / ".env").write_text("TOKEN=secret\n")
+    (project / ".env").chmod(0o600)
+    for folder in (tmp_path, project, project / "pkg"):
+        folder.chmod(0o755)
+    target = tmp_path / "side"
+    target.mkdir(mode=0o777)
+    target.chmod(0o777)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setuid(65534)
+            copy(str(project), str(target / "copy"))
+            code = 0 if sorted(os.listdir(target / "copy")) == ["pkg"] else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -100,6 +100,12 @@ def test_floor_from_project_dependencies(project: Path) -> None:
     assert reported() == ["GradScaler", "autocast"]
 
 
+def test_floor_from_an_extra(project: Path) -> None:
+    # torch as an optional extra (autograd-fix's own `verify`): the code still runs on it
+    write_pyproject(project, '[project]\nname = "lib"\ndependencies = ["numpy"]\n[project.optional-dependencies]\ngpu = ["torch>=2.1"]\n')
+    assert reported() == ["autocast"]
+
+
 def test_requirement_without_lower_bound_uses_the_default_floor(project: Path) -> None:
     # nanoGPT-style "any PyTorch below 3": 2.0 and 2.2 are admitted, torch.amp.GradScaler is not there
     write_pyproject(project, '[project]\nname = "gpt"\ndependencies = ["torch<3"]\n')

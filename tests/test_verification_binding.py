@@ -672,6 +672,9 @@ def test_a_name_with_no_evidence_is_reported_with_why(tmp_path, verifier):
 
 
 def test_factories_still_win_over_evidence(tmp_path, verifier):
+    # a factory module is imported inside the run, which as root is an unprivileged user:
+    # the project's folder must be readable to others, as projects are (pytest makes 0700)
+    tmp_path.chmod(0o755)
     (tmp_path / "pyproject.toml").write_text('[tool.autograd-fix.verify]\nw = "agf_binding_factories:make_w"\n')
     (tmp_path / "agf_binding_factories.py").write_text(
         "import torch\n\n\ndef make_w():\n    return torch.eye(8, requires_grad=True)\n"

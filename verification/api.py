@@ -17,7 +17,9 @@ from typing import Any, Callable, Hashable
 
 from .client import Verifier, WorkerError
 from .config import ConfigError, VerifyConfig, load_config
+from .place import user_file_text
 from .drivers import DriverError, parse_command
+from .interpreter import unavailable_reason
 from .isolation import pass_env_values, refusal
 from .shadow import ShadowCopies, ShadowError, project_root
 from .redact import Redactor
@@ -49,7 +51,7 @@ def _place(path: str, config: VerifyConfig, shadows: ShadowCopies) -> dict[str, 
     root = project_root(path)
     if config.driver and config.root and _is_within(root, config.root):
         root = config.root  # the configured driver lives under the pyproject's folder
-    shadow = shadows.for_root(root)
+    shadow = shadows.for_file(root, path)
     return {"relative": os.path.relpath(path, root), "user_root": root, "shadow_base": shadow.base}
 
 
@@ -119,7 +121,7 @@ def _request(
         "factory_root": config.root,
         "roles": merged.get("roles"),
         "threads": int(merged.get("threads", 1)),
-        "user_text": merged.get("user_text"),
+        "user_text": merged.get("user_text") if merged.get("user_text") is not None else user_file_text(path),
         "isolation": config.isolation,
         "pass_env": pass_env_values(config.pass_env, dict(os.environ)),
         "notes": list(notes),  # tool-side only: said with the verdict
@@ -209,7 +211,7 @@ def verify_many(
             worker = verifier or Verifier()
         except WorkerError as exc:
             for slot in slots:
-                verdicts[slot] = Verdict(UNVERIFIED, f"verification worker unavailable: {exc}", pairs[slot].get("rule"), ())
+                verdicts[slot] = Verdict(UNVERIFIED, unavailable_reason(exc), pairs[slot].get("rule"), ())
             return [v for v in verdicts if v is not None]
         refusals = _unisolated(worker, requests)
         runnable = [request for request, refused in zip(requests, refusals) if refused is None]
@@ -342,7 +344,10 @@ def gradcheck_file(source: str, *, path: str, timeout: float = 20.0, verifier: V
         return [{"name": "<module>", "passed": None, "error": str(exc), "inputs": None}]
     request = {"op": "gradcheck", "source": source, "path": path, "timeout": timeout, "memory_mb": DEFAULT_MEMORY_MB}
     own = verifier is None
-    worker = verifier or Verifier()
+    try:
+        worker = verifier or Verifier()
+    except WorkerError as exc:
+        return [{"name": "<module>", "passed": None, "error": unavailable_reason(exc), "inputs": None}]
     if worker.isolation_unavailable is not None:
         worker.ran_unisolated()
     try:

@@ -22,6 +22,14 @@ started from, first on ``sys.path``, would run with the tool's rights. It starts
 adds back only the folders this installation of autograd-fix itself was loaded from
 (a user-site or ``PYTHONPATH`` install), after the standard library. Runs see the
 user's ``PYTHONPATH`` again, inside the sandbox (`place.prepare`).
+
+Under another interpreter (the project's, see `interpreter`) the worker is not installed:
+`worker_library` makes a folder in the scratch folder that holds nothing but an
+``autograd_fix`` package whose ``verification`` and ``codemods`` are links to this
+installation's own folders, and the worker starts with that folder first on its path
+(so that an ``autograd_fix`` of another version installed there is not the one that
+answers), then the interpreter's own standard library and site-packages, then its user
+site when it has one. Still ``-I``, still in the scratch folder.
 """
 
 from __future__ import annotations
@@ -35,7 +43,11 @@ import tempfile
 import sys
 import time
 import weakref
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+if TYPE_CHECKING:
+    from .interpreter import Interpreter
+    from .trust import UserSettings
 
 READY_TIMEOUT_S = 120.0
 
@@ -79,11 +91,57 @@ def tool_folders() -> list[str]:
     return folders
 
 
-def worker_command() -> list[str]:
-    """The worker's command line: this interpreter in isolated mode (``-I``), so that
-    nothing of the current folder, ``PYTHONPATH`` or ``PYTHON*`` variables is imported
-    or obeyed before the worker has set up the sandbox."""
-    return [sys.executable, "-I", "-c", _BOOTSTRAP, *tool_folders()]
+#: what another interpreter runs: its version checked first (in syntax any Python
+#: reads), then the library folder first on ``sys.path``, its user site added, the worker
+_FOREIGN_BOOTSTRAP = (
+    "import sys\n"
+    "if sys.version_info < OLDEST:\n"
+    "    sys.stdout.write('{\"ready\": false, \"python\": \"%d.%d.%d\"}\\n' % tuple(sys.version_info[:3]))\n"
+    "    sys.exit(0)\n"
+    "import site\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "for folder in sys.argv[2:]:\n"
+    "    site.addsitedir(folder)\n"
+    "del sys.argv[1:]\n"
+    "from autograd_fix.verification.worker import main\n"
+    "main()\n"
+)
+#: the library folder's name inside the scratch folder
+LIBRARY = "worker-lib"
+
+
+def worker_library(scratch: str) -> str:
+    """A folder holding only an ``autograd_fix`` package for another interpreter: a
+    short ``__init__`` and links to this installation's ``verification`` and
+    ``codemods`` folders (the worker imports no third-party package but torch and,
+    when present, numpy)."""
+    import autograd_fix
+    import autograd_fix.codemods
+    import autograd_fix.verification
+
+    library = os.path.join(scratch, LIBRARY)
+    package = os.path.join(library, "autograd_fix")
+    os.makedirs(package)
+    with open(os.path.join(package, "__init__.py"), "w", encoding="utf-8") as handle:
+        handle.write(f'"""autograd-fix\'s verification worker, outside its installation."""\n\n'
+                     f"__version__ = {autograd_fix.__version__!r}\n")
+    for module in (autograd_fix.verification, autograd_fix.codemods):
+        os.symlink(os.path.dirname(os.path.abspath(module.__file__ or "")), os.path.join(package, module.__name__.split(".")[-1]))
+    return library
+
+
+def worker_command(interpreter: "Interpreter | None" = None, library: str | None = None) -> list[str]:
+    """The worker's command line: the chosen interpreter (this one by default) in
+    isolated mode (``-I``), so that nothing of the current folder, ``PYTHONPATH`` or
+    ``PYTHON*`` variables is imported or obeyed before the worker has set up the
+    sandbox. Another interpreter also gets the `library` folder (`worker_library`)."""
+    if interpreter is None or interpreter.own:
+        return [sys.executable, "-I", "-c", _BOOTSTRAP, *tool_folders()]
+    from .interpreter import OLDEST_PYTHON
+
+    assert library is not None
+    bootstrap = _FOREIGN_BOOTSTRAP.replace("OLDEST", repr(OLDEST_PYTHON))
+    return [interpreter.path, "-I", "-c", bootstrap, library, *([interpreter.user_site] if interpreter.user_site else [])]
 
 
 def _shutdown(proc: subprocess.Popen | None, scratch: str) -> None:
@@ -114,11 +172,18 @@ def _remove(folder: str) -> None:
 
 
 class Verifier:
-    """One warm worker; use as a context manager or call `close`."""
+    """One warm worker; use as a context manager or call `close`.
 
-    def __init__(self, *, debug: bool | None = None) -> None:
+    `interpreter` is the Python it runs under (`interpreter.choose`; by default
+    autograd-fix's own); `for_project` chooses it for a project. An interpreter that
+    cannot run it raises `InterpreterError`, whose message says why."""
+
+    def __init__(self, *, debug: bool | None = None, interpreter: "Interpreter | None" = None) -> None:
+        from .interpreter import own_interpreter
         from .isolation import worker_environment
 
+        #: the Python the worker runs under
+        self.interpreter = interpreter or own_interpreter()
         env = worker_environment(dict(os.environ))
         env.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
         env.setdefault("OMP_NUM_THREADS", "1")
@@ -128,8 +193,9 @@ class Verifier:
         self.scratch = tempfile.mkdtemp(prefix="agf-verify-")
         env["TMPDIR"] = self.scratch
         self._finalizer = weakref.finalize(self, _remove, self.scratch)
+        library = None if self.interpreter.own else worker_library(self.scratch)
         self._proc = subprocess.Popen(
-            worker_command(),
+            worker_command(self.interpreter, library),
             cwd=self.scratch,  # never the user's folder (relative paths resolve here)
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -142,15 +208,53 @@ class Verifier:
         self._buffer = b""
         self._next_id = 0
         self._pending: dict[int, dict[str, Any]] = {}
-        ready = self._read_message(time.monotonic() + READY_TIMEOUT_S)
+        try:
+            ready = self._read_message(time.monotonic() + READY_TIMEOUT_S)
+        except WorkerError:
+            self.close()
+            raise
         if not ready.get("ready"):
             self.close()
-            raise WorkerError(f"the verification worker did not start: {ready}")
+            raise self._not_ready(ready)
         self.worker_pid = ready.get("pid")
         #: None when runs are isolated here, else why they cannot be
         self.isolation_unavailable: str | None = ready.get("isolation_unavailable")
         self._unisolated = False
         self._noticed = False
+
+    @classmethod
+    def for_project(cls, path: str | None, user: "UserSettings | None" = None, *, debug: bool | None = None) -> "Verifier":
+        """A worker under the interpreter `interpreter.choose` picks for the project of
+        `path` (a file or folder; None: the current folder), given the `user`'s settings
+        (their configuration file when None)."""
+        from .config import ConfigError, VerifyConfig, load_config
+        from .interpreter import InterpreterError, choose
+        from .shadow import project_root
+        from .trust import load_user_settings
+
+        user = user if user is not None else load_user_settings()
+        start = os.path.abspath(path or os.getcwd())
+        try:
+            config = load_config(start, user=user)
+        except ConfigError:
+            config = VerifyConfig()  # the verdicts say what is wrong with the file
+        try:
+            interpreter = choose(user, config.python, project_root(start))
+        except InterpreterError as error:
+            raise InterpreterError(str(error), config.notes) from None
+        return cls(debug=debug, interpreter=interpreter)
+
+    def _not_ready(self, ready: dict[str, Any]) -> WorkerError:
+        """The error of a worker that answered but could not serve: its Python too old,
+        torch failing to import."""
+        from .interpreter import InterpreterError, problem
+
+        where = f"the Python chosen for verification, {self.interpreter.path} ({self.interpreter.origin})"
+        if ready.get("python"):
+            return InterpreterError(f"not run: {where}, {problem(ready['python'], None)}")
+        if ready.get("torch_error"):
+            return InterpreterError(f"not run: {where}, cannot import torch: {str(ready['torch_error'])[:300]}")
+        return WorkerError(f"the verification worker did not start: {ready}")
 
     def ran_unisolated(self) -> None:
         """Note that a request with ``isolation = "auto"`` ran without namespaces."""

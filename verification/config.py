@@ -19,8 +19,10 @@ confined (see `isolation`): ``auto`` isolates where the OS allows and says so on
 verdict when it cannot, ``required`` refuses to run where it cannot, ``off`` runs as the
 tool's own process would (no namespaces, the tool's environment). ``pass-env`` lists
 environment variables a run keeps besides the allowlist (``pass-env = ["WANDB_MODE"]``).
-A repository's ``isolation`` and ``pass-env`` count only in a project the user trusts
-(see `trust`); the values here are the weighed ones, and `notes` say what was ignored.
+``python`` names the Python that runs verification (see `interpreter`), a path relative
+to this file's folder. A repository's ``isolation``, ``pass-env`` and ``python`` count
+only in a project the user trusts (see `trust`); the values here are the weighed ones,
+and `notes` say what was ignored.
 A ``pyproject.toml`` owned by another user is skipped, as if it were not there.
 
 Input factories serve function-mode verification.
@@ -53,7 +55,9 @@ from autograd_fix.config_files import ConfigFileError, candidate_files, find_con
 from .trust import MODES, UserConfigError, UserSettings, load_user_settings, readable_config, weigh
 
 #: keys of the table that are settings, not input factories
-SETTINGS = frozenset({"driver", "argv", "isolation", "pass-env", "loop-cap", "outer-loop-cap", "forward-loop-cap"})
+SETTINGS = frozenset(
+    {"driver", "argv", "isolation", "pass-env", "python", "loop-cap", "outer-loop-cap", "forward-loop-cap"}
+)
 #: defaults of the caps of bounded runs (see `bounded`)
 DEFAULT_LOOP_CAP = 3
 DEFAULT_OUTER_LOOP_CAP = 2
@@ -79,6 +83,8 @@ class VerifyConfig:
     forward_loop_cap: int | None = None
     #: what was not taken from the repository, and why (each names the file)
     notes: tuple[str, ...] = ()
+    #: the project's own choice of interpreter (only a trusted project's counts)
+    python: str | None = None
 
     def to_json(self) -> dict:
         return {"factories": dict(self.factories), "root": self.root, "driver": self.driver, "argv": list(self.argv),
@@ -156,6 +162,9 @@ def load_config(
     pass_env = table.get("pass-env", [])
     if not isinstance(pass_env, list) or not all(isinstance(a, str) and a and "=" not in a for a in pass_env):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] pass-env must be a list of variable names, got {pass_env!r}")
+    python = table.get("python")
+    if python is not None and (not isinstance(python, str) or not python.strip()):
+        raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] python must be the path of a Python interpreter, got {python!r}")
     caps = {}
     for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", None)):
         value = table.get(key, default)
@@ -172,8 +181,9 @@ def load_config(
         if not isinstance(value, str) or value.count(":") != 1:
             raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] {name} must be \"module:callable\", got {value!r}")
         factories[name] = value
-    safety = weigh(user, pyproject, table.get("isolation"), tuple(pass_env))
+    safety = weigh(user, pyproject, table.get("isolation"), tuple(pass_env), python)
     return VerifyConfig(factories=factories, root=os.path.dirname(pyproject), driver=driver, argv=tuple(argv),
                         isolation=safety.isolation, pass_env=safety.pass_env, notes=(*skipped, *safety.notes),
+                        python=safety.python,
                         loop_cap=caps["loop-cap"], outer_loop_cap=caps["outer-loop-cap"],
                         forward_loop_cap=caps["forward-loop-cap"])

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .shadow import COPY_NAME, guard_user_tree
+from .shadow import COPY_NAME, guard_user_tree, inside
 
 
 @dataclass
@@ -84,7 +84,10 @@ def _line_map(side: str, user: str) -> dict[int, int]:
     return mapping
 
 
-def _user_text(path: str | None) -> str | None:
+def user_file_text(path: str | None) -> str | None:
+    """The user's file as it is on disk (None: not a readable file). Read by the tool,
+    with the user's rights, before the run: a run started by root is an unprivileged
+    user and may not read a folder only root can (see `_copy_readable`)."""
     if not path or not os.path.isfile(path):
         return None
     try:
@@ -100,12 +103,27 @@ def python_path(value: str, cwd: str) -> list[str]:
     return [os.path.join(cwd, entry) for entry in value.split(os.pathsep) if entry]
 
 
+def _copy_readable(base: str, copy_root: str) -> None:
+    """The shadow copy into this side's folder, minus what the run may not read.
+
+    A run started by root runs as an unprivileged user (see `namespaces`), so a file
+    only its owner may read (hypothesis's example database, a `.env`, a key) cannot be
+    copied; the run goes on without it, as the user's own unprivileged run would, rather
+    than failing the whole patch. Any other copy error still stops the run."""
+    try:
+        shutil.copytree(base, copy_root, symlinks=True)
+    except shutil.Error as error:
+        failures = error.args[0] if error.args and isinstance(error.args[0], list) else []
+        if not failures or not all("Permission denied" in str(why) for _, _, why in failures):
+            raise
+
+
 def prepare(spec: dict[str, Any], workdir: str) -> Place:
     """Lay out this side's copy under `workdir` and point cwd, sys.path, argv at it."""
     copy_root = os.path.join(workdir, COPY_NAME)
     base = spec.get("shadow_base")
     if base and os.path.isdir(base):
-        shutil.copytree(base, copy_root, symlinks=True)
+        _copy_readable(base, copy_root)
     else:
         os.makedirs(copy_root, exist_ok=True)
     relative = spec.get("relative") or os.path.basename(spec.get("path") or "script.py")
@@ -113,6 +131,9 @@ def prepare(spec: dict[str, Any], workdir: str) -> Place:
         relative = "script.py"
     script = os.path.join(copy_root, relative)
     os.makedirs(os.path.dirname(script), exist_ok=True)
+    if not inside(os.path.realpath(os.path.dirname(script)), os.path.realpath(copy_root)):
+        # the copy links this folder to the user's (`shadow.make_room` should have made it real)
+        raise RuntimeError(f"autograd-fix verification: {relative} lies in a linked folder; not written")
     if os.path.islink(script):
         os.unlink(script)
     with open(script, "w", encoding="utf-8") as handle:
@@ -122,7 +143,7 @@ def prepare(spec: dict[str, Any], workdir: str) -> Place:
     sys.dont_write_bytecode = True
     place = Place(copy_root=copy_root, script=script, user_root=user_root, user_path=spec.get("user_path"))
     # the text the user sees: the buffer or stdin that was checked, else the file on disk
-    user = spec["user_text"] if spec.get("user_text") is not None else _user_text(place.user_path)
+    user = spec["user_text"] if spec.get("user_text") is not None else user_file_text(place.user_path)
     if user is not None and user != spec["source"]:
         place.matches_user = False
         place.line_map = _line_map(spec["source"], user)

@@ -33,6 +33,14 @@ SKIPPED_FOLDERS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox",
      "node_modules", ".venv", "venv", ".eggs", ".ipynb_checkpoints", ".idea", ".vscode"}
 )
+#: folders that hold a project's data or a run's logs and checkpoints, by name (the
+#: ones ``.gitignore`` lists count too): mirrored one level deep, never copied
+BULKY_FOLDERS = frozenset(
+    {"data", "datasets", "checkpoints", "ckpt", "ckpts", "logs", "lightning_logs", "wandb", "mlruns", "runs",
+     "outputs", "tb_logs"}
+)
+#: a folder to mirror with more entries than this is linked whole (read-only)
+MIRROR_LIMIT = 1000
 PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 #: the folder inside a run child's work folder that holds its copy of the project
 COPY_NAME = "project"
@@ -43,9 +51,11 @@ class ShadowError(ValueError):
 
 
 def project_root(script: str) -> str:
-    """The nearest folder at or above the script's holding a project marker, else the
-    script's own folder."""
-    folder = os.path.dirname(os.path.abspath(script))
+    """The nearest folder at or above the script's (or at or above `script` itself, a
+    folder) holding a project marker, else the script's own folder."""
+    folder = os.path.abspath(script)
+    if not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
     current = folder
     while True:
         if any(os.path.exists(os.path.join(current, marker)) for marker in PROJECT_MARKERS):
@@ -62,63 +72,147 @@ def _is_venv(folder: str, name: str) -> bool:
 
 @dataclass(frozen=True)
 class Shadow:
-    """One project's base copy: `base` mirrors `root`; `linked` counts large files linked."""
+    """One project's base copy: `base` mirrors `root`; `linked` counts large files and
+    folders linked; `mirrored` counts folders mirrored one level deep."""
 
     root: str
     base: str
     files: int
     copied_bytes: int
     linked: int
+    mirrored: int = 0
+
+
+class _Tally:
+    """What a base copy took so far; raises ShadowError past the limits."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.entries = self.copied = self.linked = self.mirrored = 0
+
+    def entry(self) -> None:
+        self.entries += 1
+        if self.entries > MAX_ENTRIES:
+            raise ShadowError(
+                f"the project folder {self.root} has more than {MAX_ENTRIES} files to copy for the run "
+                "(the project folder is the nearest one above the file holding pyproject.toml, setup.py, "
+                "setup.cfg or .git, else the file's own folder; folders that .gitignore lists, and data, "
+                "log and checkpoint folders, are linked, not copied); give the script a smaller project folder"
+            )
+
+    def copy(self, size: int) -> None:
+        self.copied += size
+        if self.copied > MAX_COPY_BYTES:
+            raise ShadowError(
+                f"the project folder {self.root} holds more than {MAX_COPY_BYTES // (1024 * 1024)} MB of small files "
+                "to copy for the run (files over 1 MiB are linked, not copied); give the script a smaller project folder"
+            )
 
 
 def make_base(root: str, destination: str) -> Shadow:
-    """Copy `root` into `destination` (created); ShadowError when it is too big."""
-    entries = 0
-    copied = 0
-    linked = 0
+    """Copy `root` into `destination` (created); ShadowError when it is too big.
+
+    A folder that ``.gitignore`` lists, or one named like a data, log or checkpoint
+    folder (`BULKY_FOLDERS`), is not copied: it is mirrored (`_mirror`), so that a run
+    reads what it holds and can still add to it."""
+    from pathlib import Path
+
+    from autograd_fix.gitignore import GitIgnores
+
+    tally = _Tally(root)
     os.makedirs(destination, exist_ok=True)
+    ignores = {root: GitIgnores.for_folder(Path(root))}
     for folder, dirs, files in _walk(root):
-        dirs[:] = sorted(d for d in dirs if not _is_venv(folder, d) and not os.path.islink(os.path.join(folder, d)))
+        here = ignores.pop(folder)
         relative = os.path.relpath(folder, root)
         target_folder = os.path.join(destination, relative) if relative != "." else destination
         os.makedirs(target_folder, exist_ok=True)
+        kept = []
+        for name in sorted(dirs):
+            path = os.path.join(folder, name)
+            if _is_venv(folder, name) or os.path.islink(path):
+                continue
+            if name.lower() in BULKY_FOLDERS or here.decides(name, True):
+                _mirror(path, os.path.join(target_folder, name), tally)
+                continue
+            kept.append(name)
+            ignores[path] = here.below(name, Path(path))
+        dirs[:] = kept
         for name in files + [d for d in os.listdir(folder) if os.path.islink(os.path.join(folder, d)) and os.path.isdir(os.path.join(folder, d))]:
-            entries += 1
-            if entries > MAX_ENTRIES:
-                raise ShadowError(
-                    f"the project folder {root} has more than {MAX_ENTRIES} files to copy for the run "
-                    "(the project folder is the nearest one above the file holding pyproject.toml, setup.py, "
-                    "setup.cfg or .git, else the file's own folder); give the script a smaller project folder"
-                )
-            source = os.path.join(folder, name)
-            target = os.path.join(target_folder, name)
-            try:
-                if os.path.islink(source):
-                    link = os.readlink(source)
-                    real = os.path.realpath(source)
-                    # a link within the project stays relative; one leaving it points at its target
-                    os.symlink(link if not os.path.isabs(link) and real.startswith(root + os.sep) else real, target)
-                    continue
-                info = os.lstat(source)
-                if not stat.S_ISREG(info.st_mode):
-                    continue  # a device, FIFO or socket: never read (a device reads zeros forever)
-                size = info.st_size
-                if name.endswith(".py") or size <= COPY_LIMIT_BYTES:
-                    copied += size
-                    if copied > MAX_COPY_BYTES:
-                        raise ShadowError(
-                            f"the project folder {root} holds more than {MAX_COPY_BYTES // (1024 * 1024)} MB of small files "
-                            "to copy for the run (files over 1 MiB are linked, not copied); give the script a smaller project folder"
-                        )
-                    _copy_regular(source, target, info)
-                else:
-                    os.symlink(source, target)
-                    linked += 1
-            except OSError as exc:
-                if isinstance(exc, ShadowError):  # pragma: no cover - ShadowError is a ValueError
-                    raise
-                continue  # unreadable file (socket, permissions): the run goes without it
-    return Shadow(root=root, base=destination, files=entries, copied_bytes=copied, linked=linked)
+            tally.entry()
+            _place_entry(os.path.join(folder, name), os.path.join(target_folder, name), tally)
+    return Shadow(root=root, base=destination, files=tally.entries, copied_bytes=tally.copied, linked=tally.linked,
+                  mirrored=tally.mirrored)
+
+
+def _place_entry(source: str, target: str, tally: _Tally, *, link_folders: bool = False) -> None:
+    """One entry of a folder into the copy: a symlink recreated (a link within the
+    project stays relative; one leaving it points at its target), a small regular file
+    or any ``.py`` file copied, a large one linked, a folder linked when `link_folders`;
+    anything else (a device, FIFO or socket) skipped, never read."""
+    try:
+        if os.path.islink(source):
+            link = os.readlink(source)
+            real = os.path.realpath(source)
+            os.symlink(link if not os.path.isabs(link) and real.startswith(tally.root + os.sep) else real, target)
+            return
+        info = os.lstat(source)
+        if link_folders and stat.S_ISDIR(info.st_mode):
+            os.symlink(source, target)
+            tally.linked += 1
+            return
+        if not stat.S_ISREG(info.st_mode):
+            return  # a device, FIFO or socket: never read (a device reads zeros forever)
+        if source.endswith(".py") or info.st_size <= COPY_LIMIT_BYTES:
+            tally.copy(info.st_size)
+            _copy_regular(source, target, info)
+        else:
+            os.symlink(source, target)
+            tally.linked += 1
+    except OSError:
+        return  # unreadable file (socket, permissions): the run goes without it
+
+
+def _mirror(source: str, target: str, tally: _Tally, *, always: bool = False) -> None:
+    """A data, log or checkpoint folder, one level deep: a real folder in the copy (the
+    run can write new files and folders into it: a new ``lightning_logs/version_3``),
+    holding links to its subfolders and large files (read-only: nothing below is walked
+    or copied) and copies of its small files (which a run may overwrite). A folder of
+    more than `MIRROR_LIMIT` entries (a flat folder of images) is one link instead,
+    unless it must be a folder (`always`)."""
+    try:
+        with os.scandir(source) as listing:
+            names = sorted(entry.name for entry in listing)
+    except OSError:
+        return  # unreadable: the run goes without it
+    tally.entry()
+    tally.mirrored += 1
+    if not always and len(names) > MIRROR_LIMIT:
+        os.symlink(source, target)
+        tally.linked += 1
+        return
+    os.makedirs(target, exist_ok=True)
+    for name in names:
+        tally.entry()
+        _place_entry(os.path.join(source, name), os.path.join(target, name), tally, link_folders=True)
+
+
+def make_room(shadow: Shadow, relative: str) -> None:
+    """Make the folders holding `relative` (a file the runs write their side's text
+    over) real folders of the base copy: a linked folder on the way is mirrored in its
+    place, so that the side's text is never written through a link into the user's
+    project."""
+    tally = _Tally(shadow.root)
+    parts = os.path.normpath(relative).split(os.sep)[:-1]
+    for depth in range(1, len(parts) + 1):
+        target = os.path.join(shadow.base, *parts[:depth])
+        if os.path.islink(target):
+            source = os.path.join(shadow.root, *parts[:depth])
+            os.unlink(target)
+            if os.path.isdir(source):  # a folder linked whole, or a link in the project
+                _mirror(os.path.realpath(source), target, tally, always=True)
+            else:
+                os.makedirs(target)
 
 
 #: a project nested deeper than this is not copied (os.walk recurses: a hostile tree of
@@ -180,6 +274,13 @@ class ShadowCopies:
             raise known
         return known
 
+    def for_file(self, root: str, path: str) -> Shadow:
+        """`for_root`, with the folders holding `path` (the changed file) made real
+        folders of the copy (`make_room`)."""
+        shadow = self.for_root(root)
+        make_room(shadow, os.path.relpath(path, root))
+        return shadow
+
     def close(self) -> None:
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
@@ -200,7 +301,7 @@ _NETWORK_EVENTS = {"socket.connect", "socket.getaddrinfo", "socket.gethostbyname
 NETWORK_REFUSED = "network access is disabled while autograd-fix verifies a patch"
 
 
-def _inside(path: str, folder: str) -> bool:
+def inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
@@ -224,7 +325,7 @@ def guard_user_tree(user_root: str, workdir: str) -> None:
             real = os.path.realpath(os.fsdecode(path))
         except (TypeError, ValueError, OSError):
             return False
-        return not _inside(real, work_real) and _inside(real, user_real)
+        return not inside(real, work_real) and inside(real, user_real)
 
     def hook(event: str, args: tuple) -> None:
         if event == "open":

@@ -2,9 +2,10 @@
 
 A user points autograd-fix at code they did not write (a cloned repository, a pull
 request in CI). That repository's ``pyproject.toml`` is part of the code under test, so
-it must not be able to turn the sandbox off (``isolation = "off"``) or hand it the
-user's secrets (``pass-env = ["AWS_SECRET_ACCESS_KEY"]``). Those two settings are
-honoured only from the user's own configuration:
+it must not be able to turn the sandbox off (``isolation = "off"``), hand it the
+user's secrets (``pass-env = ["AWS_SECRET_ACCESS_KEY"]``) or choose the Python that runs
+verification (``python = ".venv/bin/python"``). Those three settings are honoured only
+from the user's own configuration:
 
 - the command line (``--isolation``, ``--pass-env``), then
 - the user's configuration file, ``$XDG_CONFIG_HOME/autograd-fix/config.toml``
@@ -13,9 +14,18 @@ honoured only from the user's own configuration:
       [verify]
       isolation = "required"               # for every project
       pass-env = ["WANDB_MODE"]
-      trusted-projects = ["~/src/mymodel"] # these may set isolation and pass-env themselves
+      python = "~/envs/torch/bin/python"   # the Python that runs verification (see `interpreter`)
+      trusted-projects = ["~/src/mymodel"] # these may set isolation, pass-env and python themselves
 
-A repository's own ``isolation`` or ``pass-env`` counts only when its folder is at or
+Why the interpreter is a safety setting although the runs it makes are sandboxed: the
+verification *worker* is the process that sets the sandbox up, so it runs outside it,
+with the user's rights. Whatever starts with that interpreter runs there too: the
+binary itself (a repository can commit a ``.venv/bin/python`` that is a shell script),
+its ``site-packages``' ``.pth`` files and ``sitecustomize``. A repository's ``python``
+key, and the ``.venv`` or ``venv`` folder in its root, are therefore used only in a
+trusted project; ``VIRTUAL_ENV`` and ``CONDA_PREFIX`` are the user's own shell's.
+
+A repository's own ``isolation``, ``pass-env`` or ``python`` counts only when its folder is at or
 below a trusted project; otherwise it is ignored with a note naming the file, except
 ``isolation = "required"``, which only ever makes runs safer. The ``driver`` and the
 input factories are honoured from any repository: they choose *which* of the project's
@@ -52,9 +62,9 @@ class Isolation(str, enum.Enum):
 
 MODES = tuple(mode.value for mode in Isolation)
 #: the verify settings that can lower safety, honoured only from the user's configuration
-SAFETY_KEYS = ("isolation", "pass-env")
+SAFETY_KEYS = ("isolation", "pass-env", "python")
 #: the keys of the user file's ``[verify]`` table
-USER_KEYS = frozenset({"isolation", "pass-env", "trusted-projects"})
+USER_KEYS = frozenset({"isolation", "pass-env", "python", "trusted-projects"})
 
 
 class UserConfigError(ValueError):
@@ -83,21 +93,43 @@ class UserSettings:
     pass_env: tuple[str, ...] = ()
     trusted: tuple[str, ...] = ()
     source: str | None = None
+    #: the Python that runs verification (``--python``, else the file's ``python``)
+    python: str | None = None
+    #: whether `python` came from the command line (else from the file)
+    python_flag: bool = False
 
     def trusts(self, path: str) -> bool:
         """Whether `path` (a file or folder) is at or below a trusted project."""
         real = os.path.realpath(path)
         return any(_is_within(real, folder) for folder in self.trusted)
 
-    def with_flags(self, isolation: str | None = None, pass_env: tuple[str, ...] | list[str] = ()) -> "UserSettings":
+    def with_flags(
+        self, isolation: str | None = None, pass_env: tuple[str, ...] | list[str] = (), python: str | None = None
+    ) -> "UserSettings":
         """These settings with the command line's on top: ``--isolation`` replaces the
-        file's mode, ``--pass-env`` adds names."""
+        file's mode, ``--pass-env`` adds names, ``--python`` replaces the file's
+        interpreter (a path is taken from the current folder)."""
         if isolation is not None and isolation not in MODES:
             raise UserConfigError(f"--isolation must be one of {', '.join(MODES)}, got {isolation!r}")
         for name in pass_env:
             _check_variable_name(name, "--pass-env")
+        if python is not None and not python.strip():
+            raise UserConfigError("--python: expected the path of a Python interpreter (or of its environment)")
         names = tuple(dict.fromkeys([*self.pass_env, *pass_env]))
-        return replace(self, isolation=isolation or self.isolation, pass_env=names)
+        chosen = interpreter_path(python, os.getcwd()) if python else self.python
+        return replace(
+            self, isolation=isolation or self.isolation, pass_env=names, python=chosen,
+            python_flag=bool(python) or self.python_flag,
+        )
+
+
+def interpreter_path(value: str, base: str) -> str:
+    """A configured interpreter as a path: ``~`` expanded, a relative path taken from
+    `base`; a bare name (``python3.12``) stays a name, looked up on ``PATH`` when used."""
+    value = os.path.expanduser(value)
+    if os.sep not in value and not os.path.exists(os.path.join(base, value)):
+        return value
+    return os.path.normpath(os.path.join(base, value))
 
 
 def _check_variable_name(name: object, where: str) -> None:
@@ -158,13 +190,19 @@ def load_user_settings(environ: Mapping[str, str] | None = None) -> UserSettings
         raise UserConfigError(f"{path}: [verify] isolation must be one of {', '.join(map(repr, MODES))}, got {isolation!r}")
     pass_env = table.get("pass-env", [])
     trusted = table.get("trusted-projects", [])
+    python = table.get("python")
+    if python is not None and (not isinstance(python, str) or not python.strip()):
+        raise UserConfigError(f"{path}: [verify] python must be the path of a Python interpreter, got {python!r}")
     for key, value in (("pass-env", pass_env), ("trusted-projects", trusted)):
         if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
             raise UserConfigError(f"{path}: [verify] {key} must be a list of strings, got {value!r}")
     for name in pass_env:
         _check_variable_name(name, f"{path}: [verify] pass-env")
     folders = tuple(os.path.realpath(os.path.expanduser(folder)) for folder in trusted)
-    return UserSettings(isolation=isolation, pass_env=tuple(pass_env), trusted=folders, source=path)
+    return UserSettings(
+        isolation=isolation, pass_env=tuple(pass_env), trusted=folders, source=path,
+        python=interpreter_path(python, os.path.dirname(path)) if python else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -176,14 +214,17 @@ class SafetySettings:
     isolation: str
     pass_env: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    #: the repository's own interpreter, when it may choose one (a trusted project)
+    python: str | None = None
 
 
 def weigh(
-    user: UserSettings, pyproject: str | None, isolation: str | None, pass_env: tuple[str, ...]
+    user: UserSettings, pyproject: str | None, isolation: str | None, pass_env: tuple[str, ...],
+    python: str | None = None,
 ) -> SafetySettings:
     """The effective safety settings: the user's where they said something; the
-    repository's (`isolation`, `pass_env`, read from `pyproject`) only where the
-    project is trusted, or where it asks for more safety (``required``)."""
+    repository's (`isolation`, `pass_env`, `python`, read from `pyproject`) only where
+    the project is trusted, or where it asks for more safety (``required``)."""
     trusted = pyproject is not None and user.trusts(pyproject)
     notes: list[str] = []
     how = (f"set it in {user_config_path()} or on the command line, or add the project to trusted-projects there")
@@ -202,4 +243,10 @@ def weigh(
     elif pass_env:
         notes.append(f"{pyproject}: ignored pass-env = {list(pass_env)!r}: a repository's configuration cannot pass "
                      f"your environment to its runs ({how})")
-    return SafetySettings(isolation=mode, pass_env=tuple(dict.fromkeys(names)), notes=tuple(notes))
+    chosen = None
+    if python and trusted:
+        chosen = interpreter_path(python, os.path.dirname(pyproject or ""))
+    elif python and user.python is None:
+        notes.append(f'{pyproject}: ignored python = "{python}": a repository\'s configuration cannot choose the Python '
+                     f"that runs verification (it starts outside the sandbox, which it sets up) ({how})")
+    return SafetySettings(isolation=mode, pass_env=tuple(dict.fromkeys(names)), notes=tuple(notes), python=chosen)

@@ -89,7 +89,10 @@ def _isolation(request: dict[str, Any]):
 
     mode = str(request.get("isolation") or "auto")
     usable = request.get("isolation_unavailable") is None and mode != "off"
-    project = tuple(p for p in (request.get("shadow_base"), request.get("user_root")) if p)
+    # the project: its shadow copy, the user's folder, and the configuration's folder,
+    # where input factories are imported from (a function checked without a file on
+    # disk has no shadow copy, but its factories still live there)
+    project = tuple(p for p in (request.get("shadow_base"), request.get("user_root"), request.get("factory_root")) if p)
     return RunIsolation(
         mode=mode,
         forker=RunForker() if usable else None,
@@ -295,7 +298,11 @@ def main() -> None:
     # before torch exists (one thread): namespaces, and whether runs can be confined
     namespaces = set_up_worker()
     keep_fd, unavailable = namespaces.keep_fd, namespaces.unavailable
-    import torch  # noqa: F401 - the point of a warm worker: pay for this once
+    try:
+        import torch  # noqa: F401 - the point of a warm worker: pay for this once
+    except Exception as exc:  # noqa: BLE001 - a broken torch: say so instead of dying unheard
+        os.write(1, (json.dumps({"ready": False, "torch_error": f"{type(exc).__name__}: {exc}"}) + "\n").encode())
+        return
 
     _prewarm()
     # Children would otherwise walk (and copy-on-write) every object torch created
