@@ -573,6 +573,8 @@ for step in range(3):
     if step: print(model(x).sum().item())
     for row in model(x):
         print(row)
+    total = total + loss
+    history.append(loss * 2)
 """
 
 
@@ -580,6 +582,8 @@ for step in range(3):
     ("AGF001", 11, ["    with torch.no_grad():", "        score = model(x).sum().item()"], ["    score = model(x).sum().item()"]),
     ("AGF002", 10, ["    opt.zero_grad()"], []),
     ("AGF011", 9, ["    loss.backward()"], ["    loss.backward(retain_graph=True)"]),
+    ("AGF006", 15, ["    total = total + loss.detach()"], ["    total = total + loss"]),
+    ("AGF006", 16, ["    history.append((loss * 2).detach())"], ["    history.append(loss * 2)"]),
 ])
 def test_rule_fix_at_a_site(code: str, line: int, added: list[str], removed: list[str]) -> None:
     """`Rule.fix_at`: the rule's fix at a line a run named, as a plan that composes."""
