@@ -247,6 +247,20 @@ for x, y in data:
 """,
 }
 
+# AGF006 where the accumulator adds, not on line 1 for a value derived from it
+CASES["agf006_mean_of_total"] = PRELUDE + """
+for epoch in range(2):
+    total_loss = 0
+    for x, y in data:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss  # <- AGF006
+    mean_loss = total_loss / len(data)
+    print(epoch, float(mean_loss))
+"""
+
 # AGF001 through a helper that returns the model's output, shared by training and
 # evaluation: the evaluation caller's line, not the helper's
 CASES["agf001_shared_forward_helper"] = PRELUDE + """

@@ -198,10 +198,14 @@ def _holders(seen: dict[str, Any], stepped: bool, read: Reader, recurrent_files:
         where = f"`{name}`" + (f" (in {holder['function']})" if holder["function"] not in ("<module>",) else "")
         message = (f"{where} holds the graphs of {iterations} iterations ({holder['nodes']} autograd nodes): "
                    + ("detach it between iterations" if attribute else "accumulate loss.item() or loss.detach()"))
-        for line in lines or [int(holder["first_line"]) or 1]:
-            found.append(Finding(code, holder["file"], line, message,
-                                 {"holder": name, "iterations": iterations, "graph_nodes": holder["nodes"]}))
-    return found
+        for line in lines or [0]:  # 0: no statement adds to it (placed below)
+            found.append(Finding(code, holder["file"], line or int(holder["first_line"]) or 1, message,
+                                 {"holder": name, "iterations": iterations, "graph_nodes": holder["nodes"],
+                                  "accumulates": bool(lines)}))
+    # a holder no statement adds to (`epoch_loss = total_loss / n`) holds an accumulator's
+    # graph: reported where the accumulator adds to it, not on its own function's first line
+    placed = {f.path for f in found if f.evidence["accumulates"]}
+    return [f for f in found if f.evidence["accumulates"] or f.path not in placed]
 
 
 def _silent(seen: dict[str, Any], script: str) -> list[Finding]:
