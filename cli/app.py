@@ -187,6 +187,8 @@ def check(
                                       compare two versions of a file
       autograd-fix verify FILE --gradcheck
                                       gradcheck its custom autograd Functions
+      autograd-fix doctor SCRIPT [ARGS]...
+                                      find autograd bugs by watching a short run
       autograd-fix server             the language server (LSP over stdio)
     Each command takes -h/--help.
     """
@@ -458,13 +460,18 @@ def _emit(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point; `autograd-fix verify ...` and `autograd-fix server`
-    go to their own commands."""
+    """Console-script entry point; `autograd-fix verify ...`, `autograd-fix doctor ...`
+    and `autograd-fix server` go to their own commands."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "verify":
         from autograd_fix.cli.verify_command import verify_app
 
         verify_app(args=args[1:], prog_name="autograd-fix verify")
+        return
+    if args and args[0] == "doctor":
+        from autograd_fix.cli.doctor import doctor_app
+
+        doctor_app(args=args[1:], prog_name="autograd-fix doctor")
         return
     if args and args[0] == "server":
         from autograd_fix.cli.server import server_app

@@ -66,6 +66,9 @@ class Job:
     #: a larger source file is a per-file error (`max-file-size`); a notebook's limit
     #: applies to its code cells, its JSON may be `NOTEBOOK_SIZE_FACTOR` times larger
     max_bytes: int | None = DEFAULT_MAX_FILE_BYTES
+    #: (rule code, line) of bugs a run showed (`doctor`): each adds that rule's fix built
+    #: at the site (`codemods.site_fixes`); not for notebooks
+    sites: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -149,7 +152,7 @@ def check_file(job: Job) -> FileOutcome:
                 outcome.notebook, source.text, rules, job.path, options, job.compute_fix
             )
         else:
-            result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix)
+            result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix, sites=job.sites)
     except EngineError as error:
         outcome.error = str(error)
         return outcome

@@ -201,7 +201,7 @@ def _queues(outcomes: list[FileOutcome], jobs: list[Job]) -> list[_FileQueue]:
         job = job_by_path[outcome.path]
         rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
         try:
-            plans = FilePlans.from_source(outcome.original, rules, outcome.path, job.target_torch, job.roles)
+            plans = FilePlans.from_source(outcome.original, rules, outcome.path, job.target_torch, job.roles, job.sites)
         except EngineError as error:
             outcome.error = str(error)
             continue

@@ -146,6 +146,26 @@ def run_rules(
     return kept
 
 
+def with_sites(
+    module: cst.Module,
+    rules: Sequence[type[Rule]],
+    active: Sequence[type[Rule]],
+    path: str,
+    text: str | None,
+    target_torch: TorchVersion | None,
+    roles: Vocabulary,
+    sites: Sequence[tuple[str, int]],
+) -> list[Finding]:
+    """The `active` rules' findings, then the fixes of `rules` at `sites` (one order for
+    the check and for the plans, so plan ids agree)."""
+    findings = run_rules(module, active, path, text, target_torch, roles)
+    if sites:
+        from autograd_fix.codemods.site_fixes import site_findings
+
+        findings += site_findings(module, rules, path, text, sites, target_torch, roles)
+    return findings
+
+
 def _noqa_map(text: str) -> dict[int, frozenset[str] | None]:
     """line -> codes suppressed there (None = every code)."""
     result: dict[int, frozenset[str] | None] = {}
@@ -327,13 +347,17 @@ def check_source(
     path: str = "<stdin>",
     options: FixOptions = FixOptions(),
     compute_fix: bool = True,
+    sites: Sequence[tuple[str, int]] = (),
 ) -> SourceResult:
-    """Lint `text`; with `compute_fix`, also produce the fixed text (or why not)."""
+    """Lint `text`; with `compute_fix`, also produce the fixed text (or why not).
+
+    `sites` (rule code, line) are bugs a run showed (`doctor`): each adds the rule's fix
+    built at that site (`site_fixes`), after the static findings."""
     active = triggered(rules, text)
-    if not active:
+    if not active and not sites:
         return SourceResult()
     module = parse_module(text)
-    findings = run_rules(module, active, path, text, options.target_torch, options.roles)
+    findings = with_sites(module, rules, active, path, text, options.target_torch, options.roles, sites)
     result = SourceResult(findings=findings, module=module)
     if compute_fix and any(options.allows_finding(f) for f in findings):
         try:

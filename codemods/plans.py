@@ -25,10 +25,10 @@ from autograd_fix.codemods.engine import (
     apply_fixes,
     rewrite_node,
     parse_module,
-    run_rules,
     target_paths,
     triggered,
     validate_python,
+    with_sites,
 )
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
@@ -128,14 +128,16 @@ class FilePlans:
         path: str,
         target_torch: TorchVersion | None = None,
         roles: Vocabulary = DEFAULT_VOCABULARY,
+        sites: Sequence[tuple[str, int]] = (),
     ) -> "FilePlans":
         """Parse `text` once and run `rules` once (raises EngineError when it cannot parse);
-        `target_torch` and `roles` as the check that produced the findings had them, so ids agree."""
+        `target_torch`, `roles` and `sites` (a run's bugs, `site_fixes`) as the check that
+        produced the findings had them, so ids agree."""
         active = triggered(rules, text)
-        if not active:
+        if not active and not sites:
             return cls(parse_module(text), [])
         module = parse_module(text)
-        return cls(module, run_rules(module, active, path, text, target_torch, roles))
+        return cls(module, with_sites(module, rules, active, path, text, target_torch, roles, sites))
 
     def description(self, plan_id: str) -> str:
         """What the fix of `plan_id` (a plan or one of its later candidates) does."""

@@ -84,6 +84,15 @@ class RuleContext:
         return self._positions.span(node)
 
 
+@dataclass(frozen=True)
+class SiteFix:
+    """What `Rule.fix_at` builds for one site: the node reported, the message, the fix."""
+
+    node: cst.CSTNode
+    message: str
+    fix: Fix
+
+
 class Rule(cst.BatchableCSTVisitor):
     """Base class of all rules. Subclasses set the class attributes and report findings."""
 
@@ -128,6 +137,18 @@ class Rule(cst.BatchableCSTVisitor):
                 node=node,
             )
         )
+
+    @classmethod
+    def fix_at(cls, context: RuleContext, line: int) -> "SiteFix | None":
+        """The rule's fix for a bug a run showed at `line` where the rule's own analysis
+        was silent (`autograd-fix doctor`): the node to report, a message and the fix
+        (always unsafe: the site is known, the evidence is the run's, verification
+        decides). None when the rule cannot build a fix from the site alone; a rule
+        without such a builder says why in `no_site_fix`."""
+        return None
+
+    #: why `fix_at` offers nothing for this rule (shown with the run's finding)
+    no_site_fix: ClassVar[str] = "this rule's fix needs its own analysis of the code; none is built from a run's site alone"
 
     @classmethod
     def examples(cls) -> RuleExamples:

@@ -134,11 +134,11 @@ def test_top_level_help_lists_every_command() -> None:
     result = run("--help")
     assert result.exit_code == 0
     commands = result.stdout.split("Commands:", 1)[1].split("Arguments:", 1)[0]
-    for command in ("autograd-fix verify ORIGINAL REWRITTEN", "autograd-fix verify FILE --gradcheck", "autograd-fix server"):
+    for command in ("autograd-fix verify ORIGINAL REWRITTEN", "autograd-fix verify FILE --gradcheck", "autograd-fix doctor SCRIPT", "autograd-fix server"):
         assert command in commands
 
 
-@pytest.mark.parametrize("command", [[], ["verify"], ["server"]])
+@pytest.mark.parametrize("command", [[], ["verify"], ["doctor"], ["server"]])
 def test_every_command_has_the_same_plain_help(command: list[str]) -> None:
     from autograd_fix.cli.app import main
 

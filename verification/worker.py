@@ -3,8 +3,8 @@
 Protocol: one JSON object per line on stdin (requests) and on the original stdout
 (responses, matched by ``id``); the worker points its own fd 1 at stderr so that nothing
 else can write into the protocol stream. Requests: ``{"id", "op": "verify" | "gradcheck"
-| "ping", ...}``. EOF on stdin (the tool exited, however it died) kills every job's
-process group and ends the worker.
+| "doctor" | "ping", ...}`` (``doctor``: `doctor.job`). EOF on stdin (the tool exited,
+however it died) kills every job's process group and ends the worker.
 
 Each run child is confined (`namespaces`, `isolation`): first thing, before importing
 torch (one thread), the worker enters its user and PID namespaces and tries one confined
@@ -345,6 +345,10 @@ def main() -> None:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 if request["op"] == "verify":
                     payload = run_verify_job(request)
+                elif request["op"] == "doctor":
+                    from .doctor.job import run_doctor_job
+
+                    payload = run_doctor_job(request)
                 else:
                     payload = run_gradcheck_job(request)
                 response = {"id": request["id"], "ok": True, "result": payload}

@@ -12,7 +12,9 @@ import libcst as cst
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
-from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.nograd_wrap import no_grad_wrap_edits
+from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
+from autograd_fix.codemods.site_fixes import statement_at
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
 from autograd_fix.codemods.semantic.eval_mode_lines import graphs_die_in_lines, local_bindings, may_return_tensor
@@ -133,6 +135,19 @@ class EvalForwardWithoutNoGrad(Rule):
         "(strictly lower when the original retained any)",
         checks=("outputs_equal", "grads_untouched", "retained_graph_not_higher", "retained_graph_lower_if_any", "graph_state_may_change"),
     )
+
+    no_site_fix = "the forward is not a statement of its own (a compound statement's header or a one-line suite)"
+
+    @classmethod
+    def fix_at(cls, context: RuleContext, line: int) -> SiteFix | None:
+        """A run saw the forward at `line` build graphs no backward went through: its
+        statement goes under `with torch.no_grad():` (unsafe; verification compares)."""
+        statement = statement_at(context, line)
+        if statement is None:
+            return None
+        edits, needs = no_grad_wrap_edits([statement], context.imports)
+        fix = Fix(Applicability.UNSAFE, edits, "wrap the forward pass in `with torch.no_grad():`", needs)
+        return SiteFix(statement, "forward pass builds a graph no backward uses; wrap it in `with torch.no_grad():`", fix)
 
     def visit_Module(self, node: cst.Module) -> bool:
         found: list[tuple[cst.CSTNode, _Region | None]] = []

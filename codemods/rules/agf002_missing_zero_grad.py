@@ -26,8 +26,9 @@ from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.role_evidence import Basis, scope_roles
 from autograd_fix.codemods.semantic.roles import CLEAR_TOKENS, GRAD_TOKENS, Role
-from autograd_fix.codemods.rule import Contract, Rule, RuleContext
-from autograd_fix.codemods.walk import SyntaxIndex
+from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
+from autograd_fix.codemods.site_fixes import statement_at
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
 
 _GRAD_ATTRIBUTES = frozenset({"grad", "_grad", "main_grad"})
 _LOOPS = (cst.For, cst.While)
@@ -197,6 +198,23 @@ class MissingZeroGrad(RootTracker, Rule):
             self._report_steps(loop, fact, parents)
         else:
             self._report_updates(fact, parents)
+
+    no_site_fix = "the step at that line is not a call `<optimizer>.step()` in a statement of its own"
+
+    @classmethod
+    def fix_at(cls, context: RuleContext, line: int) -> SiteFix | None:
+        """A run saw the step at `line` use gradients of earlier steps: the optimizer's
+        `zero_grad()` goes right after it (unsafe; verification compares)."""
+        statement = statement_at(context, line)
+        steps = [node for node in iter_descendants(statement) if isinstance(node, cst.Call)
+                 and isinstance(node.func, cst.Attribute) and node.func.attr.value == "step"
+                 and isinstance(node.func.value, (cst.Name, cst.Attribute))] if statement is not None else []
+        if statement is None or len(steps) != 1:
+            return None
+        optimizer = context.module.code_for_node(steps[0].func.value)  # type: ignore[union-attr]
+        fix = Fix(Applicability.UNSAFE, (Edit(statement, _inserter([f"{optimizer}.zero_grad()"])),),
+                  f"insert `{optimizer}.zero_grad()` after the step")
+        return SiteFix(steps[0], f"`{optimizer}` steps on gradients never zeroed since its previous step; zero them after each step", fix)
 
     def _report_steps(self, loop: cst.For | cst.While | cst.FunctionDef, fact: _LoopFacts, parents: dict[int, cst.CSTNode]) -> None:
         optimizers = list(dict.fromkeys(step.optimizer for step in fact.steps))

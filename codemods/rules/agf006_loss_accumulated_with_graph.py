@@ -7,7 +7,8 @@ import libcst as cst
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.semantic.roles import Role
-from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
+from autograd_fix.codemods.site_fixes import statement_at
 from autograd_fix.codemods.semantic.accumulation import (
     Accumulation,
     LoopAnalysis,
@@ -105,6 +106,30 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
     def _is_loss_name(self, name: str) -> bool:
         """A callee named as a loss or a criterion (the project's role names included)."""
         return self.context.roles.has(name, Role.LOSS, Role.CRITERION)
+
+    no_site_fix = "the line is not one `x += value`, `x = x + value` or `x.append(value)`"
+
+    @classmethod
+    def fix_at(cls, context: RuleContext, line: int) -> SiteFix | None:
+        """A run saw the holder assigned at `line` keep the graphs of several iterations:
+        the value it accumulates is `.detach()`-ed (unsafe; verification compares)."""
+        statement = statement_at(context, line)
+        if statement is None or len(statement.body) != 1:
+            return None
+        small = statement.body[0]
+        value: cst.BaseExpression | None = None
+        if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+            value = small.value
+        elif (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.BinaryOperation)
+              and isinstance(small.value.operator, cst.Add) and small.value.left.deep_equals(small.targets[0].target)):
+            value = small.value.right
+        elif (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute)
+              and small.value.func.attr.value == "append" and len(small.value.args) == 1 and small.value.args[0].keyword is None):
+            value = small.value.args[0].value
+        if value is None:
+            return None
+        fix = Fix(Applicability.UNSAFE, (Edit(value, _method_appender("detach")),), "accumulate `.detach()`-ed values")
+        return SiteFix(statement, "keeps the autograd graph of every iteration it accumulates; accumulate `.detach()`-ed values", fix)
 
     def leave_Module(self, original_node: cst.Module) -> None:
         imports = self.context.imports

@@ -20,7 +20,9 @@ from autograd_fix.codemods.semantic.loops import (
     parent_map,
     statement_line,
 )
-from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
+from autograd_fix.codemods.site_fixes import statement_at
+from autograd_fix.codemods.walk import iter_descendants
 from autograd_fix.codemods.semantic.repeated_backward import earlier_roots, passed_on_after, retained_root
 from autograd_fix.codemods.semantic.role_evidence import bound_as, iterated_name, scope_roles
 from autograd_fix.codemods.semantic.roles import (
@@ -100,6 +102,20 @@ class UnneededRetainGraph(RootTracker, Rule):
         description="gradients equal; outputs equal; peak memory not higher",
         checks=("grads_equal", "outputs_equal", "peak_memory_not_higher"),
     )
+
+    no_site_fix = "no single call with `retain_graph=` at that line"
+
+    @classmethod
+    def fix_at(cls, context: RuleContext, line: int) -> SiteFix | None:
+        """A run saw the graph retained at `line` never used again: `retain_graph=True`
+        is dropped from the call (unsafe; verification compares)."""
+        statement = statement_at(context, line)
+        calls = [node for node in iter_descendants(statement) if isinstance(node, cst.Call)
+                 and any(a.keyword is not None and a.keyword.value == "retain_graph" for a in node.args)] if statement else []
+        if len(calls) != 1:
+            return None
+        fix = Fix(Applicability.UNSAFE, (Edit(calls[0], _drop_retain_graph),), "remove `retain_graph=True`")
+        return SiteFix(calls[0], "the graph this backward retains is never used again; drop `retain_graph=True`", fix)
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)

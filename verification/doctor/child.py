@@ -1,0 +1,139 @@
+"""The doctor's run child: the user's unmodified script, bounded, under `Watch`.
+
+It runs inside the same sandbox as a verification run (`sandbox.spawn`, confined by the
+job): the project copy is laid out as for a verification side (`place.prepare`), loops
+that train are capped as in a bounded run (`bounded.Bounds`, the run's own settings), and
+the RNGs are seeded as there. What comes back is plain data: the observations, the
+exception (paths and lines the user's), the loops that were cut.
+
+A *focused* re-run (after an in-place error) turns on anomaly detection and watches
+in-place ops on tensors autograd saved (a `TorchFunctionMode`, the only per-op Python
+here, and only in that re-run): it names the line of the op that modified a saved tensor
+and, from anomaly mode's forward traceback, the line of the op that saved it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from ..harness import _bounds, _fresh_main, describe_exception, seed_all
+from ..place import Place, chain_argv, prepare
+from .watch import Watch
+
+_TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
+#: in-place modifications recorded in a focused re-run, at most
+MAX_MODIFICATIONS = 64
+
+
+class _InplaceWatch(TorchFunctionMode):
+    """Records in-place ops (``add_``, ``x[i] = v``, ``relu(inplace=True)``, ``out=``)
+    whose target shares storage with a tensor autograd saved and still holds."""
+
+    def __init__(self, watch: Watch, site: Callable[[], Any]) -> None:
+        super().__init__()
+        self.watch = watch
+        self.site = site
+        self.modifications: list[dict[str, Any]] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        inplace = (name.endswith("_") and not name.endswith("__")) or name in ("__setitem__", "__iadd__", "__imul__", "__isub__", "__itruediv__") \
+            or kwargs.get("inplace") is True or kwargs.get("out") is not None
+        if inplace and len(self.modifications) < MAX_MODIFICATIONS:
+            target = kwargs.get("out") if kwargs.get("out") is not None else (args[0] if args else None)
+            if isinstance(target, torch.Tensor) and self.watch.holds_saved(target):
+                site = self.site()
+                if site is not None:
+                    self.modifications.append({"file": site[0], "line": site[1], "op": name, "shape": list(target.shape)})
+        return func(*args, **kwargs)
+
+
+def _owner(place: Place) -> Callable[[str], bool]:
+    root = place.copy_root + os.sep
+
+    def owns(filename: str) -> bool:
+        return filename == place.script or filename.startswith(root)
+
+    return owns
+
+
+def run_doctor_side(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run the script of `spec` once under the doctor's instrumentation (see module doc)."""
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    place = prepare({**spec, "side": "original"}, os.getcwd())
+    owns = _owner(place)
+    bounds = _bounds({**spec, "kind": "script"}, place)
+    watch = Watch(owns, focus=bool(spec.get("focus")))
+    record: dict[str, Any] = {"exception": None, "crash_site": None}
+    namespace = _fresh_main(place.script)
+    chain_argv(place.script, spec.get("argv") or ())
+    seed_all(0)
+    try:
+        code = bounds.compile(spec["source"], place.script)
+    except SyntaxError as exc:
+        record["exception"] = describe_exception(exc, "compile", place.script)
+        place.user_view(record["exception"])
+        return record
+    watch.namespace = namespace
+    inplace = _InplaceWatch(watch, lambda: watch.site_here()) if spec.get("focus") else None
+    caught: list[str] = []
+    with bounds, warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        if spec.get("focus"):
+            torch.autograd.set_detect_anomaly(True)
+        watch.install()
+        try:
+            if inplace is not None:
+                with inplace:
+                    exec(code, namespace)  # noqa: S102 - running the user's code is the point
+            else:
+                exec(code, namespace)  # noqa: S102
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                record["exception"] = describe_exception(exc, "run", place.script)
+                record["exception"]["message"] = f"sys.exit({exc.code!r})"
+        except BaseException as exc:  # noqa: BLE001 - a crash is diagnosed up to where it happened
+            record["exception"] = describe_exception(exc, "run", place.script)
+        record["observations"] = watch.record(finished=record["exception"] is None)
+        caught = [str(w.message) for w in seen if "Traceback of forward call" in str(w.message)]
+    if spec.get("focus"):
+        torch.autograd.set_detect_anomaly(False)
+        record["modifications"] = inplace.modifications if inplace is not None else []
+        record["anomaly_forward"] = _forward_frame(caught, owns)
+    exc = record["exception"]
+    if exc is not None:
+        frames = [f for f in exc.get("frames") or () if owns(f[0])]
+        record["crash_site"] = (frames[-1][0], frames[-1][1]) if frames else None
+        place.user_view(exc)
+    if bounds.enabled:
+        record["bounded"] = {**bounds.settings(), "loops": bounds.report()}
+    return _relative(record, place)
+
+
+def _forward_frame(messages: list[str], owns: Callable[[str], bool]) -> tuple[str, int] | None:
+    """The innermost project frame of anomaly mode's 'Traceback of forward call'."""
+    for message in reversed(messages):
+        frames = [(name, int(line)) for name, line in _TRACE_LINE.findall(message) if owns(name)]
+        if frames:
+            return frames[-1]
+    return None
+
+
+def _relative(value: Any, place: Place) -> Any:
+    """Every path of the copy as a path relative to the project root."""
+    root = place.copy_root + os.sep
+    if isinstance(value, str):
+        return os.path.relpath(value, place.copy_root) if value.startswith(root) or value == place.script else value
+    if isinstance(value, dict):
+        return {k: _relative(v, place) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_relative(v, place) for v in value)
+    return value
+

@@ -1,0 +1,100 @@
+"""Where a run builds a tensor with no history (AGF008's site): the constructors people
+use to "fix" an error about a missing ``grad_fn``.
+
+``torch.tensor(...)`` and ``Variable(...)`` are wrapped (once, at install; a call costs
+one Python frame, no tensor op is watched). A call under grad mode is a *cut* when
+
+* its data carries a graph (a tensor that requires grad, or a list or tuple holding one):
+  the copy has no history, so whatever produced the data gets no gradient; or
+* it asks for ``requires_grad=True`` on a fresh leaf at the same line in two or more
+  calls (a leaf re-made every iteration: a loss or an activation re-wrapped, not a
+  parameter made once at set-up).
+
+Cuts are only evidence: `findings` names them as AGF008's site when the run also has
+parameters that took part in a forward and never received a gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+Site = tuple[str, int]
+
+#: a list or tuple is looked into this many elements deep (a list of stage losses)
+_LOOK = 64
+
+
+def _carries_graph(data: Any, depth: int = 0) -> bool:
+    if isinstance(data, torch.Tensor):
+        return data.requires_grad
+    if depth < 2 and isinstance(data, (list, tuple)):
+        return any(_carries_graph(item, depth + 1) for item in data[:_LOOK])
+    return False
+
+
+@dataclass
+class GraphCuts:
+    """Counts of cuts per call site; `site` names the innermost project frame, `quiet`
+    says when the doctor's own probes are running (not the user's code)."""
+
+    site: Callable[[int], "Site | None"]
+    quiet: Callable[[], bool]
+    copies: dict[Site, int] = field(default_factory=dict)
+    fresh_leaves: dict[Site, int] = field(default_factory=dict)
+
+    def _note(self, data: Any, requires_grad: Any) -> None:
+        if self.quiet() or not torch.is_grad_enabled():
+            return
+        carried = _carries_graph(data)
+        if not carried and requires_grad is not True:
+            return
+        where = self.site(3)
+        if where is None:
+            return
+        table = self.copies if carried else self.fresh_leaves
+        table[where] = table.get(where, 0) + 1
+
+    def install(self) -> list[Callable[[], None]]:
+        """Wrap the constructors; the undo callables of what was replaced."""
+        import torch.autograd as autograd
+        import torch.autograd.variable as variable_module
+
+        original_tensor = torch.tensor
+        cuts = self
+
+        def tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+            cuts._note(data, kwargs.get("requires_grad"))
+            return original_tensor(data, *args, **kwargs)
+
+        original_variable = variable_module.Variable
+
+        class _WatchedMeta(type(original_variable)):  # type: ignore[misc]
+            """`Variable(...)` noted, then made by the real class; `isinstance(x,
+            Variable)` stays what it was (the real metaclass's check: any tensor)."""
+
+            def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+                requires_grad = kwargs.get("requires_grad", args[1] if len(args) > 1 else None)
+                cuts._note(args[0] if args else None, requires_grad)
+                return original_variable(*args, **kwargs)
+
+        watched = _WatchedMeta("Variable", (), {"__doc__": original_variable.__doc__, "__module__": "torch.autograd.variable"})
+        torch.tensor = tensor  # type: ignore[assignment]
+        autograd.Variable = watched  # type: ignore[attr-defined]
+        variable_module.Variable = watched  # type: ignore[misc]
+
+        def undo() -> None:
+            torch.tensor = original_tensor  # type: ignore[assignment]
+            autograd.Variable = original_variable  # type: ignore[attr-defined]
+            variable_module.Variable = original_variable  # type: ignore[misc]
+
+        return [undo]
+
+    def record(self) -> list[dict[str, Any]]:
+        """The cuts: copies of graph-carrying data, and leaves re-made at one line."""
+        found = [{"file": k[0], "line": k[1], "calls": v, "kind": "copy"} for k, v in self.copies.items()]
+        found += [{"file": k[0], "line": k[1], "calls": v, "kind": "fresh_leaf"} for k, v in self.fresh_leaves.items()
+                  if v >= 2 and k not in self.copies]
+        return found

@@ -1,0 +1,475 @@
+"""From what a run showed to findings: source line, rule code, measured evidence.
+
+Pure functions of the run's record (`watch.Watch.record`, `child.run_doctor_side`) and of
+the project's source text (read through `read`, which the caller supplies), so the
+decisions can be tested without running anything. No torch here.
+
+A finding carries the code of the rule whose fix applies at that site (AGF001...), or a
+``DOC`` code for what no rule fixes (debug leftovers, an autograd crash no rule
+explains).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from ..verdict import format_bytes
+
+#: debug leftovers and autograd crashes no rule explains (no rule fixes them)
+ANOMALY_LEFTOVER = "DOC001"
+EMPTY_CACHE_LEFTOVER = "DOC002"
+AUTOGRAD_CRASH = "DOC003"
+
+#: what each code says, as the report's legend and SARIF's rule descriptions
+TITLES = {
+    "AGF001": "forward pass builds a graph no backward uses",
+    "AGF002": "optimizer step sees gradients of earlier steps",
+    "AGF003": "in-place change of a tensor autograd saved",
+    "AGF004": "custom backward disagrees with finite differences",
+    "AGF006": "graph kept across iterations by an accumulator",
+    "AGF008": "parameters receive no gradient",
+    "AGF010": "hidden state carries the graph of earlier iterations",
+    "AGF011": "retained graph never used again",
+    ANOMALY_LEFTOVER: "anomaly detection left on in the training loop",
+    EMPTY_CACHE_LEFTOVER: "torch.cuda.empty_cache() called in the training loop",
+    AUTOGRAD_CRASH: "autograd error",
+}
+
+Reader = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One bug the run showed: where (path relative to the project root, 1-based line),
+    which rule, what was measured."""
+
+    code: str
+    path: str
+    line: int
+    message: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The outcome of one doctor run: how the run ended, and its findings."""
+
+    script: str
+    status: str  # finished | crashed | timeout | memory | exited | harness_error | unavailable
+    detail: str
+    findings: tuple[Finding, ...] = ()
+    shortened: tuple[dict[str, Any], ...] = ()
+    measures: dict[str, Any] = field(default_factory=dict)
+    isolated: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["findings"] = [f.to_json() for f in self.findings]
+        data["shortened"] = list(self.shortened)
+        return data
+
+
+def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, Any] | None = None) -> list[Finding]:
+    """Every finding a run's record supports (`focus`: the record of the focused
+    re-run after an in-place error, if there was one)."""
+    seen = record.get("observations") or {}
+    stepped = int(seen.get("optimizer_steps") or 0) > 0
+    found: list[Finding] = []
+    found += _unused_graphs(seen, read)
+    found += _stale_steps(seen)
+    recurrent = _recurrent(seen, stepped)
+    found += recurrent
+    found += _holders(seen, stepped, read, {f.path for f in recurrent})
+    found += _silent(seen, script)
+    found += _functions(seen, read)
+    found += _retains(seen)
+    found += _leftovers(seen)
+    found += _crash(record, script, focus, found)
+    found = _explained_by_cuts(found, read)
+    if (record.get("exception") or {}).get("autograd"):
+        # the pass whose backward raised was never backpropagated: not a graph built for nothing
+        found = [f for f in found if not (f.code == "AGF001" and f.evidence.get("unused_passes") == 1)]
+    unique = {(f.code, f.path, f.line): f for f in found}
+    return sorted(unique.values(), key=lambda f: (f.path, f.line, f.code))
+
+
+def _returns_at(text: str | None, line: int) -> bool:
+    """Whether `line` is in a ``return`` statement (a helper handing the model's output on)."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return False
+    return any(isinstance(n, ast.Return) and n.lineno <= line <= (n.end_lineno or n.lineno) for n in ast.walk(tree))
+
+
+def _by_caller(site: dict[str, Any], read: Reader) -> list[dict[str, Any]]:
+    """The site as its callers saw it, when its line returns the model's output to them
+    and either the callers' passes fared differently (one helper serving a training
+    caller and an evaluation caller: the helper cannot be fixed as a whole) or the
+    helper is the model's own method (``return self.decoder(...)`` in ``infer``: the
+    fix belongs to the caller, not to the model's API). Otherwise the forward's own line."""
+    callers = list(site.get("callers") or ())
+    if not callers or not _returns_at(read(site["file"]), int(site["line"])):
+        return [site]
+    mixed = any(int(c["unused"]) == 0 for c in callers) and any(int(c["unused"]) > 0 for c in callers)
+    if not (mixed or site.get("module_method")):
+        return [site]
+    per_pass = max(int(n) for n in site.get("unused_bytes") or [0])
+    return [{"file": c["file"], "line": c["line"], "passes": c["passes"], "unused": c["unused"], "held": 0,
+             "unused_bytes": [per_pass] if c["unused"] else []} for c in callers]
+
+
+def _unused_graphs(seen: dict[str, Any], read: Reader) -> list[Finding]:
+    found = []
+    sites = [entry for site in seen.get("sites") or () for entry in _by_caller(site, read)]
+    for site in sites:
+        wasted = int(site["unused"]) + int(site.get("held") or 0)
+        if not wasted:
+            continue
+        sizes = [int(n) for n in site.get("unused_bytes") or ()]
+        per_pass = max(sizes) if sizes else 0
+        held = int(site.get("held") or 0)
+        message = (f"{wasted} of {site['passes']} forward pass{'es' if site['passes'] != 1 else ''} here built a graph no "
+                   f"backward went through ({format_bytes(per_pass)} of saved tensors per pass)")
+        if held:
+            message += f"; {held} still held when the run ended"
+        message += ": run it under torch.no_grad()"
+        found.append(Finding("AGF001", site["file"], int(site["line"]), message,
+                             {"passes": site["passes"], "unused_passes": site["unused"], "held_at_end": held,
+                              "saved_bytes_per_pass": per_pass}))
+    return found
+
+
+def _stale_steps(seen: dict[str, Any]) -> list[Finding]:
+    grouped: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for stale in seen.get("stale") or ():
+        site = stale.get("site")
+        if not site:
+            continue
+        grouped.setdefault((site[0], int(site[1]), stale["optimizer"]), []).append(stale)
+    found = []
+    for (path, line, optimizer), steps in grouped.items():
+        numbers = [s["step"] for s in steps]
+        mixed = max(s["steps_mixed"] for s in steps)
+        first = steps[0]
+        message = (f"{optimizer}.step() used .grad holding the backward passes of up to {mixed} steps (never zeroed "
+                   f"since its previous step), at step{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers[:8]))}"
+                   f" ({first['params']} of {first['of']} parameters): zero the gradients before each backward")
+        found.append(Finding("AGF002", path, line, message,
+                             {"optimizer": optimizer, "steps": numbers, "steps_mixed": mixed, "params": first["params"],
+                              "of": first["of"], "examples": first.get("names") or []}))
+    return found
+
+
+def _recurrent(seen: dict[str, Any], stepped: bool) -> list[Finding]:
+    found = []
+    for entry in seen.get("recurrent") or ():
+        behind = int(entry["steps_behind"] if stepped else entry["backwards_behind"])
+        if behind < 1:
+            continue
+        unit = "optimizer step" if stepped else "backward pass"
+        message = (f"an input of this forward carries the graph of an earlier iteration ({behind} {unit}"
+                   f"{'s' if behind != 1 else ''} back, already backpropagated), at {entry['forwards']} "
+                   f"forward{'s' if entry['forwards'] != 1 else ''}: detach the state between iterations")
+        found.append(Finding("AGF010", entry["file"], int(entry["line"]), message,
+                             {"forwards": entry["forwards"], "iterations_behind": behind}))
+    return found
+
+
+def _holders(seen: dict[str, Any], stepped: bool, read: Reader, recurrent_files: set[str]) -> list[Finding]:
+    found = []
+    for holder in seen.get("holders") or ():
+        tags = [tuple(tag) for tag in holder.get("tags") or ()]
+        iterations = len({tag[0] if stepped else tag[1] for tag in tags})
+        if iterations < 2:
+            continue
+        name = holder["name"]
+        attribute = "." in name
+        code = "AGF010" if attribute else "AGF006"
+        if attribute and holder["file"] in recurrent_files:
+            continue  # the forward that consumes it is already reported
+        text = read(holder["file"])
+        lines = _accumulation_lines(text, name, int(holder["first_line"])) if text is not None else []
+        where = f"`{name}`" + (f" (in {holder['function']})" if holder["function"] not in ("<module>",) else "")
+        message = (f"{where} holds the graphs of {iterations} iterations ({holder['nodes']} autograd nodes): "
+                   + ("detach it between iterations" if attribute else "accumulate loss.item() or loss.detach()"))
+        for line in lines or [0]:  # 0: no statement adds to it (placed below)
+            found.append(Finding(code, holder["file"], line or int(holder["first_line"]) or 1, message,
+                                 {"holder": name, "iterations": iterations, "graph_nodes": holder["nodes"],
+                                  "accumulates": bool(lines)}))
+    # a holder no statement adds to (`epoch_loss = total_loss / n`) holds an accumulator's
+    # graph: reported where the accumulator adds to it, not on its own function's first line
+    placed = {f.path for f in found if f.evidence["accumulates"]}
+    return [f for f in found if f.evidence["accumulates"] or f.path not in placed]
+
+
+def _silent(seen: dict[str, Any], script: str) -> list[Finding]:
+    """Parameters no gradient reached: at the lines that cut the graph when the run saw
+    any (`cuts`: a copy of graph-carrying data, a leaf re-made every iteration), else at
+    their module's call."""
+    params_all = list(seen.get("silent_params") or ())
+    cuts = list(seen.get("cuts") or ()) if params_all else []
+    if cuts:
+        return [_cut_finding(cut, params_all) for cut in cuts]
+    grouped: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for param in params_all:
+        site = param.get("site") or (seen.get("first_step_site") or (script, 1))
+        grouped.setdefault((site[0], int(site[1])), []).append(param)
+    found = []
+    for (path, line), params in grouped.items():
+        names = [p["name"] for p in params]
+        total = sum(int(p["numel"]) for p in params)
+        zeros = sum(1 for p in params if p["grad"] == "zeros")
+        message = (f"{len(names)} parameter{'s' if len(names) != 1 else ''} ({total} values: {', '.join(names[:4])}"
+                   f"{', ...' if len(names) > 4 else ''}) never received a non-zero gradient"
+                   f"{' (only zeros)' if zeros == len(names) else ''}: the graph is cut between them and the loss")
+        found.append(Finding("AGF008", path, line, message, {"params": names, "values": total}))
+    return found
+
+
+def _innermost_function(text: str | None, line: int) -> tuple[int, int] | None:
+    """(first, last) line of the innermost function holding `line`; (0, 0) at module level."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    spans = [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return max(spans) if spans else (0, 0)
+
+
+def _explained_by_cuts(found: list[Finding], read: Reader) -> list[Finding]:
+    """A forward whose graph a later line of the same function cut (AGF008 at a cut) has
+    no backward through it because of the cut: that is AGF008's finding, not AGF001's
+    (whose fix, no_grad, would make the cut permanent)."""
+    cuts = [f for f in found if f.code == "AGF008" and "cut" in f.evidence]
+    if not cuts:
+        return found
+    def explained(finding: Finding) -> bool:
+        if finding.code != "AGF001":
+            return False
+        for cut in cuts:
+            if cut.path != finding.path or not finding.line < cut.line:
+                continue
+            text = read(cut.path)
+            scope = _innermost_function(text, cut.line)
+            if scope is not None and scope == _innermost_function(text, finding.line):
+                return True
+        return False
+    return [f for f in found if not explained(f)]
+
+
+def _cut_finding(cut: dict[str, Any], params: list[dict[str, Any]]) -> Finding:
+    names = [p["name"] for p in params]
+    made = ("copies values that carried a graph into a tensor with no history" if cut["kind"] == "copy"
+            else "makes a fresh leaf (requires_grad=True) every iteration: what produced its values gets no gradient")
+    message = (f"this call {made} ({cut['calls']} call{'s' if cut['calls'] != 1 else ''}); {len(names)} parameter"
+               f"{'s' if len(names) != 1 else ''} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}) never "
+               "received a gradient: keep the graph (use the tensors themselves, torch.stack/sum)")
+    return Finding("AGF008", cut["file"], int(cut["line"]), message,
+                   {"params": names, "cut": cut["kind"], "calls": cut["calls"]})
+
+
+def _functions(seen: dict[str, Any], read: Reader) -> list[Finding]:
+    found = []
+    for function in seen.get("functions") or ():
+        text = read(function["file"])
+        inputs = function.get("inputs")
+        miscounted = _miscounted_returns(text, function["class"], int(inputs)) if text is not None and inputs else []
+        for line, count in miscounted:
+            found.append(Finding("AGF004", function["file"], line,
+                                 f"{function['class']}.backward returns {count} gradients here; its forward took {inputs} "
+                                 f"inputs at the run's own call: return exactly one per input (None where there is none)",
+                                 {"class": function["class"], "returned": count, "inputs": inputs}))
+        wrong = {int(k): v for k, v in (function.get("positions") or {}).items() if not v.get("match", True)}
+        if not wrong or miscounted:
+            continue
+        line = _return_line(text, function["class"]) if text is not None else None
+        position, numbers = next(iter(sorted(wrong.items())))
+        message = (f"{function['class']}.backward's gradient for input {position} disagrees with finite differences at the "
+                   f"run's own inputs (<grad, v> = {numbers['analytic']:.6g}, finite differences {numbers['numeric']:.6g})")
+        found.append(Finding("AGF004", function["file"], line or int(function["backward_line"]), message,
+                             {"class": function["class"], "inputs": {str(k): v for k, v in wrong.items()}}))
+    return found
+
+
+def _backward_of(tree: ast.Module, qualname: str) -> ast.FunctionDef | None:
+    name = qualname.rsplit(".", 1)[-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "backward":
+                    return item
+    return None
+
+
+def _miscounted_returns(text: str, qualname: str, inputs: int) -> list[tuple[int, int]]:
+    """(line, count) of each ``return a, b, ...`` of ``<class>.backward`` whose tuple is
+    not one gradient per forward input (a trailing extra None included: PyTorch lets it
+    pass today, the next check may not)."""
+    try:
+        backward = _backward_of(ast.parse(text), qualname)
+    except (SyntaxError, ValueError):
+        return []
+    if backward is None:
+        return []
+    found = []
+    stack: list[ast.AST] = list(backward.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+            elements = node.value.elts
+            if not any(isinstance(e, ast.Starred) for e in elements) and len(elements) != inputs:
+                found.append((node.lineno, len(elements)))
+        stack.extend(ast.iter_child_nodes(node))
+    return sorted(found)
+
+
+def _retains(seen: dict[str, Any]) -> list[Finding]:
+    found = []
+    for retain in seen.get("retains") or ():
+        if retain["reused"] or not retain["saved"]:
+            continue
+        message = (f"retain_graph=True kept the graph at {retain['passes']} backward pass"
+                   f"{'es' if retain['passes'] != 1 else ''}, and no later backward used any of its "
+                   f"{retain['saved']} saved tensors: drop retain_graph=True")
+        found.append(Finding("AGF011", retain["file"], int(retain["line"]), message,
+                             {"passes": retain["passes"], "saved_tensors": retain["saved"]}))
+    return found
+
+
+def _leftovers(seen: dict[str, Any]) -> list[Finding]:
+    found = []
+    for entry in seen.get("anomaly") or ():
+        if entry["passes"] >= 2:
+            found.append(Finding(ANOMALY_LEFTOVER, entry["file"], int(entry["line"]),
+                                 f"{entry['passes']} backward passes here ran with anomaly detection on (it slows every "
+                                 "forward and backward): remove detect_anomaly / set_detect_anomaly(True)",
+                                 {"passes": entry["passes"]}))
+    for entry in seen.get("empty_cache") or ():
+        if entry["calls"] >= 2:
+            found.append(Finding(EMPTY_CACHE_LEFTOVER, entry["file"], int(entry["line"]),
+                                 f"torch.cuda.empty_cache() called {entry['calls']} times here: it frees nothing a "
+                                 "later allocation would not reuse and stalls the device",
+                                 {"calls": entry["calls"]}))
+    return found
+
+
+def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, found: list[Finding]) -> list[Finding]:
+    exc = record.get("exception")
+    if not exc or not exc.get("autograd"):
+        return []
+    message = str(exc.get("message") or "")
+    site = record.get("crash_site") or (script, int(exc.get("user_line") or 1))
+    path, line = site[0], int(site[1])
+    if "modified by an inplace operation" in message:
+        modifications = (focus or {}).get("modifications") or []
+        saved_at = (focus or {}).get("anomaly_forward")
+        evidence: dict[str, Any] = {"error": message[:300], "backward_line": line}
+        if saved_at:
+            evidence["saved_by"] = {"path": saved_at[0], "line": int(saved_at[1])}
+        if modifications:
+            last = modifications[-1]
+            evidence["op"] = last["op"]
+            text = (f"in-place `{last['op']}` here changed a tensor autograd had saved"
+                    + (f" (for the op at {saved_at[0]}:{saved_at[1]})" if saved_at else "")
+                    + f"; the backward at line {line} then failed: use the out-of-place op")
+            return [Finding("AGF003", last["file"], int(last["line"]), text, evidence)]
+        if saved_at:
+            return [Finding("AGF003", saved_at[0], int(saved_at[1]),
+                            f"a tensor this op saved was changed in place before the backward at line {line}", evidence)]
+    if "is being used in an in-place operation" in message:  # a leaf (or its view) changed in place under grad
+        return [Finding("AGF003", path, line, f"in-place change of a tensor that requires grad, under grad mode: {message[:160]}",
+                        {"error": message[:300]})]
+    if "incorrect number of gradients" in message:
+        if any(f.code == "AGF004" for f in found):
+            return []  # the return that miscounts is already named
+        return [Finding("AGF004", path, line, f"the run stopped: {message[:200]}", {"error": message[:300]})]
+    if "backward through the graph a second time" in message and any(f.code in ("AGF010", "AGF006") for f in found):
+        return []  # explained by the state that carried the old graph
+    return [Finding(AUTOGRAD_CRASH, path, line, f"the run stopped with an autograd error: {message[:200]}",
+                    {"error": message[:300], "type": exc.get("type")})]
+
+
+# -- where in the source --------------------------------------------------------------
+
+
+def _scope(tree: ast.Module, first_line: int) -> ast.AST:
+    if first_line <= 1:
+        return tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            node.lineno == first_line or (node.decorator_list and node.decorator_list[0].lineno == first_line)
+        ):
+            return node
+    return tree
+
+
+def _mentions(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+
+
+def _target_name(target: ast.AST) -> str | None:
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    if isinstance(target, ast.Name):
+        return target.id
+    if isinstance(target, ast.Attribute):
+        return "*." + target.attr
+    return None
+
+
+def _accumulation_lines(text: str, name: str, first_line: int) -> list[int]:
+    """Statements that add to `name` (``+=``, ``x = x + ...``, ``.append``), those in loops
+    first; for ``obj.attr``, assignments to any ``*.attr``."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    scope = tree if "." in name else _scope(tree, first_line)
+    wanted = "*." + name.rsplit(".", 1)[1] if "." in name else name
+    in_loop: list[int] = []
+    other: list[int] = []
+
+    def visit(node: ast.AST, looping: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not scope and "." not in name:
+                continue
+            hit = False
+            if isinstance(child, ast.AugAssign) and _target_name(child.target) == wanted:
+                hit = True
+            elif isinstance(child, ast.Assign) and any(_target_name(t) == wanted for t in child.targets):
+                hit = "." in name or _mentions(child.value, name)
+            elif isinstance(child, ast.Expr) and isinstance(child.value, ast.Call):
+                func = child.value.func
+                hit = (isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert")
+                       and isinstance(func.value, ast.Name) and func.value.id == name)
+            if hit:
+                (in_loop if looping else other).append(child.lineno)
+            visit(child, looping or isinstance(child, (ast.For, ast.While, ast.AsyncFor)))
+
+    visit(scope, False)
+    return sorted(set(in_loop)) or sorted(set(other))
+
+
+def _return_line(text: str, qualname: str) -> int | None:
+    """The last ``return`` of ``<class>.backward`` (where AGF004's fix goes)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    name = qualname.rsplit(".", 1)[-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "backward":
+                    returns = [n.lineno for n in ast.walk(item) if isinstance(n, ast.Return)]
+                    return max(returns) if returns else item.lineno
+    return None

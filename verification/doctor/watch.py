@@ -1,0 +1,687 @@
+"""What `doctor` observes inside the run child: hooks registered once, never per tensor op.
+
+Everything here runs in the sandboxed run child, next to the user's code; what leaves it
+(`Watch.record`) is plain numbers and strings, read back with ``weights_only``.
+
+How each observation is made, and why this way:
+
+* **Forward passes** (AGF001). An outermost call of an ``nn.Module`` that has parameters,
+  with grad mode on, opens a *pass*, named by its call site (the innermost frame of a
+  project file: the ``model(x)`` line). Every tensor autograd saves while the pass runs
+  goes through ``saved_tensors_hooks``; the pack hook returns a small `_Saved` object
+  owned by the pass. A backward through the pass unpacks some of them; when the last of
+  them is freed (the graph died) and none was ever unpacked, no backward ever went
+  through the pass: its graph was built for nothing. The bytes counted are the unique
+  storages the pass saved, parameters (leaves that require grad, and views of them)
+  aside: they are saved by reference and live anyway.
+* **Stale gradients** (AGF002). Each parameter gets one tensor hook (at its module's
+  first forward, or at its optimizer's first step), which fires before autograd adds a
+  gradient into ``.grad``: if ``.grad`` is then None or all zeros, what it will hold
+  starts at this step. At an optimizer step (a global step pre-hook), a parameter whose
+  ``.grad`` still holds gradients from before its previous step was never zeroed.
+* **Graphs that outlive their iteration** (AGF006, AGF010). Before each backward, the
+  nodes of its graph are tagged (``Node.metadata``) with the iteration (optimizer steps
+  so far, and backward passes); the walk stops at nodes already tagged, so each node is
+  visited once. Then a graph reaching nodes tagged by two earlier iterations is one that
+  grows: held by a variable (the project frames' locals and the script's globals,
+  scanned at each backward and at the end) it is AGF006; fed into a forward as an input
+  (a hidden state) it is AGF010, seen at that forward's call.
+* **Parameters without gradient flow** (AGF008): the tensor hook above also says which
+  parameters ever received a non-zero gradient; a parameter of a module that ran under
+  grad mode and that no backward reached is one whose graph was cut.
+* **Unused retained graphs** (AGF011): a backward with ``retain_graph=True`` marks the
+  saved tensors it unpacked; a later backward that unpacks one of them used the
+  retained graph; a retaining backward none of whose tensors was unpacked again kept
+  its graph for nothing.
+* **Custom Functions** (AGF004): at the first graph-building ``apply`` of each
+  ``autograd.Function`` defined in the project, its ``backward`` is checked against
+  finite differences at that call's own inputs, in float64
+  (`gradcheck.backward_vs_finite_differences`), with the run's RNG untouched and these
+  probe calls invisible to every other observation.
+* **Graph cuts** (AGF008's site): ``torch.tensor`` and ``Variable`` calls that copy
+  graph-carrying data or re-make a leaf at one line (`cuts`).
+* **Debug leftovers**: backward passes run with anomaly detection on, and calls of
+  ``torch.cuda.empty_cache``, per call site.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.optim.optimizer as _optimizer_module
+from torch import nn
+
+from ..gradcheck import backward_vs_finite_differences
+from ..probes import Probes, iter_tensors
+from .cuts import GraphCuts
+
+#: the key of the iteration tag in an autograd node's ``metadata``
+TAG = "autograd_fix_doctor"
+#: nodes walked per holder or per forward input, at most (a huge graph is not walked whole)
+WALK_LIMIT = 20000
+#: items of one container looked at when scanning for holders (the newest: a list grows at its end)
+SCAN_ITEMS = 64
+#: a site keeps at most this many per-pass byte counts as evidence
+KEPT_PASSES = 16
+
+#: the node that accumulates into a leaf: shared by the graphs of every iteration
+_LEAF_NODE = "AccumulateGrad"
+
+Site = tuple[str, int]  # (file as the child sees it, line)
+
+
+class _Pass:
+    """One outermost forward pass under grad mode: its saved tensors and their fate."""
+
+    __slots__ = ("site", "caller", "alive", "unpacked", "nbytes", "storages", "ended", "settled")
+
+    def __init__(self, site: Site, caller: Site | None = None) -> None:
+        self.site = site
+        #: the next project frame up (a helper that returns the model's output is
+        #: judged by its callers: `findings._unused_graphs`)
+        self.caller = caller
+        self.alive = 0
+        self.unpacked = False
+        self.nbytes = 0
+        self.storages: set[tuple[str, int]] = set()
+        self.ended = False
+        self.settled = False
+
+
+class _Saved:
+    """What the pack hook returns: the saved tensor (detached: no reference cycle), its
+    version, and who saved it; its death is the graph's (or a backward's) freeing it."""
+
+    __slots__ = ("tensor", "version", "owner", "retained_by", "watch", "key")
+
+    def __init__(self, tensor: torch.Tensor, version: int, owner: _Pass | None, watch: "Watch") -> None:
+        self.tensor, self.version, self.owner, self.watch = tensor, version, owner, watch
+        self.retained_by = -1
+        self.key: tuple[str, int] | None = None
+
+    def __del__(self) -> None:
+        try:
+            if self.owner is not None:
+                self.watch._pass_lost_one(self.owner)
+            if self.key is not None:
+                self.watch._saved_lost(self.key)
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+
+@dataclass
+class _SiteStats:
+    passes: int = 0
+    unused: int = 0
+    held: int = 0
+    unused_bytes: list[int] = field(default_factory=list)
+    #: caller site -> [passes, passes whose graph no backward used]
+    callers: dict[Site, list[int]] = field(default_factory=dict)
+    #: the site is in a method of a module (the model's own `infer`)
+    module_method: bool = False
+
+
+@dataclass
+class _Retain:
+    site: Site
+    unpacked: int = 0
+    reused: bool = False
+
+
+class Watch:
+    """The doctor's hooks in one run; `install` before the user's code, `record` after.
+
+    `owns(filename)` says whether a file is the project's (its frames name call sites)."""
+
+    def __init__(self, owns: Callable[[str], bool], *, check_functions: bool = True, focus: bool = False) -> None:
+        self.owns = owns
+        #: a focused re-run: every saved storage is counted, so that in-place writes to
+        #: one can be seen (`holds_saved`)
+        self.focus = focus
+        self._live_saved: dict[tuple[str, int], int] = {}
+        self.check_functions = check_functions
+        self.started = 0.0
+        self._quiet = False
+        self._depth = 0
+        self._current: _Pass | None = None
+        self._open: list[_Pass] = []  # passes whose saved tensors may still be alive
+        self.sites: dict[Site, _SiteStats] = {}
+        # gradients per parameter (keys: id of the parameter, kept alive by _params)
+        self._params: dict[int, nn.Parameter] = {}
+        self._earliest: dict[int, int] = {}
+        self._steps_of: dict[int, int] = {}
+        self._nonzero: set[int] = set()
+        self._param_names: dict[int, str] = {}
+        self._in_modules: set[int] = set()  # parameters named from a model's own hierarchy
+        self._param_module: dict[int, int] = {}
+        self._module_sites: dict[int, Site | None] = {}
+        self._module_grad: set[int] = set()
+        self._module_names: dict[int, str] = {}
+        self._class_count: dict[str, int] = {}
+        self._optimizers: dict[int, int] = {}
+        self._optimizer_params: dict[int, list[int]] = {}
+        self._optimizer_steps: dict[int, int] = {}
+        self.stale: list[dict[str, Any]] = []
+        self.first_step_site: Site | None = None
+        self.steps_total = 0
+        self.backward_count = 0
+        self.completed_backwards = 0  # those that did not raise
+        self._backward_now = -1
+        self._retaining_now = False
+        self._retains: list[_Retain] = []
+        self.holders: dict[tuple[str, str, int, str], dict[str, Any]] = {}
+        self.recurrent: dict[Site, dict[str, Any]] = {}
+        self._flagged: tuple[int, int] | None = None  # the iteration whose old graph was reported
+        self.functions: dict[str, dict[str, Any]] = {}
+        self.anomaly: dict[Site, int] = {}
+        self.empty_cache: dict[Site, int] = {}
+        self._undo: list[Callable[[], None]] = []
+        self.cuts = GraphCuts(self._site, lambda: self._quiet)
+        self.namespace: dict[str, Any] | None = None
+
+    # -- where ---------------------------------------------------------------------
+    def _site(self, skip: int = 2) -> Site | None:
+        """The innermost frame of a project file on the stack (a call site)."""
+        frame = sys._getframe(skip)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if self.owns(name):
+                return name, frame.f_lineno
+            frame = frame.f_back
+        return None
+
+    def _site_and_caller(self, skip: int = 2) -> tuple[Site | None, Site | None, bool]:
+        """The innermost project frame on the stack, the next project frame above it, and
+        whether the innermost is a method of a module (the model's own ``infer``)."""
+        found: list[Site] = []
+        in_module = False
+        frame = sys._getframe(skip)
+        while frame is not None and len(found) < 2:
+            name = frame.f_code.co_filename
+            if self.owns(name):
+                if not found:
+                    in_module = "self" in frame.f_code.co_varnames[:1] and isinstance(frame.f_locals.get("self"), nn.Module)
+                found.append((name, frame.f_lineno))
+            frame = frame.f_back
+        return (found[0] if found else None), (found[1] if len(found) > 1 else None), in_module
+
+    # -- install -------------------------------------------------------------------
+    def install(self) -> "Watch":
+        self.started = time.perf_counter()
+        hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        hooks.__enter__()
+        self._undo.append(lambda: hooks.__exit__(None, None, None))
+        for handle in (
+            nn.modules.module.register_module_forward_pre_hook(self._on_forward),
+            nn.modules.module.register_module_forward_hook(self._on_forward_done, always_call=True),
+            _optimizer_module.register_optimizer_step_pre_hook(self._on_step),
+        ):
+            self._undo.append(handle.remove)
+        original_backward, original_grad = torch.autograd.backward, torch.autograd.grad
+
+        def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            retain = kwargs.get("retain_graph")
+            if retain is None and len(args) >= 2:
+                retain = args[1]
+            return self._around_backward(original_backward, tensors, bool(retain), args, kwargs)
+
+        def grad(outputs: Any, *args: Any, **kwargs: Any) -> Any:
+            retain = kwargs.get("retain_graph")
+            if retain is None and len(args) >= 3:
+                retain = args[2]
+            if retain is None:
+                retain = kwargs.get("create_graph", False)
+            return self._around_backward(original_grad, outputs, bool(retain), args, kwargs)
+
+        torch.autograd.backward, torch.autograd.grad = backward, grad
+        self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
+        self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
+        raw_apply = torch.autograd.Function.__dict__["apply"]
+        watch = self
+
+        def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
+            out = raw_apply.__func__(cls, *args, **kwargs)
+            if watch.check_functions and not watch._quiet:
+                watch._on_apply(cls, args, out)
+            return out
+
+        torch.autograd.Function.apply = classmethod(apply)
+        self._undo.append(lambda: setattr(torch.autograd.Function, "apply", raw_apply))
+        original_empty = torch.cuda.empty_cache
+
+        def empty_cache() -> None:
+            site = self._site()
+            if site is not None:
+                self.empty_cache[site] = self.empty_cache.get(site, 0) + 1
+            original_empty()
+
+        torch.cuda.empty_cache = empty_cache
+        self._undo.append(lambda: setattr(torch.cuda, "empty_cache", original_empty))
+        self._undo.extend(self.cuts.install())
+        return self
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    # -- saved tensors ---------------------------------------------------------------
+    def _pack(self, tensor: torch.Tensor) -> Any:
+        detached = tensor.detach()
+        if self._quiet:
+            return detached, tensor._version
+        owner = self._current if self._depth > 0 else None
+        if owner is not None:
+            base = tensor._base if tensor._is_view() else tensor
+            if not (base.is_leaf and base.requires_grad):
+                try:
+                    storage = detached.untyped_storage()
+                    key = (str(detached.device), storage.data_ptr())
+                    if key not in owner.storages:
+                        owner.storages.add(key)
+                        owner.nbytes += storage.nbytes()
+                except (RuntimeError, NotImplementedError):
+                    pass
+            owner.alive += 1
+        saved = _Saved(detached, tensor._version, owner, self)
+        if self.focus:
+            key = _storage_key(detached)
+            if key is not None:
+                saved.key = key
+                self._live_saved[key] = self._live_saved.get(key, 0) + 1
+        return saved
+
+    def _saved_lost(self, key: tuple[str, int]) -> None:
+        count = self._live_saved.get(key, 0) - 1
+        if count <= 0:
+            self._live_saved.pop(key, None)
+        else:
+            self._live_saved[key] = count
+
+    def holds_saved(self, tensor: torch.Tensor) -> bool:
+        """Whether `tensor` shares storage with a saved tensor still held (focus only)."""
+        key = _storage_key(tensor)
+        return key is not None and key in self._live_saved
+
+    def site_here(self) -> Site | None:
+        """The innermost project frame of the caller's stack."""
+        return self._site(2)
+
+    def _unpack(self, packed: Any) -> torch.Tensor:
+        if isinstance(packed, tuple):  # saved while quiet (a probe's own forward)
+            return Probes._unpack(packed)
+        if packed.owner is not None:
+            packed.owner.unpacked = True
+        now = self._backward_now
+        if packed.retained_by >= 0 and packed.retained_by != now and now >= 0:
+            self._retains[packed.retained_by].reused = True
+        if self._retaining_now and now >= 0 and packed.retained_by != now:
+            packed.retained_by = now
+            self._retains[now].unpacked += 1
+        return Probes._unpack((packed.tensor, packed.version))
+
+    def _pass_lost_one(self, owner: _Pass) -> None:
+        owner.alive -= 1
+        if owner.alive <= 0 and owner.ended and not owner.settled:
+            owner.settled = True
+            stats = self.sites.setdefault(owner.site, _SiteStats())
+            if not owner.unpacked:
+                stats.unused += 1
+                if owner.caller is not None:
+                    stats.callers.setdefault(owner.caller, [0, 0])[1] += 1
+                if len(stats.unused_bytes) < KEPT_PASSES:
+                    stats.unused_bytes.append(owner.nbytes)
+
+    # -- forwards --------------------------------------------------------------------
+    def _name_module(self, module: nn.Module) -> None:
+        """Names for the parameters of a module seen for the first time (``Net.fc.weight``)."""
+        cls = type(module).__name__
+        index = self._class_count.get(cls, 0)
+        self._class_count[cls] = index + 1
+        prefix = cls if index == 0 else f"{cls}#{index}"
+        for name, sub in module.named_modules():
+            self._module_names.setdefault(id(sub), f"{prefix}.{name}" if name else prefix)
+        for name, param in module.named_parameters():
+            self._in_modules.add(id(param))
+            self._hook_param(param, f"{prefix}.{name}")
+
+    def _hook_param(self, param: torch.Tensor, name: str) -> None:
+        key = id(param)
+        if key in self._params or not param.requires_grad:
+            return
+        self._params[key] = param
+        self._param_names[key] = name
+        param.register_hook(lambda grad, key=key: self._on_grad(key, grad))
+
+    def _on_grad(self, key: int, grad: torch.Tensor) -> None:
+        if self._quiet:
+            return
+        param = self._params[key]
+        current = param.grad
+        if current is None or key not in self._earliest or not bool(current.any()):
+            self._earliest[key] = self._steps_of.get(key, 0)
+        if key not in self._nonzero and grad is not None and bool(grad.any()):
+            self._nonzero.add(key)
+
+    def _on_forward(self, module: nn.Module, args: Any) -> None:
+        if self._quiet:
+            return
+        key = id(module)
+        if key not in self._module_sites:
+            self._module_sites[key] = self._site()
+            for name, param in module.named_parameters(recurse=False):
+                self._param_module.setdefault(id(param), key)
+        if torch.is_grad_enabled():
+            self._module_grad.add(key)
+        if self._depth == 0:
+            if key not in self._module_names:
+                self._name_module(module)
+            if torch.is_grad_enabled() and self._module_names.get(key) and any(True for _ in module.parameters()):
+                site, caller, in_module = self._site_and_caller(3)
+                if site is not None:
+                    self._current = _Pass(site, caller)
+                    self._open.append(self._current)
+                    if len(self._open) % 256 == 0:
+                        self._open = [p for p in self._open if not p.settled]
+                    stats = self.sites.setdefault(site, _SiteStats())
+                    stats.passes += 1
+                    stats.module_method = stats.module_method or in_module
+                    if caller is not None:
+                        stats.callers.setdefault(caller, [0, 0])[0] += 1
+                    self._check_inputs(site, args)
+        self._depth += 1
+
+    def _on_forward_done(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self._quiet:
+            return
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0 and self._current is not None:
+            current = self._current
+            current.ended = True
+            if current.alive <= 0 and not current.settled:
+                # saved nothing, or its graph died inside the forward (cut there: the
+                # parameters' own finding, not a graph built for nothing)
+                current.settled = True
+            self._current = None
+
+    def _check_inputs(self, site: Site, args: Any) -> None:
+        """A forward input whose graph reaches nodes of earlier iterations (AGF010)."""
+        roots = [t for t in iter_tensors(args) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        if not roots:
+            return
+        now = (self.steps_total, self.backward_count)
+        if self._flagged == now:
+            return  # an earlier forward of this iteration let the old graph in: reported there
+        tags = self._tags_reached(roots)
+        if tags:  # every tagged node is one an earlier backward went through
+            self._flagged = now
+            entry = self.recurrent.setdefault(site, {"forwards": 0, "steps_behind": 0, "backwards_behind": 0})
+            entry["forwards"] += 1
+            entry["steps_behind"] = max(entry["steps_behind"], max(self.steps_total - tag[0] for tag in tags))
+            entry["backwards_behind"] = max(entry["backwards_behind"], max(self.backward_count - tag[1] for tag in tags))
+
+    # -- backward --------------------------------------------------------------------
+    def _around_backward(self, original: Callable[..., Any], roots: Any, retain: bool, args: tuple, kwargs: dict) -> Any:
+        if self._quiet:
+            return original(roots, *args, **kwargs)
+        tensors = [roots] if isinstance(roots, torch.Tensor) else [t for t in (roots or ()) if isinstance(t, torch.Tensor)]
+        self._scan_holders()
+        self._tag(tensors)
+        site = self._site()
+        if torch.is_anomaly_enabled() and site is not None:
+            self.anomaly[site] = self.anomaly.get(site, 0) + 1
+        index = len(self._retains)
+        self._retains.append(_Retain(site) if site is not None else _Retain(("", 0)))
+        saved = self._backward_now, self._retaining_now
+        self._backward_now, self._retaining_now = index, retain
+        try:
+            result = original(roots, *args, **kwargs)
+            self.completed_backwards += 1
+            return result
+        finally:
+            self._backward_now, self._retaining_now = saved
+            self.backward_count += 1
+            if not retain:
+                self._retains[index].site = ("", 0)  # only retaining passes are judged
+
+    def _tag(self, roots: list[torch.Tensor]) -> None:
+        """Tag the nodes of this backward's graph with the iteration (new nodes only)."""
+        tag = (self.steps_total, self.backward_count)
+        stack = [t.grad_fn for t in roots if t.grad_fn is not None]
+        held = []  # keeps the node wrappers (and so their ids) alive during the walk
+        seen: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            held.append(node)
+            if type(node).__name__ == _LEAF_NODE:
+                continue  # a parameter's node: every iteration's graph ends there
+            metadata = node.metadata
+            if TAG in metadata:
+                continue
+            metadata[TAG] = tag
+            stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+
+    @staticmethod
+    def _tags_reached(roots: list[torch.Tensor]) -> set[tuple[int, int]]:
+        """The iteration tags of the nodes a graph reaches (not walking past a tagged node)."""
+        tags: set[tuple[int, int]] = set()
+        stack = [t.grad_fn for t in roots if t.grad_fn is not None]
+        held = []
+        seen: set[int] = set()
+        while stack and len(seen) < WALK_LIMIT:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            held.append(node)
+            if type(node).__name__ == _LEAF_NODE:
+                continue
+            tag = node.metadata.get(TAG)
+            if tag is not None:
+                tags.add(tuple(tag))
+                continue
+            stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+        return tags
+
+    # -- holders ---------------------------------------------------------------------
+    def _frames(self) -> Iterator[tuple[str, str, int, dict[str, Any]]]:
+        frame = sys._getframe(2)
+        while frame is not None:
+            code = frame.f_code
+            if self.owns(code.co_filename):
+                yield code.co_filename, code.co_name, code.co_firstlineno, frame.f_locals
+            frame = frame.f_back
+
+    def _scan_holders(self, at_end: bool = False) -> None:
+        """Variables whose graphs reach nodes of two or more earlier iterations."""
+        scopes = list(self._frames()) if not at_end else []
+        if self.namespace is not None:
+            scopes.append((str(self.namespace.get("__file__")), "<module>", 1, self.namespace))
+        for filename, function, first_line, variables in scopes:
+            for name, value in list(variables.items()):
+                if name.startswith("__") or isinstance(value, (type, type(sys), Callable)) and not isinstance(value, nn.Module):
+                    continue
+                for label, tensors in _held(name, value):
+                    if not tensors:
+                        continue
+                    tags = self._tags_reached(tensors)
+                    if len({tag[0] for tag in tags}) < 2 and len({tag[1] for tag in tags}) < 2:
+                        continue
+                    key = (filename, function, first_line, label)
+                    entry = self.holders.setdefault(key, {"tags": [], "nodes": 0})
+                    entry["tags"] = sorted({*map(tuple, entry["tags"]), *tags})[-16:]
+                    entry["nodes"] = max(entry["nodes"], _count_nodes(tensors))
+
+    # -- optimizer steps -------------------------------------------------------------
+    def _on_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self._quiet:
+            return
+        index = self._optimizers.setdefault(id(optimizer), len(self._optimizers))
+        step = self._optimizer_steps[index] = self._optimizer_steps.get(index, 0) + 1
+        stale = []
+        total = 0
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                key = id(param)
+                if key not in self._params:
+                    self._hook_param(param, f"{type(optimizer).__name__}#{index}.p{len(self._param_names)}")
+                self._optimizer_params.setdefault(index, [])
+                if key not in self._optimizer_params[index]:
+                    self._optimizer_params[index].append(key)
+                taken = self._steps_of.get(key, 0)
+                grad = param.grad
+                if grad is not None:
+                    total += 1
+                    earliest = self._earliest.get(key, taken)
+                    if earliest < taken and bool(grad.any()):
+                        stale.append((key, taken - earliest + 1))
+                self._steps_of[key] = taken + 1
+        self.steps_total += 1
+        if self.first_step_site is None:
+            self.first_step_site = self._site()
+        if stale:
+            self.stale.append({
+                "optimizer": f"{type(optimizer).__name__}#{index}",
+                "step": step,
+                "site": self._site(),
+                "params": len(stale),
+                "of": total,
+                "steps_mixed": max(n for _, n in stale),
+                "names": [self._param_names.get(key, "?") for key, _ in stale[:4]],
+            })
+
+    # -- custom Functions --------------------------------------------------------------
+    def _on_apply(self, cls: type, args: tuple[Any, ...], out: Any) -> None:
+        backward = getattr(cls, "backward", None)
+        code = getattr(backward, "__code__", None)
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        if code is None or name in self.functions or not self.owns(code.co_filename):
+            return
+        if not any(t.grad_fn is not None for t in iter_tensors(out)):
+            return
+        self._quiet = True
+        try:
+            report = backward_vs_finite_differences(cls, args, seed=len(self.functions))
+        finally:
+            self._quiet = False
+        self.functions[name] = {
+            "class": cls.__qualname__,
+            "file": code.co_filename,
+            "backward_line": code.co_firstlineno,
+            "site": self._site(3),
+            "positions": {int(k): dict(v) for k, v in (report.get("positions") or {}).items()},
+            "error": report.get("error"),
+            "inputs": len(args),  # forward's inputs: backward returns one gradient each
+        }
+
+    # -- the end -----------------------------------------------------------------------
+    def record(self, finished: bool) -> dict[str, Any]:
+        """What the run showed, as plain data. `finished`: the code ran to its end (a
+        graph still held then, never backwarded, counts as unused; after a crash it is
+        the traceback's)."""
+        duration = time.perf_counter() - self.started
+        if finished:
+            self._scan_holders(at_end=True)
+        self.uninstall()
+        for held in self._open:
+            if finished and held.ended and not held.settled and not held.unpacked and held.alive > 0:
+                self.sites[held.site].held += 1
+                if held.caller is not None:
+                    self.sites[held.site].callers.setdefault(held.caller, [0, 0])[1] += 1
+        sites = []
+        for (filename, line), stats in self.sites.items():
+            sites.append({"file": filename, "line": line, "passes": stats.passes, "unused": stats.unused,
+                          "held": stats.held, "unused_bytes": list(stats.unused_bytes),
+                          "module_method": stats.module_method,
+                          "callers": [{"file": k[0], "line": k[1], "passes": v[0], "unused": v[1]} for k, v in stats.callers.items()]})
+        retains: dict[Site, dict[str, int]] = {}
+        for retain in self._retains:
+            if retain.site == ("", 0):
+                continue
+            entry = retains.setdefault(retain.site, {"passes": 0, "reused": 0, "saved": 0})
+            entry["passes"] += 1
+            entry["reused"] += int(retain.reused)
+            entry["saved"] += retain.unpacked
+        silent = []
+        trained = {index for index, keys in self._optimizer_params.items() if any(key in self._nonzero for key in keys)}
+        in_trained = {key for index in trained for key in self._optimizer_params[index]}
+        for key, param in self._params.items():
+            module = self._param_module.get(key)
+            if key in self._nonzero:
+                continue
+            ran = module is not None and module in self._module_grad
+            if not ran and not (module is None and key not in self._in_modules and key in in_trained):
+                continue
+            silent.append({"name": self._param_names.get(key, "?"), "module": self._module_names.get(module, "?"),
+                           "site": self._module_sites.get(module), "numel": int(param.numel()),
+                           "grad": "zeros" if param.grad is not None else "none"})
+        return {
+            "duration_s": round(duration, 4),
+            "backward_passes": self.backward_count,
+            "optimizer_steps": self.steps_total,
+            "sites": sites,
+            "stale": self.stale,
+            "first_step_site": self.first_step_site,
+            "holders": [{"file": k[0], "function": k[1], "first_line": k[2], "name": k[3], **v} for k, v in self.holders.items()],
+            "recurrent": [{"file": k[0], "line": k[1], **v} for k, v in self.recurrent.items()],
+            "silent_params": silent if self.completed_backwards else [],
+            "retains": [{"file": k[0], "line": k[1], **v} for k, v in retains.items()],
+            "functions": list(self.functions.values()),
+            "anomaly": [{"file": k[0], "line": k[1], "passes": v} for k, v in self.anomaly.items()],
+            "empty_cache": [{"file": k[0], "line": k[1], "calls": v} for k, v in self.empty_cache.items()],
+            "cuts": self.cuts.record(),
+        }
+
+
+def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
+    try:
+        return str(tensor.device), tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _held(name: str, value: Any) -> list[tuple[str, list[torch.Tensor]]]:
+    """(label, tensors with a graph) of one variable: itself, or for a module the
+    tensors it keeps as plain attributes (``self.hidden``)."""
+    if isinstance(value, nn.Module):
+        found = []
+        for attr, item in list(vars(value).items())[:SCAN_ITEMS]:
+            if attr.startswith("_"):
+                continue
+            tensors = _graph_tensors(item)
+            if tensors:
+                found.append((f"{name}.{attr}", tensors))
+        return found
+    return [(name, _graph_tensors(value))]
+
+
+def _graph_tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value] if value.grad_fn is not None else []
+    if isinstance(value, (list, tuple)):
+        value = list(value)[-SCAN_ITEMS:]
+    elif isinstance(value, dict):
+        value = list(value.values())[-SCAN_ITEMS:]
+    else:
+        return []
+    return [t for t in iter_tensors(value) if t.grad_fn is not None]
+
+
+def _count_nodes(roots: list[torch.Tensor]) -> int:
+    seen: set[int] = set()
+    held = []
+    stack = [t.grad_fn for t in roots if t.grad_fn is not None]
+    while stack and len(seen) < WALK_LIMIT:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        held.append(node)
+        stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+    return len(seen)
