@@ -77,7 +77,7 @@ def site_findings(
         built = rule.fix_at(context, line) if rule is not None else None
         if rule is None or built is None:
             continue
-        finding = Finding(code, rule.name, built.message, context.span(built.node), built.fix, built.node)
+        finding = Finding(code, rule.name, built.message, context.span(built.node), built.fix, node=built.node)
         if not _is_suppressed(finding, suppressed):
             found.append(finding)
     return found
