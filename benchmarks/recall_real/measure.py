@@ -15,7 +15,8 @@ site status:
   nor false.
 A finding that matches nothing is unlisted: it is false unless `judged` (an entry added
 AFTER the run, by reading the finding, with `verdict = "true"` or `"false"`) says it is
-true; unlisted findings nobody judged yet are counted as false and printed.
+true; a finding on a `not_sites` entry (a candidate read and judged no bug before the run)
+is false; unlisted findings nobody judged yet are counted as false and printed.
 
     python benchmarks/recall_real/measure.py [--work /tmp/agf-recall] [--repo owner/name] [--details]
 """
@@ -29,7 +30,7 @@ import json
 import subprocess
 import sys
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -119,7 +120,8 @@ def where(f: Finding | Entry) -> str:
 def measure(repo: Repo, findings: list[Finding]) -> dict[str, Tally]:
     """Per rule tallies for one repository."""
     data = tomllib.loads(repo.sites_file.read_text())
-    sites, optional, judged = entries(data, "sites"), entries(data, "optional"), entries(data, "judged")
+    sites, optional = entries(data, "sites"), entries(data, "optional")
+    judged = entries(data, "judged") + [replace(e, status="false") for e in entries(data, "not_sites")]
     tallies: dict[str, Tally] = collections.defaultdict(Tally)
     matched: set[Finding] = set()
     for site in sites:
