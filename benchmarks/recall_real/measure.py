@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from snapshots import Repo, extract, load_repos  # noqa: E402
+from snapshots import extract, load_repos  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -117,9 +117,9 @@ def where(f: Finding | Entry) -> str:
     return f"{f.file}{cell}:{f.line}"
 
 
-def measure(repo: Repo, findings: list[Finding]) -> dict[str, Tally]:
-    """Per rule tallies for one repository."""
-    data = tomllib.loads(repo.sites_file.read_text())
+def measure(sites_file: Path, findings: list[Finding]) -> dict[str, Tally]:
+    """Per rule tallies for one repository, against its sites file."""
+    data = tomllib.loads(sites_file.read_text())
     sites, optional = entries(data, "sites"), entries(data, "optional")
     judged = entries(data, "judged") + [replace(e, status="false") for e in entries(data, "not_sites")]
     tallies: dict[str, Tally] = collections.defaultdict(Tally)
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         root = args.work / repo.slug
         if not root.exists():
             extract(repo, root)
-        tallies = measure(repo, run_tool(root))
+        tallies = measure(repo.sites_file, run_tool(root))
         total = Tally()
         for rule, tally in sorted(tallies.items()):
             total.add(tally)
