@@ -11,12 +11,12 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
+from autograd_fix.codemods.nograd_wrap import decorate, wrap_in_with, wrap_statements
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
 from autograd_fix.codemods.semantic.eval_mode_lines import graphs_die_in_lines, local_bindings, may_return_tensor
-from autograd_fix.codemods.semantic.lightning import is_lightning_class, is_lightning_hook
 from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
 from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.graphflow import graph_flow
@@ -98,7 +98,8 @@ class EvalForwardWithoutNoGrad(Rule):
     through what it returns; one that just returns a model's output is decorated only when
     its same-file callers show the result never reaches a gradient. The rule stays silent under `no_grad`, `inference_mode` or
     `set_grad_enabled(False)` (decorator, `with`, or a same-file caller), in Lightning's
-    `validation_step`/`test_step`/`predict_step` (Lightning already disables grad), in
+    `validation_step`/`test_step`/`predict_step` and the helpers they call (Lightning
+    already disables grad there), in
     functions passed as callbacks (their caller's grad mode is unseen), in pytest tests
     (`test*` functions of test files, `test*` methods of `Test*` classes), and in functions whose result a same-file caller feeds into a gradient
     computation (a caller that trains elsewhere but only logs this function's result,
@@ -143,17 +144,18 @@ class EvalForwardWithoutNoGrad(Rule):
         finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in finder.one_per_fix():
-            self._report(target, region)
+            self._report(target, region, finder.may_train_unseen(target))
         return False
 
-    def _report(self, target: cst.CSTNode, region: "_Region | None") -> None:
+    def _report(self, target: cst.CSTNode, region: "_Region | None", may_train_unseen: bool = False) -> None:
         no_grad, needs = self.context.imports.expression_for("torch.no_grad")
         call = cst.Call(func=no_grad)
         if isinstance(target, cst.FunctionDef):
             facts = self.context.semantic.call_graph.facts(target)
+            unsure = facts is None or facts.returns_value or may_train_unseen
             fix = Fix(
-                applicability=Applicability.UNSAFE if facts is None or facts.returns_value else Applicability.SAFE,
-                edits=(Edit(target, lambda updated: _decorate(updated, call)),),
+                applicability=Applicability.UNSAFE if unsure else Applicability.SAFE,
+                edits=(Edit(target, lambda updated: decorate(updated, call)),),
                 description="decorate with @torch.no_grad()",
                 required_imports=needs,
             )
@@ -164,7 +166,7 @@ class EvalForwardWithoutNoGrad(Rule):
             block, first, last = region
             fix = Fix(
                 applicability=Applicability.SAFE,
-                edits=(Edit(block, lambda updated: _wrap_statements(updated, first, last, call)),),
+                edits=(Edit(block, lambda updated: wrap_statements(updated, first, last, call)),),
                 description="wrap the evaluation forward in `with torch.no_grad():`",
                 required_imports=needs,
             )
@@ -173,7 +175,7 @@ class EvalForwardWithoutNoGrad(Rule):
         else:
             fix = Fix(
                 applicability=Applicability.SAFE,
-                edits=(Edit(target, lambda updated: _wrap_in_with(updated, call)),),
+                edits=(Edit(target, lambda updated: wrap_in_with(updated, call)),),
                 description="wrap the loop in `with torch.no_grad():`",
                 required_imports=needs,
             )
@@ -183,28 +185,6 @@ class EvalForwardWithoutNoGrad(Rule):
 
 #: statements `first..last` of a block: what a `with torch.no_grad():` must cover
 _Region = tuple[cst.IndentedBlock, int, int]
-
-
-def _decorate(function: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
-    assert isinstance(function, cst.FunctionDef)
-    return function.with_changes(decorators=[*function.decorators, cst.Decorator(decorator=call)])
-
-
-def _wrap_in_with(loop: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
-    assert isinstance(loop, (cst.For, cst.While))
-    inner = loop.with_changes(leading_lines=())
-    return cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=[inner]),
-                    leading_lines=loop.leading_lines)
-
-
-def _wrap_statements(block: cst.CSTNode, first: int, last: int, call: cst.Call) -> cst.CSTNode:
-    """`with torch.no_grad():` around statements `first..last` of an indented block."""
-    assert isinstance(block, cst.IndentedBlock)
-    body = list(block.body)
-    inner = [body[first].with_changes(leading_lines=()), *body[first + 1 : last + 1]]
-    wrapped = cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=inner),
-                       leading_lines=body[first].leading_lines)
-    return block.with_changes(body=[*body[:first], wrapped, *body[last + 1 :]])
 
 
 @dataclass
@@ -273,13 +253,21 @@ class _Finder:
         return [(target, region) for target, region in self.found
                 if region is not None or id(target) not in self.decorated or not self._covered(*self.decorated[id(target)])]
 
+    def may_train_unseen(self, target: cst.CSTNode) -> bool:
+        """A decorated function calls code this file cannot follow that may take gradients
+        (`model.train_net()` of a class from another file): the decoration is a proposal."""
+        if id(target) not in self.decorated:
+            return False
+        function, calls = self.decorated[id(target)]
+        return self.graph.may_train_unseen(function, calls.may_train)
+
     def _covered(self, function: FunctionFacts, calls: ModelCalls) -> bool:
         helpers = []
         for call in iter_descendants(function.node.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda))):
             if not isinstance(call, cst.Call) or not calls.is_model_call(call):
                 continue
             name = dotted_name(call.func)
-            resolved = self.graph.resolve(name, function.class_name) if name is not None else []
+            resolved = self.graph.resolve(name, function.class_name, call) if name is not None else []
             if not resolved or not calls.scope.returns_graph(call):
                 return False  # a model runs here: its graph is this function's own
             helpers.extend(resolved)
@@ -313,8 +301,7 @@ class _Finder:
         return ModelCalls(scope.with_receivers(receivers), self.imports, methods=True).is_model_call
 
     # -- walking ------------------------------------------------------------------------
-    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, lightning: bool = False,
-              suite: cst.BaseSuite | None = None) -> None:
+    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, suite: cst.BaseSuite | None = None) -> None:
         run: list[int] = []
         for index, statement in enumerate(statements):
             if isinstance(suite, cst.IndentedBlock) and self._eval_mode_line(statement, scope):
@@ -322,7 +309,7 @@ class _Finder:
             else:
                 self._eval_mode_run(suite, run, scope)
                 run = []
-            self.statement(statement, scope, lightning)
+            self.statement(statement, scope)
         self._eval_mode_run(suite, run, scope)
 
     def _eval_mode_line(self, statement: cst.CSTNode, scope: _Scope) -> bool:
@@ -345,14 +332,14 @@ class _Finder:
         if graphs_die_in_lines(function.node, lines, calls.is_model_call, sink, self.syntax, function.called_from_grad_scope):
             self.found.append((suite.body[run[0]], (suite, run[0], run[-1])))
 
-    def statement(self, statement: cst.CSTNode, scope: _Scope, lightning: bool = False) -> None:
+    def statement(self, statement: cst.CSTNode, scope: _Scope) -> None:
         if isinstance(statement, cst.SimpleStatementLine):
             update_eval_state(statement, scope.eval_receivers)
         elif isinstance(statement, cst.FunctionDef):
-            self.function(statement, lightning, scope)
+            self.function(statement, scope)
         elif isinstance(statement, cst.ClassDef):
             inner = _Scope(None, statement.name.value, self.model_scope(None, statement.name.value), set(), self.imports)
-            self.block(statement.body.body, inner, is_lightning_class(statement, self.imports))
+            self.block(statement.body.body, inner)
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
                 self.block(statement.body.body, scope.child(), suite=statement.body)
@@ -366,12 +353,12 @@ class _Finder:
                 if elif_chain or not self._script_inference(body, scope):
                     self.block(body.body, scope.child(), suite=None if elif_chain else body)
 
-    def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
+    def function(self, node: cst.FunctionDef, enclosing: _Scope) -> None:
         function = self.graph.functions[id(node)]
         if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
             return
         name = node.name.value
-        if (lightning and is_lightning_hook(name)) or self._is_pytest_test(name, function):
+        if self._is_pytest_test(name, function):
             return
         same_class = function.class_name is not None and function.class_name == enclosing.class_name
         models = self.model_scope(function, function.class_name if same_class else None)
@@ -413,7 +400,7 @@ class _Finder:
         if changes_grad_mode(node.body, self.imports, self.syntax):
             return False
         calls = scope.calls(receivers, methods=True)
-        same_file = lambda callee: bool(self.graph.resolve(callee, scope.class_name))  # noqa: E731
+        same_file = lambda callee: bool(self.graph.resolve(callee, scope.class_name, node))  # noqa: E731
         return calls.runs_model(node.body) and not hands_model_away(node, calls, same_file)
 
     def _callers_never_train(self, function: FunctionFacts) -> bool:
@@ -440,8 +427,10 @@ class _Finder:
         """
         node = function.node
         name = node.name.value
-        if function.uses_grad or function.called_from_grad_scope or function.passed_as_callback:
+        if function.uses_grad or function.passed_as_callback:
             return False
+        if function.called_from_grad_scope and may_return_tensor(node, self.imports):
+            return False  # what reaches the caller's gradients may be this function's graph
         if _called_from_a_forward(function) or name in FORWARD_NAMES or name.startswith("__") or (function.class_name is not None and name == "train"):
             return False
         if function.returns_value and not function.cuts:
@@ -452,14 +441,14 @@ class _Finder:
 
         def is_forward(call: cst.Call) -> bool:
             name = dotted_name(call.func)
-            if name is not None and self.graph.resolve(name, scope.class_name):
+            if name is not None and self.graph.resolve(name, scope.class_name, call):
                 return scope.models.returns_graph(call)  # `self.has_ema()`: only if it returns a graph
             return calls.is_model_call(call)
 
         flow = graph_flow(node, self.imports, is_forward)
         if not flow.built or flow.returned or flow.escapes:
             return False
-        return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name)))
+        return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name, node)))
 
     def _is_pytest_test(self, name: str, function: FunctionFacts) -> bool:
         """What pytest collects: `test*` functions of a test file, `test*` methods of a

@@ -14,10 +14,11 @@ from typing import Callable, Sequence
 
 import libcst as cst
 
-from autograd_fix.codemods.imports import dotted_name
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import last_segment
 from autograd_fix.codemods.semantic.autograd_function import rebound_names
 from autograd_fix.codemods.semantic.dataflow import REACHES_SINK, RETURNED, result_flow
+from autograd_fix.codemods.torch_api import PYTHON_VALUE_MODULES
 from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
 
 
@@ -66,10 +67,11 @@ def graphs_die_in_lines(
     return not (inputs and _wants_input_gradients(function, inputs))
 
 
-def may_return_tensor(function: cst.FunctionDef) -> bool:
+def may_return_tensor(function: cst.FunctionDef, imports: ImportIndex | None = None) -> bool:
     """Does some `return` hand back something that may be a tensor with a graph?
 
-    Literals, None, and values ending in `.item()` / `float(...)` and the like do not.
+    Literals, None, and values ending in `.item()` / `float(...)` and the like do not, nor
+    (given the file's `imports`) a call of Python's own `random` or `math` modules.
     """
     for node in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda))):
         if isinstance(node, cst.Return) and node.value is not None:
@@ -80,6 +82,9 @@ def may_return_tensor(function: cst.FunctionDef) -> bool:
                 continue
             if isinstance(value, cst.Call) and last_segment(value.func) in TO_PYTHON:
                 continue
+            qualified = imports.qualified_name(value.func) if imports is not None and isinstance(value, cst.Call) else None
+            if qualified is not None and qualified.split(".", 1)[0] in PYTHON_VALUE_MODULES:
+                continue  # `random.randint(0, 1)`: an epsilon-greedy action
             return True
         if isinstance(node, cst.Yield):
             return True
