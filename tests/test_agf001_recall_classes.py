@@ -337,3 +337,230 @@ def test_a_sampling_helper_called_from_on_validation_end_is_silent() -> None:
 def test_the_same_helper_called_from_a_training_hook_is_still_examined() -> None:
     source = VAE_EXPERIMENT.replace("def on_validation_end(self) -> None:", "def on_train_epoch_end(self) -> None:")
     assert any("`sample_images`" in f.message for f in _check(source).findings)
+
+
+# -- class 3: forwards inside training code whose graph dies (rollouts, critics, targets) --
+
+
+def _wrapped_lines(result) -> list[str]:
+    """The statements each unsafe `with torch.no_grad():` wrap of a training scope covers."""
+    fixed = (result.fixed or "").splitlines()
+    found = []
+    for number, line in enumerate(fixed):
+        if line.strip() == "with torch.no_grad():":
+            indent = len(line) - len(line.lstrip())
+            body = []
+            for inner in fixed[number + 1 :]:
+                if inner.strip() and len(inner) - len(inner.lstrip()) <= indent:
+                    break
+                body.append(inner.strip())
+            found.append("; ".join(b for b in body if b))
+    return found
+
+
+def test_rollout_forward_and_critic_targets_cut_before_the_loss_are_wrapped() -> None:
+    source = ACTOR_CRITIC.replace(
+        """    def train_net(self):
+        s = torch.stack([d[0] for d in self.data])
+        loss = -torch.log(self.pi(s)).mean()""",
+        """    def v(self, x):
+        return self.fc_v(F.relu(self.fc1(x)))
+
+    def train_net(self):
+        s = torch.stack([d[0] for d in self.data])
+        a = torch.tensor([[d[1]] for d in self.data])
+        r = torch.tensor([[d[2]] for d in self.data])
+        s_prime = torch.stack([d[3] for d in self.data])
+        td_target = r + 0.98 * self.v(s_prime)
+        delta = td_target - self.v(s)
+        pi_a = self.pi(s).gather(1, a)
+        loss = -torch.log(pi_a) * delta.detach() + F.smooth_l1_loss(self.v(s), td_target.detach())""",
+    ).replace("self.fc_pi = nn.Linear(16, 2)", "self.fc_pi = nn.Linear(16, 2)\n        self.fc_v = nn.Linear(16, 1)").replace(
+        "model.put_data((s, a))", "model.put_data((s, a, 1.0, torch.randn(4)))"
+    ).replace("return F.softmax(self.fc_pi(F.relu(self.fc1(x))), dim=0)", "return F.softmax(self.fc_pi(F.relu(self.fc1(x))), dim=-1)")
+    result = _check(source)
+    assert all(f.fix is not None and f.fix.applicability is Applicability.UNSAFE for f in result.findings)
+    assert sorted(_wrapped_lines(result)) == [
+        "prob = model.pi(s)",
+        "td_target = r + 0.98 * self.v(s_prime); delta = td_target - self.v(s)",
+    ]
+
+
+TD_LOSS = """
+import torch
+import torch.nn as nn
+from torch.autograd import Variable
+
+model = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2))
+optimizer = torch.optim.Adam(model.parameters())
+gamma = 0.99
+
+
+def compute_td_loss(state, action, reward, next_state, done):
+    q_values = model(state)
+    next_q_values = model(next_state)
+
+    q_value = q_values.gather(1, action.unsqueeze(1)).squeeze(1)
+    next_q_value = next_q_values.max(1)[0]
+    expected_q_value = reward + gamma * next_q_value * (1 - done)
+
+    loss = (q_value - Variable(expected_q_value.data)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+"""
+
+
+def test_a_target_forward_cut_by_data_before_the_loss_is_wrapped() -> None:
+    result = _check(TD_LOSS)
+    assert _wrapped_lines(result) == ["next_q_values = model(next_state)"]
+
+
+def test_the_same_target_without_a_cut_reaches_the_backward() -> None:
+    assert _check(TD_LOSS.replace("Variable(expected_q_value.data)", "expected_q_value")).findings == []
+
+
+def test_ordinary_training_code_has_no_dead_forward() -> None:
+    source = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    def train_gan(G, D, loader, opt_g, opt_d, z_dim=16):
+        for real, _ in loader:
+            z = torch.randn(real.size(0), z_dim)
+            fake = G(z)
+            d_loss = F.softplus(D(fake.detach())).mean() + F.softplus(-D(real)).mean()
+            opt_d.zero_grad()
+            d_loss.backward()
+            opt_d.step()
+            g_loss = F.softplus(-D(fake)).mean()
+            opt_g.zero_grad()
+            g_loss.backward()
+            opt_g.step()
+
+
+    def reinforce(pi, env, optimizer):
+        log_probs = []
+        s = env.reset()
+        for t in range(100):
+            prob = pi(torch.from_numpy(s).float())
+            a = torch.distributions.Categorical(prob).sample()
+            log_probs.append(torch.log(prob[a]))
+            s, r, done, _ = env.step(a.item())
+        loss = -torch.stack(log_probs).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+    def fit(model, loader, optimizer, criterion):
+        hidden = model.init_hidden(32)
+        for x, y in loader:
+            out, hidden = model(x, hidden)
+            loss = criterion(out, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    """
+    assert _check(source).findings == []
+
+
+def test_a_script_rollout_at_module_level_is_wrapped() -> None:
+    source = ACTOR_CRITIC[: ACTOR_CRITIC.index("def main():")] + textwrap.dedent(
+        """
+        if __name__ == "__main__":
+            model = ActorCritic()
+            s = torch.randn(4)
+            for step in range(100):
+                prob = model.pi(s)
+                a = Categorical(prob).sample().item()
+                model.put_data((s, a))
+                s = torch.randn(4)
+                if step % 10 == 9:
+                    model.train_net()
+        """
+    )
+    result = _check(source)
+    assert _wrapped_lines(result) == ["prob = model.pi(s)"]
+
+
+def test_unwrapping_a_prepared_model_after_training_is_no_forward() -> None:
+    source = """
+    import torch
+    from accelerate import Accelerator
+    from transformers import AutoModelForCausalLM
+
+    accelerator = Accelerator()
+    model = AutoModelForCausalLM.from_pretrained("gpt2")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    for batch in range(3):
+        optimizer.zero_grad()
+        loss = model(batch).loss
+        accelerator.backward(loss)
+        optimizer.step()
+        print(f"loss {loss.item():.3f}")
+    unwrapped_model = accelerator.unwrap_model(model)
+    unwrapped_model.save_pretrained("out")
+    """
+    assert _check(source).findings == []
+
+
+DDPG = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class QNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc_s = nn.Linear(3, 32)
+        self.fc_a = nn.Linear(1, 32)
+        self.fc_q = nn.Linear(64, 1)
+
+    def forward(self, x, a):
+        return self.fc_q(torch.cat([F.relu(self.fc_s(x)), F.relu(self.fc_a(a))], dim=1))
+
+
+class MuNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 1)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x)) * 2
+
+
+def train(mu, mu_target, q, q_target, batch, q_optimizer, mu_optimizer, gamma=0.99):
+    s, a, r, s_prime, done_mask = batch
+    target = r + gamma * q_target(s_prime, mu_target(s_prime)) * done_mask
+    q_loss = F.smooth_l1_loss(q(s, a), target.detach())
+    q_optimizer.zero_grad()
+    q_loss.backward()
+    q_optimizer.step()
+
+    mu_loss = -q(s, mu(s)).mean()
+    mu_optimizer.zero_grad()
+    mu_loss.backward()
+    mu_optimizer.step()
+    print(f"q {q_loss.item():.3f} mu {mu_loss.item():.3f}")
+
+
+def main():
+    q, q_target = QNet(), QNet()
+    mu, mu_target = MuNet(), MuNet()
+    q_optimizer = torch.optim.Adam(q.parameters(), lr=1e-3)
+    mu_optimizer = torch.optim.Adam(mu.parameters(), lr=1e-4)
+    for step in range(10):
+        batch = (torch.randn(8, 3), torch.randn(8, 1), torch.randn(8, 1), torch.randn(8, 3), torch.ones(8, 1))
+        train(mu, mu_target, q, q_target, batch, q_optimizer, mu_optimizer)
+"""
+
+
+def test_a_target_network_passed_in_by_every_caller_is_a_model_by_evidence() -> None:
+    # `q_target` says nothing by its name; main binds it to a same-file module class
+    assert _wrapped_lines(_check(DDPG)) == ["target = r + gamma * q_target(s_prime, mu_target(s_prime)) * done_mask"]

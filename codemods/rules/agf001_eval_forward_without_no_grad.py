@@ -11,12 +11,20 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.nograd_wrap import decorate, wrap_in_with, wrap_statements
+from autograd_fix.codemods.nograd_wrap import decorate, no_grad_wrap_edits, wrap_in_with, wrap_statements
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
-from autograd_fix.codemods.semantic.eval_mode_lines import graphs_die_in_lines, local_bindings, may_return_tensor
+from autograd_fix.codemods.semantic.eval_mode_lines import (
+    Region,
+    child_blocks,
+    dead_forward_line,
+    forward_region,
+    graphs_die_in_lines,
+    local_bindings,
+    may_return_tensor,
+)
 from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
 from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.graphflow import graph_flow
@@ -84,6 +92,10 @@ class EvalForwardWithoutNoGrad(Rule):
     or `with torch.no_grad():` around the evaluation loop when the function also trains.
     Inside a training loop, forward lines right after `G.eval()` (`samples.append(G(fixed_z))`)
     get the same wrap when nothing they make reaches a gradient, in this iteration or a later one.
+    So does, in any mode, a forward of training code (a function or script that takes
+    gradients) whose graph dies: an RL rollout's `prob = model.pi(s)` whose action leaves
+    through `.item()`, a target network's `next_q = target(s2)` read only through `.data` or
+    `.detach()` before the loss (followed in control-flow order, later iterations included).
 
     ## Fix safety
     The loop wrap is safe: the rule fires only when nothing in the scope (or in the
@@ -106,6 +118,9 @@ class EvalForwardWithoutNoGrad(Rule):
     such as a `fit` calling `validate`, does not count). A function is not decorated on
     data flow alone when it hands a model to code this file cannot see
     (`trainer.fit(model)`).
+    The wrap of a forward in training code is unsafe: verification runs it. So is a
+    decoration of a function that calls code this file cannot follow which may train
+    (`model.train_net()` of a class from another file).
     `no_grad` is used rather than `inference_mode`, whose tensors cannot later be saved
     for backward.
 
@@ -136,9 +151,10 @@ class EvalForwardWithoutNoGrad(Rule):
     )
 
     def visit_Module(self, node: cst.Module) -> bool:
-        found: list[tuple[cst.CSTNode, _Region | None]] = []
+        found: list[tuple[cst.CSTNode, Region | _Lines | None]] = []
         semantic = self.context.semantic
         finder = _Finder(semantic.call_graph, self.context.path, found, semantic.syntax, self.context.roles)
+        finder.module = node
         finder.evident_models = lambda scope: model_names(semantic.roles_in(scope))
         finder.global_models = finder.evident_models(node)
         finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
@@ -147,10 +163,15 @@ class EvalForwardWithoutNoGrad(Rule):
             self._report(target, region, finder.may_train_unseen(target))
         return False
 
-    def _report(self, target: cst.CSTNode, region: "_Region | None", may_train_unseen: bool = False) -> None:
+    def _report(self, target: cst.CSTNode, region: "Region | _Lines | None", may_train_unseen: bool = False) -> None:
         no_grad, needs = self.context.imports.expression_for("torch.no_grad")
         call = cst.Call(func=no_grad)
-        if isinstance(target, cst.FunctionDef):
+        if isinstance(region, _Lines):
+            edits, needs = no_grad_wrap_edits(region.statements, self.context.imports)
+            fix = Fix(Applicability.UNSAFE, edits, "wrap the forward in `with torch.no_grad():` (verified by a run)", needs)
+            self.report(target, "forward pass in training code builds a graph nothing backpropagates through; "
+                        "wrap it in `with torch.no_grad():`", fix)
+        elif isinstance(target, cst.FunctionDef):
             facts = self.context.semantic.call_graph.facts(target)
             unsure = facts is None or facts.returns_value or may_train_unseen
             fix = Fix(
@@ -183,8 +204,13 @@ class EvalForwardWithoutNoGrad(Rule):
                         "`with torch.no_grad():`", fix)
 
 
-#: statements `first..last` of a block: what a `with torch.no_grad():` must cover
-_Region = tuple[cst.IndentedBlock, int, int]
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """Consecutive statements of training code whose forwards' graphs die (`dead_forward_line`)."""
+
+    statements: tuple[cst.SimpleStatementLine, ...]
 
 
 @dataclass
@@ -221,7 +247,7 @@ class _Finder:
         self,
         graph: CallGraph,
         path: str,
-        found: list[tuple[cst.CSTNode, _Region | None]],
+        found: list[tuple[cst.CSTNode, Region | _Lines | None]],
         syntax: SyntaxIndex,
         roles: Vocabulary,
     ) -> None:
@@ -234,6 +260,8 @@ class _Finder:
         self.eval_data_tokens = roles.tokens(Role.EVAL_DATA)
         self.imports = graph.imports
         self.found = found
+        #: the file's module (a script's or notebook's top-level code is a container too)
+        self.module = cst.Module(body=[])
         #: the file disables grad somewhere: a model's own method beside it is set-up
         #: (`hidden = model.init_hidden(1)` before a `with torch.no_grad():` loop)
         self.script_handles_grad_mode = False
@@ -247,7 +275,7 @@ class _Finder:
         #: decorated functions: the calls that count as forwards in them
         self.decorated: dict[int, tuple[FunctionFacts, ModelCalls]] = {}
 
-    def one_per_fix(self) -> list[tuple[cst.CSTNode, "_Region | None"]]:
+    def one_per_fix(self) -> list[tuple[cst.CSTNode, "Region | _Lines | None"]]:
         """The findings, less the decoration of a function whose only graphs come from
         same-file helpers that are themselves fixed: one fix, one finding."""
         return [(target, region) for target, region in self.found
@@ -287,7 +315,8 @@ class _Finder:
         static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
         values |= module_parameters(
             function.node, sites, class_name is not None and not static,
-            lambda argument: module_argument(argument, self.graph.module_classes, self.imports, self.looks_like_model),
+            lambda argument: self.graph.is_module_instance(argument)
+            or module_argument(argument, self.graph.module_classes, self.imports, self.looks_like_model),
         )
         return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
                           self._returns_graph(class_name), annotated_non_models(function.node, self.imports))
@@ -303,14 +332,46 @@ class _Finder:
     # -- walking ------------------------------------------------------------------------
     def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, suite: cst.BaseSuite | None = None) -> None:
         run: list[int] = []
+        dead: list[cst.SimpleStatementLine] = []
         for index, statement in enumerate(statements):
             if isinstance(suite, cst.IndentedBlock) and self._eval_mode_line(statement, scope):
                 run.append(index)
             else:
                 self._eval_mode_run(suite, run, scope)
                 run = []
+            if not run and self._dead_forward(statement, scope):
+                dead.append(statement)  # type: ignore[arg-type]
+            if dead and (dead[-1] is not statement or scope.function is None):  # a module's lines: one cell each
+                self.found.append((dead[0], _Lines(tuple(dead))))
+                dead = []
             self.statement(statement, scope)
         self._eval_mode_run(suite, run, scope)
+        if dead:
+            self.found.append((dead[0], _Lines(tuple(dead))))
+
+    def _dead_forward(self, statement: cst.CSTNode, scope: _Scope) -> bool:
+        """A statement of training code (a function or script that takes gradients) whose
+        forwards make graphs nothing backpropagates through (RL rollouts, cut targets)."""
+        function = scope.function
+        if function is None:
+            if scope.class_name is not None or not self.graph.module_level_uses_grad:
+                return False
+        elif not function.uses_grad or function.node.name.value in FORWARD_NAMES or _called_from_a_forward(function):
+            return False
+        sink = lambda line: self.graph.uses_grad(line, scope.class_name)  # noqa: E731
+        container = function.node if function is not None else self.module
+        # a model's own methods count only where they resolve to a same-file function that
+        # returns a graph (`model.pi(s)`): `model.num_params()` makes no graph to keep
+        return dead_forward_line(container, statement, self.imports, self._forward_test(scope, scope.calls()), sink)
+
+    def _forward_test(self, scope: _Scope, calls: ModelCalls) -> Callable[[cst.Call], bool]:
+        """A model's forward; a same-file function only where it returns a graph (`self.v(s)`)."""
+        def is_forward(call: cst.Call) -> bool:
+            name = dotted_name(call.func)
+            if name is not None and self.graph.resolve(name, scope.class_name, call):
+                return scope.models.returns_graph(call)  # `self.has_ema()`: only if it returns a graph
+            return calls.is_model_call(call)
+        return is_forward
 
     def _eval_mode_line(self, statement: cst.CSTNode, scope: _Scope) -> bool:
         """A simple statement in a function's loop that runs a model put in eval mode before it."""
@@ -348,7 +409,7 @@ class _Finder:
         elif isinstance(statement, cst.If) and self._evaluation_branch(statement, scope):
             return
         elif isinstance(statement, (cst.If, cst.Try, cst.TryStar)):
-            for body in _child_blocks(statement):
+            for body in child_blocks(statement):
                 elif_chain = isinstance(statement, cst.If) and body.body[0] is statement.orelse
                 if elif_chain or not self._script_inference(body, scope):
                     self.block(body.body, scope.child(), suite=None if elif_chain else body)
@@ -439,13 +500,7 @@ class _Finder:
         if not calls.runs_model(node.body) or changes_grad_mode(node.body, self.imports, self.syntax):
             return False
 
-        def is_forward(call: cst.Call) -> bool:
-            name = dotted_name(call.func)
-            if name is not None and self.graph.resolve(name, scope.class_name, call):
-                return scope.models.returns_graph(call)  # `self.has_ema()`: only if it returns a graph
-            return calls.is_model_call(call)
-
-        flow = graph_flow(node, self.imports, is_forward)
+        flow = graph_flow(node, self.imports, self._forward_test(scope, calls))
         if not flow.built or flow.returned or flow.escapes:
             return False
         return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name, node)))
@@ -467,7 +522,7 @@ class _Finder:
             # inside a function, a loop that does more than the forward (data preparation,
             # metrics, logging) gets only its forward wrapped, as hand fixes do; a pure
             # evaluation loop, or one at module level (a script), is wrapped whole
-            region = _forward_region(node.body, calls) if scope.function is not None else None
+            region = forward_region(node.body, calls) if scope.function is not None else None
             if region is None or (region[1] == 0 and region[2] == len(region[0].body) - 1):
                 self.found.append((node, None))
             else:
@@ -505,7 +560,7 @@ class _Finder:
             return False
         if changes_grad_mode(block, self.imports, self.syntax) or calls_method(block, "train"):
             return False
-        region = _forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
+        region = forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
         if region is None:
             return False
         self.found.append((region[0].body[region[1]], region))
@@ -526,7 +581,7 @@ class _Finder:
         calls = scope.calls()
         if not isinstance(branch, cst.IndentedBlock) or changes_grad_mode(branch, self.imports, self.syntax):
             return False
-        region = _forward_region(branch, calls)
+        region = forward_region(branch, calls)
         if region is None:
             return False
         block, first, last = region
@@ -538,16 +593,6 @@ class _Finder:
         return True
 
 
-def _child_blocks(statement: cst.CSTNode) -> list[cst.BaseSuite]:
-    if isinstance(statement, cst.If):
-        orelse = statement.orelse
-        extra = [cst.IndentedBlock(body=[orelse])] if isinstance(orelse, cst.If) else ([orelse.body] if orelse else [])
-        return [statement.body, *extra]
-    blocks = [statement.body, *(handler.body for handler in statement.handlers)]
-    blocks += [part.body for part in (statement.orelse, statement.finalbody) if part is not None]
-    return blocks
-
-
 def _iterates_eval_data(node: cst.For | cst.While, eval_data_tokens: frozenset[str]) -> bool:
     if isinstance(node, cst.For):
         return bool(iterable_tokens(node.iter) & eval_data_tokens)
@@ -556,39 +601,3 @@ def _iterates_eval_data(node: cst.For | cst.While, eval_data_tokens: frozenset[s
         for call in iter_descendants(node.body)
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "next" and call.args
     )
-
-
-def _forward_region(block: cst.BaseSuite, calls: ModelCalls) -> _Region | None:
-    """The statements a `with torch.no_grad():` must cover: from the first to the last
-    statement that runs a model, in the innermost block holding every such call (the
-    body of the inner loop over a loader). Everything computed from their outputs then
-    carries no graph either."""
-    while isinstance(block, cst.IndentedBlock):
-        hits = [i for i, statement in enumerate(block.body) if calls.runs_model(statement)]
-        if not hits:
-            return None
-        inner = _only_inner_block(block.body[hits[0]], calls) if len(hits) == 1 else None
-        if inner is None:
-            return block, hits[0], hits[-1]
-        block = inner
-    return None
-
-
-def _only_inner_block(statement: cst.CSTNode, calls: ModelCalls) -> cst.BaseSuite | None:
-    """The one block of a `for`/`while`/`with`/`if` whose statements run the model, when
-    its header runs none."""
-    if isinstance(statement, (cst.For, cst.While)):
-        header = statement.iter if isinstance(statement, cst.For) else statement.test
-        blocks = [statement.body] + ([statement.orelse.body] if statement.orelse else [])
-    elif isinstance(statement, cst.If):
-        header, blocks = statement.test, _child_blocks(statement)
-    elif isinstance(statement, cst.With):
-        header, blocks = cst.Tuple([cst.Element(item.item) for item in statement.items]), [statement.body]
-    else:
-        return None
-    running = [block for block in blocks if calls.runs_model(block)]
-    if calls.runs_model(header) or len(running) != 1 or not isinstance(running[0], cst.IndentedBlock):
-        return None
-    if isinstance(statement, cst.If) and running[0] is not statement.body and not isinstance(statement.orelse, cst.Else):
-        return None  # an `elif` chain: its block is not a statement list of this tree
-    return running[0]

@@ -171,6 +171,13 @@ class CallGraph:
         instance = self.instances.class_of(receiver, where) if self.instances is not None else None
         return self.method_of(instance, method)
 
+    def is_module_instance(self, value: cst.BaseExpression) -> bool:
+        """A bare name that holds an instance of a same-file module class where it stands
+        (`q_target` of `q, q_target = QNet(), QNet()`): evidence, whatever it is called."""
+        if not isinstance(value, cst.Name) or self.instances is None:
+            return False
+        return self.instances.class_of(value.value, value) in self.module_classes
+
     def method_of(self, class_name: str | None, method: str) -> list[FunctionFacts]:
         """`method` as an instance of `class_name` finds it: in the class, else in its
         same-file bases, depth first in base order (a cycle or a base from another file ends
