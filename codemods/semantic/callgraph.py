@@ -27,9 +27,8 @@ from autograd_fix.codemods.semantic.graphflow import (
 )
 from autograd_fix.codemods.semantic.instances import InstanceTypes
 from autograd_fix.codemods.semantic.lightning import is_lightning_class, is_lightning_hook
-from autograd_fix.codemods.semantic.loops import all_nodes
 from autograd_fix.codemods.semantic.module_values import module_attributes
-from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants
 
 
 @dataclass
@@ -364,8 +363,8 @@ class CallGraph:
                 found.add(constructed if ok else None)
         return found.pop() if len(found) == 1 else None
 
-    def _find(self, root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
-        return self.syntax.find(root, types) if self.syntax is not None else all_nodes(root, types)
+    def _find(self, root: cst.CSTNode, types: type | tuple[type, ...], skip: type | tuple[type, ...] = ()) -> list[cst.CSTNode]:
+        return self.syntax.find(root, types, skip=skip) if self.syntax is not None else find_all(root, types, skip=skip)
 
     def returned_values(self, name: str, caller_class: str | None = None) -> list[cst.BaseExpression] | None:
         """What a call of `name` returns, read from the one same-file function it runs
@@ -380,6 +379,37 @@ class CallGraph:
             isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
         )
         return list(callee.returned) if ends_in_return else None
+
+    def bound_to_trained_returns(
+        self, value: cst.BaseExpression, scope: cst.Module | cst.FunctionDef,
+        backpropagated: Callable[[cst.BaseExpression, cst.CSTNode], bool],
+    ) -> bool:
+        """Is the name `value` bound in `scope` (nested functions aside) only to what a
+        same-file helper returns, where every value the helper returns is a name it
+        `backpropagated` itself (`loss = compute_td_loss(bs)` of a helper that ends in
+        `loss.backward(); optimizer.step(); return loss`)? Such a value is a tracked,
+        one-element loss. Any other binding of the name answers no."""
+        if not isinstance(value, cst.Name):
+            return False
+        facts = self.facts(scope) if isinstance(scope, cst.FunctionDef) else None
+        body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+        found = False
+        for node in self._find(body, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.AsName, cst.NamedExpr),
+                               skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else (
+                [node.name] if isinstance(node, cst.AsName) else [node.target]  # type: ignore[union-attr]
+            )
+            if not any(isinstance(t, cst.Name) and t.value == value.value for t in targets):
+                if any(isinstance(t, (cst.Tuple, cst.List)) and value.value in {e.value.value for e in t.elements if isinstance(e.value, cst.Name)} for t in targets):
+                    return False  # `loss, acc = step(...)`: which element is what is not known here
+                continue
+            call = node.value if isinstance(node, cst.Assign) and len(targets) == 1 else None
+            name = dotted_name(call.func) if isinstance(call, cst.Call) else None
+            callee = self.callee(name, facts.class_name if facts else None) if name is not None else None
+            if callee is None or callee.yields or not callee.returned or not all(backpropagated(r, callee.node) for r in callee.returned):
+                return False
+            found = True
+        return found
 
     def assigned_attribute(self, module: cst.Module, attribute: str) -> list[cst.BaseExpression]:
         """The values assigned anywhere in the file to an attribute of that name
