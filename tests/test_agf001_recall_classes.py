@@ -564,3 +564,42 @@ def main():
 def test_a_target_network_passed_in_by_every_caller_is_a_model_by_evidence() -> None:
     # `q_target` says nothing by its name; main binds it to a same-file module class
     assert _wrapped_lines(_check(DDPG)) == ["target = r + gamma * q_target(s_prime, mu_target(s_prime)) * done_mask"]
+
+
+# -- class 4: predict_* helpers without model.eval() ---------------------------------------
+
+PREDICT = """
+import torch
+import torch.nn as nn
+
+model = nn.EmbeddingBag(100, 2)
+optimizer = torch.optim.Adam(model.parameters())
+for ids, label in [(torch.randint(0, 100, (1, 5)), torch.tensor([1]))] * 3:
+    loss = nn.functional.cross_entropy(model(ids), label)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+
+
+def predict_sentiment(ids, model, device):
+    tensor = torch.LongTensor(ids).unsqueeze(dim=0).to(device)
+    prediction = model(tensor).squeeze(dim=0)
+    probability = torch.softmax(prediction, dim=-1)
+    predicted_class = prediction.argmax(dim=-1).item()
+    predicted_probability = probability[predicted_class].item()
+    return predicted_class, predicted_probability
+
+
+predict_sentiment([1, 2, 3], model, "cpu")
+"""
+
+
+def test_a_predict_function_returning_only_item_values_is_decorated_in_a_file_that_trains() -> None:
+    result = _check(PREDICT)
+    assert [f.message.split("`")[1] for f in result.findings] == ["predict_sentiment"]
+    assert "@torch.no_grad()\ndef predict_sentiment" in result.fixed
+
+
+def test_a_predict_function_returning_the_model_output_stays_silent_where_the_file_trains() -> None:
+    source = PREDICT.replace("return predicted_class, predicted_probability", "return prediction, predicted_class")
+    assert _check(source).findings == []

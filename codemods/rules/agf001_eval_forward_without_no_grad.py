@@ -438,7 +438,7 @@ class _Finder:
                 return  # a helper training code also calls, a callback, or part of a forward pass
             receivers = method_receivers(node.body, "eval")
             has_loop = any(isinstance(n, (cst.For, cst.While, cst.CompFor)) for n in iter_descendants(node.body))
-            if not receivers and not has_loop and may_return_tensor(node) and not self._callers_never_train(function):
+            if not receivers and not has_loop and self._may_return_graph(node, scope) and not self._callers_never_train(function):
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
             if self._runs_eval_forward(node, scope, receivers):
                 self.found.append((node, None))
@@ -451,6 +451,12 @@ class _Finder:
         if len(self.found) == before and self._graph_dies_inside(function, scope):
             self.found.append((node, None))  # no evaluation loop to wrap: the whole function
             self.decorated[id(node)] = (function, scope.calls(method_receivers(node.body, "eval"), methods=True))
+
+    def _may_return_graph(self, node: cst.FunctionDef, scope: _Scope) -> bool:
+        """May a caller get a graph back: a returned tensor, unless the function's forwards
+        are seen and every graph they make dies inside (`return cls, prob` of `.item()`s)."""
+        flow = graph_flow(node, self.imports, self._forward_test(scope, scope.calls(methods=True)))
+        return may_return_tensor(node, self.imports) and (not flow.built or flow.returned or bool(flow.escapes))
 
     def _runs_eval_forward(self, node: cst.FunctionDef, scope: _Scope, receivers: set[str]) -> bool:
         """A model call outside `no_grad`; a model's own method (`model.infer(x)`) counts
