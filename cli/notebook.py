@@ -67,6 +67,12 @@ class NotebookMap:
     boundaries: list[str] = field(default_factory=list)
     #: placeholder line -> the IPython line it masks
     restore: dict[str, str] = field(default_factory=dict)
+    #: cells that are not valid Python on their own (an exercise's `lr = `): cell number ->
+    #: the syntax error. Each is left out of the program as blank lines (its positions
+    #: kept), so the other cells are analysed and the cell itself is never rewritten.
+    unparsable: dict[int, str] = field(default_factory=dict)
+    #: the sources of those cells, by cell index: what `cell_sources` gives back for them
+    left_out: dict[int, str] = field(default_factory=dict)
 
     def locate(self, line: int) -> tuple[int, int]:
         """(cell number, line in that cell) of a 1-based program line."""
@@ -117,6 +123,9 @@ class NotebookMap:
         seen: set[str] = set()
         sources: dict[int, str] = {}
         for span, segment in zip(self.cells, self.segments(program)):
+            if span.index in self.left_out:
+                sources[span.index] = self.left_out[span.index]  # never analysed, never rewritten
+                continue
             lines = []
             for line in split_lines(segment):
                 body = line.rstrip("\r\n")
@@ -245,10 +254,16 @@ def load_notebook(data: bytes) -> Notebook:
     line = 1
     for position, (index, text) in enumerate(code_cells):
         masked = mask_cell(text, f"{token}-{index + 1}")
-        nb_map.restore.update(masked.restore)
         added = not masked.text.endswith(("\n", "\r"))
         segment = masked.text + ("\n" if added and masked.text else "")
         count = len(_LINE_BREAK.findall(segment))
+        error = _compile_error(segment, index + 1)
+        if error is not None:
+            nb_map.unparsable[index + 1] = error
+            nb_map.left_out[index] = text
+            segment = "\n" * count  # left out, in place: the other cells keep their lines
+        else:
+            nb_map.restore.update(masked.restore)
         nb_map.cells.append(CellSpan(index=index, first_line=line, line_count=count, added_newline=added))
         parts.append(segment)
         line += count
@@ -265,12 +280,20 @@ def check_cells_compile(nb_map: NotebookMap, program: str) -> str | None:
     """The first code cell that is not valid Python on its own (as Jupyter runs it),
     as an error message, or None. Top-level `await` is allowed, as in IPython."""
     for span, segment in zip(nb_map.cells, nb_map.segments(program)):
-        try:
-            compile(segment, f"cell {span.number}", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-        except SyntaxError as error:
-            return f"syntax error at cell {span.number}:{error.lineno or 1}:{error.offset or 1}: {error.msg}"
-        except ValueError as error:
-            return f"cell {span.number}: {error}"
+        error = _compile_error(segment, span.number)
+        if error is not None:
+            return error
+    return None
+
+
+def _compile_error(segment: str, number: int) -> str | None:
+    """Why cell `number` (its masked text) does not compile on its own, or None."""
+    try:
+        compile(segment, f"cell {number}", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError as error:
+        return f"syntax error at cell {number}:{error.lineno or 1}:{error.offset or 1}: {error.msg}"
+    except ValueError as error:
+        return f"cell {number}: {error}"
     return None
 
 

@@ -48,7 +48,25 @@ def check_notebook_program(
     compute_fix: bool,
 ) -> tuple[SourceResult, set[FindingId]]:
     """The engine's result on `program`, and the ids (`id()`) of the findings whose fixes
-    were dropped."""
+    were dropped. A cell that does not parse (left out of `program`, see
+    `NotebookMap.unparsable`) is a per-cell error: the other cells' findings are reported,
+    and the notebook is not rewritten."""
+    result, dropped = _check_cells(nb_map, program, rules, path, options, compute_fix)
+    if nb_map.unparsable:
+        errors = "; ".join(nb_map.unparsable[number] for number in sorted(nb_map.unparsable))
+        result.fixed = None
+        result.fix_error = f"{errors} (left out of the analysis; the other cells were analysed; notebook left unchanged)"
+    return result, dropped
+
+
+def _check_cells(
+    nb_map: NotebookMap,
+    program: str,
+    rules: Sequence[type[Rule]],
+    path: str,
+    options: FixOptions,
+    compute_fix: bool,
+) -> tuple[SourceResult, set[FindingId]]:
     active = triggered(rules, program)
     if not active or not nb_map.cells:
         return SourceResult(), set()

@@ -1,7 +1,7 @@
 """Wrap consecutive statements of one block in a single `with torch.no_grad():`.
 
 Used by rules whose fix is "this in-place update of a leaf belongs under no_grad"
-(AGF003, AGF009). The wrap composes with other edits: every statement's *updated* node
+(AGF003, AGF009), and AGF001's decoration and `with` wraps of evaluation code. The wrap composes with other edits: every statement's *updated* node
 (after nested fixes) ends up inside the `with`, and comments stay where they were (the
 first statement's leading comments move above the `with`).
 """
@@ -63,3 +63,27 @@ def consecutive_runs(items: Sequence[tuple[int, int, object]]) -> list[list[obje
             runs.append([payload])
         previous = (block, index)
     return runs
+
+
+def decorate(function: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
+    """`function` with `@<call>` added as its innermost decorator (AGF001's function fix)."""
+    assert isinstance(function, cst.FunctionDef)
+    return function.with_changes(decorators=[*function.decorators, cst.Decorator(decorator=call)])
+
+
+def wrap_in_with(loop: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
+    """`with <call>:` around a whole loop (AGF001's loop fix)."""
+    assert isinstance(loop, (cst.For, cst.While))
+    inner = loop.with_changes(leading_lines=())
+    return cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=[inner]),
+                    leading_lines=loop.leading_lines)
+
+
+def wrap_statements(block: cst.CSTNode, first: int, last: int, call: cst.Call) -> cst.CSTNode:
+    """`with torch.no_grad():` around statements `first..last` of an indented block."""
+    assert isinstance(block, cst.IndentedBlock)
+    body = list(block.body)
+    inner = [body[first].with_changes(leading_lines=()), *body[first + 1 : last + 1]]
+    wrapped = cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=inner),
+                       leading_lines=body[first].leading_lines)
+    return block.with_changes(body=[*body[:first], wrapped, *body[last + 1 :]])

@@ -1,8 +1,11 @@
-"""Qualified names of the torch APIs the numerics and training-hygiene rules match.
+"""Torch API names: the one vocabulary module (issue 18) that rules and analyses share.
 
 Rules match these through `ImportIndex.qualified_name`, never through source text, so
-`import torch as T; T.log(1 + x)` and `from torch import log` are the same call.
-One place, so that two rules never disagree on what `torch.log` is called.
+`import torch as T; T.log(1 + x)` and `from torch import log` are the same call. Names
+of the torch API that an analysis needs go here, so that what torch does is said once.
+(Older sets still live beside the analyses that first needed them, such as
+`semantic/gradmode.py`'s grad-mode context managers and `semantic/module_calls.py`'s
+`MODULE_API_METHODS`; they move here as they are touched.)
 """
 
 from __future__ import annotations
@@ -38,3 +41,13 @@ SET_DETECT_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.auto
 DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})
 #: caching-allocator flushes: release cached blocks, to be re-reserved on the next step
 EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache", "torch.mps.empty_cache", "torch.xpu.empty_cache"})
+
+#: nn.Module methods that return the module itself: `ActorCritic().to(device)` is still
+#: an `ActorCritic`
+MODULE_SELF_RETURNING_METHODS = frozenset(
+    {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "share_memory",
+     "type", "apply", "to_empty", "ipu", "xpu", "mtia"}
+)
+
+#: modules whose functions return Python values, never a tensor (`random.randint(0, 1)`)
+PYTHON_VALUE_MODULES = frozenset({"random", "math", "statistics"})

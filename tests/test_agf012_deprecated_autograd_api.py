@@ -105,3 +105,32 @@ def test_report_only_amp_findings_also_respect_the_floor() -> None:
     source = "import torch\n\ndef run(model, x, amp_args):\n    with torch.cuda.amp.autocast(*amp_args):\n        return model(x)\n"
     assert len(check_source(source, [AGF012]).findings) == 1
     assert check_source(source, [AGF012], options=FixOptions(target_torch=TorchVersion(1, 10))).findings == []
+
+
+def test_volatile_through_a_project_lambda_alias_of_variable_is_reported() -> None:
+    # RL-Adventure's notebooks: every later `Variable(..., volatile=True)` is a call of the
+    # lambda, whose `autograd.Variable` call takes the keyword through **kwargs
+    source = textwrap.dedent(
+        """
+        import torch
+        import torch.autograd as autograd
+
+        USE_CUDA = torch.cuda.is_available()
+        Variable = lambda *args, **kwargs: autograd.Variable(*args, **kwargs).cuda() if USE_CUDA else autograd.Variable(*args, **kwargs)
+
+
+        def act(model, state):
+            state = Variable(torch.FloatTensor(state).unsqueeze(0), volatile=True)
+            return model(state).max(1)[1].data[0]
+
+
+        def batch(state, action):
+            return Variable(torch.FloatTensor(state)), Variable(torch.LongTensor(action), volatile=False)
+        """
+    ).lstrip()
+    result = check_source(source, [AGF012])
+    volatile = [f for f in result.findings if "volatile" in f.message]
+    assert [f.span.line for f in volatile] == [9]
+    assert all(f.fix is None for f in volatile)
+    # the lambda's own autograd.Variable calls are reported as before
+    assert {f.span.line for f in result.findings} == {5, 9}

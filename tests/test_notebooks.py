@@ -165,7 +165,8 @@ LINES = st.sampled_from(
 @given(cells=st.lists(st.lists(LINES, max_size=8), max_size=5), final_newline=st.booleans(), markdown_first=st.booleans())
 def test_program_round_trips_to_the_cells_and_positions(cells: list[list[str]], final_newline: bool, markdown_first: bool) -> None:
     """Whatever the cells hold, the program maps back to exactly their sources, and
-    each cell line sits at its own position (masked lines restore to the original)."""
+    each cell line sits at its own position (masked lines restore to the original; a cell
+    that does not parse on its own is left out as blank lines at its positions)."""
     sources = ["\n".join(lines) + ("\n" if final_newline and lines else "") for lines in cells]
     made = ([new_markdown_cell("intro")] if markdown_first else []) + [new_code_cell(text) for text in sources]
     loaded = load_notebook(nbformat.writes(new_notebook(cells=made)).encode())
@@ -178,7 +179,7 @@ def test_program_round_trips_to_the_cells_and_positions(cells: list[list[str]], 
         for number, line in enumerate(text.splitlines(), start=1):
             assert nb_map.locate(span.first_line + number - 1) == (index + offset + 1, number)
             shown = program_lines[span.first_line + number - 2]
-            assert nb_map.restore.get(shown, shown) == line
+            assert nb_map.restore.get(shown, shown) == ("" if span.number in nb_map.unparsable else line)
 
 
 def test_a_notebook_of_more_than_ten_code_cells_maps_back(project: Path) -> None:
@@ -371,3 +372,16 @@ def test_a_fix_that_breaks_a_cell_is_still_refused(project: Path, monkeypatch: p
     result = run("--apply", "nb.ipynb")
     assert "does not compile (syntax error at cell 4:1:1: x)" in result.output
     assert (project / "nb.ipynb").read_bytes() == before
+
+
+def test_a_cell_that_does_not_parse_is_a_per_cell_error_and_the_other_cells_are_analysed(project: Path) -> None:
+    # a course notebook's exercise cell (`lr = `) must not hide the evaluation loop below it
+    exercise = "# TODO: choose a learning rate\nlr = "
+    path = write(project / "course.ipynb", notebook(SETUP, exercise, EVAL))
+    before = path.read_bytes()
+    result = run("--no-verify", "course.ipynb")
+    assert "course.ipynb:cell 3:3:1: AGF001" in result.stdout
+    assert "error: course.ipynb: syntax error at cell 2:2:6" in result.stderr
+    assert "the other cells were analysed" in result.stderr
+    assert run("--apply", "course.ipynb").exit_code == 2
+    assert path.read_bytes() == before  # a notebook with a cell that does not parse is not rewritten

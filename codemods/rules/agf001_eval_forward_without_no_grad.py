@@ -11,14 +11,22 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
+from autograd_fix.codemods.nograd_wrap import decorate, no_grad_wrap_edits, wrap_in_with, wrap_statements
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.nograd_wrap import no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
 from autograd_fix.codemods.site_fixes import statement_at
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
-from autograd_fix.codemods.semantic.eval_mode_lines import graphs_die_in_lines, local_bindings, may_return_tensor
-from autograd_fix.codemods.semantic.lightning import is_lightning_class, is_lightning_hook
+from autograd_fix.codemods.semantic.eval_mode_lines import (
+    Region,
+    child_blocks,
+    dead_forward_line,
+    forward_region,
+    graphs_die_in_lines,
+    local_bindings,
+    may_return_tensor,
+)
 from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
 from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.graphflow import graph_flow
@@ -86,6 +94,10 @@ class EvalForwardWithoutNoGrad(Rule):
     or `with torch.no_grad():` around the evaluation loop when the function also trains.
     Inside a training loop, forward lines right after `G.eval()` (`samples.append(G(fixed_z))`)
     get the same wrap when nothing they make reaches a gradient, in this iteration or a later one.
+    So does, in any mode, a forward of training code (a function or script that takes
+    gradients) whose graph dies: an RL rollout's `prob = model.pi(s)` whose action leaves
+    through `.item()`, a target network's `next_q = target(s2)` read only through `.data` or
+    `.detach()` before the loss (followed in control-flow order, later iterations included).
 
     ## Fix safety
     The loop wrap is safe: the rule fires only when nothing in the scope (or in the
@@ -100,13 +112,17 @@ class EvalForwardWithoutNoGrad(Rule):
     through what it returns; one that just returns a model's output is decorated only when
     its same-file callers show the result never reaches a gradient. The rule stays silent under `no_grad`, `inference_mode` or
     `set_grad_enabled(False)` (decorator, `with`, or a same-file caller), in Lightning's
-    `validation_step`/`test_step`/`predict_step` (Lightning already disables grad), in
+    `validation_step`/`test_step`/`predict_step` and the helpers they call (Lightning
+    already disables grad there), in
     functions passed as callbacks (their caller's grad mode is unseen), in pytest tests
     (`test*` functions of test files, `test*` methods of `Test*` classes), and in functions whose result a same-file caller feeds into a gradient
     computation (a caller that trains elsewhere but only logs this function's result,
     such as a `fit` calling `validate`, does not count). A function is not decorated on
     data flow alone when it hands a model to code this file cannot see
     (`trainer.fit(model)`).
+    The wrap of a forward in training code is unsafe: verification runs it. So is a
+    decoration of a function that calls code this file cannot follow which may train
+    (`model.train_net()` of a class from another file).
     `no_grad` is used rather than `inference_mode`, whose tensors cannot later be saved
     for backward.
 
@@ -150,25 +166,32 @@ class EvalForwardWithoutNoGrad(Rule):
         return SiteFix(statement, "forward pass builds a graph no backward uses; wrap it in `with torch.no_grad():`", fix)
 
     def visit_Module(self, node: cst.Module) -> bool:
-        found: list[tuple[cst.CSTNode, _Region | None]] = []
+        found: list[tuple[cst.CSTNode, Region | _Lines | None]] = []
         semantic = self.context.semantic
         finder = _Finder(semantic.call_graph, self.context.path, found, semantic.syntax, self.context.roles)
+        finder.module = node
         finder.evident_models = lambda scope: model_names(semantic.roles_in(scope))
         finder.global_models = finder.evident_models(node)
         finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in finder.one_per_fix():
-            self._report(target, region)
+            self._report(target, region, finder.may_train_unseen(target))
         return False
 
-    def _report(self, target: cst.CSTNode, region: "_Region | None") -> None:
+    def _report(self, target: cst.CSTNode, region: "Region | _Lines | None", may_train_unseen: bool = False) -> None:
         no_grad, needs = self.context.imports.expression_for("torch.no_grad")
         call = cst.Call(func=no_grad)
-        if isinstance(target, cst.FunctionDef):
+        if isinstance(region, _Lines):
+            edits, needs = no_grad_wrap_edits(region.statements, self.context.imports)
+            fix = Fix(Applicability.UNSAFE, edits, "wrap the forward in `with torch.no_grad():` (verified by a run)", needs)
+            self.report(target, "forward pass in training code builds a graph nothing backpropagates through; "
+                        "wrap it in `with torch.no_grad():`", fix)
+        elif isinstance(target, cst.FunctionDef):
             facts = self.context.semantic.call_graph.facts(target)
+            unsure = facts is None or facts.returns_value or may_train_unseen
             fix = Fix(
-                applicability=Applicability.UNSAFE if facts is None or facts.returns_value else Applicability.SAFE,
-                edits=(Edit(target, lambda updated: _decorate(updated, call)),),
+                applicability=Applicability.UNSAFE if unsure else Applicability.SAFE,
+                edits=(Edit(target, lambda updated: decorate(updated, call)),),
                 description="decorate with @torch.no_grad()",
                 required_imports=needs,
             )
@@ -179,7 +202,7 @@ class EvalForwardWithoutNoGrad(Rule):
             block, first, last = region
             fix = Fix(
                 applicability=Applicability.SAFE,
-                edits=(Edit(block, lambda updated: _wrap_statements(updated, first, last, call)),),
+                edits=(Edit(block, lambda updated: wrap_statements(updated, first, last, call)),),
                 description="wrap the evaluation forward in `with torch.no_grad():`",
                 required_imports=needs,
             )
@@ -188,7 +211,7 @@ class EvalForwardWithoutNoGrad(Rule):
         else:
             fix = Fix(
                 applicability=Applicability.SAFE,
-                edits=(Edit(target, lambda updated: _wrap_in_with(updated, call)),),
+                edits=(Edit(target, lambda updated: wrap_in_with(updated, call)),),
                 description="wrap the loop in `with torch.no_grad():`",
                 required_imports=needs,
             )
@@ -196,30 +219,13 @@ class EvalForwardWithoutNoGrad(Rule):
                         "`with torch.no_grad():`", fix)
 
 
-#: statements `first..last` of a block: what a `with torch.no_grad():` must cover
-_Region = tuple[cst.IndentedBlock, int, int]
 
 
-def _decorate(function: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
-    assert isinstance(function, cst.FunctionDef)
-    return function.with_changes(decorators=[*function.decorators, cst.Decorator(decorator=call)])
+@dataclass(frozen=True)
+class _Lines:
+    """Consecutive statements of training code whose forwards' graphs die (`dead_forward_line`)."""
 
-
-def _wrap_in_with(loop: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
-    assert isinstance(loop, (cst.For, cst.While))
-    inner = loop.with_changes(leading_lines=())
-    return cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=[inner]),
-                    leading_lines=loop.leading_lines)
-
-
-def _wrap_statements(block: cst.CSTNode, first: int, last: int, call: cst.Call) -> cst.CSTNode:
-    """`with torch.no_grad():` around statements `first..last` of an indented block."""
-    assert isinstance(block, cst.IndentedBlock)
-    body = list(block.body)
-    inner = [body[first].with_changes(leading_lines=()), *body[first + 1 : last + 1]]
-    wrapped = cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=inner),
-                       leading_lines=body[first].leading_lines)
-    return block.with_changes(body=[*body[:first], wrapped, *body[last + 1 :]])
+    statements: tuple[cst.SimpleStatementLine, ...]
 
 
 @dataclass
@@ -256,7 +262,7 @@ class _Finder:
         self,
         graph: CallGraph,
         path: str,
-        found: list[tuple[cst.CSTNode, _Region | None]],
+        found: list[tuple[cst.CSTNode, Region | _Lines | None]],
         syntax: SyntaxIndex,
         roles: Vocabulary,
     ) -> None:
@@ -269,6 +275,8 @@ class _Finder:
         self.eval_data_tokens = roles.tokens(Role.EVAL_DATA)
         self.imports = graph.imports
         self.found = found
+        #: the file's module (a script's or notebook's top-level code is a container too)
+        self.module = cst.Module(body=[])
         #: the file disables grad somewhere: a model's own method beside it is set-up
         #: (`hidden = model.init_hidden(1)` before a `with torch.no_grad():` loop)
         self.script_handles_grad_mode = False
@@ -282,11 +290,19 @@ class _Finder:
         #: decorated functions: the calls that count as forwards in them
         self.decorated: dict[int, tuple[FunctionFacts, ModelCalls]] = {}
 
-    def one_per_fix(self) -> list[tuple[cst.CSTNode, "_Region | None"]]:
+    def one_per_fix(self) -> list[tuple[cst.CSTNode, "Region | _Lines | None"]]:
         """The findings, less the decoration of a function whose only graphs come from
         same-file helpers that are themselves fixed: one fix, one finding."""
         return [(target, region) for target, region in self.found
                 if region is not None or id(target) not in self.decorated or not self._covered(*self.decorated[id(target)])]
+
+    def may_train_unseen(self, target: cst.CSTNode) -> bool:
+        """A decorated function calls code this file cannot follow that may take gradients
+        (`model.train_net()` of a class from another file): the decoration is a proposal."""
+        if id(target) not in self.decorated:
+            return False
+        function, calls = self.decorated[id(target)]
+        return self.graph.may_train_unseen(function, calls.may_train)
 
     def _covered(self, function: FunctionFacts, calls: ModelCalls) -> bool:
         helpers = []
@@ -294,7 +310,7 @@ class _Finder:
             if not isinstance(call, cst.Call) or not calls.is_model_call(call):
                 continue
             name = dotted_name(call.func)
-            resolved = self.graph.resolve(name, function.class_name) if name is not None else []
+            resolved = self.graph.resolve(name, function.class_name, call) if name is not None else []
             if not resolved or not calls.scope.returns_graph(call):
                 return False  # a model runs here: its graph is this function's own
             helpers.extend(resolved)
@@ -314,7 +330,8 @@ class _Finder:
         static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
         values |= module_parameters(
             function.node, sites, class_name is not None and not static,
-            lambda argument: module_argument(argument, self.graph.module_classes, self.imports, self.looks_like_model),
+            lambda argument: self.graph.is_module_instance(argument)
+            or module_argument(argument, self.graph.module_classes, self.imports, self.looks_like_model),
         )
         return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
                           self._returns_graph(class_name), annotated_non_models(function.node, self.imports))
@@ -328,17 +345,48 @@ class _Finder:
         return ModelCalls(scope.with_receivers(receivers), self.imports, methods=True).is_model_call
 
     # -- walking ------------------------------------------------------------------------
-    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, lightning: bool = False,
-              suite: cst.BaseSuite | None = None) -> None:
+    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope, suite: cst.BaseSuite | None = None) -> None:
         run: list[int] = []
+        dead: list[cst.SimpleStatementLine] = []
         for index, statement in enumerate(statements):
             if isinstance(suite, cst.IndentedBlock) and self._eval_mode_line(statement, scope):
                 run.append(index)
             else:
                 self._eval_mode_run(suite, run, scope)
                 run = []
-            self.statement(statement, scope, lightning)
+            if not run and self._dead_forward(statement, scope):
+                dead.append(statement)  # type: ignore[arg-type]
+            if dead and (dead[-1] is not statement or scope.function is None):  # a module's lines: one cell each
+                self.found.append((dead[0], _Lines(tuple(dead))))
+                dead = []
+            self.statement(statement, scope)
         self._eval_mode_run(suite, run, scope)
+        if dead:
+            self.found.append((dead[0], _Lines(tuple(dead))))
+
+    def _dead_forward(self, statement: cst.CSTNode, scope: _Scope) -> bool:
+        """A statement of training code (a function or script that takes gradients) whose
+        forwards make graphs nothing backpropagates through (RL rollouts, cut targets)."""
+        function = scope.function
+        if function is None:
+            if scope.class_name is not None or not self.graph.module_level_uses_grad:
+                return False
+        elif not function.uses_grad or function.node.name.value in FORWARD_NAMES or _called_from_a_forward(function):
+            return False
+        sink = lambda line: self.graph.uses_grad(line, scope.class_name)  # noqa: E731
+        container = function.node if function is not None else self.module
+        # a model's own methods count only where they resolve to a same-file function that
+        # returns a graph (`model.pi(s)`): `model.num_params()` makes no graph to keep
+        return dead_forward_line(container, statement, self.imports, self._forward_test(scope, scope.calls()), sink)
+
+    def _forward_test(self, scope: _Scope, calls: ModelCalls) -> Callable[[cst.Call], bool]:
+        """A model's forward; a same-file function only where it returns a graph (`self.v(s)`)."""
+        def is_forward(call: cst.Call) -> bool:
+            name = dotted_name(call.func)
+            if name is not None and self.graph.resolve(name, scope.class_name, call):
+                return scope.models.returns_graph(call)  # `self.has_ema()`: only if it returns a graph
+            return calls.is_model_call(call)
+        return is_forward
 
     def _eval_mode_line(self, statement: cst.CSTNode, scope: _Scope) -> bool:
         """A simple statement in a function's loop that runs a model put in eval mode before it."""
@@ -360,14 +408,14 @@ class _Finder:
         if graphs_die_in_lines(function.node, lines, calls.is_model_call, sink, self.syntax, function.called_from_grad_scope):
             self.found.append((suite.body[run[0]], (suite, run[0], run[-1])))
 
-    def statement(self, statement: cst.CSTNode, scope: _Scope, lightning: bool = False) -> None:
+    def statement(self, statement: cst.CSTNode, scope: _Scope) -> None:
         if isinstance(statement, cst.SimpleStatementLine):
             update_eval_state(statement, scope.eval_receivers)
         elif isinstance(statement, cst.FunctionDef):
-            self.function(statement, lightning, scope)
+            self.function(statement, scope)
         elif isinstance(statement, cst.ClassDef):
             inner = _Scope(None, statement.name.value, self.model_scope(None, statement.name.value), set(), self.imports)
-            self.block(statement.body.body, inner, is_lightning_class(statement, self.imports))
+            self.block(statement.body.body, inner)
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
                 self.block(statement.body.body, scope.child(), suite=statement.body)
@@ -376,17 +424,17 @@ class _Finder:
         elif isinstance(statement, cst.If) and self._evaluation_branch(statement, scope):
             return
         elif isinstance(statement, (cst.If, cst.Try, cst.TryStar)):
-            for body in _child_blocks(statement):
+            for body in child_blocks(statement):
                 elif_chain = isinstance(statement, cst.If) and body.body[0] is statement.orelse
                 if elif_chain or not self._script_inference(body, scope):
                     self.block(body.body, scope.child(), suite=None if elif_chain else body)
 
-    def function(self, node: cst.FunctionDef, lightning: bool, enclosing: _Scope) -> None:
+    def function(self, node: cst.FunctionDef, enclosing: _Scope) -> None:
         function = self.graph.functions[id(node)]
         if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
             return
         name = node.name.value
-        if (lightning and is_lightning_hook(name)) or self._is_pytest_test(name, function):
+        if self._is_pytest_test(name, function):
             return
         same_class = function.class_name is not None and function.class_name == enclosing.class_name
         models = self.model_scope(function, function.class_name if same_class else None)
@@ -405,7 +453,7 @@ class _Finder:
                 return  # a helper training code also calls, a callback, or part of a forward pass
             receivers = method_receivers(node.body, "eval")
             has_loop = any(isinstance(n, (cst.For, cst.While, cst.CompFor)) for n in iter_descendants(node.body))
-            if not receivers and not has_loop and may_return_tensor(node) and not self._callers_never_train(function):
+            if not receivers and not has_loop and self._may_return_graph(node, scope) and not self._callers_never_train(function):
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
             if self._runs_eval_forward(node, scope, receivers):
                 self.found.append((node, None))
@@ -419,6 +467,12 @@ class _Finder:
             self.found.append((node, None))  # no evaluation loop to wrap: the whole function
             self.decorated[id(node)] = (function, scope.calls(method_receivers(node.body, "eval"), methods=True))
 
+    def _may_return_graph(self, node: cst.FunctionDef, scope: _Scope) -> bool:
+        """May a caller get a graph back: a returned tensor, unless the function's forwards
+        are seen and every graph they make dies inside (`return cls, prob` of `.item()`s)."""
+        flow = graph_flow(node, self.imports, self._forward_test(scope, scope.calls(methods=True)))
+        return may_return_tensor(node, self.imports) and (not flow.built or flow.returned or bool(flow.escapes))
+
     def _runs_eval_forward(self, node: cst.FunctionDef, scope: _Scope, receivers: set[str]) -> bool:
         """A model call outside `no_grad`; a model's own method (`model.infer(x)`) counts
         only where the function handles grad mode nowhere (a `model.init_hidden(n)` beside a
@@ -428,7 +482,7 @@ class _Finder:
         if changes_grad_mode(node.body, self.imports, self.syntax):
             return False
         calls = scope.calls(receivers, methods=True)
-        same_file = lambda callee: bool(self.graph.resolve(callee, scope.class_name))  # noqa: E731
+        same_file = lambda callee: bool(self.graph.resolve(callee, scope.class_name, node))  # noqa: E731
         return calls.runs_model(node.body) and not hands_model_away(node, calls, same_file)
 
     def _callers_never_train(self, function: FunctionFacts) -> bool:
@@ -455,8 +509,10 @@ class _Finder:
         """
         node = function.node
         name = node.name.value
-        if function.uses_grad or function.called_from_grad_scope or function.passed_as_callback:
+        if function.uses_grad or function.passed_as_callback:
             return False
+        if function.called_from_grad_scope and may_return_tensor(node, self.imports):
+            return False  # what reaches the caller's gradients may be this function's graph
         if _called_from_a_forward(function) or name in FORWARD_NAMES or name.startswith("__") or (function.class_name is not None and name == "train"):
             return False
         if function.returns_value and not function.cuts:
@@ -465,16 +521,10 @@ class _Finder:
         if not calls.runs_model(node.body) or changes_grad_mode(node.body, self.imports, self.syntax):
             return False
 
-        def is_forward(call: cst.Call) -> bool:
-            name = dotted_name(call.func)
-            if name is not None and self.graph.resolve(name, scope.class_name):
-                return scope.models.returns_graph(call)  # `self.has_ema()`: only if it returns a graph
-            return calls.is_model_call(call)
-
-        flow = graph_flow(node, self.imports, is_forward)
+        flow = graph_flow(node, self.imports, self._forward_test(scope, calls))
         if not flow.built or flow.returned or flow.escapes:
             return False
-        return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name)))
+        return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name, node)))
 
     def _is_pytest_test(self, name: str, function: FunctionFacts) -> bool:
         """What pytest collects: `test*` functions of a test file, `test*` methods of a
@@ -493,7 +543,7 @@ class _Finder:
             # inside a function, a loop that does more than the forward (data preparation,
             # metrics, logging) gets only its forward wrapped, as hand fixes do; a pure
             # evaluation loop, or one at module level (a script), is wrapped whole
-            region = _forward_region(node.body, calls) if scope.function is not None else None
+            region = forward_region(node.body, calls) if scope.function is not None else None
             if region is None or (region[1] == 0 and region[2] == len(region[0].body) - 1):
                 self.found.append((node, None))
             else:
@@ -531,7 +581,7 @@ class _Finder:
             return False
         if changes_grad_mode(block, self.imports, self.syntax) or calls_method(block, "train"):
             return False
-        region = _forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
+        region = forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
         if region is None:
             return False
         self.found.append((region[0].body[region[1]], region))
@@ -552,7 +602,7 @@ class _Finder:
         calls = scope.calls()
         if not isinstance(branch, cst.IndentedBlock) or changes_grad_mode(branch, self.imports, self.syntax):
             return False
-        region = _forward_region(branch, calls)
+        region = forward_region(branch, calls)
         if region is None:
             return False
         block, first, last = region
@@ -564,16 +614,6 @@ class _Finder:
         return True
 
 
-def _child_blocks(statement: cst.CSTNode) -> list[cst.BaseSuite]:
-    if isinstance(statement, cst.If):
-        orelse = statement.orelse
-        extra = [cst.IndentedBlock(body=[orelse])] if isinstance(orelse, cst.If) else ([orelse.body] if orelse else [])
-        return [statement.body, *extra]
-    blocks = [statement.body, *(handler.body for handler in statement.handlers)]
-    blocks += [part.body for part in (statement.orelse, statement.finalbody) if part is not None]
-    return blocks
-
-
 def _iterates_eval_data(node: cst.For | cst.While, eval_data_tokens: frozenset[str]) -> bool:
     if isinstance(node, cst.For):
         return bool(iterable_tokens(node.iter) & eval_data_tokens)
@@ -582,39 +622,3 @@ def _iterates_eval_data(node: cst.For | cst.While, eval_data_tokens: frozenset[s
         for call in iter_descendants(node.body)
         if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "next" and call.args
     )
-
-
-def _forward_region(block: cst.BaseSuite, calls: ModelCalls) -> _Region | None:
-    """The statements a `with torch.no_grad():` must cover: from the first to the last
-    statement that runs a model, in the innermost block holding every such call (the
-    body of the inner loop over a loader). Everything computed from their outputs then
-    carries no graph either."""
-    while isinstance(block, cst.IndentedBlock):
-        hits = [i for i, statement in enumerate(block.body) if calls.runs_model(statement)]
-        if not hits:
-            return None
-        inner = _only_inner_block(block.body[hits[0]], calls) if len(hits) == 1 else None
-        if inner is None:
-            return block, hits[0], hits[-1]
-        block = inner
-    return None
-
-
-def _only_inner_block(statement: cst.CSTNode, calls: ModelCalls) -> cst.BaseSuite | None:
-    """The one block of a `for`/`while`/`with`/`if` whose statements run the model, when
-    its header runs none."""
-    if isinstance(statement, (cst.For, cst.While)):
-        header = statement.iter if isinstance(statement, cst.For) else statement.test
-        blocks = [statement.body] + ([statement.orelse.body] if statement.orelse else [])
-    elif isinstance(statement, cst.If):
-        header, blocks = statement.test, _child_blocks(statement)
-    elif isinstance(statement, cst.With):
-        header, blocks = cst.Tuple([cst.Element(item.item) for item in statement.items]), [statement.body]
-    else:
-        return None
-    running = [block for block in blocks if calls.runs_model(block)]
-    if calls.runs_model(header) or len(running) != 1 or not isinstance(running[0], cst.IndentedBlock):
-        return None
-    if isinstance(statement, cst.If) and running[0] is not statement.body and not isinstance(statement.orelse, cst.Else):
-        return None  # an `elif` chain: its block is not a statement list of this tree
-    return running[0]

@@ -360,7 +360,7 @@ class DataAttribute(Rule):
     # -- reads -------------------------------------------------------------------------
     def _read(self, site: Site, data: cst.Attribute, analysis: TrackingAnalysis) -> None:
         fact: Tracked | None = analysis.tracked(data.value, site.statement)
-        if fact is None and _backpropagated(data.value, site.position.function or self._module):
+        if fact is None and self._backpropagated_loss(data.value, site):
             fact = Tracked(Kind.DERIVED)  # `loss = 0; loss += criterion(head(x), y); loss.backward()`
         if (fact is None or not self._in_play(site, fact)) and not self._returned_state(site, data, analysis):
             return
@@ -397,7 +397,14 @@ class DataAttribute(Rule):
         name backpropagated without a `gradient` argument (backward needs one element)?"""
         if isinstance(value, cst.Call):
             return _reduced_functional_loss(value, self.context.imports)
-        return _backpropagated(value, site.position.function or self._module)
+        return self._backpropagated_loss(value, site)
+
+    def _backpropagated_loss(self, value: cst.BaseExpression, site: Site) -> bool:
+        """A name backpropagated in the site's scope, or bound there only to what same-file
+        training helpers return after backpropagating it (`loss = compute_td_loss(bs)`)."""
+        scope = site.position.function or self._module
+        graph = self.context.semantic.call_graph
+        return _backpropagated(value, scope) or graph.bound_to_trained_returns(value, scope, _backpropagated)
 
 
 # -- helpers ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autograd_fix.codemods.semantic.callable_aliases import calls_of_alias
+from autograd_fix.codemods.semantic.callable_aliases import calls_of_alias, forwards_to
 from autograd_fix.codemods.semantic.roles import DATA_ITERABLE_TOKENS, Role
 from autograd_fix.codemods.semantic.grad_free import fresh_factory, grad_free
 from autograd_fix.codemods.semantic.graph_breaks import VARIABLE_NAMES
@@ -23,6 +23,10 @@ GRAD_SCALER_SINCE = TorchVersion(2, 3)
 CUSTOM_FWD_BWD_SINCE = TorchVersion(2, 4)
 #: the old `torch.cuda.amp` / `torch.cpu.amp` spellings warn (FutureWarning) from here on
 AMP_DEPRECATED_SINCE = TorchVersion(2, 4)
+
+
+VOLATILE_MESSAGE = ("`volatile=True` has had no effect since PyTorch 0.4: this code builds a graph; "
+                    "run it under `with torch.no_grad():` and drop `Variable`")
 
 
 @dataclass(frozen=True)
@@ -266,6 +270,8 @@ class DeprecatedAutogradApi(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         """`autocast = torch.cuda.amp.autocast if amp else torch.autocast`: the deprecated
         callable is referenced, and called later through the alias."""
+        if forwards_to(node.value, self.context.imports, VARIABLE_NAMES):
+            self._variable_alias(node)
         for reference in _branches(node.value):
             target = _AMP.get(self.context.imports.qualified_name(reference) or "")
             if target is None or target.kind == "custom" or id(reference) in self._fallbacks or not self._available(target):
@@ -322,6 +328,19 @@ class DeprecatedAutogradApi(Rule):
 
     # --- Variable --------------------------------------------------------------------
 
+    def _variable_alias(self, assign: cst.Assign) -> None:
+        """`Variable = lambda *a, **k: autograd.Variable(*a, **k)`: each call of the alias
+        with `volatile=True` is the volatile case (the lambda's own calls are reported there)."""
+        scope = self._scopes[-1] if self._scopes else None
+        if not isinstance(scope, (cst.Module, cst.FunctionDef)):
+            return
+        for target in assign.targets:
+            calls = calls_of_alias(scope, target.target.value) if isinstance(target.target, cst.Name) else None
+            for call in calls or ():
+                volatile = next((a for a in call.args if a.keyword is not None and a.keyword.value == "volatile"), None)
+                if volatile is not None and not _is_literal(volatile.value, "False"):
+                    self.report(call, VOLATILE_MESSAGE)
+
     def _variable_call(self, node: cst.Call) -> None:
         positional = [a for a in node.args if a.keyword is None]
         keywords = {a.keyword.value: a for a in node.args if a.keyword is not None}
@@ -330,11 +349,7 @@ class DeprecatedAutogradApi(Rule):
             return
         volatile = keywords.get("volatile")
         if volatile is not None and not _is_literal(volatile.value, "False"):
-            self.report(
-                node,
-                "`volatile=True` has had no effect since PyTorch 0.4: this code builds a graph; "
-                "run it under `with torch.no_grad():` and drop `Variable`",
-            )
+            self.report(node, VOLATILE_MESSAGE)
             return
         requires_grad = keywords.get("requires_grad")
         if requires_grad is not None and not (

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.walk import iter_descendants, walk
 
 
 def calls_of_alias(scope: cst.CSTNode, name: str) -> list[cst.Call] | None:
@@ -20,6 +21,24 @@ def calls_of_alias(scope: cst.CSTNode, name: str) -> list[cst.Call] | None:
     finder = _AliasUses(name)
     walk(scope, finder)
     return None if finder.escapes else finder.calls
+
+
+def forwards_to(value: cst.BaseExpression, imports: ImportIndex, callees: frozenset[str]) -> bool:
+    """Is `value` a lambda that hands all its arguments to one of `callees` (qualified
+    names)? RL-Adventure's `Variable = lambda *args, **kwargs: autograd.Variable(*args,
+    **kwargs).cuda() if USE_CUDA else autograd.Variable(*args, **kwargs)`: a call of the
+    alias is a call of `torch.autograd.Variable`, keywords included."""
+    if not isinstance(value, cst.Lambda):
+        return False
+    star, double = value.params.star_arg, value.params.star_kwarg
+    if not (isinstance(star, cst.Param) and isinstance(double, cst.Param)):
+        return False
+    passed = {("*", star.name.value), ("**", double.name.value)}
+    return any(
+        isinstance(call, cst.Call) and imports.qualified_name(call.func) in callees
+        and {(a.star, a.value.value) for a in call.args if a.star and isinstance(a.value, cst.Name)} == passed
+        for call in iter_descendants(value.body)
+    )
 
 
 class _AliasUses(cst.CSTVisitor):

@@ -25,9 +25,10 @@ from autograd_fix.codemods.semantic.graphflow import (
     VALUE_INDEX_PAIRS,
     graph_flow,
 )
-from autograd_fix.codemods.semantic.loops import all_nodes
+from autograd_fix.codemods.semantic.instances import InstanceTypes
+from autograd_fix.codemods.semantic.lightning import is_lightning_class, is_lightning_hook
 from autograd_fix.codemods.semantic.module_values import module_attributes
-from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants
 
 
 @dataclass
@@ -58,7 +59,8 @@ class FunctionFacts:
     #: passed as a value (`run_eval(model, loader, model.validation_step)`): called by
     #: code whose grad mode the call graph cannot see
     passed_as_callback: bool = False
-    #: some same-file call site runs it under no_grad (there, or in a caller that does)
+    #: some same-file call site runs it under no_grad (there, or in a caller that does), or
+    #: it is a hook Lightning's evaluation loops run under no_grad (`validation_step`)
     called_under_no_grad: bool = False
     #: some same-file caller feeds its result into a gradient computation (or returns it
     #: to a caller that does)
@@ -90,11 +92,15 @@ class CallGraph:
         self._methods: dict[str, list[FunctionFacts]] | None = None
         #: calls the graph does not resolve: (calling class, callee name)
         self.unresolved: list[tuple[str | None, str]] = []
+        #: LightningModules and Callbacks of this file (through same-file bases too)
+        self.lightning_classes: set[str] = set()
         #: the file's classes by name (the last one of a name wins, as at run time)
         self.classes: dict[str, cst.ClassDef] = {}
         self._attribute_classes: dict[tuple[str, str], str | None] = {}
         #: the file's node index (set by `build`), for searches of any part of the file
         self.syntax: SyntaxIndex | None = None
+        #: which same-file class a bare name holds where it is used (`model = ActorCritic()`)
+        self.instances: InstanceTypes | None = None
 
     @classmethod
     def build(cls, module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> "CallGraph":
@@ -134,8 +140,9 @@ class CallGraph:
     def _collect(self, module: cst.Module, syntax: SyntaxIndex) -> None:
         collector = _Collector(self)
         syntax.walk(module, collector)
+        self.instances = InstanceTypes(module, set(self.classes), [f.node for f in self.functions.values()], syntax)
         for caller, under_no_grad, name, call in collector.call_sites:
-            resolved = self.resolve(name, caller.class_name if caller else None)
+            resolved = self.resolve(name, caller.class_name if caller else None, call)
             for callee in resolved:
                 callee.call_sites.append((caller, under_no_grad, call))
             if not resolved:
@@ -147,12 +154,73 @@ class CallGraph:
         top = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
         self.module_level_uses_grad = any(self.uses_grad(statement, None) for statement in top)
 
-    def resolve(self, name: str, caller_class: str | None) -> list[FunctionFacts]:
-        if name.startswith(("self.", "cls.")) and name.count(".") == 1:
-            return self.by_key.get((caller_class, name.split(".", 1)[1]), [])
-        if "." not in name:
+    def resolve(self, name: str, caller_class: str | None, where: cst.CSTNode | None = None) -> list[FunctionFacts]:
+        """The same-file functions a call of `name` runs: a bare name's module-level
+        function; `self.m`/`cls.m` the calling class's method (or the method a same-file
+        base class defines); `x.m` where `x` holds an instance of a same-file class at
+        `where` (a node of the calling scope, None: module level; see `InstanceTypes`),
+        that class's method (`model = ActorCritic()`, then `model.train_net()`). Else []."""
+        receiver, _, method = name.rpartition(".")
+        if not receiver:
             return self.by_key.get((None, name), [])
+        if "." in receiver:
+            return []
+        if receiver in ("self", "cls"):
+            return self.method_of(caller_class, method)
+        instance = self.instances.class_of(receiver, where) if self.instances is not None else None
+        return self.method_of(instance, method)
+
+    def is_module_instance(self, value: cst.BaseExpression) -> bool:
+        """A bare name that holds an instance of a same-file module class where it stands
+        (`q_target` of `q, q_target = QNet(), QNet()`): evidence, whatever it is called."""
+        if not isinstance(value, cst.Name) or self.instances is None:
+            return False
+        return self.instances.class_of(value.value, value) in self.module_classes
+
+    def method_of(self, class_name: str | None, method: str) -> list[FunctionFacts]:
+        """`method` as an instance of `class_name` finds it: in the class, else in its
+        same-file bases, depth first in base order (a cycle or a base from another file ends
+        the search)."""
+        seen: set[str] = set()
+        pending = [class_name] if class_name is not None else []
+        while pending:
+            current = pending.pop(0)
+            if current in seen:
+                continue
+            seen.add(current)
+            found = self.by_key.get((current, method))
+            if found:
+                return found
+            node = self.classes.get(current)
+            if node is not None:
+                pending[:0] = [b for b in (dotted_name(base.value) for base in node.bases) if b in self.classes]
         return []
+
+    def may_train_unseen(self, function: FunctionFacts, may_train: Callable[[cst.Call], bool]) -> bool:
+        """Could a method call of `function`, or of a same-file function it calls, take
+        gradients in code this file cannot follow? Such a call resolves to no same-file
+        function and is no imported API; it may train when its method has the name of a
+        same-file function that takes gradients (`agent.train_net()` on an untyped
+        receiver), or, in `function` itself, when `may_train` (the asking rule's knowledge of
+        its models) says so (`model.learn()` of a model built in another file)."""
+        trainers = {f.node.name.value for f in self.functions.values() if f.uses_grad}
+        seen: set[int] = set()
+        pending = [function]
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            for call in self._find(current.node.body, cst.Call):
+                assert isinstance(call, cst.Call)
+                name = dotted_name(call.func)
+                resolved = self.resolve(name, current.class_name, call) if name is not None else []
+                pending.extend(resolved)
+                if resolved or not isinstance(call.func, cst.Attribute) or self.imports.qualified_name(call.func):
+                    continue
+                if call.func.attr.value in trainers or (current is function and may_train(call)):
+                    return True
+        return False
 
     def _propagate(self) -> None:
         functions = list(self.functions.values())
@@ -163,7 +231,7 @@ class CallGraph:
             changed = False
             for function in functions:
                 if not function.uses_grad and any(
-                    callee.uses_grad for name in function.calls for callee in self.resolve(name, function.class_name)
+                    callee.uses_grad for name in function.calls for callee in self.resolve(name, function.class_name, function.node)
                 ):
                     function.uses_grad = changed = True
         flows: dict[int, str] = {}
@@ -212,7 +280,7 @@ class CallGraph:
         return [function for function in functions if id(function) in held]
 
     def _may_reach(self, name: str, caller: FunctionFacts, held: set[int], names: set[str]) -> bool:
-        resolved = self.resolve(name, caller.class_name)
+        resolved = self.resolve(name, caller.class_name, caller.node)
         if resolved:
             return any(id(callee) in held for callee in resolved)
         return name.rsplit(".", 1)[-1] in names
@@ -295,8 +363,8 @@ class CallGraph:
                 found.add(constructed if ok else None)
         return found.pop() if len(found) == 1 else None
 
-    def _find(self, root: cst.CSTNode, types: type | tuple[type, ...]) -> list[cst.CSTNode]:
-        return self.syntax.find(root, types) if self.syntax is not None else all_nodes(root, types)
+    def _find(self, root: cst.CSTNode, types: type | tuple[type, ...], skip: type | tuple[type, ...] = ()) -> list[cst.CSTNode]:
+        return self.syntax.find(root, types, skip=skip) if self.syntax is not None else find_all(root, types, skip=skip)
 
     def returned_values(self, name: str, caller_class: str | None = None) -> list[cst.BaseExpression] | None:
         """What a call of `name` returns, read from the one same-file function it runs
@@ -311,6 +379,37 @@ class CallGraph:
             isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
         )
         return list(callee.returned) if ends_in_return else None
+
+    def bound_to_trained_returns(
+        self, value: cst.BaseExpression, scope: cst.Module | cst.FunctionDef,
+        backpropagated: Callable[[cst.BaseExpression, cst.CSTNode], bool],
+    ) -> bool:
+        """Is the name `value` bound in `scope` (nested functions aside) only to what a
+        same-file helper returns, where every value the helper returns is a name it
+        `backpropagated` itself (`loss = compute_td_loss(bs)` of a helper that ends in
+        `loss.backward(); optimizer.step(); return loss`)? Such a value is a tracked,
+        one-element loss. Any other binding of the name answers no."""
+        if not isinstance(value, cst.Name):
+            return False
+        facts = self.facts(scope) if isinstance(scope, cst.FunctionDef) else None
+        body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+        found = False
+        for node in self._find(body, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.AsName, cst.NamedExpr),
+                               skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else (
+                [node.name] if isinstance(node, cst.AsName) else [node.target]  # type: ignore[union-attr]
+            )
+            if not any(isinstance(t, cst.Name) and t.value == value.value for t in targets):
+                if any(isinstance(t, (cst.Tuple, cst.List)) and value.value in {e.value.value for e in t.elements if isinstance(e.value, cst.Name)} for t in targets):
+                    return False  # `loss, acc = step(...)`: which element is what is not known here
+                continue
+            call = node.value if isinstance(node, cst.Assign) and len(targets) == 1 else None
+            name = dotted_name(call.func) if isinstance(call, cst.Call) else None
+            callee = self.callee(name, facts.class_name if facts else None) if name is not None else None
+            if callee is None or callee.yields or not callee.returned or not all(backpropagated(r, callee.node) for r in callee.returned):
+                return False
+            found = True
+        return found
 
     def assigned_attribute(self, module: cst.Module, attribute: str) -> list[cst.BaseExpression]:
         """The values assigned anywhere in the file to an attribute of that name
@@ -335,7 +434,7 @@ class CallGraph:
         use = find_grad_use(node, self.imports, self.syntax)
         if use.direct:
             return True
-        return any(callee.uses_grad for name in use.calls for callee in self.resolve(name, class_name))
+        return any(callee.uses_grad for name in use.calls for callee in self.resolve(name, class_name, node))
 
 
 def calls_under_no_grad(function: cst.FunctionDef, imports: ImportIndex) -> frozenset[int]:
@@ -365,7 +464,7 @@ class GraphReturns:
     def of_call(self, call: cst.Call, class_name: str | None) -> bool:
         """Does this call reach a same-file function that returns a graph?"""
         name = dotted_name(call.func)
-        return name is not None and any(self.returns_graph(f) for f in self.graph.resolve(name, class_name))
+        return name is not None and any(self.returns_graph(f) for f in self.graph.resolve(name, class_name, call))
 
     def returns_graph(self, function: FunctionFacts) -> bool:
         key = id(function.node)
@@ -411,6 +510,9 @@ class _Collector(cst.CSTVisitor):
         module_like = is_module_class(node, self.analysis.imports)
         self.classes.append((node.name.value, module_like))
         self.analysis.classes[node.name.value] = node
+        lightning = self.analysis.lightning_classes
+        if is_lightning_class(node, self.analysis.imports) or any(dotted_name(b.value) in lightning for b in node.bases):
+            lightning.add(node.name.value)  # `class SWAResnet(LitResnet)` of `LitResnet(pl.LightningModule)`
         if module_like:
             self.analysis.module_classes.add(node.name.value)
 
@@ -431,6 +533,8 @@ class _Collector(cst.CSTVisitor):
             decorated_no_grad=decorated,
             enclosed_no_grad=self.no_grad_depth > 0,
         )
+        # Lightning's loops run its evaluation hooks under no_grad: the framework is their caller
+        function.called_under_no_grad = class_name in self.analysis.lightning_classes and is_lightning_hook(node.name.value)
         # gradient evidence is gathered in this same pass (see visit_Call/visit_Attribute)
         self.grad_finders.append(GradUseFinder(imports))
         self.analysis.functions[id(node)] = function

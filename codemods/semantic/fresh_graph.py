@@ -228,7 +228,7 @@ class FreshGraph:
         class_name = self.owner.name.value if self.owner is not None else None
         for call in all_nodes(value, cst.Call):
             name = dotted_name(call.func)  # type: ignore[union-attr]
-            if name is not None and any(stores_on_self(f.node) for f in self.call_graph.resolve(name, class_name)):
+            if name is not None and any(stores_on_self(f.node) for f in self.call_graph.resolve(name, class_name, call)):
                 return True
         return False
 

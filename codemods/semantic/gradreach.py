@@ -22,7 +22,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.dataflow import assigned_names, read_names
-from autograd_fix.codemods.semantic.graphflow import expression_carries
+from autograd_fix.codemods.semantic.graphflow import STORING_METHODS, expression_carries
 from autograd_fix.codemods.walk import iter_descendants
 
 
@@ -31,7 +31,7 @@ class _Reached(Exception):
 
 
 def graph_reaches_gradient(
-    container: cst.FunctionDef,
+    container: cst.FunctionDef | cst.Module,
     start: cst.BaseStatement,
     imports: ImportIndex,
     is_sink: Callable[[cst.CSTNode], bool],
@@ -39,8 +39,9 @@ def graph_reaches_gradient(
 ) -> bool:
     """Can a graph made by `start` (a statement of `container`, whose `is_source` calls
     run a forward) reach a statement that `is_sink` accepts (a backward, an optimizer
-    step), or leave `container`?"""
-    path = _path_to(container.body.body, start)
+    step), or leave `container`? A module (a script, a notebook's cells) is followed like
+    a function body; a value it stores anywhere but a plain name counts as reaching."""
+    path = _path_to(container.body if isinstance(container, cst.Module) else container.body.body, start)
     if path is None:
         return True  # not found: unknown, fail closed
     walker = _Walker(imports, is_sink)
@@ -165,7 +166,9 @@ class _Walker:
             if self.carries(small.value, tainted) or (isinstance(small, cst.AugAssign) and self.carries(small.target, tainted)):
                 if any(not _local_target(target) for target in targets):
                     raise _Reached  # `self.history = out`, `outputs[k] = out`: stored where others see it
-                return tainted | assigned_names(small)
+                self._stores(small.value, tainted)
+                # the targets now hold the graph; `model` of `prob = model.pi(s)` does not
+                return tainted | set().union(*(assigned_names(target) for target in targets))
             return tainted - {target.value for target in targets if isinstance(target, cst.Name)}
         for call in iter_descendants(small):
             # `outputs.append(out)`, `writer.add(out)`: the receiver now holds the graph
@@ -174,6 +177,15 @@ class _Walker:
                     and any(self.carries(argument.value, tainted) for argument in call.args)):
                 raise _Reached
         return tainted
+
+
+    def _stores(self, value: cst.CSTNode, tainted: set[str]) -> None:
+        """`n = memory.push(out)`: a container's storing method took a graph-carrying value."""
+        for call in iter_descendants(value):
+            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value in STORING_METHODS
+                    and any(self.carries(argument.value, tainted) for argument in call.args)):
+                raise _Reached
 
 
 def _no_source(call: cst.Call) -> bool:

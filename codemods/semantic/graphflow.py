@@ -46,7 +46,7 @@ METADATA_ATTRIBUTES = frozenset(
 #: calls that make a new, empty or copied, container
 _NEW_CONTAINERS = frozenset({"list", "dict", "set", "tuple", "defaultdict", "OrderedDict", "deque", "Counter"})
 #: calls that put a value into their receiver
-_STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "put", "put_nowait",
+STORING_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "put", "put_nowait",
                               "push", "appendleft", "copy_", "__setitem__"})
 
 
@@ -157,7 +157,7 @@ class _GraphFlowAnalysis:
             self._assign(node.target, node.value)
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             # `outputs.append(logits)`: the local container now holds a graph
-            if node.func.attr.value in _STORING_METHODS and any(self.carries(arg.value) for arg in node.args):
+            if node.func.attr.value in STORING_METHODS and any(self.carries(arg.value) for arg in node.args):
                 root = _root_name(node.func.value)
                 if root is not None and root in self.locals:
                     self.tainted.add(root)
@@ -210,7 +210,7 @@ class _GraphFlowAnalysis:
                 self.result.escapes.append(node)
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not self.is_source(node):
             receiver = node.func.value
-            storing = node.func.attr.value in _STORING_METHODS
+            storing = node.func.attr.value in STORING_METHODS
             if self.imports.qualified_name(node.func) is not None or (self.carries(receiver) and not storing):
                 return  # `torch.cat(...)`, `F.relu(...)`, `h.mul(...)`: a new value, not a store
             root = _root_name(receiver)

@@ -140,6 +140,17 @@ class ModelCalls:
         # `model.infer(x)`, `self.model.decode(ys, memory)`: a model's own computation
         return owner != "self" and self.is_model_value(owner)
 
+    def may_train(self, call: cst.Call) -> bool:
+        """`model.train_net()`, `agent.policy.learn(batch)`: a method of a model value whose
+        code the caller could not follow may take gradients. nn.Module's own API, container
+        methods and `forward` do not."""
+        if not isinstance(call.func, cst.Attribute):
+            return False
+        receiver, method = dotted_name(call.func.value), call.func.attr.value
+        if method in MODULE_API_METHODS or method in CONTAINER_METHODS or method in FORWARD_METHODS:
+            return False
+        return receiver is not None and receiver != "self" and self.is_model_value(receiver)
+
     def has_evidence(self, name: str) -> bool:
         """Is `name` a module value by evidence (built from modules, put in eval mode),
         whatever its spelling? A capitalised name without any is taken for a class."""

@@ -183,7 +183,7 @@ NOT_EVAL_SCOPE_TOKENS = frozenset({"forward", "train", "training", "loss", "back
 #: AGF001 (sub-role): a model-named callable with one of these tokens is a factory or a
 #: utility about a model (`build_model`, `load_net`), not a forward pass
 NOT_A_FORWARD_TOKENS = frozenset(
-    {"get", "build", "create", "make", "load", "init", "setup", "save", "export", "prepare", "wrap",
+    {"get", "build", "create", "make", "load", "init", "setup", "save", "export", "prepare", "wrap", "unwrap",
      "compile", "copy", "freeze", "unfreeze", "summary", "count", "print", "log", "register", "to"}
 )
 

@@ -566,8 +566,8 @@ class GANTrainer:
         return total
 """
     ),
-    # the same script shape, but the file fine-tunes the model in another branch: the
-    # outputs of an eval-mode forward may feed a gradient (test-time adaptation)
+    # the same script shape, but the file fine-tunes the model after either branch: the
+    # outputs of the eval-mode forward feed a gradient (test-time adaptation)
     valid(
         """
 import sys
@@ -582,10 +582,10 @@ if __name__ == "__main__":
     image = torch.rand(1, 3, 8, 8)
     if sys.argv[-1] == "adapt":
         restored = net(image)
-        restored.pow(2).mean().backward()
     else:
         restored = net(image)
         print(restored.mean().item())
+    restored.pow(2).mean().backward()
 """
     ),
     # a generation script: the model's own `init_hidden` in a branch is set-up, and the
@@ -2048,6 +2048,47 @@ def train(G, D, loader, opt_G, opt_D, fixed_z, epochs):
                 samples.append(G(fixed_z))
             G.train()
     return samples
+""",
+    ),
+    # a script that fine-tunes in one branch and only prints in the other: the printing
+    # branch's graph dies there (followed in control-flow order); an unsafe wrap of it
+    invalid(
+        """
+import sys
+
+import torch
+import torch.nn as nn
+
+
+if __name__ == "__main__":
+    net = nn.Conv2d(3, 3, 3, padding=1)
+    net.eval()
+    image = torch.rand(1, 3, 8, 8)
+    if sys.argv[-1] == "adapt":
+        restored = net(image)
+        restored.pow(2).mean().backward()
+    else:
+        restored = net(image)
+        print(restored.mean().item())
+""",
+        """
+import sys
+
+import torch
+import torch.nn as nn
+
+
+if __name__ == "__main__":
+    net = nn.Conv2d(3, 3, 3, padding=1)
+    net.eval()
+    image = torch.rand(1, 3, 8, 8)
+    if sys.argv[-1] == "adapt":
+        restored = net(image)
+        restored.pow(2).mean().backward()
+    else:
+        with torch.no_grad():
+            restored = net(image)
+        print(restored.mean().item())
 """,
     ),
 ]
