@@ -13,8 +13,9 @@ from typing import Sequence
 
 import libcst as cst
 
-from autograd_fix.codemods.model import Finding
-from autograd_fix.codemods.rule import Rule, RuleContext
+from autograd_fix.codemods.model import Applicability, Finding, Fix
+from autograd_fix.codemods.nograd_wrap import no_grad_wrap_edits
+from autograd_fix.codemods.rule import Rule, RuleContext, SiteFix
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.codemods.walk import iter_children
@@ -53,6 +54,16 @@ def statement_at(context: RuleContext, line: int) -> cst.SimpleStatementLine | N
         if isinstance(holder, cst.SimpleStatementLine):
             return holder
         statements = _inner_statements(holder)
+
+
+def no_grad_site_fix(context: RuleContext, line: int, message: str) -> SiteFix | None:
+    """The statement at `line` under `with torch.no_grad():`, as an unsafe fix (a run saw
+    the forward there build graphs no backward went through; verification compares)."""
+    statement = statement_at(context, line)
+    if statement is None:
+        return None
+    edits, needs = no_grad_wrap_edits([statement], context.imports)
+    return SiteFix(statement, message, Fix(Applicability.UNSAFE, edits, "wrap the forward pass in `with torch.no_grad():`", needs))
 
 
 def site_findings(

@@ -13,33 +13,19 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import decorate, no_grad_wrap_edits, wrap_in_with, wrap_statements
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
-from autograd_fix.codemods.nograd_wrap import no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
-from autograd_fix.codemods.site_fixes import statement_at
+from autograd_fix.codemods.site_fixes import no_grad_site_fix
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
 from autograd_fix.codemods.semantic.eval_mode_lines import (
-    Region,
-    child_blocks,
-    dead_forward_line,
-    forward_region,
-    graphs_die_in_lines,
-    local_bindings,
-    may_return_tensor,
+    Region, child_blocks, dead_forward_line, forward_region, graphs_die_in_lines, local_bindings, may_return_tensor,
 )
 from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
 from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.graphflow import graph_flow
 from autograd_fix.codemods.semantic.module_calls import (
-    ModelCalls,
-    ModelScope,
-    annotated_non_models,
-    calls_method,
-    hands_model_away,
-    method_receivers,
-    module_argument,
-    module_parameters,
-    update_eval_state,
+    ModelCalls, ModelScope, annotated_non_models, calls_method, hands_model_away, method_receivers, module_argument,
+    module_parameters, update_eval_state,
 )
 from autograd_fix.codemods.semantic.loops import declared_global
 from autograd_fix.codemods.semantic.module_values import module_loop_names
@@ -156,14 +142,8 @@ class EvalForwardWithoutNoGrad(Rule):
 
     @classmethod
     def fix_at(cls, context: RuleContext, line: int) -> SiteFix | None:
-        """A run saw the forward at `line` build graphs no backward went through: its
-        statement goes under `with torch.no_grad():` (unsafe; verification compares)."""
-        statement = statement_at(context, line)
-        if statement is None:
-            return None
-        edits, needs = no_grad_wrap_edits([statement], context.imports)
-        fix = Fix(Applicability.UNSAFE, edits, "wrap the forward pass in `with torch.no_grad():`", needs)
-        return SiteFix(statement, "forward pass builds a graph no backward uses; wrap it in `with torch.no_grad():`", fix)
+        """A run saw the forward at `line` build graphs no backward went through."""
+        return no_grad_site_fix(context, line, "forward pass builds a graph no backward uses; wrap it in `with torch.no_grad():`")
 
     def visit_Module(self, node: cst.Module) -> bool:
         found: list[tuple[cst.CSTNode, Region | _Lines | None]] = []
