@@ -603,3 +603,59 @@ def test_a_predict_function_returning_only_item_values_is_decorated_in_a_file_th
 def test_a_predict_function_returning_the_model_output_stays_silent_where_the_file_trains() -> None:
     source = PREDICT.replace("return predicted_class, predicted_probability", "return prediction, predicted_class")
     assert _check(source).findings == []
+
+
+def test_a_helper_named_like_a_model_is_no_forward_in_training_code() -> None:
+    # transformers' Trainer: `_is_peft_model(self.model)` in the training loop's set-up
+    source = """
+    import torch
+    from .trainer_utils import _is_peft_model
+
+
+    def train(model, loader, optimizer):
+        strict = not _is_peft_model(model)
+        print(f"strict loading: {strict}")
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print(f"loss {loss.item():.3f}")
+    """
+    assert _check(source).findings == []
+
+
+def test_a_sampling_forward_of_a_module_attribute_after_training_is_wrapped() -> None:
+    # sksq96/pytorch-vae: `vae.decoder(sample)` in a cell after training; `vae = VAE()`
+    # and VAE's __init__ builds `self.decoder` from modules: evidence, not the name
+    source = '''
+import torch
+import torch.nn as nn
+
+
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(8, 4)
+        self.decoder = nn.Sequential(nn.Linear(2, 8), nn.Sigmoid())
+
+    def forward(self, x):
+        h = self.encoder(x)
+        return self.decoder(h[:, :2]), h
+
+
+vae = VAE()
+optimizer = torch.optim.Adam(vae.parameters())
+for epoch in range(3):
+    recon, h = vae(torch.rand(4, 8))
+    loss = recon.sum() + h.pow(2).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(f"loss {loss.item():.3f}")
+
+sample = torch.randn(16, 2)
+recon_x = vae.decoder(sample)
+print(recon_x.detach().shape)
+'''
+    assert _wrapped_lines(_check(source)) == ["recon_x = vae.decoder(sample)"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Sequence
 
@@ -355,9 +355,12 @@ class _Finder:
             return False
         sink = lambda line: self.graph.uses_grad(line, scope.class_name)  # noqa: E731
         container = function.node if function is not None else self.module
-        # a model's own methods count only where they resolve to a same-file function that
-        # returns a graph (`model.pi(s)`): `model.num_params()` makes no graph to keep
-        return dead_forward_line(container, statement, self.imports, self._forward_test(scope, scope.calls()), sink)
+        # every line of training code is examined, so a forward needs evidence here, not a
+        # name (`_is_peft_model(self.model)` is no model): a model's own methods count only
+        # where they resolve to a same-file function returning a graph (`model.pi(s)`)
+        values = scope.models.module_values | self.graph.module_instances(statement)
+        evident = replace(scope.models, looks_like_model=lambda name: False, module_values=values).with_receivers(scope.eval_receivers)
+        return dead_forward_line(container, statement, self.imports, self._forward_test(scope, ModelCalls(evident, self.imports)), sink)
 
     def _forward_test(self, scope: _Scope, calls: ModelCalls) -> Callable[[cst.Call], bool]:
         """A model's forward; a same-file function only where it returns a graph (`self.v(s)`)."""

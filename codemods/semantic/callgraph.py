@@ -177,6 +177,19 @@ class CallGraph:
             return False
         return self.instances.class_of(value.value, value) in self.module_classes
 
+    def module_instances(self, where: cst.CSTNode) -> frozenset[str]:
+        """Names that hold a same-file module class's instance at `where`, and their
+        module attributes (`vae`, `vae.decoder` of `vae = VAE()` whose `__init__` sets
+        `self.decoder = nn.Sequential(...)`): models by evidence, whatever they are called."""
+        if self.instances is None:
+            return frozenset()
+        found: set[str] = set()
+        for name, class_name in self.instances.typed_names(where).items():
+            if class_name in self.module_classes:
+                found.add(name)
+                found.update(f"{name}.{attribute.removeprefix('self.')}" for attribute in self.module_attributes(class_name))
+        return frozenset(found)
+
     def method_of(self, class_name: str | None, method: str) -> list[FunctionFacts]:
         """`method` as an instance of `class_name` finds it: in the class, else in its
         same-file bases, depth first in base order (a cycle or a base from another file ends

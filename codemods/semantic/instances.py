@@ -50,6 +50,16 @@ class InstanceTypes:
                 return local[name]
         return self._types(self.module).get(name)
 
+    def typed_names(self, where: cst.CSTNode) -> dict[str, str]:
+        """Every bare name typed at `where` (a node of this file), with its class."""
+        scope = self.scope_of(where) if self.syntax.span(where) is not None else None
+        names = {name: kind for name, kind in self._types(self.module).items() if kind is not None}
+        if scope is not None:
+            local = self._types(scope)
+            names = {name: kind for name, kind in names.items() if name not in local}
+            names.update({name: kind for name, kind in local.items() if kind is not None})
+        return names
+
     def scope_of(self, node: cst.CSTNode | None) -> cst.FunctionDef | None:
         """The innermost function of the file holding `node` (a function holds itself)."""
         span = self.syntax.span(node) if node is not None else None
