@@ -450,44 +450,14 @@ class Watch:
     def _tag(self, roots: list[torch.Tensor]) -> None:
         """Tag the nodes of this backward's graph with the iteration (new nodes only)."""
         tag = (self.steps_total, self.backward_count)
-        stack = [t.grad_fn for t in roots if t.grad_fn is not None]
-        held = []  # keeps the node wrappers (and so their ids) alive during the walk
-        seen: set[int] = set()
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            held.append(node)
-            if type(node).__name__ == _LEAF_NODE:
-                continue  # a parameter's node: every iteration's graph ends there
-            metadata = node.metadata
-            if TAG in metadata:
-                continue
-            metadata[TAG] = tag
-            stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
+        for node, found in _untagged_walk(roots):
+            if found is None:
+                node.metadata[TAG] = tag
 
     @staticmethod
     def _tags_reached(roots: list[torch.Tensor]) -> set[tuple[int, int]]:
         """The iteration tags of the nodes a graph reaches (not walking past a tagged node)."""
-        tags: set[tuple[int, int]] = set()
-        stack = [t.grad_fn for t in roots if t.grad_fn is not None]
-        held = []
-        seen: set[int] = set()
-        while stack and len(seen) < WALK_LIMIT:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            held.append(node)
-            if type(node).__name__ == _LEAF_NODE:
-                continue
-            tag = node.metadata.get(TAG)
-            if tag is not None:
-                tags.add(tuple(tag))
-                continue
-            stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
-        return tags
+        return {tuple(found) for _, found in _untagged_walk(roots) if found is not None}
 
     # -- holders ---------------------------------------------------------------------
     def _frames(self) -> Iterator[tuple[str, str, int, dict[str, Any]]]:
@@ -685,3 +655,25 @@ def _count_nodes(roots: list[torch.Tensor]) -> int:
         held.append(node)
         stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
     return len(seen)
+
+
+def _untagged_walk(roots: list[torch.Tensor]):
+    """Each node of the graph below `roots` once, with its iteration tag (None: not
+    tagged yet), going on below untagged nodes only; parameters' leaf nodes, which every
+    iteration's graph ends at, are left out. At most `WALK_LIMIT` nodes: it runs at every
+    backward. A caller may tag a node it is given before the walk goes below it."""
+    stack = [t.grad_fn for t in roots if t.grad_fn is not None]
+    held = []  # keeps the node wrappers (and so their ids) alive during the walk
+    seen: set[int] = set()
+    while stack and len(seen) < WALK_LIMIT:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        held.append(node)
+        if type(node).__name__ == _LEAF_NODE:
+            continue
+        found = node.metadata.get(TAG)
+        yield node, found
+        if found is None:
+            stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
