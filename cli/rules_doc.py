@@ -3,8 +3,8 @@
 The README's rule table sits between two markers and a test fails when it differs from
 `readme_table()`; `python -m autograd_fix.cli.rules_doc --write-readme` refreshes it.
 The rule pages `docs/rules/AGFNNN.md` (the help URI of every finding) are the rule's
-documentation followed by its VALID and INVALID examples, read from the rule's sibling
-example module; `--write-docs` refreshes them and a test fails when one is stale.
+documentation followed by its VALID and INVALID examples, read from the rule package's
+`examples.py`; `--write-docs` refreshes them and a test fails when one is stale.
 """
 
 from __future__ import annotations

@@ -1,15 +1,20 @@
-"""Finds the rules: every `codemods/rules/agfNNN_*.py` module defines exactly one.
+"""Finds the rules: every package `codemods/rules/agfNNN_<name>/` defines exactly one.
 
-No hand-kept list: adding a file adds a rule. Two rules claiming one code, a file whose
-number disagrees with its rule's code, or a file without a rule fail loudly at import.
+A rule's package holds the rule (in its `__init__.py`, or in `rule.py`), the analyses only
+it uses, and its examples (`examples.py`). No hand-kept list: adding a package adds a
+rule. Two rules claiming one code, a package whose number disagrees with its rule's code,
+or one without a rule fail loudly at import. (A plain module `agfNNN_<name>.py` is still
+read, so a rule written before packages keeps loading until it is moved into one.)
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import pkgutil
 import re
+from types import ModuleType
 
 from autograd_fix.codemods import rules as rules_package
 from autograd_fix.codemods.rule import Rule
@@ -30,25 +35,38 @@ def all_rules() -> tuple[type[Rule], ...]:
         match = _FILE_PATTERN.match(info.name)
         if not match:
             continue
-        module = importlib.import_module(f"{rules_package.__name__}.{info.name}")
-        classes = [
-            value
-            for value in vars(module).values()
-            if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__
-        ]
+        classes = _defined_rules(f"{rules_package.__name__}.{info.name}", info.ispkg)
         if len(classes) != 1:
-            raise RuleRegistryError(f"{info.name}.py must define exactly one Rule subclass, found {len(classes)}")
+            raise RuleRegistryError(f"{info.name} must define exactly one Rule subclass, found {len(classes)}")
         rule = classes[0]
         expected = f"AGF{match.group(1)}"
         if not _CODE_PATTERN.match(getattr(rule, "code", "")) or rule.code != expected:
-            raise RuleRegistryError(f"{info.name}.py defines {rule.__name__} with code {rule.code!r}, expected {expected}")
+            raise RuleRegistryError(f"{info.name} defines {rule.__name__} with code {rule.code!r}, expected {expected}")
         expected_file = f"agf{match.group(1)}_{rule.name.replace('-', '_')}"
         if info.name != expected_file:
-            raise RuleRegistryError(f"{info.name}.py should be named {expected_file}.py after its rule's name")
+            raise RuleRegistryError(f"{info.name} should be named {expected_file} after its rule's name")
         if rule.code in found:
             raise RuleRegistryError(f"duplicate rule code {rule.code}: {found[rule.code].__name__} and {rule.__name__}")
         found[rule.code] = rule
     return tuple(found[code] for code in sorted(found))
+
+
+def _defined_rules(name: str, is_package: bool) -> list[type[Rule]]:
+    """The Rule subclasses a rule's module defines; for a package, its `__init__.py`'s,
+    else its `rule.py`'s."""
+    module = importlib.import_module(name)
+    found = _own_rules(module)
+    if not found and is_package and importlib.util.find_spec(f"{name}.rule") is not None:
+        found = _own_rules(importlib.import_module(f"{name}.rule"))
+    return found
+
+
+def _own_rules(module: ModuleType) -> list[type[Rule]]:
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__
+    ]
 
 
 def rule_by_code(code: str) -> type[Rule] | None:

@@ -1,4 +1,4 @@
-"""The rule base class: one rule = one class in `codemods/rules/agfNNN_<pattern>.py`.
+"""The rule base class: one rule = one class in the package `codemods/rules/agfNNN_<pattern>/`.
 
 A rule is a libcst `BatchableCSTVisitor`: the engine parses a file once and runs every
 selected rule in a single traversal (`libcst.visit_batched`). Rules that need the whole
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -152,12 +153,14 @@ class Rule(cst.BatchableCSTVisitor):
 
     @classmethod
     def examples(cls) -> RuleExamples:
-        """The rule's VALID and INVALID examples, kept in its sibling module under `rules/examples/`.
+        """The rule's VALID and INVALID examples, kept in `examples.py` of the rule's package
+        (`rules/agfNNN_<name>/examples.py`).
 
-        Rule files hold logic only; the docs generator and the parametrized example tests
-        read the examples through here.
+        The rule's code holds logic only; the docs generator and the parametrized example
+        tests read the examples through here.
         """
-        module = importlib.import_module(cls.__module__.replace(".rules.", ".rules.examples.", 1))
+        package = sys.modules[cls.__module__].__package__ or cls.__module__
+        module = importlib.import_module(f"{package}.examples")
         return RuleExamples(valid=tuple(module.VALID), invalid=tuple(module.INVALID))
 
     @classmethod

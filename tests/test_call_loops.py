@@ -1,4 +1,4 @@
-"""Unit tests for `codemods/semantic/call_loops.py`: the caller loops that repeat a function."""
+"""Unit tests for `codemods/rules/agf002_missing_zero_grad/call_loops.py`: the caller loops that repeat a function."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
-from autograd_fix.codemods.semantic.call_loops import loops_around_calls
+from autograd_fix.codemods.rules.agf002_missing_zero_grad.call_loops import loops_around_calls
 from autograd_fix.codemods.semantic.callgraph import CallGraph
 
 SOURCE = textwrap.dedent(

@@ -1,4 +1,4 @@
-"""Unit tests for `codemods/semantic/fresh_graph.py`: is a retained graph built fresh, used again?"""
+"""Unit tests for `codemods/rules/agf011_unneeded_retain_graph/fresh_graph.py`: is a retained graph built fresh, used again?"""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
-from autograd_fix.codemods.semantic.fresh_graph import FreshGraph, NameHints
+from autograd_fix.codemods.rules.agf011_unneeded_retain_graph.fresh_graph import FreshGraph, NameHints
 from autograd_fix.codemods.semantic.model import SemanticModel
 from autograd_fix.codemods.semantic.loops import all_nodes, enclosing_scope, parent_map
 

@@ -1,4 +1,4 @@
-"""Unit tests for `codemods/semantic/gradreach.py`: does a forward's graph reach a gradient,
+"""Unit tests for `codemods/rules/agf001_eval_forward_without_no_grad/gradreach.py`: does a forward's graph reach a gradient,
 following control flow (branches joined, loops iterated, rebinding clears)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.names import last_segment
 from autograd_fix.codemods.semantic.gradmode import find_grad_use
-from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
+from autograd_fix.codemods.rules.agf001_eval_forward_without_no_grad.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.walk import iter_descendants
 
 

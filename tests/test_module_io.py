@@ -9,8 +9,8 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.autograd_function import TensorFacts, custom_function, top_level_body
-from autograd_fix.codemods.semantic.ctx_attributes import kept_output
-from autograd_fix.codemods.semantic.module_io import module_call_tensors, module_io
+from autograd_fix.codemods.rules.agf005_tensor_saved_on_ctx.ctx_attributes import kept_output
+from autograd_fix.codemods.rules.agf005_tensor_saved_on_ctx.module_io import module_call_tensors, module_io
 from autograd_fix.codemods.walk import iter_descendants
 
 REVERSIBLE = """

@@ -43,11 +43,13 @@ def test_rule_pages_are_current() -> None:
 
 
 def test_rule_files_hold_logic_and_examples_live_beside_them() -> None:
-    """Issue 8: rule modules define no examples; each has a sibling example module with both kinds."""
+    """Issue 8: rule code defines no examples; each rule's package holds an `examples.py` with both kinds."""
+    import inspect
+
     from autograd_fix.codemods.registry import all_rules
 
     for rule in all_rules():
-        source = (REPO / "codemods" / "rules" / f"{rule.__module__.rsplit('.', 1)[1]}.py").read_text(encoding="utf-8")
+        source = inspect.getsource(inspect.getmodule(rule))
         assert "VALID" not in source.replace("INVALID", ""), f"{rule.code} still defines examples"
         examples = rule.examples()
         assert examples.valid and examples.invalid
@@ -79,9 +81,14 @@ def test_wheel_contains_only_the_namespace(tmp_path: Path) -> None:
         "autograd_fix/__main__.py",
         "autograd_fix/cli/app.py",
         "autograd_fix/codemods/engine.py",
-        "autograd_fix/codemods/rules/agf001_eval_forward_without_no_grad.py",
+        "autograd_fix/codemods/rules/agf001_eval_forward_without_no_grad/__init__.py",
+        "autograd_fix/codemods/rules/agf001_eval_forward_without_no_grad/examples.py",
         "autograd_fix/verification/__init__.py",
     ):
         assert expected in names
+    from autograd_fix.codemods.registry import all_rules
+
+    packaged = {name.split("/")[3] for name in names if name.startswith("autograd_fix/codemods/rules/agf")}
+    assert packaged == {rule.__module__.split(".")[3] for rule in all_rules()}, "list each rule package in pyproject.toml"
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "autograd-fix = autograd_fix.cli.entry:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

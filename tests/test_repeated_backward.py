@@ -1,4 +1,4 @@
-"""Unit tests for `codemods/semantic/repeated_backward.py`: the last backward of a graph
+"""Unit tests for `codemods/rules/agf011_unneeded_retain_graph/repeated_backward.py`: the last backward of a graph
 backpropagated several times, in straight-line code."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.loops import all_nodes, enclosing_scope, is_gradient_call, parent_map
-from autograd_fix.codemods.semantic.repeated_backward import earlier_roots, passed_on_after, retained_root
+from autograd_fix.codemods.rules.agf011_unneeded_retain_graph.repeated_backward import earlier_roots, passed_on_after, retained_root
 
 
 def _last_backward(source: str) -> tuple[list[str] | None, cst.Call, dict[int, cst.CSTNode]]:

@@ -10,9 +10,9 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.autograd_function import TensorFacts, custom_function
-from autograd_fix.codemods.semantic.callable_aliases import calls_of_alias
-from autograd_fix.codemods.semantic.ctx_attributes import backward_aliases
-from autograd_fix.codemods.semantic.module_getters import is_getter, reaches_return, reads_module_state
+from autograd_fix.codemods.rules.agf012_deprecated_autograd_api.callable_aliases import calls_of_alias
+from autograd_fix.codemods.rules.agf005_tensor_saved_on_ctx.ctx_attributes import backward_aliases
+from autograd_fix.codemods.rules.agf009_data_attribute.module_getters import is_getter, reaches_return, reads_module_state
 from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
 from autograd_fix.codemods.walk import iter_descendants
 

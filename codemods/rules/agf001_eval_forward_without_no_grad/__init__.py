@@ -17,11 +17,11 @@ from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
 from autograd_fix.codemods.site_fixes import no_grad_site_fix
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
-from autograd_fix.codemods.semantic.eval_mode_lines import (
+from autograd_fix.codemods.rules.agf001_eval_forward_without_no_grad.eval_mode_lines import (
     Region, child_blocks, dead_forward_line, forward_region, graphs_die_in_lines, local_bindings, may_return_tensor,
 )
 from autograd_fix.codemods.semantic.gradmode import changes_grad_mode, with_disables_grad
-from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
+from autograd_fix.codemods.rules.agf001_eval_forward_without_no_grad.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.graphflow import graph_flow
 from autograd_fix.codemods.semantic.module_calls import (
     ModelCalls, ModelScope, annotated_non_models, calls_method, hands_model_away, method_receivers, module_argument,

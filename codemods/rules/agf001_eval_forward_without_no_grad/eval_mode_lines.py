@@ -21,7 +21,7 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import last_segment
 from autograd_fix.codemods.semantic.autograd_function import rebound_names
 from autograd_fix.codemods.semantic.dataflow import REACHES_SINK, RETURNED, result_flow
-from autograd_fix.codemods.semantic.gradreach import graph_reaches_gradient
+from autograd_fix.codemods.rules.agf001_eval_forward_without_no_grad.gradreach import graph_reaches_gradient
 from autograd_fix.codemods.semantic.module_calls import ModelCalls
 from autograd_fix.codemods.torch_api import PYTHON_VALUE_MODULES
 from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from autograd_fix.codemods.semantic.call_loops import loops_around_calls
+from autograd_fix.codemods.rules.agf002_missing_zero_grad.call_loops import loops_around_calls
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.imports import ImportIndex, dotted_name

@@ -21,7 +21,7 @@ from autograd_fix.codemods.semantic.autograd_function import (
     return_statements,
     returned_elements,
 )
-from autograd_fix.codemods.semantic.function_inputs import input_evidence
+from autograd_fix.codemods.rules.agf004_autograd_function_gradient_count.function_inputs import input_evidence
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext

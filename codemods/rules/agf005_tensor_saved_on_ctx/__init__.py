@@ -24,7 +24,7 @@ from autograd_fix.codemods.semantic.autograd_function import (
     tuple_with,
     with_args,
 )
-from autograd_fix.codemods.semantic.ctx_attributes import (
+from autograd_fix.codemods.rules.agf005_tensor_saved_on_ctx.ctx_attributes import (
     assign_target_value,
     assigned_pairs,
     backward_aliases,
@@ -36,7 +36,7 @@ from autograd_fix.codemods.semantic.ctx_attributes import (
     own_returns_in,
 )
 from autograd_fix.codemods.semantic.accumulation import code_of
-from autograd_fix.codemods.semantic.module_io import module_call_tensors
+from autograd_fix.codemods.rules.agf005_tensor_saved_on_ctx.module_io import module_call_tensors
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
 

@@ -12,7 +12,7 @@ from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edi
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.role_evidence import is_functional_loss
 from autograd_fix.codemods.semantic.roles import OPTIMIZER_OR_SCALER_TOKENS, Role
-from autograd_fix.codemods.semantic.data_access import (
+from autograd_fix.codemods.rules.agf009_data_attribute.data_access import (
     AutogradFinder,
     bound_whole,
     constructs,
@@ -27,8 +27,8 @@ from autograd_fix.codemods.semantic.data_access import (
     write_source,
     write_targets,
 )
-from autograd_fix.codemods.semantic.function_units import FunctionUnits, chain_root, uses_name
-from autograd_fix.codemods.semantic.module_getters import is_getter, reaches_return, reads_module_state
+from autograd_fix.codemods.rules.agf009_data_attribute.function_units import FunctionUnits, chain_root, uses_name
+from autograd_fix.codemods.rules.agf009_data_attribute.module_getters import is_getter, reaches_return, reads_module_state
 from autograd_fix.codemods.semantic.tracking import Kind, Site, Tracked, TrackingAnalysis
 from autograd_fix.codemods.walk import iter_descendants, walk
 

@@ -9,7 +9,7 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.roles import Role
-from autograd_fix.codemods.semantic.recurrent_state import Carry, FunctionFinder, find_carries, retains_graph
+from autograd_fix.codemods.rules.agf010_hidden_state_not_detached.recurrent_state import Carry, FunctionFinder, find_carries, retains_graph
 
 #: torch functions that make a single fresh tensor (the state is a tensor, not a tuple)
 _TENSOR_FACTORIES = frozenset(

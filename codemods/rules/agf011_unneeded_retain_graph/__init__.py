@@ -8,7 +8,7 @@ from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import WRAPPING_ITERATORS, expression_tokens, last_segment, name_tokens
-from autograd_fix.codemods.semantic.fresh_graph import FreshGraph, NameHints
+from autograd_fix.codemods.rules.agf011_unneeded_retain_graph.fresh_graph import FreshGraph, NameHints
 from autograd_fix.codemods.semantic.loops import (
     RootTracker,
     all_nodes,
@@ -23,7 +23,7 @@ from autograd_fix.codemods.semantic.loops import (
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
 from autograd_fix.codemods.site_fixes import statement_at
 from autograd_fix.codemods.walk import iter_descendants
-from autograd_fix.codemods.semantic.repeated_backward import earlier_roots, passed_on_after, retained_root
+from autograd_fix.codemods.rules.agf011_unneeded_retain_graph.repeated_backward import earlier_roots, passed_on_after, retained_root
 from autograd_fix.codemods.semantic.role_evidence import bound_as, iterated_name, scope_roles
 from autograd_fix.codemods.semantic.roles import (
     CARRIED_STATE_TOKENS,

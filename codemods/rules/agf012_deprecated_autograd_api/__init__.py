@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autograd_fix.codemods.semantic.callable_aliases import calls_of_alias, forwards_to
+from autograd_fix.codemods.rules.agf012_deprecated_autograd_api.callable_aliases import calls_of_alias, forwards_to
 from autograd_fix.codemods.semantic.roles import DATA_ITERABLE_TOKENS, Role
 from autograd_fix.codemods.semantic.grad_free import fresh_factory, grad_free
 from autograd_fix.codemods.semantic.graph_breaks import VARIABLE_NAMES
