@@ -5,7 +5,8 @@ Rules match these through `ImportIndex.qualified_name`, never through source tex
 of the torch API that an analysis needs go here, so that what torch does is said once.
 (Older sets still live beside the analyses that first needed them, such as
 `semantic/gradmode.py`'s grad-mode context managers and `semantic/module_calls.py`'s
-`MODULE_API_METHODS`; they move here as they are touched.)
+`MODULE_API_METHODS`; they move here as they are touched.) The questions asked of these
+names are answered once, in `codemods/semantic/` (`inplace.py`, `nn_modules.py`).
 """
 
 from __future__ import annotations
@@ -51,3 +52,70 @@ MODULE_SELF_RETURNING_METHODS = frozenset(
 
 #: modules whose functions return Python values, never a tensor (`random.randint(0, 1)`)
 PYTHON_VALUE_MODULES = frozenset({"random", "math", "statistics"})
+
+
+# -- in-place tensor methods (semantic/inplace.py answers "is this call in-place") ---------
+#: the public in-place methods of `torch.Tensor` (a trailing underscore, torch's convention),
+#: read from `dir(torch.Tensor)` of torch 2.13; a name ending in `_` that is not here (a user
+#: method, a newer torch's) is not known to be one
+TENSOR_INPLACE_METHODS = frozenset(
+    {
+     "abs_", "absolute_", "acos_", "acosh_", "add_", "addbmm_", "addcdiv_", "addcmul_", "addmm_", "addmv_",
+     "addr_", "apply_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan2_", "arctan_", "arctanh_",
+     "as_strided_", "asin_", "asinh_", "atan2_", "atan_", "atanh_", "baddbmm_", "bernoulli_",
+     "bitwise_and_", "bitwise_left_shift_", "bitwise_not_", "bitwise_or_", "bitwise_right_shift_",
+     "bitwise_xor_", "cauchy_", "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "conj_physical_",
+     "copy_", "copysign_", "cos_", "cosh_", "cumprod_", "cumsum_", "deg2rad_", "detach_", "digamma_",
+     "div_", "divide_", "eq_", "erf_", "erfc_", "erfinv_", "exp2_", "exp_", "expm1_", "exponential_",
+     "fill_", "fill_diagonal_", "fix_", "float_power_", "floor_", "floor_divide_", "fmod_", "frac_", "gcd_",
+     "ge_", "geometric_", "greater_", "greater_equal_", "gt_", "heaviside_", "hypot_", "i0_", "igamma_",
+     "igammac_", "index_add_", "index_copy_", "index_fill_", "index_put_", "index_reduce_", "lcm_",
+     "ldexp_", "le_", "lerp_", "less_", "less_equal_", "lgamma_", "log10_", "log1p_", "log2_", "log_",
+     "log_normal_", "logical_and_", "logical_not_", "logical_or_", "logical_xor_", "logit_", "lt_", "map2_",
+     "map_", "masked_fill_", "masked_scatter_", "mul_", "multiply_", "mvlgamma_", "nan_to_num_", "ne_",
+     "neg_", "negative_", "nextafter_", "normal_", "not_equal_", "polygamma_", "pow_", "put_", "rad2deg_",
+     "random_", "reciprocal_", "relu_", "remainder_", "renorm_", "requires_grad_", "resize_", "resize_as_",
+     "resize_as_sparse_", "round_", "rsqrt_", "scatter_", "scatter_add_", "scatter_reduce_", "set_", "sgn_",
+     "share_memory_", "sigmoid_", "sign_", "sin_", "sinc_", "sinh_", "sparse_resize_",
+     "sparse_resize_and_clear_", "sqrt_", "square_", "squeeze_", "sub_", "subtract_", "swapaxes_",
+     "swapdims_", "t_", "tan_", "tanh_", "transpose_", "tril_", "triu_", "true_divide_", "trunc_",
+     "uniform_", "unsqueeze_", "xlogy_", "zero_"
+    }
+)
+#: in-place by name, but they change no value of the tensor: a flag (`requires_grad_`), the
+#: autograd history (`detach_`), where the storage lives (`share_memory_`)
+VALUE_PRESERVING_INPLACE_METHODS = frozenset({"requires_grad_", "detach_", "share_memory_"})
+#: torch methods that exist only without the underscore (`retain_grad`, `pin_memory`,
+#: `record_stream`) and change no value; spelt with one they are no torch method at all
+NOT_INPLACE_SPELLINGS = frozenset({"retain_grad_", "pin_memory_", "record_stream_"})
+
+# -- nn.Module classes (semantic/nn_modules.py answers "is this an nn.Module") ---------------
+#: bases that make a class an `nn.Module`, besides the classes of `torch.nn` itself
+MODULE_BASES = frozenset(
+    {"torch.nn.Module", "torch.nn.modules.module.Module", "torch.jit.ScriptModule",
+     "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
+     "pytorch_lightning.core.module.LightningModule", "lightning.LightningModule",
+     "lightning.pytorch.LightningModule", "lightning.pytorch.core.LightningModule",
+     "lightning.pytorch.core.module.LightningModule"}
+)
+#: `torch.nn` namespaces of functions, not module classes
+NN_FUNCTION_NAMESPACES = ("torch.nn.functional", "torch.nn.init", "torch.nn.utils")
+#: classes of `torch.nn` that are not modules (from `dir(torch.nn)` of torch 2.13: every
+#: other class there is one; torch names its classes capitalised, its functions not)
+NN_NON_MODULE_CLASSES = frozenset(
+    {"Parameter", "UninitializedParameter", "Buffer", "UninitializedBuffer", "LinearCrossEntropyOptions"}
+)
+#: bases that make a class certainly no module: torch's other class families, and Python's own
+NON_MODULE_BASE_PREFIXES = (
+    "torch.autograd.Function", "torch.autograd.function.", "torch.optim.", "torch.utils.data.",
+    "abc.", "enum.", "typing.", "dataclasses.", "collections.", "argparse.", "threading.", "json.",
+)
+#: builtin bases of a class that is no module
+NON_MODULE_BUILTIN_BASES = frozenset({"object", "Exception", "BaseException", "dict", "list", "tuple", "str", "int", "float", "set"})
+#: methods only an nn.Module has: a class of unknown base calling one on `self`, or
+#: defining `forward`, is a module by its own code
+MODULE_ONLY_METHODS = frozenset(
+    {"register_buffer", "register_parameter", "add_module", "register_module", "named_parameters", "parameters",
+     "named_modules", "modules", "children", "named_children", "named_buffers", "buffers",
+     "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook"}
+)

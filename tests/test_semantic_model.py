@@ -8,7 +8,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.rule import RuleContext
-from autograd_fix.codemods.semantic.callgraph import CallGraph, is_module_class
+from autograd_fix.codemods.semantic.callgraph import CallGraph
 
 
 def _graph(source: str) -> tuple[cst.Module, CallGraph]:
@@ -115,30 +115,6 @@ def test_no_grad_reaches_through_a_decorated_caller() -> None:
     )
     assert _function(module, graph, "predict").called_under_no_grad
     assert _function(module, graph, "report").decorated_no_grad
-
-
-def test_module_classes_by_base_or_forward() -> None:
-    module = cst.parse_module(
-        textwrap.dedent(
-            """
-            import torch.nn as tnn
-
-            class A(tnn.Module):
-                pass
-
-            class B:
-                def forward(self, x):
-                    return x
-
-            class C:
-                def __call__(self, x):
-                    return x
-            """
-        )
-    )
-    imports = ImportIndex.from_module(module)
-    classes = {c.name.value: is_module_class(c, imports) for c in module.body if isinstance(c, cst.ClassDef)}
-    assert classes == {"A": True, "B": True, "C": False}
 
 
 def test_the_model_is_built_once_per_file_and_shared() -> None:

@@ -8,13 +8,14 @@ result into a gradient computation; which classes are `nn.Module`s.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import last_segment
+from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.dataflow import DROPPED, REACHES_SINK, RETURNED, result_flow, stores_on_self
 from autograd_fix.codemods.semantic.gradmode import GradUseFinder, find_grad_use, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.semantic.graphflow import (
@@ -28,6 +29,7 @@ from autograd_fix.codemods.semantic.graphflow import (
 from autograd_fix.codemods.semantic.instances import InstanceTypes
 from autograd_fix.codemods.semantic.lightning import is_lightning_class, is_lightning_hook
 from autograd_fix.codemods.semantic.module_values import module_attributes
+from autograd_fix.codemods.semantic.nn_modules import module_classes
 from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants
 
 
@@ -80,7 +82,9 @@ class CallGraph:
         self.imports = imports
         self.functions: dict[int, FunctionFacts] = {}
         self.by_key: dict[tuple[str | None, str], list[FunctionFacts]] = {}
-        #: classes of this file that are modules (an nn.Module base, or a `forward`)
+        #: whether each class of this file is an nn.Module (`nn_modules`: one answer)
+        self.class_answers: dict[str, Answer] = {}
+        #: classes of this file that certainly are modules
         self.module_classes: set[str] = set()
         #: the last names of callables called (or passed) under no_grad anywhere in the
         #: file: a function or method of one of these names may run without grad (a
@@ -103,9 +107,15 @@ class CallGraph:
         self.instances: InstanceTypes | None = None
 
     @classmethod
-    def build(cls, module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> "CallGraph":
+    def build(
+        cls, module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex | None = None,
+        classes: Mapping[str, Answer] | None = None,
+    ) -> "CallGraph":
+        """The file's call graph; `classes`: whether each class is an nn.Module
+        (`nn_modules.module_classes`, computed here when not given)."""
         graph = cls(imports)
         graph.syntax = syntax or SyntaxIndex(module)
+        graph.class_answers = dict(classes) if classes is not None else module_classes(module, imports, graph.syntax)
         graph._collect(module, graph.syntax)
         return graph
 
@@ -520,7 +530,7 @@ class _Collector(cst.CSTVisitor):
             self.callbacks.add(node.value.attr.value)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        module_like = is_module_class(node, self.analysis.imports)
+        module_like = self.analysis.class_answers.get(node.name.value) is Answer.YES
         self.classes.append((node.name.value, module_like))
         self.analysis.classes[node.name.value] = node
         lightning = self.analysis.lightning_classes
@@ -629,17 +639,6 @@ class _Collector(cst.CSTVisitor):
             return
         caller = self.functions[-1] if self.functions else None
         self.call_sites.append((caller, self.no_grad_depth > 0, name, node))
-
-
-def is_module_class(node: cst.ClassDef, imports: ImportIndex) -> bool:
-    """An `nn.Module` subclass of this file: a base named `...Module`, or a `forward` method."""
-    for base in node.bases:
-        qualified = imports.qualified_name(base.value) or dotted_name(base.value) or ""
-        if qualified.endswith("Module"):
-            return True
-    return any(
-        isinstance(statement, cst.FunctionDef) and statement.name.value == "forward" for statement in node.body.body
-    )
 
 
 def bound_arguments(function: FunctionFacts, call: cst.Call) -> dict[str, cst.BaseExpression] | None:

@@ -14,8 +14,10 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.autograd_function import ApplyCalls, CustomFunction, apply_calls, custom_functions
+from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.no_graph import NoGraph
+from autograd_fix.codemods.semantic.nn_modules import module_classes
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
 from autograd_fix.codemods.walk import SyntaxIndex
@@ -41,9 +43,14 @@ class SemanticModel:
         return SyntaxIndex(self.module)
 
     @cached_property
+    def module_classes(self) -> dict[str, Answer]:
+        """Is each class of the file an `nn.Module`? (yes / no / unknown, by evidence)"""
+        return module_classes(self.module, self.imports, self.syntax)
+
+    @cached_property
     def call_graph(self) -> CallGraph:
         """Same-file functions, callers, grad mode and gradient use through calls."""
-        return CallGraph.build(self.module, self.imports, self.syntax)
+        return CallGraph.build(self.module, self.imports, self.syntax, self.module_classes)
 
     @cached_property
     def no_graph(self) -> NoGraph:
@@ -71,5 +78,5 @@ class SemanticModel:
 
         key = id(scope)
         if key not in self._scope_roles:
-            self._scope_roles[key] = roles_in(scope, self.imports, self.roles, self.module)
+            self._scope_roles[key] = roles_in(scope, self.imports, self.roles, self.module, self.module_classes)
         return self._scope_roles[key]

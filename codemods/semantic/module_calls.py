@@ -19,7 +19,9 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
+from autograd_fix.codemods.semantic.nn_modules import module_class_name
 from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS
 from autograd_fix.codemods.walk import iter_descendants, walk
 
@@ -271,9 +273,8 @@ def module_argument(argument: cst.BaseExpression, module_classes: set[str], impo
     """Is a call's argument a module: a constructor of one (`nn.Linear(...)`, a module class
     of this file), or, as a tie-break, a name that says model (`model`, `self.net`)?"""
     if isinstance(argument, cst.Call):
-        qualified = imports.qualified_name(argument.func) or ""
-        last = qualified.rsplit(".", 1)[-1]
-        if qualified.startswith("torch.nn.") and last[:1].isupper() and last != "Parameter":
+        qualified = imports.qualified_name(argument.func)
+        if qualified is not None and module_class_name(qualified) is Answer.YES:
             return True
         return isinstance(argument.func, cst.Name) and argument.func.value in module_classes
     name = dotted_name(argument)

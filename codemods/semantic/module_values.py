@@ -13,6 +13,8 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import last_segment
+from autograd_fix.codemods.semantic.answer import Answer
+from autograd_fix.codemods.semantic.nn_modules import module_class_name
 from autograd_fix.codemods.walk import find_all, iter_descendants
 
 
@@ -63,10 +65,9 @@ def builds_module(value: cst.BaseExpression, module_classes: set[str], imports: 
     for call in iter_descendants(value):
         if not isinstance(call, cst.Call):
             continue
-        qualified = imports.qualified_name(call.func) or ""
-        if qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper():
-            if qualified.rsplit(".", 1)[-1] != "Parameter":
-                return True
+        qualified = imports.qualified_name(call.func)
+        if qualified is not None and module_class_name(qualified) is Answer.YES:
+            return True
         if isinstance(call.func, cst.Name) and call.func.value in module_classes:
             return True
     return False

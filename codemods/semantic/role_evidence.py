@@ -20,6 +20,7 @@ must not guess. Only names with no evidence at all get a role from their tokens
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -28,6 +29,9 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import WRAPPING_ITERATORS, last_segment
+from autograd_fix.codemods.semantic.answer import Answer
+from autograd_fix.codemods.semantic.nn_modules import module_class_name, module_class_names
+from autograd_fix.codemods.semantic.nn_modules import module_classes as nn_module_classes
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role, Vocabulary
 from autograd_fix.codemods.walk import iter_descendants
 
@@ -36,7 +40,6 @@ if TYPE_CHECKING:
 
 _LOADER_CLASSES = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 _SCALER_CLASSES = frozenset({"torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cpu.amp.GradScaler"})
-_MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
 #: `torch.nn.functional` losses whose names do not end in `_loss`
 _FUNCTIONAL_LOSSES = frozenset(
     {"cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"}
@@ -77,37 +80,25 @@ class RoleDecision:
 _BINDING, _USE = 0, 1
 
 
-def module_classes(module: cst.Module, imports: ImportIndex) -> frozenset[str]:
-    """Names of the module's top-level classes that are `nn.Module` subclasses, directly
-    or through an earlier class of the same file."""
-    found: set[str] = set()
-    for statement in module.body:
-        if not isinstance(statement, cst.ClassDef):
-            continue
-        for base in statement.bases:
-            qualified = imports.qualified_name(base.value) or ""
-            if qualified in _MODULE_BASES or (isinstance(base.value, cst.Name) and base.value.value in found):
-                found.add(statement.name.value)
-            elif qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1][:1].isupper():
-                found.add(statement.name.value)
-    return frozenset(found)
-
-
 def roles_in(
     scope: cst.Module | cst.ClassDef | cst.FunctionDef,
     imports: ImportIndex,
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
     module: cst.Module | None = None,
+    classes: Mapping[str, Answer] | None = None,
 ) -> dict[str, RoleDecision]:
     """Role decisions for the names bound or used in `scope` (dotted for `self.opt`).
 
     A class scope reads every method (`self.optimizer = Adam(...)` in `__init__`, its
     `.step()` in `train_step`); a function or module scope stops at nested definitions.
-    `module` (the file) tells which same-file classes are modules; a `Module` scope is
-    its own. Names without evidence whose tokens name no role are left out.
+    `module` (the file) tells which same-file classes are modules (`classes`: the
+    file's answers, `SemanticModel.module_classes`, computed here when not given); a
+    `Module` scope is its own. Names without evidence whose tokens name no role are left out.
     """
-    classes = module_classes(module if module is not None else scope, imports) if isinstance(module or scope, cst.Module) else frozenset()
-    collector = _Collector(imports, vocabulary, classes)
+    file = module if module is not None else scope
+    if classes is None:
+        classes = nn_module_classes(file, imports) if isinstance(file, cst.Module) else {}
+    collector = _Collector(imports, vocabulary, module_class_names(classes))
     if isinstance(scope, cst.FunctionDef):
         collector.parameters(scope.params)
     collector.collect(scope.body if not isinstance(scope, cst.Module) else scope, isinstance(scope, cst.ClassDef))
@@ -309,7 +300,7 @@ def _constructed(qualified: str) -> Role | None:
         return Role.DEVICE
     if qualified.startswith("torch.nn.functional."):
         return Role.LOSS if is_functional_loss(qualified) else None
-    if qualified.startswith("torch.nn.") and last[:1].isupper() and last not in {"Parameter", "ParameterList", "ParameterDict"}:
+    if module_class_name(qualified) is Answer.YES and last not in {"ParameterList", "ParameterDict"}:
         return Role.CRITERION if last.endswith("Loss") or last == "_Loss" else Role.MODEL
     return None
 

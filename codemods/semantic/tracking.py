@@ -50,11 +50,13 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import libcst as cst
 
-from autograd_fix.codemods.semantic.callgraph import CallGraph, is_module_class
+from autograd_fix.codemods.semantic.answer import Answer
+from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.gradmode import enables_grad, function_disables_grad, with_disables_grad
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.nn_modules import module_class_name
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, MODULE_CALLEE_TOKENS, Role, Vocabulary
 from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants, walk
 
@@ -427,10 +429,9 @@ class TrackingAnalysis:
             return None
         qualified = self.imports.qualified_name(call.func)
         if qualified is not None:
-            if qualified.startswith("torch.nn.") and not qualified.startswith(("torch.nn.functional", "torch.nn.init", "torch.nn.utils")):
-                last = _last(qualified)
-                if last[:1].isupper() and last not in {"Parameter", "Module"}:
-                    return last
+            last = _last(qualified)
+            if qualified.startswith("torch.nn.") and module_class_name(qualified) is Answer.YES and last != "Module":
+                return last
             return None
         name = dotted_name(call.func)
         info = self.classes.get(name or "")
@@ -513,7 +514,7 @@ class _PrePass(cst.CSTVisitor):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         imports = self.analysis.imports
         bases = [imports.qualified_name(b.value) or dotted_name(b.value) or "" for b in node.bases]
-        module_like = is_module_class(node, imports)
+        module_like = self.analysis.call_graph().class_answers.get(node.name.value) is Answer.YES
         optimizer = any(b.endswith("Optimizer") or b.startswith("torch.optim") for b in bases)
         function = any(b in {"torch.autograd.Function", "torch.autograd.function.Function"} for b in bases)
         info = ClassInfo(node.name.value, module_like and not function, optimizer, function)

@@ -11,6 +11,7 @@ from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.nograd_wrap import consecutive_runs, no_grad_wrap_edits
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.expressions import is_true
+from autograd_fix.codemods.semantic.inplace import is_inplace_call
 from autograd_fix.codemods.semantic.module_values import starred_list
 from autograd_fix.codemods.semantic.tracking import (
     OUTPUT_SAVING_MODULES,
@@ -37,10 +38,6 @@ FILL_METHODS = frozenset(
      "clamp_min_", "clamp_max_", "log_normal_", "cauchy_", "geometric_", "fill_diagonal_", "index_fill_",
      "masked_fill_", "clip_"}
 )
-#: trailing-underscore methods that are not tensor mutations autograd cares about
-#: end in `_` but change autograd metadata or placement, not the values autograd saved;
-#: `detach_()` on a leaf is allowed (timm's reparameterize() freezes params this way)
-NOT_INPLACE = frozenset({"requires_grad_", "share_memory_", "record_stream_", "retain_grad_", "pin_memory_", "detach_"})
 #: F.* functions taking `inplace=True`
 INPLACE_FUNCTIONS = frozenset(
     f"torch.nn.functional.{n}"
@@ -348,12 +345,11 @@ def _strip_subscripts(node: cst.BaseExpression) -> tuple[cst.BaseExpression, boo
 
 
 def _inplace_method(call: cst.Call, imports: ImportIndex) -> str | None:
-    if not isinstance(call.func, cst.Attribute) or imports.qualified_name(call.func) is not None:
+    """The method of an in-place call (`semantic/inplace.py`'s answer; an unknown
+    trailing-underscore method counts: a user's `normalize_` mutates as torch's do)."""
+    if not is_inplace_call(call, imports).possible:
         return None
-    method = call.func.attr.value
-    if not method.endswith("_") or method.startswith("_") or method in NOT_INPLACE:
-        return None
-    return method
+    return call.func.attr.value  # type: ignore[attr-defined]
 
 
 def _mutation(small: cst.BaseSmallStatement, imports: ImportIndex) -> _Mutation | None:

@@ -123,7 +123,7 @@ class TensorSavedOnCtx(Rule):
         function = custom_function(node, imports)
         if function is None or function.forward is None:
             return
-        modules = module_call_tensors(function.forward, self.context.module, imports)
+        modules = module_call_tensors(function.forward, self.context.module, imports, self.context.semantic.module_classes)
         facts = ctx_holder_facts(function, imports, modules.calls, modules.inputs)
         if facts is not None:
             _Planner(self, function, facts).run()

@@ -11,13 +11,15 @@ a tuple, proves nothing. Computed per function, only when a rule asks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.autograd_function import TensorFacts, rebound_names, return_statements
-from autograd_fix.codemods.semantic.callgraph import is_module_class
+from autograd_fix.codemods.semantic.answer import Answer
+from autograd_fix.codemods.semantic.nn_modules import module_classes
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,15 @@ class ModuleCallTensors:
     inputs: frozenset[str]
 
 
-def module_call_tensors(function: cst.FunctionDef, module: cst.Module, imports: ImportIndex) -> ModuleCallTensors:
-    """Module calls in `function` known to return tensors, and the names it passes to tensor inputs."""
+def module_call_tensors(
+    function: cst.FunctionDef, module: cst.Module, imports: ImportIndex, answers: Mapping[str, Answer] | None = None,
+) -> ModuleCallTensors:
+    """Module calls in `function` known to return tensors, and the names it passes to tensor
+    inputs. `answers`: whether each class of the file is a module (`SemanticModel.module_classes`)."""
+    if answers is None:
+        answers = module_classes(module, imports)
     classes = {
-        s.name.value: s for s in module.body if isinstance(s, cst.ClassDef) and is_module_class(s, imports)
+        s.name.value: s for s in module.body if isinstance(s, cst.ClassDef) and answers.get(s.name.value) is Answer.YES
     }
     found: list[tuple[cst.Call, str]] = []
     if classes:

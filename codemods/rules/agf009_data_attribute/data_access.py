@@ -12,11 +12,10 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.semantic.inplace import is_inplace_call
 from autograd_fix.codemods.semantic.roles import OPTIMIZER_OR_SCALER_TOKENS
 from autograd_fix.codemods.walk import SyntaxIndex, find_all, walk
 
-#: trailing-underscore methods that do not mutate values
-_NOT_INPLACE = frozenset({"requires_grad_", "share_memory_"})
 #: mutations whose `.data` cannot simply be dropped (they change shape or storage)
 _STORAGE_METHODS = frozenset({"resize_", "resize_as_", "set_", "storage_"})
 #: a `.data` read bound to a name, returned or stored may be mutated later: unsafe
@@ -30,21 +29,15 @@ def is_data(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Attribute) and node.attr.value == "data"
 
 
-def _inplace_method(call: cst.Call, imports: ImportIndex) -> bool:
-    if not isinstance(call.func, cst.Attribute) or imports.qualified_name(call.func) is not None:
-        return False
-    method = call.func.attr.value
-    return method.endswith("_") and not method.startswith("_") and method not in _NOT_INPLACE
-
-
 def data_mutation(small: cst.BaseSmallStatement, imports: ImportIndex) -> cst.Attribute | None:
     """The `.data` attribute a whole-statement in-place mutation goes through, if any."""
     node: cst.BaseExpression | None = None
     if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
         node = small.value
-        if not _inplace_method(node, imports):
+        # an unknown trailing-underscore method counts as a mutation (`semantic/inplace.py`)
+        if not is_inplace_call(node, imports).possible:
             return None
-        while isinstance(node, cst.Call) and _inplace_method(node, imports):
+        while isinstance(node, cst.Call) and is_inplace_call(node, imports).possible:
             node = node.func.value  # type: ignore[attr-defined]
     elif isinstance(small, cst.AugAssign):
         node = small.target
