@@ -132,3 +132,54 @@ def test_an_answer_is_never_read_as_a_bool() -> None:
     with pytest.raises(TypeError):
         bool(Answer.UNKNOWN)
     assert Answer.UNKNOWN.possible and Answer.YES.possible and not Answer.NO.possible
+
+
+VALUES = """
+import torch
+import torch.nn as nn
+
+class Encoder(nn.Module):
+    def forward(self, x):
+        return x
+
+class Options:
+    lr = 0.1
+
+def load(path):
+    return torch.load(path)
+
+G_AB = nn.Linear(4, 4)
+E1 = Encoder()
+D = load("d.pt")
+D.eval()
+opt = torch.optim.Adam(G_AB.parameters())
+Cfg = Options()
+Net = load("n.pt")
+g_ab = nn.Linear(4, 4)
+
+def sample(z):
+    G_AB.eval()
+    return G_AB(z), D(z), Net(z), g_ab(z)
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "answer"),
+    [
+        ("G_AB", Answer.YES),  # built by a torch.nn constructor: capitalised, still a module (F1)
+        ("g_ab", Answer.YES),  # the same, spelt in lower case: the same answer
+        ("E1", Answer.YES),  # an instance of a same-file module class
+        ("D", Answer.YES),  # unknown origin, but put in eval mode
+        ("opt", Answer.NO),  # an optimizer, by its constructor
+        ("Cfg", Answer.NO),  # an instance of a same-file class that is no module
+        ("Net", Answer.UNKNOWN),  # a name that looks like a class says nothing either way
+    ],
+)
+def test_is_a_value_a_module(name: str, answer: Answer) -> None:
+    module = cst.parse_module(textwrap.dedent(VALUES))
+    context = RuleContext("sample.py", module)
+    sample = next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == "sample")
+    statement = sample.body.body[-1]
+    assert context.semantic.is_module(cst.Name(name), statement) is answer
+    # at module level too, after the bindings
+    assert context.semantic.is_module(cst.Name(name), module.body[-1]) is answer

@@ -12,18 +12,35 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.autograd_function import ApplyCalls, CustomFunction, apply_calls, custom_functions
 from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.no_graph import NoGraph
-from autograd_fix.codemods.semantic.nn_modules import module_classes
-from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
+from autograd_fix.codemods.semantic.nn_modules import module_class_name, module_classes
+from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role, Vocabulary
 from autograd_fix.codemods.semantic.tracking import TrackingAnalysis
 from autograd_fix.codemods.walk import SyntaxIndex
 
 if TYPE_CHECKING:
     from autograd_fix.codemods.semantic.role_evidence import RoleDecision
+
+#: what a role decided by evidence says of "is this value an nn.Module" (a criterion may be
+#: `nn.MSELoss()`, a module, or `F.mse_loss`, a function: unknown)
+_ROLE_ANSWERS = {
+    Role.MODEL: Answer.YES,
+    Role.OPTIMIZER: Answer.NO,
+    Role.SCHEDULER: Answer.NO,
+    Role.SCALER: Answer.NO,
+    Role.LOADER: Answer.NO,
+    Role.LOSS: Answer.NO,
+    Role.INPUT: Answer.NO,
+    Role.TARGET: Answer.NO,
+    Role.STATE: Answer.NO,
+    Role.DEVICE: Answer.NO,
+    Role.BACKWARD_RUNNER: Answer.NO,
+    Role.EVAL_DATA: Answer.NO,
+}
 
 
 class SemanticModel:
@@ -71,6 +88,50 @@ class SemanticModel:
     def apply_calls(self) -> dict[str, ApplyCalls]:
         """How each custom Function's `.apply` is called in this file, by class name."""
         return apply_calls(self.module, self.custom_functions)
+
+    def is_module(self, value: cst.BaseExpression, statement: cst.CSTNode) -> Answer:
+        """Does `value` hold an `nn.Module` just before `statement` (a statement of this file)?
+
+        By evidence only, never by how the name is spelt (`G_AB`, `netD`, `Enc1`):
+        - a constructor: `nn.Linear(...)`, a same-file module class (`class_is_module`), a
+          name or `self.X` the tracking analysis saw bound to one, or typed as an instance
+          of a same-file class (`model = ActorCritic()`: that class's answer);
+        - use: the scope's role evidence (`x.eval()`, `x.parameters()`, an alias of a
+          model, an `nn.Module` annotation) says model; a certain other role (an
+          optimizer, a loader, a loss value) says no.
+        Anything else is UNKNOWN."""
+        if isinstance(value, cst.Call):
+            return self._constructs_module(value)
+        name = dotted_name(value)
+        if name is None:
+            return Answer.UNKNOWN
+        if self.tracking.built_module(value, statement):
+            return Answer.YES
+        graph = self.call_graph
+        function = graph.instances.scope_of(statement) if graph.instances is not None else None
+        if isinstance(value, cst.Name) and graph.instances is not None:
+            class_name = graph.instances.class_of(value.value, statement)
+            if class_name is not None:
+                return self.module_classes.get(class_name, Answer.UNKNOWN)
+        scopes: list[cst.Module | cst.ClassDef | cst.FunctionDef] = []
+        if function is not None:
+            scopes.append(function)
+            owner = graph.owner(function)
+            if owner is not None and name.startswith("self."):
+                scopes.append(owner)
+        scopes.append(self.module)
+        for scope in scopes:
+            decision = self.roles_in(scope).get(name)
+            if decision is not None and decision.certain:
+                return _ROLE_ANSWERS.get(decision.role, Answer.UNKNOWN) if decision.role is not None else Answer.UNKNOWN
+        return Answer.UNKNOWN
+
+    def _constructs_module(self, call: cst.Call) -> Answer:
+        qualified = self.imports.qualified_name(call.func)
+        if qualified is not None:
+            return module_class_name(qualified)
+        callee = dotted_name(call.func)
+        return self.module_classes.get(callee, Answer.UNKNOWN) if callee is not None else Answer.UNKNOWN
 
     def roles_in(self, scope: cst.Module | cst.ClassDef | cst.FunctionDef) -> dict[str, "RoleDecision"]:
         """The role of each name bound in `scope` (evidence first, names break ties), once per scope."""

@@ -407,6 +407,15 @@ class TrackingAnalysis:
             return False
         return _Evaluator(self, site.state, site.position).module_of(expression) is not None
 
+    def built_module(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> bool:
+        """Is `expression` a name or `self.X` that a module constructor bound, as the
+        statements before `statement` show? Evidence only: unlike `is_module`, no name
+        tokens (`model`, `criterion`) decide (see `SemanticModel.is_module`)."""
+        site = self.site(statement)
+        if site is None:
+            return False
+        return _Evaluator(self, site.state, site.position).built_module(expression)
+
     def saves_output(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> bool:
         """Does the op computing `expression` save its own output (sigmoid, tanh, softmax)?"""
         site = self.site(statement)
@@ -622,6 +631,16 @@ class _Evaluator:
     @property
     def class_info(self) -> ClassInfo | None:
         return self.analysis.classes.get(self.position.class_name or "")
+
+    def built_module(self, node: cst.BaseExpression) -> bool:
+        """`module_of` without its name-token guesses: a name bound to a module, `self` of
+        a module class, or `self.X` its class built from a module."""
+        info = self.class_info
+        if isinstance(node, cst.Name):
+            return node.value in self.state.modules or (node.value == "self" and info is not None and info.module_like)
+        if isinstance(node, cst.Attribute) and dotted_name(node.value) == "self":
+            return info is not None and node.attr.value in info.modules
+        return False
 
     def module_of(self, node: cst.BaseExpression) -> ModuleRef | None:
         """The module `node` is known to be (its constructor when known); None if not one."""
