@@ -26,6 +26,7 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, bound_arguments
 from autograd_fix.codemods.semantic.grad_free import CONVERSIONS, fresh_factory
 from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS, METADATA_ATTRIBUTES
+from autograd_fix.codemods.semantic.inplace import is_inplace_call
 from autograd_fix.codemods.semantic.loops import Binding, all_nodes, bindings, declared_global
 
 #: calls returning `(values, indices)` whatever their arguments
@@ -301,13 +302,16 @@ def _mutated_roots(scope: cst.CSTNode, imports: ImportIndex) -> set[str]:
             if arg.keyword is not None and arg.keyword.value == "out":
                 roots |= _root_names(arg.value)
         func = call.func
-        if not isinstance(func, cst.Attribute) or imports.qualified_name(func) is not None:
+        if not isinstance(func, cst.Attribute) or imports.qualified_name(func) is not None or _through_cut(func.value):
             continue
         method = func.attr.value
-        if not method.endswith("_") or method.startswith("_") or _through_cut(func.value):
+        if method == "requires_grad_":  # no value changes, but the tensor now takes a graph
+            roots |= _root_names(func.value)
+            continue
+        if not is_inplace_call(call, imports).possible:
             continue
         values = call.args[1:] if method in _MASKED else call.args
-        if method.startswith("requires_grad") or not all(_constant(arg.value) for arg in values):
+        if not all(_constant(arg.value) for arg in values):
             roots |= _root_names(func.value)
     for node in all_nodes(scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
