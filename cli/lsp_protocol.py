@@ -8,19 +8,25 @@ encoding and whether it accepts versioned document edits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
 from autograd_fix.cli.lsp_analysis import DocumentAnalysis, Problem, fixed_text
+from autograd_fix.cli.lsp_notebook import CodeCell, NotebookProgram
 from autograd_fix.cli.lsp_edits import TextEdit, line_edits, noqa_edit, split_lines
 from autograd_fix.cli.rules_doc import rule_help_uri
 from autograd_fix.codemods.model import Finding, Span
+from autograd_fix.codemods.registry import rule_by_code
 
 SOURCE = "autograd-fix"
 VERIFY_COMMAND = "autograd-fix.verifyAndApply"
 VERIFY_TITLE = "Verify and apply all autograd-fix fixes in this file"
+#: the code action kind of the verified fix-all, offered once per file (as Ruff offers
+#: `source.fixAll.ruff`): an editor can run it on save
+FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.{SOURCE}"
 
 
 @dataclass(frozen=True)
@@ -91,51 +97,132 @@ class ClientView:
 
     def code_actions(self, uri: str, analysis: DocumentAnalysis, params: types.CodeActionParams) -> list[types.CodeAction]:
         """Per finding in the requested range: its fix (titled with its applicability;
-        preferred when safe) and its `# noqa`; then the verify-and-apply command."""
+        preferred when safe) and its `# noqa`; then, once for the file, the verified
+        fix-all (`source.fixAll.autograd-fix`)."""
         lines = split_lines(analysis.text)
         wanted = self.codec.range_from_client_units(lines, params.range)
         start, end = (wanted.start.line, wanted.start.character), (wanted.end.line, wanted.end.character)
         actions: list[types.CodeAction] = []
-        any_fix = False
         for index, finding in enumerate(analysis.findings):
             if not _touches(finding.span, start, end):
                 continue
             diagnostic = self.diagnostic(finding, lines)
             fixed = fixed_text(analysis, index)
             if fixed is not None and finding.fix is not None:
-                applicability = finding.fix.applicability.value
-                any_fix = True
-                actions.append(
-                    types.CodeAction(
-                        title=f"Fix {finding.code}: {finding.fix.description} ({applicability})",
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=[diagnostic],
-                        is_preferred=applicability == "safe",
-                        edit=self.workspace_edit(uri, analysis, line_edits(analysis.text, fixed)),
-                    )
-                )
+                actions.append(_fix_action(finding, diagnostic, self.workspace_edit(uri, analysis, line_edits(analysis.text, fixed))))
             suppress = noqa_edit(analysis.text, finding.span.line, finding.code)
             if suppress is not None:
-                actions.append(
-                    types.CodeAction(
-                        title=f"Suppress {finding.code} with # noqa: {finding.code}",
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=[diagnostic],
-                        edit=self.workspace_edit(uri, analysis, [suppress]),
-                    )
-                )
-        if any_fix:
-            actions.append(
-                types.CodeAction(
-                    title=VERIFY_TITLE,
-                    kind=types.CodeActionKind.QuickFix,
-                    command=types.Command(title=VERIFY_TITLE, command=VERIFY_COMMAND, arguments=[uri]),
-                )
-            )
-        only = params.context.only
-        if only:
-            actions = [a for a in actions if any(str(a.kind).startswith(str(kind)) for kind in only)]
+                actions.append(_noqa_action(finding, diagnostic, self.workspace_edit(uri, analysis, [suppress])))
+        if any(finding.fix is not None for finding in analysis.findings):
+            actions.append(fix_all_action(uri))
+        return requested(actions, params)
+
+    def cell_diagnostics(self, findings: list[tuple[Finding, Span]], cell_text: str) -> list[types.Diagnostic]:
+        """Diagnostics of a notebook cell: its findings at their spans within the cell."""
+        lines = split_lines(cell_text)
+        return [self.diagnostic(replace(finding, span=span), lines) for finding, span in findings]
+
+    def cells_edit(self, changes: dict[str, list[tuple[str, TextEdit]]]) -> types.WorkspaceEdit:
+        """Edits of several notebook cells (cell URI -> (the cell's text, an edit of it))."""
+        return types.WorkspaceEdit(
+            changes={
+                uri: [self.text_edit(split_lines(text), edit) for text, edit in edits]  # type: ignore[misc]
+                for uri, edits in changes.items()
+            }
+        )
+
+    def notebook_code_actions(
+        self, program: NotebookProgram, analysis: DocumentAnalysis, cell: CodeCell, params: types.CodeActionParams
+    ) -> list[types.CodeAction]:
+        """A notebook cell's quick fixes: each finding's fix in the requested range, as
+        edits of every cell the fix changes, and its `# noqa` on the cell's line."""
+        lines = split_lines(cell.text)
+        wanted = self.codec.range_from_client_units(lines, params.range)
+        start, end = (wanted.start.line, wanted.start.character), (wanted.end.line, wanted.end.character)
+        actions: list[types.CodeAction] = []
+        for index, finding, span in program.findings_in(analysis.findings, cell.uri):
+            if not _touches(span, start, end):
+                continue
+            diagnostic = self.diagnostic(replace(finding, span=span), lines)
+            fixed = fixed_text(analysis, index)
+            changed = program.changed_cells(fixed) if fixed is not None else None
+            if changed and finding.fix is not None:
+                edits = {uri: [(old, edit) for edit in line_edits(old, new)] for uri, (old, new) in changed.items()}
+                actions.append(_fix_action(finding, diagnostic, self.cells_edit(edits)))
+            suppress = noqa_edit(cell.text, span.line, finding.code)
+            if suppress is not None:
+                actions.append(_noqa_action(finding, diagnostic, self.cells_edit({cell.uri: [(cell.text, suppress)]})))
+        return requested(actions, params)
+
+    def hover(self, findings: list[tuple[Finding, Span]], text: str, position: types.Position) -> types.Hover | None:
+        """The documentation of the rules whose findings (with their spans in `text`) lie
+        under the client's `position`; None when there is none."""
+        lines = split_lines(text)
+        at = self.codec.position_from_client_units(lines, position)
+        point = (at.line, at.character)
+        under = [(f, s) for f, s in findings if _touches(s, point, point)]
+        if not under:
+            return None
+        sections = []
+        for code in dict.fromkeys(finding.code for finding, _ in under):
+            rule = rule_by_code(code)
+            body = rule.documentation() if rule is not None else ""
+            sections.append(f"**{code}** ({rule_help_uri(code)})\n\n{body}".rstrip())
+        first = under[0][1]
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(sections)),
+            range=self.range(lines, first),
+        )
+
+
+def _fix_action(finding: Finding, diagnostic: types.Diagnostic, edit: types.WorkspaceEdit) -> types.CodeAction:
+    """A finding's fix, titled with its applicability (preferred when safe)."""
+    assert finding.fix is not None
+    applicability = finding.fix.applicability.value
+    return types.CodeAction(
+        title=f"Fix {finding.code}: {finding.fix.description} ({applicability})",
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diagnostic],
+        is_preferred=applicability == "safe",
+        edit=edit,
+    )
+
+
+def _noqa_action(finding: Finding, diagnostic: types.Diagnostic, edit: types.WorkspaceEdit) -> types.CodeAction:
+    return types.CodeAction(
+        title=f"Suppress {finding.code} with # noqa: {finding.code}",
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diagnostic],
+        edit=edit,
+    )
+
+
+def fix_all_action(uri: str) -> types.CodeAction:
+    """The file's one verified fix-all: it runs the verify-and-apply command."""
+    return types.CodeAction(
+        title=VERIFY_TITLE,
+        kind=FIX_ALL_KIND,
+        command=types.Command(title=VERIFY_TITLE, command=VERIFY_COMMAND, arguments=[uri]),
+    )
+
+
+def requested(actions: list[types.CodeAction], params: types.CodeActionParams) -> list[types.CodeAction]:
+    """The actions of the kinds the client asked for (`only`: a kind and its sub-kinds,
+    so `source` takes `source.fixAll.autograd-fix`)."""
+    only = params.context.only
+    if not only:
         return actions
+    wanted = [_kind_value(kind) for kind in only]
+    return [
+        action for action in actions
+        if any(_kind_value(action.kind) == kind or _kind_value(action.kind).startswith(kind + ".") for kind in wanted)
+    ]
+
+
+def _kind_value(kind: object) -> str:
+    """A code action kind as its protocol string (the converter gives an enum member
+    for a standard kind and a plain string for any other)."""
+    return str(kind.value) if isinstance(kind, Enum) else str(kind)
 
 
 def _touches(span: Span, start: tuple[int, int], end: tuple[int, int]) -> bool:

@@ -67,8 +67,10 @@ def verify_document(
     analysis: DocumentAnalysis,
     settings: VerifySettings,
     verifier_factory: Callable[[], Any],
+    on_patch: Callable[[int, int], None] | None = None,
 ) -> VerifyReport:
-    """Verify every fix of the buffer `data` (runs for seconds: call it off the event loop)."""
+    """Verify every fix of the buffer `data` (runs for seconds: call it off the event loop);
+    `on_patch(done, total)` hears of each patch as its verdict comes (progress)."""
     document = analysis.settings
     job = Job(
         path=analysis.path,
@@ -83,7 +85,9 @@ def verify_document(
     )
     try:
         outcomes = run_jobs([job], 1)
-        outcome = verify_and_compose(outcomes, [job], settings, document.unsafe_fixes, None, verifier=verifier_factory())[0]
+        outcome = verify_and_compose(
+            outcomes, [job], settings, document.unsafe_fixes, None, verifier=verifier_factory(), on_patch=on_patch
+        )[0]
     except Exception as error:  # verification must never take the server down
         return VerifyReport(error=f"verification failed ({type(error).__name__}: {error})")
     if outcome.error:

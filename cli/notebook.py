@@ -248,6 +248,14 @@ def load_notebook(data: bytes) -> Notebook:
         for index, cell in enumerate(raw["cells"])
         if isinstance(cell, dict) and cell.get("cell_type") == "code"
     ] if is_python(raw) else []
+    program, nb_map = program_from_cells(code_cells)
+    return Notebook(source=SourceText(text=program, encoding="utf-8", bom=False, digest=digest(data)), map=nb_map)
+
+
+def program_from_cells(code_cells: list[tuple[int, str]]) -> tuple[str, NotebookMap]:
+    """The program of a notebook's code cells, given as (index among all its cells,
+    source) in order, and how it was built: shared by the files read from disk and
+    the notebooks an editor sends to the language server."""
     token = hashlib.sha256("".join(text for _, text in code_cells).encode("utf-8", "surrogatepass")).hexdigest()[:12]
     nb_map = NotebookMap()
     parts: list[str] = []
@@ -272,8 +280,7 @@ def load_notebook(data: bytes) -> Notebook:
             nb_map.boundaries.append(boundary)
             parts.append(boundary + "\n")
             line += 1
-    program = "".join(parts)
-    return Notebook(source=SourceText(text=program, encoding="utf-8", bom=False, digest=digest(data)), map=nb_map)
+    return "".join(parts), nb_map
 
 
 def check_cells_compile(nb_map: NotebookMap, program: str) -> str | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,7 +38,9 @@ from autograd_fix.cli.app import Device
 from autograd_fix.cli.config import ConfigCache
 from autograd_fix.cli.lsp_analysis import DocumentAnalysis, DocumentSettings, Problem, analyse, settings_for
 from autograd_fix.cli.lsp_edits import line_edits
-from autograd_fix.cli.lsp_protocol import SOURCE, VERIFY_COMMAND, ClientView
+from autograd_fix.cli.lsp_notebook import NOTEBOOK_TYPE, CodeCell, NotebookProgram, notebook_program
+from autograd_fix.cli.lsp_protocol import FIX_ALL_KIND, SOURCE, VERIFY_COMMAND, ClientView
+from autograd_fix.cli.lsp_settings import SECTION, EditorSettings, editor_settings
 from autograd_fix.cli.lsp_verify import VerifyReport, source_bytes, verify_document
 from autograd_fix.cli.verify_patches import VerifySettings
 from autograd_fix.codemods.model import Span
@@ -53,7 +56,16 @@ class AutogradFixServer(LanguageServer):
     the warm verification worker (started on the first verify command, kept until exit)."""
 
     def __init__(self, debounce_s: float, verify_settings: VerifySettings) -> None:
-        super().__init__(SOURCE, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        super().__init__(
+            SOURCE, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full,
+            notebook_document_sync=types.NotebookDocumentSyncOptions(
+                notebook_selector=[
+                    types.NotebookDocumentFilterWithCells(
+                        notebook=NOTEBOOK_TYPE, cells=[types.NotebookCellLanguage(language="python")]
+                    )
+                ]
+            ),
+        )
         self.debounce_s = debounce_s
         self.verify_settings = verify_settings
         self.analyses: dict[str, DocumentAnalysis] = {}
@@ -66,6 +78,13 @@ class AutogradFixServer(LanguageServer):
         self.verifier: Any = None
         #: `[tool.autograd-fix]` per project, read again when a pyproject.toml changes
         self.configs = ConfigCache()
+        #: the latest analysis per notebook URI, with the program it analysed
+        self.notebooks: dict[str, tuple[NotebookProgram, DocumentAnalysis]] = {}
+        #: diagnostics are published (push) unless the client pulls them
+        self.push_diagnostics = True
+        #: the interpreter was named on the server's command line (editor settings keep off it)
+        self.python_from_command_line = bool(verify_settings.user and verify_settings.user.python)
+        self.reported_setting_problems: set[str] = set()
 
     # -- documents ----------------------------------------------------------------
     def open_document(self, uri: str) -> TextDocument | None:
@@ -73,10 +92,7 @@ class AutogradFixServer(LanguageServer):
 
     def schedule(self, uri: str, delay_s: float) -> None:
         """(Re)start the analysis of `uri`; a pending one for an older version is cancelled."""
-        previous = self.pending.pop(uri, None)
-        if previous is not None:
-            previous.cancel()
-        self.pending[uri] = asyncio.get_running_loop().create_task(self._publish_after(uri, delay_s))
+        self._schedule_task(uri, self._publish_after(uri, delay_s))
 
     async def _publish_after(self, uri: str, delay_s: float) -> None:
         if delay_s > 0:
@@ -145,8 +161,16 @@ class AutogradFixServer(LanguageServer):
         self.in_flight.clear()  # one under way read the old settings: it is not reused
         self.reported_config_errors.clear()
         for uri in sorted(uris):
+            if uri.startswith("notebook:"):
+                continue
             if self.open_document(uri) is not None:
                 self.schedule(uri, 0)
+        for uri in sorted(self.workspace.notebook_documents):
+            self.notebooks.pop(uri, None)
+            self.schedule_notebook(uri, 0)
+        refresh = self.client_capabilities.workspace and self.client_capabilities.workspace.diagnostics
+        if not self.push_diagnostics and refresh and refresh.refresh_support:
+            self.workspace_diagnostic_refresh(None)
 
     def view(self) -> ClientView:
         capabilities = self.client_capabilities.workspace
@@ -154,9 +178,170 @@ class AutogradFixServer(LanguageServer):
         return ClientView(self.workspace.position_codec, versioned)
 
     def publish(self, uri: str, analysis: DocumentAnalysis) -> None:
+        if not self.push_diagnostics:
+            return  # the client pulls them (textDocument/diagnostic)
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=self.view().diagnostics(analysis), version=analysis.version)
         )
+
+    async def diagnostics_for(self, uri: str) -> list[types.Diagnostic]:
+        """The current diagnostics of a document or notebook cell, for a pull request
+        (analysed now if need be; an empty list for a document that is not open)."""
+        notebook = self.workspace.get_notebook_document(cell_uri=uri)
+        if notebook is not None:
+            current = await self.current_notebook(notebook.uri)
+            return self.cell_diagnostics(current, uri) if current is not None else []
+        for _ in range(5):  # a newer version arrived while analysing: analyse that one
+            if self.open_document(uri) is None:
+                return []
+            analysis = await self.current_analysis(uri)
+            if analysis is not None:
+                return self.view().diagnostics(analysis)
+        return []
+
+    # -- notebooks ------------------------------------------------------------------
+    def notebook_cells(self, notebook_uri: str) -> tuple[int, list[CodeCell]] | None:
+        """(version, code cells in order) of an open notebook; None when it is not open."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        if notebook is None:
+            return None
+        cells = []
+        for position, cell in enumerate(notebook.cells):
+            document = self.open_document(cell.document) if cell.kind == types.NotebookCellKind.Code else None
+            if document is not None:  # a cell of another language is not synchronised
+                cells.append(CodeCell(index=position, uri=cell.document, text=document.source))
+        return notebook.version, cells
+
+    def schedule_notebook(self, uri: str, delay_s: float) -> None:
+        self._schedule_task(f"notebook:{uri}", self._publish_notebook_after(uri, delay_s))
+
+    def _schedule_task(self, key: str, work: Any) -> None:
+        previous = self.pending.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        self.pending[key] = asyncio.get_running_loop().create_task(work)
+
+    async def _publish_notebook_after(self, uri: str, delay_s: float) -> None:
+        if delay_s > 0:
+            await asyncio.sleep(delay_s)
+        try:
+            current = await self.current_notebook(uri)
+            if current is not None and self.push_diagnostics:
+                for cell in current[0].cells:
+                    self.text_document_publish_diagnostics(
+                        types.PublishDiagnosticsParams(uri=cell.uri, diagnostics=self.cell_diagnostics(current, cell.uri))
+                    )
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # never let one notebook's failure stop the server
+            logger.exception("publishing diagnostics for %s failed", uri)
+
+    async def current_notebook(self, uri: str) -> tuple[NotebookProgram, DocumentAnalysis] | None:
+        """The analysis of the notebook's current cells (None: closed, or changed while
+        being analysed: a newer analysis is on its way)."""
+        found = self.notebook_cells(uri)
+        if found is None:
+            return None
+        version, cells = found
+        cached = self.notebooks.get(uri)
+        if cached is not None and cached[0].version == version and cached[0].cells == tuple(cells):
+            return cached
+        program = notebook_program(uri, version, cells)
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        fallback = Path(self.workspace.root_path or Path.cwd())
+        analysis = await asyncio.get_running_loop().run_in_executor(
+            self.analysis_thread, _analyse_buffer, program.program, version, path, fallback, self.configs
+        )
+        latest = self.notebook_cells(uri)
+        if latest is None or latest != (version, cells):
+            return None
+        self.notebooks[uri] = (program, analysis)
+        self._report_config_error(analysis)
+        return program, analysis
+
+    async def notebook_cell(self, cell_uri: str) -> tuple[NotebookProgram, DocumentAnalysis, CodeCell] | None:
+        """The current analysis of the notebook that holds `cell_uri`, and that cell."""
+        notebook = self.workspace.get_notebook_document(cell_uri=cell_uri)
+        current = await self.current_notebook(notebook.uri) if notebook is not None else None
+        cell = current[0].cell(cell_uri) if current is not None else None
+        if current is None or cell is None:
+            return None
+        return current[0], current[1], cell
+
+    def cell_diagnostics(self, current: tuple[NotebookProgram, DocumentAnalysis], cell_uri: str) -> list[types.Diagnostic]:
+        """A cell's diagnostics: its findings, and why the cell was left out when it
+        does not parse (the other cells are analysed all the same)."""
+        program, analysis = current
+        cell = program.cell(cell_uri)
+        if cell is None:
+            return []
+        findings = [(finding, span) for _, finding, span in program.findings_in(analysis.findings, cell_uri)]
+        diagnostics = self.view().cell_diagnostics(findings, cell.text)
+        error = program.map.unparsable.get(cell.index + 1)
+        if error is not None:
+            diagnostics.append(
+                types.Diagnostic(
+                    range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=1, character=0)),
+                    message=f"autograd-fix did not analyse this cell: {error}",
+                    severity=types.DiagnosticSeverity.Information,
+                    source=SOURCE,
+                )
+            )
+        if analysis.problem is not None and cell is program.cells[0]:
+            diagnostics.append(types.Diagnostic(
+                range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+                message=analysis.problem.message, severity=types.DiagnosticSeverity.Error, source=SOURCE,
+            ))
+        return diagnostics
+
+    def forget_notebook(self, uri: str, cell_uris: list[str]) -> None:
+        task = self.pending.pop(f"notebook:{uri}", None)
+        if task is not None:
+            task.cancel()
+        self.notebooks.pop(uri, None)
+        if self.push_diagnostics:
+            for cell_uri in cell_uris:
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell_uri, diagnostics=[]))
+
+    # -- the editor's settings --------------------------------------------------------
+    def apply_editor_settings(self, settings: EditorSettings) -> None:
+        """Take the editor's settings; a value of the wrong type is said once, not used."""
+        for problem in settings.problems:
+            if problem not in self.reported_setting_problems:
+                self.reported_setting_problems.add(problem)
+                self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"autograd-fix: {problem}"))
+        changes: dict[str, Any] = {}
+        if settings.device is not None:
+            changes["device"] = settings.device
+        if settings.verify_timeout is not None:
+            changes["timeout"] = settings.verify_timeout
+        if settings.python is not None and not self.python_from_command_line:
+            user = self.verify_settings.user or _user_settings()
+            if user.python != settings.python:
+                changes["user"] = user.with_flags(python=settings.python)
+                if self.verifier is not None:  # the next verification starts under the new interpreter
+                    self.verifier.close()
+                    self.verifier = None
+        if changes:
+            self.verify_settings = replace(self.verify_settings, **changes)
+        if settings.debounce_ms is not None:
+            self.debounce_s = settings.debounce_ms / 1000
+
+    async def pull_editor_settings(self) -> None:
+        """Ask the editor for the `autograd-fix` section (workspace/configuration)."""
+        try:
+            answers = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            )
+        except Exception:  # an editor that fails the request keeps the server's own settings
+            logger.exception("workspace/configuration failed")
+            return
+        if answers:
+            self.apply_editor_settings(editor_settings(answers[0]))
+
+    def reports_progress(self) -> bool:
+        window = self.client_capabilities.window
+        return bool(window and window.work_done_progress)
 
     # -- verification -------------------------------------------------------------
     def warm_verifier(self, path: str | None = None) -> Any:
@@ -189,10 +374,16 @@ class AutogradFixServer(LanguageServer):
             return self.tell(types.MessageType.Error, f"autograd-fix: {error}", applied=False)
         self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=f"autograd-fix: verifying the fixes of {uri}"))
         loop = asyncio.get_running_loop()
-        report: VerifyReport = await loop.run_in_executor(
-            self.verify_thread, verify_document, data, analysis, self.verify_settings,
-            lambda: self.warm_verifier(analysis.path),
-        )
+        progress = await self.begin_progress(sum(1 for f in analysis.findings if f.fix is not None))
+        try:
+            report: VerifyReport = await loop.run_in_executor(
+                self.verify_thread, verify_document, data, analysis, self.verify_settings,
+                lambda: self.warm_verifier(analysis.path),
+                (lambda done, total: loop.call_soon_threadsafe(self.report_progress, progress, done, total)) if progress else None,
+            )
+        finally:
+            if progress is not None:
+                self.work_done_progress.end(progress, types.WorkDoneProgressEnd(message="done"))
         notice = self.verifier.isolation_notice() if self.verifier is not None else None
         if notice:  # once per worker: its runs could not be isolated on this machine
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"autograd-fix: {notice}"))
@@ -220,6 +411,29 @@ class AutogradFixServer(LanguageServer):
             return self.tell(types.MessageType.Error, f"autograd-fix: the editor did not apply the fixes ({reason})\n" + report.summary(), applied=False, verdicts=report.verdicts)
         kind = types.MessageType.Info if report.all_applied else types.MessageType.Warning
         return self.tell(kind, f"autograd-fix: applied {report.applied_count} of {len(report.verdicts)} {'fix' if len(report.verdicts) == 1 else 'fixes'}\n" + report.summary(), applied=True, verdicts=report.verdicts)
+
+    async def begin_progress(self, fixes: int) -> str | None:
+        """Start a progress report in the editor for a verification of `fixes` fixes (the
+        first run of a session starts a worker: seconds); None when the client takes none."""
+        if not self.reports_progress():
+            return None
+        token = f"autograd-fix-verify-{uuid.uuid4().hex}"
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception:  # the client refused the token: verify without progress
+            logger.exception("window/workDoneProgress/create failed")
+            return None
+        noun = "fix" if fixes == 1 else "fixes"
+        self.work_done_progress.begin(
+            token,
+            types.WorkDoneProgressBegin(title="autograd-fix: verifying", message=f"0 of {fixes} {noun}", percentage=0, cancellable=False),
+        )
+        return token
+
+    def report_progress(self, token: str, done: int, total: int) -> None:
+        """One patch decided (called on the event loop)."""
+        percentage = int(100 * done / total) if total else 100
+        self.work_done_progress.report(token, types.WorkDoneProgressReport(message=f"{done} of {total}", percentage=percentage))
 
     def tell(self, kind: types.MessageType, message: str, **result: Any) -> dict[str, Any]:
         """Show `message` to the user and return it, with `result`, as the command's result."""
@@ -278,13 +492,16 @@ def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings
     def initialize(ls: AutogradFixServer, params: types.InitializeParams) -> None:
         # an editor names the project's interpreter here ({"python": PATH}) when it was
         # not given as --python on the server's command line
-        options = params.initialization_options
-        chosen = options.get("python") if isinstance(options, dict) else None
-        if isinstance(chosen, str) and chosen.strip() and not (ls.verify_settings.user and ls.verify_settings.user.python):
-            ls.verify_settings = replace(ls.verify_settings, user=_user_settings().with_flags(python=chosen))
+        settings = editor_settings(params.initialization_options)
+        ls.apply_editor_settings(settings)
+        pulls = params.capabilities.text_document and params.capabilities.text_document.diagnostic
+        mode = settings.diagnostic_mode or "auto"
+        ls.push_diagnostics = mode == "push" or (mode == "auto" and not pulls)
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: AutogradFixServer, params: types.InitializedParams) -> None:
+        if ls.client_capabilities.workspace and ls.client_capabilities.workspace.configuration:
+            asyncio.ensure_future(ls.pull_editor_settings())
         watched = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
         if watched and watched.dynamic_registration:  # hear of pyproject.toml edits made outside the editor
             options = types.DidChangeWatchedFilesRegistrationOptions(
@@ -312,15 +529,74 @@ def build_server(debounce_s: float = DEFAULT_DEBOUNCE_MS / 1000, verify_settings
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix], resolve_provider=False),
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL_KIND], resolve_provider=False),  # type: ignore[list-item]
     )
     async def code_action(ls: AutogradFixServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         uri = params.text_document.uri
+        if ls.workspace.get_notebook_document(cell_uri=uri) is not None:
+            found = await ls.notebook_cell(uri)
+            if found is None:
+                return []
+            program, analysis, cell = found
+            return await asyncio.get_running_loop().run_in_executor(
+                ls.analysis_thread, ls.view().notebook_code_actions, program, analysis, cell, params
+            )
         analysis = await ls.current_analysis(uri)
         if analysis is None:
             return []
         # building fixes renders code: off the event loop, like the analysis itself
         return await asyncio.get_running_loop().run_in_executor(ls.analysis_thread, ls.view().code_actions, uri, analysis, params)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def did_open_notebook(ls: AutogradFixServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        ls.schedule_notebook(params.notebook_document.uri, 0)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def did_change_notebook(ls: AutogradFixServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        ls.schedule_notebook(params.notebook_document.uri, ls.debounce_s)
+        structure = params.change.cells.structure if params.change.cells else None
+        if structure is not None and structure.did_close and ls.push_diagnostics:
+            for cell in structure.did_close:  # a deleted cell keeps no diagnostics
+                ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell.uri, diagnostics=[]))
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
+    def did_save_notebook(ls: AutogradFixServer, params: types.DidSaveNotebookDocumentParams) -> None:
+        ls.notebooks.pop(params.notebook_document.uri, None)  # the configuration may have changed
+        ls.schedule_notebook(params.notebook_document.uri, 0)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def did_close_notebook(ls: AutogradFixServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.forget_notebook(params.notebook_document.uri, [cell.uri for cell in params.cell_text_documents])
+
+    @server.feature(
+        types.TEXT_DOCUMENT_DIAGNOSTIC,
+        types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=False, workspace_diagnostics=False),
+    )
+    async def pull_diagnostics(ls: AutogradFixServer, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
+        return types.RelatedFullDocumentDiagnosticReport(items=await ls.diagnostics_for(params.text_document.uri))
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    async def hover(ls: AutogradFixServer, params: types.HoverParams) -> types.Hover | None:
+        uri = params.text_document.uri
+        if ls.workspace.get_notebook_document(cell_uri=uri) is not None:
+            found = await ls.notebook_cell(uri)
+            if found is None:
+                return None
+            program, analysis, cell = found
+            located = [(finding, span) for _, finding, span in program.findings_in(analysis.findings, uri)]
+            return ls.view().hover(located, cell.text, params.position)
+        analysis = await ls.current_analysis(uri)
+        if analysis is None:
+            return None
+        return ls.view().hover([(finding, finding.span) for finding in analysis.findings], analysis.text, params.position)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: AutogradFixServer, params: types.DidChangeConfigurationParams) -> None:
+        configuration = ls.client_capabilities.workspace and ls.client_capabilities.workspace.configuration
+        if configuration:
+            await ls.pull_editor_settings()
+        elif isinstance(params.settings, dict):  # an editor that pushes its settings instead
+            ls.apply_editor_settings(editor_settings(params.settings.get(SECTION)))
 
     @server.command(VERIFY_COMMAND)
     async def verify_and_apply(ls: AutogradFixServer, *arguments: Any) -> dict[str, Any]:

@@ -216,9 +216,11 @@ def verify_records(
     queues: list[_FileQueue], settings: VerifySettings, unsafe_fixes: bool, progress_console: Console | None,
     verifier: Verifier | None = None,
     on_file_done: Callable[[_FileQueue], None] | None = None,
+    on_patch: Callable[[int, int], None] | None = None,
 ) -> None:
     """Run every candidate patch and store its verdict on the record; `on_file_done`
-    hears of each file as soon as its last patch has a verdict.
+    hears of each file as soon as its last patch has a verdict, `on_patch(done, total)`
+    of each patch (the language server's progress).
 
     A file's patches are verified one after another, in source order, each on top of the
     ones already going in (so a second bug is judged once the first is fixed, not against
@@ -253,8 +255,13 @@ def verify_records(
     try:
         with progress_bar(progress_console, total, "verifying patches") as advance:
 
+            decided = [0]
+
             def settled(queue: _FileQueue) -> None:
                 advance(1)
+                decided[0] += 1
+                if on_patch is not None:
+                    on_patch(decided[0], total)
                 if not pending[id(queue)] and id(queue) not in busy and on_file_done is not None:
                     on_file_done(queue)
 
@@ -313,6 +320,7 @@ def verify_and_compose(
     progress_console: Console | None,
     verifier: Verifier | None = None,
     on_decided: Callable[[FileOutcome], None] | None = None,
+    on_patch: Callable[[int, int], None] | None = None,
 ) -> list[FileOutcome]:
     """Verify every patch, and compose each file's fixed text from its accepted plans as
     soon as its last patch is decided; `on_decided(outcome)` is then called at once
@@ -328,7 +336,7 @@ def verify_and_compose(
         if on_decided is not None:
             on_decided(queue.outcome)
 
-    verify_records(queues, settings, unsafe_fixes, progress_console, verifier, on_file_done=finish)
+    verify_records(queues, settings, unsafe_fixes, progress_console, verifier, on_file_done=finish, on_patch=on_patch)
     for queue in queues:
         finish(queue)
     queued = {id(queue.outcome) for queue in queues}

@@ -71,7 +71,12 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 )
 async def client(lsp_client: EditorClient):
     await lsp_client.initialize_session(
-        types.InitializeParams(capabilities=client_capabilities("visual-studio-code"), root_uri=None)
+        types.InitializeParams(
+            capabilities=client_capabilities("visual-studio-code"),
+            root_uri=None,
+            # this module's tests read published diagnostics; pulled ones: test_server_editor
+            initialization_options={"diagnosticMode": "push"},
+        )
     )
     yield
     await lsp_client.shutdown_session()
