@@ -37,7 +37,7 @@ from .bounded import VOLATILE_NAME, Bounds
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
 from .checks import Probe, probes_for
-from .directional import Perturbation, directional_check, second_point
+from .directional import Perturbation, directional_check, later_backward_checks, second_point
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
 from .graph_state import graph_state
 from .place import Place, chain_argv, prepare
@@ -564,7 +564,11 @@ def _finite_differences(spec: dict[str, Any], path: str, device: str, bounds: Bo
     run_once, problem = _rerun(spec, path, device, bounds)
     if run_once is None:
         return {"applicable": False, "detail": f"finite differences not applicable: {problem}"}
-    return directional_check(run_once, iter_tensors)
+    result = directional_check(run_once, iter_tensors)
+    if result.get("applicable"):
+        # a run with more than one backward per step (a GAN): its later losses too
+        result["later"] = later_backward_checks(run_once, iter_tensors)
+    return result
 
 
 def _second_point(spec: dict[str, Any], path: str, device: str, bounds: Bounds, took: float) -> dict[str, Any]:
