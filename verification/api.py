@@ -16,6 +16,8 @@ from dataclasses import replace
 from typing import Any, Callable, Hashable
 
 from .client import Verifier, WorkerError
+from autograd_fix.config_files import ConfigChoice
+
 from .config import ConfigError, VerifyConfig, load_config
 from .place import user_file_text
 from .drivers import DriverError, parse_command
@@ -83,7 +85,8 @@ def _request(
         path = os.path.abspath(path)
     rule = merged.get("rule")
     try:
-        config = load_config(path if path != "<string>" else None, config_dir=merged.get("config_dir"), user=merged.get("user"))
+        config = load_config(path if path != "<string>" else None, config_dir=merged.get("config_dir"), user=merged.get("user"),
+                             choice=merged.get("config"))
         command = parse_command(config.driver) if config.driver else None
     except (ConfigError, DriverError) as exc:
         return None, Verdict(UNVERIFIED, f"{exc} (see `driver` in [tool.autograd-fix.verify])" if isinstance(exc, DriverError) else str(exc), rule, ())
@@ -180,6 +183,7 @@ def verify_many(
     shadows: ShadowCopies | None = None,
     memo: SourceMemo | None = None,
     user: UserSettings | None = None,
+    config: ConfigChoice | None = None,
 ) -> list[Verdict]:
     """Verify independent patches, up to `jobs` at a time, on one warm worker.
 
@@ -192,13 +196,17 @@ def verify_many(
     Each file's project is copied once per `shadows` (once per call without one).
     A run that calls this repeatedly passes one `memo`, so each patch is analysed for what
     it changed rather than for the size of its file. `user` holds the user's own safety
-    settings (flags on top of their configuration file; None: the file alone).
+    settings (flags on top of their configuration file; None: the file alone). `config`
+    is the command line's choice of configuration (``--config``, ``--isolated``), read by
+    the same loader as the checks (`config_files.load_settings`).
     """
     if shadows is None:
         with ShadowCopies() as own_shadows:
             return verify_many(pairs, jobs=jobs, device=device, timeout=timeout, memory_mb=memory_mb,
-                               config_dir=config_dir, verifier=verifier, shadows=own_shadows, memo=memo, user=user)
-    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user}
+                               config_dir=config_dir, verifier=verifier, shadows=own_shadows, memo=memo, user=user,
+                               config=config)
+    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user,
+                "config": config}
     verdicts: list[Verdict | None] = []
     requests: list[dict[str, Any]] = []
     slots: list[int] = []
@@ -248,6 +256,7 @@ def verify_stream(
     config_dir: str | None = None,
     memo: SourceMemo | None = None,
     user: UserSettings | None = None,
+    config: ConfigChoice | None = None,
 ) -> None:
     """Verify patches as they come: `next_pair()` gives `(key, pair)` (None: nothing
     more for now), `on_verdict(key, verdict)` is called as soon as that patch is judged,
@@ -255,7 +264,8 @@ def verify_stream(
     went in). Up to `jobs` run at once; no patch waits for a batch of others, so a caller
     can act on each file as soon as its last verdict is in. A worker that dies leaves
     every patch still in flight, and every later one, unverified."""
-    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user}
+    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user,
+                "config": config}
     waiting: dict[int, tuple[Hashable, dict[str, Any]]] = {}
     tags = iter(range(1 << 62))
     broken: list[str] = []

@@ -46,6 +46,8 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
+    from autograd_fix.config_files import ConfigChoice
+
     from .interpreter import Interpreter
     from .trust import UserSettings
 
@@ -223,7 +225,8 @@ class Verifier:
         self._noticed = False
 
     @classmethod
-    def for_project(cls, path: str | None, user: "UserSettings | None" = None, *, debug: bool | None = None) -> "Verifier":
+    def for_project(cls, path: str | None, user: "UserSettings | None" = None, *, debug: bool | None = None,
+                    choice: "ConfigChoice | None" = None) -> "Verifier":
         """A worker under the interpreter `interpreter.choose` picks for the project of
         `path` (a file or folder; None: the current folder), given the `user`'s settings
         (their configuration file when None)."""
@@ -235,7 +238,7 @@ class Verifier:
         user = user if user is not None else load_user_settings()
         start = os.path.abspath(path or os.getcwd())
         try:
-            config = load_config(start, user=user)
+            config = load_config(start, user=user, choice=choice)
         except ConfigError:
             config = VerifyConfig()  # the verdicts say what is wrong with the file
         try:

@@ -47,6 +47,7 @@ import zlib
 from typing import Any, Callable
 
 import torch
+import torch.optim.optimizer as _optimizer_module
 from torch import nn
 
 from .float64 import Float64Mode
@@ -105,6 +106,11 @@ class Perturbation:
         #: update before backward `at` bumps it
         self.versions: dict[str, int] = {}
         self.unchanged: list[str] = []
+        #: base run at a later backward: each unchanged target's part of <grad, v>, and
+        #: the targets of the optimizer that steps next (what this loss is meant to train)
+        self.parts: dict[str, float] = {}
+        self.trained: list[str] | None = None
+        self._awaiting_step = False
         self.targets: dict[str, torch.Tensor] = {}
         self.directions: dict[str, torch.Tensor] = {}
         self.loss: float | None = None
@@ -173,9 +179,20 @@ class Perturbation:
             except Exception as exc:  # noqa: BLE001 - the original's backward may be what is broken
                 self.error = f"autograd raised {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
                 raise _Stop from None
-            self.derivative = float(
-                sum((g.double() * self.directions[n]).sum() for n, g in zip(names, grads) if g is not None) if names else 0.0
-            )
+            self.parts = {n: float((g.double() * self.directions[n]).sum()) for n, g in zip(names, grads) if g is not None}
+            self.derivative = float(sum(self.parts.values())) if names else 0.0
+            if self.at > 1:
+                # what this loss trains: the parameters of the optimizer that steps next
+                self._awaiting_step = True
+                return
+        raise _Stop
+
+    def _on_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if not self._awaiting_step:
+            return
+        stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        self.trained = [name for name in self.unchanged if id(self.targets[name]) in stepped]
+        self.derivative = float(sum(self.parts.get(name, 0.0) for name in self.trained))
         raise _Stop
 
     def install(self) -> None:
@@ -185,6 +202,9 @@ class Perturbation:
 
         def backward(tensors, grad_tensors=None, *args, **kwargs):
             self.calls += 1
+            if self._awaiting_step:
+                self.error = f"no optimizer stepped between backward {self.at} and the next"
+                raise _Stop
             if self.calls < self.at:
                 return self._earlier(tensors, kwargs.get("inputs"), lambda: original_backward(tensors, grad_tensors, *args, **kwargs))
             self.capture(tensors, grad_tensors)
@@ -193,10 +213,16 @@ class Perturbation:
             self.calls += 1
             if self.calls < self.at:
                 return self._earlier_grad(lambda: original_grad(outputs, inputs, grad_outputs, *args, **kwargs))
+            if self.at > 1 and self.analytic:
+                self.error = f"backward {self.at} is a torch.autograd.grad call, whose result the run needs"
+                raise _Stop
             self.capture(outputs, grad_outputs)
 
         torch.autograd.backward = backward
         torch.autograd.grad = grad
+        if self.at > 1:
+            step_handle = _optimizer_module.register_optimizer_step_pre_hook(self._on_step)
+            self._undo.append(step_handle.remove)
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
         self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
         if not self.float64:
@@ -343,8 +369,11 @@ def later_backward_checks(run_once: Callable[[Perturbation], Any], iter_tensors:
     every step before backward k is the same in all three runs and the central
     difference sees exactly the moved tensors' uses in loss k, including values computed
     before an earlier backward and reused (a score kept from the first stage), which a
-    detach would hide from autograd. A run that ends before backward k, or where every
-    tensor it reaches was stepped, gives no entry past that point; never a pass."""
+    detach would hide from autograd. Only the tensors of the optimizer that steps right
+    after backward k are moved: what that loss is meant to train (a discriminator's
+    loss over ``fake.detach()`` rightly ignores the generator, stepped or not). A run that
+    ends before backward k, or where no optimizer steps after it, or every tensor it
+    reaches was stepped, gives no entry past that point; never a pass."""
     checks: list[dict[str, Any]] = []
     for at in LATER_BACKWARDS:
         started = time.perf_counter()
@@ -353,6 +382,10 @@ def later_backward_checks(run_once: Callable[[Perturbation], Any], iter_tensors:
         if base.calls < at:
             break  # the run ended before backward `at`
         where = f"at backward {at}"
+        if base.error is None and base.trained is not None and not base.trained:
+            base.error = "the optimizer that steps after it updates none of the tensors unchanged before it"
+        elif base.error is None and base.trained is None:
+            base.error = f"no optimizer stepped after backward {at}"
         if base.error is not None or base.loss is None or base.derivative is None:
             checks.append({"backward": at, "applicable": False, "detail": f"finite differences {where} not applicable: {base.error or 'no loss was computed'}"})
             if not base.unchanged:
@@ -362,7 +395,7 @@ def later_backward_checks(run_once: Callable[[Perturbation], Any], iter_tensors:
             why = f"the loss is {base.loss_dtype}" if base.loss_dtype != torch.float64 else f"a run up to it takes {took:.1f} s"
             checks.append({"backward": at, "applicable": False, "detail": f"finite differences {where} not applicable: {why}"})
             break
-        only = frozenset(base.unchanged)
+        only = frozenset(base.trained or ())
         plus = _one_run(run_once, FD_EPS, False, iter_tensors, at=at, only=only, replay=base.events)
         minus = _one_run(run_once, -FD_EPS, False, iter_tensors, at=at, only=only, replay=base.events)
         if plus.loss is None or minus.loss is None:
@@ -381,6 +414,6 @@ def later_backward_checks(run_once: Callable[[Perturbation], Any], iter_tensors:
             "numeric": numeric,
             "targets": sorted(only),
             "detail": f"{where}, gradient along a random direction {analytic:.6g} {verb} finite differences {numeric:.6g} "
-                      f"(float64, {len(only)} tensor(s) not stepped before it)",
+                      f"(float64, the {len(only)} tensor(s) the next step updates)",
         })
     return checks
