@@ -45,6 +45,8 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from .protocol import PROTOCOL_VERSION, VERSION_KEY
+
 if TYPE_CHECKING:
     from autograd_fix.config_files import ConfigChoice
 
@@ -218,6 +220,10 @@ class Verifier:
         if not ready.get("ready"):
             self.close()
             raise self._not_ready(ready)
+        if ready.get(VERSION_KEY) != PROTOCOL_VERSION:
+            self.close()
+            raise WorkerError(f"the verification worker speaks protocol version {ready.get(VERSION_KEY)!r}, this tool "
+                              f"{PROTOCOL_VERSION}: they come from different autograd-fix installations")
         self.worker_pid = ready.get("pid")
         #: None when runs are isolated here, else why they cannot be
         self.isolation_unavailable: str | None = ready.get("isolation_unavailable")
@@ -289,7 +295,10 @@ class Verifier:
 
     # -- protocol -----------------------------------------------------------------
     def _send(self, message: dict[str, Any]) -> None:
+        """One request on its line, stamped with this side's protocol version (typed
+        requests carry it already; the doctor's and a ping get it here)."""
         assert self._proc.stdin is not None
+        message = {VERSION_KEY: PROTOCOL_VERSION, **message}
         try:
             self._proc.stdin.write((json.dumps(message) + "\n").encode())
             self._proc.stdin.flush()
