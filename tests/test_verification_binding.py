@@ -780,7 +780,7 @@ def test_search_is_bounded_and_gives_the_rewritten_side_the_winning_plan():
 
     def run_sides(request, unit, sources):
         plan = unit.get("input_plan") or 0
-        calls.append((plan, tuple(sources), request["timeout"]))
+        calls.append((plan, tuple(sources), request.timeout))
         fits = plan == 3
         return [_outcome(plan, 6, None if fits else "mat1 and mat2 shapes cannot be multiplied (4x8 and 16x2)") for _ in sources]
 
