@@ -48,7 +48,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograd_fix.config_files import ConfigChoice, ConfigFileError, candidate_files, find_config_file, load_settings
+from autograd_fix.config_files import ConfigChoice, ConfigFileError, candidate_files, load_settings
 
 from .trust import MODES, UserConfigError, UserSettings, load_user_settings, readable_config, weigh
 
@@ -95,21 +95,9 @@ class ConfigError(ValueError):
     """The ``[tool.autograd-fix.verify]`` table is malformed."""
 
 
-def find_pyproject(start: str, user: UserSettings | None = None, notes: list[str] | None = None) -> str | None:
-    """The configuration file for `start` (a file or a folder), the one the command line
-    uses (`autograd_fix.config_files`), or else the nearest readable ``pyproject.toml``
-    (its folder is still the project's root); one owned by another user is skipped
-    (noted in `notes`) unless `user` trusts its project."""
-    try:
-        found = find_config_file(Path(start), user, notes)
-    except ConfigFileError as exc:
-        raise ConfigError(str(exc)) from exc
-    if found is not None:
-        return str(found.path)
-    return _plain_pyproject(start, user if user is not None else UserSettings())
-
-
 def _plain_pyproject(start: str, user: UserSettings) -> str | None:
+    """The nearest readable ``pyproject.toml`` without settings: its folder is still the
+    project's root (where factories would be imported from)."""
     for candidate in candidate_files(Path(start)):
         if candidate.name == "pyproject.toml" and readable_config(str(candidate), user):
             return str(candidate)
