@@ -305,6 +305,7 @@ def check(
                 decided.note = file_lines(progress, len(decided.candidates))
                 settings = VerifySettings(
                     device=device.value, timeout=verify_timeout, jobs=jobs, user=user, unverified_fixes=unverified_fixes,
+                    config=lookup.choice,
                 )
                 outcomes = verify_and_compose(outcomes, job_list, settings, bool(unsafe_fixes), progress, on_decided=decided)
         except Interrupted as stop:

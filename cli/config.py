@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from autograd_fix.cli.discovery import ExcludePatternError, exclude_spec
-from autograd_fix.config_files import ConfigFileError, candidate_files, find_config_file, merged_tables, read_config_file
+from autograd_fix.config_files import ConfigChoice, ConfigFileError, candidate_files, load_settings, merged_tables
 from autograd_fix.cli.torch_floor import dependencies_floor
 from autograd_fix.codemods.semantic.roles import CONFIGURABLE_ROLES, DEFAULT_VOCABULARY, Role, Vocabulary
 from autograd_fix.codemods.source import DEFAULT_MAX_FILE_BYTES
@@ -171,14 +171,11 @@ def load_config(
             user = load_user_settings()
         except UserConfigError as error:
             raise ConfigError(str(error)) from None
-    notes: list[str] = []
     try:
-        found = None if isolated else (
-            read_config_file(config_file, user) if config_file is not None else find_config_file(start, user, notes)
-        )
+        settings = load_settings(start, user, ConfigChoice.of(config_file, isolated, overrides))
     except ConfigFileError as error:
         raise ConfigError(str(error)) from None
-    table = merged_tables(found.table if found else {}, overrides or {})
+    found, table, notes = settings.found, settings.table, list(settings.notes)
     if found is None and not table:
         return Config(target_torch=None if isolated else _declared_floor(start, user), notes=notes)
     source = found.path if found else Path("--config")
@@ -209,8 +206,8 @@ def load_config(
     config.max_file_size = size
     config.target_torch = _target_torch(table, source) or (None if isolated else _declared_floor(start, user))
     config.roles = _roles(table, source)
-    if "verify" in table and found is not None:
-        _check_verify_table(found.root, user)
+    if "verify" in table:
+        _check_verify_table(table["verify"], source, found.root if found else None, user)
     return config
 
 
@@ -221,15 +218,15 @@ def _flag(table: dict[str, Any], key: str, source: Path) -> bool:
     return value
 
 
-def _check_verify_table(root: Path, user: UserSettings) -> None:
+def _check_verify_table(table: Any, source: Path, root: Path | None, user: UserSettings) -> None:
     """`[tool.autograd-fix.verify]` (driver, argv, isolation, pass-env, factories) is read
-    per verified file by the verification stage; a malformed one stops the run here
-    instead of leaving every patch unverified."""
+    per verified file by the verification stage, through the same loader; a malformed
+    one stops the run here instead of leaving every patch unverified."""
     from autograd_fix.verification.config import ConfigError as VerifyConfigError
-    from autograd_fix.verification.config import load_config as load_verify_config
+    from autograd_fix.verification.config import verify_config_from
 
     try:
-        load_verify_config(config_dir=str(root), user=user)
+        verify_config_from(table, str(source), str(root) if root else None, user)
     except VerifyConfigError as error:
         raise ConfigError(str(error)) from None
 
@@ -322,6 +319,8 @@ class ConfigLookup:
         self._isolated = isolated
         self._config_file = config_file
         self._by_folder: dict[Path, Config] = {}
+        #: the same choice, for verification to read each file's settings as the checks did
+        self.choice = ConfigChoice.of(config_file, isolated, self._overrides)
 
     def for_path(self, path: Path) -> Config:
         """The settings for `path` (a file or folder; one that does not exist: the

@@ -20,6 +20,7 @@ from rich.text import Text
 from autograd_fix.cli.notebook_check import localize_verification
 from autograd_fix.cli.progress import progress_bar
 from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job
+from autograd_fix.config_files import ConfigChoice
 from autograd_fix.codemods.engine import EngineError
 from autograd_fix.codemods.plans import FilePlans
 from autograd_fix.codemods.registry import rule_by_code, select_rules
@@ -41,6 +42,8 @@ class VerifySettings:
     user: UserSettings | None = None
     #: also apply fixes whose verification could not decide (`--unverified-fixes`)
     unverified_fixes: bool = False
+    #: `--config PATH` / `KEY=VALUE` / `--isolated`: verification reads the settings the checks read
+    config: ConfigChoice | None = None
 
 
 class ConfigNotes:
@@ -237,7 +240,7 @@ def verify_records(
         return
     own = verifier is None
     try:
-        verifier = verifier or Verifier.for_project(queues[0].outcome.path, settings.user)
+        verifier = verifier or Verifier.for_project(queues[0].outcome.path, settings.user, choice=settings.config)
     except WorkerError as error:
         said = ConfigNotes()
         for queue in queues:
@@ -305,6 +308,7 @@ def verify_records(
             api.verify_stream(
                 next_pair, on_verdict, verifier=verifier, shadows=shadows, memo=memo,
                 jobs=settings.jobs, device=settings.device, timeout=settings.timeout, user=settings.user,
+                config=settings.config,
             )
     finally:
         if own:

@@ -18,6 +18,13 @@ relative to the folder of the configuration that is used, not the base's.
 
 A file owned by another user is not read (see `trust.readable_config`); the search
 goes on above it and the caller is told why.
+
+`load_settings` is the one loader: the command line (`cli.config.load_config`), the
+language server (`cli.config.ConfigCache`) and verification (`verification.config.load_config`)
+all call it, with the same `ConfigChoice` (``--config PATH``, ``--config KEY=VALUE``,
+``--isolated``), so that a file's checks and its patches' verification read the same
+settings: a sub-package's ``pyproject.toml`` with only ``[project]`` hides neither the
+root's ``[tool.autograd-fix]`` nor its ``[tool.autograd-fix.verify]`` ``argv``.
 """
 
 from __future__ import annotations
@@ -53,6 +60,56 @@ class ConfigFile:
     def root(self) -> Path:
         """The folder its globs and paths are relative to."""
         return self.path.parent
+
+
+@dataclass(frozen=True)
+class ConfigChoice:
+    """What the user chose on the command line about configuration files: one named
+    file (``--config PATH``) instead of the lookup, none (``--isolated``), and
+    ``--config KEY=VALUE`` overrides on top. The default is the lookup alone."""
+
+    config_file: Path | None = None
+    isolated: bool = False
+    overrides: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, config_file: Path | None = None, isolated: bool = False, overrides: dict[str, Any] | None = None) -> "ConfigChoice":
+        return cls(config_file, isolated, tuple((overrides or {}).items()))
+
+    @property
+    def override_table(self) -> dict[str, Any]:
+        return dict(self.overrides)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings that apply to a path: the configuration file in use (None: none, or
+    ``--isolated``), its table with `extend` and overrides merged, and the files that
+    were skipped, and why."""
+
+    found: ConfigFile | None
+    table: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> Path | None:
+        return self.found.path if self.found else None
+
+
+def load_settings(start: Path, user: UserSettings | None = None, choice: ConfigChoice | None = None) -> Settings:
+    """The settings for files under `start` (a file or folder) by the one lookup rule:
+    `choice`'s file, or none when isolated, or the nearest configuration with settings
+    (`find_config_file`), with `choice`'s overrides on top. Raises `ConfigFileError`."""
+    user = user if user is not None else UserSettings()
+    choice = choice or ConfigChoice()
+    notes: list[str] = []
+    if choice.isolated:
+        found = None
+    elif choice.config_file is not None:
+        found = read_config_file(choice.config_file, user)
+    else:
+        found = find_config_file(start, user, notes)
+    return Settings(found, merged_tables(found.table if found else {}, choice.override_table), tuple(notes))
 
 
 def candidate_files(start: Path) -> Iterator[Path]:

@@ -18,6 +18,7 @@ import torch
 from autograd_fix.verification import verify_pair
 from autograd_fix.verification.binding import Binder, Unbindable
 from autograd_fix.verification.evidence import read_unit
+from autograd_fix.verification.protocol import VerifyRequest
 from autograd_fix.verification.input_search import MAX_TRIALS, run_searching_inputs
 from autograd_fix.verification.sandbox import Outcome
 from autograd_fix.verification.shapes import MAX_BATCH, MAX_ELEMENTS, MAX_SEQUENCE, MAX_SPATIAL, entry_layers, model_plans
@@ -779,11 +780,11 @@ def test_search_is_bounded_and_gives_the_rewritten_side_the_winning_plan():
 
     def run_sides(request, unit, sources):
         plan = unit.get("input_plan") or 0
-        calls.append((plan, tuple(sources), request["timeout"]))
+        calls.append((plan, tuple(sources), request.timeout))
         fits = plan == 3
         return [_outcome(plan, 6, None if fits else "mat1 and mat2 shapes cannot be multiplied (4x8 and 16x2)") for _ in sources]
 
-    original, rewritten = run_searching_inputs({"timeout": 20.0}, {}, ("ORIG", "NEW"), run_sides)
+    original, rewritten = run_searching_inputs(VerifyRequest(timeout=20.0), {}, ("ORIG", "NEW"), run_sides)
     assert original.record["input_plan"]["index"] == 3 and rewritten.record["input_plan"]["index"] == 3
     trials = [call for call in calls[1:] if call[1] == ("ORIG",)]
     assert [plan for plan, _, _ in trials] == [1, 2, 3]  # in order, stopping at the first clean one
@@ -798,7 +799,7 @@ def test_search_never_runs_more_than_the_cap_and_ignores_other_errors():
         calls.append(unit.get("input_plan"))
         return [_outcome(unit.get("input_plan") or 0, 50, "size mismatch, m1: [4 x 8], m2: [16 x 2]") for _ in sources]
 
-    original, rewritten = run_searching_inputs({"timeout": 20.0}, {}, ("ORIG", "NEW"), always_mismatch)
+    original, rewritten = run_searching_inputs(VerifyRequest(timeout=20.0), {}, ("ORIG", "NEW"), always_mismatch)
     assert len(calls) - 1 <= MAX_TRIALS
     # no candidate fits: the inputs' fault, so unverified (unbound), never "the error persists"
     assert original.record["unbound"]["name"] == rewritten.record["unbound"]["name"] == "inputs"
@@ -810,7 +811,7 @@ def test_search_never_runs_more_than_the_cap_and_ignores_other_errors():
         message = "one of the variables needed for gradient computation has been modified by an inplace operation"
         return [_outcome(0, 6, message) for _ in sources]
 
-    original, _ = run_searching_inputs({"timeout": 20.0}, {}, ("ORIG", "NEW"), autograd_error)
+    original, _ = run_searching_inputs(VerifyRequest(timeout=20.0), {}, ("ORIG", "NEW"), autograd_error)
     assert calls == [None]  # not a shape error: the code's own verdict, no search
     assert original.record["unbound"] is None
 

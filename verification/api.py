@@ -12,12 +12,15 @@ never depend on the tool's working directory.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Hashable
 
 from .client import Verifier, WorkerError
+from autograd_fix.config_files import ConfigChoice
+
 from .config import ConfigError, VerifyConfig, load_config
 from .place import user_file_text
+from .protocol import Bounds, GradcheckRequest, VerifyRequest
 from .drivers import DriverError, parse_command
 from .interpreter import unavailable_reason
 from .isolation import pass_env_values, refusal
@@ -73,9 +76,18 @@ def _known_failures(unit: dict[str, Any], path: str, shadows: ShadowCopies) -> d
     return unit
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A request on its way to the worker, and what the tool keeps for its verdict."""
+
+    request: VerifyRequest
+    #: what was not taken from the project's configuration: said with the verdict
+    notes: tuple[str, ...] = ()
+
+
 def _request(
     pair: dict[str, Any], defaults: dict[str, Any], shadows: ShadowCopies, memo: SourceMemo | None = None
-) -> tuple[dict[str, Any] | None, Verdict | None]:
+) -> tuple[_Pending | None, Verdict | None]:
     """A worker request for one pair, or the verdict when nothing needs to run."""
     merged = {**defaults, **{k: v for k, v in pair.items() if v is not None}}
     path = merged.get("path") or "<string>"
@@ -83,7 +95,8 @@ def _request(
         path = os.path.abspath(path)
     rule = merged.get("rule")
     try:
-        config = load_config(path if path != "<string>" else None, config_dir=merged.get("config_dir"), user=merged.get("user"))
+        config = load_config(path if path != "<string>" else None, config_dir=merged.get("config_dir"), user=merged.get("user"),
+                             choice=merged.get("config"))
         command = parse_command(config.driver) if config.driver else None
     except (ConfigError, DriverError) as exc:
         return None, Verdict(UNVERIFIED, f"{exc} (see `driver` in [tool.autograd-fix.verify])" if isinstance(exc, DriverError) else str(exc), rule, ())
@@ -108,33 +121,33 @@ def _request(
             # the functions alone (or as the last fallback): inputs from the project's own calls
             units = with_call_sites(units, place["user_root"], path)
     checks = merged.get("checks")
-    request = {
-        "op": "verify",
-        "path": path,
-        **place,
-        "argv": list(config.argv),
-        "bounds": {"cap": config.loop_cap, "outer_cap": config.outer_loop_cap, "forward_cap": config.forward_loop_cap},
-        "rule": rule,
-        "checks": list(checks) if checks else None,
-        "units": [_known_failures(_unit_json(unit, place["user_root"], config), path, shadows) for unit in units],
-        "device": merged.get("device", "auto"),
-        "timeout": float(merged.get("timeout", 20.0)),
-        "memory_mb": int(merged.get("memory_mb", DEFAULT_MEMORY_MB)),
-        "factories": config.factories,
-        "factory_root": config.root,
-        "roles": merged.get("roles"),
-        "threads": int(merged.get("threads", 1)),
-        "user_text": merged.get("user_text") if merged.get("user_text") is not None else user_file_text(path),
-        "isolation": config.isolation,
-        "pass_env": pass_env_values(config.pass_env, dict(os.environ)),
-        "notes": list(notes),  # tool-side only: said with the verdict
-    }
-    return request, None
+    request = VerifyRequest(
+        path=path,
+        relative=place["relative"],
+        user_root=place["user_root"],
+        shadow_base=place["shadow_base"],
+        argv=tuple(config.argv),
+        bounds=Bounds(cap=config.loop_cap, outer_cap=config.outer_loop_cap, forward_cap=config.forward_loop_cap),
+        rule=rule,
+        checks=tuple(checks) if checks else None,
+        units=tuple(_known_failures(_unit_json(unit, place["user_root"], config), path, shadows) for unit in units),
+        device=merged.get("device", "auto"),
+        timeout=float(merged.get("timeout", 20.0)),
+        memory_mb=int(merged.get("memory_mb", DEFAULT_MEMORY_MB)),
+        factories=dict(config.factories),
+        factory_root=config.root,
+        roles=merged.get("roles"),
+        threads=int(merged.get("threads", 1)),
+        user_text=merged.get("user_text") if merged.get("user_text") is not None else user_file_text(path),
+        isolation=config.isolation,
+        pass_env=pass_env_values(config.pass_env, dict(os.environ)),
+    )
+    return _Pending(request, tuple(notes)), None
 
 
-def _isolation_gap(worker: Verifier, request: dict[str, Any]) -> str | None:
+def _isolation_gap(worker: Verifier, pending: _Pending) -> str | None:
     """Why this request's runs will not be isolated (None: they will be)."""
-    mode = request.get("isolation", "auto")
+    mode = pending.request.isolation
     if mode == "off":
         return 'isolation = "off"'
     if mode == "auto" and worker.isolation_unavailable is not None:
@@ -142,25 +155,26 @@ def _isolation_gap(worker: Verifier, request: dict[str, Any]) -> str | None:
     return None
 
 
-def _unisolated(worker: Verifier, requests: list[dict[str, Any]]) -> list[str | None]:
+def _unisolated(worker: Verifier, requests: list[_Pending]) -> list[str | None]:
     """Per request: the refusal when it requires isolation this machine lacks, else None
     (and the worker notes an ``auto`` request that will run unisolated)."""
     reason = worker.isolation_unavailable
     if reason is None:
         return [None for _ in requests]
     refusals: list[str | None] = []
-    for request in requests:
-        mode = request.get("isolation", "auto")
+    for pending in requests:
+        mode = pending.request.isolation
         if mode == "auto":
             worker.ran_unisolated()
         refusals.append(refusal(reason) if mode == "required" else None)
     return refusals
 
 
-def _verdict(answer: dict[str, Any], rule: str | None, worker: Verifier, request: dict[str, Any]) -> Verdict:
+def _verdict(answer: dict[str, Any], rule: str | None, worker: Verifier, pending: _Pending) -> Verdict:
     """The verdict of a request that went to the worker, marked with what its runs
-    were not confined by and the notes of its configuration."""
-    extra = {"isolation_gap": _isolation_gap(worker, request), "notes": tuple(request.get("notes") or ())}
+    were not confined by and the notes of its configuration. An answer that is no
+    answer (a refused request: another protocol version) is unverified, with why."""
+    extra = {"isolation_gap": _isolation_gap(worker, pending), "notes": pending.notes}
     hide = Redactor.from_environment()  # what the runs printed may hold the user's secrets
     if not answer.get("ok"):
         return Verdict(UNVERIFIED, hide.text(f"verification failed: {answer.get('error')}"), rule, (), **extra)
@@ -180,6 +194,7 @@ def verify_many(
     shadows: ShadowCopies | None = None,
     memo: SourceMemo | None = None,
     user: UserSettings | None = None,
+    config: ConfigChoice | None = None,
 ) -> list[Verdict]:
     """Verify independent patches, up to `jobs` at a time, on one warm worker.
 
@@ -192,15 +207,19 @@ def verify_many(
     Each file's project is copied once per `shadows` (once per call without one).
     A run that calls this repeatedly passes one `memo`, so each patch is analysed for what
     it changed rather than for the size of its file. `user` holds the user's own safety
-    settings (flags on top of their configuration file; None: the file alone).
+    settings (flags on top of their configuration file; None: the file alone). `config`
+    is the command line's choice of configuration (``--config``, ``--isolated``), read by
+    the same loader as the checks (`config_files.load_settings`).
     """
     if shadows is None:
         with ShadowCopies() as own_shadows:
             return verify_many(pairs, jobs=jobs, device=device, timeout=timeout, memory_mb=memory_mb,
-                               config_dir=config_dir, verifier=verifier, shadows=own_shadows, memo=memo, user=user)
-    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user}
+                               config_dir=config_dir, verifier=verifier, shadows=own_shadows, memo=memo, user=user,
+                               config=config)
+    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user,
+                "config": config}
     verdicts: list[Verdict | None] = []
-    requests: list[dict[str, Any]] = []
+    requests: list[_Pending] = []
     slots: list[int] = []
     for pair in pairs:
         request, verdict = _request(pair, defaults, shadows, memo)
@@ -217,7 +236,7 @@ def verify_many(
                 verdicts[slot] = Verdict(UNVERIFIED, unavailable_reason(exc), pairs[slot].get("rule"), ())
             return [v for v in verdicts if v is not None]
         refusals = _unisolated(worker, requests)
-        runnable = [request for request, refused in zip(requests, refusals) if refused is None]
+        runnable = [pending.request.to_json() for pending, refused in zip(requests, refusals) if refused is None]
         try:
             answers = iter(worker.run_many(runnable, jobs=jobs or default_jobs()) if runnable else [])
         except WorkerError as exc:
@@ -227,7 +246,7 @@ def verify_many(
                 worker.close()
         for slot, request, refused in zip(slots, requests, refusals):
             if refused is not None:
-                verdicts[slot] = Verdict(UNVERIFIED, refused, pairs[slot].get("rule"), (), notes=tuple(request["notes"]))
+                verdicts[slot] = Verdict(UNVERIFIED, refused, pairs[slot].get("rule"), (), notes=request.notes)
                 continue
             answer = next(answers)
             verdicts[slot] = _verdict(answer, pairs[slot].get("rule"), worker, request)
@@ -248,6 +267,7 @@ def verify_stream(
     config_dir: str | None = None,
     memo: SourceMemo | None = None,
     user: UserSettings | None = None,
+    config: ConfigChoice | None = None,
 ) -> None:
     """Verify patches as they come: `next_pair()` gives `(key, pair)` (None: nothing
     more for now), `on_verdict(key, verdict)` is called as soon as that patch is judged,
@@ -255,8 +275,9 @@ def verify_stream(
     went in). Up to `jobs` run at once; no patch waits for a batch of others, so a caller
     can act on each file as soon as its last verdict is in. A worker that dies leaves
     every patch still in flight, and every later one, unverified."""
-    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user}
-    waiting: dict[int, tuple[Hashable, dict[str, Any]]] = {}
+    defaults = {"device": device, "timeout": timeout, "memory_mb": memory_mb, "config_dir": config_dir, "user": user,
+                "config": config}
+    waiting: dict[int, tuple[Hashable, dict[str, Any], _Pending]] = {}
     tags = iter(range(1 << 62))
     broken: list[str] = []
 
@@ -266,22 +287,22 @@ def verify_stream(
             if item is None:
                 return None
             key, pair = item
-            request, verdict = _request(pair, defaults, shadows, memo)
-            refused = _unisolated(verifier, [request])[0] if request is not None else None
-            if refused is not None:
-                verdict, request = Verdict(UNVERIFIED, refused, pair.get("rule"), (), notes=tuple(request["notes"])), None
-            if request is None:
+            pending, verdict = _request(pair, defaults, shadows, memo)
+            refused = _unisolated(verifier, [pending])[0] if pending is not None else None
+            if refused is not None and pending is not None:
+                verdict, pending = Verdict(UNVERIFIED, refused, pair.get("rule"), (), notes=pending.notes), None
+            if pending is None:
                 on_verdict(key, verdict or Verdict(UNVERIFIED, "nothing to run", pair.get("rule"), ()))
                 continue
             tag = next(tags)
-            waiting[tag] = (key, pair)
-            return {**request, "tag": tag}
+            waiting[tag] = (key, pair, pending)
+            return {**pending.request.to_json(), "tag": tag}
         return None
 
     def answer(request: dict[str, Any], message: dict[str, Any]) -> None:
-        key, pair = waiting.pop(request["tag"])
-        _remember_failures(shadows, request, message)
-        on_verdict(key, _verdict(message, pair.get("rule"), verifier, request))
+        key, pair, pending = waiting.pop(request["tag"])
+        _remember_failures(shadows, pending, message)
+        on_verdict(key, _verdict(message, pair.get("rule"), verifier, pending))
 
     try:
         verifier.stream(feed, answer, jobs=jobs or default_jobs())
@@ -290,17 +311,17 @@ def verify_stream(
     if not broken:
         return
     while waiting:
-        key, pair = waiting.pop(next(iter(waiting)))  # its runs never finished: nothing to mark
+        key, pair, _ = waiting.pop(next(iter(waiting)))  # its runs never finished: nothing to mark
         on_verdict(key, Verdict(UNVERIFIED, f"verification failed: {broken[0]}", pair.get("rule"), ()))
     while (item := next_pair()) is not None:
         key, pair = item
         on_verdict(key, Verdict(UNVERIFIED, f"verification failed: {broken[0]}", pair.get("rule"), ()))
 
 
-def _remember_failures(shadows: ShadowCopies, request: dict[str, Any], answer: dict[str, Any]) -> None:
+def _remember_failures(shadows: ShadowCopies, pending: _Pending, answer: dict[str, Any]) -> None:
     """Drivers found unable to run for this file: its next patches skip them."""
     for driver, failure in ((answer.get("result") or {}).get("driver_failures") or {}).items():
-        shadows.driver_failures[(request["path"], driver)] = failure
+        shadows.driver_failures[(pending.request.path, driver)] = failure
 
 
 def verify_pair(
@@ -345,7 +366,7 @@ def gradcheck_file(source: str, *, path: str, timeout: float = 20.0, verifier: V
         source = _Module(source, path).reduced(set())
     except UnitError as exc:
         return [{"name": "<module>", "passed": None, "error": str(exc), "inputs": None}]
-    request = {"op": "gradcheck", "source": source, "path": path, "timeout": timeout, "memory_mb": DEFAULT_MEMORY_MB}
+    request = GradcheckRequest(source=source, path=path, timeout=timeout, memory_mb=DEFAULT_MEMORY_MB).to_json()
     own = verifier is None
     try:
         worker = verifier or Verifier()

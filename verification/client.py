@@ -45,7 +45,11 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from .protocol import PROTOCOL_VERSION, VERSION_KEY
+
 if TYPE_CHECKING:
+    from autograd_fix.config_files import ConfigChoice
+
     from .interpreter import Interpreter
     from .trust import UserSettings
 
@@ -216,6 +220,10 @@ class Verifier:
         if not ready.get("ready"):
             self.close()
             raise self._not_ready(ready)
+        if ready.get(VERSION_KEY) != PROTOCOL_VERSION:
+            self.close()
+            raise WorkerError(f"the verification worker speaks protocol version {ready.get(VERSION_KEY)!r}, this tool "
+                              f"{PROTOCOL_VERSION}: they come from different autograd-fix installations")
         self.worker_pid = ready.get("pid")
         #: None when runs are isolated here, else why they cannot be
         self.isolation_unavailable: str | None = ready.get("isolation_unavailable")
@@ -223,7 +231,8 @@ class Verifier:
         self._noticed = False
 
     @classmethod
-    def for_project(cls, path: str | None, user: "UserSettings | None" = None, *, debug: bool | None = None) -> "Verifier":
+    def for_project(cls, path: str | None, user: "UserSettings | None" = None, *, debug: bool | None = None,
+                    choice: "ConfigChoice | None" = None) -> "Verifier":
         """A worker under the interpreter `interpreter.choose` picks for the project of
         `path` (a file or folder; None: the current folder), given the `user`'s settings
         (their configuration file when None)."""
@@ -235,7 +244,7 @@ class Verifier:
         user = user if user is not None else load_user_settings()
         start = os.path.abspath(path or os.getcwd())
         try:
-            config = load_config(start, user=user)
+            config = load_config(start, user=user, choice=choice)
         except ConfigError:
             config = VerifyConfig()  # the verdicts say what is wrong with the file
         try:
@@ -286,7 +295,10 @@ class Verifier:
 
     # -- protocol -----------------------------------------------------------------
     def _send(self, message: dict[str, Any]) -> None:
+        """One request on its line, stamped with this side's protocol version (typed
+        requests carry it already; the doctor's and a ping get it here)."""
         assert self._proc.stdin is not None
+        message = {VERSION_KEY: PROTOCOL_VERSION, **message}
         try:
             self._proc.stdin.write((json.dumps(message) + "\n").encode())
             self._proc.stdin.flush()

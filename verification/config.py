@@ -45,12 +45,10 @@ the heuristics; both sides of a patch call them after identical seeding.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
-
 from pathlib import Path
 
-from autograd_fix.config_files import ConfigFileError, candidate_files, find_config_file, read_config_file, settings_table
+from autograd_fix.config_files import ConfigChoice, ConfigFileError, candidate_files, load_settings
 
 from .trust import MODES, UserConfigError, UserSettings, load_user_settings, readable_config, weigh
 
@@ -97,27 +95,9 @@ class ConfigError(ValueError):
     """The ``[tool.autograd-fix.verify]`` table is malformed."""
 
 
-def _read_toml(path: str) -> dict:
-    try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigFileError(f"{path}: {exc}") from exc
-
-
-def find_pyproject(start: str, user: UserSettings | None = None, notes: list[str] | None = None) -> str | None:
-    """The configuration file for `start` (a file or a folder), the same one the command
-    line uses (`autograd_fix.config_files`): the nearest ``.autograd-fix.toml``,
-    ``autograd-fix.toml`` or ``pyproject.toml`` with settings, or else the nearest
-    readable ``pyproject.toml`` (its folder is still the project's root); one owned by
-    another user is skipped (noted in `notes`) unless `user` trusts its project."""
-    try:
-        found = find_config_file(Path(start), user, notes)
-    except ConfigFileError as exc:
-        raise ConfigError(str(exc)) from exc
-    if found is not None:
-        return str(found.path)
-    user = user if user is not None else UserSettings()
+def _plain_pyproject(start: str, user: UserSettings) -> str | None:
+    """The nearest readable ``pyproject.toml`` without settings: its folder is still the
+    project's root (where factories would be imported from)."""
     for candidate in candidate_files(Path(start)):
         if candidate.name == "pyproject.toml" and readable_config(str(candidate), user):
             return str(candidate)
@@ -125,29 +105,39 @@ def find_pyproject(start: str, user: UserSettings | None = None, notes: list[str
 
 
 def load_config(
-    path: str | None = None, *, config_dir: str | None = None, user: UserSettings | None = None
+    path: str | None = None, *, config_dir: str | None = None, user: UserSettings | None = None,
+    choice: ConfigChoice | None = None,
 ) -> VerifyConfig:
-    """Read the verify table for the file at `path` (or the folder `config_dir`), with
-    the safety settings weighed against the `user`'s own (their configuration file when
-    None is given)."""
+    """Read the verify table for the file at `path` (or the folder `config_dir`) through
+    the one loader (`config_files.load_settings`, with the command line's `choice` of
+    file, overrides or isolation), with the safety settings weighed against the `user`'s
+    own (their configuration file when None is given)."""
     if user is None:
         try:
             user = load_user_settings()
         except UserConfigError as exc:
             raise ConfigError(str(exc)) from exc
     start = config_dir or (path if path and not path.startswith("<") else os.getcwd())
-    skipped: list[str] = []
-    pyproject = find_pyproject(start, user, skipped)
-    if pyproject is None:
-        safety = weigh(user, None, None, ())
-        return VerifyConfig(isolation=safety.isolation, pass_env=safety.pass_env, notes=tuple(skipped))
     try:
-        settings = settings_table(Path(pyproject), _read_toml(pyproject)) or {}
-        if "extend" in settings:
-            settings = read_config_file(Path(pyproject), user).table
+        settings = load_settings(Path(start), user, choice)
     except ConfigFileError as exc:
         raise ConfigError(str(exc)) from exc
-    table = settings.get("verify", {})
+    if settings.found is None and "verify" not in settings.table:
+        safety = weigh(user, None, None, ())
+        root = None if choice is not None and choice.isolated else _plain_pyproject(start, user)
+        return VerifyConfig(root=os.path.dirname(root) if root else None, isolation=safety.isolation,
+                            pass_env=safety.pass_env, notes=settings.notes)
+    source = str(settings.source) if settings.source else "--config"
+    root = str(settings.found.root) if settings.found else None
+    return verify_config_from(settings.table.get("verify", {}), source, root, user, settings.notes)
+
+
+def verify_config_from(table: object, source: str, root: str | None, user: UserSettings,
+                       skipped: tuple[str, ...] = ()) -> VerifyConfig:
+    """The `VerifyConfig` of a ``verify`` table read from `source` (a configuration file,
+    whose folder `root` holds its driver and factories); the command line validates the
+    same table with this, so a malformed one stops the run before any patch is made."""
+    pyproject = source
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] must be a table")
     driver = table.get("driver")
@@ -182,7 +172,7 @@ def load_config(
             raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] {name} must be \"module:callable\", got {value!r}")
         factories[name] = value
     safety = weigh(user, pyproject, table.get("isolation"), tuple(pass_env), python)
-    return VerifyConfig(factories=factories, root=os.path.dirname(pyproject), driver=driver, argv=tuple(argv),
+    return VerifyConfig(factories=factories, root=root, driver=driver, argv=tuple(argv),
                         isolation=safety.isolation, pass_env=safety.pass_env, notes=(*skipped, *safety.notes),
                         python=safety.python,
                         loop_cap=caps["loop-cap"], outer_loop_cap=caps["outer-loop-cap"],

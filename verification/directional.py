@@ -47,10 +47,11 @@ import zlib
 from typing import Any, Callable
 
 import torch
+import torch.optim.optimizer as _optimizer_module
 from torch import nn
 
 from .float64 import Float64Mode
-from .probes import ModuleNames
+from .probes import ModuleNames, leaves_of
 
 FD_EPS = 1e-6
 FD_ATOL, FD_RTOL = 1e-5, 1e-3
@@ -61,6 +62,9 @@ FD_RERUN_BUDGET_S = 4.0
 #: square (of 1 where that is 0) along its direction; the run's seeds move by SEED_SHIFT
 SECOND_POINT_SCALE = 0.1
 SECOND_POINT_SEED_SHIFT = 7919
+#: the later backward passes checked besides the first (`later_backward_checks`): the
+#: second and third, which in a GAN or a VAE with a discriminator are the other losses
+LATER_BACKWARDS = (2, 3)
 
 
 class _Stop(BaseException):
@@ -78,7 +82,8 @@ class Perturbation:
     """One re-run's instrumentation: moves parameters by eps * v, captures the first loss."""
 
     def __init__(self, eps: float, seed: int, *, analytic: bool, float64: bool = True, relative: bool = False,
-                 run_seed: int = 0) -> None:
+                 run_seed: int = 0, at: int = 1, only: frozenset[str] | None = None,
+                 replay: list[list[torch.Tensor | None]] | None = None) -> None:
         self.eps = eps
         self.seed = seed
         self.analytic = analytic
@@ -88,6 +93,24 @@ class Perturbation:
         self.relative = relative
         #: added to the seeds the unit's re-run sets (0: the run's own seeds)
         self.run_seed = run_seed
+        #: the backward pass (1-based) whose loss is L; the earlier ones run (base run:
+        #: their gradients kept in `events`) or are replayed from `replay` (moved runs)
+        self.at = at
+        #: the tensors moved (None: every one met); a later backward moves only those that
+        #: nothing changed in place before it (`unchanged` of the base run)
+        self.only = only
+        self.replay = replay
+        self.events: list[list[torch.Tensor | None]] = []
+        self.calls = 0
+        #: per target, its version counter when first met: an optimizer step or a hand
+        #: update before backward `at` bumps it
+        self.versions: dict[str, int] = {}
+        self.unchanged: list[str] = []
+        #: base run at a later backward: each unchanged target's part of <grad, v>, and
+        #: the targets of the optimizer that steps next (what this loss is meant to train)
+        self.parts: dict[str, float] = {}
+        self.trained: list[str] | None = None
+        self._awaiting_step = False
         self.targets: dict[str, torch.Tensor] = {}
         self.directions: dict[str, torch.Tensor] = {}
         self.loss: float | None = None
@@ -106,6 +129,9 @@ class Perturbation:
         """Move `tensor` (in place) along its direction; it becomes one of theta's parts."""
         if not tensor.is_floating_point() or any(tensor is t for t in self.targets.values()):
             return
+        if self.only is not None and name not in self.only:
+            return
+        self.versions[name] = tensor._version
         direction = self.direction(name, tensor)
         if self.eps:
             with torch.no_grad():
@@ -139,15 +165,34 @@ class Perturbation:
         self.loss = float(total.detach())
         if self.analytic:
             names = list(self.targets)
+            if self.at > 1:
+                # theta at a later backward: only what no step or update changed in place
+                # since it was met (its earlier uses and this loss saw the same values)
+                names = [n for n in names if self.targets[n]._version == self.versions.get(n)]
+                self.unchanged = names
+                if not names:
+                    self.error = f"every tensor it reaches was changed in place (a step) before backward {self.at}"
+                    raise _Stop
             try:
                 wanted = [self.targets[n] for n in names]
                 grads = self._grad(total, wanted, allow_unused=True) if total.requires_grad and wanted else [None] * len(names)
             except Exception as exc:  # noqa: BLE001 - the original's backward may be what is broken
                 self.error = f"autograd raised {type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
                 raise _Stop from None
-            self.derivative = float(
-                sum((g.double() * self.directions[n]).sum() for n, g in zip(names, grads) if g is not None) if names else 0.0
-            )
+            self.parts = {n: float((g.double() * self.directions[n]).sum()) for n, g in zip(names, grads) if g is not None}
+            self.derivative = float(sum(self.parts.values())) if names else 0.0
+            if self.at > 1:
+                # what this loss trains: the parameters of the optimizer that steps next
+                self._awaiting_step = True
+                return
+        raise _Stop
+
+    def _on_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if not self._awaiting_step:
+            return
+        stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        self.trained = [name for name in self.unchanged if id(self.targets[name]) in stepped]
+        self.derivative = float(sum(self.parts.get(name, 0.0) for name in self.trained))
         raise _Stop
 
     def install(self) -> None:
@@ -156,13 +201,28 @@ class Perturbation:
         original_backward, original_grad = torch.autograd.backward, torch.autograd.grad
 
         def backward(tensors, grad_tensors=None, *args, **kwargs):
+            self.calls += 1
+            if self._awaiting_step:
+                self.error = f"no optimizer stepped between backward {self.at} and the next"
+                raise _Stop
+            if self.calls < self.at:
+                return self._earlier(tensors, kwargs.get("inputs"), lambda: original_backward(tensors, grad_tensors, *args, **kwargs))
             self.capture(tensors, grad_tensors)
 
         def grad(outputs, inputs=None, grad_outputs=None, *args, **kwargs):
+            self.calls += 1
+            if self.calls < self.at:
+                return self._earlier_grad(lambda: original_grad(outputs, inputs, grad_outputs, *args, **kwargs))
+            if self.at > 1 and self.analytic:
+                self.error = f"backward {self.at} is a torch.autograd.grad call, whose result the run needs"
+                raise _Stop
             self.capture(outputs, grad_outputs)
 
         torch.autograd.backward = backward
         torch.autograd.grad = grad
+        if self.at > 1:
+            step_handle = _optimizer_module.register_optimizer_step_pre_hook(self._on_step)
+            self._undo.append(step_handle.remove)
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
         self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
         if not self.float64:
@@ -173,6 +233,37 @@ class Perturbation:
         mode = Float64Mode()
         mode.__enter__()
         self._undo.append(lambda: mode.__exit__(None, None, None))
+
+    def _earlier(self, tensors: Any, inputs: Any, run: Callable[[], Any]) -> None:
+        """A backward before the one checked: run and kept (base run), or replayed from the
+        base run's gradients (moved runs), so that what it feeds (an optimizer step) is
+        the same in all three runs and only the moved tensors' later uses differ."""
+        leaves = leaves_of(tensors, inputs)
+        if self.replay is None:
+            run()
+            self.events.append([None if leaf.grad is None else leaf.grad.detach().clone() for leaf in leaves])
+            return None
+        kept = self.replay[self.calls - 1] if self.calls - 1 < len(self.replay) else None
+        if kept is None or len(kept) != len(leaves) or any(
+                g is not None and (g.shape != leaf.shape or g.dtype != leaf.dtype) for g, leaf in zip(kept, leaves)):
+            self.error = f"backward {self.calls} reached other tensors than in the unmoved run"
+            raise _Stop
+        with torch.no_grad():
+            for leaf, kept_grad in zip(leaves, kept):
+                leaf.grad = None if kept_grad is None else kept_grad.clone()
+        return None
+
+    def _earlier_grad(self, run: Callable[[], Any]) -> Any:
+        """``torch.autograd.grad`` before the one checked: its answer kept or replayed."""
+        if self.replay is None:
+            answer = run()
+            self.events.append([None if g is None else g.detach().clone() for g in answer])
+            return answer
+        kept = self.replay[self.calls - 1] if self.calls - 1 < len(self.replay) else None
+        if kept is None:
+            self.error = f"autograd.grad call {self.calls} was not made in the unmoved run"
+            raise _Stop
+        return tuple(None if g is None else g.clone() for g in kept)
 
     def uninstall(self) -> None:
         while self._undo:
@@ -211,7 +302,7 @@ def _one_run(run_once: Callable[[Perturbation], Any], eps: float, analytic: bool
         perturbation.error = f"it raised {type(exc).__name__} before any backward: {str(exc)[:200]}"
     finally:
         perturbation.uninstall()
-    if not stopped and perturbation.error is None:
+    if not stopped and perturbation.error is None and perturbation.at == 1:
         _outputs_loss(perturbation, result, iter_tensors)
     return perturbation
 
@@ -263,3 +354,66 @@ def second_point(run_once: Callable[[Perturbation], Any], iter_tensors: Callable
         return {"applicable": False, "detail": f"no second point: {moved.error or 'no loss was computed'}"}
     params = sum(1 for name in moved.targets if not name.startswith("arg"))
     return {"applicable": True, "loss": moved.loss, "moved": params, "inputs": len(moved.targets) - params}
+
+
+def later_backward_checks(run_once: Callable[[Perturbation], Any], iter_tensors: Callable[[Any], Any]) -> list[dict[str, Any]]:
+    """The directional check at the second and third backward of the run (`LATER_BACKWARDS`).
+
+    A GAN or a VAE with a discriminator calls backward more than once per step, and a
+    rewrite that cuts a path of the second loss (``D(fake).detach()`` instead of
+    ``D(fake.detach())``) leaves the first loss, and its check, untouched. L is now the
+    loss of backward k; theta, the tensors nothing changed in place before it (the base
+    run's version counters: what an optimizer stepped in between is left out, since
+    autograd's gradient is taken at its new value). The moved runs move only those, from
+    their first use on, and replay the earlier backwards' gradients from the base run, so
+    every step before backward k is the same in all three runs and the central
+    difference sees exactly the moved tensors' uses in loss k, including values computed
+    before an earlier backward and reused (a score kept from the first stage), which a
+    detach would hide from autograd. Only the tensors of the optimizer that steps right
+    after backward k are moved: what that loss is meant to train (a discriminator's
+    loss over ``fake.detach()`` rightly ignores the generator, stepped or not). A run that
+    ends before backward k, or where no optimizer steps after it, or every tensor it
+    reaches was stepped, gives no entry past that point; never a pass."""
+    checks: list[dict[str, Any]] = []
+    for at in LATER_BACKWARDS:
+        started = time.perf_counter()
+        base = _one_run(run_once, 0.0, True, iter_tensors, at=at)
+        took = time.perf_counter() - started
+        if base.calls < at:
+            break  # the run ended before backward `at`
+        where = f"at backward {at}"
+        if base.error is None and base.trained is not None and not base.trained:
+            base.error = "the optimizer that steps after it updates none of the tensors unchanged before it"
+        elif base.error is None and base.trained is None:
+            base.error = f"no optimizer stepped after backward {at}"
+        if base.error is not None or base.loss is None or base.derivative is None:
+            checks.append({"backward": at, "applicable": False, "detail": f"finite differences {where} not applicable: {base.error or 'no loss was computed'}"})
+            if not base.unchanged:
+                break
+            continue
+        if base.loss_dtype != torch.float64 or took > FD_RERUN_BUDGET_S:
+            why = f"the loss is {base.loss_dtype}" if base.loss_dtype != torch.float64 else f"a run up to it takes {took:.1f} s"
+            checks.append({"backward": at, "applicable": False, "detail": f"finite differences {where} not applicable: {why}"})
+            break
+        only = frozenset(base.trained or ())
+        plus = _one_run(run_once, FD_EPS, False, iter_tensors, at=at, only=only, replay=base.events)
+        minus = _one_run(run_once, -FD_EPS, False, iter_tensors, at=at, only=only, replay=base.events)
+        if plus.loss is None or minus.loss is None:
+            problem = plus.error or minus.error or "a moved run computed no loss"
+            checks.append({"backward": at, "applicable": False, "detail": f"finite differences {where} not applicable: {problem}"})
+            continue
+        numeric = (plus.loss - minus.loss) / (2 * FD_EPS)
+        analytic = base.derivative
+        passed = abs(analytic - numeric) <= FD_ATOL + FD_RTOL * abs(numeric)
+        verb = "matches" if passed else "does not match"
+        checks.append({
+            "backward": at,
+            "applicable": True,
+            "passed": passed,
+            "analytic": analytic,
+            "numeric": numeric,
+            "targets": sorted(only),
+            "detail": f"{where}, gradient along a random direction {analytic:.6g} {verb} finite differences {numeric:.6g} "
+                      f"(float64, the {len(only)} tensor(s) the next step updates)",
+        })
+    return checks

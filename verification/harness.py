@@ -25,7 +25,8 @@ import sys
 import time
 import traceback
 import types
-from typing import Any
+from dataclasses import replace
+from typing import Any, Mapping
 
 import torch
 from torch import nn
@@ -37,12 +38,13 @@ from .bounded import VOLATILE_NAME, Bounds
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
 from .checks import Probe, probes_for
-from .directional import Perturbation, directional_check, second_point
+from .directional import Perturbation, directional_check, later_backward_checks, second_point
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
 from .graph_state import graph_state
 from .place import Place, chain_argv, prepare
 from .printed import PrintedText
 from .probes import Probes, iter_tensors
+from .protocol import SideSpec, versioned_record
 from .reach import ReachTracer
 from .record import plain, serialize
 
@@ -115,19 +117,19 @@ def _register_values(probes: Probes, values: dict[str, Any], kind: str) -> None:
             probes.register(value, name, kind)
 
 
-def run_side(spec: dict[str, Any]) -> dict[str, Any]:
+def run_side(spec: SideSpec) -> dict[str, Any]:
     """Run one side of one unit in its shadow copy; returns the record (tensors inside).
 
     With ``isolate`` false (the worker's own warm-up) it runs in place instead."""
-    torch.set_num_threads(int(spec.get("threads", 1)))
+    torch.set_num_threads(int(spec.threads))
     place: Place | None = None
-    if spec.get("isolate", True):
+    if spec.isolate:
         place = prepare(spec, os.getcwd())
-        spec = {**spec, "factory_root": _in_copy(place, spec.get("factory_root"))}
+        spec = replace(spec, factory_root=_in_copy(place, spec.factory_root))
         path = place.script
     else:
-        path = spec.get("path") or "<string>"
-    tracer = ReachTracer(path, spec.get("targets") or ())
+        path = spec.path or "<string>"
+    tracer = ReachTracer(path, spec.targets or ())
     with tracer:
         record = _run_kind(spec, path, place)
     record["reached"] = sorted(tracer.reached)
@@ -137,7 +139,7 @@ def run_side(spec: dict[str, Any]) -> dict[str, Any]:
             record["printed"]["text"] = place.to_user_path(record["printed"]["text"])
     elif record.get("exception"):
         record["exception"].pop("frames", None)
-    return plain(record)  # read back without running code (`record`)
+    return plain(versioned_record(record))  # read back without running code (`record`), its version checked (`protocol`)
 
 
 def _in_copy(place: Place, folder: str | None) -> str | None:
@@ -148,29 +150,29 @@ def _in_copy(place: Place, folder: str | None) -> str | None:
     return folder if relative.startswith("..") else os.path.normpath(os.path.join(place.copy_root, relative))
 
 
-def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str, Any]:
-    kind = spec["kind"]
-    checks = set(spec.get("checks") or ())
+def _run_kind(spec: SideSpec, path: str, place: Place | None) -> dict[str, Any]:
+    kind = spec.kind
+    checks = set(spec.checks or ())
     needs = probes_for(checks)  # what the contract's checks need recorded (checks.SPECS)
     record: dict[str, Any] = {"kind": kind, "exception": None, "unbound": None, "bound": {}, "outputs": {}}
     try:
-        device = resolve_device(spec.get("device", "auto"))
+        device = resolve_device(spec.device)
     except RuntimeError as exc:
         record["setup_error"] = str(exc)
         return record
     record["device"] = device
-    state = graph_state(spec.get("source") or "")
+    state = graph_state(spec.source or "")
     record["graph_state"] = {"names": sorted(state.names), "lines": sorted(state.lines)}
     seed_all(0)
     bounds = _bounds(spec, place)
-    watch = LineWatch(path, spec.get("changed_lines"))
+    watch = LineWatch(path, spec.changed_lines)
     probes = Probes(
         track_ctx=kind == "autograd_function" or Probe.SAVED_CONTEXTS in needs,
         track_manual_updates=Probe.MANUAL_UPDATES in needs,
         snapshot_initial=Probe.INITIAL_PARAMETERS in needs or not checks,
         device=device,
         path=path,
-        counterpart=spec.get("counterpart"),
+        counterpart=spec.counterpart,
         watch=watch,
     )
     started = time.perf_counter()
@@ -198,19 +200,24 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
     return record
 
 
-def _bounds(spec: dict[str, Any], place: Place | None) -> Bounds:
+def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None) -> Bounds:
     """The caps of this run (`bounded`): on for a script or a user-named driver run in
-    its copy (not a pytest node), as configured; off otherwise."""
-    settings = spec.get("bounds") or {}
-    command = spec.get("command") or {}
-    runs_program = spec["kind"] == "script" or (spec["kind"] == "driver" and command.get("kind") != "pytest")
+    its copy (not a pytest node), as configured; off otherwise. The doctor's spec is its
+    own mapping (`doctor.job`)."""
+    if isinstance(spec, Mapping):
+        settings, command, kind = spec.get("bounds") or {}, spec.get("command") or {}, spec["kind"]
+        changed, observe = spec.get("changed_lines"), tuple(spec.get("observe") or ())
+    else:
+        settings, command, kind = spec.bounds.settings() if spec.bounds else {}, spec.command or {}, spec.kind
+        changed, observe = spec.changed_lines, spec.observe
+    runs_program = kind == "script" or (kind == "driver" and command.get("kind") != "pytest")
     if place is None or not runs_program:
         return Bounds(cap=0)
     forward_cap = settings.get("forward_cap")
     return Bounds(cap=int(settings.get("cap") or 0), outer_cap=int(settings.get("outer_cap") or 0), root=place.copy_root,
                   announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
-                  changed_lines=[line for hunk in spec.get("changed_lines") or () for line in hunk],
-                  observe=spec.get("observe") or ())
+                  changed_lines=[line for hunk in changed or () for line in hunk],
+                  observe=observe)
 
 
 def _fresh_main(path: str) -> dict[str, Any]:
@@ -222,22 +229,22 @@ def _fresh_main(path: str) -> dict[str, Any]:
     return module.__dict__
 
 
-def _run_script(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, bounds: Bounds) -> None:
+def _run_script(spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, bounds: Bounds) -> None:
     namespace = _fresh_main(path)
-    chain_argv(path, spec.get("argv") or ())
+    chain_argv(path, spec.argv or ())
     try:
-        code = bounds.compile(spec["source"], path)
+        code = bounds.compile(spec.source, path)
     except SyntaxError as exc:
         record["exception"] = describe_exception(exc, "compile", path)
         return
     _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102 - running the user's code is the point
 
 
-def _run_driver(spec: dict[str, Any], record: dict[str, Any], probes: Probes, place: Place | None, bounds: Bounds) -> None:
+def _run_driver(spec: SideSpec, record: dict[str, Any], probes: Probes, place: Place | None, bounds: Bounds) -> None:
     """A user-named driver: a project script or module run as ``__main__``, or a pytest
     node id run by ``pytest.main``, in this side's copy (the changed file in place)."""
-    command = spec["command"]
-    path = place.script if place else spec.get("path") or "<string>"
+    command = spec.command
+    path = place.script if place else spec.path or "<string>"
     argv = list(command.get("argv") or ())
     if command["kind"] == "pytest":
         _run_pytest(command, record, probes, path)
@@ -416,7 +423,7 @@ def _module_name(path: str) -> tuple[str, str]:
     return name, ".".join(parts[:-1])
 
 
-def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str, *, real_name: bool = True) -> dict[str, Any] | None:
+def _load_module(spec: SideSpec, record: dict[str, Any], path: str, *, real_name: bool = True) -> dict[str, Any] | None:
     """Import the real module (every statement) under its own, non-``__main__``, name;
     it is also ``sys.modules["__autograd_fix_unit__"]`` for factories. `real_name` false
     (``verify --gradcheck``, which runs outside a shadow copy) keeps only the latter."""
@@ -429,11 +436,11 @@ def _load_module(spec: dict[str, Any], record: dict[str, Any], path: str, *, rea
             return None
     module = types.ModuleType(name)
     module.__dict__.update({"__file__": path, "__builtins__": builtins, "__package__": package})
-    chain_argv(path, spec.get("argv") or ())  # its top-level code may parse arguments, as the script run does
+    chain_argv(path, spec.argv or ())  # its top-level code may parse arguments, as the script run does
     sys.modules[UNIT_MODULE] = module
     sys.modules[name] = module
     try:
-        exec(compile(spec["source"], path, "exec"), module.__dict__)  # noqa: S102
+        exec(compile(spec.source, path, "exec"), module.__dict__)  # noqa: S102
     except BaseException as exc:  # noqa: BLE001
         record["exception"] = describe_exception(exc, "import", path)
         return None
@@ -450,26 +457,26 @@ def _resolve(namespace: dict[str, Any], qualname: str) -> Any:
 
 
 def _run_callable(
-    spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, device: str, needs: frozenset[Probe]
+    spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, device: str, needs: frozenset[Probe]
 ) -> None:
     namespace = _load_module(spec, record, path)
     if namespace is None:
         return
-    qualname = spec["qualname"]
+    qualname = spec.qualname
     binder = Binder(
         namespace=namespace,
-        source=spec["source"],
+        source=spec.source,
         device=torch.device(device),
-        factories=dict(spec.get("factories") or {}),
-        factory_root=spec.get("factory_root"),
+        factories=dict(spec.factories or {}),
+        factory_root=spec.factory_root,
         tensors_require_grad=Probe.GRAD_INPUTS in needs,
         qualname=qualname,
-        plan=spec.get("input_plan"),
-        roles=Vocabulary.from_additions(spec.get("roles")),
-        call_site=spec.get("call_site"),
+        plan=spec.input_plan,
+        roles=Vocabulary.from_additions(spec.roles),
+        call_site=spec.call_site,
     )
     try:
-        target, args, kwargs = _bind(binder, namespace, qualname, spec.get("free_names") or ())
+        target, args, kwargs = _bind(binder, namespace, qualname, spec.free_names or ())
     except Unbindable as exc:
         record["unbound"] = {"name": exc.name, "why": exc.why}
         return
@@ -557,20 +564,24 @@ def _harness_backward(record: dict[str, Any], probes: Probes, roots: list[torch.
         record["exception"] = describe_exception(exc, "backward (from the unit's outputs)", path)
 
 
-def _finite_differences(spec: dict[str, Any], path: str, device: str, bounds: Bounds) -> dict[str, Any]:
+def _finite_differences(spec: SideSpec, path: str, device: str, bounds: Bounds) -> dict[str, Any]:
     """Autograd's derivative of the first loss along a random direction against finite
     differences, in float64 (`directional.directional_check`), re-running the unit (a
     script with the same caps as its run)."""
     run_once, problem = _rerun(spec, path, device, bounds)
     if run_once is None:
         return {"applicable": False, "detail": f"finite differences not applicable: {problem}"}
-    return directional_check(run_once, iter_tensors)
+    result = directional_check(run_once, iter_tensors)
+    if result.get("applicable"):
+        # a run with more than one backward per step (a GAN): its later losses too
+        result["later"] = later_backward_checks(run_once, iter_tensors)
+    return result
 
 
-def _second_point(spec: dict[str, Any], path: str, device: str, bounds: Bounds, took: float) -> dict[str, Any]:
+def _second_point(spec: SideSpec, path: str, device: str, bounds: Bounds, took: float) -> dict[str, Any]:
     """The unit's first loss with parameters, inputs and seeds moved (`directional.second_point`),
     unless the run itself used up more than a third of its time limit (the re-run shares it)."""
-    limit = float(spec.get("timeout") or 20.0)
+    limit = float(spec.timeout or 20.0)
     if took > limit / 3:
         return {"applicable": False, "detail": f"no second point: the run took {took:.1f} s of its {limit:g} s"}
     run_once, problem = _rerun(spec, path, device, bounds)
@@ -579,19 +590,19 @@ def _second_point(spec: dict[str, Any], path: str, device: str, bounds: Bounds, 
     return second_point(run_once, iter_tensors)
 
 
-def _rerun(spec: dict[str, Any], path: str, device: str, bounds: Bounds) -> tuple[Any, str]:
+def _rerun(spec: SideSpec, path: str, device: str, bounds: Bounds) -> tuple[Any, str]:
     """(run_once(perturbation), "") re-running a script or function unit up to its first
     backward under a `Perturbation`, or (None, why not)."""
-    if spec["kind"] == "script":
+    if spec.kind == "script":
         try:
-            code = bounds.compile(spec["source"], path)
+            code = bounds.compile(spec.source, path)
         except (SyntaxError, ValueError) as exc:
             return None, f"the script does not compile ({exc})"
 
         def run_once(perturbation: Perturbation) -> Any:
             namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path, "__builtins__": builtins}
             saved_argv = sys.argv
-            sys.argv = [path, *(spec.get("argv") or [])]
+            sys.argv = [path, *(spec.argv or [])]
             bounds.reset()
             seed_all(0 + perturbation.run_seed)
             try:
@@ -608,12 +619,12 @@ def _rerun(spec: dict[str, Any], path: str, device: str, bounds: Bounds) -> tupl
         if namespace is None:
             raise RuntimeError("the module failed to load")
         seed_all(0 + perturbation.run_seed)
-        binder = Binder(namespace=namespace, source=spec["source"], device=torch.device(device),
+        binder = Binder(namespace=namespace, source=spec.source, device=torch.device(device),
                         dtype=torch.float64 if perturbation.float64 else torch.float32,
-                        factories=dict(spec.get("factories") or {}), factory_root=spec.get("factory_root"),
-                        qualname=spec["qualname"], plan=spec.get("input_plan"),
-                        roles=Vocabulary.from_additions(spec.get("roles")), call_site=spec.get("call_site"))
-        target, args, kwargs = _bind(binder, namespace, spec["qualname"], spec.get("free_names") or ())
+                        factories=dict(spec.factories or {}), factory_root=spec.factory_root,
+                        qualname=spec.qualname, plan=spec.input_plan,
+                        roles=Vocabulary.from_additions(spec.roles), call_site=spec.call_site)
+        target, args, kwargs = _bind(binder, namespace, spec.qualname, spec.free_names or ())
         args = list(args)
         for index, value in enumerate(args):
             if isinstance(value, torch.Tensor) and value.is_floating_point():
@@ -626,21 +637,21 @@ def _rerun(spec: dict[str, Any], path: str, device: str, bounds: Bounds) -> tupl
     return run_callable, ""
 
 
-def _run_function_class(spec: dict[str, Any], record: dict[str, Any], probes: Probes, path: str, device: str) -> None:
+def _run_function_class(spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, device: str) -> None:
     namespace = _load_module(spec, record, path)
     if namespace is None:
         return
-    cls = namespace.get(spec["qualname"])
+    cls = namespace.get(spec.qualname)
     if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
-        record["unbound"] = {"name": spec["qualname"], "why": "not a torch.autograd.Function subclass"}
+        record["unbound"] = {"name": spec.qualname, "why": "not a torch.autograd.Function subclass"}
         return
     try:
         args, names, description = synthesize(cls, device=device)
     except ValueError as exc:
-        record["unbound"] = {"name": spec["qualname"], "why": str(exc)}
+        record["unbound"] = {"name": spec.qualname, "why": str(exc)}
         return
     record["bound"] = {"inputs": description}
-    record["graph_inputs"] = {int(position): why for position, why in spec.get("graph_inputs") or ()}
+    record["graph_inputs"] = {int(position): why for position, why in spec.graph_inputs or ()}
     tensors = {name: a for name, a in zip(names, [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad])}
     for name, tensor in tensors.items():
         probes.register(tensor, name, "bound")
@@ -666,11 +677,11 @@ def _run_function_class(spec: dict[str, Any], record: dict[str, Any], probes: Pr
     record["gradcheck"] = run_gradcheck(cls, args)
 
 
-def run_gradcheck_file(spec: dict[str, Any]) -> dict[str, Any]:
+def run_gradcheck_file(spec: SideSpec) -> dict[str, Any]:
     """For ``verify FILE --gradcheck``: report every custom Function in the module."""
-    torch.set_num_threads(int(spec.get("threads", 1)))
+    torch.set_num_threads(int(spec.threads))
     record: dict[str, Any] = {"exception": None}
-    namespace = _load_module(spec, record, spec.get("path") or "<string>", real_name=False)
+    namespace = _load_module(spec, record, spec.path or "<string>", real_name=False)
     if namespace is None:
         return record
     record["functions"] = gradcheck_namespace(namespace)

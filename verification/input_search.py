@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
+from .protocol import VerifyRequest
 from .sandbox import Outcome
 from .shapes import MAX_PLANS
 
@@ -31,7 +33,7 @@ MAX_TRIALS = MAX_PLANS - 1
 TRIAL_SLICE_S = 5.0
 
 #: runs the given sides ("original", "rewritten") of `unit` (one child each) under `request`'s limits
-RunSides = Callable[[dict[str, Any], dict[str, Any], Sequence[str]], list[Outcome]]
+RunSides = Callable[[VerifyRequest, dict[str, Any], Sequence[str]], list[Outcome]]
 
 
 def _fits(outcome: Outcome) -> bool:
@@ -61,7 +63,7 @@ def shape_error(outcome: Outcome) -> bool:
 
 
 def run_searching_inputs(
-    request: dict[str, Any], unit: dict[str, Any], sources: tuple[str, str], run_sides: RunSides,
+    request: VerifyRequest, unit: dict[str, Any], sources: tuple[str, str], run_sides: RunSides,
 ) -> tuple[Outcome, Outcome]:
     """Both sides' outcomes, with the input plan the original gets past (see `_fits`) when the
     first one does not (and the same plan on the rewritten side in every case)."""
@@ -72,8 +74,8 @@ def run_searching_inputs(
     first = chosen = int(plan["index"])
     tried = 1
     if shape_error(original) and int(plan["count"]) > chosen + 1:
-        timeout = float(request.get("timeout", 20.0))
-        trial_request = {**request, "timeout": min(TRIAL_SLICE_S, timeout)}
+        timeout = float(request.timeout)
+        trial_request = replace(request, timeout=min(TRIAL_SLICE_S, timeout))
         budget = time.monotonic() + timeout / 2
         fallback: tuple[Outcome, int] | None = None  # the first past the shapes
         for index in range(chosen + 1, min(int(plan["count"]), chosen + 1 + MAX_TRIALS)):

@@ -20,9 +20,12 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .shadow import COPY_NAME, guard_user_tree, inside
+
+if TYPE_CHECKING:
+    from .protocol import SideSpec
 
 
 @dataclass
@@ -118,15 +121,20 @@ def _copy_readable(base: str, copy_root: str) -> None:
             raise
 
 
-def prepare(spec: dict[str, Any], workdir: str) -> Place:
+def _field(spec: "SideSpec | Mapping[str, Any]", name: str) -> Any:
+    """One field of a side's spec: a `protocol.SideSpec`, or the doctor's own mapping."""
+    return spec.get(name) if isinstance(spec, Mapping) else getattr(spec, name)
+
+
+def prepare(spec: "SideSpec | Mapping[str, Any]", workdir: str) -> Place:
     """Lay out this side's copy under `workdir` and point cwd, sys.path, argv at it."""
     copy_root = os.path.join(workdir, COPY_NAME)
-    base = spec.get("shadow_base")
+    base = _field(spec, "shadow_base")
     if base and os.path.isdir(base):
         _copy_readable(base, copy_root)
     else:
         os.makedirs(copy_root, exist_ok=True)
-    relative = spec.get("relative") or os.path.basename(spec.get("path") or "script.py")
+    relative = _field(spec, "relative") or os.path.basename(_field(spec, "path") or "script.py")
     if relative.startswith("<"):
         relative = "script.py"
     script = os.path.join(copy_root, relative)
@@ -137,20 +145,20 @@ def prepare(spec: dict[str, Any], workdir: str) -> Place:
     if os.path.islink(script):
         os.unlink(script)
     with open(script, "w", encoding="utf-8") as handle:
-        handle.write(spec["source"])
-    user_root = spec.get("user_root")
+        handle.write(_field(spec, "source"))
+    user_root = _field(spec, "user_root")
     guard_user_tree(user_root or "", workdir)
     sys.dont_write_bytecode = True
-    place = Place(copy_root=copy_root, script=script, user_root=user_root, user_path=spec.get("user_path"))
+    place = Place(copy_root=copy_root, script=script, user_root=user_root, user_path=_field(spec, "user_path"))
     # the text the user sees: the buffer or stdin that was checked, else the file on disk
-    user = spec["user_text"] if spec.get("user_text") is not None else user_file_text(place.user_path)
-    if user is not None and user != spec["source"]:
+    user = _field(spec, "user_text") if _field(spec, "user_text") is not None else user_file_text(place.user_path)
+    if user is not None and user != _field(spec, "source"):
         place.matches_user = False
-        place.line_map = _line_map(spec["source"], user)
-    elif user is None and spec.get("side") == "rewritten":
+        place.line_map = _line_map(_field(spec, "source"), user)
+    elif user is None and _field(spec, "side") == "rewritten":
         place.matches_user = False
     folder = os.path.dirname(script)
-    command = spec.get("command")
+    command = _field(spec, "command")
     if command:
         cwd = os.path.join(copy_root, command.get("cwd") or "")
         entry = os.path.join(copy_root, command["script"]) if command.get("script") else None

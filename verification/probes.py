@@ -143,7 +143,7 @@ def graph_nodes_from(roots: list[torch.Tensor]) -> int:
     return len(seen)
 
 
-def _leaves_of(tensors: Any, inputs: Any) -> list[torch.Tensor]:
+def leaves_of(tensors: Any, inputs: Any) -> list[torch.Tensor]:
     if inputs is not None:
         items = [inputs] if isinstance(inputs, torch.Tensor) else list(inputs)
         return [t for t in items if isinstance(t, torch.Tensor)]
@@ -536,7 +536,7 @@ class Probes:
         self._sample()
         self._record_forward("backward", tensors)
         inputs = kwargs.get("inputs")
-        leaves = _leaves_of(tensors, inputs)
+        leaves = leaves_of(tensors, inputs)
         before = {id(leaf): _snapshot(leaf.grad) for leaf in leaves}
         result = original(tensors, *args, **kwargs)
         self.backward_count += 1

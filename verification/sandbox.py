@@ -47,6 +47,7 @@ from .cgroup import RunCgroup
 from .isolation import RunIsolation, as_seen_from, scrub_environment
 from .layout import SHM_SIZE_MB, TMP_SIZE_MB
 from .namespaces import ROOT_SUFFIX, Namespace, confine
+from .protocol import RunStatus
 
 PR_SET_PDEATHSIG = 1
 HARNESS_FAILED = 86  # exit status of a child whose harness itself failed
@@ -96,13 +97,16 @@ class Limits:
 class Outcome:
     """How a child ended, with what it printed and (if any) the record it wrote."""
 
-    status: str  # ok | timeout | memory | crashed | exited | harness_error
+    status: RunStatus  # given as the enum or its value ("ok", "timeout", ...)
     detail: str
     duration_s: float
     output: str
     output_bytes: int
     record: dict[str, Any] | None = None
     returncode: int | None = None
+
+    def __post_init__(self) -> None:
+        self.status = RunStatus(self.status)
 
 
 @dataclass

@@ -2,9 +2,12 @@
 
 Protocol: one JSON object per line on stdin (requests) and on the original stdout
 (responses, matched by ``id``); the worker points its own fd 1 at stderr so that nothing
-else can write into the protocol stream. Requests: ``{"id", "op": "verify" | "gradcheck"
-| "doctor" | "ping", ...}`` (``doctor``: `doctor.job`). EOF on stdin (the tool exited,
-however it died) kills every job's process group and ends the worker.
+else can write into the protocol stream. Requests are the records of `protocol`
+(`VerifyRequest`, `GradcheckRequest`; ``doctor``: `doctor.job`'s own fields; ``ping``),
+each with its ``id`` and the protocol version, checked before anything runs: a request
+of another version, with an unknown or a missing field, is answered with an error that
+says so. EOF on stdin (the tool exited, however it died) kills every job's process
+group and ends the worker.
 
 Each run child is confined (`namespaces`, `isolation`): first thing, before importing
 torch (one thread), the worker enters its user and PID namespaces and tries one confined
@@ -30,6 +33,11 @@ import sys
 import time
 import traceback
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
+
+from .protocol import (
+    ENVELOPE_KEYS, PROTOCOL_VERSION, VERSION_KEY, GradcheckRequest, Op, ProtocolError, RunStatus, SideSpec, VerifyRequest, WorkerContext,
+    check_record, check_version,
+)
 
 if TYPE_CHECKING:
     from .isolation import RunIsolation
@@ -62,84 +70,109 @@ def _load(fd: int) -> Any:
         return torch.load(handle, weights_only=True)
 
 
-def _limits(request: dict[str, Any]):
+def _limits(request: "VerifyRequest | GradcheckRequest | dict[str, Any]"):
+    """The limits of each run of a request (the doctor's is still a plain mapping)."""
     import torch
 
     from .sandbox import Limits
 
-    device = str(request.get("device", "auto"))
+    if isinstance(request, dict):
+        device, timeout, memory_mb = str(request.get("device", "auto")), request.get("timeout", 20.0), request.get("memory_mb", 4096)
+    else:
+        device, timeout, memory_mb = getattr(request, "device", "auto"), request.timeout, request.memory_mb
     # RLIMIT_AS breaks CUDA (it reserves huge virtual ranges): resident-memory watch only.
     # The client sets PYTORCH_NVML_BASED_CUDA_CHECK=1, so this check does not initialize
     # CUDA in a process that forks afterwards.
     cuda_possible = device != "cpu" and torch.cuda.is_available()
     return Limits(
-        timeout=float(request.get("timeout", 20.0)),
-        memory_mb=int(request.get("memory_mb", 4096)),
-        output_cap=int(request.get("output_cap", 64 * 1024)),
+        timeout=float(timeout),
+        memory_mb=int(memory_mb),
         limit_address_space=not cuda_possible,
     )
 
 
-def _isolation(request: dict[str, Any]):
+def _isolation(request: "VerifyRequest | GradcheckRequest | dict[str, Any]", context: WorkerContext | None = None) -> "RunIsolation":
     """The confinement of this request's runs (see `isolation.RunIsolation`), made once
-    per job: its `RunForker` holds the job's own PID namespace."""
+    per job: its `RunForker` holds the job's own PID namespace. The doctor's request is
+    a plain mapping with the worker's context merged in."""
     from .isolation import RunIsolation
     from .layout import SYSTEM, environment_paths
     from .namespaces import RunForker
 
-    mode = str(request.get("isolation") or "auto")
-    usable = request.get("isolation_unavailable") is None and mode != "off"
+    if isinstance(request, dict):
+        context = WorkerContext(**{k: request.get(k) for k in WorkerContext.__dataclass_fields__ if k in request})
+        mode, pass_env = str(request.get("isolation") or "auto"), dict(request.get("pass_env") or {})
+        folders = (request.get("shadow_base"), request.get("user_root"), request.get("factory_root"))
+    else:
+        mode, pass_env = getattr(request, "isolation", "auto"), dict(getattr(request, "pass_env", {}))
+        folders = (getattr(request, "shadow_base", None), getattr(request, "user_root", None), getattr(request, "factory_root", None))
+    context = context or WorkerContext()
+    usable = context.isolation_unavailable is None and mode != "off"
     # the project: its shadow copy, the user's folder, and the configuration's folder,
     # where input factories are imported from (a function checked without a file on
     # disk has no shadow copy, but its factories still live there)
-    project = tuple(p for p in (request.get("shadow_base"), request.get("user_root"), request.get("factory_root")) if p)
+    project = tuple(p for p in folders if p)
     return RunIsolation(
         mode=mode,
         forker=RunForker() if usable else None,
-        view=request.get("view"),
-        pass_env=dict(request.get("pass_env") or {}),
-        read_only=(*SYSTEM, *request.get("interpreter_paths", ()), *project, *environment_paths(os.environ)),
-        run_uid=request.get("run_uid"),
-        memory_cgroup=tuple(request["memory_cgroup"]) if request.get("memory_cgroup") else None,
-        worker_pid=int(request.get("worker_pid") or 0),
+        view=context.view,
+        pass_env=pass_env,
+        read_only=(*SYSTEM, *(context.interpreter_paths or ()), *project, *environment_paths(os.environ)),
+        run_uid=context.run_uid,
+        memory_cgroup=tuple(context.memory_cgroup) if context.memory_cgroup else None,
+        worker_pid=int(context.worker_pid or 0),
     )
 
 
-def _side_spec(request: dict[str, Any], unit: dict[str, Any], side: str, changed: list[list[int]] | None = None,
-               observe: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "kind": unit["kind"],
-        "side": side,
-        "source": unit[side],
-        "qualname": unit.get("qualname"),
-        "free_names": unit.get("free_names") or [],
-        "targets": unit.get("targets") or [],
-        "command": unit.get("command"),
-        "path": request.get("path") or "<string>",
-        "user_path": request.get("path"),
-        "user_text": request.get("user_text"),
-        "relative": request.get("relative"),
-        "user_root": request.get("user_root"),
-        "shadow_base": request.get("shadow_base"),
-        "argv": request.get("argv") or [],
-        "bounds": request.get("bounds"),
-        "checks": request.get("checks") or [],
-        "timeout": float(request.get("timeout", 20.0)),
-        "device": request.get("device", "auto"),
-        "factories": request.get("factories") or {},
-        "factory_root": request.get("factory_root"),
-        "roles": request.get("roles"),
-        "threads": request.get("threads", 1),
-        "changed_lines": changed,
-        "observe": observe or [],
-        "input_plan": unit.get("input_plan"),
-        "graph_inputs": unit.get("graph_inputs") or [],
-        "call_site": unit.get("call_site"),
-    }
+def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed: list[list[int]] | None = None,
+               observe: list[str] | None = None) -> SideSpec:
+    return SideSpec(
+        kind=unit["kind"],
+        side=side,
+        source=unit[side],
+        qualname=unit.get("qualname"),
+        free_names=tuple(unit.get("free_names") or ()),
+        targets=tuple(unit.get("targets") or ()),
+        command=unit.get("command"),
+        path=request.path or "<string>",
+        user_path=request.path,
+        user_text=request.user_text,
+        relative=request.relative,
+        user_root=request.user_root,
+        shadow_base=request.shadow_base,
+        argv=tuple(request.argv),
+        bounds=request.bounds,
+        checks=tuple(request.checks or ()),
+        timeout=float(request.timeout),
+        device=request.device,
+        factories=dict(request.factories),
+        factory_root=request.factory_root,
+        roles=request.roles,
+        threads=request.threads,
+        changed_lines=changed,
+        observe=tuple(observe or ()),
+        input_plan=unit.get("input_plan"),
+        graph_inputs=tuple(unit.get("graph_inputs") or ()),
+        call_site=unit.get("call_site"),
+        # the rewritten side calls the original's Function.backward
+        counterpart=unit["original"] if side == "rewritten" else None,
+    )
+
+
+def _checked(outcome: Any) -> Any:
+    """A finished run's record with its protocol version checked and removed; a record
+    of another version or shape makes the outcome a harness error that says so."""
+    if outcome.status != RunStatus.OK or outcome.record is None:
+        return outcome
+    try:
+        outcome.record = check_record(outcome.record)
+    except ProtocolError as exc:
+        outcome.status, outcome.detail, outcome.record = RunStatus.HARNESS_ERROR, f"its record does not fit: {exc}", None
+    return outcome
 
 
 def _run_sides(
-    request: dict[str, Any], unit: dict[str, Any], sides: tuple[str, ...], isolation: "RunIsolation",
+    request: VerifyRequest, unit: dict[str, Any], sides: tuple[str, ...], isolation: "RunIsolation",
 ):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .bounded import applies, observed_names
@@ -148,22 +181,21 @@ def _run_sides(
     from .sandbox import spawn, wait_all
 
     limits = _limits(request)
-    pair = changed_lines(unit["original"], unit["rewritten"], path=request.get("path") or "<string>")
+    pair = changed_lines(unit["original"], unit["rewritten"], path=request.path or "<string>")
     hunks = dict(zip(("original", "rewritten"), pair))
     # a bounded run compares the last values of names both versions assign on changed lines
-    observe = observed_names(unit["original"], unit["rewritten"], pair) if applies(unit, request.get("bounds")) else []
+    observe = observed_names(unit["original"], unit["rewritten"], pair) if applies(unit, request.bounds.settings()) else []
     specs = [_side_spec(request, unit, side, hunks[side], observe) for side in sides]
-    for spec in specs:
-        if spec["side"] == "rewritten":
-            spec["counterpart"] = unit["original"]  # the rewritten side calls the original's Function.backward
     save = _saver()
     # each child closes every descriptor it inherited: never the other side's pipes
     children = [spawn(lambda spec=spec: run_side(spec), save, limits, isolation=isolation) for spec in specs]
-    return wait_all(children, _load)
+    return [_checked(outcome) for outcome in wait_all(children, _load)]
 
 
-def run_verify_job(request: dict[str, Any]) -> dict[str, Any]:
+def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None) -> dict[str, Any]:
     """Every unit of one patch: each through its best driver (two runs), then the contract."""
+    from dataclasses import replace
+
     import torch
 
     from .bounded import DEFAULT_FORWARD_CAP, applies, evaluation_cut_broke, note_timeouts
@@ -171,39 +203,39 @@ def run_verify_job(request: dict[str, Any]) -> dict[str, Any]:
     from .judging import judge_unit
 
     torch.set_num_threads(1)
-    isolation = _isolation(request)
-    checks = tuple(request.get("checks") or ()) or None
+    isolation = _isolation(request, context)
+    checks = tuple(request.checks or ()) or None
     results = []
     failures: dict[str, dict[str, Any]] = {}
 
     def run_pair(unit: dict[str, Any]):
-        def runs(req: dict[str, Any]):
+        def runs(req: VerifyRequest):
             return run_searching_inputs(req, unit, ("original", "rewritten"), lambda r, u, sides: _run_sides(r, u, sides, isolation))
 
         outcomes, used = runs(request), request
-        bounds = request.get("bounds") or {}
-        if applies(unit, bounds) and evaluation_cut_broke(outcomes):
+        bounds = request.bounds
+        if applies(unit, bounds.settings()) and evaluation_cut_broke(outcomes):
             # both sides stopped at the same error after an evaluation loop was cut: again, evaluations in full
-            used = {**request, "bounds": {**bounds, "forward_cap": 0}}
+            used = replace(request, bounds=replace(bounds, forward_cap=0))
             outcomes = runs(used)
-        elif applies(unit, bounds) and bounds.get("forward_cap") is None and outcomes[0].status == "timeout":
+        elif applies(unit, bounds.settings()) and bounds.forward_cap is None and outcomes[0].status == RunStatus.TIMEOUT:
             # the evaluation loops the patch changed ran in full and the run did not fit: again, all capped
-            used = {**request, "bounds": {**bounds, "forward_cap": DEFAULT_FORWARD_CAP}}
+            used = replace(request, bounds=replace(bounds, forward_cap=DEFAULT_FORWARD_CAP))
             outcomes = runs(used)
-        return note_timeouts(outcomes, applies(unit, used.get("bounds")))
+        return note_timeouts(outcomes, applies(unit, used.bounds.settings()))
 
-    for unit in request["units"]:
+    for unit in request.units:
         for result in judge_unit(unit, run_pair, checks, failures=failures):
             results.append(result.to_json())
     return {"units": results, "driver_failures": failures}
 
 
-def run_gradcheck_job(request: dict[str, Any]) -> dict[str, Any]:
+def run_gradcheck_job(request: GradcheckRequest, context: WorkerContext | None = None) -> dict[str, Any]:
     from .harness import run_gradcheck_file
     from .sandbox import spawn, wait_all
 
-    spec = {"source": request["source"], "path": request.get("path"), "threads": request.get("threads", 1)}
-    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), isolation=_isolation(request))
+    spec = SideSpec(kind="module", source=request.source, path=request.path or "<string>", threads=request.threads)
+    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), isolation=_isolation(request, context))
     (outcome,) = wait_all([child], _load)
     if outcome.status != "ok" or outcome.record is None:
         return {"error": f"gradcheck run {outcome.detail}", "functions": []}
@@ -219,10 +251,14 @@ def _runs(units: list[dict[str, Any]]) -> int:
     return sum(1 + _runs(unit.get("fallbacks") or []) for unit in units)
 
 
-def _job_deadline(request: dict[str, Any]) -> float:
-    runs = max(1, _runs(request.get("units") or []))
+def _job_deadline(request: "VerifyRequest | GradcheckRequest | dict[str, Any]") -> float:
+    if isinstance(request, dict):
+        units, timeout = request.get("units") or [], request.get("timeout", 20.0)
+    else:
+        units, timeout = list(getattr(request, "units", ())), request.timeout
+    runs = max(1, _runs(units))
     # two runs in parallel, a short input search (at most half a timeout), one re-run
-    return time.monotonic() + runs * 3 * float(request.get("timeout", 20.0)) + JOB_SLACK_S
+    return time.monotonic() + runs * 3 * float(timeout) + JOB_SLACK_S
 
 
 def _prewarm() -> None:
@@ -275,20 +311,39 @@ def _warm_up() -> None:
     from .sandbox import Outcome
 
     torch.set_num_threads(1)
-    spec = {"kind": "function", "source": _WARM_UP_SOURCE, "qualname": "_train", "free_names": [], "path": "<warm-up>",
-            "checks": [], "device": "cpu", "isolate": False}
+    spec = SideSpec(kind="function", source=_WARM_UP_SOURCE, qualname="_train", path="<warm-up>", device="cpu", isolate=False)
     try:
         record = run_side(spec)
         with tempfile.TemporaryFile() as handle:
             _saver()(record, handle)
             handle.flush()
             handle.seek(0)
-            record = _load(handle.fileno())
+            record = check_record(_load(handle.fileno()))
         outcome = Outcome("ok", "finished", 0.0, "", 0, record=record)
         evaluate("warm-up", "function", "function", outcome, outcome, None)
     except Exception:  # noqa: BLE001 - warming is an optimization only
         pass
     sys.modules.pop("__autograd_fix_unit__", None)
+
+
+def _decode(message: Any) -> "tuple[Any, VerifyRequest | GradcheckRequest | dict[str, Any] | None]":
+    """(id, request) of one message: a typed request, the doctor's mapping, or None for
+    a ping; `ProtocolError` for one of another version or shape."""
+    if not isinstance(message, dict):
+        raise ProtocolError(f"a request must be an object, got {type(message).__name__}")
+    ident = message.get("id")
+    check_version(message, "request")
+    body = {key: value for key, value in message.items() if key not in ENVELOPE_KEYS}
+    op = body.get("op")
+    if op == Op.PING:
+        return ident, None
+    if op == Op.VERIFY:
+        return ident, VerifyRequest.from_json(body)
+    if op == Op.GRADCHECK:
+        return ident, GradcheckRequest.from_json(body)
+    if op == Op.DOCTOR:
+        return ident, body  # `doctor.job`'s own fields
+    raise ProtocolError(f"unknown op {op!r} (one of {', '.join(o.value for o in Op)})")
 
 
 def main() -> None:
@@ -329,7 +384,7 @@ def main() -> None:
             written = os.write(proto_out, data)
             data = data[written:]
 
-    def start(request: dict[str, Any]) -> None:
+    def start(request: "VerifyRequest | GradcheckRequest | dict[str, Any]", ident: Any) -> None:
         read_fd, write_fd = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -343,17 +398,17 @@ def main() -> None:
                     except OSError:
                         pass
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
-                if request["op"] == "verify":
-                    payload = run_verify_job(request)
-                elif request["op"] == "doctor":
+                if isinstance(request, VerifyRequest):
+                    payload = run_verify_job(request, context)
+                elif isinstance(request, GradcheckRequest):
+                    payload = run_gradcheck_job(request, context)
+                else:
                     from .doctor.job import run_doctor_job
 
-                    payload = run_doctor_job(request)
-                else:
-                    payload = run_gradcheck_job(request)
-                response = {"id": request["id"], "ok": True, "result": payload}
+                    payload = run_doctor_job({**request, **context.fields()})
+                response = {"id": ident, "ok": True, "result": payload}
             except BaseException as exc:  # noqa: BLE001
-                response = {"id": request["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
+                response = {"id": ident, "ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
                 code = 1
             try:
                 data = (json.dumps(response, default=str) + "\n").encode()
@@ -363,7 +418,7 @@ def main() -> None:
                 os._exit(code)
         os.close(write_fd)
         os.set_blocking(read_fd, False)
-        jobs[read_fd] = {"pid": pid, "id": request["id"], "data": b"", "deadline": _job_deadline(request)}
+        jobs[read_fd] = {"pid": pid, "id": ident, "data": b"", "deadline": _job_deadline(request)}
         selector.register(read_fd, selectors.EVENT_READ, "job")
 
     def finish(fd: int, job: dict[str, Any], timed_out: bool = False) -> None:
@@ -395,10 +450,11 @@ def main() -> None:
     if isinstance(memory, tuple):
         cgroup.remove_stale(memory[0])
     # what runs read of the interpreter, once torch (and its libraries) are loaded
-    seen = {"view": view, "isolation_unavailable": unavailable, "run_uid": namespaces.run_uid,
-            "interpreter_paths": interpreter_paths(), "worker_pid": pid,
-            "memory_cgroup": memory if isinstance(memory, tuple) else None}
-    send({"ready": True, "pid": pid, "torch": torch.__version__, "isolation_unavailable": unavailable})
+    context = WorkerContext(view=view, isolation_unavailable=unavailable, run_uid=namespaces.run_uid,
+                            interpreter_paths=tuple(interpreter_paths()), worker_pid=pid,
+                            memory_cgroup=memory if isinstance(memory, tuple) else None)
+    send({"ready": True, "pid": pid, "torch": torch.__version__, "isolation_unavailable": unavailable,
+          VERSION_KEY: PROTOCOL_VERSION})
     try:
         while True:
             for key, _ in selector.select(0.1):
@@ -414,11 +470,18 @@ def main() -> None:
                         line, buffer = buffer.split(b"\n", 1)
                         if not line.strip():
                             continue
-                        request = json.loads(line)
-                        if request.get("op") == "ping":
-                            send({"id": request.get("id"), "ok": True, "result": "pong"})
+                        message = None
+                        try:
+                            message = json.loads(line)
+                            ident, request = _decode(message)
+                        except (ValueError, ProtocolError) as exc:
+                            ident = message.get("id") if isinstance(message, dict) else None
+                            send({"id": ident, "ok": False, "error": f"the request was refused: {exc}"})
+                            continue
+                        if request is None:
+                            send({"id": ident, "ok": True, "result": "pong"})
                         else:
-                            start({**request, **seen})
+                            start(request, ident)
                 else:
                     fd = key.fd
                     job = next(j for f, j in jobs.items() if f == fd)
