@@ -11,7 +11,7 @@ import importlib
 import inspect
 import re
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
 
@@ -21,6 +21,9 @@ from autograd_fix.codemods.positions import StatementPositions
 from autograd_fix.codemods.semantic.model import SemanticModel
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
+
+if TYPE_CHECKING:
+    from autograd_fix.codemods.project_index import ProjectIndex
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Verification")
 
@@ -56,6 +59,7 @@ class RuleContext:
         target_torch: TorchVersion | None = None,
         roles: Vocabulary = DEFAULT_VOCABULARY,
         text: str | None = None,
+        project: "ProjectIndex | None" = None,
     ) -> None:
         self.path = path
         self.module = module
@@ -65,6 +69,9 @@ class RuleContext:
         #: the project's role vocabulary: name tokens per role and configured factories
         self.roles = roles
         self.imports = ImportIndex.from_module(module)
+        if project is not None:
+            #: the run's project index, seen from this file (`codemods.project_index`)
+            self.imports.project = project.view(path)
         #: the module's source, when the caller has it (spans are cheaper with it)
         self.text = text
         self._positions: StatementPositions | None = None
