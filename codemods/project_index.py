@@ -255,6 +255,17 @@ class _Resolver:
         return None
 
     # -- names -----------------------------------------------------------------------
+    def names_bound(self, module_path: str, seen: set[str]) -> set[str]:
+        """Every top-level name of a file, star imports followed (cycles stop)."""
+        seen.add(module_path)
+        module = self.modules[module_path]
+        names = set(module.bindings) | set(module.imports)
+        for source, level in module.stars:
+            found = self.find_module(module_path, source, level)
+            if found in self.modules and found not in seen:
+                names |= self.names_bound(found, seen)
+        return names
+
     def name(self, module_path: str, name: str) -> Symbol | None:
         key = (module_path, name)
         if key in self._names:
@@ -559,12 +570,7 @@ class ProjectIndex:
         tables: dict[str, dict[str, Symbol]] = {}
         for relative, module in modules.items():
             table: dict[str, Symbol] = {}
-            names = set(module.bindings) | set(module.imports)
-            for star, level in module.stars:
-                found = resolver.find_module(relative, star, level)
-                if found in modules:
-                    names |= set(modules[found].bindings) | set(modules[found].imports)
-            for name in names:
+            for name in resolver.names_bound(relative, set()):
                 try:
                     symbol = resolver.name(relative, name)
                 except RecursionError:
