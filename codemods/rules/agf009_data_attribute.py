@@ -106,7 +106,8 @@ class DataAttribute(Rule):
     straight-through tricks, which a finite-difference check would call a correction;
     and storage changes (`resize_`, `set_`). Not reported: `.data` of things not shown to
     be tracked tensors (`dataset.data`, a `PackedSequence`'s `.data`, numpy arrays),
-    `.grad.data`, reads under `no_grad`, code inside optimizers (`Optimizer`
+    `.grad.data`, reads and in-place updates of a leaf under `no_grad` (`with
+    torch.no_grad(): p.data -= lr * p.grad`: autograd records nothing there), code inside optimizers (`Optimizer`
     subclasses) and initializers (functions ending in `_`), `__init__`, and parameters in
     code that only builds, converts, fuses or initialises modules (no backward, no
     optimizer step, no `.grad`: timm's `fuse()` / `reparameterize()`, `_init_weights`,
@@ -298,9 +299,8 @@ class DataAttribute(Rule):
             self.report(data, f"in-place change of `{label}` through `.data`; do it on `{label}` under `torch.no_grad()`")
             return
         if site.position.grad_disabled:
-            fix = Fix(Applicability.UNSAFE, (_strip(data),), "drop `.data` (already under no_grad)")
-            self.report(data, f"in-place change of `{label}` through `.data` hides it from autograd's version check; "
-                        "drop `.data` (already under no_grad)", fix)
+            # an in-place update under grad-off (a manual SGD step after backward): the
+            # facts say never to touch in-place ops under no_grad, and nothing records it
             return
         updates.append((site.block, site.index, (site, data)))
 
