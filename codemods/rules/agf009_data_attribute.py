@@ -27,6 +27,7 @@ from autograd_fix.codemods.semantic.data_access import (
     write_source,
     write_targets,
 )
+from autograd_fix.codemods.torch_api import INTEGER_ARGUMENTS
 from autograd_fix.codemods.semantic.function_units import FunctionUnits, chain_root, uses_name
 from autograd_fix.codemods.semantic.module_getters import is_getter, reaches_return, reads_module_state
 from autograd_fix.codemods.semantic.tracking import Kind, Site, Tracked, TrackingAnalysis
@@ -365,6 +366,8 @@ class DataAttribute(Rule):
         if (fact is None or not self._in_play(site, fact)) and not self._returned_state(site, data, analysis):
             return
         imports = self.context.imports
+        if fact is not None and fact.kind is Kind.FORWARD_INPUT and _integer_argument(site.statement, data, imports):
+            return  # `pack_padded_sequence(x, seq_lengths.data.cpu().numpy())`: lengths are integers
         init_call = init_call_argument(site.statement, data, imports)
         label = _label(data.value)
         if init_call:
@@ -408,6 +411,24 @@ class DataAttribute(Rule):
 
 
 # -- helpers ---------------------------------------------------------------------------
+def _integer_argument(statement: cst.CSTNode, data: cst.Attribute, imports: ImportIndex) -> bool:
+    """Is `data` read inside an argument torch takes only as integers (`torch_api.INTEGER_ARGUMENTS`)?"""
+    for node in iter_descendants(statement):
+        if not isinstance(node, cst.Call):
+            continue
+        where = INTEGER_ARGUMENTS.get(imports.qualified_name(node.func) or "")
+        if where is None:
+            continue
+        position, keyword = where
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        chosen = [a.value for a in node.args if a.keyword is not None and a.keyword.value == keyword]
+        if len(positional) > position:
+            chosen.append(positional[position].value)
+        if any(value is data or any(d is data for d in iter_descendants(value)) for value in chosen):
+            return True
+    return False
+
+
 def _backpropagated(value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
     """Is `value` (a name) the receiver of `.backward()` without a `gradient` argument in
     `scope` (not nested functions)? Backward then needs it tracked and of one element."""
