@@ -37,6 +37,8 @@ from autograd_fix.codemods.semantic.gradmode import NO_GRAD_NAMES, SET_GRAD_ENAB
 
 import libcst as cst
 
+#: the grad-mode API names a grad-disabling helper is built from (bytes: searched in file contents)
+GRAD_MODE_WORDS = (b"no_grad", b"inference_mode", b"set_grad_enabled")
 #: a project with more Python files than this is not indexed (the run stays per-file)
 MAX_FILES = 20_000
 #: files larger than this are not read for the index
@@ -196,9 +198,14 @@ def _read_module(path: str, tree: ast.Module) -> _Module:
 class _Resolver:
     """Evaluates names and expressions of the project's files, memoised, cycle-safe."""
 
-    def __init__(self, modules: dict[str, _Module]) -> None:
-        self.modules = modules
-        self.folders = {os.path.dirname(p) for p in modules}
+    def __init__(self, sources: dict[str, bytes], cache: dict[str, ast.Module] | None) -> None:
+        #: every project file's bytes; a file is parsed the first time a question reaches it
+        self.sources = sources
+        self.cache = cache
+        #: the files a question may read (None: all); the others mean nothing to it
+        self.allowed: set[str] | None = None
+        self._parsed: dict[str, _Module | None] = {}
+        self.folders = {os.path.dirname(p) for p in sources}
         for path in list(self.folders):
             while path:
                 path = os.path.dirname(path)
@@ -207,6 +214,37 @@ class _Resolver:
         self._functions: dict[int, Kind | None] = {}
         self._classes: dict[int, Kind | None] = {}
         self._active: set[object] = set()
+
+    def module(self, path: str) -> _Module | None:
+        """The parsed file (None: not a project file, not allowed, or it does not parse)."""
+        if self.allowed is not None and path not in self.allowed:
+            return None
+        if path not in self._parsed:
+            self._parsed[path] = None
+            data = self.sources.get(path)
+            if data is not None:
+                digest = hashlib.sha1(data).hexdigest()
+                tree = self.cache.get(digest) if self.cache is not None else None
+                if tree is None:
+                    try:
+                        tree = ast.parse(data)
+                    except (SyntaxError, ValueError, RecursionError, MemoryError):
+                        tree = None
+                    if tree is not None and self.cache is not None:
+                        self.cache[digest] = tree
+                if tree is not None:
+                    self._parsed[path] = _read_module(path, tree)
+        return self._parsed[path]
+
+    def forget(self) -> None:
+        """Drop the memoised answers (the allowed files changed); parsed files stay."""
+        self._names.clear()
+        self._functions.clear()
+        self._classes.clear()
+
+    @property
+    def parsed(self) -> int:
+        return sum(module is not None for module in self._parsed.values())
 
     # -- modules -------------------------------------------------------------------
     def find_module(self, importer: str, dotted: str, level: int) -> str | None:
@@ -231,9 +269,9 @@ class _Resolver:
         path = "/".join([base] + parts) if base else "/".join(parts)
         if not parts:
             path = base
-        if f"{path}.py" in self.modules:
+        if f"{path}.py" in self.sources:
             return f"{path}.py"
-        if f"{path}/__init__.py" in self.modules:
+        if f"{path}/__init__.py" in self.sources:
             return f"{path}/__init__.py"
         if path in self.folders and path:
             return path  # a namespace package folder
@@ -241,11 +279,11 @@ class _Resolver:
 
     def module_attribute(self, module_path: str, name: str) -> Symbol | None:
         """`name` read from a project module (a file, a package, a namespace folder)."""
-        if module_path in self.modules:
+        if module_path in self.sources:
             found = self.name(module_path, name)
             if found is not None:
                 return found
-            folder = os.path.dirname(module_path) if self.modules[module_path].is_package else None
+            folder = os.path.dirname(module_path) if os.path.basename(module_path) == "__init__.py" else None
         else:
             folder = module_path
         if folder is not None:
@@ -258,11 +296,13 @@ class _Resolver:
     def names_bound(self, module_path: str, seen: set[str]) -> set[str]:
         """Every top-level name of a file, star imports followed (cycles stop)."""
         seen.add(module_path)
-        module = self.modules[module_path]
+        module = self.module(module_path)
+        if module is None:
+            return set()
         names = set(module.bindings) | set(module.imports)
         for source, level in module.stars:
             found = self.find_module(module_path, source, level)
-            if found in self.modules and found not in seen:
+            if found in self.sources and found not in seen:
                 names |= self.names_bound(found, seen)
         return names
 
@@ -274,7 +314,8 @@ class _Resolver:
             return None  # an import cycle: no claim
         self._active.add(key)
         try:
-            result = self._name(self.modules[module_path], name)
+            module = self.module(module_path)
+            result = self._name(module, name) if module is not None else None
         finally:
             self._active.discard(key)
         self._names[key] = result
@@ -295,7 +336,7 @@ class _Resolver:
             return self.module_attribute(found, attribute)
         for source, level in module.stars:
             found = self.find_module(module.path, source, level)
-            if found is not None and found in self.modules:
+            if found is not None and found in self.sources:
                 symbol = self.name(found, name)
                 if symbol is not None:
                     return symbol
@@ -539,48 +580,50 @@ class ProjectIndex:
     tables: dict[str, dict[str, Symbol]]
     #: every indexed file, and the folders that hold them (import resolution)
     files: frozenset[str] = frozenset()
+    #: how many files the build parsed (the others were never reached by a question)
+    parsed: int = 0
 
     @classmethod
-    def build(cls, root: str | Path, cache: dict[str, ast.Module] | None = None) -> "ProjectIndex":
-        """Index every Python file under `root` (skipping environments and build output).
+    def build(cls, root: str | Path, cache: dict[str, ast.Module] | None = None, *, everything: bool = False) -> "ProjectIndex":
+        """Index the Python files under `root` (skipping environments and build output).
 
+        What a run asks (grad mode) is answered for every file at the cost of parsing
+        few: the files that mention a grad-mode API (`no_grad`, `inference_mode`,
+        `set_grad_enabled`), then, round by round, the files that mention a name found to
+        disable grad (an import of it, an alias, a re-export), and whatever their imports
+        reach. `everything` tables every file (module classes and factories everywhere).
         `cache` maps a file's content digest to its parsed tree: a caller that rebuilds
         (a language server) passes the same dict and reparses only changed files."""
         root_path = Path(root).resolve()
-        modules: dict[str, _Module] = {}
+        sources: dict[str, bytes] = {}
         for path in _python_files(root_path):
             try:
                 data = path.read_bytes()
             except OSError:
                 continue
-            if len(data) > MAX_FILE_BYTES:
-                continue
-            digest = hashlib.sha1(data).hexdigest()
-            tree = cache.get(digest) if cache is not None else None
-            if tree is None:
-                try:
-                    tree = ast.parse(data)
-                except (SyntaxError, ValueError, RecursionError, MemoryError):
-                    continue
-                if cache is not None:
-                    cache[digest] = tree
-            relative = path.relative_to(root_path).as_posix()
-            modules[relative] = _read_module(relative, tree)
-        resolver = _Resolver(modules)
+            if len(data) <= MAX_FILE_BYTES:
+                sources[path.relative_to(root_path).as_posix()] = data
+        resolver = _Resolver(sources, cache)
         tables: dict[str, dict[str, Symbol]] = {}
-        for relative, module in modules.items():
-            table: dict[str, Symbol] = {}
-            for name in resolver.names_bound(relative, set()):
-                try:
-                    symbol = resolver.name(relative, name)
-                except RecursionError:
-                    symbol = None
-                if symbol is not None and symbol not in (_EXTERNAL, _CONTEXTMANAGER):
-                    if symbol.kind is not None or symbol.call is not None or symbol.module is not None:
-                        table[name] = symbol
-            if table:
-                tables[relative] = table
-        return cls(str(root_path), tables, frozenset(modules) | frozenset(resolver.folders))
+        if everything:
+            pending = list(sources)
+        else:
+            pending = [p for p, data in sources.items() if _may_define_grad_mode(data)]
+            resolver.allowed = set(pending)
+        names: set[bytes] = set()
+        while pending:
+            for relative in pending:
+                tables.pop(relative, None)
+                table = _table(resolver, relative)
+                if table:
+                    tables[relative] = table
+            found = {name.encode() for table in tables.values() for name, symbol in table.items() if _disables(symbol)}
+            new, names = found - names, names | found
+            pending = [p for p, data in sources.items() if any(w in data for w in new)] if new and not everything else []
+            if pending and resolver.allowed is not None:
+                resolver.allowed.update(pending)
+                resolver.forget()  # an answer given before may change now that more files are read
+        return cls(str(root_path), tables, frozenset(sources) | frozenset(resolver.folders), resolver.parsed)
 
     def view(self, path: str) -> "ProjectView | None":
         """The index as seen from one file of the project; None for a file outside it."""
@@ -642,6 +685,41 @@ class ProjectView:
     def is_module_class(self, node: cst.BaseExpression) -> bool:
         symbol = self.symbol(node)
         return symbol is not None and symbol.kind in (Kind.MODULE_CLASS, Kind.LOSS_CLASS)
+
+
+def _table(resolver: _Resolver, relative: str) -> dict[str, Symbol]:
+    """The names of one file that mean something (star imports followed)."""
+    table: dict[str, Symbol] = {}
+    for name in resolver.names_bound(relative, set()):
+        try:
+            symbol = resolver.name(relative, name)
+        except RecursionError:
+            symbol = None
+        if symbol is not None and symbol not in (_EXTERNAL, _CONTEXTMANAGER):
+            if symbol.kind is not None or symbol.call is not None or symbol.module is not None:
+                table[name] = symbol
+    return table
+
+
+def _may_define_grad_mode(data: bytes) -> bool:
+    """Can this file define a grad-disabling helper? It names a grad-mode API somewhere
+    other than a `with` line or a decorator (those only use one), or it writes context
+    managers or wrappers (`contextmanager`, `__enter__`, `functools.wraps`), where a
+    `with torch.no_grad():` line is what the helper does."""
+    if not any(word in data for word in GRAD_MODE_WORDS):
+        return False
+    if any(word in data for word in (b"contextmanager", b"__enter__", b"wraps(")):
+        return True
+    for line in data.splitlines():
+        if any(word in line for word in GRAD_MODE_WORDS):
+            stripped = line.lstrip()
+            if not stripped.startswith((b"with ", b"@", b"#")):
+                return True
+    return False
+
+
+def _disables(symbol: Symbol) -> bool:
+    return Kind.DISABLER in (symbol.kind, symbol.call) or symbol.kind is Kind.DISABLER_FACTORY
 
 
 def _python_files(root: Path) -> list[Path]:

@@ -75,6 +75,23 @@ def test_decorator_factory_from_another_file_disables_grad(tmp_path: Path) -> No
     assert agf001_lines(root, "val.py", index) == []
 
 
+def test_a_run_parses_only_the_files_grad_mode_questions_reach(tmp_path: Path) -> None:
+    """The default build parses the files that mention a grad-mode API, then those that
+    mention a name found to disable grad (through a re-export too), not the rest."""
+    files = {
+        "utils/__init__.py": "from .torch_utils import smart_inference_mode as sim\n",
+        "utils/torch_utils.py": TORCH_UTILS,
+        "detect.py": "from utils import *\n\n@sim()\ndef run(model, x):\n    return model(x)\n",
+        "val.py": VAL,
+    }
+    files.update({f"models/m{i}.py": "import torch.nn as nn\n\nclass M(nn.Module):\n    pass\n" for i in range(5)})
+    index = ProjectIndex.build(write(tmp_path, files))
+    assert index.lookup("detect.py", "sim").call is Kind.DISABLER  # re-exported under another name, star-imported
+    assert index.lookup("val.py", "smart_inference_mode").call is Kind.DISABLER
+    assert index.parsed == 4  # not the five model files
+    assert ProjectIndex.build(tmp_path, everything=True).parsed == 9
+
+
 def test_cli_builds_the_index_once_for_the_run(tmp_path: Path, monkeypatch) -> None:
     root = write(tmp_path, {"utils/__init__.py": "", "utils/torch_utils.py": TORCH_UTILS, "val.py": VAL})
     monkeypatch.chdir(root)
@@ -136,7 +153,7 @@ def test_context_managers_wrappers_aliases_and_relative_imports(tmp_path: Path) 
             "main.py": "from pkg import *\nimport pkg.modes as m\n",
         },
     )
-    index = ProjectIndex.build(root)
+    index = ProjectIndex.build(root, everything=True)
     assert index.lookup("pkg/modes.py", "evaluating").call is Kind.DISABLER
     assert index.lookup("pkg/modes.py", "no_grad_call").kind is Kind.DISABLER
     assert index.lookup("pkg/modes.py", "frozen").call is Kind.DISABLER
@@ -178,7 +195,7 @@ def test_module_classes_and_factories_across_files(tmp_path: Path) -> None:
             """,
         },
     )
-    index = ProjectIndex.build(root)
+    index = ProjectIndex.build(root, everything=True)
     assert index.lookup("models/net.py", "Net").kind is Kind.MODULE_CLASS
     assert index.lookup("models/net.py", "Plain") is None
     assert index.lookup("models/net.py", "FocalLoss").kind is Kind.LOSS_CLASS
