@@ -578,7 +578,9 @@ class ProjectIndex:
 
     root: str
     tables: dict[str, dict[str, Symbol]]
-    #: every indexed file, and the folders that hold them (import resolution)
+    #: the tabled files, the folders above them and those folders' `__init__.py` (what an
+    #: attribute chain `utils.torch_utils.x` walks through); kept small, since this
+    #: travels to the workers with every chunk of jobs
     files: frozenset[str] = frozenset()
     #: how many files the build parsed (the others were never reached by a question)
     parsed: int = 0
@@ -623,7 +625,7 @@ class ProjectIndex:
             if pending and resolver.allowed is not None:
                 resolver.allowed.update(pending)
                 resolver.forget()  # an answer given before may change now that more files are read
-        return cls(str(root_path), tables, frozenset(sources) | frozenset(resolver.folders), resolver.parsed)
+        return cls(str(root_path), tables, _reachable_paths(tables, sources), resolver.parsed)
 
     def view(self, path: str) -> "ProjectView | None":
         """The index as seen from one file of the project; None for a file outside it."""
@@ -631,8 +633,8 @@ class ProjectIndex:
             relative = Path(path).resolve().relative_to(self.root).as_posix()
         except (ValueError, OSError):
             return None
-        if relative not in self.files:
-            return None
+        if relative not in self.tables:
+            return None  # none of its names means anything to the index
         return ProjectView(self, relative)
 
     def lookup(self, path: str, dotted: str) -> Symbol | None:
@@ -685,6 +687,21 @@ class ProjectView:
     def is_module_class(self, node: cst.BaseExpression) -> bool:
         symbol = self.symbol(node)
         return symbol is not None and symbol.kind in (Kind.MODULE_CLASS, Kind.LOSS_CLASS)
+
+
+def _reachable_paths(tables: dict[str, dict[str, Symbol]], sources: dict[str, bytes]) -> frozenset[str]:
+    """The paths a lookup may walk through: tabled files, their folders, the folders'
+    `__init__.py` (module symbols only ever name files or folders above a tabled file,
+    or files whose names mean nothing, where a lookup ends in no claim anyway)."""
+    found: set[str] = set(tables)
+    for path in tables:
+        folder = os.path.dirname(path)
+        while folder:
+            found.add(folder)
+            if f"{folder}/__init__.py" in sources:
+                found.add(f"{folder}/__init__.py")
+            folder = os.path.dirname(folder)
+    return frozenset(found)
 
 
 def _table(resolver: _Resolver, relative: str) -> dict[str, Symbol]:

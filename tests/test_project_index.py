@@ -66,10 +66,13 @@ def agf001_lines(root: Path, name: str, project: ProjectIndex | None) -> list[in
 
 
 def test_decorator_factory_from_another_file_disables_grad(tmp_path: Path) -> None:
-    root = write(tmp_path, {"utils/__init__.py": "", "utils/torch_utils.py": TORCH_UTILS, "val.py": VAL})
+    dotted = "import utils.torch_utils\n\n@utils.torch_utils.smart_inference_mode()\ndef run(model, x):\n    return model(x)\n"
+    root = write(tmp_path, {"utils/__init__.py": "", "utils/torch_utils.py": TORCH_UTILS, "val.py": VAL, "detect.py": dotted})
     index = ProjectIndex.build(root)
     assert index.lookup("utils/torch_utils.py", "smart_inference_mode").call is Kind.DISABLER
     assert index.lookup("val.py", "smart_inference_mode").call is Kind.DISABLER
+    assert index.lookup("detect.py", "utils.torch_utils.smart_inference_mode").call is Kind.DISABLER
+    assert index.view(str(root / "utils" / "__init__.py")) is None  # nothing there means anything
     # without the index the loop looks like an evaluation with grad on (the F4 false finding)
     assert agf001_lines(root, "val.py", None) == [12]
     assert agf001_lines(root, "val.py", index) == []
