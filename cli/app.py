@@ -42,6 +42,7 @@ from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
 from autograd_fix.cli.sarif import sarif_json
 from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
 from autograd_fix.cli.writes import allowed_roots
+from autograd_fix.codemods.project_index import ProjectIndex, project_root
 from autograd_fix.codemods.registry import rule_by_code, unknown_codes
 from autograd_fix.codemods.safe_text import printable
 from autograd_fix.codemods.source import SourceError
@@ -249,6 +250,11 @@ def check(
         _check_codes(config.select or [], config.ignore)
         return config
 
+    # the project index (other files' grad-disabling decorators, module classes): built
+    # once, here, for every file of the run
+    root = project_root([stdin_filename] if use_stdin and stdin_filename else [] if use_stdin else paths)
+    project = ProjectIndex.build(root) if root is not None else None
+
     def make_job(path: str, data: bytes | None = None) -> Job:
         config = start_config if data is not None else settings(Path(path))
         selected = cli_selected if cli_selected is not None else config.select
@@ -262,6 +268,7 @@ def check(
             data=data,
             target_torch=target_override or config.target_torch,
             roles=config.roles,
+            project=project,
             fix_texts=output_format is OutputFormat.sarif,
             max_bytes=max_file_size or config.max_file_size,
         )

@@ -24,6 +24,7 @@ from autograd_fix.codemods.engine import (
     target_paths,
 )
 from autograd_fix.codemods.plans import plan_ids
+from autograd_fix.codemods.project_index import ProjectIndex
 from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import (
     DEFAULT_MAX_FILE_BYTES,
@@ -69,6 +70,8 @@ class Job:
     #: (rule code, line) of bugs a run showed (`doctor`): each adds that rule's fix built
     #: at the site (`codemods.site_fixes`); not for notebooks
     sites: tuple[tuple[str, int], ...] = ()
+    #: the run's project index (`codemods.project_index`), built once for all jobs
+    project: ProjectIndex | None = None
 
 
 @dataclass
@@ -144,7 +147,7 @@ def check_file(job: Job) -> FileOutcome:
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     outcome.digest = source.digest
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
-    options = FixOptions(unsafe_fixes=job.unsafe_fixes, target_torch=job.target_torch, roles=job.roles)
+    options = FixOptions(unsafe_fixes=job.unsafe_fixes, target_torch=job.target_torch, roles=job.roles, project=job.project)
     dropped: set[int] = set()
     try:
         if outcome.notebook is not None:

@@ -21,6 +21,7 @@ import libcst as cst
 from autograd_fix.codemods.safe_text import git_quoted
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
+from autograd_fix.codemods.project_index import ProjectIndex
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
@@ -52,6 +53,9 @@ class FixOptions:
     target_torch: TorchVersion | None = None
     #: the project's role vocabulary (`[tool.autograd-fix]` `<role>-names` / `-objects`)
     roles: Vocabulary = DEFAULT_VOCABULARY
+    #: the run's project index (`codemods.project_index`), built once before the files
+    #: are checked; None: each file is analysed on its own
+    project: ProjectIndex | None = field(default=None, compare=False)
 
     def allows(self, fix: Fix | None) -> bool:
         return fix is not None and (fix.applicability is Applicability.SAFE or self.unsafe_fixes)
@@ -127,6 +131,7 @@ def run_rules(
     text: str | None = None,
     target_torch: TorchVersion | None = None,
     roles: Vocabulary = DEFAULT_VOCABULARY,
+    project: ProjectIndex | None = None,
 ) -> list[Finding]:
     """All findings of `rules` on `module`, in one batched traversal, noqa applied.
 
@@ -136,7 +141,7 @@ def run_rules(
     """
     if not rules:
         return []
-    context = RuleContext(path, module, target_torch, roles, text)
+    context = RuleContext(path, module, target_torch, roles, text, project)
     instances = [rule(context) for rule in rules]
     context.semantic.syntax.walk_batched(instances)  # the index is built once and shared
     findings = [finding for rule in instances for finding in rule.findings]
@@ -155,10 +160,11 @@ def with_sites(
     target_torch: TorchVersion | None,
     roles: Vocabulary,
     sites: Sequence[tuple[str, int]],
+    project: ProjectIndex | None = None,
 ) -> list[Finding]:
     """The `active` rules' findings, then the fixes of `rules` at `sites` (one order for
     the check and for the plans, so plan ids agree)."""
-    findings = run_rules(module, active, path, text, target_torch, roles)
+    findings = run_rules(module, active, path, text, target_torch, roles, project)
     if sites:
         from autograd_fix.codemods.site_fixes import site_findings
 
@@ -357,7 +363,7 @@ def check_source(
     if not active and not sites:
         return SourceResult()
     module = parse_module(text)
-    findings = with_sites(module, rules, active, path, text, options.target_torch, options.roles, sites)
+    findings = with_sites(module, rules, active, path, text, options.target_torch, options.roles, sites, options.project)
     result = SourceResult(findings=findings, module=module)
     if compute_fix and any(options.allows_finding(f) for f in findings):
         try:
@@ -414,7 +420,9 @@ def fix_until_stable(
         if findings is None:
             # the prefilter again on each rewritten text, so that the result is what a
             # second run would leave alone (idempotence)
-            findings = run_rules(module, triggered(rules, text), path, text, options.target_torch, options.roles)
+            findings = run_rules(
+                module, triggered(rules, text), path, text, options.target_torch, options.roles, options.project
+            )
         fixes = [f.fix for f in findings if options.allows_finding(f)]
         if not fixes:
             return text

@@ -10,11 +10,15 @@ anything they cannot resolve).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from autograd_fix.codemods.walk import iter_children
 from autograd_fix.codemods.walk import walk
+
+if TYPE_CHECKING:
+    from autograd_fix.codemods.project_index import ProjectView
 
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
@@ -43,6 +47,9 @@ class ImportIndex:
     """Maps local names bound by imports to the fully qualified names they denote."""
 
     bindings: dict[str, str] = field(default_factory=dict)
+    #: what the file's names mean in its project (`project_index`), when a run built the
+    #: project index: the project's own grad-disabling decorators and context managers
+    project: "ProjectView | None" = None
 
     @classmethod
     def from_module(cls, module: cst.Module) -> "ImportIndex":

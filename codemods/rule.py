@@ -12,7 +12,7 @@ import inspect
 import re
 import sys
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
 
@@ -22,6 +22,9 @@ from autograd_fix.codemods.positions import StatementPositions
 from autograd_fix.codemods.semantic.model import SemanticModel
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
+
+if TYPE_CHECKING:
+    from autograd_fix.codemods.project_index import ProjectIndex
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Verification")
 
@@ -57,6 +60,7 @@ class RuleContext:
         target_torch: TorchVersion | None = None,
         roles: Vocabulary = DEFAULT_VOCABULARY,
         text: str | None = None,
+        project: "ProjectIndex | None" = None,
     ) -> None:
         self.path = path
         self.module = module
@@ -66,6 +70,9 @@ class RuleContext:
         #: the project's role vocabulary: name tokens per role and configured factories
         self.roles = roles
         self.imports = ImportIndex.from_module(module)
+        if project is not None:
+            #: the run's project index, seen from this file (`codemods.project_index`)
+            self.imports.project = project.view(path)
         #: the module's source, when the caller has it (spans are cheaper with it)
         self.text = text
         self._positions: StatementPositions | None = None

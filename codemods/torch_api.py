@@ -50,6 +50,13 @@ MODULE_SELF_RETURNING_METHODS = frozenset(
      "type", "apply", "to_empty", "ipu", "xpu", "mtia"}
 )
 
+#: arguments torch takes only as integers (position, keyword): what is passed there never
+#: requires grad, so a forward input read there (`seq_lengths.data.cpu().numpy()`) is no
+#: tracked tensor
+INTEGER_ARGUMENTS = {
+    "torch.nn.utils.rnn.pack_padded_sequence": (1, "lengths"),
+}
+
 #: modules whose functions return Python values, never a tensor (`random.randint(0, 1)`)
 PYTHON_VALUE_MODULES = frozenset({"random", "math", "statistics"})
 

@@ -45,9 +45,14 @@ GRAD_FLAGS = frozenset({"requires_grad"})
 
 
 def disables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
-    """True for `torch.no_grad()`, `torch.no_grad`, `inference_mode()`, `set_grad_enabled(False)`.
+    """True for `torch.no_grad()`, `torch.no_grad`, `inference_mode()`, `set_grad_enabled(False)`,
+    and for the project's own grad-disabling decorators and context managers
+    (`@smart_inference_mode()` defined in another file) where the run built a project
+    index (`imports.project`; issue 18, F4).
 
-    `inference_mode(False)` and `set_grad_enabled(<anything but False>)` do not count.
+    `inference_mode(False)` and `set_grad_enabled(<anything but False>)` do not count. A
+    name that resolves into torch is decided by torch's names alone: a project cannot
+    redefine `torch.no_grad`.
     """
     if isinstance(expression, cst.Call):
         name = imports.qualified_name(expression.func)
@@ -57,8 +62,13 @@ def disables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
             return True
         if name in SET_GRAD_ENABLED_NAMES:
             return bool(expression.args) and is_false(expression.args[0].value)
+    else:
+        name = imports.qualified_name(expression)
+        if name in NO_GRAD_NAMES:
+            return True
+    if imports.project is None or (name is not None and name.split(".", 1)[0] == "torch"):
         return False
-    return imports.qualified_name(expression) in NO_GRAD_NAMES
+    return imports.project.disables_grad(expression)
 
 
 def enables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:

@@ -145,6 +145,8 @@ class NoGraph:
         if isinstance(node, cst.Attribute):
             if node.attr.value == "data" or node.attr.value in METADATA_ATTRIBUTES:
                 return True
+            if (self.imports.qualified_name(node) or "").startswith("torch."):
+                return True  # `torch.float`, `torch.FloatTensor`: dtypes and classes of torch
             if node.attr.value == "indices" and _pair_call(node.value, self.imports):
                 return True
             return not _is_self(node.value) and free(node.value)

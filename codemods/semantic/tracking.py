@@ -53,6 +53,7 @@ import libcst as cst
 from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.gradmode import enables_grad, function_disables_grad, with_disables_grad
+from autograd_fix.codemods.semantic.graphflow import VALUE_INDEX_PAIRS
 from autograd_fix.codemods.expressions import is_true
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
@@ -222,6 +223,10 @@ NON_TENSOR_MODULES = frozenset(
     {"LSTM", "GRU", "RNN", "LSTMCell", "MultiheadAttention", "AdaptiveLogSoftmaxWithLoss", "ModuleList",
      "ModuleDict", "ParameterList", "ParameterDict", "Identity", "Flatten", "Unflatten", "Dropout"}
 )
+#: modules returning a tuple of tensors (unpacked, each element carries the graph) ...
+_TENSOR_TUPLE_MODULES = frozenset({"LSTMCell", "MultiheadAttention"})
+#: ... and recurrent ones, whose first output is a PackedSequence for a packed input
+_TUPLE_MODULES = _TENSOR_TUPLE_MODULES | {"LSTM", "GRU", "RNN"}
 _PARAMETER_ITERATORS = frozenset({"parameters", "named_parameters"})
 _MODULE_ITERATORS = frozenset({"modules", "children", "named_modules", "named_children"})
 _PARAMETER_NAMES = ("weight", "bias")
@@ -390,6 +395,30 @@ class TrackingAnalysis:
         for value in values:
             site = seeded.get(id(_statement_of(callee.node, value)))
             if site is None or _Evaluator(self, site.state, site.position).value(value) is None:
+                return None
+        return Tracked(Kind.DERIVED, aliased=True)
+
+    def returned_forward(self, call: cst.Call) -> Tracked | None:
+        """A call of a module-level function whose every `return` hands back a value its
+        own (already walked) body computed from a forward pass or ops on one (`def
+        compare(x): recon_x, _, _ = vae(x); return torch.cat([x, recon_x])`): the caller
+        gets a graph back. Leaves and modules are not this answer; a function not walked
+        yet, or a recursive one, is unknown."""
+        name = call.func.value if isinstance(call.func, cst.Name) else None
+        if name is None or name not in self._top_level or self.call_graph is None:
+            return None
+        graph = self.call_graph()
+        callee = graph.callee(name)
+        values = graph.returned_values(name)
+        if callee is None or not values:
+            return None
+        for value in values:
+            site = self._by_statement.get(id(_statement_of(callee.node, value)))
+            if site is None:
+                return None
+            evaluator = _Evaluator(self, site.state, site.position)
+            fact = evaluator.value(value)
+            if fact is None or fact.leaf or evaluator.module_of(value) is not None:
                 return None
         return Tracked(Kind.DERIVED, aliased=True)
 
@@ -717,6 +746,8 @@ class _Evaluator:
                 return Tracked(Kind.PARAMETER)
             return None
         if isinstance(node, cst.Subscript):
+            if self.value_of_pair(node.value) is not None and _index_is(node, 0):
+                return Tracked(Kind.DERIVED)  # `next_q.max(1)[0]`: the values carry the graph, not the indices
             base = self.value(node.value)
             return replace(base, view=True, aliased=True, kind=_derived_kind(base)) if base is not None else None
         if isinstance(node, cst.Call):
@@ -750,8 +781,8 @@ class _Evaluator:
             if last in NON_DIFFERENTIABLE_FUNCTIONS or last[:1].isupper() or last.endswith("_"):
                 return None
             args = [self.value(a.value) for a in node.args]
-            if not any(args):
-                return None
+            if not any(args) and not any(self.element_value(a.value) for a in node.args):
+                return None  # `torch.cat([x, recon_x])`: a display of tracked tensors counts
             if _inplace_keyword(node) and args[0] is not None:
                 first = node.args[0].value  # `F.relu(x, inplace=True)` is x
                 return replace(args[0], aliased=args[0].aliased or isinstance(first, cst.Name))
@@ -782,8 +813,46 @@ class _Evaluator:
                 return replace(base, aliased=True)  # in-place returns its receiver
             return Tracked(Kind.DERIVED)
         if isinstance(node.func, cst.Name):  # `weights = init_params(shape)`, `x = normalize(x)`
-            return self.analysis.returned_leaf(node.func.value) or self.analysis.returned_argument(node)
+            return (
+                self.analysis.returned_leaf(node.func.value)
+                or self.analysis.returned_argument(node)
+                or self.analysis.returned_forward(node)
+            )
         return None
+
+    def element_value(self, node: cst.BaseExpression) -> Tracked | None:
+        """A tracked element of a list or tuple display (`[x, recon_x]`), derived."""
+        if isinstance(node, (cst.List, cst.Tuple)) and any(self.value(e.value) is not None for e in node.elements):
+            return Tracked(Kind.DERIVED)
+        return None
+
+    def value_of_pair(self, node: cst.BaseExpression) -> Tracked | None:
+        """`x.max(dim)` / `x.topk(k)` of a tracked `x`: a (values, indices) pair whose
+        values carry the graph (None for anything else, `x.max()` included)."""
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in VALUE_INDEX_PAIRS
+            and node.args
+            and self.value(node.func.value) is not None
+        ):
+            return Tracked(Kind.DERIVED)
+        return None
+
+    def unpacked(self, node: cst.BaseExpression) -> tuple[Tracked | None, slice]:
+        """The fact for the names a tuple target unpacks `node` into, and which elements
+        get it: every output of a module's forward (`recon_x, mu, logvar = vae(x)`); the
+        states of a recurrent module, not its output, which is a PackedSequence for a
+        packed input (`out, (h, c) = lstm(packed)`); the values of a (values, indices) pair."""
+        if isinstance(node, cst.Call):
+            owner = self.callee_module(node.func)
+            if owner is not None and owner.constructor in _TUPLE_MODULES:
+                return Tracked(Kind.DERIVED, aliased=True), slice(0 if owner.constructor in _TENSOR_TUPLE_MODULES else 1, None)
+            if owner is not None and owner.constructor not in NON_TENSOR_MODULES:
+                return Tracked(Kind.DERIVED, aliased=True), slice(None)
+            if self.value_of_pair(node) is not None:
+                return Tracked(Kind.DERIVED), slice(0, 1)
+        return None, slice(0)
 
     def _module_call(self, owner: ModuleRef) -> Tracked | None:
         if owner.constructor in NON_TENSOR_MODULES:
@@ -1087,6 +1156,8 @@ class _Walker:
             self._mark_aliases(node.value, state, evaluator)
             for target in node.targets:
                 self.bind(target.target, node.value, value_fact, output_saved, module, state)
+                if isinstance(target.target, (cst.Tuple, cst.List)):
+                    self._bind_unpacked(target.target, evaluator.unpacked(node.value), state)
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._mark_aliases(node.value, state, evaluator)
             self.bind(node.target, node.value, evaluator.value(node.value), evaluator.saves_output(node.value),
@@ -1142,6 +1213,17 @@ class _Walker:
         for name in finder.aliased:
             if name in state.tensors:
                 state.tensors[name] = replace(state.tensors[name], aliased=True)
+
+    @staticmethod
+    def _bind_unpacked(target: cst.Tuple | cst.List, unpacked: tuple[Tracked | None, slice], state: State) -> None:
+        fact, elements = unpacked
+        if fact is None or any(isinstance(e, cst.StarredElement) for e in target.elements):
+            return
+        for element in target.elements[elements]:
+            if isinstance(element.value, cst.Name) and element.value.value != "_":
+                state.tensors[element.value.value] = fact
+            elif isinstance(element.value, (cst.Tuple, cst.List)):
+                _Walker._bind_unpacked(element.value, (fact, slice(None)), state)
 
     def bind(self, target: cst.BaseExpression, value: cst.BaseExpression, fact: Tracked | None, output_saved: bool,
              module: str | None, state: State) -> None:
@@ -1264,3 +1346,11 @@ def _may_be_tensor(parameter: cst.Param) -> bool:
 def has_name_tokens(name: str, tokens: frozenset[str]) -> bool:
     """Does identifier `name` contain one of `tokens` (`running_mean` has 'running')?"""
     return bool(set(name_tokens(name)) & tokens)
+
+
+def _index_is(node: cst.Subscript, index: int) -> bool:
+    """`x[0]`: one subscript, an integer literal."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return False
+    value = node.slice[0].slice.value
+    return isinstance(value, cst.Integer) and value.evaluated_value == index

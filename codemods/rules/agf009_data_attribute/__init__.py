@@ -29,6 +29,7 @@ from autograd_fix.codemods.rules.agf009_data_attribute.data_access import (
 )
 from autograd_fix.codemods.rules.agf009_data_attribute.function_units import FunctionUnits, chain_root, uses_name
 from autograd_fix.codemods.rules.agf009_data_attribute.module_getters import is_getter, reaches_return, reads_module_state
+from autograd_fix.codemods.torch_api import INTEGER_ARGUMENTS
 from autograd_fix.codemods.semantic.tracking import Kind, Site, Tracked, TrackingAnalysis
 from autograd_fix.codemods.walk import iter_descendants, walk
 
@@ -106,7 +107,8 @@ class DataAttribute(Rule):
     straight-through tricks, which a finite-difference check would call a correction;
     and storage changes (`resize_`, `set_`). Not reported: `.data` of things not shown to
     be tracked tensors (`dataset.data`, a `PackedSequence`'s `.data`, numpy arrays),
-    `.grad.data`, reads under `no_grad`, code inside optimizers (`Optimizer`
+    `.grad.data`, reads and in-place updates of a leaf under `no_grad` (`with
+    torch.no_grad(): p.data -= lr * p.grad`: autograd records nothing there), code inside optimizers (`Optimizer`
     subclasses) and initializers (functions ending in `_`), `__init__`, and parameters in
     code that only builds, converts, fuses or initialises modules (no backward, no
     optimizer step, no `.grad`: timm's `fuse()` / `reparameterize()`, `_init_weights`,
@@ -298,9 +300,8 @@ class DataAttribute(Rule):
             self.report(data, f"in-place change of `{label}` through `.data`; do it on `{label}` under `torch.no_grad()`")
             return
         if site.position.grad_disabled:
-            fix = Fix(Applicability.UNSAFE, (_strip(data),), "drop `.data` (already under no_grad)")
-            self.report(data, f"in-place change of `{label}` through `.data` hides it from autograd's version check; "
-                        "drop `.data` (already under no_grad)", fix)
+            # an in-place update under grad-off (a manual SGD step after backward): the
+            # facts say never to touch in-place ops under no_grad, and nothing records it
             return
         updates.append((site.block, site.index, (site, data)))
 
@@ -365,6 +366,8 @@ class DataAttribute(Rule):
         if (fact is None or not self._in_play(site, fact)) and not self._returned_state(site, data, analysis):
             return
         imports = self.context.imports
+        if fact is not None and fact.kind is Kind.FORWARD_INPUT and _integer_argument(site.statement, data, imports):
+            return  # `pack_padded_sequence(x, seq_lengths.data.cpu().numpy())`: lengths are integers
         init_call = init_call_argument(site.statement, data, imports)
         label = _label(data.value)
         if init_call:
@@ -408,6 +411,24 @@ class DataAttribute(Rule):
 
 
 # -- helpers ---------------------------------------------------------------------------
+def _integer_argument(statement: cst.CSTNode, data: cst.Attribute, imports: ImportIndex) -> bool:
+    """Is `data` read inside an argument torch takes only as integers (`torch_api.INTEGER_ARGUMENTS`)?"""
+    for node in iter_descendants(statement):
+        if not isinstance(node, cst.Call):
+            continue
+        where = INTEGER_ARGUMENTS.get(imports.qualified_name(node.func) or "")
+        if where is None:
+            continue
+        position, keyword = where
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        chosen = [a.value for a in node.args if a.keyword is not None and a.keyword.value == keyword]
+        if len(positional) > position:
+            chosen.append(positional[position].value)
+        if any(value is data or any(d is data for d in iter_descendants(value)) for value in chosen):
+            return True
+    return False
+
+
 def _backpropagated(value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
     """Is `value` (a name) the receiver of `.backward()` without a `gradient` argument in
     `scope` (not nested functions)? Backward then needs it tracked and of one element."""

@@ -118,6 +118,19 @@ class Points(Dataset):
         return self.data[i]
 """
     ),
+    # (formerly INVALID 5) a training step already under no_grad: autograd records
+    # nothing there, and an in-place update under no_grad is left alone (facts, 4)
+    valid(
+        """
+import torch
+
+def train_step(model, loss, lr):
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.data.sub_(lr * p.grad)
+"""
+    ),
 ]
 
 VALID += [
@@ -538,27 +551,6 @@ def critic_step(critic, real, fake, optimizer, c=0.01):
     with torch.no_grad():
         critic.fc1.weight.clamp_(-c, c)
         critic.fc2.weight.clamp_(-c, c)
-""",
-    ),
-    # 5. a training step already under no_grad: only `.data` goes
-    invalid(
-        """
-import torch
-
-def train_step(model, loss, lr):
-    loss.backward()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.data.sub_(lr * p.grad)
-""",
-        """
-import torch
-
-def train_step(model, loss, lr):
-    loss.backward()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.sub_(lr * p.grad)
 """,
     ),
     # 6. a running loss from `loss.data` (`import torch as T`)

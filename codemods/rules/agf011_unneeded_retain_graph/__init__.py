@@ -190,8 +190,8 @@ class UnneededRetainGraph(RootTracker, Rule):
             roots = [root.value]
         elif len(gradient_calls) == 2 and follower is not None and len(call.args) == 1:
             roots = [root.value, follower[1]]
-        elif len(gradient_calls) == 2 and follower is None:
-            roots = [root.value]  # the other backward must use only values recomputed after this one
+        elif follower is None and all(c is call or _after(c, call, parents) for c in gradient_calls):
+            roots = [root.value]  # every other backward comes later and must use only values recomputed after this one
         else:
             return
         semantic = self.context.semantic
@@ -203,7 +203,7 @@ class UnneededRetainGraph(RootTracker, Rule):
                 return
         else:
             later = [c for c in gradient_calls if c is not call and (follower is None or c is not expression_statement_call(follower[0]))]
-            if later and not evidence.recomputed_after(later[0]):
+            if not all(evidence.recomputed_after(c) for c in later):
                 return
         if follower is None:
             fix = Fix(Applicability.UNSAFE, (Edit(call, _drop_retain_graph),), "remove `retain_graph=True`")
@@ -231,6 +231,15 @@ class UnneededRetainGraph(RootTracker, Rule):
             f"`({root.value} + {second})` gives the same gradients without keeping the graph",
             fix,
         )
+
+
+def _after(later: cst.Call, call: cst.Call, parents: dict[int, cst.CSTNode]) -> bool:
+    """Is `later` a statement after `call`'s in the same block (source order, one block)?"""
+    first, second = statement_line(call, parents), statement_line(later, parents)
+    if first is None or second is None:
+        return False
+    block = block_statements(first, parents)
+    return first in block and second in block and block.index(second) > block.index(first)
 
 
 def _is_retaining_backward(call: cst.Call) -> bool:

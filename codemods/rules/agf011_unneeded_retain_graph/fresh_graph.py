@@ -19,8 +19,10 @@ from autograd_fix.codemods.names import last_segment
 from autograd_fix.codemods.semantic.autograd_function import ACCEPTS_NON_TENSORS
 from autograd_fix.codemods.semantic.callgraph import CallGraph
 from autograd_fix.codemods.semantic.dataflow import stores_on_self
+from autograd_fix.codemods.semantic.grad_free import fresh_factory
 from autograd_fix.codemods.semantic.graphflow import CUTTING_FUNCTIONS, CUTTING_METHODS
 from autograd_fix.codemods.semantic.loops import (
+    Binding,
     StatementOrder,
     all_nodes,
     ancestors,
@@ -81,12 +83,33 @@ class FreshGraph:
         self.call_graph = graph
         self.owner = graph.owner(scope) if isinstance(scope, cst.FunctionDef) else None
         #: `self.X` set once in `__init__` from literals or its parameters: read freely
-        self.constants = constant_attributes(self.owner) if self.owner is not None else frozenset()
+        self.constants = constant_attributes(self.owner) | self._setup_tensors() if self.owner is not None else frozenset()
         self.allowed_outside = self._allowed_outside_names()
         #: attributes called (`self.criterion_c(...)`, `model.init_hidden`): functions, not values
         self.callees = {id(c.func) for c in all_nodes(self.region, cst.Call) if isinstance(c.func, cst.Attribute)}  # type: ignore[union-attr]
         #: names of the graph bound in the region (roots and everything they are computed from)
         self.graph: set[str] = set()
+
+    def _setup_tensors(self) -> frozenset[str]:
+        """`self.X` made in this method before the loop from torch factories only (a GAN's
+        labels: `self.y_real_, self.y_fake_ = torch.ones(n, 1), torch.zeros(n, 1)`, then
+        `self.y_real_ = self.y_real_.cuda()`), and written by no other method but
+        `__init__`: fixed tensors that hold no graph, read freely in the loop."""
+        if self.owner is None or self.loop is None or not isinstance(self.scope, cst.FunctionDef):
+            return frozenset()
+        in_loop = {id(node) for node in all_nodes(self.loop, (cst.Assign, cst.AugAssign, cst.AnnAssign))}
+        made: set[str] = set()
+        other: set[str] = set()
+        for method in (s for s in self.owner.body.body if isinstance(s, cst.FunctionDef)):
+            for node in all_nodes(method.body, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                for name, value in _self_targets(node):  # type: ignore[arg-type]
+                    if method is self.scope and id(node) not in in_loop and value is not None and (
+                        _copies_no_graph(value, self.imports) or _moved(value, name)
+                    ):
+                        made.add(name)
+                    elif method.name.value != "__init__":
+                        other.add(name)
+        return frozenset(made - other)
 
     def _allowed_outside_names(self) -> set[str] | None:
         """Names from outside the region that are data (loop targets over a loader, data params)."""
@@ -119,12 +142,17 @@ class FreshGraph:
             for binding in found:
                 if binding.kind not in {"assign", "augassign", "annassign"} or binding.value is None:
                     return False
-                if not self._unconditional(binding.statement) or self._calls_stateful(binding.value):
-                    return False
                 position = self.order.position(binding.statement)
                 if position > call_position:
                     return False
-                for read in self._argument_reads(binding.value):
+                part = _element_value(binding)
+                if _copies_no_graph(part, self.imports) or self._no_graph_expression(part):
+                    continue  # `y_cont_ = torch.from_numpy(noise).type(...)`: a new tensor, whatever it read
+                if not self._unconditional(binding.statement) and not _moved_name(part, name):
+                    return False  # (`if gpu: x_ = x_.cuda()` moves this iteration's value, carries nothing)
+                if self._calls_stateful(binding.value):
+                    return False
+                for read in self._argument_reads(part):
                     if read == name and binding.kind == "augassign":
                         continue
                     local = [b for b in self.region_bindings if b.name == read]
@@ -133,6 +161,21 @@ class FreshGraph:
                     elif read not in self.allowed_outside and not self._constant_outside(read) and not self._holds_no_graph(read):
                         return False  # from outside and not data, or carried from the last iteration
         return True
+
+    def _no_graph_expression(self, value: cst.BaseExpression) -> bool:
+        """`value` certainly holds no graph, with the region's data names (loop targets over
+        a loader, data parameters) trusted as `_holds_no_graph` trusts them."""
+        if self.no_graph is None or not isinstance(self.scope, (cst.FunctionDef, cst.Module)):
+            return False
+        return self.no_graph.expression(value, self.scope, self._trusted())
+
+    def _trusted(self) -> frozenset[str]:
+        trusted = set(self.allowed_outside or ())
+        if isinstance(self.scope, cst.FunctionDef):
+            params = self.scope.params
+            every = [*params.posonly_params, *params.params, *params.kwonly_params]
+            trusted |= {p.name.value for p in every if self.hints.is_data_parameter(p.name.value)}
+        return frozenset(trusted)
 
     def _constant_outside(self, name: str) -> bool:
         """Bound only outside the iteration, and only to literals (`gama = 0.8`) or modules
@@ -148,12 +191,7 @@ class FreshGraph:
         (`prev = topk(out, 1)[1]`, then `prev = mask(prev)` returning `.data`)."""
         if self.no_graph is None or not isinstance(self.scope, (cst.FunctionDef, cst.Module)):
             return False
-        trusted = set(self.allowed_outside or ())
-        if isinstance(self.scope, cst.FunctionDef):
-            params = self.scope.params
-            every = [*params.posonly_params, *params.params, *params.kwonly_params]
-            trusted |= {p.name.value for p in every if self.hints.is_data_parameter(p.name.value)}
-        return self.no_graph.name(name, self.scope, frozenset(trusted))
+        return self.no_graph.name(name, self.scope, self._trusted())
 
     def _no_graph_value(self, value: cst.BaseExpression) -> bool:
         return plain_value(value, set()) or builds_module(value, self.call_graph.module_classes, self.imports)
@@ -163,8 +201,10 @@ class FreshGraph:
         bound after this (retaining) call, data, or values that hold no graph? Then it never
         backpropagates through the retained graph (talking-heads: `x_hat` recomputed and
         detached, both discriminator outputs recomputed)."""
-        if not (isinstance(later.func, cst.Attribute) and isinstance(later.func.value, cst.Name)) or later.args:
+        if not (isinstance(later.func, cst.Attribute) and isinstance(later.func.value, cst.Name)):
             return False
+        if any(a.keyword is None or a.keyword.value != "retain_graph" for a in later.args):
+            return False  # `gradient=`, `inputs=`: what it backpropagates is not the name alone
         first, limit = self.order.position(self.call), self.order.position(later)
         if limit < first:
             return False
@@ -180,16 +220,52 @@ class FreshGraph:
                     continue
                 return False
             latest = max(found, key=lambda b: self.order.position(b.statement))
-            if latest.kind != "assign" or latest.value is None or not self._unconditional(latest.statement):
+            if latest.kind != "assign" or latest.value is None:
                 return False
             position = self.order.position(latest.statement)
-            if _cut_whole(latest.value):
+            part = _element_value(latest)
+            if _moved_name(part, name):
+                pending.append((name, position))  # `if gpu: z_ = z_.cuda()`: the value before it, moved
                 continue
+            if not self._unconditional(latest.statement):
+                if self._no_graph_anywhere(name, found):
+                    continue  # `if supervised: y = torch.zeros(...)... else: y = torch.from_numpy(...)`
+                return False
+            if _cut_whole(latest.value) or _copies_no_graph(part, self.imports) or self._no_graph_expression(part):
+                continue  # holds no graph, whatever it read (`torch.from_numpy(noise).type(...)`)
             reads = self._value_reads(latest.value)
             if reads is None or (position < first and not self._no_graph_before(latest.value)):
                 return False
             pending.extend((read, position) for read in reads)
         return True
+
+    def _no_graph_anywhere(self, name: str, found: list[Binding]) -> bool:
+        """Every binding of `name` in the region holds no graph (or moves the name), and so
+        does what it holds from outside the region: whichever ran last, no graph."""
+        for binding in found:
+            if binding.kind != "assign" or binding.value is None:
+                return False
+            part = _element_value(binding)
+            if not (_moved_name(part, name) or _copies_no_graph(part, self.imports) or self._no_graph_expression(part)):
+                return False
+        return (
+            name in (self.allowed_outside or set())
+            or self._constant_outside(name)
+            or self._only_in_region(name)
+            or self._holds_no_graph(name)
+            or any(self._unconditional(b.statement) and not _moved_name(_element_value(b), name) for b in found)
+        )
+
+    def _only_in_region(self, name: str) -> bool:
+        """`name` is bound nowhere in the scope but in the region, and is no parameter: it
+        holds no value from outside the region, only one its bindings there made."""
+        inside = {id(b.statement) for b in self.region_bindings if b.name == name}
+        if isinstance(self.scope, cst.FunctionDef):
+            params = self.scope.params
+            every = [*params.posonly_params, *params.params, *params.kwonly_params, params.star_arg, params.star_kwarg]
+            if any(isinstance(p, cst.Param) and p.name.value == name for p in every):
+                return False
+        return bool(inside) and all(id(b.statement) in inside for b in bindings(self.scope) if b.name == name)
 
     def _value_reads(self, value: cst.BaseExpression) -> set[str] | None:
         """Names whose values `value` uses, method receivers included (`out` in `out.pow(2)`);
@@ -344,6 +420,81 @@ class FreshGraph:
             if {name.value for name in read_name_nodes(function.body)} & (names - own):
                 return True
         return False
+
+
+def _copies_no_graph(value: cst.BaseExpression, imports: ImportIndex) -> bool:
+    """A torch factory call that makes a new tensor holding no graph (`torch.ones(n, 1)`);
+    not `torch.as_tensor`, which hands a tensor argument back as it is."""
+    return fresh_factory(value, imports) and imports.qualified_name(value.func) != "torch.as_tensor"  # type: ignore[attr-defined]
+
+
+#: methods that move or cast a tensor (`self.y_real_.cuda()`): what they return holds
+#: a graph only if the receiver does
+_MOVES = frozenset({"cuda", "cpu", "to", "float", "double", "half"})
+
+
+def _element_value(binding: Binding) -> cst.BaseExpression:
+    """What `binding.name` receives: its element when a tuple display is unpacked into a
+    tuple target of the same length, else the whole assigned value."""
+    statement, value = binding.statement, binding.value
+    assert value is not None
+    if isinstance(statement, cst.Assign) and isinstance(value, (cst.Tuple, cst.List)):
+        for target in (t.target for t in statement.targets):
+            if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements):
+                for element, item in zip(target.elements, value.elements):
+                    if isinstance(element.value, cst.Name) and element.value.value == binding.name:
+                        return item.value
+    return value
+
+
+def _moved_name(value: cst.BaseExpression, name: str) -> bool:
+    """`x_.cuda()` for `x_`: the name's own value moved or cast."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _MOVES
+        and isinstance(value.func.value, cst.Name)
+        and value.func.value.value == name
+    )
+
+
+def _moved(value: cst.BaseExpression, name: str) -> bool:
+    """`self.<name>.cuda()`: the attribute moved onto itself."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _MOVES
+        and isinstance(value.func.value, cst.Attribute)
+        and value.func.value.attr.value == name
+        and isinstance(value.func.value.value, cst.Name)
+        and value.func.value.value.value == "self"
+    )
+
+
+def _self_targets(node: cst.Assign | cst.AugAssign | cst.AnnAssign) -> list[tuple[str, cst.BaseExpression | None]]:
+    """(X, value) for each `self.X` a statement writes; the value is None where it is not
+    X's alone (an augmented assignment, an element of an unpacked call)."""
+    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+    value = node.value if not isinstance(node, cst.AugAssign) else None
+    found: list[tuple[str, cst.BaseExpression | None]] = []
+    for target in targets:
+        if _on_self(target):
+            found.append((target.attr.value, value))  # type: ignore[union-attr]
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements) else None
+            for index, element in enumerate(target.elements):
+                if _on_self(element.value):
+                    found.append((element.value.attr.value, values[index].value if values else None))  # type: ignore[union-attr]
+        elif isinstance(target, (cst.Attribute, cst.Subscript)):
+            while isinstance(target, (cst.Attribute, cst.Subscript)) and not _on_self(target):
+                target = target.value
+            if _on_self(target):
+                found.append((target.attr.value, None))  # type: ignore[union-attr]
+    return found
+
+
+def _on_self(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
 def _cut_whole(value: cst.BaseExpression) -> bool:
