@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 import types
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Mapping
 
@@ -41,6 +42,7 @@ from .checks import Probe, probes_for
 from .directional import Perturbation, directional_check, later_backward_checks, second_point
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
 from .graph_state import graph_state
+from .legacy import zero_dim_index_as_item
 from .place import Place, chain_argv, prepare
 from .printed import PrintedText
 from .probes import Probes, iter_tensors
@@ -130,9 +132,12 @@ def run_side(spec: SideSpec) -> dict[str, Any]:
     else:
         path = spec.path or "<string>"
     tracer = ReachTracer(path, spec.targets or ())
-    with tracer:
+    exempt = spec.changed_lines if spec.side == "rewritten" else None
+    with tracer, (zero_dim_index_as_item(path, exempt) if spec.zero_dim_index_as_item else nullcontext([0])) as readings:
         record = _run_kind(spec, path, place)
     record["reached"] = sorted(tracer.reached)
+    if readings[0]:
+        record["zero_dim_readings"] = readings[0]
     if place is not None:
         place.user_view(record.get("exception"))
         if record.get("printed"):

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from .contracts import evaluate
 from .sandbox import Outcome
 from .bounded import describe
+from .legacy import NOTE as LEGACY_NOTE
 from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult
 
 RunPair = Callable[[dict[str, Any]], "tuple[Outcome, Outcome] | list[Outcome]"]
@@ -144,6 +145,9 @@ def _labelled(result: UnitResult, driver: str, original: Outcome, note: str = ""
             reason += f"; the run {exc['environment']}"
         elif original.status == "timeout" and result.evidence:
             reason += f"; {_SLOW_HINT}"
+    readings = sum(int((o.record or {}).get("zero_dim_readings") or 0) for o in (original, rewritten) if o is not None)
+    if readings:
+        reason += f" ({LEGACY_NOTE}: {readings} reading{'s' if readings != 1 else ''})"
     if note:
         reason += f" ({note})"
     return UnitResult(result.name, result.mode, verdict, reason, evidence, driver=driver)

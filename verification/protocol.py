@@ -190,6 +190,9 @@ class VerifyRequest(_Record):
     user_text: str | None = None
     isolation: str = "auto"
     pass_env: dict[str, str] = field(default_factory=dict)
+    #: read 0-dim `x[0]` as `x.item()` (`legacy`): set by the worker for the re-run of a
+    #: pair whose original stopped at PyTorch's 0-dim indexing error
+    legacy_zero_dim_index: bool = False
     op: Op = Op.VERIFY
 
 
@@ -264,6 +267,8 @@ class SideSpec(_Record):
     counterpart: str | None = None
     #: false only for the worker's own warm-up, which runs in place
     isolate: bool = True
+    #: 0-dim `x[0]` gives `x.item()` (`legacy`; on the rewritten side not on changed lines)
+    zero_dim_index_as_item: bool = False
 
 
 #: the top-level keys a run record may hold (`harness`); anything else is an error
@@ -272,6 +277,7 @@ RECORD_FIELDS = frozenset({
     "bounded", "second_point", "finite_differences", "reached", "printed", "measures", "leaf_grads", "params_final",
     "params_initial", "steps", "step_violations", "step_violation_count", "stale_steps", "ever_grad", "fresh_inputs",
     "forward", "forward_count", "functions", "gradcheck", "graph_inputs", "graph_lines", "input_plan", "output_grads",
+    "zero_dim_readings",
 })
 #: keys every record holds, whatever the run did
 RECORD_REQUIRED = frozenset({"kind", "exception", "unbound", "bound", "outputs"})

@@ -156,6 +156,7 @@ def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed:
         call_site=unit.get("call_site"),
         # the rewritten side calls the original's Function.backward
         counterpart=unit["original"] if side == "rewritten" else None,
+        zero_dim_index_as_item=request.legacy_zero_dim_index,
     )
 
 
@@ -201,6 +202,7 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
     from .bounded import DEFAULT_FORWARD_CAP, applies, evaluation_cut_broke, note_timeouts
     from .input_search import run_searching_inputs
     from .judging import judge_unit
+    from .legacy import stopped_at_zero_dim_index
 
     torch.set_num_threads(1)
     isolation = _isolation(request, context)
@@ -213,14 +215,19 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
             return run_searching_inputs(req, unit, ("original", "rewritten"), lambda r, u, sides: _run_sides(r, u, sides, isolation))
 
         outcomes, used = runs(request), request
-        bounds = request.bounds
+        if outcomes and stopped_at_zero_dim_index(outcomes[0].record):
+            # a pre-0.4 script (`loss.data[0]`) stopped before anything could be compared:
+            # again, with 0-dim indexing read as it was written (`legacy`)
+            used = replace(request, legacy_zero_dim_index=True)
+            outcomes = runs(used)
+        bounds = used.bounds
         if applies(unit, bounds.settings()) and evaluation_cut_broke(outcomes):
             # both sides stopped at the same error after an evaluation loop was cut: again, evaluations in full
-            used = replace(request, bounds=replace(bounds, forward_cap=0))
+            used = replace(used, bounds=replace(bounds, forward_cap=0))
             outcomes = runs(used)
         elif applies(unit, bounds.settings()) and bounds.forward_cap is None and outcomes[0].status == RunStatus.TIMEOUT:
             # the evaluation loops the patch changed ran in full and the run did not fit: again, all capped
-            used = replace(request, bounds=replace(bounds, forward_cap=DEFAULT_FORWARD_CAP))
+            used = replace(used, bounds=replace(bounds, forward_cap=DEFAULT_FORWARD_CAP))
             outcomes = runs(used)
         return note_timeouts(outcomes, applies(unit, used.bounds.settings()))
 
