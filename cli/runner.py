@@ -167,6 +167,7 @@ def check_file(job: Job) -> FileOutcome:
     for follow_on in result.follow_ons:
         record = _record(job, follow_on.finding, follow_on.finding.fix, None, options, None, source, text=False)
         record.round, record.fix_applies = follow_on.round, follow_on.applied
+        record.message += follow_on_note(follow_on.round)
         outcome.findings.append(record)
     outcome.notes = list(result.notes)
     if outcome.notebook is not None and outcome.findings:
@@ -176,6 +177,11 @@ def check_file(job: Job) -> FileOutcome:
     elif result.fixed is not None and result.fixed != source.text:
         outcome.fixed = result.fixed
     return outcome
+
+
+def follow_on_note(round_number: int) -> str:
+    """What a follow-on finding's message says: it is not in the file as it stands."""
+    return f" (round {round_number}: found once the earlier fixes went in)"
 
 
 def _place_in_file(records: list[FindingRecord], notebook: NotebookMap, raw: bytes) -> None:

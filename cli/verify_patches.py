@@ -26,7 +26,7 @@ from rich.text import Text
 
 from autograd_fix.cli.notebook_check import localize_verification
 from autograd_fix.cli.progress import progress_bar
-from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job
+from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job, follow_on_note
 from autograd_fix.codemods.engine import MAX_FIX_ROUNDS, EngineError, FixOptions, analyse_text
 from autograd_fix.codemods.model import Finding, TextEdit, TextFix
 from autograd_fix.codemods.plans import FilePlans, FixDeferred, PlanEntry, plan_ids
@@ -501,7 +501,7 @@ def _follow_on(
     (line, column), (end_line, end_column) = original.position(start), original.position(max(start, end))
     return FindingRecord(
         path=queue.outcome.path, line=line, column=column, end_line=end_line, end_column=end_column,
-        code=finding.code, name=finding.name, message=finding.message,
+        code=finding.code, name=finding.name, message=finding.message + follow_on_note(queue.round + 1),
         fix_applicability=fix.applicability.value if fix else None, fix_applies=False,
         plan_id=plan_id if fix is not None else None, fix=fix,
         alternatives=tuple(a for a in finding.alternatives if isinstance(a, TextFix)) if fix is not None else (),
