@@ -30,7 +30,7 @@ from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job, follow_on_n
 from autograd_fix.codemods.engine import MAX_FIX_ROUNDS, EngineError, FixOptions, analyse_text
 from autograd_fix.codemods.model import Finding, TextEdit, TextFix
 from autograd_fix.codemods.plans import FilePlans, FixDeferred, PlanEntry, plan_ids
-from autograd_fix.codemods.text_fixes import LineIndex, compose, map_offset, unmap_offset
+from autograd_fix.codemods.text_fixes import LineIndex, compose, map_offset, span_back
 from autograd_fix.codemods.registry import rule_by_code, select_rules
 from autograd_fix.codemods.safe_text import printable
 from autograd_fix.codemods.semantic.roles import Vocabulary
@@ -494,13 +494,9 @@ def _follow_on(
 ) -> FindingRecord:
     """A record of a finding the new text has and the old one did not, at its place in
     the original text (inside a rewritten range: where that range starts)."""
-    start = lines.offset(finding.span.line, finding.span.column)
-    end = lines.offset(finding.span.end_line, finding.span.end_column)
-    for edits in reversed(queue.history):
-        start, end = unmap_offset(start, edits), unmap_offset(end, edits)
-    (line, column), (end_line, end_column) = original.position(start), original.position(max(start, end))
+    span = span_back(finding.span, lines, original, queue.history)
     return FindingRecord(
-        path=queue.outcome.path, line=line, column=column, end_line=end_line, end_column=end_column,
+        path=queue.outcome.path, line=span.line, column=span.column, end_line=span.end_line, end_column=span.end_column,
         code=finding.code, name=finding.name, message=finding.message + follow_on_note(queue.round + 1),
         fix_applicability=fix.applicability.value if fix else None, fix_applies=False,
         plan_id=plan_id if fix is not None else None, fix=fix,

@@ -11,10 +11,11 @@ dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 import libcst as cst
@@ -407,7 +408,7 @@ def materialized(module: cst.Module, findings: list[Finding], text: str | None =
     result = []
     for finding in findings:
         alternatives = tuple(a for a in map(one, finding.alternatives) if a is not None)
-        result.append(replace(finding, fix=one(finding.fix), alternatives=alternatives))
+        result.append(dataclasses.replace(finding, fix=one(finding.fix), alternatives=alternatives))
     return result
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from autograd_fix.codemods.engine import MAX_FIX_ROUNDS, EngineError, validate_python
-from autograd_fix.codemods.model import Finding, Span, TextEdit, TextFix
-from autograd_fix.codemods.text_fixes import Composition, LineIndex, compose, map_offset, unmap_offset
+from autograd_fix.codemods.model import Finding, TextEdit, TextFix
+from autograd_fix.codemods.text_fixes import Composition, LineIndex, compose, map_offset, span_back
 
 
 @dataclass(frozen=True)
@@ -94,22 +94,12 @@ def fix_rounds(
                     announced[id(finding)] = before[earlier]
                 continue
             announced[id(finding)] = len(result.follow_ons)
-            back = _span_back(finding.span, new_lines, original_lines, history)
+            back = span_back(finding.span, new_lines, original_lines, history)
             result.follow_ons.append(FollowOn(round_number + 1, replace(finding, span=back), False))
         text, findings = composition.text, later
     result.error = f"fixes did not converge after {MAX_FIX_ROUNDS} rounds; file left unchanged"
     result.text = original
     return result
-
-
-def _span_back(span: Span, lines: LineIndex, original: LineIndex, history: list[tuple[TextEdit, ...]]) -> Span:
-    """`span` of a later round's text as a span of the original text (a position inside
-    a rewritten range maps to the start of what that range replaced)."""
-    start, end = lines.offset(span.line, span.column), lines.offset(span.end_line, span.end_column)
-    for edits in reversed(history):
-        start, end = unmap_offset(start, edits), unmap_offset(end, edits)
-    (line, column), (end_line, end_column) = original.position(start), original.position(max(start, end))
-    return Span(line, column, end_line, end_column)
 
 
 def compose_valid(

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import libcst as cst
 
-from autograd_fix.codemods.model import Fix, TextEdit, TextFix
+from autograd_fix.codemods.model import Fix, Span, TextEdit, TextFix
 
 #: a changed region of more lines than this is split into line hunks (a fix that edits
 #: two distant places must not claim everything between them)
@@ -224,3 +224,14 @@ class LineIndex:
     def position(self, offset: int) -> tuple[int, int]:
         line = bisect.bisect_right(self.starts, offset)
         return line, offset - self.starts[line - 1] + 1
+
+
+def span_back(span: Span, lines: LineIndex, original: LineIndex, history: Sequence[Sequence[TextEdit]]) -> Span:
+    """`span` of a later round's text (`lines`) as a span of the original text, back
+    through each round's edits (`history`, oldest first): a position inside a rewritten
+    range maps to the start of what that range replaced."""
+    start, end = lines.offset(span.line, span.column), lines.offset(span.end_line, span.end_column)
+    for edits in reversed(history):
+        start, end = unmap_offset(start, edits), unmap_offset(end, edits)
+    (line, column), (end_line, end_column) = original.position(start), original.position(max(start, end))
+    return Span(line, column, end_line, end_column)
