@@ -83,6 +83,8 @@ def _check_cells(
         # every rewritten program passed `_cells_compile`: boundaries intact
         result.fixed = None if rounds.error else rounds.text
         result.follow_ons, result.notes, result.fix_error = rounds.follow_ons, rounds.notes, rounds.error
+        # `kept` replaced the findings whose fixes were dropped: the others are the same objects
+        result.applied = {id(f) for f, k in zip(result.findings, kept) if id(k) in rounds.applied}
     return result, dropped
 
 

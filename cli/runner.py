@@ -163,7 +163,10 @@ def check_file(job: Job) -> FileOutcome:
         return outcome
     for finding, plan_id in zip(result.findings, plan_ids(result.findings)):
         fix = None if id(finding) in dropped else finding.fix
-        outcome.findings.append(_record(job, finding, fix, plan_id, options, outcome.notebook, source))
+        record = _record(job, finding, fix, plan_id, options, outcome.notebook, source)
+        if result.fixed is not None:  # the fixes were computed: say which went in
+            record.fix_applies = id(finding) in result.applied
+        outcome.findings.append(record)
     for follow_on in result.follow_ons:
         record = _record(job, follow_on.finding, follow_on.finding.fix, None, options, None, source, text=False)
         record.round, record.fix_applies = follow_on.round, follow_on.applied

@@ -76,6 +76,8 @@ class SourceResult:
     follow_ons: list = field(default_factory=list)
     #: per-file notes of the fix rounds (a fix dropped because its result did not compile)
     notes: list[str] = field(default_factory=list)
+    #: `id()` of each finding whose fix is in `fixed`
+    applied: set[int] = field(default_factory=set)
 
 
 def parse_module(text: str) -> cst.Module:
@@ -370,6 +372,7 @@ def check_source(
         rounds = fix_rounds(text, findings, lambda new: analyse_text(new, rules, path, options), options.allows_finding, validate)
         result.fixed = None if rounds.error else rounds.text
         result.follow_ons, result.notes, result.fix_error = rounds.follow_ons, rounds.notes, rounds.error
+        result.applied = rounds.applied
     return result
 
 

@@ -39,6 +39,9 @@ class Rounds:
     notes: list[str] = field(default_factory=list)
     #: set when the fixes had to be dropped altogether (`text` is then the original)
     error: str | None = None
+    #: `id()` of each finding given to `fix_rounds` whose fix went in (in its round or,
+    #: deferred, in a later one)
+    applied: set[int] = field(default_factory=set)
 
 
 def fix_rounds(
@@ -61,24 +64,26 @@ def fix_rounds(
     original, original_lines = text, LineIndex(text)
     history: list[tuple[TextEdit, ...]] = []  # each round's edits, to map spans back
     result = Rounds(text)
-    announced: dict[int, int] = {}  # id of a follow-on's finding in the current round -> index
+    # what each finding of the current round is: a first-round finding (by its id) or
+    # the follow-on at an index of `result.follow_ons`, however many rounds ago it came
+    origin: dict[int, tuple[str, int]] = {id(f): ("found", id(f)) for f in findings}
     for round_number in range(1, MAX_FIX_ROUNDS + 1):
         chosen = [f for f in findings if f.fix is not None and allows(f)]
         composition = compose_valid(text, [f.fix for f in chosen], validate, result.notes)  # type: ignore[misc]
-        for index in composition.applied:
-            if id(chosen[index]) in announced:
-                follow_on = result.follow_ons[announced[id(chosen[index])]]
-                result.follow_ons[announced[id(chosen[index])]] = replace(follow_on, applied=True)
         if composition.text == text:
-            result.text = text
-            return result
+            break
         try:
             later = analyse(composition.text)
         except EngineError as error:
             result.notes.append(f"round {round_number}'s fixes were dropped: {error}")
-            result.text = text
-            return result
+            break
         applied = {id(chosen[index]) for index in composition.applied}
+        for finding_id in applied:
+            kind, key = origin[finding_id]
+            if kind == "found":
+                result.applied.add(key)
+            else:
+                result.follow_ons[key] = replace(result.follow_ons[key], applied=True)
         old_lines, new_lines = LineIndex(text), LineIndex(composition.text)
         carried = {
             (f.code, map_offset(old_lines.offset(f.span.line, f.span.column), composition.edits)): id(f)
@@ -86,19 +91,19 @@ def fix_rounds(
             if id(f) not in applied
         }
         history.append(composition.edits)
-        before, announced = announced, {}
+        before, origin = origin, {}
         for finding in later:
             earlier = carried.get((finding.code, new_lines.offset(finding.span.line, finding.span.column)))
-            if earlier is not None:
-                if earlier in before:  # a follow-on not applied yet (deferred): still the same one
-                    announced[id(finding)] = before[earlier]
+            if earlier is not None:  # the same finding (deferred, or not allowed): not new
+                origin[id(finding)] = before[earlier]
                 continue
-            announced[id(finding)] = len(result.follow_ons)
+            origin[id(finding)] = ("follow", len(result.follow_ons))
             back = span_back(finding.span, new_lines, original_lines, history)
             result.follow_ons.append(FollowOn(round_number + 1, replace(finding, span=back), False))
         text, findings = composition.text, later
-    result.error = f"fixes did not converge after {MAX_FIX_ROUNDS} rounds; file left unchanged"
-    result.text = original
+    else:
+        return Rounds(original, result.follow_ons, result.notes, f"fixes did not converge after {MAX_FIX_ROUNDS} rounds; file left unchanged")
+    result.text = text
     return result
 
 
