@@ -32,7 +32,7 @@ _HUNK_LINES = 3
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
-def _common_prefix(a: str, b: str) -> int:
+def common_prefix(a: str, b: str) -> int:
     """Length of the longest common prefix (window by window: C comparisons, no loop per char)."""
     limit = min(len(a), len(b))
     lo, step = 0, 4096
@@ -49,7 +49,7 @@ def _common_prefix(a: str, b: str) -> int:
 
 def _common_suffix(a: str, b: str, limit: int) -> int:
     """Length of the longest common suffix, at most `limit`."""
-    return _common_prefix(a[::-1][:limit], b[::-1][:limit]) if limit else 0
+    return common_prefix(a[::-1][:limit], b[::-1][:limit]) if limit else 0
 
 
 def text_edits(before: str, after: str) -> tuple[TextEdit, ...]:
@@ -57,7 +57,7 @@ def text_edits(before: str, after: str) -> tuple[TextEdit, ...]:
     few lines, otherwise one per changed run of lines, each trimmed to what differs."""
     if before == after:
         return ()
-    prefix = _common_prefix(before, after)
+    prefix = common_prefix(before, after)
     suffix = _common_suffix(before, after, min(len(before), len(after)) - prefix)
     old, new = before[prefix : len(before) - suffix], after[prefix : len(after) - suffix]
     old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
@@ -72,7 +72,7 @@ def text_edits(before: str, after: str) -> tuple[TextEdit, ...]:
         if tag == "equal":
             continue
         piece_old, piece_new = old[starts[i1] : starts[i2]], "".join(new_lines[j1:j2])
-        head = _common_prefix(piece_old, piece_new)
+        head = common_prefix(piece_old, piece_new)
         tail = _common_suffix(piece_old, piece_new, min(len(piece_old), len(piece_new)) - head)
         begin = prefix + starts[i1] + head
         edits.append(TextEdit(begin, prefix + starts[i2] - tail, piece_new[head : len(piece_new) - tail]))
