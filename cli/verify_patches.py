@@ -245,6 +245,17 @@ def _queues(outcomes: list[FileOutcome], jobs: list[Job]) -> list[_FileQueue]:
     return queues
 
 
+def _unavailable(queues: list[_FileQueue], error: Exception) -> None:
+    """Every record of `queues` unverified: no worker could be started (said once)."""
+    from autograd_fix.verification.interpreter import unavailable_reason
+
+    said = ConfigNotes()
+    for queue in queues:
+        for record in queue.records:
+            record.verification = replace(_unverified(record, unavailable_reason(error)), notes=getattr(error, "notes", ()))
+            said.say(record.verification)
+
+
 def verify_records(
     queues: list[_FileQueue], settings: VerifySettings, unsafe_fixes: bool, progress_console: Console | None,
     verifier: Verifier | None = None,
@@ -262,7 +273,6 @@ def verify_records(
     and configuration notes on stderr.
     """
     from autograd_fix.verification import Verifier, WorkerError, api
-    from autograd_fix.verification.interpreter import unavailable_reason
     from autograd_fix.verification.shadow import ShadowCopies
     from autograd_fix.verification.source_memo import SourceMemo
 
@@ -273,11 +283,7 @@ def verify_records(
     try:
         verifier = verifier or Verifier.for_project(queues[0].outcome.path, settings.user)
     except WorkerError as error:
-        said = ConfigNotes()
-        for queue in queues:
-            for record in queue.records:
-                record.verification = replace(_unverified(record, unavailable_reason(error)), notes=getattr(error, "notes", ()))
-                said.say(record.verification)
+        _unavailable(queues, error)
         return
     if own:
         say_interpreter(verifier)
@@ -367,16 +373,18 @@ def verify_and_compose(
     queues = _queues(outcomes, jobs)
     finished: set[int] = set()
     own = verifier is None
+    queues_left: list[_FileQueue] | None = None
     if own and any(queue.records for queue in queues):
         from autograd_fix.verification import Verifier, WorkerError
 
         try:  # one worker for every round
             verifier = Verifier.for_project(queues[0].outcome.path, settings.user)
-        except WorkerError:
-            pass  # `verify_records` tries once more and gives each record the reason
+        except WorkerError as error:
+            _unavailable(queues, error)  # nothing goes in: each file stays as it is
+            queues_left = []
         else:
             say_interpreter(verifier)
-    active = queues
+    active = queues if queues_left is None else queues_left
     try:
         while active:
             later: list[_FileQueue] = []
@@ -401,6 +409,12 @@ def verify_and_compose(
     finally:
         if own and verifier is not None:
             verifier.close()
+    for queue in queues:  # no worker could start: decided with nothing going in
+        if id(queue) not in finished:
+            finished.add(id(queue))
+            _compose(queue)
+            if on_decided is not None:
+                on_decided(queue.outcome)
     queued = {id(queue.outcome) for queue in queues}
     for outcome in outcomes:  # files whose patches never reached verification
         if id(outcome) not in queued:
