@@ -521,6 +521,12 @@ def _follow_on(
 
 def _compose(queue: _FileQueue) -> None:
     """The file's fixed text once every round is decided (none went in: as it is)."""
+    if queue.final_text is None and queue.going_in:  # one round only (no `_next_round`)
+        try:
+            queue.final_text = queue.plans.compose(queue.going_in, final=True)
+        except EngineError as error:
+            queue.outcome.error = f"{error}; file left unchanged"
+            queue.applied.clear()
     for record in queue.outcome.findings:
         record.fix_applies = id(record) in queue.applied
     fixed = queue.final_text
