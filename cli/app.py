@@ -321,6 +321,7 @@ def check(
     outcomes = [cell_positions(outcome) for outcome in outcomes]
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)
+    warnings.extend((o.path, f"{o.path}: {note}") for o in outcomes for note in o.notes)
 
     stdin_data = job_list[0].data if use_stdin else None
     sink = ReportSink(output_file, out)

@@ -179,7 +179,7 @@ def doctor(
         applier = Applier(allowed_roots([str(script.resolve().parent)])) if mode == "apply" else None
         if mode != "report" and any(r.plan_id for r in files.records.values()):
             settings = VerifySettings(timeout=verify_timeout, user=user)
-            verify_and_compose(files.outcomes, files.jobs, settings, False, progress_console(), verifier=verifier,
+            verify_and_compose(files.outcomes, files.jobs, settings, False, progress_console(), verifier=verifier, follow_ons=False,
                                on_decided=applier or DecisionNotes())
     finally:
         if verifier is not None:

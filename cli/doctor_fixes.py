@@ -147,6 +147,7 @@ def _record(finding: Finding, path: str, fix: FindingRecord | None) -> FindingRe
         code=finding.code, name=TITLES.get(finding.code, finding.code), message=finding.message,
         fix_applicability=fix.fix_applicability if fix else None, fix_applies=False,
         plan_id=fix.plan_id if fix else None, patched=fix.patched if fix else None,
+        fix=fix.fix if fix else None, alternatives=fix.alternatives if fix else (),
     )
 
 

@@ -2,7 +2,7 @@
 
 `analyse` runs the same engine, rule selection and `pyproject.toml` configuration as the
 command line (select / ignore / per-file-ignores / unsafe-fixes / exclude / target-torch /
-`<role>-names` and `<role>-objects`, found by the same `load_config`) on an editor buffer, and keeps the parsed module so that code actions can build each fix on request
+`<role>-names` and `<role>-objects`, found by the same `load_config`) on an editor buffer, and keeps each finding's fix as data (text edits) so that code actions apply it on request
 instead of rendering every fix on every keystroke. Nothing here imports pygls.
 """
 
@@ -16,18 +16,12 @@ import libcst as cst
 
 from autograd_fix.cli.config import Config, ConfigCache, ConfigError
 from autograd_fix.cli.discovery import ExcludePatternError, is_excluded
-from autograd_fix.codemods.engine import (
-    EngineError,
-    FixOptions,
-    apply_fixes,
-    check_source,
-    triggered,
-    validate_python,
-)
-from autograd_fix.codemods.model import Finding, Span
+from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, triggered, validate_python
+from autograd_fix.codemods.model import Finding, Span, TextFix
 from autograd_fix.codemods.registry import select_rules, unknown_codes
 from autograd_fix.codemods.rule import Rule
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
+from autograd_fix.codemods.text_fixes import apply_fix
 from autograd_fix.codemods.torch_version import TorchVersion
 
 
@@ -178,11 +172,11 @@ def fixed_text(analysis: DocumentAnalysis, index: int) -> str | None:
 
 
 def _fixed_text(analysis: DocumentAnalysis, finding: Finding) -> str | None:
-    if finding.fix is None or analysis.module is None:
+    if not isinstance(finding.fix, TextFix):
         return None
+    text = apply_fix(analysis.text, finding.fix)
     try:
-        text = apply_fixes(analysis.module, [finding.fix])
         validate_python(text)
-    except Exception:  # a fix that cannot be applied alone is not offered
+    except EngineError:  # a fix that does not compile alone is not offered
         return None
     return text if text != analysis.text else None

@@ -17,16 +17,11 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from autograd_fix.cli.notebook import NotebookMap, check_cells_compile
-from autograd_fix.codemods.engine import (
-    EngineError,
-    FixOptions,
-    SourceResult,
-    apply_fixes,
-    check_source,
-    fix_until_stable,
-    triggered,
-)
+from autograd_fix.codemods.engine import EngineError, FixOptions, SourceResult, analyse_text, check_source, triggered
+from autograd_fix.codemods.fix_rounds import fix_rounds
+from autograd_fix.codemods.model import TextFix
 from autograd_fix.codemods.rule import Rule
+from autograd_fix.codemods.text_fixes import apply_fix
 from autograd_fix.verification.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -79,17 +74,17 @@ def _check_cells(
         raise EngineError(_cell_syntax_error(str(failure), nb_map)) from None
     if result.module is None:
         return result, set()
-    dropped = {id(f) for f in result.findings if f.fix is not None and not _keeps_masked_lines(nb_map, result, f.fix)}
+    dropped = {id(f) for f in result.findings if f.fix is not None and not _keeps_masked_lines(nb_map, program, f.fix)}
     if not compute_fix:
         return result, dropped
     kept = [dataclasses.replace(f, fix=None) if id(f) in dropped else f for f in result.findings]
     if any(options.allows_finding(f) for f in kept):
-        try:
-            fixed = fix_until_stable(result.module, rules, path, options, kept, program, _cells_compile(nb_map))
-        except EngineError as failure:
-            result.fix_error = str(failure)
-            return result, dropped
-        result.fixed = fixed  # every rewritten program passed `_cells_compile`: boundaries intact
+        rounds = fix_rounds(program, kept, lambda text: analyse_text(text, rules, path, options), options.allows_finding, _cells_compile(nb_map))
+        # every rewritten program passed `_cells_compile`: boundaries intact
+        result.fixed = None if rounds.error else rounds.text
+        result.follow_ons, result.notes, result.fix_error = rounds.follow_ons, rounds.notes, rounds.error
+        # `kept` replaced the findings whose fixes were dropped: the others are the same objects
+        result.applied = {id(f) for f, k in zip(result.findings, kept) if id(k) in rounds.applied}
     return result, dropped
 
 
@@ -108,11 +103,8 @@ def _cells_compile(nb_map: NotebookMap) -> Callable[[str], None]:
     return validate
 
 
-def _keeps_masked_lines(nb_map: NotebookMap, result: SourceResult, fix: Any) -> bool:
-    try:
-        return nb_map.intact(apply_fixes(result.module, [fix]))  # type: ignore[arg-type]
-    except Exception:  # a fix that cannot be applied alone cannot be shown to be safe here
-        return False
+def _keeps_masked_lines(nb_map: NotebookMap, program: str, fix: Any) -> bool:
+    return isinstance(fix, TextFix) and nb_map.intact(apply_fix(program, fix))
 
 
 def _cell_syntax_error(message: str, nb_map: NotebookMap) -> str:

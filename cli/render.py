@@ -163,10 +163,14 @@ def json_document(outcomes: list[FileOutcome], summary: dict[str, Any]) -> str:
                 "code": record.code,
                 "name": record.name,
                 "message": record.message,
+                "round": record.round,
                 "fix": None,
                 "verification": record.verification.finding_json() if record.verification else None,
             }
             if record.fix_applicability is not None:
                 entry["fix"] = {"applicability": record.fix_applicability, "diff": record.fix_diff or ""}
+                if record.fix is not None and record.cell is None and record.round == 1:
+                    # the fix as data: character offsets into the file's text (Ruff's `edits`)
+                    entry["fix"]["edits"] = [edit.to_json() for edit in record.fix.edits]
             findings.append(entry)
     return json.dumps({"findings": findings, "summary": summary}, indent=2)

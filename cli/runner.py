@@ -14,15 +14,8 @@ from typing import Callable, Iterable
 from autograd_fix.cli.notebook import NotebookMap, is_notebook, load_notebook
 from autograd_fix.cli.notebook_check import DROPPED_FIX_NOTE, check_notebook_program
 from autograd_fix.cli.notebook_lines import FileRegion, cell_source_index
-from autograd_fix.codemods.engine import (
-    EngineError,
-    FixOptions,
-    apply_fixes,
-    check_source,
-    StatementCode,
-    single_fix_diff,
-    target_paths,
-)
+from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, single_fix_diff
+from autograd_fix.codemods.model import Finding, TextFix
 from autograd_fix.codemods.plans import plan_ids
 from autograd_fix.codemods.project_index import ProjectIndex
 from autograd_fix.codemods.registry import select_rules
@@ -35,6 +28,7 @@ from autograd_fix.codemods.source import (
     read_source,
 )
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
+from autograd_fix.codemods.text_fixes import apply_fix
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.verdict import Verdict
 
@@ -99,6 +93,12 @@ class FindingRecord:
     #: notebooks: the finding's region in the `.ipynb` file's own lines (its JSON), for
     #: viewers that show the file (SARIF, GitHub annotations); None where it is unknown
     file_region: FileRegion | None = None
+    #: the fix as data (text edits on the text its round checked), and its later candidates
+    fix: TextFix | None = field(default=None, repr=False)
+    alternatives: tuple[TextFix, ...] = field(default=(), repr=False)
+    #: 1 for a finding of the file as it is; k > 1 for a follow-on that appeared only once
+    #: round k-1's fixes went in (its position mapped back to the original text)
+    round: int = 1
 
     @property
     def cell_prefix(self) -> str:
@@ -126,6 +126,8 @@ class FileOutcome:
     digest: str | None = None
     #: notebooks: how `original` (the cells' program) maps back to the notebook
     notebook: NotebookMap | None = None
+    #: per-file notes of the fix rounds (a fix dropped because its result did not compile)
+    notes: list[str] = field(default_factory=list)
 
 
 def check_file(job: Job) -> FileOutcome:
@@ -162,35 +164,18 @@ def check_file(job: Job) -> FileOutcome:
     except RecursionError:
         outcome.error = "source nests too deeply to analyse"
         return outcome
-    paths = codes = None
-    fixes = [f.fix for f in result.findings if f.fix is not None]
-    if (job.fix_diffs or job.fix_texts) and fixes and result.module is not None:
-        # generating every statement's text is a codegen of the file: only for files with fixes
-        paths = target_paths(result.module, fixes)
-        codes = StatementCode(result.module)
     for finding, plan_id in zip(result.findings, plan_ids(result.findings)):
-        diff = None
         fix = None if id(finding) in dropped else finding.fix
-        if job.fix_diffs and fix is not None and result.module is not None:
-            diff = _fix_diff(result.module, finding, job.path, outcome.notebook, source, paths, codes)
-        patched = _patched(result.module, fix, paths, codes) if job.fix_texts and fix is not None and result.module else None
-        outcome.findings.append(
-            FindingRecord(
-                path=job.path,
-                line=finding.span.line,
-                column=finding.span.column,
-                end_line=finding.span.end_line,
-                end_column=finding.span.end_column,
-                code=finding.code,
-                name=finding.name,
-                message=finding.message + (DROPPED_FIX_NOTE if finding.fix is not fix else ""),
-                fix_applicability=fix.applicability.value if fix else None,
-                fix_applies=fix is not None and options.allows_finding(finding),
-                fix_diff=diff,
-                plan_id=plan_id if fix is not None else None,
-                patched=patched,
-            )
-        )
+        record = _record(job, finding, fix, plan_id, options, outcome.notebook, source)
+        if result.fixed is not None:  # the fixes were computed: say which went in
+            record.fix_applies = id(finding) in result.applied
+        outcome.findings.append(record)
+    for follow_on in result.follow_ons:
+        record = _record(job, follow_on.finding, follow_on.finding.fix, None, options, None, source, text=False)
+        record.round, record.fix_applies = follow_on.round, follow_on.applied
+        record.message += follow_on_note(follow_on.round)
+        outcome.findings.append(record)
+    outcome.notes = list(result.notes)
     if outcome.notebook is not None and outcome.findings:
         _place_in_file(outcome.findings, outcome.notebook, raw)
     if result.fix_error:
@@ -198,6 +183,11 @@ def check_file(job: Job) -> FileOutcome:
     elif result.fixed is not None and result.fixed != source.text:
         outcome.fixed = result.fixed
     return outcome
+
+
+def follow_on_note(round_number: int) -> str:
+    """What a follow-on finding's message says: it is not in the file as it stands."""
+    return f" (round {round_number}: found once the earlier fixes went in)"
 
 
 def _place_in_file(records: list[FindingRecord], notebook: NotebookMap, raw: bytes) -> None:
@@ -211,19 +201,34 @@ def _place_in_file(records: list[FindingRecord], notebook: NotebookMap, raw: byt
         record.file_region = index.region(cell, line, record.column, end_line, record.end_column)
 
 
-def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, source: SourceText, paths, codes) -> str | None:
-    """The finding's fix alone as a diff: of the file, or of the notebook's cells."""
-    if notebook is None:
-        return single_fix_diff(module, finding, path, paths, codes, bom=source.bom)
-    patched = _patched(module, finding.fix, paths, codes)
-    return notebook.diff(source.text, patched, path) if patched is not None else None
-
-
-def _patched(module, fix, paths, codes) -> str | None:
-    try:
-        return apply_fixes(module, [fix], paths, codes)
-    except Exception:  # a fix that cannot be applied alone has nothing to show
-        return None
+def _record(
+    job: Job, finding: Finding, fix, plan_id: str | None, options: FixOptions, notebook: NotebookMap | None,
+    source: SourceText, text: bool = True,
+) -> FindingRecord:
+    """A finding as a plain record; with `text`, its fix's diff and patched text as the job
+    asks (a follow-on's fix is on a later round's text: it has neither)."""
+    assert fix is None or isinstance(fix, TextFix)
+    patched = apply_fix(source.text, fix) if text and fix is not None and (job.fix_diffs or job.fix_texts) else None
+    diff = None
+    if job.fix_diffs and patched is not None:
+        diff = single_fix_diff(source.text, fix, job.path, bom=source.bom) if notebook is None else notebook.diff(source.text, patched, job.path)
+    return FindingRecord(
+        path=job.path,
+        line=finding.span.line,
+        column=finding.span.column,
+        end_line=finding.span.end_line,
+        end_column=finding.span.end_column,
+        code=finding.code,
+        name=finding.name,
+        message=finding.message + (DROPPED_FIX_NOTE if finding.fix is not fix else ""),
+        fix_applicability=fix.applicability.value if fix else None,
+        fix_applies=fix is not None and options.allows_finding(finding),
+        fix_diff=diff,
+        plan_id=plan_id if fix is not None else None,
+        patched=patched if job.fix_texts else None,
+        fix=fix if text else None,
+        alternatives=tuple(a for a in finding.alternatives if isinstance(a, TextFix)) if text and fix is not None else (),
+    )
 
 
 def run_jobs(

@@ -1,15 +1,17 @@
-"""Runs rules over one source text: findings, then fixes applied until nothing changes.
+"""Runs rules over one source text: findings with fixes as data, then fix rounds.
 
 Flow: prefilter (no sign of PyTorch use, or no rule's trigger text in the file -> no
-parse at all) -> one libcst
-parse -> every selected rule in one batched traversal -> `# noqa` filtering -> fixes
-applied (all of them, nested ones compose; re-run until stable, bounded) -> the result
-must compile and a fresh run must find nothing left to fix, otherwise the file is left
-alone and the failure reported.
+parse at all) -> one libcst parse -> every selected rule in one batched traversal ->
+`# noqa` filtering -> each finding's fix made data once (`materialized`: node edits ->
+`TextFix`) -> with fixes wanted, `fix_rounds.fix_rounds`: compose, check, re-run the rules
+on the new text, until a round has nothing left to apply (bounded). A fix whose result
+does not compile is dropped with a note; a round whose text libcst cannot parse is
+dropped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import warnings
@@ -20,7 +22,7 @@ import libcst as cst
 
 from autograd_fix.codemods.safe_text import git_quoted
 from autograd_fix.codemods.imports import add_imports
-from autograd_fix.codemods.model import Applicability, Finding, Fix
+from autograd_fix.codemods.model import AnyFix, Applicability, Finding, Fix, TextFix
 from autograd_fix.codemods.project_index import ProjectIndex
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
@@ -72,8 +74,14 @@ class SourceResult:
     fixed: str | None = None
     #: set when fixes were computed but had to be dropped (the file stays as it was).
     fix_error: str | None = None
-    #: the parsed original (None when no rule's trigger occurred); findings point into it
+    #: the parsed original (None when no rule's trigger occurred)
     module: cst.Module | None = None
+    #: findings that appeared only after an earlier round's fixes (`fix_rounds.FollowOn`)
+    follow_ons: list = field(default_factory=list)
+    #: per-file notes of the fix rounds (a fix dropped because its result did not compile)
+    notes: list[str] = field(default_factory=list)
+    #: `id()` of each finding whose fix is in `fixed`
+    applied: set[int] = field(default_factory=set)
 
 
 def parse_module(text: str) -> cst.Module:
@@ -314,12 +322,6 @@ class StatementCode:
         return self.join((self.text_of(node) for node in nodes), rewritten.has_trailing_newline)
 
 
-def rewrite_node(node: cst.CSTNode, fixes: Sequence[Fix], pruned: frozenset[int] | None) -> object:
-    """`node` with the edits of `fixes` that lie inside it applied (a node, or a libcst
-    Flatten/Removal sentinel when the node itself is replaced or removed)."""
-    return node.visit(_EditApplier(fixes, pruned))
-
-
 def apply_fixes(
     module: cst.Module,
     fixes: Sequence[Fix],
@@ -354,90 +356,74 @@ def check_source(
     options: FixOptions = FixOptions(),
     compute_fix: bool = True,
     sites: Sequence[tuple[str, int]] = (),
+    validate: Callable[[str], None] | None = None,
 ) -> SourceResult:
     """Lint `text`; with `compute_fix`, also produce the fixed text (or why not).
 
-    `sites` (rule code, line) are bugs a run showed (`doctor`): each adds the rule's fix
-    built at that site (`site_fixes`), after the static findings."""
+    Every finding's fix comes back as data (`TextFix`, made once right after the rule
+    pass). `sites` (rule code, line) are bugs a run showed (`doctor`): each adds the
+    rule's fix built at that site (`site_fixes`), after the static findings. `validate`
+    checks each round's text (default: compiled as one file)."""
     active = triggered(rules, text)
     if not active and not sites:
         return SourceResult()
     module = parse_module(text)
-    findings = with_sites(module, rules, active, path, text, options.target_torch, options.roles, sites, options.project)
+    findings = materialized(
+        module, with_sites(module, rules, active, path, text, options.target_torch, options.roles, sites, options.project), text
+    )
     result = SourceResult(findings=findings, module=module)
     if compute_fix and any(options.allows_finding(f) for f in findings):
-        try:
-            # all selected rules, not only those the original text triggered: a fix can
-            # write what another rule's prefilter looks for (`.detach()` for AGF001)
-            result.fixed = fix_until_stable(module, rules, path, options, findings, text)
-        except EngineError as error:
-            result.fix_error = str(error)
+        # later rounds run all selected rules, not only those the original text triggered:
+        # a fix can write what another rule's prefilter looks for (`.detach()` for AGF001)
+        from autograd_fix.codemods.fix_rounds import fix_rounds
+
+        rounds = fix_rounds(text, findings, lambda new: analyse_text(new, rules, path, options), options.allows_finding, validate)
+        result.fixed = None if rounds.error else rounds.text
+        result.follow_ons, result.notes, result.fix_error = rounds.follow_ons, rounds.notes, rounds.error
+        result.applied = rounds.applied
     return result
 
 
-def non_overlapping(module: cst.Module, fixes: Sequence[Fix]) -> list[Fix]:
-    """The fixes of one round: each in order, unless one of its edits targets a node that an
-    earlier chosen fix's edit also targets, contains, or lies inside. Those wait for the
-    next round, which re-runs the rules on the rewritten code: a rewrite that moves or
-    rebuilds a statement (AGF009 folding two `.data` updates into one `with` block) would
-    otherwise drop another rule's edit of the same statement.
-    """
+def analyse_text(text: str, rules: Sequence[type[Rule]], path: str, options: FixOptions) -> list[Finding]:
+    """A later round's findings on a rewritten `text`, fixes as data. The text is parsed
+    even when no rule's trigger occurs in it: that parse is what shows the rewritten
+    text is one libcst can read (fixes always parse). Raises EngineError when it is not."""
+    module = parse_module(text)
+    active = triggered(rules, text)
+    return materialized(module, run_rules(module, active, path, text, options.target_torch, options.roles, options.project), text) if active else []
+
+
+def materialized(module: cst.Module, findings: list[Finding], text: str | None = None) -> list[Finding]:
+    """`findings` with each rule's `Fix` (node edits) turned into a `TextFix` once.
+
+    A fix whose replacement cannot be built is dropped (the finding stays, without it):
+    the same as before, when such a fix made the whole file's fixes fail later."""
+    from autograd_fix.codemods.text_fixes import common_prefix, materialize
+
+    fixes = [fix for f in findings for fix in (f.fix, *f.alternatives) if isinstance(fix, Fix)]
+    if not fixes:
+        return findings
     paths = target_paths(module, fixes)
-    chosen: list[Fix] = []
-    taken: set[int] = set()  # the chosen fixes' targets
-    above: set[int] = set()  # ... and every node on the way down to them
-    for fix in fixes:
-        targets = {id(edit.target) for edit in fix.edits}
-        own_paths = [paths.get(target) for target in targets]
-        overlaps = bool(targets & above) or any(path is None or path & taken for path in own_paths)
-        if overlaps and chosen:
-            continue
-        chosen.append(fix)
-        taken |= targets
-        above |= frozenset().union(*(path for path in own_paths if path is not None))
-    return chosen
+    codes = StatementCode(module)
+    # libcst's text of the module equals the file's, except where libcst does not round-trip
+    # (a file with old-Mac `\r` line ends loses its last one): edits up to where the two
+    # texts part are the file's edits; a fix that reaches past that point is dropped
+    same = len(codes.original) if text is None or text == codes.original else common_prefix(text, codes.original)
 
-
-def fix_until_stable(
-    module: cst.Module,
-    rules: Sequence[type[Rule]],
-    path: str,
-    options: FixOptions,
-    findings: list[Finding] | None = None,
-    text: str | None = None,
-    validate: Callable[[str], None] | None = None,
-) -> str:
-    """Apply fixes round after round until a run finds nothing left to fix.
-
-    `findings` and `text` are those of `module` when the caller already has them. Every
-    rewritten text is parsed and checked by `validate` (default: compiled as one file)
-    before the next round looks at it; a notebook's program is checked cell by cell, as
-    Jupyter compiles it.
-    """
-    validate = validate_python if validate is None else validate
-    text = module.code if text is None else text
-    for _ in range(MAX_FIX_ROUNDS):
-        if findings is None:
-            # the prefilter again on each rewritten text, so that the result is what a
-            # second run would leave alone (idempotence)
-            findings = run_rules(
-                module, triggered(rules, text), path, text, options.target_torch, options.roles, options.project
-            )
-        fixes = [f.fix for f in findings if options.allows_finding(f)]
-        if not fixes:
-            return text
-        fixes = non_overlapping(module, fixes)  # type: ignore[arg-type]
+    def one(fix: AnyFix | None) -> TextFix | None:
+        if not isinstance(fix, Fix):
+            return fix
         try:
-            text = apply_fixes(module, fixes)
-        except Exception as error:  # a rule's replacement built an invalid tree
-            raise EngineError(f"a fix could not be applied ({type(error).__name__}: {error}); file left unchanged") from None
-        findings = None
-        try:
-            module = cst.parse_module(text)
-        except cst.ParserSyntaxError:
-            raise EngineError("a fix produced code that does not parse; file left unchanged") from None
-        validate(text)
-    raise EngineError(f"fixes did not converge after {MAX_FIX_ROUNDS} rounds; file left unchanged")
+            made = materialize(module, fix, paths, codes)
+        except Exception:  # a rule's replacement built an invalid tree
+            return None
+        return made if all(edit.end < same or edit.end == same == len(codes.original) for edit in made.edits) else None
+
+    result = []
+    for finding in findings:
+        alternatives = tuple(a for a in map(one, finding.alternatives) if a is not None)
+        result.append(dataclasses.replace(finding, fix=one(finding.fix), alternatives=alternatives))
+    return result
 
 
 def compile_quietly(text: str) -> None:
@@ -457,21 +443,14 @@ def validate_python(text: str) -> None:
         raise EngineError(f"a fix produced code that does not compile ({error}); file left unchanged") from None
 
 
-def single_fix_diff(
-    module: cst.Module,
-    finding: Finding,
-    path: str,
-    paths: dict[int, frozenset[int]] | None = None,
-    codes: StatementCode | None = None,
-    bom: bool = False,
-) -> str:
-    """Unified diff of `finding`'s fix applied alone (the JSON output's per-finding diff);
-    `paths` and `codes` as for `apply_fixes`, `bom` as for `unified_diff`."""
-    if finding.fix is None:
+def single_fix_diff(text: str, fix: TextFix | None, path: str, bom: bool = False) -> str:
+    """Unified diff of `fix` applied alone to `text` (the JSON output's per-finding diff);
+    `bom` as for `unified_diff`."""
+    from autograd_fix.codemods.text_fixes import apply_fix
+
+    if fix is None:
         return ""
-    after = apply_fixes(module, [finding.fix], paths, codes)
-    before = codes.original if codes is not None and codes.module is module else module.code
-    return unified_diff(before, after, path, bom=bom)
+    return unified_diff(text, apply_fix(text, fix), path, bom=bom)
 
 
 def git_lines(text: str) -> list[str]:

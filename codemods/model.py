@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 import libcst as cst
 
@@ -48,6 +48,63 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class TextEdit:
+    """Replace `text[start:end]` of the file's text with `text` (Ruff's `Edit`).
+
+    Offsets count characters of the decoded text (Python string indices), not bytes: the
+    engine, the plans and the language server all hold the text as `str`. `start == end`
+    is an insertion. An edit is plain data: it survives the tree it came from, pickles
+    across the process pool and round-trips through JSON.
+    """
+
+    start: int
+    end: int
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end, "text": self.text}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TextEdit":
+        return cls(start=int(data["start"]), end=int(data["end"]), text=str(data["text"]))
+
+
+@dataclass(frozen=True)
+class TextFix:
+    """A finding's fix as data: text edits on the text the rules ran on, made once.
+
+    Rules build a `Fix` of node edits; right after the rule pass the engine turns it into
+    this (`codemods.text_fixes.materialize`), and from then on everything (the static
+    `--no-verify` rounds, `--diff`, verification's plans, the language server) applies
+    it through one composition step (`codemods.text_fixes.compose`). Its edits are sorted
+    and do not overlap; required imports are edits of their own at the import block.
+    """
+
+    applicability: Applicability
+    edits: tuple[TextEdit, ...]
+    description: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "applicability": self.applicability.value,
+            "description": self.description,
+            "edits": [edit.to_json() for edit in self.edits],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TextFix":
+        return cls(
+            applicability=Applicability(data["applicability"]),
+            edits=tuple(TextEdit.from_json(edit) for edit in data["edits"]),
+            description=str(data["description"]),
+        )
+
+
+#: a finding's fix: node edits as a rule builds it, text edits once the engine made it data
+AnyFix = Union[Fix, TextFix]
+
+
+@dataclass(frozen=True)
 class Span:
     """1-based line, 1-based column (as editors count), end inclusive of the last char."""
 
@@ -65,11 +122,12 @@ class Finding:
     name: str
     message: str
     span: Span
-    fix: Fix | None = None
+    #: a rule's `Fix`; a `TextFix` in every finding the engine hands on (`check_source`)
+    fix: AnyFix | None = None
     #: later candidate fixes, in the rule's order of preference: verification tries `fix`
     #: first and each of these in turn while the previous one is rejected (AGF002: zero at
     #: the start of the iteration, then after the step); the static engine uses `fix` only
-    alternatives: tuple[Fix, ...] = ()
+    alternatives: tuple[AnyFix, ...] = ()
     #: the node the finding points at; only meaningful while its module is alive.
     node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
 

@@ -1,11 +1,12 @@
-"""Patch plans: a file's fixable findings with stable ids, and one composition step.
+"""Patch plans: a file's fixes with stable ids, composed through the one composition step.
 
 The verification pipeline needs, for every finding of a file, "the file with the fixes
 already going in" and "the same plus this fix", and at the end "the file with exactly the
-accepted fixes". All three come from one parse and one rule pass: fixes are edits on the
-original tree, so any subset of them composes in a single transform (`compose`). No
-re-parse and no re-run of the rules per patch, so the cost of one patch does not grow
-with the number of findings in the file.
+accepted fixes". Fixes are data (`model.TextFix`, text edits made once right after the
+rule pass), so any subset of them composes with `text_fixes.compose` on the text: no
+parse, no tree and no re-run of the rules per patch. A fix that collides with the ones
+going in is deferred (`FixDeferred`): the next round re-runs the rules on the composed
+text and offers it again (`cli.verify_patches`).
 
 A plan id is `CODE@LINE:COLUMN` (plus `#k` for the k-th finding of one code at one
 position), stable for one text and one rule selection: the same input gives the same ids
@@ -17,23 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-import libcst as cst
-
-from autograd_fix.codemods.engine import (
-    EngineError,
-    StatementCode,
-    apply_fixes,
-    rewrite_node,
-    parse_module,
-    target_paths,
-    triggered,
-    validate_python,
-    with_sites,
-)
-from autograd_fix.codemods.imports import add_imports
-from autograd_fix.codemods.model import Applicability, Finding, Fix
+from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, parse_module, validate_python
+from autograd_fix.codemods.model import Applicability, Finding, TextFix
 from autograd_fix.codemods.rule import Rule
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
+from autograd_fix.codemods.text_fixes import compose
 from autograd_fix.codemods.torch_version import TorchVersion
 
 
@@ -64,61 +53,51 @@ def plan_ids(findings: Sequence[Finding]) -> list[str | None]:
     return ids
 
 
-class FilePlans:
-    """The parsed file and its fixes by plan id; composes any subset of them."""
+class FixDeferred(EngineError):
+    """The fix collides with a fix going in before it: it waits for the next round."""
 
-    def __init__(self, module: cst.Module, findings: Sequence[Finding]) -> None:
-        self.module = module
-        self.text = module.code
-        self._fixes: dict[str, Fix] = {}
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """One finding's fix (and its later candidates) under its plan id."""
+
+    id: str
+    code: str
+    line: int
+    column: int
+    fix: TextFix
+    alternatives: tuple[TextFix, ...] = ()
+
+
+class FilePlans:
+    """One text and its fixes by plan id; composes any subset of them."""
+
+    def __init__(self, text: str, entries: Iterable[PlanEntry]) -> None:
+        self.text = text
+        self._fixes: dict[str, TextFix] = {}
         self.plans: list[PatchPlan] = []
         #: plan id -> the ids of its candidate fixes in order (the first is the plan id
         #: itself, later ones `ID~2`, `ID~3`): each composes like any plan
         self.candidates: dict[str, list[str]] = {}
-        for plan_id, finding in zip(plan_ids(findings), findings):
-            if plan_id is None or finding.fix is None:
-                continue
-            self._fixes[plan_id] = finding.fix
-            later = [f"{plan_id}~{rank}" for rank in range(2, len(finding.alternatives) + 2)]
-            self._fixes.update(zip(later, finding.alternatives))
-            self.candidates[plan_id] = [plan_id, *later]
+        for entry in entries:
+            self._fixes[entry.id] = entry.fix
+            later = [f"{entry.id}~{rank}" for rank in range(2, len(entry.alternatives) + 2)]
+            self._fixes.update(zip(later, entry.alternatives))
+            self.candidates[entry.id] = [entry.id, *later]
             self.plans.append(
-                PatchPlan(
-                    id=plan_id,
-                    code=finding.code,
-                    line=finding.span.line,
-                    column=finding.span.column,
-                    applicability=finding.fix.applicability,
-                    description=finding.fix.description,
-                )
+                PatchPlan(entry.id, entry.code, entry.line, entry.column, entry.fix.applicability, entry.fix.description)
             )
-        self._paths = target_paths(module, list(self._fixes.values()))
-        self._codes = StatementCode(module) if self._fixes else None
-        self._home = self._home_statements()
-        # texts of rewritten top-level statements by (index, plan ids applied inside it, in
-        # order): stacked patches re-apply the accepted fixes every time, and regenerating
-        # each of them per patch grew with the number of findings
-        self._pieces: dict[tuple[int, tuple[str, ...]], str] = {}
 
-    def _home_statements(self) -> dict[str, int]:
-        """Plan id -> index of the one top-level statement all its edits lie in, for the
-        plans that can be composed statement by statement (nothing module-wide: every edit
-        inside one statement, and no import to add)."""
-        if not self._fixes:
-            return {}
-        imports = [statement for fix in self._fixes.values() for statement in fix.required_imports]
-        if imports and add_imports(self.module, imports) is not self.module:
-            return {}
-        index_of = {id(statement): index for index, statement in enumerate(self.module.body)}
-        home: dict[str, int] = {}
-        for plan_id, fix in self._fixes.items():
-            found: set[int] = set()
-            for edit in fix.edits:
-                path = self._paths.get(id(edit.target))
-                found |= {index_of[node] for node in path if node in index_of} if path is not None else {-1}
-            if len(found) == 1 and -1 not in found:
-                home[plan_id] = found.pop()
-        return home
+    @classmethod
+    def from_findings(cls, text: str, findings: Sequence[Finding]) -> "FilePlans":
+        """Plans of `findings` (fixes as data, as `check_source` gives them) on `text`."""
+        entries = []
+        for plan_id, finding in zip(plan_ids(findings), findings):
+            if plan_id is None or not isinstance(finding.fix, TextFix):
+                continue
+            alternatives = tuple(a for a in finding.alternatives if isinstance(a, TextFix))
+            entries.append(PlanEntry(plan_id, finding.code, finding.span.line, finding.span.column, finding.fix, alternatives))
+        return cls(text, entries)
 
     @classmethod
     def from_source(
@@ -132,27 +111,29 @@ class FilePlans:
     ) -> "FilePlans":
         """Parse `text` once and run `rules` once (raises EngineError when it cannot parse);
         `target_torch`, `roles` and `sites` (a run's bugs, `site_fixes`) as the check that
-        produced the findings had them, so ids agree."""
-        active = triggered(rules, text)
-        if not active and not sites:
-            return cls(parse_module(text), [])
-        module = parse_module(text)
-        return cls(module, with_sites(module, rules, active, path, text, target_torch, roles, sites))
+        produced the findings had them, so ids agree. The command line's verified path
+        does not need this: its check already carries every fix as data."""
+        options = FixOptions(target_torch=target_torch, roles=roles)
+        result = check_source(text, rules, path=path, options=options, compute_fix=False, sites=sites)
+        return cls.from_findings(text, result.findings)
 
     def description(self, plan_id: str) -> str:
         """What the fix of `plan_id` (a plan or one of its later candidates) does."""
         return self._fixes[plan_id].description
 
+    def fix(self, plan_id: str) -> TextFix:
+        return self._fixes[plan_id]
+
     def __contains__(self, plan_id: str) -> bool:
         return plan_id in self._fixes
 
     def compose(self, ids: Iterable[str], *, final: bool = False) -> str:
-        """The original text with exactly the fixes of `ids` applied, checked to compile;
-        with `final` (a text that will be written) also re-parsed by libcst, as the engine
-        does for every text it writes (a parse costs 5x a compile: not for every patch).
+        """The text with exactly the fixes of `ids` applied (`text_fixes.compose`), checked
+        to compile; with `final` (a text that will be written) also parsed by libcst.
 
-        Raises EngineError for an unknown id, a fix that cannot be applied, or a result
-        that does not parse or compile (the caller keeps the file as it was).
+        Raises FixDeferred when a fix collides with one before it in `ids`, EngineError
+        for an unknown id or a result that does not compile or parse (the caller keeps
+        the file as it was).
         """
         wanted = list(dict.fromkeys(ids))
         missing = [plan_id for plan_id in wanted if plan_id not in self._fixes]
@@ -160,47 +141,11 @@ class FilePlans:
             raise EngineError(f"no such fix in this file: {', '.join(missing)}")
         if not wanted:
             return self.text
-        try:
-            if self._codes is not None and all(plan_id in self._home for plan_id in wanted):
-                text = self._compose_by_statement(wanted, self._codes)
-            else:
-                text = apply_fixes(self.module, [self._fixes[plan_id] for plan_id in wanted], self._paths, self._codes)
-        except Exception as error:  # a rule's replacement built an invalid tree
-            raise EngineError(f"a fix could not be applied ({type(error).__name__}: {error})") from None
-        validate_python(text)
+        composition = compose(self.text, [self._fixes[plan_id] for plan_id in wanted])
+        if composition.deferred:
+            later = ", ".join(wanted[index] for index in composition.deferred)
+            raise FixDeferred(f"{later} collides with a fix going in before it")
+        validate_python(composition.text)
         if final:
-            try:
-                cst.parse_module(text)
-            except cst.ParserSyntaxError:
-                raise EngineError("the fixes together produce code that does not parse") from None
-        return text
-
-    def _compose_by_statement(self, wanted: list[str], codes: StatementCode) -> str:
-        """The module text, each top-level statement rewritten alone by the fixes inside
-        it (its text cached per set of fixes); untouched statements keep their text."""
-        groups: dict[int, list[str]] = {}
-        for plan_id in wanted:
-            groups.setdefault(self._home[plan_id], []).append(plan_id)
-        module = self.module
-        pieces = [codes.text_of(node) for node in module.header]
-        for index, statement in enumerate(module.body):
-            group = groups.get(index)
-            if not group:
-                pieces.append(codes.text_of(statement))
-                continue
-            key = (index, tuple(group))
-            piece = self._pieces.get(key)
-            if piece is None:
-                fixes = [self._fixes[plan_id] for plan_id in group]
-                targets = [id(edit.target) for fix in fixes for edit in fix.edits]
-                result = rewrite_node(statement, fixes, frozenset().union(*(self._paths[t] for t in targets)))
-                if isinstance(result, cst.RemovalSentinel):
-                    piece = ""
-                elif isinstance(result, cst.FlattenSentinel):
-                    piece = "".join(module.code_for_node(node) for node in result.nodes)
-                else:
-                    piece = module.code_for_node(result)  # type: ignore[arg-type]
-                self._pieces[key] = piece
-            pieces.append(piece)
-        pieces.extend(codes.text_of(node) for node in module.footer)
-        return codes.join(pieces, module.has_trailing_newline)
+            parse_module(composition.text)
+        return composition.text

@@ -1,6 +1,5 @@
-"""Patch plans: stable ids, composition of any subset from one parse, and the shortcuts
-that keep one patch's cost independent of the file's size (pruned transform, reused
-statement text) giving exactly what a full traversal and a full codegen give."""
+"""Patch plans: stable ids, composition of any subset of fixes as data, and the text edits
+a fix becomes giving exactly what applying its node edits to the tree gives."""
 
 from __future__ import annotations
 
@@ -11,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograd_fix.codemods.engine import EngineError, StatementCode, apply_fixes
+from autograd_fix.codemods.engine import EngineError, StatementCode, apply_fixes, parse_module, run_rules, target_paths
 from autograd_fix.codemods.plans import FilePlans, plan_ids
+from autograd_fix.codemods.text_fixes import apply_fix, compose, materialize
 from autograd_fix.codemods.registry import all_rules, select_rules
 
 EVAL = textwrap.dedent(
@@ -79,15 +79,21 @@ def _every_invalid_example():
 
 
 @pytest.mark.parametrize(("rule", "example"), list(_every_invalid_example()))
-def test_shortcuts_give_what_a_full_pass_gives(rule, example) -> None:
-    """Pruned traversal + reused statement text == full traversal + full codegen, for
-    every fix of every rule example, alone and all together."""
+def test_text_edits_give_what_the_node_edits_give(rule, example) -> None:
+    """For every fix of every rule example: its text edits applied to the text == its
+    node edits applied to the tree; and all of them composed == all applied to the tree
+    in one pass whenever none collides (a collision defers, it never half-applies)."""
     source = textwrap.dedent(example.source).lstrip("\n")
-    plans = FilePlans.from_source(source, [rule], example.filename)
-    fixes = list(plans._fixes.values())
+    module = parse_module(source)
+    fixes = [f.fix for f in run_rules(module, [rule], example.filename, source) if f.fix is not None]
     assert fixes, "an example with a fixed source must have a fix"
-    for chosen in [[fix] for fix in fixes] + [fixes]:
-        assert plans.compose([pid for pid, fix in plans._fixes.items() if fix in chosen]) == apply_fixes(plans.module, chosen)
+    paths, codes = target_paths(module, fixes), StatementCode(module)
+    as_data = [materialize(module, fix, paths, codes) for fix in fixes]
+    for fix, data in zip(fixes, as_data):
+        assert apply_fix(source, data) == apply_fixes(module, [fix])
+    composition = compose(source, as_data)
+    if not composition.deferred:
+        assert composition.text == apply_fixes(module, fixes)
 
 
 @settings(max_examples=60, deadline=None)
@@ -107,14 +113,15 @@ def test_statement_code_reproduces_the_module_text(newline: str, trailing: bool,
     assert StatementCode(module).code(module) == module.code == text
 
 
-def test_statement_by_statement_composition_equals_a_whole_module_pass() -> None:
-    """Stacked patches (each composed on top of the accepted ones) take the cached,
-    statement-by-statement path; every subset gives the whole-module pass's text."""
+def test_any_subset_of_separate_fixes_composes_as_the_tree_pass_does() -> None:
+    """Stacked patches (each composed on top of the accepted ones): every subset of
+    fixes in separate functions gives the whole-module pass's text."""
     plans = _plans(_module_with(6))
     ids = [plan.id for plan in plans.plans]
-    fixes = plans._fixes
+    module = cst.parse_module(plans.text)
+    node_fixes = [f.fix for f in run_rules(module, select_rules(None, []), "evaluate.py", plans.text) if f.fix is not None]
+    by_id = dict(zip(ids, node_fixes))
     for end in range(len(ids) + 1):
         for chosen in (ids[:end], ids[end:], ids[::2][: end or None]):
-            expected = apply_fixes(plans.module, [fixes[i] for i in chosen]) if chosen else plans.text
+            expected = apply_fixes(module, [by_id[i] for i in chosen]) if chosen else plans.text
             assert plans.compose(chosen) == expected
-    assert plans._pieces, "the statement cache was never used"
