@@ -293,8 +293,9 @@ def test_json_output_is_pinned(project: Path) -> None:
     assert set(document) == {"findings", "summary"}
     (finding,) = document["findings"]
     assert set(finding) == {
-        "path", "cell", "line", "column", "end_line", "end_column", "code", "name", "message", "fix", "verification"
+        "path", "cell", "line", "column", "end_line", "end_column", "code", "name", "message", "round", "fix", "verification"
     }
+    assert finding["round"] == 1  # a follow-on fix of a later round says which
     assert finding["cell"] is None  # set for notebooks only
     assert finding["verification"] is None  # verification runs only for --diff / --apply
     assert (finding["path"], finding["line"], finding["column"], finding["code"]) == ("src/train.py", 11, 5, "AGF001")
