@@ -15,39 +15,23 @@ import os
 from dataclasses import dataclass
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.console import Console
 
-from autograd_fix import __version__
-from autograd_fix.cli.apply_files import Applier, DecisionNotes, encode, interrupt_report, new_bytes
 from autograd_fix.cli.config import Config, ConfigError, ConfigLookup, parse_overrides
-from autograd_fix.cli.file_settings import discover_per_path, settings_text
-from autograd_fix.cli.notebook_check import cell_positions
 from autograd_fix.cli.interrupts import Interrupted, StopSignals
-from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
-from autograd_fix.cli.github_format import github_annotations
-from autograd_fix.cli.render import (
-    diff_bytes,
-    file_diff,
-    json_document,
-    print_findings,
-    summary_line,
-    verdict_lines,
-)
-from autograd_fix.cli.report_output import ReportOutputError, ReportSink, check_not_an_input, check_output_path
-from autograd_fix.cli.rules_doc import explain_text, rules_table_text
-from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
-from autograd_fix.cli.sarif import sarif_json
-from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
-from autograd_fix.cli.writes import allowed_roots
-from autograd_fix.codemods.registry import rule_by_code, unknown_codes
-from autograd_fix.codemods.safe_text import printable
-from autograd_fix.codemods.source import SourceError
-from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.verification.trust import Isolation, UserConfigError, UserSettings, load_user_settings
-from autograd_fix.verification.verdict import Status
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from autograd_fix.cli.apply_files import Applier
+    from autograd_fix.cli.report_output import ReportSink
+    from autograd_fix.cli.runner import FileOutcome
+
+# Everything else loads where it is used (issue 20: `--help` and a cached run on a few
+# small files must not pay for libcst, the rules, rich's progress bars or verification).
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -81,6 +65,8 @@ def _split_codes(values: list[str] | None) -> list[str] | None:
 
 
 def _console(color: Color, stderr: bool = False) -> Console:
+    from rich.console import Console
+
     force = {Color.always: True, Color.never: False}.get(color)
     no_color = color is Color.never or (color is Color.auto and "NO_COLOR" in os.environ)
     return Console(stderr=stderr, force_terminal=force, no_color=no_color, highlight=False, soft_wrap=True)
@@ -110,6 +96,8 @@ def _config_lookup(user: UserSettings, items: list[str], isolated: bool) -> Conf
 
 
 def _check_codes(*prefix_lists: list[str]) -> None:
+    from autograd_fix.codemods.registry import unknown_codes
+
     for prefixes in prefix_lists:
         bad = unknown_codes(prefixes)
         if bad:
@@ -173,6 +161,11 @@ def check(
     max_file_size: Optional[int] = typer.Option(
         None, "--max-file-size", metavar="BYTES", min=1, help="Skip larger source files, each with an error (default 2000000).",
     ),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the result cache."),
+    cache_dir: Optional[str] = typer.Option(
+        None, "--cache-dir", metavar="PATH",
+        help="The result cache's folder (default: .autograd-fix_cache in the project root; env AUTOGRAD_FIX_CACHE_DIR).",
+    ),
     target_torch: Optional[str] = typer.Option(
         None, "--target-torch", metavar="VERSION",
         help="Oldest PyTorch the code must run on (e.g. 2.1); fixes never use newer APIs.",
@@ -192,20 +185,30 @@ def check(
       autograd-fix server             the language server (LSP over stdio)
     Each command takes -h/--help.
     """
-    out = _console(color)
+    from autograd_fix.codemods.safe_text import printable
+
     if version:
+        from autograd_fix import __version__
+
         typer.echo(f"autograd-fix {__version__}")
         raise typer.Exit(EXIT_OK)
     if list_rules:
+        from autograd_fix.cli.rules_doc import rules_table_text
+
         typer.echo(rules_table_text())
         raise typer.Exit(EXIT_OK)
     if explain is not None:
+        from autograd_fix.cli.rules_doc import explain_text
+        from autograd_fix.codemods.registry import rule_by_code
+
         rule = rule_by_code(explain)
         if rule is None:
             raise _usage_error(f"unknown rule code {explain!r} (see --list-rules)")
         typer.echo(explain_text(rule))
         raise typer.Exit(EXIT_OK)
     if show_settings is not None:
+        from autograd_fix.cli.file_settings import settings_text
+
         try:
             user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or (), python)
             config = _config_lookup(user, config_items or [], isolated).for_path(Path(show_settings))
@@ -232,6 +235,8 @@ def check(
     cli_selected = _split_codes(select)
     cli_ignored = _split_codes(ignore) or []
     _check_codes(cli_selected or [], cli_ignored)
+    from autograd_fix.codemods.torch_version import TorchVersion
+
     try:
         target_override = TorchVersion.parse(target_torch) if target_torch is not None else None
     except ValueError as error:
@@ -248,6 +253,8 @@ def check(
             raise _usage_error(str(error))
         _check_codes(config.select or [], config.ignore)
         return config
+
+    from autograd_fix.cli.runner import Job
 
     def make_job(path: str, data: bytes | None = None) -> Job:
         config = start_config if data is not None else settings(Path(path))
@@ -272,6 +279,8 @@ def check(
         _check_codes(start_config.select or [], start_config.ignore)
         job_list = [make_job(stdin_filename or "-", sys.stdin.buffer.read())]
     else:
+        from autograd_fix.cli.file_settings import discover_per_path
+
         try:
             found = discover_per_path(paths, lookup, force_exclude)
         except ConfigError as error:
@@ -287,19 +296,39 @@ def check(
     for note in lookup.notes():
         typer.echo(f"warning: {printable(note)}", err=True)
     if output_file is not None:
+        from autograd_fix.cli.report_output import ReportOutputError, check_not_an_input, check_output_path
+
         try:
             check_output_path(output_file)
             check_not_an_input(output_file, [job.path for job in job_list])
         except ReportOutputError as error:
             raise _usage_error(str(error))
     workers = jobs or os.cpu_count() or 1
+    from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
+    from autograd_fix.cli.result_cache import ResultCache, default_cache_dir, run_cached
+    from autograd_fix.cli.runner import run_jobs
+
+    # only plain reports use the cache: --diff and --apply need fixed texts and verdicts
+    cache = None
+    if not no_cache and mode == "report" and not use_stdin:
+        cache = ResultCache(Path(cache_dir) if cache_dir else default_cache_dir(start_config.root))
     progress = progress_console()
     with StopSignals() as stops:
-        applier = Applier(allowed_roots(paths), stops) if mode == "apply" and not use_stdin else None
+        applier = None
+        if mode == "apply" and not use_stdin:
+            from autograd_fix.cli.apply_files import Applier
+            from autograd_fix.cli.writes import allowed_roots
+
+            applier = Applier(allowed_roots(paths), stops)
         try:
             with progress_bar(progress, len(job_list), "checking files", more_than=STATIC_PROGRESS_MIN_FILES) as advance:
-                outcomes = run_jobs(job_list, workers, advance, None if verifying else applier)
+                outcomes = run_cached(
+                    job_list, cache, lambda jobs: run_jobs(jobs, workers, advance, None if verifying else applier), advance,
+                )
             if verifying:
+                from autograd_fix.cli.apply_files import DecisionNotes
+                from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
+
                 decided = applier or DecisionNotes()
                 decided.expect(outcomes)
                 decided.note = file_lines(progress, len(decided.candidates))
@@ -308,14 +337,23 @@ def check(
                 )
                 outcomes = verify_and_compose(outcomes, job_list, settings, bool(unsafe_fixes), progress, on_decided=decided)
         except Interrupted as stop:
+            from autograd_fix.cli.apply_files import interrupt_report
+
             typer.echo(interrupt_report(stop, applier, mode), err=True)
             raise typer.Exit(stop.exit_code)
-    outcomes = [cell_positions(outcome) for outcome in outcomes]
+    if cache is not None and cache.warning is not None:  # one warning; not an error
+        typer.echo(f"warning: {printable(cache.warning.message)}", err=True)
+    if any(outcome.notebook is not None for outcome in outcomes):
+        from autograd_fix.cli.notebook_check import cell_positions
+
+        outcomes = [cell_positions(outcome) for outcome in outcomes]
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)
 
     stdin_data = job_list[0].data if use_stdin else None
-    sink = ReportSink(output_file, out)
+    from autograd_fix.cli.report_output import ReportOutputError, ReportSink
+
+    sink = ReportSink(output_file, _console(color))
     tally = _emit(
         outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
         applier=applier, warnings=warnings, verified_later=verify, verified=verifying if mode != "report" else None,
@@ -363,6 +401,10 @@ def _emit(
     verified: bool | None = None,
 ) -> Tally:
     """Report the run in `output_format`; what it ended with, for the exit code."""
+    from autograd_fix.cli.render import print_findings, summary_line
+    from autograd_fix.codemods.safe_text import printable
+    from autograd_fix.verification.verdict import Status
+
     err = _console(color, stderr=True)
     warnings = warnings or []
     use_stdin = stdin_data is not None
@@ -403,6 +445,9 @@ def _emit(
         outcome = outcomes[0]
         text = outcome.fixed if outcome.fixed is not None else outcome.original
         if text is not None:
+            from autograd_fix.cli.apply_files import encode, new_bytes
+            from autograd_fix.codemods.source import SourceError
+
             try:
                 data = new_bytes(outcome, stdin_data) if outcome.notebook is not None else encode(outcome, text)
             except SourceError as error:
@@ -421,16 +466,24 @@ def _emit(
         "errors": [{"path": path, "message": message} for path, message in [*errors, *warnings]],
     }
     if output_format is OutputFormat.json:
+        from autograd_fix.cli.render import json_document
+
         sink.write(json_document(outcomes, summary) + "\n")
         return status
     if output_format is OutputFormat.sarif:
+        from autograd_fix.cli.sarif import sarif_json
+
         sink.write(sarif_json(outcomes, [*errors, *warnings], summary, fixed=applied_ids if mode == "apply" else None) + "\n")
         return status
     if output_format is OutputFormat.github:
+        from autograd_fix.cli.github_format import github_annotations
+
         sink.write(github_annotations([r for r in records if id(r) not in applied_ids], [*errors, *warnings]))
         return status
 
     if mode == "diff":
+        from autograd_fix.cli.render import diff_bytes, file_diff, verdict_lines
+
         for outcome in outcomes:
             for line in verdict_lines(outcome):
                 out.print(line, style="dim", highlight=False, markup=False)

@@ -16,7 +16,6 @@ from rich.text import Text
 
 from autograd_fix.codemods.safe_text import printable
 from autograd_fix.cli.runner import FileOutcome, FindingRecord
-from autograd_fix.codemods.engine import git_lines, unified_diff
 
 
 def finding_line(record: FindingRecord) -> Text:
@@ -56,6 +55,8 @@ def file_diff(outcome: FileOutcome) -> str:
         return ""
     if outcome.notebook is not None:
         return outcome.notebook.diff(outcome.original, outcome.fixed, outcome.path)
+    from autograd_fix.codemods.engine import unified_diff
+
     return unified_diff(outcome.original, outcome.fixed, outcome.path, bom=outcome.bom)
 
 
@@ -81,6 +82,8 @@ def print_diff(console: Console, diff: str) -> None:
         console.file.write(diff)
         console.file.flush()
         return
+    from autograd_fix.codemods.engine import git_lines
+
     for line in git_lines(diff):
         body = line.rstrip("\r\n")
         style = None

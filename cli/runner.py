@@ -9,22 +9,10 @@ import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from autograd_fix.cli.notebook import NotebookMap, is_notebook, load_notebook
-from autograd_fix.cli.notebook_check import DROPPED_FIX_NOTE, check_notebook_program
 from autograd_fix.cli.notebook_lines import FileRegion, cell_source_index
-from autograd_fix.codemods.engine import (
-    EngineError,
-    FixOptions,
-    apply_fixes,
-    check_source,
-    StatementCode,
-    single_fix_diff,
-    target_paths,
-)
-from autograd_fix.codemods.plans import plan_ids
-from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import (
     DEFAULT_MAX_FILE_BYTES,
     SourceError,
@@ -35,7 +23,12 @@ from autograd_fix.codemods.source import (
 )
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
-from autograd_fix.verification.verdict import Verdict
+
+if TYPE_CHECKING:
+    from autograd_fix.verification.verdict import Verdict
+
+# The engine (libcst and every rule) loads in `check_file`, once a file is checked: a
+# run answered by the result cache never imports it.
 
 #: below this many files a pool costs more (worker start-up) than it saves
 POOL_THRESHOLD = 8
@@ -127,6 +120,11 @@ class FileOutcome:
 
 def check_file(job: Job) -> FileOutcome:
     """Read, lint and (optionally) fix one file; every failure becomes `error`."""
+    from autograd_fix.cli.notebook_check import DROPPED_FIX_NOTE, check_notebook_program
+    from autograd_fix.codemods.engine import EngineError, FixOptions, StatementCode, check_source, target_paths
+    from autograd_fix.codemods.plans import plan_ids
+    from autograd_fix.codemods.registry import select_rules
+
     outcome = FileOutcome(path=job.path)
     try:
         if is_notebook(job.path):
@@ -210,6 +208,8 @@ def _place_in_file(records: list[FindingRecord], notebook: NotebookMap, raw: byt
 
 def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, source: SourceText, paths, codes) -> str | None:
     """The finding's fix alone as a diff: of the file, or of the notebook's cells."""
+    from autograd_fix.codemods.engine import single_fix_diff
+
     if notebook is None:
         return single_fix_diff(module, finding, path, paths, codes, bom=source.bom)
     patched = _patched(module, finding.fix, paths, codes)
@@ -217,6 +217,8 @@ def _fix_diff(module, finding, path: str, notebook: NotebookMap | None, source: 
 
 
 def _patched(module, fix, paths, codes) -> str | None:
+    from autograd_fix.codemods.engine import apply_fixes
+
     try:
         return apply_fixes(module, [fix], paths, codes)
     except Exception:  # a fix that cannot be applied alone has nothing to show
