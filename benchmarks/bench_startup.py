@@ -44,8 +44,9 @@ def main() -> int:
         commands = {
             "python -c pass": [sys.executable, "-c", "pass"],
             "autograd-fix --version": [tool, "--version"],
-            # what `--version` cost before the entry point answered it itself
-            "cli.app --version (full import)": [sys.executable, "-c", "from autograd_fix.cli.app import main; main(['--version'])"],
+            # `--version` through the typer application (what it cost before the entry
+            # point answered it; since the lazy imports, typer and the settings only)
+            "cli.app --version (typer)": [sys.executable, "-c", "from autograd_fix.cli.app import main; main(['--version'])"],
             "autograd-fix --help": [tool, "--help"],
             "autograd-fix one.py (one line, --no-cache)": [tool, "--no-verify", "--no-cache", "one.py"],
             "autograd-fix one.py (one line, cached)": [tool, "--no-verify", "one.py"],

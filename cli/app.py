@@ -21,6 +21,8 @@ import typer
 
 from autograd_fix.cli.config import Config, ConfigError, ConfigLookup, parse_overrides
 from autograd_fix.cli.interrupts import Interrupted, StopSignals
+from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
+from autograd_fix.cli.runner import run_jobs  # light: the engine loads once a file is checked
 from autograd_fix.verification.trust import Isolation, UserConfigError, UserSettings, load_user_settings
 
 if TYPE_CHECKING:
@@ -96,6 +98,8 @@ def _config_lookup(user: UserSettings, items: list[str], isolated: bool) -> Conf
 
 
 def _check_codes(*prefix_lists: list[str]) -> None:
+    if not any(prefix_lists):
+        return
     from autograd_fix.codemods.registry import unknown_codes
 
     for prefixes in prefix_lists:
@@ -304,9 +308,7 @@ def check(
         except ReportOutputError as error:
             raise _usage_error(str(error))
     workers = jobs or os.cpu_count() or 1
-    from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
     from autograd_fix.cli.result_cache import ResultCache, default_cache_dir, run_cached
-    from autograd_fix.cli.runner import run_jobs
 
     # only plain reports use the cache: --diff and --apply need fixed texts and verdicts
     cache = None

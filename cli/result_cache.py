@@ -64,9 +64,9 @@ def code_fingerprint() -> str:
     per module, no import), and it changes whenever a rule's source does."""
     from autograd_fix import __version__
 
-    package = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256(f"{__version__}|{sys.version_info[:3]}".encode())
-    for root in sorted({package, *(Path(p).resolve() for p in _package_paths())}):
+    roots = sorted(set(_package_folders()))
+    for root in [r for r in roots if not any(r != other and other in r.parents for other in roots)]:
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
             for name in sorted(filenames):
@@ -76,12 +76,17 @@ def code_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def _package_paths() -> list[str]:
-    """Where `autograd_fix`'s modules live: an editable install maps subpackages
-    (`codemods`, `cli`, ...) from folders beside each other."""
+def _package_folders() -> list[Path]:
+    """Where `autograd_fix`'s modules live: an installed wheel holds them in one
+    folder; an editable install maps each subpackage (`codemods`, `cli`,
+    `verification`) from its own folder of the source tree."""
     import autograd_fix
+    import autograd_fix.cli
+    import autograd_fix.codemods
+    import autograd_fix.verification
 
-    return list(getattr(autograd_fix, "__path__", []))
+    packages = (autograd_fix, autograd_fix.cli, autograd_fix.codemods, autograd_fix.verification)
+    return [Path(folder).resolve() for package in packages for folder in getattr(package, "__path__", [])]
 
 
 def job_key(job: Job, content_digest: str, fingerprint: str) -> str:
