@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from autograd_fix.cli.config import Config, ConfigError, ConfigLookup, parse_overrides
+from autograd_fix.cli.discovery import ExcludePatternError
 from autograd_fix.cli.interrupts import Interrupted, StopSignals
 from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
 from autograd_fix.cli.runner import run_jobs  # light: the engine loads once a file is checked
@@ -55,6 +56,9 @@ class OutputFormat(str, enum.Enum):
     json = "json"
     sarif = "sarif"
     github = "github"
+    json_lines = "json-lines"
+    junit = "junit"
+    gitlab = "gitlab"
 
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
@@ -137,12 +141,26 @@ def check(
         help="Apply exclude to paths named on the command line too (what pre-commit needs).",
     ),
     select: Optional[list[str]] = typer.Option(None, "--select", metavar="CODES", help="Only these codes or prefixes (AGF0)."),
+    extend_select: Optional[list[str]] = typer.Option(
+        None, "--extend-select", metavar="CODES", help="Codes or prefixes to select on top of the configured selection.",
+    ),
+    exclude: Optional[list[str]] = typer.Option(
+        None, "--exclude", metavar="GLOB", help="Exclude these paths (gitignore-style globs) instead of the configured exclude.",
+    ),
+    extend_exclude: Optional[list[str]] = typer.Option(
+        None, "--extend-exclude", metavar="GLOB", help="Exclude these paths as well as the configured exclude.",
+    ),
+    statistics: bool = typer.Option(False, "--statistics", help="Count the findings per rule instead of listing them."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the findings only: no summary line."),
+    silent: bool = typer.Option(False, "--silent", "-s", help="Print nothing but errors; the exit code tells."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", metavar="CODES", help="Skip these codes or prefixes."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
     unverified_fixes: bool = typer.Option(
         False, "--unverified-fixes", help="Also apply fixes verification could not decide (unverified); never rejected ones.",
     ),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="text, json, sarif or github."),
+    output_format: OutputFormat = typer.Option(
+        OutputFormat.text, "--format", help="text, json, json-lines, sarif, github, gitlab or junit.",
+    ),
     output_file: Optional[str] = typer.Option(None, "--output-file", "-o", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout."),
     color: Color = typer.Option(Color.auto, "--color", help="auto, always or never."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", min=1, help="Worker processes (default: all cores)."),
@@ -197,6 +215,12 @@ def check(
         typer.echo(f"autograd-fix {__version__}")
         raise typer.Exit(EXIT_OK)
     if list_rules:
+        if output_format is OutputFormat.json:
+            from autograd_fix.cli.report_formats import rules_json
+            from autograd_fix.codemods.registry import all_rules
+
+            typer.echo(rules_json(all_rules()), nl=False)
+            raise typer.Exit(EXIT_OK)
         from autograd_fix.cli.rules_doc import rules_table_text
 
         typer.echo(rules_table_text())
@@ -223,8 +247,7 @@ def check(
         raise typer.Exit(EXIT_OK)
     if diff and apply:
         raise _usage_error("--diff and --apply cannot be combined")
-    if not paths:
-        raise _usage_error("no PATH given (try: autograd-fix --diff src/)")
+    paths = paths or ["."]  # as Ruff: the current folder
     use_stdin = paths == ["-"]
     if "-" in paths and not use_stdin:
         raise _usage_error("'-' (stdin) cannot be combined with other paths")
@@ -238,7 +261,9 @@ def check(
         raise _usage_error(str(error))
     cli_selected = _split_codes(select)
     cli_ignored = _split_codes(ignore) or []
-    _check_codes(cli_selected or [], cli_ignored)
+    cli_extended = _split_codes(extend_select) or []
+    _check_codes(cli_selected or [], cli_ignored, cli_extended)
+    excludes = ExcludeFlags(exclude, extend_exclude or [])
     from autograd_fix.codemods.torch_version import TorchVersion
 
     try:
@@ -246,7 +271,7 @@ def check(
     except ValueError as error:
         raise _usage_error(f"--target-torch: {error}")
     mode = "apply" if apply else "diff" if diff else "report"
-    structured = output_format in (OutputFormat.json, OutputFormat.sarif)
+    structured = output_format in (OutputFormat.json, OutputFormat.sarif, OutputFormat.json_lines)
 
     verifying = verify and mode != "report"
 
@@ -263,13 +288,15 @@ def check(
     def make_job(path: str, data: bytes | None = None) -> Job:
         config = start_config if data is not None else settings(Path(path))
         selected = cli_selected if cli_selected is not None else config.select
+        if cli_extended:  # on top of the selection (all rules when none is configured)
+            selected = [*selected, *cli_extended] if selected else None
         return Job(
             path=path,
             select=tuple(selected) if selected else None,
             ignore=tuple(cli_ignored + config.ignore + config.ignored_codes_for(Path(path))),
             unsafe_fixes=config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes,
             compute_fix=(mode != "report" or structured) and not verifying,
-            fix_diffs=output_format is OutputFormat.json,
+            fix_diffs=output_format in (OutputFormat.json, OutputFormat.json_lines),
             data=data,
             target_torch=target_override or config.target_torch,
             roles=config.roles,
@@ -286,7 +313,9 @@ def check(
         from autograd_fix.cli.file_settings import discover_per_path
 
         try:
-            found = discover_per_path(paths, lookup, force_exclude)
+            found = discover_per_path(paths, lookup, force_exclude, excludes.exclude, excludes.extend)
+        except ExcludePatternError as error:
+            raise _usage_error(f"--exclude/--extend-exclude: {error}")
         except ConfigError as error:
             raise _usage_error(str(error))
         errors.extend((missing, "no such file or folder") for missing in found.missing)
@@ -359,12 +388,32 @@ def check(
     tally = _emit(
         outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
         applier=applier, warnings=warnings, verified_later=verify, verified=verifying if mode != "report" else None,
+        verbosity=Verbosity(statistics=statistics, quiet=quiet or silent, silent=silent),
     )
     try:
         sink.close()
     except ReportOutputError as error:
         raise _usage_error(str(error))
     raise typer.Exit(tally.exit_code(exit_zero=exit_zero, non_zero_on_fix=exit_non_zero_on_fix))
+
+
+@dataclass(frozen=True)
+class ExcludeFlags:
+    """`--exclude` (replaces each configuration's `exclude`; None: not given) and
+    `--extend-exclude` (added to it)."""
+
+    exclude: list[str] | None
+    extend: list[str]
+
+
+@dataclass(frozen=True)
+class Verbosity:
+    """`--statistics` (counts per rule instead of the findings), `-q` (no summary line)
+    and `-s` (nothing but errors)."""
+
+    statistics: bool = False
+    quiet: bool = False
+    silent: bool = False
 
 
 @dataclass(frozen=True)
@@ -401,6 +450,7 @@ def _emit(
     warnings: list[tuple[str, str]] | None = None,
     verified_later: bool = False,
     verified: bool | None = None,
+    verbosity: Verbosity = Verbosity(),
 ) -> Tally:
     """Report the run in `output_format`; what it ended with, for the exit code."""
     from autograd_fix.cli.render import print_findings, summary_line
@@ -460,6 +510,14 @@ def _emit(
         if sink.path is None:  # stdout holds the source: the report only goes to a file
             return status
 
+    if verbosity.silent:
+        return status
+    if verbosity.statistics:
+        from autograd_fix.cli.report_formats import statistics as rule_counts, statistics_json, statistics_text
+
+        rows = rule_counts(r for r in records if id(r) not in applied_ids)
+        sink.write(statistics_json(rows) if output_format is OutputFormat.json else statistics_text(rows))
+        return status
     summary = {
         "files": len(outcomes),
         "findings": len(records),
@@ -477,6 +535,16 @@ def _emit(
 
         sink.write(sarif_json(outcomes, [*errors, *warnings], summary, fixed=applied_ids if mode == "apply" else None) + "\n")
         return status
+    if output_format in (OutputFormat.json_lines, OutputFormat.junit, OutputFormat.gitlab):
+        from autograd_fix.cli.report_formats import gitlab_json, json_lines, junit_xml
+
+        if output_format is OutputFormat.json_lines:
+            sink.write(json_lines(r for r in records if id(r) not in applied_ids))
+        elif output_format is OutputFormat.junit:
+            sink.write(junit_xml(outcomes, [*errors, *warnings]))
+        else:
+            sink.write(gitlab_json(outcomes))
+        return status
     if output_format is OutputFormat.github:
         from autograd_fix.cli.github_format import github_annotations
 
@@ -492,7 +560,8 @@ def _emit(
             text = file_diff(outcome)
             if text:
                 sink.write_diff(text, diff_bytes(outcome, text))
-        err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
+        if not verbosity.quiet:
+            err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
         return status
     if mode == "apply":
         applied = [r for r in records if id(r) in applied_ids]
@@ -501,6 +570,8 @@ def _emit(
             note = f" [{record.verification.summary()}]" if record.verification else ""
             out.print(f"fixed {printable(record.location)}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
+        if verbosity.quiet:
+            return status
         out.print(
             summary_line(
                 len(records), fixable, hidden_unsafe, len(errors) - len(refused), mode=mode, fixed=fixed,
@@ -510,7 +581,8 @@ def _emit(
         )
         return status
     print_findings(out, records)
-    out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
+    if not verbosity.quiet:
+        out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
     return status
 
 

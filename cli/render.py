@@ -153,23 +153,25 @@ def summary_line(
 
 
 def json_document(outcomes: list[FileOutcome], summary: dict[str, Any]) -> str:
-    findings = []
-    for outcome in outcomes:
-        for record in outcome.findings:
-            entry: dict[str, Any] = {
-                "path": record.path,
-                "cell": record.cell,
-                "line": record.line,
-                "column": record.column,
-                "end_line": record.end_line,
-                "end_column": record.end_column,
-                "code": record.code,
-                "name": record.name,
-                "message": record.message,
-                "fix": None,
-                "verification": record.verification.finding_json() if record.verification else None,
-            }
-            if record.fix_applicability is not None:
-                entry["fix"] = {"applicability": record.fix_applicability, "diff": record.fix_diff or ""}
-            findings.append(entry)
+    findings = [finding_json(record) for outcome in outcomes for record in outcome.findings]
     return json.dumps({"findings": findings, "summary": summary}, indent=2)
+
+
+def finding_json(record: FindingRecord) -> dict[str, Any]:
+    """One finding as `--format json` (and `json-lines`) write it."""
+    entry: dict[str, Any] = {
+        "path": record.path,
+        "cell": record.cell,
+        "line": record.line,
+        "column": record.column,
+        "end_line": record.end_line,
+        "end_column": record.end_column,
+        "code": record.code,
+        "name": record.name,
+        "message": record.message,
+        "fix": None,
+        "verification": record.verification.finding_json() if record.verification else None,
+    }
+    if record.fix_applicability is not None:
+        entry["fix"] = {"applicability": record.fix_applicability, "diff": record.fix_diff or ""}
+    return entry

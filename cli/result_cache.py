@@ -170,8 +170,15 @@ class ResultCache:
         if _needs_fix_products(job) and any(r.fix_applicability is not None for r in records):
             return found  # its fixes' diffs and texts are not cached: re-run the file
         from autograd_fix.cli.runner import FileOutcome
+        from autograd_fix.codemods.source import SourceError, decode_source
 
-        found.outcome = FileOutcome(path=job.path, findings=records, digest=content)
+        try:  # the text too, for what reads the source (fingerprints of SARIF and GitLab)
+            source = decode_source(data)
+        except SourceError:
+            return found
+        found.outcome = FileOutcome(
+            path=job.path, findings=records, original=source.text, encoding=source.encoding, bom=source.bom, digest=content,
+        )
         return found
 
     def store(self, job: Job, found: CacheLookup, outcome: FileOutcome) -> None:

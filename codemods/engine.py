@@ -28,6 +28,14 @@ from autograd_fix.codemods.walk import iter_children
 
 MAX_FIX_ROUNDS = 10
 
+#: a comment line `# autograd-fix: noqa` (every code) or `# autograd-fix: noqa: AGF001, AGF009`
+#: anywhere in a file suppresses those codes in the whole file (Ruff's `# ruff: noqa`)
+_FILE_NOQA = re.compile(
+    r"^[ \t]*#[ \t]*autograd-fix:[ \t]*noqa(?::[ \t]*(?P<codes>[A-Za-z]+\d+(?:[ \t]*,[ \t]*[A-Za-z]+\d+)*))?[ \t]*$",
+    re.I | re.M,
+)
+#: the key of `_noqa_map` for a file-level noqa
+FILE_NOQA_LINE = 0
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+\d+(?:\s*,\s*[A-Za-z]+\d+)*))?", re.I)
 
 
@@ -167,10 +175,17 @@ def with_sites(
 
 
 def _noqa_map(text: str) -> dict[int, frozenset[str] | None]:
-    """line -> codes suppressed there (None = every code)."""
+    """line -> codes suppressed there (None = every code); `FILE_NOQA_LINE` -> the codes
+    a file-level `# autograd-fix: noqa` suppresses everywhere."""
     result: dict[int, frozenset[str] | None] = {}
     if "noqa" not in text:
         return result
+    for match in _FILE_NOQA.finditer(text):
+        codes = match.group("codes")
+        if codes is None or result.get(FILE_NOQA_LINE, frozenset()) is None:
+            result[FILE_NOQA_LINE] = None
+        else:
+            result[FILE_NOQA_LINE] = result.get(FILE_NOQA_LINE, frozenset()) | {c.strip().upper() for c in codes.split(",")}
     for number, line in enumerate(text.splitlines(), start=1):
         match = _NOQA.search(line)
         if match:
@@ -180,10 +195,12 @@ def _noqa_map(text: str) -> dict[int, frozenset[str] | None]:
 
 
 def _is_suppressed(finding: Finding, suppressed: dict[int, frozenset[str] | None]) -> bool:
-    if finding.span.line not in suppressed:
-        return False
-    codes = suppressed[finding.span.line]
-    return codes is None or finding.code in codes
+    for line in (FILE_NOQA_LINE, finding.span.line):
+        if line in suppressed:
+            codes = suppressed[line]
+            if codes is None or finding.code in codes:
+                return True
+    return False
 
 
 class _EditApplier(cst.CSTTransformer):
