@@ -178,7 +178,7 @@ def _noqa_map(text: str) -> dict[int, frozenset[str] | None]:
     """line -> codes suppressed there (None = every code); `FILE_NOQA_LINE` -> the codes
     a file-level `# autograd-fix: noqa` suppresses everywhere."""
     result: dict[int, frozenset[str] | None] = {}
-    if "noqa" not in text:
+    if "noqa" not in text and "noqa" not in text.lower():  # the comments are case-insensitive
         return result
     for match in _FILE_NOQA.finditer(text):
         codes = match.group("codes")
