@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -15,37 +14,10 @@ from typer.testing import CliRunner
 
 from autograd_fix.cli.app import app
 from autograd_fix.codemods.registry import all_rules
+from test_cli import EVAL_LOOP
+from test_result_cache import TRAIN  # AGF015 at line 6
 
-TRAIN = textwrap.dedent(
-    """\
-    import torch
-
-
-    def fit(model, loader, optimizer):
-        for x, y in loader:
-            optimizer.zero_grad(set_to_none=False)
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            loss.backward()
-            optimizer.step()
-    """
-)
-EVALUATE = textwrap.dedent(
-    """\
-    import torch
-
-
-    def fit(model, train_loader, val_loader, optimizer):
-        for x, y in train_loader:
-            optimizer.zero_grad()
-            model(x).sum().backward()
-            optimizer.step()
-        model.eval()
-        scores = []
-        for x, y in val_loader:  # validation
-            scores.append(model(x))
-        return scores
-    """
-)
+EVALUATE = EVAL_LOOP  # AGF001 at line 11 (the validation loop)
 
 
 @pytest.fixture
