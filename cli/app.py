@@ -150,6 +150,9 @@ def check(
     extend_exclude: Optional[list[str]] = typer.Option(
         None, "--extend-exclude", metavar="GLOB", help="Exclude these paths as well as the configured exclude.",
     ),
+    add_noqa: bool = typer.Option(
+        False, "--add-noqa", help="Add a '# noqa: CODE' comment on the line of every finding, and exit.",
+    ),
     statistics: bool = typer.Option(False, "--statistics", help="Count the findings per rule instead of listing them."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the findings only: no summary line."),
     silent: bool = typer.Option(False, "--silent", "-s", help="Print nothing but errors; the exit code tells."),
@@ -247,6 +250,8 @@ def check(
         raise typer.Exit(EXIT_OK)
     if diff and apply:
         raise _usage_error("--diff and --apply cannot be combined")
+    if add_noqa and (diff or apply or paths == ["-"]):
+        raise _usage_error("--add-noqa cannot be combined with --diff, --apply or stdin")
     paths = paths or ["."]  # as Ruff: the current folder
     use_stdin = paths == ["-"]
     if "-" in paths and not use_stdin:
@@ -381,6 +386,8 @@ def check(
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)
 
+    if add_noqa:
+        raise typer.Exit(_add_noqa(outcomes, errors, warnings, silent))
     stdin_data = job_list[0].data if use_stdin else None
     from autograd_fix.cli.report_output import ReportOutputError, ReportSink
 
@@ -395,6 +402,26 @@ def check(
     except ReportOutputError as error:
         raise _usage_error(str(error))
     raise typer.Exit(tally.exit_code(exit_zero=exit_zero, non_zero_on_fix=exit_non_zero_on_fix))
+
+
+def _add_noqa(outcomes: list[FileOutcome], errors: list[tuple[str, str]], warnings: list[tuple[str, str]], silent: bool) -> int:
+    """`--add-noqa`: write the comments, say how many, exit 0 (2 when a file could not be
+    read or written)."""
+    from autograd_fix.cli.add_noqa import add_noqa
+    from autograd_fix.codemods.safe_text import printable
+
+    report, failed = add_noqa(outcomes)
+    errors = [*errors, *failed]
+    for path, message in errors:
+        typer.echo(f"error: {printable(path)}: {printable(message)}", err=True)
+    for _, message in warnings:
+        typer.echo(f"warning: {printable(message)}", err=True)
+    for path, why in report.skipped or []:
+        typer.echo(f"note: {printable(path)}: {printable(why)}", err=True)
+    if not silent:
+        plural = "" if report.added == 1 else "s"
+        typer.echo(f"Added {report.added} noqa comment{plural} in {report.files} file{'' if report.files == 1 else 's'}.")
+    return EXIT_ERROR if errors or warnings else EXIT_OK
 
 
 @dataclass(frozen=True)

@@ -166,3 +166,51 @@ def test_a_file_level_noqa(project: Path, comment: str, left: list[str]) -> None
     (project / "src" / "evaluate.py").write_text(comment + "\n" + both)
     (project / "src" / "train.py").unlink()
     assert codes(run("src").stdout) == left
+
+
+def test_add_noqa_silences_every_finding_and_a_second_run_adds_none(project: Path) -> None:
+    (project / "src" / "crlf.py").write_bytes(TRAIN.replace("\n", "\r\n").encode())
+    first = run("--add-noqa")
+    assert (first.exit_code, first.stdout.strip()) == (0, "Added 3 noqa comments in 3 files.")
+    text = (project / "src" / "train.py").read_text()
+    assert "optimizer.zero_grad(set_to_none=False)  # noqa: AGF015\n" in text
+    assert b"# noqa: AGF015\r\n" in (project / "src" / "crlf.py").read_bytes()
+    compile(text, "train.py", "exec")
+    clean = run()
+    assert (clean.exit_code, clean.stdout.strip()) == (0, "No findings.")
+    assert run("--add-noqa").stdout.strip() == "Added 0 noqa comments in 0 files."
+
+
+def test_add_noqa_merges_codes_and_leaves_lines_that_cannot_take_a_comment() -> None:
+    from autograd_fix.cli.add_noqa import with_noqa
+    from autograd_fix.cli.runner import FindingRecord
+
+    def at(line: int, code: str) -> FindingRecord:
+        return FindingRecord("m.py", line, 1, line, 2, code, "name", "message", None, False)
+
+    text = (
+        "a = f(x)  # noqa: AGF009\n"
+        "b = g(x)  # noqa\n"
+        'c = h("""\n'
+        'text""")\n'
+        "d = 1 + \\\n"
+        "    2\n"
+        "e = k(x)  # a comment\n"
+    )
+    edit = with_noqa(text, [at(1, "AGF001"), at(1, "AGF009"), at(2, "AGF003"), at(3, "AGF016"), at(5, "AGF009"), at(7, "AGF002")])
+    assert edit.text.splitlines() == [
+        "a = f(x)  # noqa: AGF009, AGF001",
+        "b = g(x)  # noqa",
+        'c = h("""',
+        'text""")',
+        "d = 1 + \\",
+        "    2",
+        "e = k(x)  # a comment  # noqa: AGF002",
+    ]
+    assert (edit.added, edit.skipped) == (2, (3, 5))
+    compile(edit.text, "m.py", "exec")
+
+
+def test_add_noqa_refuses_diff_and_apply(project: Path) -> None:
+    result = run("--add-noqa", "--diff")
+    assert result.exit_code == 2 and "--add-noqa cannot be combined" in result.stderr
