@@ -154,10 +154,11 @@ class ResultCache:
         cached (stdin, a notebook, a file that cannot be read: the check reports it)."""
         if not cacheable_job(job):
             return None
-        try:
-            with open(job.path, "rb") as handle:
-                data = handle.read()
-        except OSError:
+        from autograd_fix.codemods.source import SourceError, read_bytes
+
+        try:  # the check's own reader: regular files only, never blocks on a FIFO, size-capped
+            data = read_bytes(job.path, job.max_bytes)
+        except (SourceError, OSError):
             return None
         content = hashlib.sha256(data).hexdigest()
         found = CacheLookup(job_key(job, content, self.fingerprint), content)
@@ -170,7 +171,7 @@ class ResultCache:
         if _needs_fix_products(job) and any(r.fix_applicability is not None for r in records):
             return found  # its fixes' diffs and texts are not cached: re-run the file
         from autograd_fix.cli.runner import FileOutcome
-        from autograd_fix.codemods.source import SourceError, decode_source
+        from autograd_fix.codemods.source import decode_source
 
         try:  # the text too, for what reads the source (fingerprints of SARIF and GitLab)
             source = decode_source(data)
