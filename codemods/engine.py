@@ -135,8 +135,12 @@ def run_rules(
     text: str | None = None,
     target_torch: TorchVersion | None = None,
     roles: Vocabulary = DEFAULT_VOCABULARY,
+    enabled: Sequence[str] | None = None,
 ) -> list[Finding]:
     """All findings of `rules` on `module`, in one batched traversal, noqa applied.
+
+    `enabled`: the codes the run selected (default: those of `rules`), for AGF100's
+    judgement of `# noqa` codes, which runs after every other rule.
 
     `text` is `module`'s source when the caller has it: regenerating it is a codegen pass.
     `target_torch` is the project's PyTorch floor (None: assume the newest); `roles` its
@@ -148,6 +152,9 @@ def run_rules(
     instances = [rule(context) for rule in rules]
     context.semantic.syntax.walk_batched(instances)  # the index is built once and shared
     findings = [finding for rule in instances for finding in rule.findings]
+    for judge in (rule for rule in instances if hasattr(rule, "judge")):  # AGF100: after every other rule
+        judge.judge(findings, enabled if enabled is not None else [rule.code for rule in rules])
+        findings += judge.findings
     suppressed = _noqa_map(module.code if text is None else text)
     kept = [f for f in findings if not _is_suppressed(f, suppressed)]
     kept.sort(key=lambda f: (f.span.line, f.span.column, f.code))
@@ -166,7 +173,7 @@ def with_sites(
 ) -> list[Finding]:
     """The `active` rules' findings, then the fixes of `rules` at `sites` (one order for
     the check and for the plans, so plan ids agree)."""
-    findings = run_rules(module, active, path, text, target_torch, roles)
+    findings = run_rules(module, active, path, text, target_torch, roles, [rule.code for rule in rules])
     if sites:
         from autograd_fix.codemods.site_fixes import site_findings
 
@@ -431,7 +438,9 @@ def fix_until_stable(
         if findings is None:
             # the prefilter again on each rewritten text, so that the result is what a
             # second run would leave alone (idempotence)
-            findings = run_rules(module, triggered(rules, text), path, text, options.target_torch, options.roles)
+            findings = run_rules(
+                module, triggered(rules, text), path, text, options.target_torch, options.roles, [rule.code for rule in rules],
+            )
         fixes = [f.fix for f in findings if options.allows_finding(f)]
         if not fixes:
             return text
