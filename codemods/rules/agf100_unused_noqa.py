@@ -7,11 +7,9 @@ from typing import Iterable, Sequence
 
 import libcst as cst
 
+from autograd_fix.codemods.engine import _NOQA as NOQA_COMMENT  # the engine's reading decides what is suppressed
 from autograd_fix.codemods.model import Applicability, Edit, Finding, Fix
 from autograd_fix.codemods.rule import Contract, Rule
-
-#: a `# noqa: CODES` comment (the engine's reading, which decides what is suppressed)
-_CODES_NOQA = re.compile(r"#\s*noqa:\s*(?P<codes>[A-Za-z]+\d+(?:\s*,\s*[A-Za-z]+\d+)*)", re.I)
 _OWN_CODE = re.compile(r"^AGF\d{3}$")
 
 
@@ -74,7 +72,7 @@ class UnusedNoqa(Rule):
         for finding in findings:
             used.setdefault(finding.span.line, set()).add(finding.code)
         for holder, comment in _noqa_comments(self.context.module):
-            match = _CODES_NOQA.search(comment.value)
+            match = _codes_noqa(comment.value)
             assert match is not None
             codes = [code.strip().upper() for code in match.group("codes").split(",")]
             line = self.context.span(comment).line
@@ -108,8 +106,14 @@ class _Comments(cst.CSTVisitor):
         self._collect(node)
 
     def _collect(self, node: cst.TrailingWhitespace | cst.EmptyLine) -> None:
-        if node.comment is not None and _CODES_NOQA.search(node.comment.value):
+        if node.comment is not None and _codes_noqa(node.comment.value):
             self.found.append((node, node.comment))
+
+
+def _codes_noqa(comment: str) -> re.Match[str] | None:
+    """The comment's `# noqa: CODES` (None for none, or for a bare `# noqa`)."""
+    match = NOQA_COMMENT.search(comment)
+    return match if match is not None and match.group("codes") is not None else None
 
 
 def _noqa_comments(module: cst.Module) -> list[tuple[cst.TrailingWhitespace | cst.EmptyLine, cst.Comment]]:
