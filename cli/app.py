@@ -15,40 +15,26 @@ import os
 from dataclasses import dataclass
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.console import Console
 
-from autograd_fix import __version__
-from autograd_fix.cli.apply_files import Applier, DecisionNotes, encode, interrupt_report, new_bytes
 from autograd_fix.cli.config import Config, ConfigError, ConfigLookup, parse_overrides
-from autograd_fix.cli.file_settings import discover_per_path, settings_text
-from autograd_fix.cli.notebook_check import cell_positions
+from autograd_fix.cli.discovery import ExcludePatternError
 from autograd_fix.cli.interrupts import Interrupted, StopSignals
 from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
-from autograd_fix.cli.github_format import github_annotations
-from autograd_fix.cli.render import (
-    diff_bytes,
-    file_diff,
-    json_document,
-    print_findings,
-    summary_line,
-    verdict_lines,
-)
-from autograd_fix.cli.report_output import ReportOutputError, ReportSink, check_not_an_input, check_output_path
-from autograd_fix.cli.rules_doc import explain_text, rules_table_text
-from autograd_fix.cli.runner import FileOutcome, Job, run_jobs
-from autograd_fix.cli.sarif import sarif_json
-from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
-from autograd_fix.cli.writes import allowed_roots
-from autograd_fix.codemods.project_index import ProjectIndex, project_root
-from autograd_fix.codemods.registry import rule_by_code, unknown_codes
-from autograd_fix.codemods.safe_text import printable
-from autograd_fix.codemods.source import SourceError
-from autograd_fix.codemods.torch_version import TorchVersion
+from autograd_fix.cli.runner import run_jobs  # light: the engine loads once a file is checked
 from autograd_fix.verification.trust import Isolation, UserConfigError, UserSettings, load_user_settings
-from autograd_fix.verification.verdict import Status
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from autograd_fix.cli.apply_files import Applier
+    from autograd_fix.cli.report_output import ReportSink
+    from autograd_fix.cli.runner import FileOutcome
+
+# Everything else loads where it is used (issue 20: `--help` and a cached run on a few
+# small files must not pay for libcst, the rules, rich's progress bars or verification).
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -70,6 +56,9 @@ class OutputFormat(str, enum.Enum):
     json = "json"
     sarif = "sarif"
     github = "github"
+    json_lines = "json-lines"
+    junit = "junit"
+    gitlab = "gitlab"
 
 
 app = typer.Typer(add_completion=False, rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,6 +71,8 @@ def _split_codes(values: list[str] | None) -> list[str] | None:
 
 
 def _console(color: Color, stderr: bool = False) -> Console:
+    from rich.console import Console
+
     force = {Color.always: True, Color.never: False}.get(color)
     no_color = color is Color.never or (color is Color.auto and "NO_COLOR" in os.environ)
     return Console(stderr=stderr, force_terminal=force, no_color=no_color, highlight=False, soft_wrap=True)
@@ -111,6 +102,10 @@ def _config_lookup(user: UserSettings, items: list[str], isolated: bool) -> Conf
 
 
 def _check_codes(*prefix_lists: list[str]) -> None:
+    if not any(prefix_lists):
+        return
+    from autograd_fix.codemods.registry import unknown_codes
+
     for prefixes in prefix_lists:
         bad = unknown_codes(prefixes)
         if bad:
@@ -146,12 +141,29 @@ def check(
         help="Apply exclude to paths named on the command line too (what pre-commit needs).",
     ),
     select: Optional[list[str]] = typer.Option(None, "--select", metavar="CODES", help="Only these codes or prefixes (AGF0)."),
+    extend_select: Optional[list[str]] = typer.Option(
+        None, "--extend-select", metavar="CODES", help="Codes or prefixes to select on top of the configured selection.",
+    ),
+    exclude: Optional[list[str]] = typer.Option(
+        None, "--exclude", metavar="GLOB", help="Exclude these paths (gitignore-style globs) instead of the configured exclude.",
+    ),
+    extend_exclude: Optional[list[str]] = typer.Option(
+        None, "--extend-exclude", metavar="GLOB", help="Exclude these paths as well as the configured exclude.",
+    ),
+    add_noqa: bool = typer.Option(
+        False, "--add-noqa", help="Add a '# noqa: CODE' comment on the line of every finding, and exit.",
+    ),
+    statistics: bool = typer.Option(False, "--statistics", help="Count the findings per rule instead of listing them."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print the findings only: no summary line."),
+    silent: bool = typer.Option(False, "--silent", "-s", help="Print nothing but errors; the exit code tells."),
     ignore: Optional[list[str]] = typer.Option(None, "--ignore", metavar="CODES", help="Skip these codes or prefixes."),
     unsafe_fixes: Optional[bool] = typer.Option(None, "--unsafe-fixes/--no-unsafe-fixes", help="Also apply unsafe fixes."),
     unverified_fixes: bool = typer.Option(
         False, "--unverified-fixes", help="Also apply fixes verification could not decide (unverified); never rejected ones.",
     ),
-    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", help="text, json, sarif or github."),
+    output_format: OutputFormat = typer.Option(
+        OutputFormat.text, "--format", help="text, json, json-lines, sarif, github, gitlab or junit.",
+    ),
     output_file: Optional[str] = typer.Option(None, "--output-file", "-o", metavar="PATH", help="Write the report to PATH (atomically) instead of stdout."),
     color: Color = typer.Option(Color.auto, "--color", help="auto, always or never."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", min=1, help="Worker processes (default: all cores)."),
@@ -174,6 +186,11 @@ def check(
     max_file_size: Optional[int] = typer.Option(
         None, "--max-file-size", metavar="BYTES", min=1, help="Skip larger source files, each with an error (default 2000000).",
     ),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the result cache."),
+    cache_dir: Optional[str] = typer.Option(
+        None, "--cache-dir", metavar="PATH",
+        help="The result cache's folder (default: .autograd-fix_cache in the project root; env AUTOGRAD_FIX_CACHE_DIR).",
+    ),
     target_torch: Optional[str] = typer.Option(
         None, "--target-torch", metavar="VERSION",
         help="Oldest PyTorch the code must run on (e.g. 2.1); fixes never use newer APIs.",
@@ -193,20 +210,36 @@ def check(
       autograd-fix server             the language server (LSP over stdio)
     Each command takes -h/--help.
     """
-    out = _console(color)
+    from autograd_fix.codemods.safe_text import printable
+
     if version:
+        from autograd_fix import __version__
+
         typer.echo(f"autograd-fix {__version__}")
         raise typer.Exit(EXIT_OK)
     if list_rules:
+        if output_format is OutputFormat.json:
+            from autograd_fix.cli.report_formats import rules_json
+            from autograd_fix.codemods.registry import all_rules
+
+            typer.echo(rules_json(all_rules()), nl=False)
+            raise typer.Exit(EXIT_OK)
+        from autograd_fix.cli.rules_doc import rules_table_text
+
         typer.echo(rules_table_text())
         raise typer.Exit(EXIT_OK)
     if explain is not None:
+        from autograd_fix.cli.rules_doc import explain_text
+        from autograd_fix.codemods.registry import rule_by_code
+
         rule = rule_by_code(explain)
         if rule is None:
             raise _usage_error(f"unknown rule code {explain!r} (see --list-rules)")
         typer.echo(explain_text(rule))
         raise typer.Exit(EXIT_OK)
     if show_settings is not None:
+        from autograd_fix.cli.file_settings import settings_text
+
         try:
             user = load_user_settings().with_flags(isolation.value if isolation else None, pass_env or (), python)
             config = _config_lookup(user, config_items or [], isolated).for_path(Path(show_settings))
@@ -217,8 +250,9 @@ def check(
         raise typer.Exit(EXIT_OK)
     if diff and apply:
         raise _usage_error("--diff and --apply cannot be combined")
-    if not paths:
-        raise _usage_error("no PATH given (try: autograd-fix --diff src/)")
+    if add_noqa and (diff or apply or paths == ["-"]):
+        raise _usage_error("--add-noqa cannot be combined with --diff, --apply or stdin")
+    paths = paths or ["."]  # as Ruff: the current folder
     use_stdin = paths == ["-"]
     if "-" in paths and not use_stdin:
         raise _usage_error("'-' (stdin) cannot be combined with other paths")
@@ -232,13 +266,17 @@ def check(
         raise _usage_error(str(error))
     cli_selected = _split_codes(select)
     cli_ignored = _split_codes(ignore) or []
-    _check_codes(cli_selected or [], cli_ignored)
+    cli_extended = _split_codes(extend_select) or []
+    _check_codes(cli_selected or [], cli_ignored, cli_extended)
+    excludes = ExcludeFlags(exclude, extend_exclude or [])
+    from autograd_fix.codemods.torch_version import TorchVersion
+
     try:
         target_override = TorchVersion.parse(target_torch) if target_torch is not None else None
     except ValueError as error:
         raise _usage_error(f"--target-torch: {error}")
     mode = "apply" if apply else "diff" if diff else "report"
-    structured = output_format in (OutputFormat.json, OutputFormat.sarif)
+    structured = output_format in (OutputFormat.json, OutputFormat.sarif, OutputFormat.json_lines)
 
     verifying = verify and mode != "report"
 
@@ -250,6 +288,9 @@ def check(
         _check_codes(config.select or [], config.ignore)
         return config
 
+    from autograd_fix.cli.runner import Job
+    from autograd_fix.codemods.project_index import ProjectIndex, project_root
+
     # the project index (other files' grad-disabling decorators, module classes): built
     # once, here, for every file of the run
     root = project_root([stdin_filename] if use_stdin and stdin_filename else [] if use_stdin else paths)
@@ -258,13 +299,15 @@ def check(
     def make_job(path: str, data: bytes | None = None) -> Job:
         config = start_config if data is not None else settings(Path(path))
         selected = cli_selected if cli_selected is not None else config.select
+        if cli_extended:  # on top of the selection (all rules when none is configured)
+            selected = [*selected, *cli_extended] if selected else None
         return Job(
             path=path,
             select=tuple(selected) if selected else None,
             ignore=tuple(cli_ignored + config.ignore + config.ignored_codes_for(Path(path))),
             unsafe_fixes=config.unsafe_fixes if unsafe_fixes is None else unsafe_fixes,
             compute_fix=(mode != "report" or structured) and not verifying,
-            fix_diffs=output_format is OutputFormat.json,
+            fix_diffs=output_format in (OutputFormat.json, OutputFormat.json_lines),
             data=data,
             target_torch=target_override or config.target_torch,
             roles=config.roles,
@@ -279,8 +322,12 @@ def check(
         _check_codes(start_config.select or [], start_config.ignore)
         job_list = [make_job(stdin_filename or "-", sys.stdin.buffer.read())]
     else:
+        from autograd_fix.cli.file_settings import discover_per_path
+
         try:
-            found = discover_per_path(paths, lookup, force_exclude)
+            found = discover_per_path(paths, lookup, force_exclude, excludes.exclude, excludes.extend)
+        except ExcludePatternError as error:
+            raise _usage_error(f"--exclude/--extend-exclude: {error}")
         except ConfigError as error:
             raise _usage_error(str(error))
         errors.extend((missing, "no such file or folder") for missing in found.missing)
@@ -294,19 +341,37 @@ def check(
     for note in lookup.notes():
         typer.echo(f"warning: {printable(note)}", err=True)
     if output_file is not None:
+        from autograd_fix.cli.report_output import ReportOutputError, check_not_an_input, check_output_path
+
         try:
             check_output_path(output_file)
             check_not_an_input(output_file, [job.path for job in job_list])
         except ReportOutputError as error:
             raise _usage_error(str(error))
     workers = jobs or os.cpu_count() or 1
+    from autograd_fix.cli.result_cache import ResultCache, default_cache_dir, run_cached
+
+    # only plain reports use the cache: --diff and --apply need fixed texts and verdicts
+    cache = None
+    if not no_cache and mode == "report" and not use_stdin:
+        cache = ResultCache(Path(cache_dir) if cache_dir else default_cache_dir(start_config.root))
     progress = progress_console()
     with StopSignals() as stops:
-        applier = Applier(allowed_roots(paths), stops) if mode == "apply" and not use_stdin else None
+        applier = None
+        if mode == "apply" and not use_stdin:
+            from autograd_fix.cli.apply_files import Applier
+            from autograd_fix.cli.writes import allowed_roots
+
+            applier = Applier(allowed_roots(paths), stops)
         try:
             with progress_bar(progress, len(job_list), "checking files", more_than=STATIC_PROGRESS_MIN_FILES) as advance:
-                outcomes = run_jobs(job_list, workers, advance, None if verifying else applier)
+                outcomes = run_cached(
+                    job_list, cache, lambda jobs: run_jobs(jobs, workers, advance, None if verifying else applier), advance,
+                )
             if verifying:
+                from autograd_fix.cli.apply_files import DecisionNotes
+                from autograd_fix.cli.verify_patches import VerifySettings, verify_and_compose
+
                 decided = applier or DecisionNotes()
                 decided.expect(outcomes)
                 decided.note = file_lines(progress, len(decided.candidates))
@@ -316,24 +381,75 @@ def check(
                 )
                 outcomes = verify_and_compose(outcomes, job_list, settings, bool(unsafe_fixes), progress, on_decided=decided)
         except Interrupted as stop:
+            from autograd_fix.cli.apply_files import interrupt_report
+
             typer.echo(interrupt_report(stop, applier, mode), err=True)
             raise typer.Exit(stop.exit_code)
-    outcomes = [cell_positions(outcome) for outcome in outcomes]
+    if cache is not None and cache.warning is not None:  # one warning; not an error
+        typer.echo(f"warning: {printable(cache.warning.message)}", err=True)
+    if any(outcome.notebook is not None for outcome in outcomes):
+        from autograd_fix.cli.notebook_check import cell_positions
+
+        outcomes = [cell_positions(outcome) for outcome in outcomes]
     outcomes.sort(key=lambda outcome: outcome.path)
     errors.extend((o.path, o.error) for o in outcomes if o.error)
     warnings.extend((o.path, f"{o.path}: {note}") for o in outcomes for note in o.notes)
 
+    if add_noqa:
+        raise typer.Exit(_add_noqa(outcomes, errors, warnings, silent))
     stdin_data = job_list[0].data if use_stdin else None
-    sink = ReportSink(output_file, out)
+    from autograd_fix.cli.report_output import ReportOutputError, ReportSink
+
+    sink = ReportSink(output_file, _console(color))
     tally = _emit(
         outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
         applier=applier, warnings=warnings, verified_later=verify, verified=verifying if mode != "report" else None,
+        verbosity=Verbosity(statistics=statistics, quiet=quiet or silent, silent=silent),
     )
     try:
         sink.close()
     except ReportOutputError as error:
         raise _usage_error(str(error))
     raise typer.Exit(tally.exit_code(exit_zero=exit_zero, non_zero_on_fix=exit_non_zero_on_fix))
+
+
+def _add_noqa(outcomes: list[FileOutcome], errors: list[tuple[str, str]], warnings: list[tuple[str, str]], silent: bool) -> int:
+    """`--add-noqa`: write the comments, say how many, exit 0 (2 when a file could not be
+    read or written)."""
+    from autograd_fix.cli.add_noqa import add_noqa
+    from autograd_fix.codemods.safe_text import printable
+
+    report, failed = add_noqa(outcomes)
+    errors = [*errors, *failed]
+    for path, message in errors:
+        typer.echo(f"error: {printable(path)}: {printable(message)}", err=True)
+    for _, message in warnings:
+        typer.echo(f"warning: {printable(message)}", err=True)
+    for path, why in report.skipped or []:
+        typer.echo(f"note: {printable(path)}: {printable(why)}", err=True)
+    if not silent:
+        plural = "" if report.added == 1 else "s"
+        typer.echo(f"Added {report.added} noqa comment{plural} in {report.files} file{'' if report.files == 1 else 's'}.")
+    return EXIT_ERROR if errors or warnings else EXIT_OK
+
+
+@dataclass(frozen=True)
+class ExcludeFlags:
+    """`--exclude` (replaces each configuration's `exclude`; None: not given) and
+    `--extend-exclude` (added to it)."""
+
+    exclude: list[str] | None
+    extend: list[str]
+
+
+@dataclass(frozen=True)
+class Verbosity:
+    """`--statistics` (counts per rule instead of the findings), `-q` (no summary line)
+    and `-s` (nothing but errors)."""
+
+    statistics: bool = False
+    quiet: bool = False
+    silent: bool = False
 
 
 @dataclass(frozen=True)
@@ -370,8 +486,13 @@ def _emit(
     warnings: list[tuple[str, str]] | None = None,
     verified_later: bool = False,
     verified: bool | None = None,
+    verbosity: Verbosity = Verbosity(),
 ) -> Tally:
     """Report the run in `output_format`; what it ended with, for the exit code."""
+    from autograd_fix.cli.render import print_findings, summary_line
+    from autograd_fix.codemods.safe_text import printable
+    from autograd_fix.verification.verdict import Status
+
     err = _console(color, stderr=True)
     warnings = warnings or []
     use_stdin = stdin_data is not None
@@ -412,6 +533,9 @@ def _emit(
         outcome = outcomes[0]
         text = outcome.fixed if outcome.fixed is not None else outcome.original
         if text is not None:
+            from autograd_fix.cli.apply_files import encode, new_bytes
+            from autograd_fix.codemods.source import SourceError
+
             try:
                 data = new_bytes(outcome, stdin_data) if outcome.notebook is not None else encode(outcome, text)
             except SourceError as error:
@@ -422,6 +546,14 @@ def _emit(
         if sink.path is None:  # stdout holds the source: the report only goes to a file
             return status
 
+    if verbosity.silent:
+        return status
+    if verbosity.statistics:
+        from autograd_fix.cli.report_formats import statistics as rule_counts, statistics_json, statistics_text
+
+        rows = rule_counts(r for r in records if id(r) not in applied_ids)
+        sink.write(statistics_json(rows) if output_format is OutputFormat.json else statistics_text(rows))
+        return status
     summary = {
         "files": len(outcomes),
         "findings": len(records),
@@ -430,23 +562,42 @@ def _emit(
         "errors": [{"path": path, "message": message} for path, message in [*errors, *warnings]],
     }
     if output_format is OutputFormat.json:
+        from autograd_fix.cli.render import json_document
+
         sink.write(json_document(outcomes, summary) + "\n")
         return status
     if output_format is OutputFormat.sarif:
+        from autograd_fix.cli.sarif import sarif_json
+
         sink.write(sarif_json(outcomes, [*errors, *warnings], summary, fixed=applied_ids if mode == "apply" else None) + "\n")
         return status
+    if output_format in (OutputFormat.json_lines, OutputFormat.junit, OutputFormat.gitlab):
+        from autograd_fix.cli.report_formats import gitlab_json, json_lines, junit_xml
+
+        if output_format is OutputFormat.json_lines:
+            sink.write(json_lines(r for r in records if id(r) not in applied_ids))
+        elif output_format is OutputFormat.junit:
+            sink.write(junit_xml(outcomes, [*errors, *warnings]))
+        else:
+            sink.write(gitlab_json(outcomes))
+        return status
     if output_format is OutputFormat.github:
+        from autograd_fix.cli.github_format import github_annotations
+
         sink.write(github_annotations([r for r in records if id(r) not in applied_ids], [*errors, *warnings]))
         return status
 
     if mode == "diff":
+        from autograd_fix.cli.render import diff_bytes, file_diff, verdict_lines
+
         for outcome in outcomes:
             for line in verdict_lines(outcome):
                 out.print(line, style="dim", highlight=False, markup=False)
             text = file_diff(outcome)
             if text:
                 sink.write_diff(text, diff_bytes(outcome, text))
-        err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
+        if not verbosity.quiet:
+            err.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
         return status
     if mode == "apply":
         applied = [r for r in records if id(r) in applied_ids]
@@ -455,6 +606,8 @@ def _emit(
             note = f" [{record.verification.summary()}]" if record.verification else ""
             out.print(f"fixed {printable(record.location)}: {record.code} {record.message}{note}", highlight=False, markup=False, soft_wrap=True)
         print_findings(out, remaining)
+        if verbosity.quiet:
+            return status
         out.print(
             summary_line(
                 len(records), fixable, hidden_unsafe, len(errors) - len(refused), mode=mode, fixed=fixed,
@@ -464,7 +617,8 @@ def _emit(
         )
         return status
     print_findings(out, records)
-    out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
+    if not verbosity.quiet:
+        out.print(summary_line(len(records), fixable, hidden_unsafe, len(errors), mode=mode, **counts), highlight=False)
     return status
 
 

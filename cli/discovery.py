@@ -1,8 +1,9 @@
 """Which files to look at: `.py` and `.ipynb` files (and those matching the configured
 `extend-include` globs) under the given paths, minus what is excluded.
 
-Folders are walked recursively, honouring every `.gitignore` from the repository root
-down (`autograd_fix.gitignore`: git's own rules), the default excludes (VCS folders,
+Folders are walked recursively, honouring the repository's `.git/info/exclude` and every
+`.gitignore` and `.ignore` from the repository root down (`autograd_fix.gitignore`: git's
+own rules), the default excludes (VCS folders,
 virtual environments, build outputs, caches) and the configured `exclude` globs, which
 are matched the same way. An excluded folder is never entered, so a negation cannot
 bring back a file below it, exactly as in git. A file named explicitly on the command
@@ -30,7 +31,7 @@ from typing import Iterable
 
 from pathspec import GitIgnoreSpec
 
-from autograd_fix.gitignore import Anchored, GitIgnores, compile_patterns, relative_prefix, valid_pattern
+from autograd_fix.gitignore import LINT_IGNORE_FILES, Anchored, GitIgnores, compile_patterns, relative_prefix, valid_pattern
 
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "site-packages",
@@ -120,7 +121,7 @@ def _root_excludes(folder: Path, configured: GitIgnoreSpec | None, config_root: 
     if configured is not None:
         prefix = relative_prefix(folder, config_root)
         anchored = Anchored(configured, prefix) if prefix is not None else None
-    return _Excludes(compile_patterns(DEFAULT_EXCLUDES), anchored, GitIgnores.for_folder(folder))
+    return _Excludes(compile_patterns(DEFAULT_EXCLUDES), anchored, GitIgnores.for_folder(folder, LINT_IGNORE_FILES))
 
 
 def discover(

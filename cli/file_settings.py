@@ -12,24 +12,35 @@ from __future__ import annotations
 
 from dataclasses import fields
 from pathlib import Path
+from typing import Sequence
 
 from autograd_fix.cli.config import Config, ConfigLookup
-from autograd_fix.cli.discovery import Discovery, discover, is_excluded
+from autograd_fix.cli.discovery import Discovery, discover, exclude_spec, is_excluded
 
 
-def discover_per_path(paths: list[str], lookup: ConfigLookup, force_exclude: bool | None) -> Discovery:
+def discover_per_path(
+    paths: list[str],
+    lookup: ConfigLookup,
+    force_exclude: bool | None,
+    exclude: list[str] | None = None,
+    extend_exclude: Sequence[str] = (),
+) -> Discovery:
     """`discover` for each named path with its own configuration, merged (a file reached
-    from two named paths is listed once)."""
+    from two named paths is listed once). `exclude` (`--exclude`) replaces each
+    configuration's exclude, `extend_exclude` (`--extend-exclude`) adds to it; both are
+    matched as the configuration's are. A bad glob raises `ExcludePatternError`."""
+    if exclude is not None or extend_exclude:
+        exclude_spec([*(exclude or []), *extend_exclude])  # a bad glob: one error, before any walk
     merged = Discovery()
     seen: set[Path] = set()
     for raw in paths:
         config = lookup.for_path(Path(raw))
         forced = config.force_exclude if force_exclude is None else force_exclude
-        found = discover([raw], config.exclude, config.root, include=config.extend_include, force_exclude=forced)
+        found = discover([raw], _excludes(config, exclude, extend_exclude), config.root, include=config.extend_include, force_exclude=forced)
         named_file = not Path(raw).is_dir()
         for path in found.files:
             key = path.resolve()
-            if key in seen or (not named_file and _excluded_by_its_own(path, config, lookup)):
+            if key in seen or (not named_file and _excluded_by_its_own(path, config, lookup, exclude, extend_exclude)):
                 continue
             seen.add(key)
             merged.files.append(path)
@@ -40,11 +51,18 @@ def discover_per_path(paths: list[str], lookup: ConfigLookup, force_exclude: boo
     return merged
 
 
-def _excluded_by_its_own(path: Path, walked_with: Config, lookup: ConfigLookup) -> bool:
+def _excludes(config: Config, exclude: list[str] | None, extend_exclude: Sequence[str]) -> list[str]:
+    return [*(config.exclude if exclude is None else exclude), *extend_exclude]
+
+
+def _excluded_by_its_own(
+    path: Path, walked_with: Config, lookup: ConfigLookup, exclude: list[str] | None, extend_exclude: Sequence[str]
+) -> bool:
     own = lookup.for_path(path)
-    if own is walked_with or own.root is None or own.root == walked_with.root or not own.exclude:
+    patterns = _excludes(own, exclude, extend_exclude)
+    if own is walked_with or own.root is None or own.root == walked_with.root or not patterns:
         return False
-    return is_excluded(path, own.exclude, own.root)
+    return is_excluded(path, patterns, own.root)
 
 
 def settings_text(path: str, config: Config) -> str:

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autograd_fix.cli.magics import mask_cell, split_lines
-from autograd_fix.codemods.engine import unified_diff
 from autograd_fix.codemods.source import SourceChangedError, SourceError, SourceText, digest
 
 SUFFIX = ".ipynb"
@@ -156,7 +155,7 @@ class NotebookMap:
         parts = []
         for span in self.cells:
             if old[span.index] != new[span.index]:
-                parts.append(unified_diff(_ended(old[span.index]), _ended(new[span.index]), f"{path}:cell {span.number}"))
+                parts.append(_unified_diff(_ended(old[span.index]), _ended(new[span.index]), f"{path}:cell {span.number}"))
         return "".join(parts)
 
     def localize_where(self, where: str, program: str) -> str:
@@ -341,3 +340,9 @@ def _dump_like(raw: dict[str, Any], original: str) -> str:
     if original.endswith(("\n", "\r")):
         body += "\r\n" if original.endswith("\r\n") else "\n"
     return body
+
+
+def _unified_diff(old: str, new: str, path: str) -> str:
+    from autograd_fix.codemods.engine import unified_diff  # libcst: only once there is a diff to show
+
+    return unified_diff(old, new, path)

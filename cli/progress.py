@@ -18,10 +18,12 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import TYPE_CHECKING
 
 from autograd_fix.codemods.safe_text import printable
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: a static run over more files than this shows a bar (a few hundred files take seconds)
 STATIC_PROGRESS_MIN_FILES = 200
@@ -38,6 +40,8 @@ def stderr_is_terminal() -> bool:
 
 def progress_console() -> Console:
     """A console on stderr that is a terminal exactly when stderr is one."""
+    from rich.console import Console
+
     terminal = stderr_is_terminal()
     return Console(stderr=True, force_terminal=terminal, force_interactive=terminal, highlight=False)
 
@@ -49,6 +53,8 @@ def progress_bar(console: Console | None, total: int, label: str, *, more_than: 
     if console is None or not console.is_terminal or total <= more_than:
         yield lambda steps: None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(
         TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=console, transient=True,

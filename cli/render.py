@@ -16,7 +16,6 @@ from rich.text import Text
 
 from autograd_fix.codemods.safe_text import printable
 from autograd_fix.cli.runner import FileOutcome, FindingRecord
-from autograd_fix.codemods.engine import git_lines, unified_diff
 
 
 def finding_line(record: FindingRecord) -> Text:
@@ -56,6 +55,8 @@ def file_diff(outcome: FileOutcome) -> str:
         return ""
     if outcome.notebook is not None:
         return outcome.notebook.diff(outcome.original, outcome.fixed, outcome.path)
+    from autograd_fix.codemods.engine import unified_diff
+
     return unified_diff(outcome.original, outcome.fixed, outcome.path, bom=outcome.bom)
 
 
@@ -81,6 +82,8 @@ def print_diff(console: Console, diff: str) -> None:
         console.file.write(diff)
         console.file.flush()
         return
+    from autograd_fix.codemods.engine import git_lines
+
     for line in git_lines(diff):
         body = line.rstrip("\r\n")
         style = None
@@ -150,27 +153,29 @@ def summary_line(
 
 
 def json_document(outcomes: list[FileOutcome], summary: dict[str, Any]) -> str:
-    findings = []
-    for outcome in outcomes:
-        for record in outcome.findings:
-            entry: dict[str, Any] = {
-                "path": record.path,
-                "cell": record.cell,
-                "line": record.line,
-                "column": record.column,
-                "end_line": record.end_line,
-                "end_column": record.end_column,
-                "code": record.code,
-                "name": record.name,
-                "message": record.message,
-                "round": record.round,
-                "fix": None,
-                "verification": record.verification.finding_json() if record.verification else None,
-            }
-            if record.fix_applicability is not None:
-                entry["fix"] = {"applicability": record.fix_applicability, "diff": record.fix_diff or ""}
-                if record.fix is not None and record.cell is None and record.round == 1:
-                    # the fix as data: character offsets into the file's text (Ruff's `edits`)
-                    entry["fix"]["edits"] = [edit.to_json() for edit in record.fix.edits]
-            findings.append(entry)
+    findings = [finding_json(record) for outcome in outcomes for record in outcome.findings]
     return json.dumps({"findings": findings, "summary": summary}, indent=2)
+
+
+def finding_json(record: FindingRecord) -> dict[str, Any]:
+    """One finding as `--format json` (and `json-lines`) write it."""
+    entry: dict[str, Any] = {
+        "path": record.path,
+        "cell": record.cell,
+        "line": record.line,
+        "column": record.column,
+        "end_line": record.end_line,
+        "end_column": record.end_column,
+        "code": record.code,
+        "name": record.name,
+        "message": record.message,
+        "round": record.round,
+        "fix": None,
+        "verification": record.verification.finding_json() if record.verification else None,
+    }
+    if record.fix_applicability is not None:
+        entry["fix"] = {"applicability": record.fix_applicability, "diff": record.fix_diff or ""}
+        if record.fix is not None and record.cell is None and record.round == 1:
+            # the fix as data: character offsets into the file's text (Ruff's `edits`)
+            entry["fix"]["edits"] = [edit.to_json() for edit in record.fix.edits]
+    return entry

@@ -9,16 +9,10 @@ import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from autograd_fix.cli.notebook import NotebookMap, is_notebook, load_notebook
-from autograd_fix.cli.notebook_check import DROPPED_FIX_NOTE, check_notebook_program
 from autograd_fix.cli.notebook_lines import FileRegion, cell_source_index
-from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, single_fix_diff
-from autograd_fix.codemods.model import Finding, TextFix
-from autograd_fix.codemods.plans import plan_ids
-from autograd_fix.codemods.project_index import ProjectIndex
-from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.source import (
     DEFAULT_MAX_FILE_BYTES,
     SourceError,
@@ -28,9 +22,16 @@ from autograd_fix.codemods.source import (
     read_source,
 )
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
-from autograd_fix.codemods.text_fixes import apply_fix
 from autograd_fix.codemods.torch_version import TorchVersion
-from autograd_fix.verification.verdict import Verdict
+
+if TYPE_CHECKING:
+    from autograd_fix.codemods.engine import FixOptions
+    from autograd_fix.codemods.model import Finding, TextFix
+    from autograd_fix.codemods.project_index import ProjectIndex
+    from autograd_fix.verification.verdict import Verdict
+
+# The engine (libcst and every rule) loads in `check_file`, once a file is checked: a
+# run answered by the result cache never imports it.
 
 #: below this many files a pool costs more (worker start-up) than it saves
 POOL_THRESHOLD = 8
@@ -132,6 +133,11 @@ class FileOutcome:
 
 def check_file(job: Job) -> FileOutcome:
     """Read, lint and (optionally) fix one file; every failure becomes `error`."""
+    from autograd_fix.cli.notebook_check import check_notebook_program
+    from autograd_fix.codemods.engine import EngineError, FixOptions, check_source
+    from autograd_fix.codemods.plans import plan_ids
+    from autograd_fix.codemods.registry import select_rules
+
     outcome = FileOutcome(path=job.path)
     try:
         if is_notebook(job.path):
@@ -207,6 +213,11 @@ def _record(
 ) -> FindingRecord:
     """A finding as a plain record; with `text`, its fix's diff and patched text as the job
     asks (a follow-on's fix is on a later round's text: it has neither)."""
+    from autograd_fix.cli.notebook_check import DROPPED_FIX_NOTE
+    from autograd_fix.codemods.engine import single_fix_diff
+    from autograd_fix.codemods.model import TextFix
+    from autograd_fix.codemods.text_fixes import apply_fix
+
     assert fix is None or isinstance(fix, TextFix)
     patched = apply_fix(source.text, fix) if text and fix is not None and (job.fix_diffs or job.fix_texts) else None
     diff = None

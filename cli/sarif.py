@@ -49,7 +49,7 @@ def sarif_document(
     rule_index = {rule.code: index for index, rule in enumerate(rules)}
     results = []
     for outcome in outcomes:
-        fingerprints = _fingerprints(outcome)
+        fingerprints = finding_fingerprints(outcome)
         for record, fingerprint in zip(outcome.findings, fingerprints):
             applied = None if fixed is None else id(record) in fixed
             results.append(_result(record, outcome, rule_index.get(record.code), fingerprint, applied))
@@ -223,7 +223,7 @@ def _line_start(lines: list[str], index: int) -> tuple[int, int]:
     return len(lines), len(lines[-1]) + 1
 
 
-def _fingerprints(outcome: FileOutcome) -> list[str]:
+def finding_fingerprints(outcome: FileOutcome) -> list[str]:
     """One fingerprint per finding that survives edits elsewhere in the file.
 
     It hashes the rule, the path and the finding's first source line (whitespace

@@ -31,6 +31,14 @@ from autograd_fix.codemods.walk import iter_children
 
 MAX_FIX_ROUNDS = 10
 
+#: a comment line `# autograd-fix: noqa` (every code) or `# autograd-fix: noqa: AGF001, AGF009`
+#: anywhere in a file suppresses those codes in the whole file (Ruff's `# ruff: noqa`)
+_FILE_NOQA = re.compile(
+    r"^[ \t]*#[ \t]*autograd-fix:[ \t]*noqa(?::[ \t]*(?P<codes>[A-Za-z]+\d+(?:[ \t]*,[ \t]*[A-Za-z]+\d+)*))?[ \t]*$",
+    re.I | re.M,
+)
+#: the key of `_noqa_map` for a file-level noqa
+FILE_NOQA_LINE = 0
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+\d+(?:\s*,\s*[A-Za-z]+\d+)*))?", re.I)
 
 
@@ -140,8 +148,12 @@ def run_rules(
     target_torch: TorchVersion | None = None,
     roles: Vocabulary = DEFAULT_VOCABULARY,
     project: ProjectIndex | None = None,
+    enabled: Sequence[str] | None = None,
 ) -> list[Finding]:
     """All findings of `rules` on `module`, in one batched traversal, noqa applied.
+
+    `enabled`: the codes the run selected (default: those of `rules`), for AGF100's
+    judgement of `# noqa` codes, which runs after every other rule.
 
     `text` is `module`'s source when the caller has it: regenerating it is a codegen pass.
     `target_torch` is the project's PyTorch floor (None: assume the newest); `roles` its
@@ -153,6 +165,9 @@ def run_rules(
     instances = [rule(context) for rule in rules]
     context.semantic.syntax.walk_batched(instances)  # the index is built once and shared
     findings = [finding for rule in instances for finding in rule.findings]
+    for judge in (rule for rule in instances if hasattr(rule, "judge")):  # AGF100: after every other rule
+        judge.judge(findings, enabled if enabled is not None else [rule.code for rule in rules])
+        findings += judge.findings
     suppressed = _noqa_map(module.code if text is None else text)
     kept = [f for f in findings if not _is_suppressed(f, suppressed)]
     kept.sort(key=lambda f: (f.span.line, f.span.column, f.code))
@@ -172,7 +187,7 @@ def with_sites(
 ) -> list[Finding]:
     """The `active` rules' findings, then the fixes of `rules` at `sites` (one order for
     the check and for the plans, so plan ids agree)."""
-    findings = run_rules(module, active, path, text, target_torch, roles, project)
+    findings = run_rules(module, active, path, text, target_torch, roles, project, [rule.code for rule in rules])
     if sites:
         from autograd_fix.codemods.site_fixes import site_findings
 
@@ -181,10 +196,17 @@ def with_sites(
 
 
 def _noqa_map(text: str) -> dict[int, frozenset[str] | None]:
-    """line -> codes suppressed there (None = every code)."""
+    """line -> codes suppressed there (None = every code); `FILE_NOQA_LINE` -> the codes
+    a file-level `# autograd-fix: noqa` suppresses everywhere."""
     result: dict[int, frozenset[str] | None] = {}
-    if "noqa" not in text:
+    if "noqa" not in text and "noqa" not in text.lower():  # the comments are case-insensitive
         return result
+    for match in _FILE_NOQA.finditer(text):
+        codes = match.group("codes")
+        if codes is None or result.get(FILE_NOQA_LINE, frozenset()) is None:
+            result[FILE_NOQA_LINE] = None
+        else:
+            result[FILE_NOQA_LINE] = result.get(FILE_NOQA_LINE, frozenset()) | {c.strip().upper() for c in codes.split(",")}
     for number, line in enumerate(text.splitlines(), start=1):
         match = _NOQA.search(line)
         if match:
@@ -194,10 +216,12 @@ def _noqa_map(text: str) -> dict[int, frozenset[str] | None]:
 
 
 def _is_suppressed(finding: Finding, suppressed: dict[int, frozenset[str] | None]) -> bool:
-    if finding.span.line not in suppressed:
-        return False
-    codes = suppressed[finding.span.line]
-    return codes is None or finding.code in codes
+    for line in (FILE_NOQA_LINE, finding.span.line):
+        if line in suppressed:
+            codes = suppressed[line]
+            if codes is None or finding.code in codes:
+                return True
+    return False
 
 
 class _EditApplier(cst.CSTTransformer):
@@ -390,7 +414,8 @@ def analyse_text(text: str, rules: Sequence[type[Rule]], path: str, options: Fix
     text is one libcst can read (fixes always parse). Raises EngineError when it is not."""
     module = parse_module(text)
     active = triggered(rules, text)
-    return materialized(module, run_rules(module, active, path, text, options.target_torch, options.roles, options.project), text) if active else []
+    findings = run_rules(module, active, path, text, options.target_torch, options.roles, options.project, [rule.code for rule in rules])
+    return materialized(module, findings, text) if active else []
 
 
 def materialized(module: cst.Module, findings: list[Finding], text: str | None = None) -> list[Finding]:

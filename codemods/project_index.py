@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from autograd_fix.codemods.imports import dotted_name
-from autograd_fix.codemods.semantic.gradmode import NO_GRAD_NAMES, SET_GRAD_ENABLED_NAMES
+from autograd_fix.codemods.torch_api import NO_GRAD_NAMES, SET_GRAD_ENABLED_NAMES
 
-import libcst as cst
+if TYPE_CHECKING:  # the index is built with `ast`: a run answered from the result cache never loads libcst
+    import libcst as cst
+
 
 #: the grad-mode API names a grad-disabling helper is built from (bytes: searched in file contents)
 GRAD_MODE_WORDS = (b"no_grad", b"inference_mode", b"set_grad_enabled")
@@ -585,6 +587,13 @@ class ProjectIndex:
     #: how many files the build parsed (the others were never reached by a question)
     parsed: int = 0
 
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A digest of what the index knows: a file's findings depend on it (a decorator
+        in another file that turns grad off), so the result cache keys on it too."""
+        facts = sorted((path, sorted((name, repr(symbol)) for name, symbol in table.items())) for path, table in self.tables.items())
+        return hashlib.sha256(repr((self.root, facts)).encode()).hexdigest()
+
     @classmethod
     def build(cls, root: str | Path, cache: dict[str, ast.Module] | None = None, *, everything: bool = False) -> "ProjectIndex":
         """Index the Python files under `root` (skipping environments and build output).
@@ -667,12 +676,18 @@ class ProjectView:
     path: str
 
     def symbol(self, node: cst.BaseExpression) -> Symbol | None:
+        # imported here: the index itself is built with `ast` and must not load libcst (a
+        # run answered from the result cache builds it and checks no file)
+        from autograd_fix.codemods.imports import dotted_name
+
         name = dotted_name(node)
         return self.index.lookup(self.path, name) if name is not None else None
 
     def disables_grad(self, expression: cst.BaseExpression) -> bool:
         """`@smart_inference_mode()`, `with eval_context():`, `@no_grad_decorator`: a
         project decorator or context manager that turns grad off."""
+        import libcst as cst
+
         if isinstance(expression, cst.Call):
             symbol = self.symbol(expression.func)
             return symbol is not None and symbol.call is Kind.DISABLER

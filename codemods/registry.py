@@ -15,9 +15,12 @@ import importlib.util
 import pkgutil
 import re
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from autograd_fix.codemods import rules as rules_package
-from autograd_fix.codemods.rule import Rule
+
+if TYPE_CHECKING:
+    from autograd_fix.codemods.rule import Rule
 
 _FILE_PATTERN = re.compile(r"^agf(\d{3})_[a-z0-9_]+$")
 _CODE_PATTERN = re.compile(r"^AGF\d{3}$")
@@ -30,6 +33,8 @@ class RuleRegistryError(RuntimeError):
 @functools.lru_cache(maxsize=1)
 def all_rules() -> tuple[type[Rule], ...]:
     """Every rule, sorted by code."""
+    from autograd_fix.codemods.rule import Rule
+
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(rules_package.__path__):
         match = _FILE_PATTERN.match(info.name)
@@ -62,6 +67,8 @@ def _defined_rules(name: str, is_package: bool) -> list[type[Rule]]:
 
 
 def _own_rules(module: ModuleType) -> list[type[Rule]]:
+    from autograd_fix.codemods.rule import Rule
+
     return [
         value
         for value in vars(module).values()
@@ -88,7 +95,18 @@ def select_rules(select: list[str] | None = None, ignore: list[str] | None = Non
     return tuple(chosen)
 
 
+@functools.lru_cache(maxsize=1)
+def rule_codes() -> tuple[str, ...]:
+    """Every rule's code, from the module names alone (no rule is imported: checking a
+    `--select` costs no libcst). `all_rules` fails loudly where a module's name and its
+    rule's code disagree, so the two answers are the same."""
+    return tuple(
+        sorted(f"AGF{match.group(1)}" for info in pkgutil.iter_modules(rules_package.__path__)
+               if (match := _FILE_PATTERN.match(info.name)))
+    )
+
+
 def unknown_codes(prefixes: list[str]) -> list[str]:
     """Prefixes that match no rule (a usage error: a typo should not silence a run)."""
-    codes = [rule.code for rule in all_rules()]
+    codes = rule_codes()
     return [p for p in prefixes if not any(code.startswith(p.upper()) for code in codes)]

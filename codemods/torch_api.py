@@ -126,3 +126,18 @@ MODULE_ONLY_METHODS = frozenset(
      "named_modules", "modules", "children", "named_children", "named_buffers", "buffers",
      "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook"}
 )
+
+
+#: context managers and decorators that turn autograd off (`semantic.gradmode`, and the
+#: project index, which follows a project's own wrappers of them across files)
+NO_GRAD_NAMES = frozenset(
+    {
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.autograd.no_grad",
+        "torch.autograd.inference_mode",
+        "torch.autograd.grad_mode.no_grad",
+        "torch.autograd.grad_mode.inference_mode",
+    }
+)
+SET_GRAD_ENABLED_NAMES = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})

@@ -196,7 +196,7 @@ def test_missing_path_is_an_error(project: Path) -> None:
 
 def test_usage_errors_exit_two(project: Path) -> None:
     assert run("--diff", "--apply", "src").exit_code == 2
-    assert run().exit_code == 2
+    assert run("-", "src").exit_code == 2  # stdin with paths (no PATH at all means ".")
     bad = run("--select", "AGF999", "src")
     assert bad.exit_code == 2 and "AGF999" in bad.stderr
 

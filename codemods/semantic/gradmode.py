@@ -19,17 +19,7 @@ from autograd_fix.codemods.semantic.graph_breaks import VARIABLE_NAMES
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, NON_OPTIMIZER_STEPPER_TOKENS, Role, Vocabulary
 from autograd_fix.codemods.walk import SyntaxIndex, find_all, walk
 
-NO_GRAD_NAMES = frozenset(
-    {
-        "torch.no_grad",
-        "torch.inference_mode",
-        "torch.autograd.no_grad",
-        "torch.autograd.inference_mode",
-        "torch.autograd.grad_mode.no_grad",
-        "torch.autograd.grad_mode.inference_mode",
-    }
-)
-SET_GRAD_ENABLED_NAMES = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
+from autograd_fix.codemods.torch_api import NO_GRAD_NAMES, SET_GRAD_ENABLED_NAMES  # the rules ask this module
 ENABLE_GRAD_NAMES = frozenset({"torch.enable_grad", "torch.autograd.enable_grad", "torch.autograd.grad_mode.enable_grad"})
 
 #: method calls that only make sense when gradients are wanted
