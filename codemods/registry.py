@@ -10,6 +10,7 @@ import functools
 import importlib
 import pkgutil
 import re
+import types
 
 from autograd_fix.codemods import rules as rules_package
 from autograd_fix.codemods.rule import Rule
@@ -31,10 +32,13 @@ def all_rules() -> tuple[type[Rule], ...]:
         if not match:
             continue
         module = importlib.import_module(f"{rules_package.__name__}.{info.name}")
+        # on 3.10 an alias such as `Region = tuple[...]` is an instance of `type`, and
+        # issubclass() on it raises against an ABC like Rule
         classes = [
             value
             for value in vars(module).values()
-            if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__
+            if isinstance(value, type) and not isinstance(value, types.GenericAlias)
+            and issubclass(value, Rule) and value.__module__ == module.__name__
         ]
         if len(classes) != 1:
             raise RuleRegistryError(f"{info.name}.py must define exactly one Rule subclass, found {len(classes)}")

@@ -204,7 +204,8 @@ def test_the_cli_says_the_repositorys_python_was_ignored(tmp_path: Path, environ
         ("3.11.7", "2.13.0+cpu", None),
         ("3.13.0", "2.14.0a0+git1234", None),
         ("3.11.0", "unknown", None),
-        ("3.10.13", "2.13.0", "is Python 3.10.13; the verification worker runs on Python 3.11 or newer"),
+        ("3.10.13", "2.13.0", None),
+        ("3.9.18", "2.13.0", "is Python 3.9.18; the verification worker runs on Python 3.10 or newer"),
         ("3.11.7", None, "has no torch"),
         ("3.11.7", "1.13.1", "has torch 1.13.1; verification supports torch 2.1 or newer"),
         ("3.11.7", "2.0.1+cu118", "has torch 2.0.1+cu118; verification supports torch 2.1 or newer"),
@@ -215,8 +216,7 @@ def test_supported_versions(python: str, torch: str | None, why: str | None) -> 
 
 
 def test_torch_is_an_extra_that_asks_for_the_oldest_torch_verification_supports() -> None:
-    import tomllib
-
+    from autograd_fix.compat import tomllib
     from autograd_fix.verification.interpreter import OLDEST_PYTHON, OLDEST_TORCH
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

@@ -45,11 +45,10 @@ the heuristics; both sides of a patch call them after identical seeding.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
-
 from pathlib import Path
 
+from autograd_fix.compat import tomllib
 from autograd_fix.config_files import ConfigFileError, candidate_files, find_config_file, read_config_file, settings_table
 
 from .trust import MODES, UserConfigError, UserSettings, load_user_settings, readable_config, weigh

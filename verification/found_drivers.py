@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import ast
 import os
-import tomllib
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
+
+from autograd_fix.compat import tomllib
 
 from .drivers import Command
 from .shadow import SKIPPED_FOLDERS

@@ -46,9 +46,11 @@ from __future__ import annotations
 
 import enum
 import os
-import tomllib
 from dataclasses import dataclass, replace
 from typing import Mapping
+
+from autograd_fix.compat import tomllib
+
 
 class Isolation(str, enum.Enum):
     """How verification runs are confined (see `isolation`): the one list of modes, for
