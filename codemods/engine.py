@@ -20,6 +20,7 @@ import libcst as cst
 
 from autograd_fix.codemods.safe_text import git_quoted
 from autograd_fix.codemods.imports import add_imports
+from autograd_fix.codemods.unused_imports import drop_orphaned_imports
 from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
@@ -337,6 +338,7 @@ def apply_fixes(
     imports = [statement for fix in fixes for statement in fix.required_imports]
     if imports:
         rewritten = add_imports(rewritten, imports)
+    rewritten = drop_orphaned_imports(module, rewritten, fixes)
     return codes.code(rewritten) if codes is not None and codes.module is module else rewritten.code
 
 
