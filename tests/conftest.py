@@ -10,16 +10,13 @@ skipped for this: a torch that fails to import fails the tests as before.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from environments import HAS_TORCH, NO_TORCH
 
-#: whether the test environment has torch (found, not imported: that takes seconds)
-HAS_TORCH = importlib.util.find_spec("torch") is not None
-NO_TORCH = "needs torch, which this environment lacks (the static suite: pip install -e '.[test]' for the full one)"
+REPO = Path(__file__).resolve().parent.parent
 
 
 class _ModuleWithoutTorch(pytest.Module):

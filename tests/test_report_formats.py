@@ -320,6 +320,7 @@ def test_bad_output_file_is_a_usage_error_before_any_work(project: Path, target:
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_sarif_carries_the_verification_verdict_and_its_evidence(project: Path) -> None:
     example = Path(__file__).resolve().parent.parent / "examples" / "eval_forward_without_no_grad.py"
     script = example.read_text(encoding="utf-8")
