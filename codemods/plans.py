@@ -14,6 +14,7 @@ in the worker that checked the file and in the process that verifies it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -35,6 +36,7 @@ from autograd_fix.codemods.model import Applicability, Finding, Fix
 from autograd_fix.codemods.rule import Rule
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
+from autograd_fix.codemods.unused_imports import imported_names, may_orphan, touched_names, uses
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,10 @@ class FilePlans:
         # order): stacked patches re-apply the accepted fixes every time, and regenerating
         # each of them per patch grew with the number of findings
         self._pieces: dict[tuple[int, tuple[str, ...]], str] = {}
+        #: uses of the module's imported names, and per plan the uses its edits cover
+        #: (computed when first composed: `_may_orphan`)
+        self._import_uses: Counter[str] | None = None
+        self._touched: dict[str, Counter[str]] = {}
 
     def _home_statements(self) -> dict[str, int]:
         """Plan id -> index of the one top-level statement all its edits lie in, for the
@@ -161,7 +167,7 @@ class FilePlans:
         if not wanted:
             return self.text
         try:
-            if self._codes is not None and all(plan_id in self._home for plan_id in wanted):
+            if self._codes is not None and all(plan_id in self._home for plan_id in wanted) and not self._may_orphan(wanted):
                 text = self._compose_by_statement(wanted, self._codes)
             else:
                 text = apply_fixes(self.module, [self._fixes[plan_id] for plan_id in wanted], self._paths, self._codes)
@@ -174,6 +180,16 @@ class FilePlans:
             except cst.ParserSyntaxError:
                 raise EngineError("the fixes together produce code that does not parse") from None
         return text
+
+    def _may_orphan(self, wanted: list[str]) -> bool:
+        """Could these fixes together leave an import unused? Removing it is a change
+        outside their statements (`unused_imports`), which only a full pass makes."""
+        if self._import_uses is None:
+            self._import_uses = uses(self.module, imported_names(self.module))
+        for plan_id in wanted:
+            if plan_id not in self._touched:
+                self._touched[plan_id] = touched_names([self._fixes[plan_id]])
+        return may_orphan(self._import_uses, (self._touched[plan_id] for plan_id in wanted))
 
     def _compose_by_statement(self, wanted: list[str], codes: StatementCode) -> str:
         """The module text, each top-level statement rewritten alone by the fixes inside

@@ -11,10 +11,11 @@ rewrite goes through) an import name is dropped when:
 - no use of it remains anywhere in the rewritten module: no `Name` of that spelling in
   any scope (a parameter or local of that name counts too, to err on keeping; only an
   attribute, `torch.amp`, and a keyword, `f(amp=...)`, do not), and no string that
-  contains it as a word (`__all__ = ["Variable"]`, a string annotation, a doctest);
-- its import is absolute, not a star import, directly in the module's or a function's
-  body (one inside `try`/`if` is a compatibility shim, left alone), and carries no
-  `# noqa` (the user keeps it on purpose).
+  contains it as a word (`__all__ = ["Variable"]`, a string annotation) but a
+  docstring (prose: Ruff does not count it either);
+- its import is absolute, not a star import, not in a `try` body (a compatibility
+  shim) or a class body (an attribute, `self.name`), and carries no `# noqa` (the user
+  keeps it on purpose).
 
 The name goes from its statement (`from torch.autograd import Variable, grad` keeps
 `grad`); a statement left with no names goes, and its comments move to the next
@@ -25,37 +26,58 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 import libcst as cst
 
-from autograd_fix.codemods.imports import dotted_name
+from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Fix
-from autograd_fix.codemods.walk import children_of, find_all
+from autograd_fix.codemods.walk import children_of
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NOQA = re.compile(r"#\s*noqa\b", re.I)
 _IMPORTS = (cst.Import, cst.ImportFrom)
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 
 
 def drop_orphaned_imports(before: cst.Module, after: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
     """`after` (`before` with `fixes` applied) without the import names the fixes left
     unused (see the module docstring for when a name counts as that)."""
-    touched = {
-        node.value
-        for fix in fixes
-        for edit in fix.edits
-        for node in find_all(edit.target, cst.Name, skip=_IMPORTS)
-        if type(node) is cst.Name
-    }
-    candidates = touched & _imported_names(before)
+    touched = touched_names(fixes)
+    candidates = set(touched) & imported_names(before)
     if not candidates:
         return after
-    used, remaining = _uses(before, candidates), _uses(after, candidates)
-    orphaned = frozenset(name for name in candidates if used[name] and not remaining[name])
+    used = uses(before, candidates)
+    # a use outside the edited nodes is still there: only names whose every use the
+    # fixes touched can have gone (the rewritten tree is walked for those alone)
+    candidates = {name for name in candidates if 0 < used[name] <= touched[name]}
+    if not candidates:
+        return after
+    remaining = uses(after, candidates)
+    orphaned = frozenset(name for name in candidates if not remaining[name])
     if not orphaned:
         return after
     return after.visit(_Pruner(orphaned))
+
+
+def touched_names(fixes: Iterable[Fix]) -> Counter[str]:
+    """The uses of each name inside the nodes `fixes` edit (in the original tree): what the
+    fixes can take away (an edit inside another's target counts twice: erring on more)."""
+    counts: Counter[str] = Counter()
+    for fix in fixes:
+        for edit in fix.edits:
+            counts.update(uses(edit.target))
+    return counts
+
+
+def may_orphan(import_uses: Counter[str], touched: Iterable[Counter[str]]) -> bool:
+    """Could fixes that touch these uses leave an import unused? `import_uses`: the
+    module's uses of its imported names (`uses(module, imported_names(module))`). A
+    composition that statement by statement cannot see an import go asks this first."""
+    total: Counter[str] = Counter()
+    for counts in touched:
+        total.update(counts)
+    return any(total[name] >= count for name, count in import_uses.items() if count)
 
 
 def bound_name(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str | None:
@@ -68,55 +90,65 @@ def bound_name(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -
     return name.split(".", 1)[0] if isinstance(statement, cst.Import) else name
 
 
-def _imported_names(module: cst.Module) -> set[str]:
-    return {
-        name
-        for statement in find_all(module, _IMPORTS)
-        if isinstance(statement, _IMPORTS) and not isinstance(statement.names, cst.ImportStar)
-        for alias in statement.names
-        if (name := bound_name(alias, statement)) is not None
-    }
+def imported_names(module: cst.Module) -> set[str]:
+    """The names the module's absolute imports bind, in its statements at any depth."""
+    return set(ImportIndex.from_module(module).bindings)
 
 
-def _uses(module: cst.Module, names: set[str]) -> Counter[str]:
-    """How often each of `names` is used in `module` outside import statements: as a
-    `Name` that can refer to a binding (not the attribute of `torch.amp`, not the keyword
-    of `f(amp=...)`), or as a word of a string (`__all__`, string annotations)."""
+def uses(node: cst.CSTNode, names: Collection[str] | None = None) -> Counter[str]:
+    """How often each name (of `names`, or all) is used under `node` outside import
+    statements: as a `Name` that can refer to a binding (not the attribute of
+    `torch.amp`, not the keyword of `f(amp=...)`), or as a word of a string that is not a
+    docstring (`__all__`, string annotations)."""
     counts: Counter[str] = Counter()
-    stack: list[cst.CSTNode] = [module]
+    stack: list[cst.CSTNode] = [node]
     while stack:
-        node = stack.pop()
-        node_type = type(node)
+        current = stack.pop()
+        node_type = type(current)
         if node_type is cst.Name:
-            if node.value in names:  # type: ignore[attr-defined]
-                counts[node.value] += 1  # type: ignore[attr-defined]
+            if names is None or current.value in names:  # type: ignore[attr-defined]
+                counts[current.value] += 1  # type: ignore[attr-defined]
         elif node_type is cst.SimpleString or node_type is cst.FormattedStringText:
-            counts.update(word for word in _WORD.findall(node.value) if word in names)  # type: ignore[attr-defined]
+            counts.update(word for word in _WORD.findall(current.value) if names is None or word in names)  # type: ignore[attr-defined]
+        elif node_type is cst.Expr and type(current.value) in _STRINGS:  # type: ignore[attr-defined]
+            continue  # a docstring: prose, as for Ruff
         elif node_type is cst.Attribute:
-            stack.append(node.value)  # type: ignore[attr-defined]
+            stack.append(current.value)  # type: ignore[attr-defined]
         elif node_type is cst.Arg:
-            stack.append(node.value)  # type: ignore[attr-defined]
+            stack.append(current.value)  # type: ignore[attr-defined]
         elif node_type is not cst.Import and node_type is not cst.ImportFrom:
-            stack.extend(children_of(node))
+            stack.extend(children_of(current))
     return counts
 
 
 class _Pruner(cst.CSTTransformer):
-    """Removes `orphaned` names from the import statements of module and function bodies."""
+    """Removes `orphaned` names from the import statements of statement bodies: the
+    module's and every indented block's but a `try` body's (a compatibility shim) and a
+    class body's (its names are attributes, read as `self.name`). A block the removal
+    would leave empty keeps its imports."""
 
     def __init__(self, orphaned: frozenset[str]) -> None:
         super().__init__()
         self.orphaned = orphaned
+        self._kept_blocks: set[int] = set()
+
+    def visit_Try(self, node: cst.Try) -> None:
+        self._kept_blocks.add(id(node.body))
+
+    def visit_TryStar(self, node: cst.TryStar) -> None:
+        self._kept_blocks.add(id(node.body))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._kept_blocks.add(id(node.body))
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         return updated_node.with_changes(body=self._pruned(updated_node.body))
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        block = updated_node.body
-        if not isinstance(block, cst.IndentedBlock):
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        if id(original_node) in self._kept_blocks:
             return updated_node
-        body = self._pruned(block.body)
-        return updated_node.with_changes(body=block.with_changes(body=body)) if body else updated_node
+        body = self._pruned(updated_node.body)
+        return updated_node.with_changes(body=body) if body else updated_node
 
     def _pruned(self, body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         statements = list(body)
