@@ -48,7 +48,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograd_fix.compat import tomllib
 from autograd_fix.config_files import ConfigFileError, candidate_files, find_config_file, read_config_file, settings_table
 
 from .trust import MODES, UserConfigError, UserSettings, load_user_settings, readable_config, weigh
@@ -97,6 +96,7 @@ class ConfigError(ValueError):
 
 
 def _read_toml(path: str) -> dict:
+    from autograd_fix.compat import tomllib  # here: see worker_library
     try:
         with open(path, "rb") as handle:
             return tomllib.load(handle)
