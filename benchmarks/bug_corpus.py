@@ -27,11 +27,12 @@ import re
 import subprocess
 import sys
 import tempfile
-import tomllib
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from autograd_fix.compat import tomllib
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "tests" / "corpus"
 #: case folders: `<rule>_<nn>_<slug>` (rule in lower case, as in the rule file names)

@@ -9,8 +9,9 @@ never writes a worse figure. The test suite reads the same file
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+from autograd_fix.compat import tomllib
 
 FLOORS = Path(__file__).resolve().with_name("floors.toml")
 

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from autograd_fix.compat import tomllib
 from autograd_fix.cli.discovery import ExcludePatternError, exclude_spec
 from autograd_fix.config_files import ConfigChoice, ConfigFileError, candidate_files, load_settings, merged_tables
 from autograd_fix.cli.torch_floor import dependencies_floor

@@ -24,6 +24,7 @@ from autograd_fix.codemods.safe_text import git_quoted
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import AnyFix, Applicability, Finding, Fix, TextFix
 from autograd_fix.codemods.project_index import ProjectIndex
+from autograd_fix.codemods.unused_imports import drop_orphaned_imports
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
@@ -369,6 +370,7 @@ def apply_fixes(
     imports = [statement for fix in fixes for statement in fix.required_imports]
     if imports:
         rewritten = add_imports(rewritten, imports)
+    rewritten = drop_orphaned_imports(module, rewritten, fixes)
     return codes.code(rewritten) if codes is not None and codes.module is module else rewritten.code
 
 

@@ -15,6 +15,7 @@ in the worker that checked the file and in the process that verifies it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 

@@ -16,6 +16,7 @@ import pkgutil
 import re
 from types import ModuleType
 from typing import TYPE_CHECKING
+import types
 
 from autograd_fix.codemods import rules as rules_package
 
@@ -72,7 +73,10 @@ def _own_rules(module: ModuleType) -> list[type[Rule]]:
     return [
         value
         for value in vars(module).values()
-        if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__
+        # on 3.10 an alias such as `Region = tuple[...]` is an instance of `type`, and
+        # issubclass() on it raises against an ABC like Rule
+        if isinstance(value, type) and not isinstance(value, types.GenericAlias)
+        and issubclass(value, Rule) and value.__module__ == module.__name__
     ]
 
 

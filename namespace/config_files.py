@@ -30,11 +30,11 @@ root's ``[tool.autograd-fix]`` nor its ``[tool.autograd-fix.verify]`` ``argv``.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from autograd_fix.compat import tomllib
 from autograd_fix.verification.trust import UserSettings, foreign_note, readable_config
 
 #: the configuration files of one folder, in the order they are looked for

@@ -1,4 +1,12 @@
-"""Shared fixtures: a clean environment for the CLI and paths to the repository."""
+"""Shared fixtures: a clean environment for the CLI and paths to the repository; and the
+static suite: where torch is not installed, what needs it skips with the reason.
+
+Finding bugs needs no torch, so the suite also runs without it (CI does, on Python 3.10
+and 3.13: ``pip install -e '.[test-static]'``). There a test that needs torch skips
+instead of failing: one marked ``torch``, one that uses the `verifier` fixture, and a
+test module that imports torch (its whole module). Where torch is installed, nothing is
+skipped for this: a torch that fails to import fails the tests as before.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +14,37 @@ from pathlib import Path
 
 import pytest
 
+from environments import HAS_TORCH, NO_TORCH
+
 REPO = Path(__file__).resolve().parent.parent
+
+
+class _ModuleWithoutTorch(pytest.Module):
+    """A test module that skips as a whole when importing it needs the missing torch."""
+
+    def collect(self):
+        try:
+            return super().collect()
+        except self.CollectError as error:
+            cause = error.__cause__
+            if isinstance(cause, ModuleNotFoundError) and (cause.name or "").split(".")[0] == "torch":
+                pytest.skip(f"{NO_TORCH}: {self.path.name} imports it", allow_module_level=True)
+            raise
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    if HAS_TORCH:
+        return None
+    return _ModuleWithoutTorch.from_parent(parent, path=module_path)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if HAS_TORCH:
+        return
+    skip = pytest.mark.skip(reason=NO_TORCH)
+    for item in items:
+        if item.get_closest_marker("torch") or "verifier" in getattr(item, "fixturenames", ()):
+            item.add_marker(skip)
 
 
 @pytest.fixture

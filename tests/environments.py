@@ -7,12 +7,18 @@ torch" and "the project's environment, with torch and without autograd-fix" at o
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import sysconfig
 import venv
 from pathlib import Path
 from typing import Callable
+
+#: whether this test environment has torch (found, not imported: that takes seconds);
+#: without it the suite is the static one (tests/conftest.py skips what needs torch)
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+NO_TORCH = "needs torch, which this environment lacks (the static suite; pip install -e '.[test]' for the full one)"
 
 TORCH_PACKAGES = ("torch", "torchgen", "functorch", "triton", "nvidia")
 

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from autograd_fix.codemods.engine import FixOptions, check_source
 from autograd_fix.codemods.registry import rule_by_code
 
@@ -45,6 +47,7 @@ def _fixed(text: str, *codes: str) -> str:
     return result.fixed
 
 
+@pytest.mark.torch
 def test_inplace_example_raises_before_and_trains_after(tmp_path: Path) -> None:
     script = REPO / "examples" / "inplace_on_grad_tracked_tensor.py"
     fixed = tmp_path / "fixed.py"
@@ -55,6 +58,7 @@ def test_inplace_example_raises_before_and_trains_after(tmp_path: Path) -> None:
     assert float(after.split()[-1]) < 0.5
 
 
+@pytest.mark.torch
 def test_data_example_keeps_the_trained_weights(tmp_path: Path) -> None:
     script = REPO / "examples" / "data_attribute.py"
     fixed = tmp_path / "fixed.py"

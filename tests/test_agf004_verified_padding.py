@@ -70,6 +70,7 @@ def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str) -> Pa
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_padding_an_input_that_never_requires_grad_is_accepted_and_applied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,6 +87,7 @@ def test_padding_an_input_that_never_requires_grad_is_accepted_and_applied(
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_padding_an_input_that_requires_grad_is_rejected_and_never_applied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,6 +132,7 @@ GATE = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_zero_behind_a_scalar_gate_becomes_none_once_the_run_accepts_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,6 +146,7 @@ def test_zero_behind_a_scalar_gate_becomes_none_once_the_run_accepts_it(
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_zero_behind_an_elementwise_gate_is_judged_on_the_function_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`ctx.open` has four elements: the script's `if` on it raises on both sides, for a
     reason that is not the patch's (not an autograd error), so the Function is judged

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from autograd_fix.codemods.engine import FixOptions, check_source
 from autograd_fix.codemods.model import Applicability
 from autograd_fix.codemods.rules.agf006_loss_accumulated_with_graph import LossAccumulatedWithGraph
@@ -16,6 +18,7 @@ def _run(source: str, capsys) -> list[str]:
     return capsys.readouterr().out.splitlines()
 
 
+@pytest.mark.torch
 def test_example_script_keeps_values_and_frees_the_graph(repo_root, capsys) -> None:
     source = (repo_root / "examples" / "loss_accumulated_with_graph.py").read_text()
     fixed = check_source(source, [LossAccumulatedWithGraph], options=UNSAFE).fixed

@@ -86,6 +86,7 @@ def _runs(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_scaling_a_saved_activation_goes_out_of_place_once_gradients_are_shown_corrected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -98,6 +99,7 @@ def test_scaling_a_saved_activation_goes_out_of_place_once_gradients_are_shown_c
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_out_of_place_is_rejected_when_a_view_still_held_the_old_tensor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -107,6 +109,7 @@ def test_out_of_place_is_rejected_when_a_view_still_held_the_old_tensor(
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_weight_data_assignment_becomes_copy_when_the_shapes_match(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     printed, text = _apply(tmp_path, monkeypatch, EMBEDDINGS.replace("ROWS", "100"))
     assert "[accepted: script driver (top-level code): outputs equal (at a second point too), gradients equal" in printed, printed
@@ -115,6 +118,7 @@ def test_weight_data_assignment_becomes_copy_when_the_shapes_match(tmp_path: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_weight_data_assignment_of_another_shape_is_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pretrained vectors cover a larger vocabulary: the original swaps the storage and
     trains; `copy_` raises, so the patch never reaches the file."""

@@ -16,6 +16,7 @@ RUNNER = Path(__file__).resolve().parents[1] / "benchmarks" / "attacks" / "run_a
 
 
 @pytest.mark.skipif(check() is not None, reason="no namespaces here")
+@pytest.mark.torch
 def test_the_runner_reports_held_for_the_sockets_and_kernel_settings_attacks(tmp_path):
     done = subprocess.run(
         [sys.executable, str(RUNNER), "--only", "unix_socket_in_tmp", "--only", "kernel_settings_and_kmsg"],

@@ -94,6 +94,7 @@ def _verify_with(judge, monkeypatch: pytest.MonkeyPatch, source: str = STEP_FIRS
     return result, record
 
 
+@pytest.mark.torch
 def test_the_first_accepted_candidate_is_written_and_the_verdict_says_why(monkeypatch: pytest.MonkeyPatch):
     tried = []
 
@@ -113,6 +114,7 @@ def test_the_first_accepted_candidate_is_written_and_the_verdict_says_why(monkey
     )
 
 
+@pytest.mark.torch
 def test_the_first_candidate_accepted_stops_the_search(monkeypatch: pytest.MonkeyPatch):
     tried = []
     result, record = _verify_with(lambda pair: tried.append(pair) or Verdict("accepted", "ok", pair["rule"]), monkeypatch)
@@ -120,6 +122,7 @@ def test_the_first_candidate_accepted_stops_the_search(monkeypatch: pytest.Monke
     assert record.verification.reason.startswith("candidate fix 1 of 2 (insert `optimizer.zero_grad()` at the start")
 
 
+@pytest.mark.torch
 def test_when_every_candidate_is_rejected_nothing_is_written(monkeypatch: pytest.MonkeyPatch):
     result, record = _verify_with(lambda pair: Verdict("rejected", "no", pair["rule"]), monkeypatch)
     assert not record.fix_applies and result.fixed is None
@@ -128,6 +131,7 @@ def test_when_every_candidate_is_rejected_nothing_is_written(monkeypatch: pytest
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_a_real_run_rejects_the_first_candidate_and_accepts_the_second(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text(STEP_FIRST)
@@ -138,6 +142,7 @@ def test_a_real_run_rejects_the_first_candidate_and_accepts_the_second(tmp_path:
     assert "+    optimizer.zero_grad()\n     loss = nn.functional" in result.stdout
 
 
+@pytest.mark.torch
 def test_a_candidate_that_cannot_be_composed_gives_way_to_the_next(monkeypatch: pytest.MonkeyPatch):
     from autograd_fix.cli import verify_patches
 
@@ -151,6 +156,7 @@ def test_a_candidate_that_cannot_be_composed_gives_way_to_the_next(monkeypatch: 
     assert "rejected: the fix cannot be applied on top of the others" in record.verification.reason
 
 
+@pytest.mark.torch
 def test_agf006_falls_back_to_detach_when_item_is_rejected(monkeypatch: pytest.MonkeyPatch):
     def judge(pair):
         if "loss.item()" in pair["rewritten"]:

@@ -198,6 +198,7 @@ def test_verify_names_each_units_reason_when_the_verdict_quotes_only_one(capsys:
     assert "  evaluate (function): rejected" in lines
 
 
+@pytest.mark.torch
 def test_piped_verify_output_is_not_cut_at_80_columns(tmp_path: Path) -> None:
     """A real run with stdout a pipe: one verdict line however long, said once."""
     import sys
@@ -225,6 +226,7 @@ def _gated(repo_root: Path) -> str:
     return example.split('\nif __name__ == "__main__":')[0]
 
 
+@pytest.mark.torch
 def test_listing_counts_what_apply_then_fixes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path) -> None:
     """An unsafe fix that verification accepts is applied by a plain --apply: the
     listing must not send the user to --unsafe-fixes for it."""
@@ -305,6 +307,7 @@ EVALUATE = (
 
 
 @pytest.mark.parametrize("crlf_bom", [False, True], ids=["lf", "bom-crlf"])
+@pytest.mark.torch
 def test_function_mode_reason_quotes_the_users_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crlf_bom: bool) -> None:
     monkeypatch.chdir(tmp_path)
     data = EVALUATE.encode()
@@ -325,6 +328,7 @@ SCALE = '"""Scaling helpers."""\nimport torch\n\n\ndef scale(x):\n    x = x.deta
 SCALE_PATCHED = SCALE.replace("    z = y.sum()\n", "    with torch.no_grad():\n        z = y.sum()\n")
 
 
+@pytest.mark.torch
 def test_verify_quotes_the_original_files_line_for_the_rewritten_runs_error(tmp_path: Path) -> None:
     """The patch inserted a line above the one that now raises: the reason names that
     line's number in the user's (original) file, with its text."""
@@ -344,6 +348,7 @@ def test_verify_quotes_the_original_files_line_for_the_rewritten_runs_error(tmp_
     assert code == _user_line(original, number)
 
 
+@pytest.mark.torch
 def test_stdin_reason_counts_lines_in_the_text_checked_not_the_file_on_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

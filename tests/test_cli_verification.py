@@ -71,6 +71,7 @@ def test_policy(applicability: str, verdict: str, unsafe: bool, unverified: bool
     assert decide(record(applicability, verdict), unsafe, unverified) is applied
 
 
+@pytest.mark.torch
 def test_a_patch_that_cannot_be_composed_is_never_applied(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two safe AGF001 fixes; the second cannot be composed on top of the first: it gets
     an unverified verdict naming that, stays out of the final text, the first goes in."""
@@ -106,6 +107,7 @@ def script(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_diff_shows_verdict_and_git_apply_still_accepts_it(script: Path) -> None:
     result = CliRunner().invoke(app, ["--diff", "--color", "never", "evaluate.py"], catch_exceptions=False)
     assert result.exit_code == 1, result.output  # findings remain in --diff
@@ -120,6 +122,7 @@ def test_diff_shows_verdict_and_git_apply_still_accepts_it(script: Path) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_apply_reports_verdicts_in_text_and_json(script: Path) -> None:
     result = CliRunner().invoke(app, ["--apply", "--format", "json", "evaluate.py"], catch_exceptions=False)
     document = json.loads(result.stdout)
@@ -130,6 +133,7 @@ def test_apply_reports_verdicts_in_text_and_json(script: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_rejected_patch_is_not_applied(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever the rule claims, a patch verification rejects never reaches the file."""
     from autograd_fix import verification
@@ -144,6 +148,7 @@ def test_rejected_patch_is_not_applied(script: Path, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_second_patch_is_verified_on_top_of_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path) -> None:
     """The example has two in-place bugs; the second only shows once the first is fixed.
     Verified alone, the second patch would look like it leaves "the original's error"."""
@@ -158,6 +163,7 @@ def test_second_patch_is_verified_on_top_of_the_first(tmp_path: Path, monkeypatc
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_an_unverified_safe_fix_is_written_only_with_unverified_fixes(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Only what verification accepted is written: a safe fix whose runs could not
     decide (here: they needed the network) stays out, is listed with its reason and

@@ -45,6 +45,7 @@ def _cli(*args: str):
     return CliRunner().invoke(app, list(args), catch_exceptions=False)
 
 
+@pytest.mark.torch
 def test_diff_verifies_with_the_projects_loader_names(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.autograd-fix]\nloader-names = ["feed"]\n')
     (tmp_path / "fit.py").write_text(FEED_TRAINING)
@@ -58,6 +59,7 @@ def test_diff_verifies_with_the_projects_loader_names(tmp_path: Path) -> None:
     assert "feed" in bound and "model" in bound
 
 
+@pytest.mark.torch
 def test_verify_command_binds_a_model_the_pyproject_names(tmp_path: Path) -> None:
     original, fixed = tmp_path / "evaluate.py", tmp_path / "evaluate_fixed.py"
     original.write_text(RESNET_EVAL)

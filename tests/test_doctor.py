@@ -424,6 +424,7 @@ def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autograd_fix", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.torch
 def test_cli_text_and_json(tmp_path: Path) -> None:
     """`autograd-fix doctor SCRIPT` prints each finding as path:line CODE, and says
     whether the static rules find it too; exit status 1 with findings."""
@@ -462,6 +463,7 @@ for epoch in range(2):
 """
 
 
+@pytest.mark.torch
 def test_diff_and_apply_fix_a_site_the_static_rule_missed(tmp_path: Path) -> None:
     """The static AGF001 rule says nothing; the run shows the unused graphs; `--diff`
     shows AGF001's fix at that line, verified and accepted, and writes nothing; `--apply`
@@ -488,6 +490,7 @@ def test_diff_and_apply_fix_a_site_the_static_rule_missed(tmp_path: Path) -> Non
     assert (result.returncode, result.stdout.splitlines()[-1]) == (0, "0 findings"), result.stdout
 
 
+@pytest.mark.torch
 def test_a_finding_no_rule_fixes_is_reported_with_why(tmp_path: Path) -> None:
     """DOC codes have no rule: `--diff --format json` keeps the finding, its evidence,
     no plan and the reason; nothing is verified and nothing is shown as a diff."""
@@ -544,6 +547,7 @@ def test_debug_leftovers_at_their_lines(tmp_path: Path, verifier) -> None:
     assert near.status == "finished" and not near.findings, [f.to_json() for f in near.findings]
 
 
+@pytest.mark.torch
 def test_sarif_carries_evidence_and_doc_rules(tmp_path: Path) -> None:
     """`--format sarif`: the main command's log, with DOC rule descriptors, each result's
     measured evidence and static agreement; --exit-zero exits 0 with findings."""

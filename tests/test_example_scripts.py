@@ -35,6 +35,7 @@ def _run(path: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(("code", "script", "before", "after"), CASES, ids=[case[0] for case in CASES])
+@pytest.mark.torch
 def test_example_script_is_repaired_by_the_fix(
     code: str, script: str, before: str, after: str, repo_root: Path, tmp_path: Path
 ) -> None:

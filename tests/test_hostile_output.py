@@ -59,6 +59,7 @@ def test_a_verdict_never_carries_raw_controls_or_a_huge_reason():
     assert unit.evidence["original"]["stdout_tail"].startswith("line1\n")  # lines kept in evidence
 
 
+@pytest.mark.torch
 def test_what_a_run_prints_and_raises_is_escaped_in_its_verdict(tmp_path):
     script = tmp_path / "train.py"
     base = "import torch\nx = torch.ones(3)\ntotal = float(x.sum())\n"

@@ -67,6 +67,7 @@ def planted_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
     return script, marker
 
 
+@pytest.mark.torch
 def test_the_worker_never_imports_from_the_folder_it_was_started_in(tmp_path, monkeypatch):
     script, marker = planted_repository(tmp_path, monkeypatch)
     with Verifier() as verifier:
@@ -76,6 +77,7 @@ def test_the_worker_never_imports_from_the_folder_it_was_started_in(tmp_path, mo
     assert not marker.exists(), marker.read_text()
 
 
+@pytest.mark.torch
 def test_the_worker_runs_isolated_in_a_folder_of_its_own():
     command = worker_command()
     assert command[1] == "-I" and command[2] == "-c"
@@ -86,6 +88,7 @@ def test_the_worker_runs_isolated_in_a_folder_of_its_own():
             assert handle.read().split(b"\0")[1] == b"-I"
 
 
+@pytest.mark.torch
 def test_a_run_still_imports_from_pythonpath_inside_the_sandbox(tmp_path, monkeypatch):
     libs, repo = tmp_path / "libs", tmp_path / "repo"
     libs.mkdir()
@@ -249,6 +252,7 @@ def test_the_cli_ignores_a_repositorys_isolation_off_and_says_so(repo, user_home
     assert '"isolated": true' in result.stdout
 
 
+@pytest.mark.torch
 def test_every_verdict_says_when_runs_were_not_isolated(repo, user_home, monkeypatch):
     (repo / "model.py").write_text(EVAL + "\n\ndef evaluate_twice(model, loader):\n    model.eval()\n"
                                    "    out = model(loader[0][0])\n    return out.sum().item()\n")
@@ -273,6 +277,7 @@ def test_user_settings_from_flags_extend_the_file():
     assert user.isolation == "required" and user.pass_env == ("A", "B")
 
 
+@pytest.mark.torch
 def test_a_secret_the_run_got_never_reaches_the_verdict(repo, monkeypatch):
     """Even passed in by the user (--pass-env), a secret the run prints or raises is
     redacted from reasons and evidence: they go to terminals, reports and CI comments."""
@@ -293,6 +298,7 @@ def test_a_secret_the_run_got_never_reaches_the_verdict(repo, monkeypatch):
 FORGE_BASE = "import torch\nx = torch.ones(3, requires_grad=True)\nout = x * 2\nout.sum().backward()\ntotal = float(out.sum())\n"
 
 
+@pytest.mark.torch
 def test_patching_torch_save_cannot_change_the_record(repo):
     """A wrong fix (every output zeroed) that also replaces torch.save: the harness saves
     with the torch.save it held before the run, so the wrong math is still judged
@@ -316,6 +322,7 @@ def _record_fd() -> int:
     raise AssertionError("no record file")
 
 
+@pytest.mark.torch
 def test_a_record_forged_into_the_record_file_is_not_evidence(tmp_path, monkeypatch):
     from autograd_fix.verification.sandbox import Limits, spawn, wait_all
     from autograd_fix.verification.worker import _load, _saver

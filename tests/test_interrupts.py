@@ -84,6 +84,7 @@ def assert_nothing_left(cli: CliProcess) -> None:
     ("signum", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGHUP, False)],
     ids=["ctrl-c-to-the-group", "sigterm", "sighup (the terminal closed)"],
 )
+@pytest.mark.torch
 def test_interrupt_keeps_written_files_says_which_and_leaves_nothing(
     project: Path, tmp_path: Path, running: list[CliProcess], signum: int, group: bool
 ) -> None:
@@ -147,6 +148,7 @@ def test_interrupting_a_large_static_apply_lists_exactly_the_files_on_disk(
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_a_killed_worker_leaves_no_folder_and_the_run_goes_on(project: Path, tmp_path: Path, running: list[CliProcess]) -> None:
     (path,) = files(project, 1, seconds=30.0)
     cli = start_cli(["--diff", "--color", "never", "."], project, tmp_path / "tmp")
@@ -170,6 +172,7 @@ def test_a_killed_worker_leaves_no_folder_and_the_run_goes_on(project: Path, tmp
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_a_finished_run_leaves_no_temporary_folder(project: Path, tmp_path: Path, running: list[CliProcess]) -> None:
     (path,) = files(project, 1, seconds=0.0)
     cli = start_cli(["--apply", "."], project, tmp_path / "tmp")

@@ -287,6 +287,7 @@ def unisolated():
     v.close()
 
 
+@pytest.mark.torch
 def test_without_namespaces_runs_still_compare_equal_and_say_so_once(unisolated, project):
     assert unisolated.isolation_unavailable == f"turned off by {DISABLE_VARIABLE}"
     verdict = verify(unisolated, project, """
@@ -301,6 +302,7 @@ def test_without_namespaces_runs_still_compare_equal_and_say_so_once(unisolated,
     assert unisolated.isolation_notice() is None  # once per run
 
 
+@pytest.mark.torch
 def test_isolation_off_runs_without_the_machine_notice_but_says_so_on_the_verdict(unisolated, project):
     unisolated.isolation_notice()  # whatever an earlier test left
     verdict = verify(unisolated, project, "import os\nhome = os.environ.get('HOME')\n", user=UserSettings(isolation="off"))
@@ -315,6 +317,7 @@ def test_signals_keep_their_meaning_inside_the_namespace(verifier, project):
     assert verdict.verdict == "unverified" and "SIGTERM" in verdict.reason
 
 
+@pytest.mark.torch
 def test_the_cli_warns_once_on_stderr_when_runs_go_unisolated(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
@@ -387,6 +390,7 @@ def test_a_bad_isolation_setting_stops_the_cli_before_anything_runs(tmp_path, mo
     assert "pass-env must be a list of variable names" in result.output
 
 
+@pytest.mark.torch
 def test_required_isolation_refuses_a_worker_that_cannot_isolate(unisolated, project):
     (project / "pyproject.toml").write_text('[project]\nname = "proj"\n[tool.autograd-fix.verify]\nisolation = "required"\n')
     marker = project.parent / "ran"
@@ -397,6 +401,7 @@ def test_required_isolation_refuses_a_worker_that_cannot_isolate(unisolated, pro
 
 
 @needs_namespaces
+@pytest.mark.torch
 def test_nothing_a_run_started_outlives_a_killed_worker(project, tmp_path, monkeypatch):
     """The tool dies mid-run (its worker SIGKILLed): the run's daemon goes with it."""
     import threading
@@ -432,6 +437,7 @@ def test_nothing_a_run_started_outlives_a_killed_worker(project, tmp_path, monke
     doomed.close()
 
 
+@pytest.mark.torch
 def test_gradcheck_through_the_cli_says_once_that_runs_went_unisolated(tmp_path: Path):
     import subprocess
     import sys

@@ -309,6 +309,7 @@ def test_a_file_changed_during_the_run_is_not_overwritten(project: Path, monkeyp
 
 
 # -- verification --------------------------------------------------------------------------
+@pytest.mark.torch
 def test_example_notebook_is_verified_and_fixed_in_place_with_outputs_kept(project: Path, repo_root: Path) -> None:
     path = project / "eval_in_notebook.ipynb"
     shutil.copy(repo_root / "examples" / "eval_in_notebook.ipynb", path)
@@ -325,6 +326,7 @@ def test_example_notebook_is_verified_and_fixed_in_place_with_outputs_kept(proje
     assert [cell.source for cell in after.cells[:6]] == [cell.source for cell in before.cells[:6]]
 
 
+@pytest.mark.torch
 def test_a_verdict_names_the_cell_where_a_run_raised(project: Path) -> None:
     """A later cell backpropagates through the evaluation outputs: the fix breaks it,
     and the rejection points at that cell, in the rewritten run's own line numbers."""

@@ -208,6 +208,8 @@ def test_a_real_kernel_refusal_of_a_folder_and_a_file_is_one_error_each() -> Non
     prefix = _as_unprivileged_user()
     if prefix is None:
         pytest.skip("running as root with neither setpriv nor runuser: no unprivileged user to run as")
+    if subprocess.run([*prefix, sys.executable, "-c", "pass"], capture_output=True, cwd="/").returncode != 0:
+        pytest.skip(f"{sys.executable} does not start as an unprivileged user (its files are root's only)")
     root = Path(tempfile.mkdtemp(prefix="agf-unreadable-"))  # not under pytest's root-only folder
     try:
         root.chmod(0o755)

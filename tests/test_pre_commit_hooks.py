@@ -92,6 +92,7 @@ def test_manifest_declares_both_hooks() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_hook_fails_on_a_buggy_training_file_and_passes_after_apply(tmp_path: Path) -> None:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")

@@ -49,6 +49,7 @@ def run_tool(python: Path, *args: str, env: dict[str, str] | None = None) -> sub
     )
 
 
+@pytest.mark.torch
 def test_the_environments_are_what_they_claim(environments: dict[str, Path]) -> None:
     tool = subprocess.run([environments["tool"], "-c", "import autograd_fix, torch"], capture_output=True, text=True)
     assert "No module named 'torch'" in tool.stderr
@@ -80,6 +81,7 @@ def test_without_torch_anywhere_each_fix_is_unverified_and_says_what_to_do(envir
     assert "2 unverified" in done.stderr
 
 
+@pytest.mark.torch
 def test_a_tool_without_torch_verifies_with_the_projects_python(environments: dict[str, Path]) -> None:
     """The issue's done-when: autograd-fix without torch, verification under `--python`,
     a second environment that has torch and no autograd-fix."""
@@ -111,6 +113,7 @@ def test_the_verify_command_takes_python_too(tmp_path: Path) -> None:
 
 # -- which interpreter ---------------------------------------------------------------------
 
+@pytest.mark.torch
 def test_an_activated_environment_is_found_and_the_tools_own_is_skipped(environments: dict[str, Path]) -> None:
     project = environments["project"]
     chosen = choose(UserSettings(), None, None, {"VIRTUAL_ENV": str(project.parent.parent)})
@@ -122,6 +125,7 @@ def test_an_activated_environment_is_found_and_the_tools_own_is_skipped(environm
     assert own.own and own.notes == ()
 
 
+@pytest.mark.torch
 def test_a_found_environment_without_torch_is_passed_over_with_a_note(environments: dict[str, Path]) -> None:
     tool_env = environments["tool"].parent.parent
     chosen = choose(UserSettings(), None, None, {"VIRTUAL_ENV": str(tool_env)})
@@ -137,6 +141,7 @@ def test_a_named_python_is_final(environments: dict[str, Path]) -> None:
         choose(UserSettings().with_flags(python="no/such/python"), None, None, {})
 
 
+@pytest.mark.torch
 def test_the_users_configuration_file_may_name_it(environments: dict[str, Path], tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     config = tmp_path / "autograd-fix" / "config.toml"
@@ -155,6 +160,7 @@ def hostile_interpreter(path: Path, marker: Path) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
+@pytest.mark.torch
 def test_a_repositorys_own_environment_is_used_only_when_the_user_trusts_it(environments: dict[str, Path], tmp_path: Path) -> None:
     root, marker = tmp_path / "repo", tmp_path / "marker"
     root.mkdir()
@@ -168,6 +174,7 @@ def test_a_repositorys_own_environment_is_used_only_when_the_user_trusts_it(envi
     assert trusted.origin == "the project's .venv" and marker.exists()  # trusted: started, to ask its versions
 
 
+@pytest.mark.torch
 def test_a_repositorys_python_key_is_ignored_unless_trusted(tmp_path: Path, environments: dict[str, Path]) -> None:
     root, marker = tmp_path / "repo", tmp_path / "marker"
     root.mkdir()
@@ -204,7 +211,8 @@ def test_the_cli_says_the_repositorys_python_was_ignored(tmp_path: Path, environ
         ("3.11.7", "2.13.0+cpu", None),
         ("3.13.0", "2.14.0a0+git1234", None),
         ("3.11.0", "unknown", None),
-        ("3.10.13", "2.13.0", "is Python 3.10.13; the verification worker runs on Python 3.11 or newer"),
+        ("3.10.13", "2.13.0", None),
+        ("3.9.18", "2.13.0", "is Python 3.9.18; the verification worker runs on Python 3.10 or newer"),
         ("3.11.7", None, "has no torch"),
         ("3.11.7", "1.13.1", "has torch 1.13.1; verification supports torch 2.1 or newer"),
         ("3.11.7", "2.0.1+cu118", "has torch 2.0.1+cu118; verification supports torch 2.1 or newer"),
@@ -215,14 +223,15 @@ def test_supported_versions(python: str, torch: str | None, why: str | None) -> 
 
 
 def test_torch_is_an_extra_that_asks_for_the_oldest_torch_verification_supports() -> None:
-    import tomllib
-
+    from autograd_fix.compat import tomllib
     from autograd_fix.verification.interpreter import OLDEST_PYTHON, OLDEST_TORCH
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.split("[")[0].split(">")[0].strip() in ("torch", "numpy")]
     assert f"torch>={'.'.join(map(str, OLDEST_TORCH))}" in project["optional-dependencies"]["verify"]
-    assert "autograd-fix[verify]" in project["optional-dependencies"]["test"]
+    # the full suite verifies in the test environment; the static one has no torch
+    assert "autograd-fix[verify,test-static]" in project["optional-dependencies"]["test"]
+    assert not [d for d in project["optional-dependencies"]["test-static"] if d.split(">")[0] in ("torch", "numpy")]
     assert project["requires-python"] == f">={'.'.join(map(str, OLDEST_PYTHON))}"
 
 
@@ -257,26 +266,27 @@ def test_a_torch_that_fails_to_import_is_named_with_its_error(tmp_path: Path) ->
 
 
 def old_pythons() -> list[str]:
-    """Pythons older than the worker's floor on this machine (none on CI: skipped)."""
-    found = [shutil.which(f"python3.{minor}") for minor in (10, 9, 8)]
+    """Pythons older than the worker's floor (3.10) on this machine (none on CI: skipped)."""
+    found = [shutil.which(f"python3.{minor}") for minor in (9, 8)]
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    found += [str(p) for p in sorted(pyenv.glob("3.[0-9].*/bin/python3")) + sorted(pyenv.glob("3.10.*/bin/python3"))]
+    found += [str(p) for p in sorted(pyenv.glob("3.[0-9].*/bin/python3"))]
     return [path for path in found if path and subprocess.run([path, "-c", "0"], capture_output=True).returncode == 0]
 
 
-@pytest.mark.skipif(not old_pythons(), reason="no Python older than 3.11 on this machine")
+@pytest.mark.skipif(not old_pythons(), reason="no Python older than 3.10 on this machine")
 def test_a_python_too_old_for_the_worker_is_named_with_the_supported_versions() -> None:
     old = old_pythons()[0]
-    with pytest.raises(InterpreterError, match=r"is Python 3\.\d+\.\d+; the verification worker runs on Python 3\.11 or newer"):
+    with pytest.raises(InterpreterError, match=r"is Python 3\.\d+\.\d+; the verification worker runs on Python 3\.10 or newer"):
         choose(UserSettings(python=old, python_flag=True), None, None, {})
     # the worker's own first line says the same, should a Python get past the question
     pretending = Interpreter(old, "--python", "3.11.0", "2.13.0")
-    with pytest.raises(InterpreterError, match=r"is Python 3\.\d+\.\d+; the verification worker runs on Python 3\.11"):
+    with pytest.raises(InterpreterError, match=r"is Python 3\.\d+\.\d+; the verification worker runs on Python 3\.10"):
         Verifier(interpreter=pretending)
 
 
 # -- the hostile-repository guarantee holds under another interpreter ----------------------
 
+@pytest.mark.torch
 def test_the_worker_under_the_projects_python_never_imports_from_the_users_folder(
     environments: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -281,6 +281,7 @@ def test_vocabulary_imports_no_libcst() -> None:
     assert result.stdout.strip() == "[]"
 
 
+@pytest.mark.torch
 def test_binder_reads_model_names_with_the_same_vocabulary() -> None:
     from autograd_fix.verification.binding import model_name
 

@@ -325,6 +325,7 @@ async def test_a_malformed_pyproject_is_logged_and_the_server_keeps_serving(clie
     assert logged and "line 2" in logged[0].message and "using the default settings" in logged[0].message
 
 
+@pytest.mark.torch
 async def test_verify_and_apply_runs_verification_then_applies(client: EditorClient, tmp_path: Path) -> None:
     path = tmp_path / "evaluate.py"
     path.write_text(RUNNABLE)

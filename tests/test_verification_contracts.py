@@ -783,6 +783,7 @@ def test_none_for_an_input_the_files_own_layer_feeds_a_graph_is_rejected(verifie
     assert "returns None for input 1, which the file fills with `x.t()` in AdderLinear.forward" in verdict.reason
 
 
+@pytest.mark.torch
 def test_every_registered_check_has_one_implementation_and_its_probes():
     import inspect
 

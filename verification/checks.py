@@ -14,8 +14,15 @@ from dataclasses import dataclass
 from typing import Iterable
 
 
-class CheckStatus(enum.StrEnum):
-    """What one check concluded. `NA` (the check does not apply) is never a pass."""
+class CheckStatus(str, enum.Enum):
+    """What one check concluded. `NA` (the check does not apply) is never a pass.
+
+    A string whose `str()` and `format()` are its value, as 3.11's `enum.StrEnum`; spelt
+    out because the worker also runs on 3.10 under a project's own Python, where it
+    imports nothing of autograd-fix but `verification` and `codemods`."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
 
     PASS = "pass"
     FAIL = "fail"

@@ -121,6 +121,7 @@ def worker_library(scratch: str) -> str:
     when present, numpy)."""
     import autograd_fix
     import autograd_fix.codemods
+    import autograd_fix.compat
     import autograd_fix.verification
 
     library = os.path.join(scratch, LIBRARY)
@@ -131,6 +132,10 @@ def worker_library(scratch: str) -> str:
                      f"__version__ = {autograd_fix.__version__!r}\n")
     for module in (autograd_fix.verification, autograd_fix.codemods):
         os.symlink(os.path.dirname(os.path.abspath(module.__file__ or "")), os.path.join(package, module.__name__.split(".")[-1]))
+    # what differs between Pythons (`tomllib`), imported by verification modules only
+    # where they read TOML, inside the function: on 3.10 it needs `tomli`, which a
+    # project's environment may lack, and the worker reads no TOML
+    os.symlink(os.path.abspath(autograd_fix.compat.__file__ or ""), os.path.join(package, "compat.py"))
     return library
 
 

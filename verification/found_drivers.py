@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import ast
 import os
-import tomllib
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
+
 
 from .drivers import Command
 from .shadow import SKIPPED_FOLDERS
@@ -221,6 +221,7 @@ def _users_in_module(path: str, heads: set[str]) -> set[str]:
 
 
 def _entry_points(root: str) -> list[tuple[str, str]]:
+    from autograd_fix.compat import tomllib  # here: see worker_library
     try:
         with open(os.path.join(root, "pyproject.toml"), "rb") as handle:
             data = tomllib.load(handle)

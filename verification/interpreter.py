@@ -42,7 +42,7 @@ from .client import WorkerError
 from .trust import UserSettings, user_config_path
 
 #: the oldest Python the verification worker runs on (autograd-fix's own requires-python)
-OLDEST_PYTHON = (3, 11)
+OLDEST_PYTHON = (3, 10)
 #: the oldest torch verification supports (autograd-fix's ``verify`` extra asks for it)
 OLDEST_TORCH = (2, 1)
 #: seconds an interpreter may take to describe itself

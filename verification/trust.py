@@ -46,9 +46,9 @@ from __future__ import annotations
 
 import enum
 import os
-import tomllib
 from dataclasses import dataclass, replace
 from typing import Mapping
+
 
 class Isolation(str, enum.Enum):
     """How verification runs are confined (see `isolation`): the one list of modes, for
@@ -168,6 +168,7 @@ def readable_config(path: str, user: "UserSettings") -> bool:
 
 def load_user_settings(environ: Mapping[str, str] | None = None) -> UserSettings:
     """The user's configuration file, read (defaults when it does not exist)."""
+    from autograd_fix.compat import tomllib  # here: see worker_library
     path = user_config_path(environ)
     try:
         with open(path, "rb") as handle:

@@ -29,9 +29,10 @@ import fnmatch
 import json
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from autograd_fix.compat import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -11,9 +11,10 @@ recorded one: the sites files name lines of that commit.
 from __future__ import annotations
 
 import subprocess
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from autograd_fix.compat import tomllib
 
 HERE = Path(__file__).resolve().parent
 MIRROR = Path("/work/.mirror")

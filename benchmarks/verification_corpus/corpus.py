@@ -7,9 +7,10 @@ check that the corpus is well-formed), so both read the folders the same way.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from autograd_fix.compat import tomllib
 
 CORPUS_DIR = Path(__file__).resolve().parent
 

@@ -956,15 +956,24 @@ def with_args(call: cst.Call, extra: list[cst.BaseExpression]) -> cst.Call:
 
 
 def tuple_without(target: cst.Tuple | cst.List, indices: set[int]) -> cst.Tuple | cst.List | None:
-    """Unpacking target minus `indices`; a single survivor keeps a trailing comma; None if empty."""
+    """Unpacking target minus `indices`; a single survivor is a one-element tuple in the
+    parentheses `ruff format` gives it (`(x,) = ...`, not `x, = ...`); None if empty."""
     kept = [e for index, e in enumerate(target.elements) if index not in indices]
     if not kept:
         return None
     if len(kept) == 1 and isinstance(target, cst.Tuple):
-        kept[0] = kept[0].with_changes(comma=cst.Comma())
-    else:
-        kept[-1] = kept[-1].with_changes(comma=target.elements[-1].comma)
+        return one_element_target(target.with_changes(elements=[kept[0].with_changes(comma=cst.Comma())]))
+    kept[-1] = kept[-1].with_changes(comma=target.elements[-1].comma)
     return target.with_changes(elements=kept)
+
+
+def one_element_target(target: cst.Tuple) -> cst.Tuple:
+    """`x, = ...` spelt `(x,) = ...`, as `ruff format` and Black write it: a fix's
+    output stays stable under the formatter the project runs (a tuple that has its
+    parentheses keeps them as they are)."""
+    if target.lpar:
+        return target
+    return target.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
 def tuple_with(target: cst.Tuple | cst.List, names: list[str]) -> cst.Tuple | cst.List:

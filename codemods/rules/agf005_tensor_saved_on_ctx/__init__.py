@@ -16,6 +16,7 @@ from autograd_fix.codemods.semantic.autograd_function import (
     custom_function,
     is_docstring,
     iter_names,
+    one_element_target,
     rebound_names,
     save_for_backward_calls,
     saved_tensors_reads,
@@ -81,7 +82,7 @@ class TensorSavedOnCtx(Rule):
 
         @staticmethod
         def backward(ctx, grad_output):
-            out, = ctx.saved_tensors
+            (out,) = ctx.saved_tensors
             return grad_output * out
     ```
 
@@ -475,6 +476,8 @@ def _unpack_line(names: list[str], ctx: str) -> cst.SimpleStatementLine:
         comma = cst.Comma() if len(names) == 1 else (cst.MaybeSentinel.DEFAULT if last else cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
         elements.append(cst.Element(cst.Name(name), comma=comma))
     target = cst.Tuple(elements, lpar=(), rpar=())
+    if len(names) == 1:
+        target = one_element_target(target)
     value = cst.Attribute(cst.Name(ctx), cst.Name("saved_tensors"))
     return cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], value)])
 

@@ -398,7 +398,7 @@ class Exp(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        out, = ctx.saved_tensors
+        (out,) = ctx.saved_tensors
         return grad_output * out
 """,
     ),
@@ -509,7 +509,7 @@ class Tanh(ag.Function):
 
     @staticmethod
     def backward(ctx, g):
-        y, = ctx.saved_tensors
+        (y,) = ctx.saved_tensors
         return g * (1 - y ** 2)
 """,
     ),
@@ -549,7 +549,7 @@ class Softplus(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return g * torch.sigmoid(ctx.beta * x), None
 """,
     ),
@@ -598,7 +598,7 @@ class LogSoftmax(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        probs, = ctx.saved_tensors
+        (probs,) = ctx.saved_tensors
         return g - probs * g.sum(dim=-1, keepdim=True)
 """,
     ),
@@ -732,7 +732,7 @@ class NoisyShift(Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        eps, = ctx.saved_tensors
+        (eps,) = ctx.saved_tensors
         return grad_output, (grad_output * eps).sum()
 """,
     ),

@@ -61,7 +61,7 @@ class NonTensorInSaveForBackward(Rule):
 
         @staticmethod
         def backward(ctx, grad_output):
-            x, = ctx.saved_tensors
+            (x,) = ctx.saved_tensors
             scale = ctx.scale
             return grad_output * scale, None
     ```

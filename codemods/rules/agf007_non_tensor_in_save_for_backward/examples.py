@@ -201,7 +201,7 @@ class Scale(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         scale = ctx.scale
         return grad_output * scale, None
 """,
@@ -238,7 +238,7 @@ class MaxNorm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         peak = ctx.peak
         return grad_output / peak
 """,
@@ -273,7 +273,7 @@ class LeakyClamp(Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         slope = ctx.slope
         return torch.where(x > 0, g, g * slope)
 """,
@@ -379,7 +379,7 @@ class Cube(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         power = ctx.power
         return g * power * x ** (power - 1), None
 """,

@@ -154,8 +154,6 @@ def train(model, loader, optimizer, criterion):
         optimizer.step()
 """,
         """
-import torch
-
 def train(model, loader, optimizer, criterion):
     for x, y in loader:
         optimizer.zero_grad()
@@ -180,7 +178,6 @@ def train_step(net, images, labels, optimizer, criterion):
 """,
         """
 import torch
-from torch.autograd import Variable
 
 def train_step(net, images, labels, optimizer, criterion):
     optimizer.zero_grad()
@@ -249,8 +246,6 @@ def update(model, x, y, opt, device):
     opt.step()
 """,
         """
-import torch as T
-
 def update(model, x, y, opt, device):
     loss = (model(x) - y).abs().mean()
     loss.backward()

@@ -103,8 +103,8 @@ class DeprecatedAutogradApi(Rule):
     `Variable(x, requires_grad=True)` becomes `x.detach().requires_grad_()`.
     Report-only: `volatile=True` (it does nothing today; the intent was `torch.no_grad()`,
     which changes behaviour, so a person decides), a non-literal `requires_grad=`, extra
-    positional arguments, and `*args` passed to `autocast`. Now-unused imports are left
-    alone. A deprecated AMP callable that is referenced rather than called (`autocast =
+    positional arguments, and `*args` passed to `autocast`. An import the fixes leave
+    unused (`from torch.autograd import Variable`) goes too, as for every rule. A deprecated AMP callable that is referenced rather than called (`autocast =
     torch.cuda.amp.autocast if amp else torch.autocast`) becomes
     `functools.partial(torch.amp.autocast, "cuda")` when every call of the alias is in
     view and maps (keywords only for autocast): safe for a function's local alias, unsafe

@@ -185,7 +185,6 @@ with autocast(use_amp, torch.bfloat16):
 """,
         """
 import torch
-from torch.cuda.amp import GradScaler, autocast
 
 scaler = torch.amp.GradScaler("cuda", 2.0**14, enabled=use_amp)
 with torch.amp.autocast("cuda", enabled=use_amp, dtype=torch.bfloat16):
@@ -204,7 +203,6 @@ def forward_half(model, x):
 """,
         """
 import torch
-from torch.cuda.amp import autocast
 
 
 def forward_half(model, x):
@@ -250,7 +248,6 @@ class MyMM(torch.autograd.Function):
 """,
         """
 import torch
-from torch.cuda.amp import custom_bwd, custom_fwd
 
 class MyMM(torch.autograd.Function):
     @staticmethod
@@ -283,7 +280,6 @@ def train(model, train_loader, optimizer, criterion):
 """,
         """
 import torch
-from torch.autograd import Variable
 
 def train(model, train_loader, optimizer, criterion):
     for i, (images, labels) in enumerate(train_loader):
@@ -305,8 +301,6 @@ def features(encoder, x):
     return h
 """,
         """
-import torch
-
 def features(encoder, x):
     h = (encoder(x) + 1).detach()
     return h
@@ -324,7 +318,6 @@ z = Variable(noise, requires_grad=True)
 """,
         """
 import torch
-from torch.autograd import Variable
 
 w = (torch.randn(10, 1) * 0.01).detach().requires_grad_()
 b = torch.zeros(1).requires_grad_()
@@ -364,8 +357,6 @@ target = Variable(teacher_out.data)
 """,
         """
 import torch
-from torch.cuda import amp
-from torch.autograd import Variable
 
 scaler = torch.amp.GradScaler("cuda", enabled=True)
 target = teacher_out.data
@@ -381,7 +372,6 @@ noise = Variable(torch.randn(16, 100).cuda(), volatile=False)
 """,
         """
 import torch
-from torch.autograd import Variable
 
 noise = torch.randn(16, 100).cuda()
 """,
@@ -402,7 +392,6 @@ def train(model, train_loader, optimizer):
 """,
         """
 import torch
-from torch.autograd import Variable
 
 def train(model, train_loader, optimizer):
     for inputs, labels in train_loader:
@@ -503,7 +492,6 @@ def loss_of(model, images, labels, criterion):
 """,
         """
 import torch
-from torch.cuda import amp
 
 scaler = torch.amp.GradScaler("cuda")
 
@@ -523,7 +511,7 @@ scaler = cuda_amp.GradScaler(init_scale=1024)
 """,
         """
 import torch
-from torch.cuda import nccl, amp as cuda_amp
+from torch.cuda import nccl
 
 scaler = torch.amp.GradScaler("cuda", init_scale=1024)
 """,

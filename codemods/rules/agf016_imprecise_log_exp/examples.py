@@ -154,7 +154,6 @@ delta = exp(log_scale) - 1.0
 """,
         """
 import torch
-from torch import exp
 delta = torch.expm1(log_scale)
 """,
     ),
@@ -185,7 +184,6 @@ def entropy_bonus(p):
 """,
         """
 import torch
-from torch import log
 
 def entropy_bonus(p):
     return torch.log1p(p).mean()

@@ -107,7 +107,6 @@ for x, y in loader:
     optimizer.step()
 """,
         """
-import torch
 for x, y in loader:
     optimizer.zero_grad()
     criterion(model(x), y).backward()
@@ -126,7 +125,6 @@ for x, y in loader:
     torch.cuda.empty_cache()
 """,
         """
-import torch
 for x, y in loader:
     optimizer.zero_grad()
     loss = criterion(model(x), y)
@@ -147,8 +145,6 @@ def train(model, loader, optimizer):
             optimizer.step()
 """,
         """
-import torch
-
 def train(model, loader, optimizer):
     for x, y in loader:
         optimizer.zero_grad()
@@ -168,8 +164,6 @@ for x, y in loader:
     optimizer.step()
 """,
         """
-from torch import autograd
-
 for x, y in loader:
     loss = criterion(model(x), y)
     loss.backward()
@@ -189,8 +183,6 @@ def fit(model, loader, opt):
         opt.step()
 """,
         """
-import torch
-
 def fit(model, loader, opt):
     for batch in loader:
         opt.zero_grad()
@@ -212,7 +204,6 @@ for images, labels in train_loader:
     del outputs, loss
 """,
         """
-import torch
 for images, labels in train_loader:
     outputs = model(images)
     loss = criterion(outputs, labels)
