@@ -162,7 +162,7 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
     state = graph_state(spec.get("source") or "")
     record["graph_state"] = {"names": sorted(state.names), "lines": sorted(state.lines)}
     seed_all(0)
-    bounds = _bounds(spec, place)
+    bounds = _bounds(spec, place, Probe.WHOLE_WINDOWS in needs)
     watch = LineWatch(path, spec.get("changed_lines"))
     probes = Probes(
         track_ctx=kind == "autograd_function" or Probe.SAVED_CONTEXTS in needs,
@@ -198,9 +198,10 @@ def _run_kind(spec: dict[str, Any], path: str, place: Place | None) -> dict[str,
     return record
 
 
-def _bounds(spec: dict[str, Any], place: Place | None) -> Bounds:
+def _bounds(spec: dict[str, Any], place: Place | None, whole_windows: bool = False) -> Bounds:
     """The caps of this run (`bounded`): on for a script or a user-named driver run in
-    its copy (not a pytest node), as configured; off otherwise."""
+    its copy (not a pytest node), as configured; off otherwise. `whole_windows`: loops
+    run on while gradients wait for an optimizer step (`Probe.WHOLE_WINDOWS`)."""
     settings = spec.get("bounds") or {}
     command = spec.get("command") or {}
     runs_program = spec["kind"] == "script" or (spec["kind"] == "driver" and command.get("kind") != "pytest")
@@ -210,7 +211,7 @@ def _bounds(spec: dict[str, Any], place: Place | None) -> Bounds:
     return Bounds(cap=int(settings.get("cap") or 0), outer_cap=int(settings.get("outer_cap") or 0), root=place.copy_root,
                   announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
                   changed_lines=[line for hunk in spec.get("changed_lines") or () for line in hunk],
-                  observe=spec.get("observe") or ())
+                  observe=spec.get("observe") or (), whole_windows=whole_windows)
 
 
 def _fresh_main(path: str) -> dict[str, Any]:

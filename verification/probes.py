@@ -279,6 +279,8 @@ class Probes:
         self._module_outputs: list[Any] = []
         self._depth = 0
         self._losses_since_step: list[float] = []
+        #: backward passes since the previous update: the micro-batches of an accumulation window
+        self._backwards_since_step = 0
         self.functions: dict[str, dict[str, Any]] = {}
         self._quiet = False
         self._forward_bytes = 0
@@ -540,6 +542,7 @@ class Probes:
         before = {id(leaf): _snapshot(leaf.grad) for leaf in leaves}
         result = original(tensors, *args, **kwargs)
         self.backward_count += 1
+        self._backwards_since_step += 1
         self._updated_since_backward.clear()
         for index, leaf in enumerate(leaves):
             self.register(leaf, f"leaf#{len(self._names)}", "leaf")
@@ -628,9 +631,11 @@ class Probes:
         self.stale_steps += int(stale)
         if len(self.steps) < MAX_STORED_STEPS:
             self.steps.append(
-                {"step": self.step_count, "optimizer": optimizer_index, "grads": grads, "contributions": contributions, "losses": self._losses_since_step}
+                {"step": self.step_count, "optimizer": optimizer_index, "grads": grads, "contributions": contributions,
+                 "losses": self._losses_since_step, "backward_passes": self._backwards_since_step}
             )
         self._losses_since_step = []
+        self._backwards_since_step = 0
         self.step_count += 1
 
     @staticmethod
@@ -750,6 +755,7 @@ class Probes:
                 "grads": self.named(s["grads"]),
                 "contributions": self.named(s["contributions"]),
                 "losses": s["losses"],
+                "backward_passes": s["backward_passes"],
             }
             for s in self.steps
         ]
