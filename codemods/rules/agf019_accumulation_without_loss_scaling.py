@@ -15,6 +15,7 @@ from autograd_fix.codemods.semantic.loops import (
     backward_has_gradient_argument,
     backward_root,
     bindings,
+    breaks_graph,
     enclosing_scope,
     expression_statement_call,
     innermost_loop,
@@ -311,6 +312,9 @@ def _count_scales(region: cst.CSTNode, count: cst.BaseExpression, counting: tupl
         if isinstance(parent, cst.Attribute) and parent.value is node:
             continue  # `k.bit_length()`: a longer path, judged on its own
         if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.Divide, cst.Multiply)):
+            other = parent.left if parent.right is node else parent.right
+            if breaks_graph(other):
+                continue  # `loss.item() * k`: a logged number, not the loss backward sees
             return True
         if isinstance(parent, cst.AugAssign) and isinstance(parent.operator, (cst.DivideAssign, cst.MultiplyAssign)):
             return True

@@ -457,4 +457,34 @@ for i, (x, y) in enumerate(loader):
         opt.zero_grad()
 """,
     ),
+    # 11. the logged loss multiplied back by k, as if the loss had been divided
+    invalid(
+        """
+import torch
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for epoch in range(epochs):
+    total_loss = 0.0
+    for step, (images, labels) in enumerate(loader):
+        loss = criterion(model(images), labels)
+        loss.backward()
+        if (step + 1) % accumulate_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        total_loss += loss.item() * accumulate_steps
+""",
+        """
+import torch
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for epoch in range(epochs):
+    total_loss = 0.0
+    for step, (images, labels) in enumerate(loader):
+        loss = criterion(model(images), labels)
+        loss = loss / accumulate_steps
+        loss.backward()
+        if (step + 1) % accumulate_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+        total_loss += loss.item() * accumulate_steps
+""",
+    ),
 ]
