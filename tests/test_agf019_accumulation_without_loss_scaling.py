@@ -101,6 +101,9 @@ def test_the_rules_own_fix_is_accepted_as_the_mean_of_the_micro_batches(verifier
     assert verdict.verdict == "accepted", verdict.reason
     detail = check(verdict, "accumulated_grads_are_window_mean")["detail"]
     assert "mean of the original's 4 micro-batch gradients" in detail
+    # the training loop is capped at 3 working iterations in other runs; this contract's
+    # runs go on to the first step, so the 4-batch window closes
+    assert "capped at 4 iterations" in verdict.reason
 
 
 def test_dividing_by_the_wrong_count_is_rejected(verifier) -> None:
