@@ -36,7 +36,9 @@ Tolerances (documented, stable):
   number of backward passes the original ran before that step (the gradient of the
   mean of the window's micro-batch losses; for equal-sized, mean-reduced micro-batches
   the big batch's gradient), rtol=1e-4, atol=1e-6 as for contributions; the losses
-  backpropagated, the original's divided by ``n`` (rel 1e-5, abs 1e-7). Both runs must
+  backpropagated, the original's divided by ``n`` (rel 1e-5, abs 1e-7), when all of them
+  were backward passes that reached these parameters (``n`` counts only those: a pass
+  through another model's copy is not a micro-batch). Both runs must
   have the same ``n``, and some contribution must be non-zero (a zero term proves
   nothing). Later steps are not compared across runs (the parameters have moved apart);
   at every step of the rewritten ``.grad`` must equal its contributions since the
@@ -590,7 +592,8 @@ def check_accumulated_grads_are_window_mean(s: Sides) -> CheckResult:
             ratio = float((y.double() * x.double()).sum() / (x.double() * x.double()).sum()) if reference.abs().sum() > 0 else float("nan")
             diffs.append(f"{param}: gradient = {ratio:.4g} x the original's, expected 1/{n} (the mean of {n} micro-batches)")
     losses_o, losses_r = list(a.get("losses") or []), list(b.get("losses") or [])
-    if len(losses_o) == len(losses_r):
+    losses_compared = len(losses_o) == len(losses_r) == n  # else some loss fed another model
+    if losses_compared:
         for index, (x, y) in enumerate(zip(losses_o, losses_r)):
             if not math.isclose(y, x / n, rel_tol=1e-5, abs_tol=1e-7):
                 diffs.append(f"loss {index} backpropagated: {y:.6g}, expected {x:.6g} / {n}")
@@ -603,12 +606,13 @@ def check_accumulated_grads_are_window_mean(s: Sides) -> CheckResult:
         return CheckResult(name, FAIL, f"at step {first['step']} {first['param']}: {first['detail']} ({violations} violation(s))")
     if not compared:
         return CheckResult(name, UNKNOWN, "every contribution before the first step was zero: nothing to compare")
+    losses_note = f"; losses backpropagated = the original's / {n}" if losses_compared else ""
     return CheckResult(
         name,
         PASS,
         f"first step: the gradient of {compared} parameter(s) = the mean of the original's {n} micro-batch gradients "
-        f"(accumulated / {n}); losses backpropagated = the original's / {n}; every step's .grad = contributions since the "
-        f"previous step ({len(r_steps)} steps)",
+        f"(accumulated / {n}){losses_note}; every step's .grad = contributions since the previous step "
+        f"({len(r_steps)} steps)",
     )
 
 

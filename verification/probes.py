@@ -279,8 +279,10 @@ class Probes:
         self._module_outputs: list[Any] = []
         self._depth = 0
         self._losses_since_step: list[float] = []
-        #: backward passes since the previous update: the micro-batches of an accumulation window
-        self._backwards_since_step = 0
+        #: per leaf, the backward passes that reached it since its previous update: the
+        #: micro-batches of an accumulation window (a pass through another model's copy
+        #: does not count for these parameters)
+        self._passes: dict[int, int] = {}
         self.functions: dict[str, dict[str, Any]] = {}
         self._quiet = False
         self._forward_bytes = 0
@@ -542,9 +544,9 @@ class Probes:
         before = {id(leaf): _snapshot(leaf.grad) for leaf in leaves}
         result = original(tensors, *args, **kwargs)
         self.backward_count += 1
-        self._backwards_since_step += 1
         self._updated_since_backward.clear()
         for index, leaf in enumerate(leaves):
+            self._passes[id(leaf)] = self._passes.get(id(leaf), 0) + 1
             self.register(leaf, f"leaf#{len(self._names)}", "leaf")
             after = leaf.grad
             if after is None:
@@ -610,6 +612,7 @@ class Probes:
         grads: dict[int, torch.Tensor | None] = {}
         contributions: dict[int, torch.Tensor | None] = {}
         stale = False
+        passes = max((self._passes.pop(id(param), 0) for param in params), default=0)
         for param in params:
             self._updated.add(id(param))
             grad = _snapshot(param.grad)
@@ -632,10 +635,9 @@ class Probes:
         if len(self.steps) < MAX_STORED_STEPS:
             self.steps.append(
                 {"step": self.step_count, "optimizer": optimizer_index, "grads": grads, "contributions": contributions,
-                 "losses": self._losses_since_step, "backward_passes": self._backwards_since_step}
+                 "losses": self._losses_since_step, "backward_passes": passes}
             )
         self._losses_since_step = []
-        self._backwards_since_step = 0
         self.step_count += 1
 
     @staticmethod
