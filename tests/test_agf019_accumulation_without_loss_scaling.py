@@ -117,3 +117,13 @@ def test_a_fix_that_also_zeroes_every_micro_batch_is_rejected(verifier) -> None:
     wrong = SCRIPT.replace("    loss.backward()\n", "    loss = loss / accumulation_steps\n    model.zero_grad()\n    loss.backward()\n")
     verdict = run(verifier, SCRIPT, wrong)
     assert verdict.verdict == "rejected", verdict.reason
+
+
+def test_a_reference_backward_through_a_copy_is_not_a_micro_batch(verifier, repo_root) -> None:
+    # the example script computes the big-batch gradient on a deep copy before its loop:
+    # that backward reaches the copy's parameters, not the stepped ones
+    source = (repo_root / "examples" / "accumulation_without_loss_scaling.py").read_text()
+    fixed = _check(source).fixed
+    verdict = run(verifier, source, fixed)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "the mean of the original's 4 micro-batch gradients" in verdict.reason
