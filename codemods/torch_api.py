@@ -11,6 +11,8 @@ names are answered once, in `codemods/semantic/` (`inplace.py`, `nn_modules.py`)
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from autograd_fix.codemods.torch_version import TorchVersion
 
 #: `torch.utils.checkpoint` entry points that take `use_reentrant=` (and warn without it)
@@ -141,3 +143,12 @@ NO_GRAD_NAMES = frozenset(
     }
 )
 SET_GRAD_ENABLED_NAMES = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"})
+#: tensor methods and torch functions that rescale a value (a loss or a gradient) by a
+#: factor: `loss.div(k)`, `p.grad.mul_(s)`, `torch._foreach_div_(grads, k)` (AGF019)
+SCALING_METHODS = frozenset({"div", "div_", "mul", "mul_", "divide", "divide_", "multiply", "multiply_", "true_divide", "true_divide_"})
+SCALING_FUNCTIONS = frozenset(
+    {"torch.div", "torch.mul", "torch.divide", "torch.multiply", "torch.true_divide", "torch._foreach_div_", "torch._foreach_mul_"}
+)
+#: loss arguments that make a loss a sum over its elements, not a mean (keyword -> the
+#: values, as source text): summed over micro-batches it is the big batch's sum
+SUM_REDUCTIONS = MappingProxyType({"reduction": frozenset({"'sum'", '"sum"'}), "size_average": frozenset({"False"})})

@@ -25,6 +25,7 @@ CASES = [
     ("AGF016", "imprecise_log_exp.py", "gradient has nan", "loss finite"),
     ("AGF018", "backward_branches_on_tensor.py", "ambiguous", "gradcheck passes"),
     ("AGF017", "anomaly_mode_or_empty_cache_in_training.py", "anomaly mode on", "anomaly mode off"),
+    ("AGF019", "accumulation_without_loss_scaling.py", "4.00x the big batch's", "matches the big batch's"),
 ]
 
 

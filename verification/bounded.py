@@ -63,6 +63,13 @@ identically too); the caps depend only on what the program does, so both sides s
 at the same iteration unless the patch changes which loops train or how long they would
 run, which rejects the patch, saying so.
 
+Gradient accumulation (contracts with ``Probe.WHOLE_WINDOWS``, AGF019): a loop that
+backpropagates every micro-batch and steps every k-th would stop before its first step
+when k exceeds the cap, leaving no accumulated gradient to compare. In those runs an
+entry that reaches its cap while gradients that ``backward`` added wait for an optimizer
+step runs on until the step (at most `WINDOW_CAP` working iterations), the same on both
+sides; other runs are capped as above.
+
 A loop is reported as capped only when it would have gone on: a sized iterable
 (``range``, a list, a ``DataLoader``) says its length; otherwise the next item is
 fetched (the same on both sides) and dropped. ``while`` loops are reported when they
@@ -90,6 +97,9 @@ DEFAULT_CAP = 3
 DEFAULT_OUTER_CAP = 2
 #: forward-only iterations (an evaluation, sampling) kept by a loop the patch did not change
 DEFAULT_FORWARD_CAP = 3
+#: working iterations an entry may run past its cap while backward's gradients wait for an
+#: optimizer step (gradient accumulation over k micro-batches, `whole_windows` runs only)
+WINDOW_CAP = 16
 LOOP = "__autograd_fix_loop__"
 SEEN = "__autograd_fix_seen__"
 WHILE_ENTER = "__autograd_fix_while__"
@@ -326,6 +336,8 @@ class _Entry:
         if not self.started:
             return True
         cap = bounds.outer_cap if self.outer else bounds.cap
+        if bounds.whole_windows and bounds.pending and cap <= self.working < WINDOW_CAP:
+            return True  # an accumulation window is still open: run on to its step
         forward_cap = self.loop.forward_cap
         return self.working < cap and not (forward_cap and not self.working and self.forward_only >= forward_cap)
 
@@ -432,7 +444,7 @@ class Bounds:
 
     def __init__(self, cap: int = DEFAULT_CAP, outer_cap: int = DEFAULT_OUTER_CAP, root: str | None = None,
                  announce_fd: int | None = None, forward_cap: int | None = None, changed_file: str | None = None,
-                 changed_lines: Iterable[int] = (), observe: Iterable[str] = ()) -> None:
+                 changed_lines: Iterable[int] = (), observe: Iterable[str] = (), whole_windows: bool = False) -> None:
         self.cap = int(cap)
         self.outer_cap = int(outer_cap) if outer_cap else self.cap
         #: forward-only loops (an evaluation): None caps those the patch did not change at
@@ -449,6 +461,10 @@ class Bounds:
         self.announce_fd = announce_fd
         self.events = 0
         self.ticks = 0
+        #: run capped loops on while gradients wait for a step (an accumulation window)
+        self.whole_windows = whole_windows
+        #: a backward ran since the last optimizer step
+        self.pending = False
         self._loops: list[_Loop] = []
         self._whiles: dict[int, _Entry] = {}
         self._depth = 0
@@ -537,6 +553,10 @@ class Bounds:
     def _event(self, *args: Any) -> None:
         self.events += 1
 
+    def _stepped(self, *args: Any) -> None:
+        self.events += 1
+        self.pending = False
+
     def install(self) -> "Bounds":
         """The builtins, the import hook and the event hooks (before the probes, whose
         wrappers of backward then call ours)."""
@@ -557,7 +577,7 @@ class Bounds:
         handles = [
             nn.modules.module.register_module_forward_pre_hook(self._pre_forward),
             nn.modules.module.register_module_forward_hook(self._post_forward, always_call=True),
-            _optimizer_module.register_optimizer_step_post_hook(self._event),
+            _optimizer_module.register_optimizer_step_post_hook(self._stepped),
         ]
         self._undo.extend(handle.remove for handle in handles)
         original_backward, original_grad = torch.autograd.backward, torch.autograd.grad
@@ -567,6 +587,7 @@ class Bounds:
                 return original_backward(*args, **kwargs)
             finally:
                 self.events += 1
+                self.pending = True
 
         def grad(*args: Any, **kwargs: Any) -> Any:
             try:

@@ -46,6 +46,9 @@ class Probe(enum.Enum):
     #: a re-run up to the first backward with parameters, inputs and seeds moved, so a
     #: term that is zero at the run's own point cannot hide (`directional.second_point`)
     SECOND_POINT = "second point"
+    #: bounded runs close every accumulation window: a capped loop runs on while gradients
+    #: that backward added wait for an optimizer step (`bounded.WINDOW_CAP` at most)
+    WHOLE_WINDOWS = "whole accumulation windows"
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ SPECS: tuple[CheckSpec, ...] = (
     _spec("equal_or_gradients_corrected", Probe.GRAD_INPUTS, Probe.FINITE_DIFFERENCES, Probe.SECOND_POINT),
     _spec("backward_agrees_with_original"),
     _spec("gradcheck_if_original_matches"),
+    _spec("accumulated_grads_are_window_mean", Probe.WHOLE_WINDOWS),
 )
 
 CHECK_NAMES: tuple[str, ...] = tuple(spec.name for spec in SPECS)

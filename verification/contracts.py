@@ -30,6 +30,19 @@ Tolerances (documented, stable):
   on it). Before the first ``optimizer.step()`` nothing has moved, so the losses
   backpropagated (scale included) and each parameter's contributions must equal the
   original's (float tolerances above).
+* gradient accumulation (``accumulated_grads_are_window_mean``): at the first optimizer
+  step, where both runs stand on the same parameters, each parameter's contributions
+  since the start in the rewritten must equal the original's divided by ``n``, the
+  number of backward passes the original ran before that step (the gradient of the
+  mean of the window's micro-batch losses; for equal-sized, mean-reduced micro-batches
+  the big batch's gradient), rtol=1e-4, atol=1e-6 as for contributions; the losses
+  backpropagated, the original's divided by ``n`` (rel 1e-5, abs 1e-7), when all of them
+  were backward passes that reached these parameters (``n`` counts only those: a pass
+  through another model's copy is not a micro-batch). Both runs must
+  have the same ``n``, and some contribution must be non-zero (a zero term proves
+  nothing). Later steps are not compared across runs (the parameters have moved apart);
+  at every step of the rewritten ``.grad`` must equal its contributions since the
+  previous step (the AGF002 invariant above, without its first-step equality).
 * finite differences: ``torch.autograd.gradcheck`` defaults in float64 (eps=1e-6,
   atol=1e-5, rtol=1e-3), for Function units in full; for scripts and functions along one
   random direction (`directional`): |<grad, v> - central difference| <= 1e-5 + 1e-3 *
@@ -572,6 +585,59 @@ def check_step_grads_match_contributions(s: Sides) -> CheckResult:
     tail = f"; original: {orig_count} step(s) saw stale gradients" if orig_count else ""
     first = " (first step's losses and contributions equal the original's)" if s.original.get("steps") else ""
     return CheckResult("step_grads_match_contributions", PASS, f"every step's .grad = contributions since the previous step ({steps} {unit}){tail}{first}")
+
+
+def check_accumulated_grads_are_window_mean(s: Sides) -> CheckResult:
+    """The first step's accumulated gradient against the reference the original gives:
+    the mean of its micro-batch gradients at the same parameters (AGF019)."""
+    name = "accumulated_grads_are_window_mean"
+    o_steps, r_steps = s.original.get("steps") or [], s.rewritten.get("steps") or []
+    if not o_steps or not r_steps:
+        side = "original" if not o_steps else "rewritten"
+        return CheckResult(name, UNKNOWN, f"no optimizer step ran in the {side} version, so no accumulated gradient to compare")
+    a, b = o_steps[0], r_steps[0]
+    n, m = a.get("backward_passes") or 0, b.get("backward_passes") or 0
+    if n != m:
+        return CheckResult(name, FAIL, f"the first step followed {n} backward pass(es) in the original and {m} in the rewritten")
+    if n == 0:
+        return CheckResult(name, UNKNOWN, "no backward pass ran before the first step")
+    diffs, compared = [], 0
+    o_contrib, r_contrib = a.get("contributions") or {}, b.get("contributions") or {}
+    for param in sorted(set(o_contrib) | set(r_contrib)):
+        x, y = o_contrib.get(param), r_contrib.get(param)
+        if x is None and y is None:
+            continue
+        if x is None or y is None or x.shape != y.shape:
+            diffs.append(f"{param}: {'no gradient' if y is None else 'a gradient'} in the rewritten, {'none' if x is None else 'one'} in the original")
+            continue
+        reference = x.double() / n
+        compared += int(bool(reference.abs().sum() > 0))
+        if not torch.allclose(y.double(), reference, rtol=1e-4, atol=1e-6):
+            ratio = float((y.double() * x.double()).sum() / (x.double() * x.double()).sum()) if reference.abs().sum() > 0 else float("nan")
+            diffs.append(f"{param}: gradient = {ratio:.4g} x the original's, expected 1/{n} (the mean of {n} micro-batches)")
+    losses_o, losses_r = list(a.get("losses") or []), list(b.get("losses") or [])
+    losses_compared = len(losses_o) == len(losses_r) == n  # else some loss fed another model
+    if losses_compared:
+        for index, (x, y) in enumerate(zip(losses_o, losses_r)):
+            if not math.isclose(y, x / n, rel_tol=1e-5, abs_tol=1e-7):
+                diffs.append(f"loss {index} backpropagated: {y:.6g}, expected {x:.6g} / {n}")
+                break
+    if diffs:
+        return CheckResult(name, FAIL, "at the first step " + "; ".join(diffs[:MAX_MISMATCHES]))
+    violations = s.rewritten.get("step_violation_count", 0)
+    if violations:
+        first = s.rewritten["step_violations"][0]
+        return CheckResult(name, FAIL, f"at step {first['step']} {first['param']}: {first['detail']} ({violations} violation(s))")
+    if not compared:
+        return CheckResult(name, UNKNOWN, "every contribution before the first step was zero: nothing to compare")
+    losses_note = f"; losses backpropagated = the original's / {n}" if losses_compared else ""
+    return CheckResult(
+        name,
+        PASS,
+        f"first step: the gradient of {compared} parameter(s) = the mean of the original's {n} micro-batch gradients "
+        f"(accumulated / {n}){losses_note}; every step's .grad = contributions since the previous step "
+        f"({len(r_steps)} steps)",
+    )
 
 
 def _first_step_differences(o_steps: list[dict[str, Any]], r_steps: list[dict[str, Any]]) -> list[str]:

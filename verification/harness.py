@@ -169,7 +169,7 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> dict[str, Any]:
     state = graph_state(spec.source or "")
     record["graph_state"] = {"names": sorted(state.names), "lines": sorted(state.lines)}
     seed_all(0)
-    bounds = _bounds(spec, place)
+    bounds = _bounds(spec, place, Probe.WHOLE_WINDOWS in needs)
     watch = LineWatch(path, spec.changed_lines)
     probes = Probes(
         track_ctx=kind == "autograd_function" or Probe.SAVED_CONTEXTS in needs,
@@ -205,10 +205,11 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> dict[str, Any]:
     return record
 
 
-def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None) -> Bounds:
+def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_windows: bool = False) -> Bounds:
     """The caps of this run (`bounded`): on for a script or a user-named driver run in
     its copy (not a pytest node), as configured; off otherwise. The doctor's spec is its
-    own mapping (`doctor.job`)."""
+    own mapping (`doctor.job`). `whole_windows`: loops run on while gradients wait for an
+    optimizer step (`Probe.WHOLE_WINDOWS`)."""
     if isinstance(spec, Mapping):
         settings, command, kind = spec.get("bounds") or {}, spec.get("command") or {}, spec["kind"]
         changed, observe = spec.get("changed_lines"), tuple(spec.get("observe") or ())
@@ -222,7 +223,7 @@ def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None) -> Bounds
     return Bounds(cap=int(settings.get("cap") or 0), outer_cap=int(settings.get("outer_cap") or 0), root=place.copy_root,
                   announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
                   changed_lines=[line for hunk in changed or () for line in hunk],
-                  observe=observe)
+                  observe=observe, whole_windows=whole_windows)
 
 
 def _fresh_main(path: str) -> dict[str, Any]:

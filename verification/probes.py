@@ -279,6 +279,10 @@ class Probes:
         self._module_outputs: list[Any] = []
         self._depth = 0
         self._losses_since_step: list[float] = []
+        #: per leaf, the backward passes that reached it since its previous update: the
+        #: micro-batches of an accumulation window (a pass through another model's copy
+        #: does not count for these parameters)
+        self._passes: dict[int, int] = {}
         self.functions: dict[str, dict[str, Any]] = {}
         self._quiet = False
         self._forward_bytes = 0
@@ -542,6 +546,7 @@ class Probes:
         self.backward_count += 1
         self._updated_since_backward.clear()
         for index, leaf in enumerate(leaves):
+            self._passes[id(leaf)] = self._passes.get(id(leaf), 0) + 1
             self.register(leaf, f"leaf#{len(self._names)}", "leaf")
             after = leaf.grad
             if after is None:
@@ -607,6 +612,7 @@ class Probes:
         grads: dict[int, torch.Tensor | None] = {}
         contributions: dict[int, torch.Tensor | None] = {}
         stale = False
+        passes = max((self._passes.pop(id(param), 0) for param in params), default=0)
         for param in params:
             self._updated.add(id(param))
             grad = _snapshot(param.grad)
@@ -628,7 +634,8 @@ class Probes:
         self.stale_steps += int(stale)
         if len(self.steps) < MAX_STORED_STEPS:
             self.steps.append(
-                {"step": self.step_count, "optimizer": optimizer_index, "grads": grads, "contributions": contributions, "losses": self._losses_since_step}
+                {"step": self.step_count, "optimizer": optimizer_index, "grads": grads, "contributions": contributions,
+                 "losses": self._losses_since_step, "backward_passes": passes}
             )
         self._losses_since_step = []
         self.step_count += 1
@@ -750,6 +757,7 @@ class Probes:
                 "grads": self.named(s["grads"]),
                 "contributions": self.named(s["contributions"]),
                 "losses": s["losses"],
+                "backward_passes": s["backward_passes"],
             }
             for s in self.steps
         ]
