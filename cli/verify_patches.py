@@ -546,6 +546,9 @@ def _compose(queue: _FileQueue) -> None:
     fixed = queue.final_text
     if fixed is None or fixed == queue.outcome.original or not queue.applied:
         return
+    from autograd_fix.codemods.unused_imports import drop_newly_unused_imports
+
+    fixed = drop_newly_unused_imports(queue.outcome.original or "", fixed)  # as `fix_rounds` does
     notebook = queue.outcome.notebook
     if notebook is not None and not notebook.intact(fixed):
         queue.outcome.error = "the fixes would change an IPython magic line or a cell boundary; file left unchanged"

@@ -7,7 +7,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
-from autograd_fix.codemods.semantic.grad_accumulation import AccumulationWindow, accumulation_windows
+from autograd_fix.codemods.rules.agf019_accumulation_without_loss_scaling.grad_accumulation import AccumulationWindow, accumulation_windows
 from autograd_fix.codemods.semantic.loops import (
     RootTracker,
     all_nodes,
