@@ -522,6 +522,8 @@ def _bind(binder: Binder, namespace: dict[str, Any], qualname: str, free_names: 
         fn = raw.__func__
         args, kwargs = binder.bind_call(fn, list(free_names))
         return fn, args, kwargs
+    if not isinstance(raw, classmethod) and binder.site_gives("self"):
+        return _bind_on_site_instance(binder, cls, raw, parts[1], free_names)
     if isinstance(cls, type) and issubclass(cls, nn.Module):
         instance = binder._bind_model("self", preferred=cls.__name__)
         if type(instance) is not cls:
@@ -537,6 +539,23 @@ def _bind(binder: Binder, namespace: dict[str, Any], qualname: str, free_names: 
     method = getattr(instance, parts[1])
     args, kwargs = binder.bind_call(raw, list(free_names), skip_first=True)
     return method, args, kwargs
+
+
+def _bind_on_site_instance(binder: Binder, cls: Any, raw: Any, name: str, free_names: Any) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The changed method called on the instance the project's own call site builds
+    (``trainer = Trainer(config, model, dataset)``), with the call's other arguments.
+
+    The side's own function is bound to that instance with `types.MethodType` rather
+    than looked up on it: the recipe imports the class the way the caller does
+    (``from pkg import Trainer``), and through a package that re-exports it that is the
+    project's module as imported before this side's source ran, whose method is the
+    unchanged one on both sides. Binding `raw` (this side's version) makes each side run
+    its own method on an identical instance."""
+    instance = binder.value("self")
+    if not any(klass.__name__ == cls.__name__ for klass in type(instance).__mro__):
+        raise Unbindable("self", f"the call site's instance is a {type(instance).__name__}, not a {cls.__name__}")
+    args, kwargs = binder.bind_call(raw, list(free_names), skip_first=True)
+    return types.MethodType(raw, instance), args, kwargs
 
 
 def _harness_backward(record: dict[str, Any], probes: Probes, roots: list[torch.Tensor], named: dict[str, Any], path: str) -> None:
