@@ -233,3 +233,17 @@ def test_a_method_is_verified_on_the_instance_its_caller_builds(tmp_path, verifi
     wrong = verify_pair(TRAINER_BUGGY, TRAINER_WRONG, path=path, rule="AGF006", checks=AGF006, verifier=verifier)
     assert wrong.verdict == "rejected", wrong.reason
     assert "differ" in wrong.reason, wrong.reason
+
+
+def test_a_class_its_package_re_exports_runs_each_sides_own_method(tmp_path, verifier):
+    # `from toy import Trainer` through `toy/__init__.py`: importing the package runs the
+    # project's copy of trainer.py first, so the recipe's instance is of that copy's
+    # class; each side must still run (and the line watch see) its own method
+    root = _trainer_project(tmp_path, TRAIN.replace("from toy.trainer import", "from toy import"))
+    (root / "toy" / "__init__.py").write_text("from .trainer import TrainConfig, Trainer\n")
+    path = str(root / "toy" / "trainer.py")
+    right = verify_pair(TRAINER_BUGGY, TRAINER, path=path, rule="AGF006", checks=AGF006, verifier=verifier)
+    assert right.verdict == "accepted", right.reason
+    assert right.driver.startswith("method Trainer.train_epoch with self and inputs from its call at train.py:27"), right.driver
+    wrong = verify_pair(TRAINER_BUGGY, TRAINER_WRONG, path=path, rule="AGF006", checks=AGF006, verifier=verifier)
+    assert wrong.verdict == "rejected", wrong.reason

@@ -423,7 +423,9 @@ def _module_name(path: str) -> tuple[str, str]:
     return name, ".".join(parts[:-1])
 
 
-def _load_module(spec: SideSpec, record: dict[str, Any], path: str, *, real_name: bool = True) -> dict[str, Any] | None:
+def _load_module(
+    spec: SideSpec, record: dict[str, Any], path: str, *, real_name: bool = True, watch: LineWatch | None = None
+) -> dict[str, Any] | None:
     """Import the real module (every statement) under its own, non-``__main__``, name;
     it is also ``sys.modules["__autograd_fix_unit__"]`` for factories. `real_name` false
     (``verify --gradcheck``, which runs outside a shadow copy) keeps only the latter."""
@@ -440,7 +442,10 @@ def _load_module(spec: SideSpec, record: dict[str, Any], path: str, *, real_name
     sys.modules[UNIT_MODULE] = module
     sys.modules[name] = module
     try:
-        exec(compile(spec.source, path, "exec"), module.__dict__)  # noqa: S102
+        code = compile(spec.source, path, "exec")
+        if watch is not None:
+            watch.claim(code)  # the side's own code, not a copy its package imported first
+        exec(code, module.__dict__)  # noqa: S102
     except BaseException as exc:  # noqa: BLE001
         record["exception"] = describe_exception(exc, "import", path)
         return None
@@ -459,7 +464,7 @@ def _resolve(namespace: dict[str, Any], qualname: str) -> Any:
 def _run_callable(
     spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, device: str, needs: frozenset[Probe]
 ) -> None:
-    namespace = _load_module(spec, record, path)
+    namespace = _load_module(spec, record, path, watch=probes.watch)
     if namespace is None:
         return
     qualname = spec.qualname
@@ -657,7 +662,7 @@ def _rerun(spec: SideSpec, path: str, device: str, bounds: Bounds) -> tuple[Any,
 
 
 def _run_function_class(spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, device: str) -> None:
-    namespace = _load_module(spec, record, path)
+    namespace = _load_module(spec, record, path, watch=probes.watch)
     if namespace is None:
         return
     cls = namespace.get(spec.qualname)
