@@ -729,6 +729,12 @@ class Binder:
         self.described[name] = f"tensor {list(base.shape)}{' requires_grad' if base.requires_grad else ''}"
         return base
 
+    def site_gives(self, name: str) -> bool:
+        """Whether the project's own call site rebuilt `name` (its recipe ran): a
+        method's ``self`` is then that instance, not one built from synthesized
+        constructor arguments."""
+        return name in self._from_call_site()
+
     def _from_call_site(self) -> dict[str, Any]:
         """The arguments the project's own call builds, by parameter name (run once: its
         recipe, then each argument's expression); {} when there is none or it failed, the

@@ -9,7 +9,12 @@ calls the function, and the argument there is built a few lines above the call
 loop over something built there (``for batch in batches:``).
 
 Found statically (`ast`, no import): the first call of the function in another project
-file that imports it (as `found_drivers` finds importers). For each argument whose value
+file that imports it (as `found_drivers` finds importers). For a changed method
+``Class.method`` the call is ``x.method(...)`` of an instance the caller built before it
+in the same scope (``x = Class(...)``, ``x = m.Class(...)``): ``self`` is one more
+argument whose recipe is that construction and what it reads (a ``Trainer(config,
+model, dataset)`` whose config no name can tell), and the harness calls the side's own
+method on it. For each argument whose value
 the caller's own scope builds, the *recipe* is the statements that build it: the
 assignments before the call that it depends on (the last one of each name), the caller
 file's imports and definitions it names, and for a loop variable the first item of the
@@ -31,6 +36,9 @@ from .found_drivers import _exporters, _names, _python_files, _read, _users_in_m
 #: statements of a recipe at most (a caller that builds its batch in 200 lines is not
 #: a recipe: synthesize)
 MAX_RECIPE_STATEMENTS = 40
+#: the argument name a method's call site gives its instance under (the caller's
+#: ``x`` of ``x = Class(...)``; the recipe is that construction and what it reads)
+INSTANCE = "self"
 
 
 @dataclass(frozen=True)
@@ -56,15 +64,31 @@ class CallSite:
                 "synthesized": list(self.synthesized)}
 
 
-def _parameters(tree: ast.Module, name: str) -> tuple[list[str], set[str]] | None:
-    """The function's parameters in order, and those without a default."""
-    for node in tree.body:
+def _parameters(tree: ast.Module, name: str, method: str | None = None) -> tuple[list[str], set[str]] | None:
+    """The function's parameters in order, and those without a default; for a `method`
+    of the class `name`, those after ``self`` (None for a static or class method: no
+    instance to build)."""
+    body: list[ast.stmt] = tree.body
+    if method is not None:
+        cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+        if cls is None:
+            return None
+        body, name = cls.body, method
+    for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            if method is not None and any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in node.decorator_list):
+                return None
             args = node.args
             positional = [*args.posonlyargs, *args.args]
             required = {a.arg for a in positional[: len(positional) - len(args.defaults)]}
             required |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None}
-            return [a.arg for a in [*positional, *args.kwonlyargs]], required
+            names = [a.arg for a in [*positional, *args.kwonlyargs]]
+            if method is not None:
+                if not positional:
+                    return None
+                names = names[1:]
+                required.discard(positional[0].arg)
+            return names, required
     return None
 
 
@@ -201,29 +225,34 @@ def _scope_of(tree: ast.Module, call: ast.Call) -> list[ast.stmt]:
 
 
 def find_call_site(root: str, path: str, qualname: str) -> CallSite | None:
-    """The first call of the module-level function `qualname` of `path` in another project
-    file under `root`, with the recipe of every argument its caller builds; None when no
-    such call gives one."""
-    if not qualname or "." in qualname:
+    """The first call of the changed `qualname` of `path` in another project file under
+    `root`, with the recipe of every argument its caller builds; None when no such call
+    gives one. A module-level function is found by its name; a method ``Class.method``
+    by an instance the caller builds (``trainer = Class(...)``) and a call
+    ``trainer.method(...)`` after it in the same scope, whose ``self`` argument is that
+    construction (`_method_calls`). A call in the changed file itself is its own
+    driver's business (a ``__main__`` block is already run as the script unit)."""
+    if not qualname or qualname.count(".") > 1:
         return None
+    head, _, method = qualname.partition(".")
     root, changed = os.path.abspath(root), os.path.abspath(path)
     text = _read(changed)
     if text is None or not changed.startswith(root + os.sep):
         return None
     try:
-        signature = _parameters(ast.parse(text), qualname)
+        signature = _parameters(ast.parse(text), head, method or None)
     except (SyntaxError, ValueError):
         return None
-    if not signature or not signature[0]:
+    if not signature or not (signature[0] or method):
         return None
     parameters, required = signature
-    heads = _users_in_module(changed, {qualname}) | {qualname}
+    heads = _users_in_module(changed, {head}) | {head}
     trees: dict[str, ast.Module] = {}
     for file in _python_files(root):
         if file == changed:
             continue
         source = _read(file)
-        if source is None or qualname not in source:
+        if source is None or head not in source:  # an exporting `__init__` need not name the method
             continue
         try:
             trees[file] = ast.parse(source, file)
@@ -232,21 +261,81 @@ def find_call_site(root: str, path: str, qualname: str) -> CallSite | None:
     exporters = _exporters(trees, root, changed, heads)
     for file in sorted(trees):
         tree = trees[file]
-        names = _names(tree, file, root, changed, {qualname}, exporters)
+        names = _names(tree, file, root, changed, {head}, exporters)
         if not names:
             continue
-        local = frozenset(n for n in names.members if n == qualname or n not in heads)
-        for call in _calls(tree, local, names.modules, qualname):
-            site = _site(tree, call, parameters, os.path.relpath(file, root))
+        local = frozenset(n for n in names.members if n == head or n not in heads)
+        relative = os.path.relpath(file, root)
+        if method:
+            for call, instance in _method_calls(tree, local, names.modules, head, method):
+                site = _site(tree, call, parameters, relative, instance)
+                if site is not None and INSTANCE in site.arguments:
+                    return replace(site, synthesized=tuple(p for p in parameters if p in required and p not in site.arguments))
+            continue
+        for call in _calls(tree, local, names.modules, head):
+            site = _site(tree, call, parameters, relative)
             if site is not None:
                 return replace(site, synthesized=tuple(p for p in parameters if p in required and p not in site.arguments))
     return None
 
 
-def _site(tree: ast.Module, call: ast.Call, parameters: list[str], relative: str) -> CallSite | None:
+def _builds(value: ast.expr, local_names: frozenset[str], modules: frozenset[str], name: str) -> bool:
+    """Whether `value` is a call of the class `name`: ``Class(...)`` or ``m.Class(...)``."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Name):
+        return func.id in local_names
+    return isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name) and func.value.id in modules
+
+
+def _method_calls(
+    tree: ast.Module, local_names: frozenset[str], modules: frozenset[str], cls: str, method: str
+) -> Iterator[tuple[ast.Call, str]]:
+    """Calls ``x.method(...)`` of an instance ``x = Class(...)`` built earlier in the same
+    scope (a simple name; ``self.x = Class(...)`` is an attribute of another object the
+    caller's recipe cannot rebuild alone), with the instance's name. The construction
+    must be the name's last assignment before the call, so the recipe's ``x`` is it."""
+    for body, owner in _scopes(tree):
+        built: dict[str, int] = {}
+        for node in _in_order(body):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name = node.targets[0].id
+                if _builds(node.value, local_names, modules, cls):
+                    built[name] = node.lineno
+                else:
+                    built.pop(name, None)
+            elif isinstance(node, ast.Call):
+                func = node.func
+                if (isinstance(func, ast.Attribute) and func.attr == method and isinstance(func.value, ast.Name)
+                        and func.value.id in built and built[func.value.id] < node.lineno):
+                    yield node, func.value.id
+
+
+def _in_order(statements: list[ast.stmt]) -> Iterator[ast.AST]:
+    """The nodes of `statements` in source order, not entering nested definitions (a
+    scope of their own)."""
+    nodes: list[ast.AST] = []
+
+    def walk(node: ast.AST) -> None:
+        nodes.append(node)
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                walk(child)
+
+    for statement in statements:
+        if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            walk(statement)
+    nodes.sort(key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)))
+    return iter(nodes)
+
+
+def _site(tree: ast.Module, call: ast.Call, parameters: list[str], relative: str, instance: str | None = None) -> CallSite | None:
     mapped = _argument_map(call, parameters)
-    if not mapped:
+    if mapped is None or not (mapped or instance):
         return None
+    if instance is not None:
+        mapped = {INSTANCE: ast.Name(instance, ast.Load()), **mapped}
     scope = _scope_of(tree, call)
     arguments: dict[str, str] = {}
     statements: dict[int, ast.stmt] = {}
@@ -268,20 +357,22 @@ def _site(tree: ast.Module, call: ast.Call, parameters: list[str], relative: str
 
 
 def with_call_sites(units: Sequence[Any], root: str | None, path: str) -> list[Any]:
-    """`units` with each changed module-level function (also among fallbacks) carrying
-    the call site its inputs are bound from, and saying so in its driver label."""
+    """`units` with each changed module-level function or method (also among fallbacks)
+    carrying the call site its inputs (and a method's ``self``) are bound from, and
+    saying so in its driver label."""
     if not root:
         return list(units)
     found: dict[str, CallSite | None] = {}
 
     def visit(unit: Any) -> Any:
         fallbacks = tuple(visit(f) for f in unit.fallbacks)
-        if unit.kind == "function" and unit.caller_of is None and unit.qualname and "." not in unit.qualname:
+        if unit.kind in ("function", "method") and unit.caller_of is None and unit.qualname:
             if unit.qualname not in found:
                 found[unit.qualname] = find_call_site(root, path, unit.qualname)
             site = found[unit.qualname]
             if site is not None:
-                label = f"function {unit.qualname} with inputs from its call at {site.where} ({', '.join(site.arguments)})"
+                what = "self and inputs" if unit.kind == "method" else "inputs"
+                label = f"{unit.kind} {unit.qualname} with {what} from its call at {site.where} ({', '.join(site.arguments)})"
                 if site.synthesized:
                     label += f", {', '.join(site.synthesized)} synthesized"
                 return replace(unit, fallbacks=fallbacks, call_site=site.to_json(), driver=label)

@@ -131,6 +131,14 @@ class LineWatch:
         """The first module code of the verified file: its nested code objects are ours."""
         if self._ours is not None or code.co_name != "<module>" or code.co_filename != self.path:
             return
+        self.claim(code)
+
+    def claim(self, code: types.CodeType) -> None:
+        """Watch `code` (a module's code of the verified file) and what it nests, in place of
+        any earlier claim. The harness claims the side's own source before running it: a
+        package whose ``__init__`` imports the changed module has already run the project's
+        copy of the file under the same path, whose code is not the side's."""
+        self._covers.clear()
         ours: set[types.CodeType] = set()
         stack = [code]
         while stack:

@@ -429,7 +429,9 @@ def _module_name(path: str) -> tuple[str, str]:
     return name, ".".join(parts[:-1])
 
 
-def _load_module(spec: SideSpec, record: dict[str, Any], path: str, *, real_name: bool = True) -> dict[str, Any] | None:
+def _load_module(
+    spec: SideSpec, record: dict[str, Any], path: str, *, real_name: bool = True, watch: LineWatch | None = None
+) -> dict[str, Any] | None:
     """Import the real module (every statement) under its own, non-``__main__``, name;
     it is also ``sys.modules["__autograd_fix_unit__"]`` for factories. `real_name` false
     (``verify --gradcheck``, which runs outside a shadow copy) keeps only the latter."""
@@ -446,7 +448,10 @@ def _load_module(spec: SideSpec, record: dict[str, Any], path: str, *, real_name
     sys.modules[UNIT_MODULE] = module
     sys.modules[name] = module
     try:
-        exec(compile(spec.source, path, "exec"), module.__dict__)  # noqa: S102
+        code = compile(spec.source, path, "exec")
+        if watch is not None:
+            watch.claim(code)  # the side's own code, not a copy its package imported first
+        exec(code, module.__dict__)  # noqa: S102
     except BaseException as exc:  # noqa: BLE001
         record["exception"] = describe_exception(exc, "import", path)
         return None
@@ -465,7 +470,7 @@ def _resolve(namespace: dict[str, Any], qualname: str) -> Any:
 def _run_callable(
     spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, device: str, needs: frozenset[Probe]
 ) -> None:
-    namespace = _load_module(spec, record, path)
+    namespace = _load_module(spec, record, path, watch=probes.watch)
     if namespace is None:
         return
     qualname = spec.qualname
@@ -528,6 +533,8 @@ def _bind(binder: Binder, namespace: dict[str, Any], qualname: str, free_names: 
         fn = raw.__func__
         args, kwargs = binder.bind_call(fn, list(free_names))
         return fn, args, kwargs
+    if not isinstance(raw, classmethod) and binder.site_gives("self"):
+        return _bind_on_site_instance(binder, cls, raw, parts[1], free_names)
     if isinstance(cls, type) and issubclass(cls, nn.Module):
         instance = binder._bind_model("self", preferred=cls.__name__)
         if type(instance) is not cls:
@@ -543,6 +550,23 @@ def _bind(binder: Binder, namespace: dict[str, Any], qualname: str, free_names: 
     method = getattr(instance, parts[1])
     args, kwargs = binder.bind_call(raw, list(free_names), skip_first=True)
     return method, args, kwargs
+
+
+def _bind_on_site_instance(binder: Binder, cls: Any, raw: Any, name: str, free_names: Any) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The changed method called on the instance the project's own call site builds
+    (``trainer = Trainer(config, model, dataset)``), with the call's other arguments.
+
+    The side's own function is bound to that instance with `types.MethodType` rather
+    than looked up on it: the recipe imports the class the way the caller does
+    (``from pkg import Trainer``), and through a package that re-exports it that is the
+    project's module as imported before this side's source ran, whose method is the
+    unchanged one on both sides. Binding `raw` (this side's version) makes each side run
+    its own method on an identical instance."""
+    instance = binder.value("self")
+    if not any(klass.__name__ == cls.__name__ for klass in type(instance).__mro__):
+        raise Unbindable("self", f"the call site's instance is a {type(instance).__name__}, not a {cls.__name__}")
+    args, kwargs = binder.bind_call(raw, list(free_names), skip_first=True)
+    return types.MethodType(raw, instance), args, kwargs
 
 
 def _harness_backward(record: dict[str, Any], probes: Probes, roots: list[torch.Tensor], named: dict[str, Any], path: str) -> None:
@@ -644,7 +668,7 @@ def _rerun(spec: SideSpec, path: str, device: str, bounds: Bounds) -> tuple[Any,
 
 
 def _run_function_class(spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, device: str) -> None:
-    namespace = _load_module(spec, record, path)
+    namespace = _load_module(spec, record, path, watch=probes.watch)
     if namespace is None:
         return
     cls = namespace.get(spec.qualname)
