@@ -112,6 +112,7 @@ def _diagnosis(answer: dict[str, Any], script: str, text: str, root: str | None,
         detail = f"the run stopped{where}: {exc.get('type')}: {str(exc.get('message'))[:300]}"
     seen = record.get("observations") or {}
     measures = {"duration_s": result.get("duration_s"), "instrumented_s": seen.get("duration_s"),
-                "backward_passes": seen.get("backward_passes"), "optimizer_steps": seen.get("optimizer_steps")}
+                "backward_passes": seen.get("backward_passes"), "optimizer_steps": seen.get("optimizer_steps"),
+                "series": list(seen.get("series") or ())}
     shortened = tuple((record.get("bounded") or {}).get("loops") or ())
     return Diagnosis(script, status, detail, tuple(findings), shortened, measures, isolated)

@@ -5,8 +5,8 @@ the project's source text (read through `read`, which the caller supplies), so t
 decisions can be tested without running anything. No torch here.
 
 A finding carries the code of the rule whose fix applies at that site (AGF001...), or a
-``DOC`` code for what no rule fixes (debug leftovers, an autograd crash no rule
-explains).
+``DOC`` code for what no rule fixes (anomaly mode on with no line seen turning it on, an
+autograd crash no rule explains).
 """
 
 from __future__ import annotations
@@ -17,10 +17,15 @@ from typing import Any, Callable
 
 from ..verdict import format_bytes
 
-#: debug leftovers and autograd crashes no rule explains (no rule fixes them)
+#: anomaly mode on where the run did not see it turned on, and autograd crashes no rule
+#: explains (no rule fixes them)
 ANOMALY_LEFTOVER = "DOC001"
-EMPTY_CACHE_LEFTOVER = "DOC002"
 AUTOGRAD_CRASH = "DOC003"
+#: anomaly mode or empty_cache() left in the training run: the rule's own code
+DEBUG_LEFTOVER = "AGF017"
+
+#: finite differences at most this large: the forward is flat where it was probed
+STRAIGHT_THROUGH = 1e-12
 
 #: what each code says, as the report's legend and SARIF's rule descriptions
 TITLES = {
@@ -32,8 +37,8 @@ TITLES = {
     "AGF008": "parameters receive no gradient",
     "AGF010": "hidden state carries the graph of earlier iterations",
     "AGF011": "retained graph never used again",
-    ANOMALY_LEFTOVER: "anomaly detection left on in the training loop",
-    EMPTY_CACHE_LEFTOVER: "torch.cuda.empty_cache() called in the training loop",
+    DEBUG_LEFTOVER: "anomaly detection or torch.cuda.empty_cache() left in the training run",
+    ANOMALY_LEFTOVER: "anomaly detection on in the training loop (where it was turned on not seen)",
     AUTOGRAD_CRASH: "autograd error",
 }
 
@@ -81,15 +86,15 @@ def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, 
     stepped = int(seen.get("optimizer_steps") or 0) > 0
     found: list[Finding] = []
     found += _unused_graphs(seen, read)
-    found += _stale_steps(seen)
+    found += _stale_steps(seen, read)
     recurrent = _recurrent(seen, stepped)
     found += recurrent
     found += _holders(seen, stepped, read, {f.path for f in recurrent})
-    found += _silent(seen, script)
+    found += _silent(seen, script, read)
     found += _functions(seen, read)
     found += _retains(seen)
     found += _leftovers(seen)
-    found += _crash(record, script, focus, found)
+    found += _crash(record, script, focus, found, read)
     found = _explained_by_cuts(found, read)
     if (record.get("exception") or {}).get("autograd"):
         # the pass whose backward raised was never backpropagated: not a graph built for nothing
@@ -145,10 +150,10 @@ def _unused_graphs(seen: dict[str, Any], read: Reader) -> list[Finding]:
     return found
 
 
-def _stale_steps(seen: dict[str, Any]) -> list[Finding]:
+def _stale_steps(seen: dict[str, Any], read: Reader) -> list[Finding]:
     grouped: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for stale in seen.get("stale") or ():
-        site = stale.get("site")
+        site = stale.get("site") or _hand_update_site(stale.get("backward_site"), read)
         if not site:
             continue
         grouped.setdefault((site[0], int(site[1]), stale["optimizer"]), []).append(stale)
@@ -157,13 +162,56 @@ def _stale_steps(seen: dict[str, Any]) -> list[Finding]:
         numbers = [s["step"] for s in steps]
         mixed = max(s["steps_mixed"] for s in steps)
         first = steps[0]
+        if first.get("site") is None:  # a hand-written update (no optimizer)
+            message = (f"this hand-written update used .grad holding the backward passes of up to {mixed} updates (never "
+                       f"zeroed since the previous update), at update{'s' if len(numbers) > 1 else ''} "
+                       f"{', '.join(map(str, numbers[:8]))} ({first['params']} of {first['of']} leaves updated: "
+                       f"{', '.join(first.get('names') or [])}): set .grad to None (or zero it) after each update")
+            found.append(Finding("AGF002", path, line, message,
+                                 {"optimizer": None, "steps": numbers, "steps_mixed": mixed, "params": first["params"],
+                                  "of": first["of"], "examples": first.get("names") or []}))
+            continue
+        used = [s for s in steps if not s.get("at_end")]
         message = (f"{optimizer}.step() used .grad holding the backward passes of up to {mixed} steps (never zeroed "
                    f"since its previous step), at step{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers[:8]))}"
                    f" ({first['params']} of {first['of']} parameters): zero the gradients before each backward")
+        if not used:
+            message = (f"after {optimizer}'s step {numbers[0] - 1}, backward added to .grad without zeroing it: the run "
+                       f"stopped before step {numbers[0]}, which would have used gradients of {mixed} steps "
+                       f"({first['params']} of {first['of']} parameters): zero the gradients after each step")
         found.append(Finding("AGF002", path, line, message,
                              {"optimizer": optimizer, "steps": numbers, "steps_mixed": mixed, "params": first["params"],
                               "of": first["of"], "examples": first.get("names") or []}))
     return found
+
+
+def _hand_update_site(backward: list[Any] | None, read: Reader) -> tuple[str, int] | None:
+    """Where a hand-written update is: the first in-place update that reads a ``.grad``
+    (``w -= lr * w.grad``, ``p.data.add_(-lr * p.grad)``) in the loop (else the
+    function, else the module) that runs the backward; the backward itself when there is
+    none to be found (the update lives in another file)."""
+    if not backward:
+        return None
+    path, line = backward[0], int(backward[1])
+    try:
+        tree = ast.parse(read(path) or "")
+    except (SyntaxError, ValueError):
+        return path, line
+    kinds = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef)
+    around = [n for n in ast.walk(tree) if isinstance(n, kinds) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    scope = max(around, key=lambda n: n.lineno) if around else tree
+
+    def reads_grad(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(node))
+
+    updates = []
+    for node in ast.walk(scope):
+        if isinstance(node, ast.AugAssign) and not reads_grad(node.target) and reads_grad(node.value):
+            updates.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_")
+              and not node.func.attr.startswith("zero") and not reads_grad(node.func.value) and any(map(reads_grad, node.args))):
+            updates.append(node.lineno)
+    return (path, min(updates)) if updates else (path, line)
 
 
 def _recurrent(seen: dict[str, Any], stepped: bool) -> list[Finding]:
@@ -208,12 +256,14 @@ def _holders(seen: dict[str, Any], stepped: bool, read: Reader, recurrent_files:
     return [f for f in found if f.evidence["accumulates"] or f.path not in placed]
 
 
-def _silent(seen: dict[str, Any], script: str) -> list[Finding]:
+def _silent(seen: dict[str, Any], script: str, read: Reader) -> list[Finding]:
     """Parameters no gradient reached: at the lines that cut the graph when the run saw
     any (`cuts`: a copy of graph-carrying data, a leaf re-made every iteration), else at
     their module's call."""
     params_all = list(seen.get("silent_params") or ())
     cuts = list(seen.get("cuts") or ()) if params_all else []
+    if params_all:
+        cuts += [_rewrap_cut(entry, read) for entry in seen.get("leaf_roots") or ()]
     if cuts:
         return [_cut_finding(cut, params_all) for cut in cuts]
     grouped: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -230,6 +280,34 @@ def _silent(seen: dict[str, Any], script: str) -> list[Finding]:
                    f"{' (only zeros)' if zeros == len(names) else ''}: the graph is cut between them and the loss")
         found.append(Finding("AGF008", path, line, message, {"params": names, "values": total}))
     return found
+
+
+def _rewrap_cut(entry: dict[str, Any], read: Reader) -> dict[str, Any]:
+    """A backward whose root is a leaf made to require grad (``loss.requires_grad =
+    True``, the usual way to silence "does not require grad"): the cut is that line, found
+    in the loop or function of the backward by the root's name; else the backward."""
+    path, line = entry["file"], int(entry["line"])
+    found = line
+    try:
+        tree = ast.parse(read(path) or "")
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is not None:
+        roots = {n.func.value.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr == "backward" and isinstance(n.func.value, ast.Name) and n.lineno == line}
+        kinds = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef)
+        around = [n for n in ast.walk(tree) if isinstance(n, kinds) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+        scope = max(around, key=lambda n: n.lineno) if around else tree
+        for node in ast.walk(scope):
+            target = None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute) \
+                    and node.targets[0].attr == "requires_grad":
+                target = node.targets[0].value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_":
+                target = node.func.value
+            if isinstance(target, ast.Name) and target.id in roots and node.lineno <= line:
+                found = node.lineno
+    return {"file": path, "line": found, "kind": "rewrap", "calls": entry["calls"]}
 
 
 def _innermost_function(text: str | None, line: int) -> tuple[int, int] | None:
@@ -266,9 +344,11 @@ def _explained_by_cuts(found: list[Finding], read: Reader) -> list[Finding]:
 
 def _cut_finding(cut: dict[str, Any], params: list[dict[str, Any]]) -> Finding:
     names = [p["name"] for p in params]
-    made = ("copies values that carried a graph into a tensor with no history" if cut["kind"] == "copy"
-            else "makes a fresh leaf (requires_grad=True) every iteration: what produced its values gets no gradient")
-    message = (f"this call {made} ({cut['calls']} call{'s' if cut['calls'] != 1 else ''}); {len(names)} parameter"
+    made = {"copy": "copies values that carried a graph into a tensor with no history",
+            "rewrap": "makes a loss with no graph require grad: the backward through it reaches no parameter"}.get(
+        cut["kind"], "makes a fresh leaf (requires_grad=True) every iteration: what produced its values gets no gradient")
+    what, unit = ("this line", "backward") if cut["kind"] == "rewrap" else ("this call", "call")
+    message = (f"{what} {made} ({cut['calls']} {unit}{'s' if cut['calls'] != 1 else ''}); {len(names)} parameter"
                f"{'s' if len(names) != 1 else ''} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}) never "
                "received a gradient: keep the graph (use the tensors themselves, torch.stack/sum)")
     return Finding("AGF008", cut["file"], int(cut["line"]), message,
@@ -286,7 +366,11 @@ def _functions(seen: dict[str, Any], read: Reader) -> list[Finding]:
                                  f"{function['class']}.backward returns {count} gradients here; its forward took {inputs} "
                                  f"inputs at the run's own call: return exactly one per input (None where there is none)",
                                  {"class": function["class"], "returned": count, "inputs": inputs}))
-        wrong = {int(k): v for k, v in (function.get("positions") or {}).items() if not v.get("match", True)}
+        # a forward flat where it was probed (finite differences exactly 0: `round`, a
+        # sign, a quantizer) with a non-zero backward is a straight-through estimator by
+        # design, not a wrong derivative
+        wrong = {int(k): v for k, v in (function.get("positions") or {}).items()
+                 if not v.get("match", True) and abs(float(v.get("numeric") or 0.0)) > STRAIGHT_THROUGH}
         if not wrong or miscounted:
             continue
         line = _return_line(text, function["class"]) if text is not None else None
@@ -346,23 +430,40 @@ def _retains(seen: dict[str, Any]) -> list[Finding]:
 
 
 def _leftovers(seen: dict[str, Any]) -> list[Finding]:
+    """Anomaly mode on for two or more backward passes: AGF017 at the line that turned it
+    on (that line is what the rule's fix removes), or DOC001 at the backward when the run
+    did not see it turned on (``torch.set_anomaly_enabled``, an environment switch);
+    ``empty_cache()`` called two or more times at one line: AGF017 there."""
     found = []
+    switched: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for entry in seen.get("anomaly") or ():
-        if entry["passes"] >= 2:
+        on = entry.get("on")
+        if on:
+            switched.setdefault((on[0], int(on[1])), []).append(entry)
+        elif entry["passes"] >= 2:
             found.append(Finding(ANOMALY_LEFTOVER, entry["file"], int(entry["line"]),
                                  f"{entry['passes']} backward passes here ran with anomaly detection on (it slows every "
                                  "forward and backward): remove detect_anomaly / set_detect_anomaly(True)",
                                  {"passes": entry["passes"]}))
+    for (path, line), entries in switched.items():
+        passes = sum(int(e["passes"]) for e in entries)
+        if passes >= 2:
+            at = ", ".join(sorted({f"{e['file']}:{e['line']}" for e in entries}))
+            found.append(Finding(DEBUG_LEFTOVER, path, line,
+                                 f"anomaly detection turned on here was on for {passes} backward passes ({at}); it slows "
+                                 "every forward and backward: remove it from the training run",
+                                 {"passes": passes, "backwards": sorted({f"{e['file']}:{e['line']}" for e in entries})}))
     for entry in seen.get("empty_cache") or ():
         if entry["calls"] >= 2:
-            found.append(Finding(EMPTY_CACHE_LEFTOVER, entry["file"], int(entry["line"]),
+            found.append(Finding(DEBUG_LEFTOVER, entry["file"], int(entry["line"]),
                                  f"torch.cuda.empty_cache() called {entry['calls']} times here: it frees nothing a "
                                  "later allocation would not reuse and stalls the device",
                                  {"calls": entry["calls"]}))
     return found
 
 
-def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, found: list[Finding]) -> list[Finding]:
+def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, found: list[Finding],
+           read: Reader | None = None) -> list[Finding]:
     exc = record.get("exception")
     if not exc or not exc.get("autograd"):
         return []
@@ -378,16 +479,33 @@ def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fo
         if modifications:
             last = modifications[-1]
             evidence["op"] = last["op"]
+            at = int(last["line"])
+            made = _inplace_constructor(read(last["file"]), at) if read is not None else None
+            if made is not None:  # `self.act(x)` of `self.act = nn.ReLU(inplace=True)`: the flag is the bug
+                evidence["called_at"] = at
+                text = (f"this module is made with inplace=True; its in-place `{last['op']}` (called at line {at}) changed "
+                        f"a tensor autograd had saved" + (f" (for the op at {saved_at[0]}:{saved_at[1]})" if saved_at else "")
+                        + f"; the backward at line {line} then failed: make it with inplace=False")
+                return [Finding("AGF003", last["file"], made, text, evidence)]
             text = (f"in-place `{last['op']}` here changed a tensor autograd had saved"
                     + (f" (for the op at {saved_at[0]}:{saved_at[1]})" if saved_at else "")
                     + f"; the backward at line {line} then failed: use the out-of-place op")
-            return [Finding("AGF003", last["file"], int(last["line"]), text, evidence)]
+            return [Finding("AGF003", last["file"], at, text, evidence)]
         if saved_at:
             return [Finding("AGF003", saved_at[0], int(saved_at[1]),
                             f"a tensor this op saved was changed in place before the backward at line {line}", evidence)]
     if "is being used in an in-place operation" in message:  # a leaf (or its view) changed in place under grad
         return [Finding("AGF003", path, line, f"in-place change of a tensor that requires grad, under grad mode: {message[:160]}",
                         {"error": message[:300]})]
+    cuts = [cut for cut in (record.get("observations") or {}).get("cuts") or () if cut.get("kind") == "copy"]
+    if "does not require grad and does not have a grad_fn" in message and cuts:
+        # the loss has no graph because a call copied graph-carrying values into a tensor
+        # with no history: the cut is the bug, the backward only where it shows
+        return [Finding("AGF008", cut["file"], int(cut["line"]),
+                        f"this call copies values that carried a graph into a tensor with no history ({cut['calls']} call"
+                        f"{'s' if cut['calls'] != 1 else ''}); the backward at line {line} then failed: {message[:120]}: keep "
+                        "the graph (use the tensor itself)", {"cut": "copy", "calls": cut["calls"], "error": message[:300]})
+                for cut in cuts]
     if "incorrect number of gradients" in message:
         if any(f.code == "AGF004" for f in found):
             return []  # the return that miscounts is already named
@@ -399,6 +517,26 @@ def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fo
 
 
 # -- where in the source --------------------------------------------------------------
+
+
+def _inplace_constructor(text: str | None, line: int) -> int | None:
+    """The line that made, with ``inplace=True``, the module called at `line`
+    (``x = self.act(x)`` and ``self.act = nn.ReLU(inplace=True)``); None otherwise."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    called = {n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id for n in ast.walk(tree)
+              if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+              and isinstance(n.func, (ast.Attribute, ast.Name))}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        names = {t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", None) for t in node.targets}
+        flagged = any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.value.keywords)
+        if flagged and names & called:
+            return node.lineno
+    return None
 
 
 def _scope(tree: ast.Module, first_line: int) -> ast.AST:
