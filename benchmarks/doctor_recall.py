@@ -6,11 +6,15 @@ clean when the run gives no finding of the rule there.
 - ``bug``: tests/corpus/ (scored by `doctor_corpus.score`: the case's ``AGFnnn line``).
 - ``verification``: benchmarks/verification_corpus/, the cases with a driver (``kind =
   "script"``; library cases have nothing to run without ``--driver``). The bug's lines
-  are the lines of ``buggy.py`` its hand fix (``fixed.py``) changes (for a pure
-  insertion, the lines on either side of it); the near-miss is ``fixed.py`` itself: no
+  (`anchor_lines`) are the lines of ``buggy.py`` its hand fix (``fixed.py``) changes (for
+  a pure insertion, the lines on either side of it), plus where the rule's convention puts
+  the bug; the near-miss is ``fixed.py`` itself: no
   finding of the case's rule may remain there.
-- ``long``: benchmarks/long_runs/ (needs ``--snapshots``): the injected bug's lines, and
-  the upstream script as the near-miss (plus `near_misses.toml`'s lines in it).
+- ``long``: benchmarks/long_runs/ (needs ``--snapshots``): the injected bug's lines; the
+  near-miss is the upstream script: no finding on `near_misses.toml`'s lines in it, and
+  none of the rule where the injected bug was (other findings in upstream code are
+  listed with the oracle: they may be real). Cases whose bug is in a library module
+  (``library = true``) need ``--driver``: not run.
 
 Rules whose bugs run correctly (no runtime symptom: `NO_RUNTIME_SYMPTOM`) are listed
 apart, not counted. Every dynamic finding is also compared with the static rules at its
@@ -120,6 +124,13 @@ def _oracle(result: Result, texts: dict[str, str]) -> None:
             result.oracle.append(f"{result.corpus}/{result.name}: {f.path}:{f.line} {f.code} {f.message[:110]}")
 
 
+def _status(diagnosis) -> str:
+    """The run's status; a run that stopped at a missing module did not run here."""
+    if diagnosis.status == "crashed" and "ModuleNotFoundError" in diagnosis.detail:
+        return "missing module: " + diagnosis.detail[-80:]
+    return diagnosis.status
+
+
 def _diagnose(project: Path, script: str, verifier: Verifier, argv: list[str] | None = None):
     path = project / script
     text = path.read_text(encoding="utf-8")
@@ -168,12 +179,12 @@ def verification_corpus(verifier: Verifier, only: str | None) -> list[Result]:
             (project / "pyproject.toml").write_text(f"[project]\nname = 'case{folder.name[:2]}'\n")
             bug, text = _diagnose(project, "buggy.py", verifier)
             near, fixed_text = _diagnose(project, "fixed.py", verifier)
-        result = Result("verification", folder.name, case["rule"], "bug", bug.status, anchor_lines(case["rule"], buggy, fixed, "buggy.py"),
+        result = Result("verification", folder.name, case["rule"], "bug", _status(bug), anchor_lines(case["rule"], buggy, fixed, "buggy.py"),
                         [f for f in bug.findings if f.path == "buggy.py"])
         _score_bug(result, text)
         _oracle(result, {"buggy.py": text})
         results.append(result)
-        clean = Result("verification", folder.name + " (fixed.py)", case["rule"], "near-miss", near.status,
+        clean = Result("verification", folder.name + " (fixed.py)", case["rule"], "near-miss", _status(near),
                        [], [f for f in near.findings if f.path == "fixed.py" and f.code == case["rule"]])
         results.append(clean)
     return results
@@ -198,6 +209,9 @@ def long_runs(verifier: Verifier, only: str | None, snapshots: Path | None) -> l
             results.append(Result("long", path.stem, "?", "bug", f"no snapshot ({str(error)[:80]})"))
             continue
         script = case["script"]
+        if case.get("library"):  # the bug is in a module the project's own script imports
+            results.append(Result("long", path.stem, case["rule"], "bug", "library (needs --driver)"))
+            continue
         with tempfile.TemporaryDirectory(prefix="doctor-long-") as scratch:
             lay_out(case, Path(scratch), uncapped=False)
             project = Path(scratch) / case["upstream"]
@@ -208,7 +222,7 @@ def long_runs(verifier: Verifier, only: str | None, snapshots: Path | None) -> l
                     texts[name] = (project / name).read_text(encoding="utf-8")
             (project / script).write_text(case["fixed"])
             near, _ = _diagnose(project, script, verifier)
-        result = Result("long", path.stem, case["rule"], "bug", bug.status,
+        result = Result("long", path.stem, case["rule"], "bug", _status(bug),
                         anchor_lines(case["rule"], case["buggy"], case["fixed"], script),
                         [f for f in bug.findings if f.path == script])
         _score_bug(result, text)
@@ -216,8 +230,13 @@ def long_runs(verifier: Verifier, only: str | None, snapshots: Path | None) -> l
         results.append(result)
         watched = [i for i in near_items if i["upstream"] == case["upstream"] and i["file"] == script]
         near_lines = [case["fixed"][: case["fixed"].index(i["text"])].count("\n") + 1 for i in watched if i["text"] in case["fixed"]]
-        wrong = [f for f in near.findings if f.path == script and (f.code == case["rule"] or f.line in near_lines)]
-        results.append(Result("long", path.stem + " (upstream)", case["rule"], "near-miss", near.status, near_lines, wrong))
+        fixed_lines = changed_lines(case["fixed"], case["buggy"])  # the fix's lines, in the upstream file
+        wrong = [f for f in near.findings if f.path == script and (f.line in near_lines or (
+            f.code == case["rule"] and any(abs(f.line - line) <= 2 for line in fixed_lines)))]
+        clean = Result("long", path.stem + " (upstream)", case["rule"], "near-miss", _status(near), near_lines, wrong)
+        clean.oracle = [f"long/{path.stem} upstream (not the injected bug): {f.path}:{f.line} {f.code} {f.message[:110]}"
+                        for f in near.findings if f not in wrong]
+        results.append(clean)
     return results
 
 

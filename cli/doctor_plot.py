@@ -49,13 +49,14 @@ def runs(before: list[Point] | tuple[Point, ...], after: list[Point] | tuple[Poi
     return [run for run in drawn if run.series]
 
 
-def sparkline(values: list[int], width: int = SPARK_WIDTH) -> str:
-    """`values` as unicode bars scaled to their maximum (resampled to `width` points)."""
+def sparkline(values: list[int], top: int | None = None, width: int = SPARK_WIDTH) -> str:
+    """`values` as unicode bars scaled to `top` (default: their maximum; resampled to
+    `width` points, each the largest of the values it stands for)."""
     if not values:
         return ""
     if len(values) > width:
         values = [max(values[i * len(values) // width:(i + 1) * len(values) // width] or [0]) for i in range(width)]
-    top = max(values)
+    top = max(values) if top is None else top
     if top <= 0:
         return BARS[0] * len(values)
     return "".join(BARS[min(len(BARS) - 1, int(v * (len(BARS) - 1) / top + 0.5))] for v in values)
@@ -63,13 +64,14 @@ def sparkline(values: list[int], width: int = SPARK_WIDTH) -> str:
 
 def terminal_chart(drawn: list[Run]) -> list[str]:
     """Lines of the compact chart: per panel, one sparkline per run with its last and
-    largest value (each run scaled to its own maximum, the numbers say the scale)."""
+    largest value, the runs of a panel on one scale (so the fixed run's bars are lower)."""
     lines = []
     for key, title, written in PANELS:
         lines.append(f"{title} (one bar per backward pass, the last at the end of the run):")
+        top = max(max(run.values(key)) for run in drawn)
         for run in drawn:
             values = run.values(key)
-            lines.append(f"  {run.label:<16} {sparkline(values)}  last {written(values[-1])}, max {written(max(values))}")
+            lines.append(f"  {run.label:<16} {sparkline(values, top)}  last {written(values[-1])}, max {written(max(values))}")
     return lines
 
 

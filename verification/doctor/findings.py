@@ -27,6 +27,10 @@ DEBUG_LEFTOVER = "AGF017"
 #: finite differences at most this large: the forward is flat where it was probed
 STRAIGHT_THROUGH = 1e-12
 
+#: calls that make a Function's forward piecewise constant (its backward: straight-through)
+PIECEWISE_CONSTANT = frozenset({"round", "floor", "ceil", "sign", "trunc", "argmax", "argmin", "heaviside",
+                                "bucketize", "item"})
+
 #: what each code says, as the report's legend and SARIF's rule descriptions
 TITLES = {
     "AGF001": "forward pass builds a graph no backward uses",
@@ -37,6 +41,8 @@ TITLES = {
     "AGF008": "parameters receive no gradient",
     "AGF010": "hidden state carries the graph of earlier iterations",
     "AGF011": "retained graph never used again",
+    "AGF013": "requires_grad misspelled: the parameters it meant to freeze are trained",
+    "AGF014": "reentrant checkpoint cuts its parameters off the graph",
     DEBUG_LEFTOVER: "anomaly detection or torch.cuda.empty_cache() left in the training run",
     ANOMALY_LEFTOVER: "anomaly detection on in the training loop (where it was turned on not seen)",
     AUTOGRAD_CRASH: "autograd error",
@@ -91,6 +97,8 @@ def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, 
     found += recurrent
     found += _holders(seen, stepped, read, {f.path for f in recurrent})
     found += _silent(seen, script, read)
+    found += _reentrant(seen)
+    found += _misspelled(seen, script, read)
     found += _functions(seen, read)
     found += _retains(seen)
     found += _leftovers(seen)
@@ -261,7 +269,7 @@ def _silent(seen: dict[str, Any], script: str, read: Reader) -> list[Finding]:
     any (`cuts`: a copy of graph-carrying data, a leaf re-made every iteration), else at
     their module's call."""
     params_all = list(seen.get("silent_params") or ())
-    cuts = list(seen.get("cuts") or ()) if params_all else []
+    cuts = [cut for cut in seen.get("cuts") or () if cut["kind"] != "reentrant"] if params_all else []
     if params_all:
         cuts += [_rewrap_cut(entry, read) for entry in seen.get("leaf_roots") or ()]
     if cuts:
@@ -308,6 +316,35 @@ def _rewrap_cut(entry: dict[str, Any], read: Reader) -> dict[str, Any]:
             if isinstance(target, ast.Name) and target.id in roots and node.lineno <= line:
                 found = node.lineno
     return {"file": path, "line": found, "kind": "rewrap", "calls": entry["calls"]}
+
+
+def _misspelled(seen: dict[str, Any], script: str, read: Reader) -> list[Finding]:
+    """Parameters carrying a ``require_grad`` attribute (a typo of ``requires_grad``:
+    setting it changes nothing) that still require grad and received gradients: AGF013
+    at each line of the script that assigns it."""
+    typo = seen.get("misspelled")
+    if not typo or not typo["trained"]:
+        return []
+    try:
+        tree = ast.parse(read(script) or "")
+    except (SyntaxError, ValueError):
+        return []
+    lines = sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                    and any(isinstance(t, ast.Attribute) and t.attr == "require_grad" for t in n.targets)})
+    return [Finding("AGF013", script, line,
+                    f"`.require_grad` set here is not `.requires_grad`: {typo['trained']} of {typo['params']} parameters "
+                    f"carrying it ({', '.join(typo['names'])}) still required grad and received gradients",
+                    {"params": typo["params"], "trained": typo["trained"], "examples": typo["names"]}) for line in lines]
+
+
+def _reentrant(seen: dict[str, Any]) -> list[Finding]:
+    """Reentrant checkpoints whose output came back with no graph (`cuts`)."""
+    return [Finding("AGF014", cut["file"], int(cut["line"]),
+                    f"this reentrant checkpoint returned an output with no graph ({cut['calls']} call"
+                    f"{'s' if cut['calls'] != 1 else ''}): none of its inputs requires grad, so the parameters of the "
+                    "checkpointed module never receive a gradient: pass use_reentrant=False",
+                    {"calls": cut["calls"]})
+            for cut in seen.get("cuts") or () if cut["kind"] == "reentrant"]
 
 
 def _innermost_function(text: str | None, line: int) -> tuple[int, int] | None:
@@ -371,7 +408,7 @@ def _functions(seen: dict[str, Any], read: Reader) -> list[Finding]:
         # design, not a wrong derivative
         wrong = {int(k): v for k, v in (function.get("positions") or {}).items()
                  if not v.get("match", True) and abs(float(v.get("numeric") or 0.0)) > STRAIGHT_THROUGH}
-        if not wrong or miscounted:
+        if not wrong or miscounted or _quantizes(text, function["class"]):
             continue
         line = _return_line(text, function["class"]) if text is not None else None
         position, numbers = next(iter(sorted(wrong.items())))
@@ -382,14 +419,32 @@ def _functions(seen: dict[str, Any], read: Reader) -> list[Finding]:
     return found
 
 
-def _backward_of(tree: ast.Module, qualname: str) -> ast.FunctionDef | None:
+def _backward_of(tree: ast.Module, qualname: str, method: str = "backward") -> ast.FunctionDef | None:
     name = qualname.rsplit(".", 1)[-1]
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == name:
             for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "backward":
+                if isinstance(item, ast.FunctionDef) and item.name == method:
                     return item
     return None
+
+
+def _quantizes(text: str | None, qualname: str) -> bool:
+    """Whether the Function's forward rounds or reads a value out of the graph
+    (``round``, ``floor``, ``sign``, ``.item()``...): a quantizer whose backward is a
+    straight-through estimator by design, which finite differences cannot judge."""
+    try:
+        forward = _backward_of(ast.parse(text or ""), qualname, "forward")
+    except (SyntaxError, ValueError):
+        return False
+    if forward is None:
+        return False
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in PIECEWISE_CONSTANT:
+                return True
+    return False
 
 
 def _miscounted_returns(text: str, qualname: str, inputs: int) -> list[tuple[int, int]]:

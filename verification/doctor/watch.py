@@ -198,7 +198,9 @@ class Watch:
         #: (backward site, where anomaly mode was turned on) -> backward passes under it
         self.anomaly: dict[tuple[Site, Site | None], int] = {}
         self._anomaly_on: Site | None = None
+        #: empty_cache() call site -> calls made at most one backward after the previous
         self.empty_cache: dict[Site, int] = {}
+        self._cache_last: dict[Site, int] = {}
         #: backward sites whose root was a leaf made to require grad (no parameter reached)
         self.leaf_roots: dict[Site, int] = {}
         self._undo: list[Callable[[], None]] = []
@@ -279,7 +281,12 @@ class Watch:
         def empty_cache() -> None:
             site = self._site()
             if site is not None:
-                self.empty_cache[site] = self.empty_cache.get(site, 0) + 1
+                # a call counts when at most one backward ran since this line's previous
+                # call (every step); a call per epoch, after many steps, does not
+                last = self._cache_last.get(site)
+                self._cache_last[site] = self.backward_count
+                if last is None or self.backward_count - last <= 1:
+                    self.empty_cache[site] = self.empty_cache.get(site, 0) + 1
             original_empty()
 
         torch.cuda.empty_cache = empty_cache
@@ -676,6 +683,8 @@ class Watch:
         for held in self._open:
             if finished and held.ended and not held.settled and not held.unpacked and held.alive > 0:
                 self.sites[held.site].held += 1
+                if len(self.sites[held.site].unused_bytes) < KEPT_PASSES:
+                    self.sites[held.site].unused_bytes.append(held.nbytes)
                 if held.caller is not None:
                     self.sites[held.site].callers.setdefault(held.caller, [0, 0])[1] += 1
         sites = []
@@ -705,7 +714,10 @@ class Watch:
             silent.append({"name": self._param_names.get(key, "?"), "module": self._module_names.get(module, "?"),
                            "site": self._module_sites.get(module), "numel": int(param.numel()),
                            "grad": "zeros" if param.grad is not None else "none"})
+        misspelled = [key for key, param in self._params.items() if "require_grad" in getattr(param, "__dict__", {})]
         return {
+            "misspelled": {"params": len(misspelled), "trained": sum(key in self._nonzero for key in misspelled),
+                           "names": [self._param_names.get(key, "?") for key in misspelled[:4]]} if misspelled else None,
             "duration_s": round(duration, 4),
             "backward_passes": self.backward_count,
             "optimizer_steps": self.steps_total,
