@@ -14,7 +14,8 @@ clean when the run gives no finding of the rule there.
   near-miss is the upstream script: no finding on `near_misses.toml`'s lines in it, and
   none of the rule where the injected bug was (other findings in upstream code are
   listed with the oracle: they may be real). Cases whose bug is in a library module
-  (``library = true``) need ``--driver``: not run.
+  (``library = true``) run through the project script that drives it (found, as
+  ``autograd-fix doctor LIBRARY.py`` finds it).
 
 Rules whose bugs run correctly (no runtime symptom: `NO_RUNTIME_SYMPTOM`) are listed
 apart, not counted. Every dynamic finding is also compared with the static rules at its
@@ -209,9 +210,6 @@ def long_runs(verifier: Verifier, only: str | None, snapshots: Path | None) -> l
             results.append(Result("long", path.stem, "?", "bug", f"no snapshot ({str(error)[:80]})"))
             continue
         script = case["script"]
-        if case.get("library"):  # the bug is in a module the project's own script imports
-            results.append(Result("long", path.stem, case["rule"], "bug", "library (needs --driver)"))
-            continue
         with tempfile.TemporaryDirectory(prefix="doctor-long-") as scratch:
             lay_out(case, Path(scratch), uncapped=False)
             project = Path(scratch) / case["upstream"]

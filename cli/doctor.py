@@ -2,7 +2,7 @@
 in the verification sandbox, and report the autograd bugs the run showed.
 
     autograd-fix doctor [--diff | --apply] [--timeout S] [--format text|json|sarif] [--exit-zero]
-                        [--plot FILE.svg] [--isolation ...] SCRIPT [ARGS...]
+                        [--plot FILE.svg] [--driver SCRIPT] [--isolation ...] SCRIPT [ARGS...]
 
 Each finding has its line, its rule code and what was measured; each also says whether
 the static rules report the same code there (``static: also found`` / ``static:
@@ -116,8 +116,8 @@ def _static_findings(text: str, path: str) -> list[tuple[str, int]]:
 
 
 def _texts(diagnosis: Diagnosis, script: Path, text: str) -> dict[str, str | None]:
-    root = str(script.resolve())[: -len(diagnosis.script)] if str(script.resolve()).endswith(diagnosis.script) else None
-    texts: dict[str, str | None] = {diagnosis.script: text}
+    root = project_root(script, diagnosis)
+    texts: dict[str, str | None] = {} if diagnosis.via else {diagnosis.script: text}
     for finding in diagnosis.findings:
         if finding.path in texts:
             continue
@@ -144,6 +144,10 @@ def doctor(
         None, "--isolation", help="How the run is confined: auto, required or off (a repository's pyproject.toml cannot lower it).",
     ),
     pass_env: Optional[list[str]] = typer.Option(None, "--pass-env", metavar="NAME", help="An environment variable the run keeps (repeatable)."),
+    driver: Optional[Path] = typer.Option(
+        None, "--driver", metavar="SCRIPT",
+        help="Run this project script to watch SCRIPT's code (default for a file that runs nothing itself: a project script found that imports it).",
+    ),
     plot: Optional[Path] = typer.Option(
         None, "--plot", metavar="FILE.svg",
         help="Write saved-tensor memory and live autograd nodes per backward pass as an SVG picture (with --diff/--apply: "
@@ -179,7 +183,8 @@ def doctor(
     except WorkerError:
         pass  # diagnose reports the failure
     try:
-        diagnosis = diagnose(str(script), text, list(args) if args else None, timeout=timeout, verifier=verifier, user=user)
+        diagnosis = diagnose(str(script), text, list(args) if args else None, timeout=timeout, verifier=verifier, user=user,
+                             driver=str(driver) if driver else None)
         say_isolation_notice(verifier)
         texts = _texts(diagnosis, script, text)
         statics = {path: _static_findings(source, path) for path, source in texts.items() if source is not None}
@@ -193,8 +198,9 @@ def doctor(
                                on_decided=applier or DecisionNotes())
         after = None
         fixed = _fixed_script(files, script)
-        if plot is not None and fixed is not None:
-            after = diagnose(str(script), fixed, list(args) if args else None, timeout=timeout, verifier=verifier, user=user)
+        if plot is not None and fixed is not None and (not diagnosis.via or mode == "apply"):  # a driver reads files from disk
+            after = diagnose(str(script), fixed, list(args) if args else None, timeout=timeout, verifier=verifier, user=user,
+                             driver=str(driver) if driver else None)
     finally:
         if verifier is not None:
             verifier.close()
@@ -216,7 +222,7 @@ def doctor(
         console.print(Text(doctor_sarif(diagnosis, files, errors, agreement, written if mode == "apply" else None)), soft_wrap=True)
     else:
         chart = terminal_chart(drawn) if any(len(run.series) > 1 for run in drawn) else []
-        render(diagnosis, agreement, console, files if mode != "report" else None, written, chart)
+        render(diagnosis, agreement, console, files, written, chart, notes=mode != "report")
         if mode == "diff":
             for outcome in files.outcomes:
                 for line in verdict_lines(outcome):
@@ -263,7 +269,7 @@ def doctor_json(diagnosis: Diagnosis, agreement: list[bool | None], files: Docto
 
 def render(
     diagnosis: Diagnosis, agreement: list[bool | None], console: Console, files: DoctorFiles | None = None,
-    written: set[int] | None = None, chart: list[str] | None = None,
+    written: set[int] | None = None, chart: list[str] | None = None, notes: bool = True,
 ) -> None:
     """The run's line, then one line per finding (``path:line CODE message``); with
     `files` (--diff, --apply), a second line per finding: what became of its fix; then
@@ -273,19 +279,21 @@ def render(
     counts = ""
     if measures.get("backward_passes") is not None:
         counts = f"; {measures['backward_passes']} backward passes, {measures['optimizer_steps']} optimizer steps"
-    head = printable(f"{diagnosis.script}: {diagnosis.detail}{' (shortened: ' + shortened + ')' if shortened else ''}{counts}")
+    via = f" ({diagnosis.via})" if diagnosis.via else ""
+    head = printable(f"{diagnosis.script}{via}: {diagnosis.detail}{' (shortened: ' + shortened + ')' if shortened else ''}{counts}")
     if not diagnosis.isolated:
         head += " [run NOT isolated]"
     console.print(Text(head))
     for index, (finding, agrees) in enumerate(zip(diagnosis.findings, agreement)):
         static = {True: "static: also found", False: "static: missed", None: ""}[agrees]
-        line = Text.assemble((f"{printable(finding.path)}:{finding.line}", "bold"), " ", (finding.code, "bold red"),
+        record = files.records.get(index) if files is not None else None
+        where = f"cell {record.cell}:{record.line}" if record is not None and record.cell is not None else str(finding.line)
+        line = Text.assemble((f"{printable(finding.path)}:{where}", "bold"), " ", (finding.code, "bold red"),
                              f" {printable(finding.message)}")
         if static:
             line.append(f" [{static}]", style="dim")
         console.print(line)
-        record = files.records.get(index) if files is not None else None
-        if record is not None and files is not None:
+        if notes and record is not None and files is not None:
             note = fix_note(record, files.reasons.get(index))
             if written is not None and id(record) in written:
                 note = note.replace("fix goes in:", "fixed:", 1)

@@ -231,3 +231,69 @@ def test_picture_and_chart() -> None:
     assert chart[1].split()[2] == "▂▄▅▇█" and chart[2].split()[3] == "▂▂▂▂▂"
     assert sparkline([0, 0]) == BARS[0] * 2 and len(sparkline(list(range(500)))) == 48
     assert runs([], None) == []
+
+
+# -- a library file, run through the project's script; a notebook ------------------------
+
+TRAINER = """\
+import torch
+
+
+class Trainer:
+    def __init__(self, model, data):
+        self.model, self.data = model, data
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def run(self):
+        for x, y in self.data:
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+            loss.backward()
+            self.optimizer.step()  # <- AGF002
+"""
+
+DRIVER = """\
+import torch
+from pkg.trainer import Trainer
+
+torch.manual_seed(0)
+data = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(6)]
+Trainer(torch.nn.Linear(3, 1), data).run()
+"""
+
+
+def test_a_library_file_runs_through_its_projects_script(tmp_path: Path, verifier) -> None:
+    """`doctor pkg/trainer.py` (a module that only defines a class) runs the project's
+    script that imports and uses it, and reports the bug in the library file; a library
+    file no script uses is unavailable, with the reason."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "trainer.py").write_text(TRAINER)
+    (tmp_path / "train.py").write_text(DRIVER)
+    diagnosis = diagnose(str(tmp_path / "pkg" / "trainer.py"), TRAINER, timeout=60, verifier=verifier)
+    assert diagnosis.script == "train.py" and "drives pkg/trainer.py" in diagnosis.via, diagnosis.detail
+    assert {(f.path, f.code, f.line) for f in diagnosis.findings} == {("pkg/trainer.py", code, line) for code, line in expected(TRAINER)}
+    named = diagnose(str(tmp_path / "pkg" / "trainer.py"), TRAINER, timeout=60, verifier=verifier, driver=str(tmp_path / "train.py"))
+    assert named.via.startswith("--driver") and [f.code for f in named.findings] == ["AGF002"]
+    (tmp_path / "train.py").unlink()
+    alone = diagnose(str(tmp_path / "pkg" / "trainer.py"), TRAINER, timeout=60, verifier=verifier)
+    assert alone.status == "unavailable" and "--driver" in alone.detail and not alone.findings
+
+
+def test_a_notebook_is_run_as_its_cells(tmp_path: Path) -> None:
+    """`doctor train.ipynb`: the code cells run as one program (IPython lines masked);
+    findings are placed as `cell N:line`."""
+    import json
+    import subprocess
+    import sys
+
+    cells = [MODEL, "%matplotlib inline\nfor x, y in data:\n    criterion(model(x), y).backward()\n    optimizer.step()\n"]
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "source": c.splitlines(True), "outputs": [], "execution_count": None}
+                          for c in cells],
+                "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    (tmp_path / "train.ipynb").write_text(json.dumps(notebook))
+    result = subprocess.run([sys.executable, "-m", "autograd_fix", "doctor", "train.ipynb"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "train.ipynb:cell 2:4 AGF002" in result.stdout, result.stdout

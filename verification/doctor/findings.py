@@ -77,6 +77,10 @@ class Diagnosis:
     shortened: tuple[dict[str, Any], ...] = ()
     measures: dict[str, Any] = field(default_factory=dict)
     isolated: bool = True
+    #: why another script than the one named was run (a library file's driver)
+    via: str = ""
+    #: the project root the paths are relative to
+    root: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
