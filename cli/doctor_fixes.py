@@ -91,7 +91,7 @@ def doctor_files(
         select = tuple(config.select) if config is not None and config.select else None
         ignore = tuple((config.ignore + config.ignored_codes_for(Path(full))) if config is not None else ())
         rules = select_rules(list(select) if select else None, list(ignore))
-        sites = tuple((diagnosis.findings[i].code, diagnosis.findings[i].line) for i in indexes
+        sites = tuple((diagnosis.findings[i].code, _fix_line(diagnosis.findings[i])) for i in indexes
                       if agreement[i] is False and any(rule.code == diagnosis.findings[i].code for rule in rules))
         job = Job(
             path=_display(full), select=select, ignore=ignore,
@@ -145,6 +145,12 @@ def _read_only(path: str) -> FileOutcome:
     return outcome
 
 
+def _fix_line(finding: Finding) -> int:
+    """Where a fix built at the run's site goes: the forward's own statement when the
+    finding names the evaluation function or loop around it (`fix_line`)."""
+    return int(finding.evidence.get("fix_line") or finding.line)
+
+
 def _matching(records: list[FindingRecord], finding: Finding, agrees: bool | None,
               located: tuple[int, int] | None = None) -> FindingRecord | None:
     """The checked file's finding whose fix fixes `finding`: where the static rule agrees,
@@ -152,6 +158,8 @@ def _matching(records: list[FindingRecord], finding: Finding, agrees: bool | Non
     smallest span holding the line). `located`: (cell, line) of a notebook's finding."""
     cell, line = located if located is not None else (None, finding.line)
     same = [r for r in records if r.code == finding.code and r.plan_id is not None and r.cell == cell]
+    if not agrees and located is None:
+        line = _fix_line(finding)
     if agrees:
         return min(same, key=lambda r: abs(r.line - line), default=None)
     holding = [r for r in same if r.line <= line <= r.end_line]

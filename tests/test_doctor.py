@@ -32,11 +32,12 @@ data = [(torch.randn(4, 8), torch.randint(0, 2, (4,))) for _ in range(8)]
 
 CASES = {
     # -- AGF001: a forward whose graph no backward uses
+    # (an evaluation function: reported at its def, as the static rule reports it)
     "agf001_eval_without_no_grad": PRELUDE + """
-def evaluate(batches):
+def evaluate(batches):  # <- AGF001
     correct = 0
     for x, y in batches:
-        out = model(x)  # <- AGF001
+        out = model(x)
         correct += (out.argmax(1) == y).sum().item()
     return correct
 
@@ -269,10 +270,10 @@ def forward(x):
     return {"logits": model(x)}
 
 
-def accuracy(batches):
+def accuracy(batches):  # <- AGF001 (an evaluation function: at its def)
     hits = 0
     for x, y in batches:
-        hits += int((forward(x)["logits"].argmax(1) == y).sum())  # <- AGF001
+        hits += int((forward(x)["logits"].argmax(1) == y).sum())
     return hits
 
 
@@ -446,10 +447,10 @@ def test_cli_text_and_json(tmp_path: Path) -> None:
 #: cut by `float()` inside a helper the training loop calls
 STATIC_SILENT_AGF001 = PRELUDE + """
 
-def activation_energy(batches):
+def activation_energy(batches):  # <- AGF001 (the fix goes to the forward's statement)
     energy = 0.0
     for x, _ in batches:
-        energy += float(model(x).pow(2).mean())  # <- AGF001
+        energy += float(model(x).pow(2).mean())
     return energy
 
 

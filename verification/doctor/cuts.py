@@ -52,14 +52,16 @@ class GraphCuts:
     #: reentrant checkpoints whose output came back with no graph (AGF014)
     reentrant: dict[Site, int] = field(default_factory=dict)
 
-    def _note_checkpoint(self, function: Any, args: tuple[Any, ...], use_reentrant: Any, out: Any) -> None:
-        """A reentrant checkpoint under grad mode whose function has parameters that
-        require grad, none of whose tensor inputs requires grad, and whose output has no
-        graph: those parameters get no gradient from it."""
+    def _note_checkpoint(self, function: Any, args: tuple[Any, ...], use_reentrant: Any, out: Any,
+                         ran: list[torch.nn.Module]) -> None:
+        """A reentrant checkpoint under grad mode whose function ran modules with
+        parameters that require grad, none of whose tensor inputs requires grad, and
+        whose output has no graph: those parameters get no gradient from it."""
         if use_reentrant is False or self.quiet() or not torch.is_grad_enabled():
             return
         owner = function if isinstance(function, torch.nn.Module) else getattr(function, "__self__", None)
-        if not isinstance(owner, torch.nn.Module) or not any(p.requires_grad for p in owner.parameters()):
+        modules = [owner] if isinstance(owner, torch.nn.Module) else list(ran)
+        if not any(p.requires_grad for module in modules for p in module.parameters()):
             return
         inputs = [a for a in args if isinstance(a, torch.Tensor)]
         outputs = [out] if isinstance(out, torch.Tensor) else [t for t in (out if isinstance(out, (list, tuple)) else ()) if isinstance(t, torch.Tensor)]
@@ -113,8 +115,13 @@ class GraphCuts:
         original_checkpoint = checkpoint_module.checkpoint
 
         def checkpoint(function: Any, *args: Any, use_reentrant: Any = None, **kwargs: Any) -> Any:
-            out = original_checkpoint(function, *args, use_reentrant=use_reentrant, **kwargs)
-            cuts._note_checkpoint(function, args, use_reentrant, out)
+            ran: list[torch.nn.Module] = []  # the modules the checkpointed function ran (a lambda's too)
+            handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, _: ran.append(module))
+            try:
+                out = original_checkpoint(function, *args, use_reentrant=use_reentrant, **kwargs)
+            finally:
+                handle.remove()
+            cuts._note_checkpoint(function, args, use_reentrant, out, ran)
             return out
 
         checkpoint_module.checkpoint = checkpoint  # type: ignore[assignment]

@@ -159,7 +159,77 @@ def _unused_graphs(seen: dict[str, Any], read: Reader) -> list[Finding]:
         found.append(Finding("AGF001", site["file"], int(site["line"]), message,
                              {"passes": site["passes"], "unused_passes": site["unused"], "held_at_end": held,
                               "saved_bytes_per_pass": per_pass}))
-    return found
+    return _at_evaluation_headers(found, sites, read)
+
+
+def _trains(node: ast.AST) -> bool:
+    """Whether a block calls a backward or an optimizer step (``.backward()``,
+    ``.step()``, ``autograd.grad(...)``) anywhere inside."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            if call.func.attr in ("backward", "step"):
+                return True
+            if call.func.attr == "grad" and isinstance(call.func.value, (ast.Name, ast.Attribute)) and \
+                    getattr(call.func.value, "id", getattr(call.func.value, "attr", "")) == "autograd":
+                return True
+    return False
+
+
+def _evaluation_block(text: str | None, line: int, wasted_everywhere: Callable[[int, int], bool]) -> int | None:
+    """The header of the outermost loop or function around `line` that trains nothing
+    and whose every forward pass was wasted (an evaluation: the rule's fix decorates the
+    function or wraps the loop, and the rule reports that line); None when the forward
+    sits directly in code that trains."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    kinds = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
+    chain = sorted((n for n in ast.walk(tree) if isinstance(n, kinds) and n.lineno <= line <= (n.end_lineno or n.lineno)),
+                   key=lambda n: n.lineno, reverse=True)
+    best = None
+    for node in chain:  # innermost first
+        if _trains(node) or not wasted_everywhere(node.lineno, node.end_lineno or node.lineno):
+            break
+        best = node
+    return best.lineno if best is not None and best.lineno != line else None
+
+
+def _at_evaluation_headers(found: list[Finding], sites: list[dict[str, Any]], read: Reader) -> list[Finding]:
+    """AGF001 findings inside an evaluation function or loop (`_evaluation_block`), merged
+    into one at its header; the forward's own line stays in the evidence (`fix_line`: a
+    fix built at the run's site wraps that statement)."""
+    def wasted_everywhere(path: str) -> Callable[[int, int], bool]:
+        def check(first: int, last: int) -> bool:
+            inside = [s for s in sites if s["file"] == path and first <= int(s["line"]) <= last]
+            return all(int(s["unused"]) + int(s.get("held") or 0) >= int(s["passes"]) for s in inside)
+        return check
+
+    merged: dict[tuple[str, int], Finding] = {}
+    kept = []
+    for finding in found:
+        header = _evaluation_block(read(finding.path), finding.line, wasted_everywhere(finding.path))
+        if header is None:
+            kept.append(finding)
+            continue
+        earlier = merged.get((finding.path, header))
+        if earlier is None:
+            merged[(finding.path, header)] = Finding(
+                "AGF001", finding.path, header, finding.message.replace(" here ", f" at line {finding.line} ", 1),
+                {**finding.evidence, "fix_line": finding.line, "forward_lines": [finding.line]})
+            continue
+        evidence = dict(earlier.evidence)
+        evidence["forward_lines"] = evidence["forward_lines"] + [finding.line]
+        for key in ("passes", "unused_passes", "held_at_end"):
+            evidence[key] = int(evidence.get(key) or 0) + int(finding.evidence.get(key) or 0)
+        evidence["saved_bytes_per_pass"] = max(int(evidence.get("saved_bytes_per_pass") or 0),
+                                               int(finding.evidence.get("saved_bytes_per_pass") or 0))
+        lines = ", ".join(map(str, evidence["forward_lines"]))
+        message = (f"{evidence['unused_passes'] + evidence['held_at_end']} of {evidence['passes']} forward passes at lines "
+                   f"{lines} built a graph no backward went through ({format_bytes(evidence['saved_bytes_per_pass'])} of "
+                   "saved tensors per pass): run them under torch.no_grad()")
+        merged[(finding.path, header)] = Finding("AGF001", finding.path, header, message, evidence)
+    return kept + list(merged.values())
 
 
 def _stale_steps(seen: dict[str, Any], read: Reader) -> list[Finding]:
@@ -275,7 +345,7 @@ def _silent(seen: dict[str, Any], script: str, read: Reader) -> list[Finding]:
     params_all = list(seen.get("silent_params") or ())
     cuts = [cut for cut in seen.get("cuts") or () if cut["kind"] != "reentrant"] if params_all else []
     if params_all:
-        cuts += [_rewrap_cut(entry, read) for entry in seen.get("leaf_roots") or ()]
+        cuts += [cut for entry in seen.get("leaf_roots") or () if (cut := _rewrap_cut(entry, read)) is not None]
     if cuts:
         return [_cut_finding(cut, params_all) for cut in cuts]
     grouped: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -294,12 +364,13 @@ def _silent(seen: dict[str, Any], script: str, read: Reader) -> list[Finding]:
     return found
 
 
-def _rewrap_cut(entry: dict[str, Any], read: Reader) -> dict[str, Any]:
+def _rewrap_cut(entry: dict[str, Any], read: Reader) -> dict[str, Any] | None:
     """A backward whose root is a leaf made to require grad (``loss.requires_grad =
     True``, the usual way to silence "does not require grad"): the cut is that line, found
-    in the loop or function of the backward by the root's name; else the backward."""
+    in the loop or function of the backward by the root's name; None when there is no
+    such line (the leaf was made by a constructor: `cuts` names that call)."""
     path, line = entry["file"], int(entry["line"])
-    found = line
+    found = None
     try:
         tree = ast.parse(read(path) or "")
     except (SyntaxError, ValueError):
@@ -319,15 +390,15 @@ def _rewrap_cut(entry: dict[str, Any], read: Reader) -> dict[str, Any]:
                 target = node.func.value
             if isinstance(target, ast.Name) and target.id in roots and node.lineno <= line:
                 found = node.lineno
-    return {"file": path, "line": found, "kind": "rewrap", "calls": entry["calls"]}
+    return {"file": path, "line": found, "kind": "rewrap", "calls": entry["calls"]} if found is not None else None
 
 
 def _misspelled(seen: dict[str, Any], script: str, read: Reader) -> list[Finding]:
-    """Parameters carrying a ``require_grad`` attribute (a typo of ``requires_grad``:
-    setting it changes nothing) that still require grad and received gradients: AGF013
-    at each line of the script that assigns it."""
+    """Parameters whose ``require_grad`` attribute (a typo of ``requires_grad``: setting
+    it changes nothing) says the opposite of their ``requires_grad``: AGF013 at each line
+    of the script that assigns it."""
     typo = seen.get("misspelled")
-    if not typo or not typo["trained"]:
+    if not typo or not typo["params"]:
         return []
     try:
         tree = ast.parse(read(script) or "")
@@ -336,8 +407,9 @@ def _misspelled(seen: dict[str, Any], script: str, read: Reader) -> list[Finding
     lines = sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assign)
                     and any(isinstance(t, ast.Attribute) and t.attr == "require_grad" for t in n.targets)})
     return [Finding("AGF013", script, line,
-                    f"`.require_grad` set here is not `.requires_grad`: {typo['trained']} of {typo['params']} parameters "
-                    f"carrying it ({', '.join(typo['names'])}) still required grad and received gradients",
+                    f"`.require_grad` set here is not `.requires_grad`: {typo['params']} parameter"
+                    f"{'s' if typo['params'] != 1 else ''} ({', '.join(typo['names'])}) kept the opposite requires_grad "
+                    f"({typo['trained']} received gradients)",
                     {"params": typo["params"], "trained": typo["trained"], "examples": typo["names"]}) for line in lines]
 
 

@@ -626,6 +626,24 @@ class Watch:
                 "names": [self._param_names.get(key, "?") for key, _ in stale[:4]],
             })
 
+    def _misspelled(self) -> list[int]:
+        """Parameters whose ``require_grad`` attribute (a typo: it does nothing) says the
+        opposite of their ``requires_grad``: the freeze or unfreeze it meant never
+        happened. The parameters seen in the run and those of the script's modules."""
+        params = dict(self._params)
+        for value in list((self.namespace or {}).values()):
+            if isinstance(value, nn.Module):
+                for name, param in value.named_parameters():
+                    if id(param) not in params:
+                        params[id(param)] = param
+                        self._param_names.setdefault(id(param), f"{type(value).__name__}.{name}")
+        found = []
+        for key, param in params.items():
+            meant = getattr(param, "__dict__", {}).get("require_grad")
+            if meant is not None and bool(meant) != param.requires_grad:
+                found.append(key)
+        return found
+
     def _stale_at_end(self) -> None:
         """The run stopped (a bounded loop cut, say, between two steps of gradient
         accumulation) while parameters' ``.grad`` held gradients a step had already used
@@ -714,7 +732,7 @@ class Watch:
             silent.append({"name": self._param_names.get(key, "?"), "module": self._module_names.get(module, "?"),
                            "site": self._module_sites.get(module), "numel": int(param.numel()),
                            "grad": "zeros" if param.grad is not None else "none"})
-        misspelled = [key for key, param in self._params.items() if "require_grad" in getattr(param, "__dict__", {})]
+        misspelled = self._misspelled()
         return {
             "misspelled": {"params": len(misspelled), "trained": sum(key in self._nonzero for key in misspelled),
                            "names": [self._param_names.get(key, "?") for key in misspelled[:4]]} if misspelled else None,
