@@ -2,7 +2,7 @@
 in the verification sandbox, and report the autograd bugs the run showed.
 
     autograd-fix doctor [--diff | --apply] [--timeout S] [--format text|json|sarif] [--exit-zero]
-                        [--isolation ...] SCRIPT [ARGS...]
+                        [--plot FILE.svg] [--driver SCRIPT] [--isolation ...] SCRIPT [ARGS...]
 
 Each finding has its line, its rule code and what was measured; each also says whether
 the static rules report the same code there (``static: also found`` / ``static:
@@ -10,6 +10,10 @@ missed``), which makes the run an oracle for the static rules' recall.
 
 With --diff / --apply, each finding a rule can fix goes to that rule's fix at its site
 (`cli.doctor_fixes`), verified and composed as the main command's fixes are.
+
+The text report ends with a compact chart of saved-tensor memory and live autograd nodes
+per backward pass; --plot writes the same as an SVG picture, and with --diff/--apply runs
+the fixed script once more to draw it next to the original (`cli.doctor_plot`).
 
 Exit codes, Ruff's as the main command's: 0 no finding remains, 1 findings remain (with
 --apply: findings whose fix was not written), 2 errors (usage; the run could not be made:
@@ -33,6 +37,7 @@ from rich.text import Text
 from autograd_fix.cli.apply_files import Applier, DecisionNotes
 from autograd_fix.cli.config import ConfigLookup
 from autograd_fix.cli.doctor_fixes import DoctorFiles, doctor_files, fix_note, project_root
+from autograd_fix.cli.doctor_plot import runs, svg, terminal_chart
 from autograd_fix.cli.doctor_sarif import doctor_sarif
 from autograd_fix.cli.progress import progress_console
 from autograd_fix.cli.render import file_diff, print_diff, verdict_lines
@@ -111,8 +116,8 @@ def _static_findings(text: str, path: str) -> list[tuple[str, int]]:
 
 
 def _texts(diagnosis: Diagnosis, script: Path, text: str) -> dict[str, str | None]:
-    root = str(script.resolve())[: -len(diagnosis.script)] if str(script.resolve()).endswith(diagnosis.script) else None
-    texts: dict[str, str | None] = {diagnosis.script: text}
+    root = project_root(script, diagnosis)
+    texts: dict[str, str | None] = {} if diagnosis.via else {diagnosis.script: text}
     for finding in diagnosis.findings:
         if finding.path in texts:
             continue
@@ -139,6 +144,15 @@ def doctor(
         None, "--isolation", help="How the run is confined: auto, required or off (a repository's pyproject.toml cannot lower it).",
     ),
     pass_env: Optional[list[str]] = typer.Option(None, "--pass-env", metavar="NAME", help="An environment variable the run keeps (repeatable)."),
+    driver: Optional[Path] = typer.Option(
+        None, "--driver", metavar="SCRIPT",
+        help="Run this project script to watch SCRIPT's code (default for a file that runs nothing itself: a project script found that imports it).",
+    ),
+    plot: Optional[Path] = typer.Option(
+        None, "--plot", metavar="FILE.svg",
+        help="Write saved-tensor memory and live autograd nodes per backward pass as an SVG picture (with --diff/--apply: "
+             "also of a second run of the fixed script).",
+    ),
 ) -> None:
     """Run SCRIPT once, shortened as verification shortens it (loops that train stop
     after a few iterations), under instrumentation, in the verification sandbox; report
@@ -169,7 +183,8 @@ def doctor(
     except WorkerError:
         pass  # diagnose reports the failure
     try:
-        diagnosis = diagnose(str(script), text, list(args) if args else None, timeout=timeout, verifier=verifier, user=user)
+        diagnosis = diagnose(str(script), text, list(args) if args else None, timeout=timeout, verifier=verifier, user=user,
+                             driver=str(driver) if driver else None)
         say_isolation_notice(verifier)
         texts = _texts(diagnosis, script, text)
         statics = {path: _static_findings(source, path) for path, source in texts.items() if source is not None}
@@ -181,10 +196,21 @@ def doctor(
             settings = VerifySettings(timeout=verify_timeout, user=user)
             verify_and_compose(files.outcomes, files.jobs, settings, False, progress_console(), verifier=verifier, follow_ons=False,
                                on_decided=applier or DecisionNotes())
+        after = None
+        fixed = _fixed_script(files, script)
+        if plot is not None and fixed is not None and (not diagnosis.via or mode == "apply"):  # a driver reads files from disk
+            after = diagnose(str(script), fixed, list(args) if args else None, timeout=timeout, verifier=verifier, user=user,
+                             driver=str(driver) if driver else None)
     finally:
         if verifier is not None:
             verifier.close()
     console = output_console()
+    drawn = runs(diagnosis.measures.get("series") or [], (after.measures.get("series") or []) if after is not None else None)
+    if plot is not None:
+        try:
+            plot.write_text(svg(drawn, diagnosis.script), encoding="utf-8")
+        except OSError as error:
+            raise _usage(f"{plot}: cannot write the picture: {error}") from None
     failed = diagnosis.status not in ("finished", "crashed")
     errors = [(o.path, o.error) for o in files.outcomes if o.error] + ([(diagnosis.script, diagnosis.detail)] if failed else [])
     written = set(applier.applied_ids) if applier is not None else set()
@@ -195,7 +221,8 @@ def doctor(
     elif output_format is Format.sarif:
         console.print(Text(doctor_sarif(diagnosis, files, errors, agreement, written if mode == "apply" else None)), soft_wrap=True)
     else:
-        render(diagnosis, agreement, console, files if mode != "report" else None, written)
+        chart = terminal_chart(drawn) if any(len(run.series) > 1 for run in drawn) else []
+        render(diagnosis, agreement, console, files, written, chart, notes=mode != "report")
         if mode == "diff":
             for outcome in files.outcomes:
                 for line in verdict_lines(outcome):
@@ -209,6 +236,15 @@ def doctor(
     if errors:
         raise typer.Exit(EXIT_ERROR)
     raise typer.Exit(EXIT_CLEAN if exit_zero or not remaining else EXIT_FINDINGS)
+
+
+def _fixed_script(files: DoctorFiles, script: Path) -> str | None:
+    """The script's text with the accepted fixes composed, when any changed it."""
+    target = os.path.realpath(script)
+    for outcome in files.outcomes:
+        if os.path.realpath(outcome.path) == target and outcome.fixed is not None and outcome.fixed != outcome.original:
+            return outcome.fixed
+    return None
 
 
 def doctor_json(diagnosis: Diagnosis, agreement: list[bool | None], files: DoctorFiles, mode: str, written: set[int]) -> dict:
@@ -233,32 +269,37 @@ def doctor_json(diagnosis: Diagnosis, agreement: list[bool | None], files: Docto
 
 def render(
     diagnosis: Diagnosis, agreement: list[bool | None], console: Console, files: DoctorFiles | None = None,
-    written: set[int] | None = None,
+    written: set[int] | None = None, chart: list[str] | None = None, notes: bool = True,
 ) -> None:
     """The run's line, then one line per finding (``path:line CODE message``); with
-    `files` (--diff, --apply), a second line per finding: what became of its fix."""
+    `files` (--diff, --apply), a second line per finding: what became of its fix; then
+    the `chart` (`doctor_plot.terminal_chart`), and the count last."""
     shortened = describe(list(diagnosis.shortened))
     measures = diagnosis.measures
     counts = ""
     if measures.get("backward_passes") is not None:
         counts = f"; {measures['backward_passes']} backward passes, {measures['optimizer_steps']} optimizer steps"
-    head = printable(f"{diagnosis.script}: {diagnosis.detail}{' (shortened: ' + shortened + ')' if shortened else ''}{counts}")
+    via = f" ({diagnosis.via})" if diagnosis.via else ""
+    head = printable(f"{diagnosis.script}{via}: {diagnosis.detail}{' (shortened: ' + shortened + ')' if shortened else ''}{counts}")
     if not diagnosis.isolated:
         head += " [run NOT isolated]"
     console.print(Text(head))
     for index, (finding, agrees) in enumerate(zip(diagnosis.findings, agreement)):
         static = {True: "static: also found", False: "static: missed", None: ""}[agrees]
-        line = Text.assemble((f"{printable(finding.path)}:{finding.line}", "bold"), " ", (finding.code, "bold red"),
+        record = files.records.get(index) if files is not None else None
+        where = f"cell {record.cell}:{record.line}" if record is not None and record.cell is not None else str(finding.line)
+        line = Text.assemble((f"{printable(finding.path)}:{where}", "bold"), " ", (finding.code, "bold red"),
                              f" {printable(finding.message)}")
         if static:
             line.append(f" [{static}]", style="dim")
         console.print(line)
-        record = files.records.get(index) if files is not None else None
-        if record is not None and files is not None:
+        if notes and record is not None and files is not None:
             note = fix_note(record, files.reasons.get(index))
             if written is not None and id(record) in written:
                 note = note.replace("fix goes in:", "fixed:", 1)
             console.print(Text(f"  {printable(note)}", style="dim"))
+    for line in chart or ():
+        console.print(Text(line, style="dim"))
     if diagnosis.status in ("finished", "crashed"):
         missed = sum(1 for agrees in agreement if agrees is False)
         noun = "finding" if len(diagnosis.findings) == 1 else "findings"

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from autograd_fix.cli.config import ConfigError, ConfigLookup
+from autograd_fix.cli.notebook import is_notebook, load_notebook
 from autograd_fix.cli.runner import FileOutcome, FindingRecord, Job, check_file
 from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY
@@ -24,6 +25,8 @@ from autograd_fix.verification.doctor.findings import TITLES, Diagnosis, Finding
 
 #: a finding in a file outside the project (a library) or one that cannot be read
 OUTSIDE = "the file is outside the project or cannot be read"
+#: the notebook check does not take a run's sites yet: only static findings' fixes there
+NOTEBOOK_SITE = "in a notebook, only a fix the static rules also find is offered (no fix at a run's site yet)"
 
 
 @dataclass
@@ -43,6 +46,8 @@ class DoctorFiles:
 def project_root(script: Path, diagnosis: Diagnosis) -> str | None:
     """The folder the findings' paths are relative to (the script's path ends with the
     diagnosis's relative name)."""
+    if diagnosis.root:
+        return diagnosis.root.rstrip(os.sep) + os.sep
     full = str(script.resolve())
     return full[: -len(diagnosis.script)] if full.endswith(diagnosis.script) else None
 
@@ -86,7 +91,7 @@ def doctor_files(
         select = tuple(config.select) if config is not None and config.select else None
         ignore = tuple((config.ignore + config.ignored_codes_for(Path(full))) if config is not None else ())
         rules = select_rules(list(select) if select else None, list(ignore))
-        sites = tuple((diagnosis.findings[i].code, diagnosis.findings[i].line) for i in indexes
+        sites = tuple((diagnosis.findings[i].code, _fix_line(diagnosis.findings[i])) for i in indexes
                       if agreement[i] is False and any(rule.code == diagnosis.findings[i].code for rule in rules))
         job = Job(
             path=_display(full), select=select, ignore=ignore,
@@ -98,17 +103,22 @@ def doctor_files(
         )
         checked = check_file(job) if fixes and config is not None else _read_only(job.path)
         outcome = FileOutcome(path=job.path, original=checked.original, encoding=checked.encoding, bom=checked.bom,
-                              digest=checked.digest, error=checked.error)
+                              digest=checked.digest, error=checked.error, notebook=checked.notebook)
         taken: dict[str, int] = {}
+        notebook = checked.notebook
         for index in indexes:
             finding = diagnosis.findings[index]
-            static = _matching(checked.findings, finding, agreement[index]) if fixes else None
-            record = _record(finding, job.path, static)
+            # a notebook ran as its cells' program: its records are in (cell, line)
+            located = notebook.locate(finding.line) if notebook is not None else None
+            static = _matching(checked.findings, finding, agreement[index], located) if fixes else None
+            record = _record(finding, job.path, static, located)
             if static is not None and static.plan_id in taken:
                 record.plan_id = None  # one fix, verified once: the first finding it fixes carries it
                 files.reasons[index] = f"the same fix as the finding at line {taken[static.plan_id]}"
             elif static is not None and static.plan_id:
                 taken[static.plan_id] = finding.line
+            elif fixes and notebook is not None and agreement[index] is False:
+                files.reasons[index] = NOTEBOOK_SITE
             elif fixes:
                 files.reasons[index] = (reason if config is None else checked.error or site_fix_reason(finding.code, rules))
             files.records[index] = record
@@ -122,28 +132,44 @@ def _read_only(path: str) -> FileOutcome:
     """The file's text without a check (a report: fingerprints and lines need the text)."""
     outcome = FileOutcome(path=path)
     try:
+        if is_notebook(path):  # the cells' program, as the run ran it
+            with open(path, "rb") as handle:
+                notebook = load_notebook(handle.read())
+            outcome.original, outcome.notebook = notebook.source.text, notebook.map
+            return outcome
         source = read_source(path)
-    except SourceError as error:
+    except (SourceError, OSError) as error:
         outcome.error = str(error)
         return outcome
     outcome.original, outcome.encoding, outcome.bom, outcome.digest = source.text, source.encoding, source.bom, source.digest
     return outcome
 
 
-def _matching(records: list[FindingRecord], finding: Finding, agrees: bool | None) -> FindingRecord | None:
+def _fix_line(finding: Finding) -> int:
+    """Where a fix built at the run's site goes: the forward's own statement when the
+    finding names the evaluation function or loop around it (`fix_line`)."""
+    return int(finding.evidence.get("fix_line") or finding.line)
+
+
+def _matching(records: list[FindingRecord], finding: Finding, agrees: bool | None,
+              located: tuple[int, int] | None = None) -> FindingRecord | None:
     """The checked file's finding whose fix fixes `finding`: where the static rule agrees,
     its nearest finding of the same code; where it was silent, the site's own (the
-    smallest span holding the line)."""
-    same = [r for r in records if r.code == finding.code and r.plan_id is not None]
+    smallest span holding the line). `located`: (cell, line) of a notebook's finding."""
+    cell, line = located if located is not None else (None, finding.line)
+    same = [r for r in records if r.code == finding.code and r.plan_id is not None and r.cell == cell]
+    if not agrees and located is None:
+        line = _fix_line(finding)
     if agrees:
-        return min(same, key=lambda r: abs(r.line - finding.line), default=None)
-    holding = [r for r in same if r.line <= finding.line <= r.end_line]
+        return min(same, key=lambda r: abs(r.line - line), default=None)
+    holding = [r for r in same if r.line <= line <= r.end_line]
     return min(holding, key=lambda r: (r.end_line - r.line, -r.line), default=None)
 
 
-def _record(finding: Finding, path: str, fix: FindingRecord | None) -> FindingRecord:
+def _record(finding: Finding, path: str, fix: FindingRecord | None, located: tuple[int, int] | None = None) -> FindingRecord:
+    cell, line = located if located is not None else (None, finding.line)
     return FindingRecord(
-        path=path, line=finding.line, column=1, end_line=finding.line, end_column=1,
+        path=path, line=line, column=1, end_line=line, end_column=1, cell=cell,
         code=finding.code, name=TITLES.get(finding.code, finding.code), message=finding.message,
         fix_applicability=fix.fix_applicability if fix else None, fix_applies=False,
         plan_id=fix.plan_id if fix else None, patched=fix.patched if fix else None,

@@ -32,11 +32,12 @@ data = [(torch.randn(4, 8), torch.randint(0, 2, (4,))) for _ in range(8)]
 
 CASES = {
     # -- AGF001: a forward whose graph no backward uses
+    # (an evaluation function: reported at its def, as the static rule reports it)
     "agf001_eval_without_no_grad": PRELUDE + """
-def evaluate(batches):
+def evaluate(batches):  # <- AGF001
     correct = 0
     for x, y in batches:
-        out = model(x)  # <- AGF001
+        out = model(x)
         correct += (out.argmax(1) == y).sum().item()
     return correct
 
@@ -269,10 +270,10 @@ def forward(x):
     return {"logits": model(x)}
 
 
-def accuracy(batches):
+def accuracy(batches):  # <- AGF001 (an evaluation function: at its def)
     hits = 0
     for x, y in batches:
-        hits += int((forward(x)["logits"].argmax(1) == y).sum())  # <- AGF001
+        hits += int((forward(x)["logits"].argmax(1) == y).sum())
     return hits
 
 
@@ -447,10 +448,10 @@ def test_cli_text_and_json(tmp_path: Path) -> None:
 #: cut by `float()` inside a helper the training loop calls
 STATIC_SILENT_AGF001 = PRELUDE + """
 
-def activation_energy(batches):
+def activation_energy(batches):  # <- AGF001 (the fix goes to the forward's statement)
     energy = 0.0
     for x, _ in batches:
-        energy += float(model(x).pow(2).mean())  # <- AGF001
+        energy += float(model(x).pow(2).mean())
     return energy
 
 
@@ -492,29 +493,40 @@ def test_diff_and_apply_fix_a_site_the_static_rule_missed(tmp_path: Path) -> Non
 
 @pytest.mark.torch
 def test_a_finding_no_rule_fixes_is_reported_with_why(tmp_path: Path) -> None:
-    """DOC codes have no rule: `--diff --format json` keeps the finding, its evidence,
-    no plan and the reason; nothing is verified and nothing is shown as a diff."""
+    """DOC codes have no rule: `--diff --format json` keeps the finding (an autograd
+    crash no rule explains), its evidence, no plan and the reason; nothing is verified
+    and nothing is shown as a diff."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
-    (tmp_path / "train.py").write_text(LEFTOVERS)
+    (tmp_path / "train.py").write_text(UNEXPLAINED_CRASH)
     result = _cli(["doctor", "--diff", "--format", "json", "train.py"], tmp_path)
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
     assert data["diffs"] == {}
-    (anomaly,) = [f for f in data["findings"] if f["code"] == "DOC001"]
-    assert anomaly["evidence"]["passes"] == 3 and anomaly["static"] == "unknown"
-    assert anomaly["fix"]["plan"] is None and anomaly["fix"]["reason"] == "no rule fixes this"
+    (crash,) = [f for f in data["findings"] if f["code"] == "DOC003"]
+    assert "does not require grad" in crash["evidence"]["error"] and crash["static"] == "unknown"
+    assert crash["fix"]["plan"] is None and crash["fix"]["reason"] == "no rule fixes this"
 
 
-# -- debug leftovers (DOC001, DOC002) ----------------------------------------------------
+#: an autograd error no rule explains: the loss of a constant target backpropagated
+UNEXPLAINED_CRASH = PRELUDE + """
+for x, y in data:
+    optimizer.zero_grad()
+    loss = (torch.ones(3) * 2).sum()
+    loss.backward()  # <- DOC003
+    optimizer.step()
+"""
+
+
+# -- debug leftovers (AGF017) ------------------------------------------------------------
 
 LEFTOVERS = PRELUDE + """
-torch.autograd.set_detect_anomaly(True)
+torch.autograd.set_detect_anomaly(True)  # <- AGF017
 for x, y in data:
     optimizer.zero_grad()
     loss = criterion(model(x), y)
-    loss.backward()  # <- DOC001
+    loss.backward()
     optimizer.step()
-    torch.cuda.empty_cache()  # <- DOC002
+    torch.cuda.empty_cache()  # <- AGF017
 """
 
 #: anomaly mode for the first backward only, and the cache emptied once after training
@@ -533,18 +545,35 @@ torch.cuda.empty_cache()
 
 
 def _leftover_codes(source: str) -> set[tuple[str, int]]:
-    return {(m.group(1), number) for number, line in enumerate(source.splitlines(), 1) if (m := re.search(r"# <- (DOC\d{3})", line))}
+    return {(m.group(1), number) for number, line in enumerate(source.splitlines(), 1)
+            if (m := re.search(r"# <- ((?:AGF|DOC)\d{3})", line))}
 
 
 def test_debug_leftovers_at_their_lines(tmp_path: Path, verifier) -> None:
-    """Anomaly mode on for every backward of the loop is DOC001 at the backward; an
-    `empty_cache()` in every iteration is DOC002 at the call; used once each, neither."""
+    """Anomaly mode on for every backward of the loop is AGF017 at the line that turned
+    it on (what the rule's fix removes), not at the backward; an `empty_cache()` in every
+    iteration is AGF017 at the call; used once each, neither."""
     diagnosis = _run(tmp_path, verifier, LEFTOVERS)
     assert {(f.code, f.line) for f in diagnosis.findings} == _leftover_codes(LEFTOVERS), [f.to_json() for f in diagnosis.findings]
-    (cache,) = [f for f in diagnosis.findings if f.code == "DOC002"]
-    assert cache.evidence["calls"] == 3  # the loop is capped at 3 iterations
+    anomaly, cache = sorted(diagnosis.findings, key=lambda f: f.line)
+    assert anomaly.evidence["passes"] == 3 and cache.evidence["calls"] == 3  # the loop is capped at 3 iterations
     near = _run(tmp_path, verifier, LEFTOVERS_NEAR_MISS)
     assert near.status == "finished" and not near.findings, [f.to_json() for f in near.findings]
+
+
+def test_anomaly_mode_turned_on_unseen_is_reported_at_the_backward(tmp_path: Path, verifier) -> None:
+    """Anomaly mode switched on where the run cannot see it (`torch.set_anomaly_enabled`)
+    is DOC001 at the backward: no line to remove is known."""
+    source = PRELUDE + """
+torch.set_anomaly_enabled(True)
+for x, y in data:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()  # <- DOC001
+    optimizer.step()
+"""
+    diagnosis = _run(tmp_path, verifier, source)
+    assert {(f.code, f.line) for f in diagnosis.findings} == _leftover_codes(source), [f.to_json() for f in diagnosis.findings]
 
 
 @pytest.mark.torch
@@ -552,18 +581,19 @@ def test_sarif_carries_evidence_and_doc_rules(tmp_path: Path) -> None:
     """`--format sarif`: the main command's log, with DOC rule descriptors, each result's
     measured evidence and static agreement; --exit-zero exits 0 with findings."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
-    (tmp_path / "train.py").write_text(LEFTOVERS)
+    (tmp_path / "train.py").write_text(LEFTOVERS + UNEXPLAINED_CRASH[len(PRELUDE):])
     result = _cli(["doctor", "--format", "sarif", "--exit-zero", "train.py"], tmp_path)
     assert result.returncode == 0, result.stderr
     (run,) = json.loads(result.stdout)["runs"]
     rules = [rule["id"] for rule in run["tool"]["driver"]["rules"]]
-    assert {"AGF001", "DOC001", "DOC002"} <= set(rules)
-    by_code = {r["ruleId"]: r for r in run["results"]}
-    assert set(by_code) == {"DOC001", "DOC002"}
-    assert rules[by_code["DOC002"]["ruleIndex"]] == "DOC002"
-    assert by_code["DOC002"]["properties"]["evidence"] == {"calls": 3}
-    assert by_code["DOC001"]["locations"][0]["physicalLocation"]["region"]["startLine"] == min(_leftover_codes(LEFTOVERS))[1]
-    assert run["properties"]["run"]["status"] == "finished"
+    assert {"AGF001", "AGF017", "DOC003"} <= set(rules)
+    results = sorted(run["results"], key=lambda r: r["locations"][0]["physicalLocation"]["region"]["startLine"])
+    assert [r["ruleId"] for r in results] == ["AGF017", "AGF017", "DOC003"]
+    crash = results[-1]
+    assert rules[crash["ruleIndex"]] == "DOC003"
+    assert results[1]["properties"]["evidence"] == {"calls": 3}
+    assert results[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == min(_leftover_codes(LEFTOVERS))[1]
+    assert run["properties"]["run"]["status"] == "crashed"
 
 
 def test_a_run_that_cannot_be_made_exits_2(tmp_path: Path) -> None:

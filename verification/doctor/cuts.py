@@ -12,6 +12,11 @@ one Python frame, no tensor op is watched). A call under grad mode is a *cut* wh
 
 Cuts are only evidence: `findings` names them as AGF008's site when the run also has
 parameters that took part in a forward and never received a gradient.
+
+``torch.utils.checkpoint.checkpoint`` is wrapped too: a reentrant checkpoint (the
+default) of a module with trainable parameters, none of whose inputs requires grad,
+returns an output with no graph; that call is AGF014's site (those parameters are never
+trained, and never ran under grad mode, so the parameter scan cannot see them).
 """
 
 from __future__ import annotations
@@ -44,6 +49,27 @@ class GraphCuts:
     quiet: Callable[[], bool]
     copies: dict[Site, int] = field(default_factory=dict)
     fresh_leaves: dict[Site, int] = field(default_factory=dict)
+    #: reentrant checkpoints whose output came back with no graph (AGF014)
+    reentrant: dict[Site, int] = field(default_factory=dict)
+
+    def _note_checkpoint(self, function: Any, args: tuple[Any, ...], use_reentrant: Any, out: Any,
+                         ran: list[torch.nn.Module]) -> None:
+        """A reentrant checkpoint under grad mode whose function ran modules with
+        parameters that require grad, none of whose tensor inputs requires grad, and
+        whose output has no graph: those parameters get no gradient from it."""
+        if use_reentrant is False or self.quiet() or not torch.is_grad_enabled():
+            return
+        owner = function if isinstance(function, torch.nn.Module) else getattr(function, "__self__", None)
+        modules = [owner] if isinstance(owner, torch.nn.Module) else list(ran)
+        if not any(p.requires_grad for module in modules for p in module.parameters()):
+            return
+        inputs = [a for a in args if isinstance(a, torch.Tensor)]
+        outputs = [out] if isinstance(out, torch.Tensor) else [t for t in (out if isinstance(out, (list, tuple)) else ()) if isinstance(t, torch.Tensor)]
+        if any(t.requires_grad for t in inputs) or not outputs or any(t.requires_grad for t in outputs):
+            return
+        where = self.site(3)
+        if where is not None:
+            self.reentrant[where] = self.reentrant.get(where, 0) + 1
 
     def _note(self, data: Any, requires_grad: Any) -> None:
         if self.quiet() or not torch.is_grad_enabled():
@@ -84,11 +110,27 @@ class GraphCuts:
         torch.tensor = tensor  # type: ignore[assignment]
         autograd.Variable = watched  # type: ignore[attr-defined]
         variable_module.Variable = watched  # type: ignore[misc]
+        import torch.utils.checkpoint as checkpoint_module
+
+        original_checkpoint = checkpoint_module.checkpoint
+
+        def checkpoint(function: Any, *args: Any, use_reentrant: Any = None, **kwargs: Any) -> Any:
+            ran: list[torch.nn.Module] = []  # the modules the checkpointed function ran (a lambda's too)
+            handle = torch.nn.modules.module.register_module_forward_pre_hook(lambda module, _: ran.append(module))
+            try:
+                out = original_checkpoint(function, *args, use_reentrant=use_reentrant, **kwargs)
+            finally:
+                handle.remove()
+            cuts._note_checkpoint(function, args, use_reentrant, out, ran)
+            return out
+
+        checkpoint_module.checkpoint = checkpoint  # type: ignore[assignment]
 
         def undo() -> None:
             torch.tensor = original_tensor  # type: ignore[assignment]
             autograd.Variable = original_variable  # type: ignore[attr-defined]
             variable_module.Variable = original_variable  # type: ignore[misc]
+            checkpoint_module.checkpoint = original_checkpoint  # type: ignore[assignment]
 
         return [undo]
 
@@ -97,4 +139,5 @@ class GraphCuts:
         found = [{"file": k[0], "line": k[1], "calls": v, "kind": "copy"} for k, v in self.copies.items()]
         found += [{"file": k[0], "line": k[1], "calls": v, "kind": "fresh_leaf"} for k, v in self.fresh_leaves.items()
                   if v >= 2 and k not in self.copies]
+        found += [{"file": k[0], "line": k[1], "calls": v, "kind": "reentrant"} for k, v in self.reentrant.items()]
         return found

@@ -9,6 +9,7 @@ lower), so the run is the bounded run verification would make of the original.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from ..api import DEFAULT_MEMORY_MB, _place, _unisolated
@@ -18,6 +19,7 @@ from ..isolation import pass_env_values
 from ..redact import Redactor
 from ..shadow import ShadowCopies, ShadowError
 from ..trust import UserSettings
+from .driving import choose
 from .findings import Diagnosis, analyse
 
 
@@ -46,17 +48,29 @@ def diagnose(
     device: str = "auto",
     verifier: Verifier | None = None,
     user: UserSettings | None = None,
+    driver: str | None = None,
 ) -> Diagnosis:
     """Run the script at `path` (its text `text`, as checked) once, bounded and
-    instrumented, in the sandbox; `argv` replaces the configured ``argv`` when given."""
+    instrumented, in the sandbox; `argv` replaces the configured ``argv`` when given. A
+    library file that runs nothing itself is run through its project's script that
+    drives it (`driving.choose`), or through `driver` when given."""
     path = os.path.abspath(path)
     try:
         config = load_config(path, user=user)
     except ConfigError as exc:
         return Diagnosis(path, "unavailable", str(exc))
+    via = ""
     with ShadowCopies() as shadows:
         try:
             place = _place(path, config, shadows)
+            chosen = choose(path, text, place["user_root"], driver, argv, tuple(config.argv))
+            if isinstance(chosen, str):
+                return Diagnosis(place["relative"] or os.path.basename(path), "unavailable", chosen, root=place["user_root"])
+            if chosen.path != path:  # the driver runs in the library file's project, as verification runs it
+                root = place["user_root"] or os.path.dirname(chosen.path)
+                path, text, argv, via = chosen.path, chosen.text, chosen.argv, chosen.why
+                place = {"relative": os.path.relpath(path, root), "user_root": root,
+                         "shadow_base": shadows.for_file(root, path).base}
         except ShadowError as exc:
             return Diagnosis(path, "unavailable", str(exc))
         script = place["relative"] or os.path.basename(path)
@@ -91,7 +105,7 @@ def diagnose(
         finally:
             if own:
                 worker.close()
-    return _diagnosis(answer, script, text, place["user_root"], isolated)
+    return replace(_diagnosis(answer, script, text, place["user_root"], isolated), via=via, root=place["user_root"])
 
 
 def _diagnosis(answer: dict[str, Any], script: str, text: str, root: str | None, isolated: bool) -> Diagnosis:
@@ -112,6 +126,7 @@ def _diagnosis(answer: dict[str, Any], script: str, text: str, root: str | None,
         detail = f"the run stopped{where}: {exc.get('type')}: {str(exc.get('message'))[:300]}"
     seen = record.get("observations") or {}
     measures = {"duration_s": result.get("duration_s"), "instrumented_s": seen.get("duration_s"),
-                "backward_passes": seen.get("backward_passes"), "optimizer_steps": seen.get("optimizer_steps")}
+                "backward_passes": seen.get("backward_passes"), "optimizer_steps": seen.get("optimizer_steps"),
+                "series": list(seen.get("series") or ())}
     shortened = tuple((record.get("bounded") or {}).get("loops") or ())
     return Diagnosis(script, status, detail, tuple(findings), shortened, measures, isolated)

@@ -5,8 +5,8 @@ the project's source text (read through `read`, which the caller supplies), so t
 decisions can be tested without running anything. No torch here.
 
 A finding carries the code of the rule whose fix applies at that site (AGF001...), or a
-``DOC`` code for what no rule fixes (debug leftovers, an autograd crash no rule
-explains).
+``DOC`` code for what no rule fixes (anomaly mode on with no line seen turning it on, an
+autograd crash no rule explains).
 """
 
 from __future__ import annotations
@@ -17,10 +17,19 @@ from typing import Any, Callable
 
 from ..verdict import format_bytes
 
-#: debug leftovers and autograd crashes no rule explains (no rule fixes them)
+#: anomaly mode on where the run did not see it turned on, and autograd crashes no rule
+#: explains (no rule fixes them)
 ANOMALY_LEFTOVER = "DOC001"
-EMPTY_CACHE_LEFTOVER = "DOC002"
 AUTOGRAD_CRASH = "DOC003"
+#: anomaly mode or empty_cache() left in the training run: the rule's own code
+DEBUG_LEFTOVER = "AGF017"
+
+#: finite differences at most this large: the forward is flat where it was probed
+STRAIGHT_THROUGH = 1e-12
+
+#: calls that make a Function's forward piecewise constant (its backward: straight-through)
+PIECEWISE_CONSTANT = frozenset({"round", "floor", "ceil", "sign", "trunc", "argmax", "argmin", "heaviside",
+                                "bucketize", "item"})
 
 #: what each code says, as the report's legend and SARIF's rule descriptions
 TITLES = {
@@ -32,8 +41,10 @@ TITLES = {
     "AGF008": "parameters receive no gradient",
     "AGF010": "hidden state carries the graph of earlier iterations",
     "AGF011": "retained graph never used again",
-    ANOMALY_LEFTOVER: "anomaly detection left on in the training loop",
-    EMPTY_CACHE_LEFTOVER: "torch.cuda.empty_cache() called in the training loop",
+    "AGF013": "requires_grad misspelled: the parameters it meant to freeze are trained",
+    "AGF014": "reentrant checkpoint cuts its parameters off the graph",
+    DEBUG_LEFTOVER: "anomaly detection or torch.cuda.empty_cache() left in the training run",
+    ANOMALY_LEFTOVER: "anomaly detection on in the training loop (where it was turned on not seen)",
     AUTOGRAD_CRASH: "autograd error",
 }
 
@@ -66,6 +77,10 @@ class Diagnosis:
     shortened: tuple[dict[str, Any], ...] = ()
     measures: dict[str, Any] = field(default_factory=dict)
     isolated: bool = True
+    #: why another script than the one named was run (a library file's driver)
+    via: str = ""
+    #: the project root the paths are relative to
+    root: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -81,15 +96,17 @@ def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, 
     stepped = int(seen.get("optimizer_steps") or 0) > 0
     found: list[Finding] = []
     found += _unused_graphs(seen, read)
-    found += _stale_steps(seen)
+    found += _stale_steps(seen, read)
     recurrent = _recurrent(seen, stepped)
     found += recurrent
     found += _holders(seen, stepped, read, {f.path for f in recurrent})
-    found += _silent(seen, script)
+    found += _silent(seen, script, read)
+    found += _reentrant(seen)
+    found += _misspelled(seen, script, read)
     found += _functions(seen, read)
     found += _retains(seen)
     found += _leftovers(seen)
-    found += _crash(record, script, focus, found)
+    found += _crash(record, script, focus, found, read)
     found = _explained_by_cuts(found, read)
     if (record.get("exception") or {}).get("autograd"):
         # the pass whose backward raised was never backpropagated: not a graph built for nothing
@@ -142,13 +159,83 @@ def _unused_graphs(seen: dict[str, Any], read: Reader) -> list[Finding]:
         found.append(Finding("AGF001", site["file"], int(site["line"]), message,
                              {"passes": site["passes"], "unused_passes": site["unused"], "held_at_end": held,
                               "saved_bytes_per_pass": per_pass}))
-    return found
+    return _at_evaluation_headers(found, sites, read)
 
 
-def _stale_steps(seen: dict[str, Any]) -> list[Finding]:
+def _trains(node: ast.AST) -> bool:
+    """Whether a block calls a backward or an optimizer step (``.backward()``,
+    ``.step()``, ``autograd.grad(...)``) anywhere inside."""
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            if call.func.attr in ("backward", "step"):
+                return True
+            if call.func.attr == "grad" and isinstance(call.func.value, (ast.Name, ast.Attribute)) and \
+                    getattr(call.func.value, "id", getattr(call.func.value, "attr", "")) == "autograd":
+                return True
+    return False
+
+
+def _evaluation_block(text: str | None, line: int, wasted_everywhere: Callable[[int, int], bool]) -> int | None:
+    """The header of the outermost loop or function around `line` that trains nothing
+    and whose every forward pass was wasted (an evaluation: the rule's fix decorates the
+    function or wraps the loop, and the rule reports that line); None when the forward
+    sits directly in code that trains."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    kinds = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef)
+    chain = sorted((n for n in ast.walk(tree) if isinstance(n, kinds) and n.lineno <= line <= (n.end_lineno or n.lineno)),
+                   key=lambda n: n.lineno, reverse=True)
+    best = None
+    for node in chain:  # innermost first
+        if _trains(node) or not wasted_everywhere(node.lineno, node.end_lineno or node.lineno):
+            break
+        best = node
+    return best.lineno if best is not None and best.lineno != line else None
+
+
+def _at_evaluation_headers(found: list[Finding], sites: list[dict[str, Any]], read: Reader) -> list[Finding]:
+    """AGF001 findings inside an evaluation function or loop (`_evaluation_block`), merged
+    into one at its header; the forward's own line stays in the evidence (`fix_line`: a
+    fix built at the run's site wraps that statement)."""
+    def wasted_everywhere(path: str) -> Callable[[int, int], bool]:
+        def check(first: int, last: int) -> bool:
+            inside = [s for s in sites if s["file"] == path and first <= int(s["line"]) <= last]
+            return all(int(s["unused"]) + int(s.get("held") or 0) >= int(s["passes"]) for s in inside)
+        return check
+
+    merged: dict[tuple[str, int], Finding] = {}
+    kept = []
+    for finding in found:
+        header = _evaluation_block(read(finding.path), finding.line, wasted_everywhere(finding.path))
+        if header is None:
+            kept.append(finding)
+            continue
+        earlier = merged.get((finding.path, header))
+        if earlier is None:
+            merged[(finding.path, header)] = Finding(
+                "AGF001", finding.path, header, finding.message.replace(" here ", f" at line {finding.line} ", 1),
+                {**finding.evidence, "fix_line": finding.line, "forward_lines": [finding.line]})
+            continue
+        evidence = dict(earlier.evidence)
+        evidence["forward_lines"] = evidence["forward_lines"] + [finding.line]
+        for key in ("passes", "unused_passes", "held_at_end"):
+            evidence[key] = int(evidence.get(key) or 0) + int(finding.evidence.get(key) or 0)
+        evidence["saved_bytes_per_pass"] = max(int(evidence.get("saved_bytes_per_pass") or 0),
+                                               int(finding.evidence.get("saved_bytes_per_pass") or 0))
+        lines = ", ".join(map(str, evidence["forward_lines"]))
+        message = (f"{evidence['unused_passes'] + evidence['held_at_end']} of {evidence['passes']} forward passes at lines "
+                   f"{lines} built a graph no backward went through ({format_bytes(evidence['saved_bytes_per_pass'])} of "
+                   "saved tensors per pass): run them under torch.no_grad()")
+        merged[(finding.path, header)] = Finding("AGF001", finding.path, header, message, evidence)
+    return kept + list(merged.values())
+
+
+def _stale_steps(seen: dict[str, Any], read: Reader) -> list[Finding]:
     grouped: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for stale in seen.get("stale") or ():
-        site = stale.get("site")
+        site = stale.get("site") or _hand_update_site(stale.get("backward_site"), read)
         if not site:
             continue
         grouped.setdefault((site[0], int(site[1]), stale["optimizer"]), []).append(stale)
@@ -157,13 +244,56 @@ def _stale_steps(seen: dict[str, Any]) -> list[Finding]:
         numbers = [s["step"] for s in steps]
         mixed = max(s["steps_mixed"] for s in steps)
         first = steps[0]
+        if first.get("site") is None:  # a hand-written update (no optimizer)
+            message = (f"this hand-written update used .grad holding the backward passes of up to {mixed} updates (never "
+                       f"zeroed since the previous update), at update{'s' if len(numbers) > 1 else ''} "
+                       f"{', '.join(map(str, numbers[:8]))} ({first['params']} of {first['of']} leaves updated: "
+                       f"{', '.join(first.get('names') or [])}): set .grad to None (or zero it) after each update")
+            found.append(Finding("AGF002", path, line, message,
+                                 {"optimizer": None, "steps": numbers, "steps_mixed": mixed, "params": first["params"],
+                                  "of": first["of"], "examples": first.get("names") or []}))
+            continue
+        used = [s for s in steps if not s.get("at_end")]
         message = (f"{optimizer}.step() used .grad holding the backward passes of up to {mixed} steps (never zeroed "
                    f"since its previous step), at step{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers[:8]))}"
                    f" ({first['params']} of {first['of']} parameters): zero the gradients before each backward")
+        if not used:
+            message = (f"after {optimizer}'s step {numbers[0] - 1}, backward added to .grad without zeroing it: the run "
+                       f"stopped before step {numbers[0]}, which would have used gradients of {mixed} steps "
+                       f"({first['params']} of {first['of']} parameters): zero the gradients after each step")
         found.append(Finding("AGF002", path, line, message,
                              {"optimizer": optimizer, "steps": numbers, "steps_mixed": mixed, "params": first["params"],
                               "of": first["of"], "examples": first.get("names") or []}))
     return found
+
+
+def _hand_update_site(backward: list[Any] | None, read: Reader) -> tuple[str, int] | None:
+    """Where a hand-written update is: the first in-place update that reads a ``.grad``
+    (``w -= lr * w.grad``, ``p.data.add_(-lr * p.grad)``) in the loop (else the
+    function, else the module) that runs the backward; the backward itself when there is
+    none to be found (the update lives in another file)."""
+    if not backward:
+        return None
+    path, line = backward[0], int(backward[1])
+    try:
+        tree = ast.parse(read(path) or "")
+    except (SyntaxError, ValueError):
+        return path, line
+    kinds = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef)
+    around = [n for n in ast.walk(tree) if isinstance(n, kinds) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    scope = max(around, key=lambda n: n.lineno) if around else tree
+
+    def reads_grad(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in ast.walk(node))
+
+    updates = []
+    for node in ast.walk(scope):
+        if isinstance(node, ast.AugAssign) and not reads_grad(node.target) and reads_grad(node.value):
+            updates.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.endswith("_")
+              and not node.func.attr.startswith("zero") and not reads_grad(node.func.value) and any(map(reads_grad, node.args))):
+            updates.append(node.lineno)
+    return (path, min(updates)) if updates else (path, line)
 
 
 def _recurrent(seen: dict[str, Any], stepped: bool) -> list[Finding]:
@@ -208,12 +338,14 @@ def _holders(seen: dict[str, Any], stepped: bool, read: Reader, recurrent_files:
     return [f for f in found if f.evidence["accumulates"] or f.path not in placed]
 
 
-def _silent(seen: dict[str, Any], script: str) -> list[Finding]:
+def _silent(seen: dict[str, Any], script: str, read: Reader) -> list[Finding]:
     """Parameters no gradient reached: at the lines that cut the graph when the run saw
     any (`cuts`: a copy of graph-carrying data, a leaf re-made every iteration), else at
     their module's call."""
     params_all = list(seen.get("silent_params") or ())
-    cuts = list(seen.get("cuts") or ()) if params_all else []
+    cuts = [cut for cut in seen.get("cuts") or () if cut["kind"] != "reentrant"] if params_all else []
+    if params_all:
+        cuts += [cut for entry in seen.get("leaf_roots") or () if (cut := _rewrap_cut(entry, read)) is not None]
     if cuts:
         return [_cut_finding(cut, params_all) for cut in cuts]
     grouped: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -230,6 +362,65 @@ def _silent(seen: dict[str, Any], script: str) -> list[Finding]:
                    f"{' (only zeros)' if zeros == len(names) else ''}: the graph is cut between them and the loss")
         found.append(Finding("AGF008", path, line, message, {"params": names, "values": total}))
     return found
+
+
+def _rewrap_cut(entry: dict[str, Any], read: Reader) -> dict[str, Any] | None:
+    """A backward whose root is a leaf made to require grad (``loss.requires_grad =
+    True``, the usual way to silence "does not require grad"): the cut is that line, found
+    in the loop or function of the backward by the root's name; None when there is no
+    such line (the leaf was made by a constructor: `cuts` names that call)."""
+    path, line = entry["file"], int(entry["line"])
+    found = None
+    try:
+        tree = ast.parse(read(path) or "")
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is not None:
+        roots = {n.func.value.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr == "backward" and isinstance(n.func.value, ast.Name) and n.lineno == line}
+        kinds = (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef, ast.AsyncFunctionDef)
+        around = [n for n in ast.walk(tree) if isinstance(n, kinds) and n.lineno <= line <= (n.end_lineno or n.lineno)]
+        scope = max(around, key=lambda n: n.lineno) if around else tree
+        for node in ast.walk(scope):
+            target = None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute) \
+                    and node.targets[0].attr == "requires_grad":
+                target = node.targets[0].value
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_":
+                target = node.func.value
+            if isinstance(target, ast.Name) and target.id in roots and node.lineno <= line:
+                found = node.lineno
+    return {"file": path, "line": found, "kind": "rewrap", "calls": entry["calls"]} if found is not None else None
+
+
+def _misspelled(seen: dict[str, Any], script: str, read: Reader) -> list[Finding]:
+    """Parameters whose ``require_grad`` attribute (a typo of ``requires_grad``: setting
+    it changes nothing) says the opposite of their ``requires_grad``: AGF013 at each line
+    of the script that assigns it."""
+    typo = seen.get("misspelled")
+    if not typo or not typo["params"]:
+        return []
+    try:
+        tree = ast.parse(read(script) or "")
+    except (SyntaxError, ValueError):
+        return []
+    lines = sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                    and any(isinstance(t, ast.Attribute) and t.attr == "require_grad" for t in n.targets)})
+    return [Finding("AGF013", script, line,
+                    f"`.require_grad` set here is not `.requires_grad`: {typo['params']} parameter"
+                    f"{'s' if typo['params'] != 1 else ''} ({', '.join(typo['names'])}) kept the opposite requires_grad "
+                    f"({typo['trained']} received gradients)",
+                    {"params": typo["params"], "trained": typo["trained"], "examples": typo["names"]}) for line in lines]
+
+
+def _reentrant(seen: dict[str, Any]) -> list[Finding]:
+    """Reentrant checkpoints whose output came back with no graph (`cuts`)."""
+    return [Finding("AGF014", cut["file"], int(cut["line"]),
+                    f"this reentrant checkpoint returned an output with no graph ({cut['calls']} call"
+                    f"{'s' if cut['calls'] != 1 else ''}): none of its inputs requires grad, so the parameters of the "
+                    "checkpointed module never receive a gradient: pass use_reentrant=False",
+                    {"calls": cut["calls"]})
+            for cut in seen.get("cuts") or () if cut["kind"] == "reentrant"]
 
 
 def _innermost_function(text: str | None, line: int) -> tuple[int, int] | None:
@@ -266,9 +457,11 @@ def _explained_by_cuts(found: list[Finding], read: Reader) -> list[Finding]:
 
 def _cut_finding(cut: dict[str, Any], params: list[dict[str, Any]]) -> Finding:
     names = [p["name"] for p in params]
-    made = ("copies values that carried a graph into a tensor with no history" if cut["kind"] == "copy"
-            else "makes a fresh leaf (requires_grad=True) every iteration: what produced its values gets no gradient")
-    message = (f"this call {made} ({cut['calls']} call{'s' if cut['calls'] != 1 else ''}); {len(names)} parameter"
+    made = {"copy": "copies values that carried a graph into a tensor with no history",
+            "rewrap": "makes a loss with no graph require grad: the backward through it reaches no parameter"}.get(
+        cut["kind"], "makes a fresh leaf (requires_grad=True) every iteration: what produced its values gets no gradient")
+    what, unit = ("this line", "backward") if cut["kind"] == "rewrap" else ("this call", "call")
+    message = (f"{what} {made} ({cut['calls']} {unit}{'s' if cut['calls'] != 1 else ''}); {len(names)} parameter"
                f"{'s' if len(names) != 1 else ''} ({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}) never "
                "received a gradient: keep the graph (use the tensors themselves, torch.stack/sum)")
     return Finding("AGF008", cut["file"], int(cut["line"]), message,
@@ -286,8 +479,12 @@ def _functions(seen: dict[str, Any], read: Reader) -> list[Finding]:
                                  f"{function['class']}.backward returns {count} gradients here; its forward took {inputs} "
                                  f"inputs at the run's own call: return exactly one per input (None where there is none)",
                                  {"class": function["class"], "returned": count, "inputs": inputs}))
-        wrong = {int(k): v for k, v in (function.get("positions") or {}).items() if not v.get("match", True)}
-        if not wrong or miscounted:
+        # a forward flat where it was probed (finite differences exactly 0: `round`, a
+        # sign, a quantizer) with a non-zero backward is a straight-through estimator by
+        # design, not a wrong derivative
+        wrong = {int(k): v for k, v in (function.get("positions") or {}).items()
+                 if not v.get("match", True) and abs(float(v.get("numeric") or 0.0)) > STRAIGHT_THROUGH}
+        if not wrong or miscounted or _quantizes(text, function["class"]):
             continue
         line = _return_line(text, function["class"]) if text is not None else None
         position, numbers = next(iter(sorted(wrong.items())))
@@ -298,14 +495,32 @@ def _functions(seen: dict[str, Any], read: Reader) -> list[Finding]:
     return found
 
 
-def _backward_of(tree: ast.Module, qualname: str) -> ast.FunctionDef | None:
+def _backward_of(tree: ast.Module, qualname: str, method: str = "backward") -> ast.FunctionDef | None:
     name = qualname.rsplit(".", 1)[-1]
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == name:
             for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "backward":
+                if isinstance(item, ast.FunctionDef) and item.name == method:
                     return item
     return None
+
+
+def _quantizes(text: str | None, qualname: str) -> bool:
+    """Whether the Function's forward rounds or reads a value out of the graph
+    (``round``, ``floor``, ``sign``, ``.item()``...): a quantizer whose backward is a
+    straight-through estimator by design, which finite differences cannot judge."""
+    try:
+        forward = _backward_of(ast.parse(text or ""), qualname, "forward")
+    except (SyntaxError, ValueError):
+        return False
+    if forward is None:
+        return False
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in PIECEWISE_CONSTANT:
+                return True
+    return False
 
 
 def _miscounted_returns(text: str, qualname: str, inputs: int) -> list[tuple[int, int]]:
@@ -346,23 +561,40 @@ def _retains(seen: dict[str, Any]) -> list[Finding]:
 
 
 def _leftovers(seen: dict[str, Any]) -> list[Finding]:
+    """Anomaly mode on for two or more backward passes: AGF017 at the line that turned it
+    on (that line is what the rule's fix removes), or DOC001 at the backward when the run
+    did not see it turned on (``torch.set_anomaly_enabled``, an environment switch);
+    ``empty_cache()`` called two or more times at one line: AGF017 there."""
     found = []
+    switched: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for entry in seen.get("anomaly") or ():
-        if entry["passes"] >= 2:
+        on = entry.get("on")
+        if on:
+            switched.setdefault((on[0], int(on[1])), []).append(entry)
+        elif entry["passes"] >= 2:
             found.append(Finding(ANOMALY_LEFTOVER, entry["file"], int(entry["line"]),
                                  f"{entry['passes']} backward passes here ran with anomaly detection on (it slows every "
                                  "forward and backward): remove detect_anomaly / set_detect_anomaly(True)",
                                  {"passes": entry["passes"]}))
+    for (path, line), entries in switched.items():
+        passes = sum(int(e["passes"]) for e in entries)
+        if passes >= 2:
+            at = ", ".join(sorted({f"{e['file']}:{e['line']}" for e in entries}))
+            found.append(Finding(DEBUG_LEFTOVER, path, line,
+                                 f"anomaly detection turned on here was on for {passes} backward passes ({at}); it slows "
+                                 "every forward and backward: remove it from the training run",
+                                 {"passes": passes, "backwards": sorted({f"{e['file']}:{e['line']}" for e in entries})}))
     for entry in seen.get("empty_cache") or ():
         if entry["calls"] >= 2:
-            found.append(Finding(EMPTY_CACHE_LEFTOVER, entry["file"], int(entry["line"]),
+            found.append(Finding(DEBUG_LEFTOVER, entry["file"], int(entry["line"]),
                                  f"torch.cuda.empty_cache() called {entry['calls']} times here: it frees nothing a "
                                  "later allocation would not reuse and stalls the device",
                                  {"calls": entry["calls"]}))
     return found
 
 
-def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, found: list[Finding]) -> list[Finding]:
+def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, found: list[Finding],
+           read: Reader | None = None) -> list[Finding]:
     exc = record.get("exception")
     if not exc or not exc.get("autograd"):
         return []
@@ -378,16 +610,33 @@ def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fo
         if modifications:
             last = modifications[-1]
             evidence["op"] = last["op"]
+            at = int(last["line"])
+            made = _inplace_constructor(read(last["file"]), at) if read is not None else None
+            if made is not None:  # `self.act(x)` of `self.act = nn.ReLU(inplace=True)`: the flag is the bug
+                evidence["called_at"] = at
+                text = (f"this module is made with inplace=True; its in-place `{last['op']}` (called at line {at}) changed "
+                        f"a tensor autograd had saved" + (f" (for the op at {saved_at[0]}:{saved_at[1]})" if saved_at else "")
+                        + f"; the backward at line {line} then failed: make it with inplace=False")
+                return [Finding("AGF003", last["file"], made, text, evidence)]
             text = (f"in-place `{last['op']}` here changed a tensor autograd had saved"
                     + (f" (for the op at {saved_at[0]}:{saved_at[1]})" if saved_at else "")
                     + f"; the backward at line {line} then failed: use the out-of-place op")
-            return [Finding("AGF003", last["file"], int(last["line"]), text, evidence)]
+            return [Finding("AGF003", last["file"], at, text, evidence)]
         if saved_at:
             return [Finding("AGF003", saved_at[0], int(saved_at[1]),
                             f"a tensor this op saved was changed in place before the backward at line {line}", evidence)]
     if "is being used in an in-place operation" in message:  # a leaf (or its view) changed in place under grad
         return [Finding("AGF003", path, line, f"in-place change of a tensor that requires grad, under grad mode: {message[:160]}",
                         {"error": message[:300]})]
+    cuts = [cut for cut in (record.get("observations") or {}).get("cuts") or () if cut.get("kind") == "copy"]
+    if "does not require grad and does not have a grad_fn" in message and cuts:
+        # the loss has no graph because a call copied graph-carrying values into a tensor
+        # with no history: the cut is the bug, the backward only where it shows
+        return [Finding("AGF008", cut["file"], int(cut["line"]),
+                        f"this call copies values that carried a graph into a tensor with no history ({cut['calls']} call"
+                        f"{'s' if cut['calls'] != 1 else ''}); the backward at line {line} then failed: {message[:120]}: keep "
+                        "the graph (use the tensor itself)", {"cut": "copy", "calls": cut["calls"], "error": message[:300]})
+                for cut in cuts]
     if "incorrect number of gradients" in message:
         if any(f.code == "AGF004" for f in found):
             return []  # the return that miscounts is already named
@@ -399,6 +648,26 @@ def _crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fo
 
 
 # -- where in the source --------------------------------------------------------------
+
+
+def _inplace_constructor(text: str | None, line: int) -> int | None:
+    """The line that made, with ``inplace=True``, the module called at `line`
+    (``x = self.act(x)`` and ``self.act = nn.ReLU(inplace=True)``); None otherwise."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    called = {n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id for n in ast.walk(tree)
+              if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+              and isinstance(n.func, (ast.Attribute, ast.Name))}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        names = {t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", None) for t in node.targets}
+        flagged = any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.value.keywords)
+        if flagged and names & called:
+            return node.lineno
+    return None
 
 
 def _scope(tree: ast.Module, first_line: int) -> ast.AST:

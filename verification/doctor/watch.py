@@ -19,6 +19,7 @@ How each observation is made, and why this way:
   gradient into ``.grad``: if ``.grad`` is then None or all zeros, what it will hold
   starts at this step. At an optimizer step (a global step pre-hook), a parameter whose
   ``.grad`` still holds gradients from before its previous step was never zeroed.
+  Hand-written updates (no optimizer) are seen by their effect on the leaves (`manual`).
 * **Graphs that outlive their iteration** (AGF006, AGF010). Before each backward, the
   nodes of its graph are tagged (``Node.metadata``) with the iteration (optimizer steps
   so far, and backward passes); the walk stops at nodes already tagged, so each node is
@@ -40,8 +41,9 @@ How each observation is made, and why this way:
   probe calls invisible to every other observation.
 * **Graph cuts** (AGF008's site): ``torch.tensor`` and ``Variable`` calls that copy
   graph-carrying data or re-make a leaf at one line (`cuts`).
-* **Debug leftovers**: backward passes run with anomaly detection on, and calls of
-  ``torch.cuda.empty_cache``, per call site.
+* **Debug leftovers** (AGF017): backward passes run with anomaly detection on, per line
+  that turned it on (``set_detect_anomaly``/``detect_anomaly`` are wrapped once), and
+  calls of ``torch.cuda.empty_cache``, per call site.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from torch import nn
 from ..gradcheck import backward_vs_finite_differences
 from ..probes import Probes, iter_tensors
 from .cuts import GraphCuts
+from .manual import HandUpdates
 
 #: the key of the iteration tag in an autograd node's ``metadata``
 TAG = "autograd_fix_doctor"
@@ -67,6 +70,8 @@ WALK_LIMIT = 20000
 SCAN_ITEMS = 64
 #: a site keeps at most this many per-pass byte counts as evidence
 KEPT_PASSES = 16
+#: points of the per-iteration series kept (one per backward pass), at most
+MAX_POINTS = 400
 
 #: the node that accumulates into a leaf: shared by the graphs of every iteration
 _LEAF_NODE = "AccumulateGrad"
@@ -142,7 +147,15 @@ class Watch:
         #: a focused re-run: every saved storage is counted, so that in-place writes to
         #: one can be seen (`holds_saved`)
         self.focus = focus
+        #: storages of saved tensors still held (how many saved tensors share each)
         self._live_saved: dict[tuple[str, int], int] = {}
+        #: bytes of those storages, parameters aside (they live anyway)
+        self._live_bytes: dict[tuple[str, int], int] = {}
+        self.saved_bytes = 0
+        self._peak_bytes = 0
+        #: one point per backward pass (and one at the end): the picture's data
+        self.series: list[dict[str, int]] = []
+        self._held_nodes = 0
         self.check_functions = check_functions
         self.started = 0.0
         self._quiet = False
@@ -165,6 +178,11 @@ class Watch:
         self._optimizers: dict[int, int] = {}
         self._optimizer_params: dict[int, list[int]] = {}
         self._optimizer_steps: dict[int, int] = {}
+        self._step_sites: dict[int, Site | None] = {}
+        self._optimizer_names: dict[int, str] = {}
+        #: parameters whose .grad holds gradients from before their last step and newer
+        #: ones (judged at their next step, or at the end when the run stops before it)
+        self._spanning: set[int] = set()
         self.stale: list[dict[str, Any]] = []
         self.first_step_site: Site | None = None
         self.steps_total = 0
@@ -177,10 +195,17 @@ class Watch:
         self.recurrent: dict[Site, dict[str, Any]] = {}
         self._flagged: tuple[int, int] | None = None  # the iteration whose old graph was reported
         self.functions: dict[str, dict[str, Any]] = {}
-        self.anomaly: dict[Site, int] = {}
+        #: (backward site, where anomaly mode was turned on) -> backward passes under it
+        self.anomaly: dict[tuple[Site, Site | None], int] = {}
+        self._anomaly_on: Site | None = None
+        #: empty_cache() call site -> calls made at most one backward after the previous
         self.empty_cache: dict[Site, int] = {}
+        self._cache_last: dict[Site, int] = {}
+        #: backward sites whose root was a leaf made to require grad (no parameter reached)
+        self.leaf_roots: dict[Site, int] = {}
         self._undo: list[Callable[[], None]] = []
         self.cuts = GraphCuts(self._site, lambda: self._quiet)
+        self.hand = HandUpdates()
         self.namespace: dict[str, Any] | None = None
 
     # -- where ---------------------------------------------------------------------
@@ -256,13 +281,41 @@ class Watch:
         def empty_cache() -> None:
             site = self._site()
             if site is not None:
-                self.empty_cache[site] = self.empty_cache.get(site, 0) + 1
+                # a call counts when at most one backward ran since this line's previous
+                # call (every step); a call per epoch, after many steps, does not
+                last = self._cache_last.get(site)
+                self._cache_last[site] = self.backward_count
+                if last is None or self.backward_count - last <= 1:
+                    self.empty_cache[site] = self.empty_cache.get(site, 0) + 1
             original_empty()
 
         torch.cuda.empty_cache = empty_cache
         self._undo.append(lambda: setattr(torch.cuda, "empty_cache", original_empty))
+        self._undo.extend(self._watch_anomaly_switches())
         self._undo.extend(self.cuts.install())
         return self
+
+    def _watch_anomaly_switches(self) -> list[Callable[[], None]]:
+        """Remember where anomaly mode was last turned on (``set_detect_anomaly(True)``,
+        ``with detect_anomaly()``): a backward run under it is that line's finding."""
+        from torch.autograd import anomaly_mode
+
+        setter, context = anomaly_mode.set_detect_anomaly, anomaly_mode.detect_anomaly
+        set_init, enter = setter.__init__, context.__enter__
+        watch = self
+
+        def switched(this: Any, mode: bool, *args: Any, **kwargs: Any) -> None:
+            if mode and not watch._quiet:
+                watch._anomaly_on = watch._site()
+            set_init(this, mode, *args, **kwargs)
+
+        def entered(this: Any) -> Any:
+            if not watch._quiet:
+                watch._anomaly_on = watch._site()
+            return enter(this)
+
+        setter.__init__, context.__enter__ = switched, entered
+        return [lambda: setattr(setter, "__init__", set_init), lambda: setattr(context, "__enter__", enter)]
 
     def uninstall(self) -> None:
         while self._undo:
@@ -287,22 +340,30 @@ class Watch:
                     pass
             owner.alive += 1
         saved = _Saved(detached, tensor._version, owner, self)
-        if self.focus:
-            key = _storage_key(detached)
-            if key is not None:
-                saved.key = key
-                self._live_saved[key] = self._live_saved.get(key, 0) + 1
+        key = _storage_key(detached)
+        if key is not None:
+            saved.key = key
+            count = self._live_saved.get(key, 0)
+            self._live_saved[key] = count + 1
+            if count == 0:
+                base = tensor._base if tensor._is_view() else tensor
+                if not (base.is_leaf and base.requires_grad):  # parameters live anyway
+                    nbytes = detached.untyped_storage().nbytes()
+                    self._live_bytes[key] = nbytes
+                    self.saved_bytes += nbytes
+                    self._peak_bytes = max(self._peak_bytes, self.saved_bytes)
         return saved
 
     def _saved_lost(self, key: tuple[str, int]) -> None:
         count = self._live_saved.get(key, 0) - 1
         if count <= 0:
             self._live_saved.pop(key, None)
+            self.saved_bytes -= self._live_bytes.pop(key, 0)
         else:
             self._live_saved[key] = count
 
     def holds_saved(self, tensor: torch.Tensor) -> bool:
-        """Whether `tensor` shares storage with a saved tensor still held (focus only)."""
+        """Whether `tensor` shares storage with a saved tensor still held."""
         key = _storage_key(tensor)
         return key is not None and key in self._live_saved
 
@@ -363,6 +424,8 @@ class Watch:
         current = param.grad
         if current is None or key not in self._earliest or not bool(current.any()):
             self._earliest[key] = self._steps_of.get(key, 0)
+        elif self._earliest[key] < self._steps_of.get(key, 0):
+            self._spanning.add(key)  # added on top of gradients an earlier step already used
         if key not in self._nonzero and grad is not None and bool(grad.any()):
             self._nonzero.add(key)
 
@@ -429,10 +492,16 @@ class Watch:
             return original(roots, *args, **kwargs)
         tensors = [roots] if isinstance(roots, torch.Tensor) else [t for t in (roots or ()) if isinstance(t, torch.Tensor)]
         self._scan_holders()
-        self._tag(tensors)
+        self._sample()
         site = self._site()
+        if not self.steps_total:
+            self.hand.check(site, self._leaf_names)
+        if site is not None and any(t.grad_fn is None and t.requires_grad and id(t) not in self._params for t in tensors):
+            self.leaf_roots[site] = self.leaf_roots.get(site, 0) + 1  # `loss.requires_grad = True` on a cut loss
+        self._tag(tensors)
         if torch.is_anomaly_enabled() and site is not None:
-            self.anomaly[site] = self.anomaly.get(site, 0) + 1
+            key = (site, self._anomaly_on)
+            self.anomaly[key] = self.anomaly.get(key, 0) + 1
         index = len(self._retains)
         self._retains.append(_Retain(site) if site is not None else _Retain(("", 0)))
         saved = self._backward_now, self._retaining_now
@@ -450,9 +519,25 @@ class Watch:
     def _tag(self, roots: list[torch.Tensor]) -> None:
         """Tag the nodes of this backward's graph with the iteration (new nodes only)."""
         tag = (self.steps_total, self.backward_count)
-        for node, found in _untagged_walk(roots):
+        leaves: list[torch.Tensor] | None = [] if not self.steps_total else None
+        for node, found in _untagged_walk(roots, leaves):
             if found is None:
                 node.metadata[TAG] = tag
+        for leaf in leaves or ():
+            self.hand.see(leaf)
+
+    def _leaf_names(self) -> dict[int, str]:
+        """Names of leaves: the script's globals and the project frames' locals that hold
+        them, else the parameter names known."""
+        names = dict(self._param_names)
+        scopes = [variables for *_, variables in self._frames()]
+        if self.namespace is not None:
+            scopes.append(self.namespace)
+        for variables in scopes:
+            for name, value in list(variables.items()):
+                if isinstance(value, torch.Tensor) and value.is_leaf and value.requires_grad:
+                    names[id(value)] = name
+        return names
 
     @staticmethod
     def _tags_reached(roots: list[torch.Tensor]) -> set[tuple[int, int]]:
@@ -473,6 +558,7 @@ class Watch:
         scopes = list(self._frames()) if not at_end else []
         if self.namespace is not None:
             scopes.append((str(self.namespace.get("__file__")), "<module>", 1, self.namespace))
+        reachable: list[torch.Tensor] = []
         for filename, function, first_line, variables in scopes:
             for name, value in list(variables.items()):
                 if name.startswith("__") or isinstance(value, (type, type(sys), Callable)) and not isinstance(value, nn.Module):
@@ -480,6 +566,7 @@ class Watch:
                 for label, tensors in _held(name, value):
                     if not tensors:
                         continue
+                    reachable.extend(tensors)
                     tags = self._tags_reached(tensors)
                     if len({tag[0] for tag in tags}) < 2 and len({tag[1] for tag in tags}) < 2:
                         continue
@@ -487,12 +574,23 @@ class Watch:
                     entry = self.holders.setdefault(key, {"tags": [], "nodes": 0})
                     entry["tags"] = sorted({*map(tuple, entry["tags"]), *tags})[-16:]
                     entry["nodes"] = max(entry["nodes"], _count_nodes(tensors))
+        self._held_nodes = _count_nodes(reachable)
+
+    def _sample(self, end: bool = False) -> None:
+        """One point of the picture: saved-tensor bytes held now and at most since the
+        last point, and the autograd nodes the project's variables reach (as scanned)."""
+        if len(self.series) < MAX_POINTS or end:
+            self.series.append({"backward": self.backward_count, "step": self.steps_total, "saved_bytes": self.saved_bytes,
+                                "peak_bytes": self._peak_bytes, "nodes": self._held_nodes, "end": int(end)})
+        self._peak_bytes = self.saved_bytes
 
     # -- optimizer steps -------------------------------------------------------------
     def _on_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._quiet:
             return
+        self.hand.stop()
         index = self._optimizers.setdefault(id(optimizer), len(self._optimizers))
+        self._optimizer_names[index] = type(optimizer).__name__
         step = self._optimizer_steps[index] = self._optimizer_steps.get(index, 0) + 1
         stale = []
         total = 0
@@ -512,6 +610,8 @@ class Watch:
                     if earliest < taken and bool(grad.any()):
                         stale.append((key, taken - earliest + 1))
                 self._steps_of[key] = taken + 1
+                self._spanning.discard(key)
+        self._step_sites[index] = self._site()
         self.steps_total += 1
         if self.first_step_site is None:
             self.first_step_site = self._site()
@@ -524,6 +624,41 @@ class Watch:
                 "of": total,
                 "steps_mixed": max(n for _, n in stale),
                 "names": [self._param_names.get(key, "?") for key, _ in stale[:4]],
+            })
+
+    def _misspelled(self) -> list[int]:
+        """Parameters whose ``require_grad`` attribute (a typo: it does nothing) says the
+        opposite of their ``requires_grad``: the freeze or unfreeze it meant never
+        happened. The parameters seen in the run and those of the script's modules."""
+        params = dict(self._params)
+        for value in list((self.namespace or {}).values()):
+            if isinstance(value, nn.Module):
+                for name, param in value.named_parameters():
+                    if id(param) not in params:
+                        params[id(param)] = param
+                        self._param_names.setdefault(id(param), f"{type(value).__name__}.{name}")
+        found = []
+        for key, param in params.items():
+            meant = getattr(param, "__dict__", {}).get("require_grad")
+            if meant is not None and bool(meant) != param.requires_grad:
+                found.append(key)
+        return found
+
+    def _stale_at_end(self) -> None:
+        """The run stopped (a bounded loop cut, say, between two steps of gradient
+        accumulation) while parameters' ``.grad`` held gradients a step had already used
+        plus newer ones: the next step would have used them stale. Reported at each such
+        optimizer's last step."""
+        for index, keys in self._optimizer_params.items():
+            spanning = [key for key in keys if key in self._spanning and self._params[key].grad is not None]
+            if not spanning:
+                continue
+            mixed = max(self._steps_of.get(key, 0) - self._earliest.get(key, 0) + 1 for key in spanning)
+            self.stale.append({
+                "optimizer": f"{self._optimizer_names.get(index, 'optimizer')}#{index}",
+                "step": self._optimizer_steps.get(index, 0) + 1, "site": self._step_sites.get(index), "params": len(spanning),
+                "of": len(keys), "steps_mixed": mixed, "names": [self._param_names.get(key, "?") for key in spanning[:4]],
+                "at_end": True,
             })
 
     # -- custom Functions --------------------------------------------------------------
@@ -558,10 +693,16 @@ class Watch:
         duration = time.perf_counter() - self.started
         if finished:
             self._scan_holders(at_end=True)
+        if not self.steps_total:
+            self.hand.check(None, self._leaf_names)
+        self._stale_at_end()
+        self._sample(end=True)
         self.uninstall()
         for held in self._open:
             if finished and held.ended and not held.settled and not held.unpacked and held.alive > 0:
                 self.sites[held.site].held += 1
+                if len(self.sites[held.site].unused_bytes) < KEPT_PASSES:
+                    self.sites[held.site].unused_bytes.append(held.nbytes)
                 if held.caller is not None:
                     self.sites[held.site].callers.setdefault(held.caller, [0, 0])[1] += 1
         sites = []
@@ -591,21 +732,27 @@ class Watch:
             silent.append({"name": self._param_names.get(key, "?"), "module": self._module_names.get(module, "?"),
                            "site": self._module_sites.get(module), "numel": int(param.numel()),
                            "grad": "zeros" if param.grad is not None else "none"})
+        misspelled = self._misspelled()
         return {
+            "misspelled": {"params": len(misspelled), "trained": sum(key in self._nonzero for key in misspelled),
+                           "names": [self._param_names.get(key, "?") for key in misspelled[:4]]} if misspelled else None,
             "duration_s": round(duration, 4),
             "backward_passes": self.backward_count,
             "optimizer_steps": self.steps_total,
             "sites": sites,
-            "stale": self.stale,
+            "stale": self.stale + self.hand.stale,
             "first_step_site": self.first_step_site,
             "holders": [{"file": k[0], "function": k[1], "first_line": k[2], "name": k[3], **v} for k, v in self.holders.items()],
             "recurrent": [{"file": k[0], "line": k[1], **v} for k, v in self.recurrent.items()],
             "silent_params": silent if self.completed_backwards else [],
             "retains": [{"file": k[0], "line": k[1], **v} for k, v in retains.items()],
             "functions": list(self.functions.values()),
-            "anomaly": [{"file": k[0], "line": k[1], "passes": v} for k, v in self.anomaly.items()],
+            "anomaly": [{"file": k[0][0], "line": k[0][1], "passes": v, "on": list(k[1]) if k[1] else None}
+                        for k, v in self.anomaly.items()],
             "empty_cache": [{"file": k[0], "line": k[1], "calls": v} for k, v in self.empty_cache.items()],
             "cuts": self.cuts.record(),
+            "series": self.series,
+            "leaf_roots": [{"file": k[0], "line": k[1], "calls": v} for k, v in self.leaf_roots.items()],
         }
 
 
@@ -657,7 +804,7 @@ def _count_nodes(roots: list[torch.Tensor]) -> int:
     return len(seen)
 
 
-def _untagged_walk(roots: list[torch.Tensor]):
+def _untagged_walk(roots: list[torch.Tensor], leaves: list[torch.Tensor] | None = None):
     """Each node of the graph below `roots` once, with its iteration tag (None: not
     tagged yet), going on below untagged nodes only; parameters' leaf nodes, which every
     iteration's graph ends at, are left out. At most `WALK_LIMIT` nodes: it runs at every
@@ -672,6 +819,8 @@ def _untagged_walk(roots: list[torch.Tensor]):
         seen.add(id(node))
         held.append(node)
         if type(node).__name__ == _LEAF_NODE:
+            if leaves is not None:
+                leaves.append(node.variable)
             continue
         found = node.metadata.get(TAG)
         yield node, found
