@@ -224,6 +224,7 @@ async def test_editor_settings_are_read_and_a_bad_value_is_said_once(client: Edi
     assert "autograd-fix.verifyTimeout must be a number" in message and "'soon'" in message
 
 
+@pytest.mark.torch
 async def test_verification_reports_progress_from_begin_to_end(client: EditorClient, tmp_path: Path) -> None:
     path = tmp_path / "evaluate.py"
     path.write_text(RUNNABLE)
