@@ -22,6 +22,11 @@ from autograd_fix.codemods.walk import iter_descendants
 
 #: calls that cut the graph of the state or rebuild it (`repackage_hidden` is the word-language-model helper)
 _DETACH_METHODS = frozenset({"detach", "detach_"})
+#: words of a method name that may reset state defined out of view (a base class's `reset()`,
+#: `clear_memory`): a loop calling one on the model is given the benefit of the doubt
+_RESET_WORDS = ("reset", "init", "clear", "hidden", "state", "memory", "repackage")
+#: `nn.Module` methods those words match that reset nothing
+_NOT_RESETS = frozenset({"state_dict", "load_state_dict"})
 
 
 @dataclass
@@ -57,7 +62,8 @@ def find_attribute_carries(
             if _cut_in_class(cls, attribute):
                 continue
             resets = _resetting_methods(cls, attribute, forward)
-            loop = _training_loop(module, cls.name.value, attribute, resets, imports)
+            defined = frozenset(m.name.value for m in cls.body.body if isinstance(m, cst.FunctionDef))
+            loop = _training_loop(module, cls.name.value, attribute, resets, defined, imports)
             if loop is not None:
                 found.append(
                     AttributeCarry(cls, forward, line, assign, owner, attribute, loop, _assigned_values(cls, attribute, assign))
@@ -189,11 +195,17 @@ def _receivers(module: cst.Module, function: cst.FunctionDef, instances: set[str
 
 
 def _training_loop(
-    module: cst.Module, class_name: str, attribute: str, resets: frozenset[str], imports: ImportIndex
+    module: cst.Module,
+    class_name: str,
+    attribute: str,
+    resets: frozenset[str],
+    defined: frozenset[str],
+    imports: ImportIndex,
 ) -> cst.For | cst.While | None:
     """A loop of this file that runs backward in every iteration, calls an instance of
     the class (a name bound to `ClassName(...)`, or a function parameter some call passes
-    one to), and neither touches `.<attribute>` nor calls a resetting method."""
+    one to), and neither touches `.<attribute>` nor calls a resetting method (one of the
+    class's that assigns it, or one defined out of view whose name says it may)."""
     instances = _instances(module, class_name)
     if not instances:
         return None
@@ -209,7 +221,7 @@ def _training_loop(
                 continue
             if _mentions_attribute(loop.body, attribute) or _calls_any(loop.body, resets):
                 continue
-            if _calls_model(loop.body, models):
+            if _calls_model(loop.body, models) and not _may_reset(loop.body, models, defined):
                 return loop
     return None
 
@@ -230,6 +242,19 @@ def _calls_any(node: cst.CSTNode, methods: frozenset[str]) -> bool:
         isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in methods
         for n in iter_descendants(node)
     )
+
+
+def _may_reset(node: cst.CSTNode, models: set[str], defined: frozenset[str]) -> bool:
+    """`model.reset_states()` or the like, for a method the class does not define in view
+    (inherited from a base out of this file): what it assigns is unknown."""
+    for call in iter_descendants(node):
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+            receiver, method = call.func.value, call.func.attr.value.lower()
+            if call.func.attr.value in defined | _NOT_RESETS or not (isinstance(receiver, cst.Name) and receiver.value in models):
+                continue
+            if any(word in method for word in _RESET_WORDS):
+                return True
+    return False
 
 
 def _calls_model(node: cst.CSTNode, models: set[str]) -> bool:

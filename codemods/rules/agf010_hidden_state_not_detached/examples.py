@@ -237,6 +237,35 @@ for step in range(3):
     optimizer.step()
 """
     ),
+    # the loop calls a reset the class inherits from a base out of view
+    valid(
+        """
+import torch
+import torch.nn as nn
+from .stateful import StatefulMixin
+
+
+class SpikeRNN(StatefulMixin, nn.Module):
+    def __init__(self, width=16):
+        super().__init__()
+        self.cell = nn.RNN(width, width)
+        self.membrane = torch.zeros(1, 4, width)
+
+    def forward(self, x):
+        out, self.membrane = self.cell(x, self.membrane)
+        return out
+
+
+net = SpikeRNN()
+optimizer = torch.optim.Adam(net.parameters())
+for step in range(5):
+    net.reset_states()
+    loss = net(torch.randn(7, 4, 16)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
