@@ -97,6 +97,10 @@ class TensorSavedOnCtx(Rule):
     fix is withheld (report only) when `backward` reads `ctx.saved_tensors` in a shape the
     rule cannot extend exactly, when a name would clash, or when `forward` returns early.
 
+    Tensors kept inside a tuple or list on one attribute (`ctx.cache = out, src, index`,
+    unpacked in backward) are reported without a fix: which elements are tensors, and
+    how backward takes the container apart, is for a person to restate.
+
     Forward's own output kept on ctx that `backward` also deletes or rebinds (RevTorch's
     `del ctx.y`, freeing it early) cannot move into `save_for_backward`: the fix stores
     `output.detach()` instead, the same values without the cycle, and backward gets a
@@ -157,6 +161,8 @@ class _Planner:
     problems: list[str] = field(default_factory=list)
     #: forward's output stored on ctx where backward also deletes or rebinds it
     kept_outputs: list[_Store] = field(default_factory=list)
+    #: a tuple or list holding tensors stored on ctx (`ctx.cache = out, src, index`)
+    packed: list[_Store] = field(default_factory=list)
 
     def run(self) -> None:
         holder = self.function.ctx_function()
@@ -168,6 +174,8 @@ class _Planner:
         stores = self._candidate_stores(holder, ctx, backward, backward_ctx)
         for store in self.kept_outputs:
             self._report_kept_output(store, ctx)
+        for store in self.packed:
+            self._report_packed(store, ctx)
         if not stores:
             return
         fix = self._plan(holder, ctx, backward, backward_ctx, stores)
@@ -204,6 +212,10 @@ class _Planner:
             if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
                 continue
             pairs = assigned_pairs(assign.targets[0].target, assign.value)
+            packed = self._packed_store(pairs, position, statement, ctx, read_in_backward, written_elsewhere, all_writes)
+            if packed is not None:
+                self.packed.append(packed)
+                continue
             for target, value in pairs:
                 attribute = ctx_attribute(target, ctx)
                 if (
@@ -219,6 +231,48 @@ class _Planner:
                     continue
                 stores.append(_Store(attribute, position, statement, value, in_tuple=len(pairs) > 1))
         return stores
+
+    def _packed_store(
+        self,
+        pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]],
+        position: int,
+        line: cst.SimpleStatementLine,
+        ctx: str,
+        read_in_backward: set[str],
+        written_elsewhere: set[str],
+        all_writes: dict[str, int],
+    ) -> _Store | None:
+        """`ctx.cache = out, src, index` (or a list): one attribute holding a container with
+        at least one certain tensor, stored once and only read by backward. The tensors in
+        it escape `save_for_backward` just as a bare tensor attribute does."""
+        if len(pairs) != 1:
+            return None
+        target, value = pairs[0]
+        attribute = ctx_attribute(target, ctx)
+        if (
+            attribute is None
+            or not isinstance(value, (cst.Tuple, cst.List))
+            or attribute not in read_in_backward
+            or attribute in written_elsewhere
+            or all_writes.get(attribute, 0) != 1
+        ):
+            return None
+        elements = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+        if not any(self.facts.is_tensor(e) for e in elements):
+            return None
+        return _Store(attribute, position, line, value)
+
+    def _report_packed(self, store: _Store, ctx: str) -> None:
+        assert isinstance(store.value, (cst.Tuple, cst.List))
+        tensors = [code_of(e.value) for e in store.value.elements if self.facts.is_tensor(e.value)]
+        listed = ", ".join(f"`{name}`" for name in tensors)
+        self.rule.report(
+            store.line,
+            f"`{self.function.name}` keeps tensor{'s' if len(tensors) > 1 else ''} {listed} on ctx inside "
+            f"`{ctx}.{store.attribute}` for backward: no in-place version check, and an output kept there is a "
+            "reference cycle only the garbage collector frees; save them with `ctx.save_for_backward` and unpack "
+            "them from `ctx.saved_tensors`",
+        )
 
     def _report_kept_output(self, store: _Store, ctx: str) -> None:
         label = code_of(store.value)

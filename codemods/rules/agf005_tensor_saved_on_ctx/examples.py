@@ -252,6 +252,26 @@ class Softplus(torch.autograd.Function):
         return grad_output * ex / (1 + ex)
 """
     ),
+    # a tuple of shapes and flags on ctx: no tensor in it
+    valid(
+        """
+import torch
+
+class SegmentSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values, segments: int, dim: int):
+        ctx.layout = values.shape, segments, dim
+        ctx.flags = [values.requires_grad, dim < 0]
+        return values.reshape(segments, -1).sum(1)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        shape, segments, dim = ctx.layout
+        needs, negative = ctx.flags
+        grad = grad_out.repeat_interleave(shape[0] // segments)
+        return grad.reshape(shape) if needs else None, None, None
+"""
+    ),
 ]
 
 INVALID = [
@@ -735,5 +755,28 @@ class NoisyShift(Function):
         (eps,) = ctx.saved_tensors
         return grad_output, (grad_output * eps).sum()
 """,
+    ),
+    # tensors packed in one tuple attribute (DGL-style backward cache): reported, no fix
+    invalid(
+        """
+import torch
+from torch.autograd import Function
+
+
+class GatherScale(Function):
+    @staticmethod
+    def forward(ctx, table, weights, rows):
+        picked = torch.index_select(table, 0, rows)
+        scaled = picked * weights.unsqueeze(1)
+        ctx.cache = picked, torch.clone(weights), rows
+        return scaled
+
+    @staticmethod
+    def backward(ctx, grad_scaled):
+        picked, weights, rows = ctx.cache
+        grad_table = torch.zeros(rows.max() + 1, picked.size(1)).index_add(0, rows, grad_scaled * weights.unsqueeze(1))
+        grad_weights = (grad_scaled * picked).sum(1)
+        return grad_table, grad_weights, None
+"""
     ),
 ]

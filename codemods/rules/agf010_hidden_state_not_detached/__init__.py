@@ -9,6 +9,7 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.roles import Role
+from autograd_fix.codemods.rules.agf010_hidden_state_not_detached.attribute_state import AttributeCarry, find_attribute_carries
 from autograd_fix.codemods.rules.agf010_hidden_state_not_detached.recurrent_state import Carry, FunctionFinder, find_carries, retains_graph
 
 #: torch functions that make a single fresh tensor (the state is a tensor, not a tuple)
@@ -28,6 +29,14 @@ class HiddenStateNotDetached(Rule):
     call in the next iteration without being detached, and detaches it at the top of the
     iteration (truncated backpropagation through time), or right after the call when it
     may be `None` before the first one.
+
+    It also finds state an `nn.Module` keeps on itself: `out, self.hidden =
+    self.lstm(x, self.hidden)` in `forward`, where a training loop of the same file
+    (at module level, or in a function such as `train(model, ...)` that the file calls
+    with an instance) calls the model and runs backward every batch, and neither the
+    class nor that loop detaches `self.hidden`, re-initialises it (`model.hidden =
+    model.init_hidden()`) or calls a method that reassigns it (pytorch/pytorch#2769).
+    The detach then goes in `forward`, right before the recurrent call.
 
     ## Why is this bad?
     The state returned in iteration *k* carries the graph of iteration *k*. After
@@ -112,6 +121,31 @@ class HiddenStateNotDetached(Rule):
         for scope in self._scan.scopes():
             for carry, initial in find_carries(scope, self.context.imports, self.context.roles.tokens(Role.STATE)):
                 self._report(carry, initial)
+        if self._scan.scopes():
+            semantic = self.context.semantic
+            for attribute_carry in find_attribute_carries(original_node, self.context.imports, semantic.module_classes):
+                self._report_attribute(attribute_carry)
+
+    def _report_attribute(self, carry: AttributeCarry) -> None:
+        """State kept on `self.<attribute>` by `forward`, with the training loop outside the
+        class: the detach goes in `forward`, right before the recurrent call."""
+        shown = f"{carry.owner}.{carry.attribute}"
+        message = (
+            f"`{shown}` carries the recurrent state from one `forward` call to the next, and the training loop "
+            f"that calls the model runs backward every batch without detaching or re-initialising it: the next "
+            "backward() runs into the previous batch's graph ('Trying to backward through the graph a second time')"
+        )
+        if any(isinstance(v, cst.Name) and v.value == "None" for v in carry.initial):
+            self.report(carry.statement, message + f"; detach `{shown}` before the call once it is set")
+            return
+        statement, needs = _attribute_detach(shown, carry.initial, self.context.imports)
+        fix = Fix(
+            applicability=Applicability.UNSAFE,
+            edits=(Edit(carry.line, lambda updated: _before(updated, statement)),),
+            description=f"detach `{shown}` in `forward` before the recurrent call",
+            required_imports=needs,
+        )
+        self.report(carry.statement, message, fix)
 
     def _report(self, carry: Carry, initial: dict[str, cst.BaseExpression | None]) -> None:
         imports = self.context.imports
@@ -191,6 +225,28 @@ def _detach_statement(
         f"else tuple({loop_var}.detach() for {loop_var} in {name})"
     )
     return cst.parse_statement(text), Applicability.UNSAFE, needs  # type: ignore[return-value]
+
+
+def _attribute_detach(
+    shown: str, initial: tuple[cst.BaseExpression, ...], imports: ImportIndex
+) -> tuple[cst.SimpleStatementLine, tuple[str, ...]]:
+    """The detach of `self.hidden` in the shape every other assignment gives it: a tuple
+    literal, a torch factory's tensor, or either (decided at run time)."""
+    if initial and all(isinstance(v, (cst.Tuple, cst.List)) for v in initial):
+        return cst.parse_statement(f"{shown} = tuple(h.detach() for h in {shown})"), ()  # type: ignore[return-value]
+    if initial and all(_makes_tensor(v, imports) for v in initial):
+        return cst.parse_statement(f"{shown} = {shown}.detach()"), ()  # type: ignore[return-value]
+    tensor, needs = imports.expression_for("torch.Tensor")
+    tensor_text = cst.Module(body=[]).code_for_node(tensor)
+    text = f"{shown} = {shown}.detach() if isinstance({shown}, {tensor_text}) else tuple(h.detach() for h in {shown})"
+    return cst.parse_statement(text), needs  # type: ignore[return-value]
+
+
+def _before(updated: cst.CSTNode, statement: cst.SimpleStatementLine) -> cst.CSTNode:
+    """`statement` inserted before the line, which hands it its leading comments."""
+    assert isinstance(updated, cst.SimpleStatementLine)
+    first = statement.with_changes(leading_lines=updated.leading_lines)
+    return cst.FlattenSentinel([first, updated.with_changes(leading_lines=[])])
 
 
 def _makes_tensor(value: cst.BaseExpression, imports: ImportIndex) -> bool:

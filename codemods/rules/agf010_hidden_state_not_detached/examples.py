@@ -166,6 +166,106 @@ def train(model, loader, optimizer):
         optimizer.step()
 """
     ),
+    # state kept on the module, reset by the training loop every batch
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+class CharGRU(nn.Module):
+    def __init__(self, vocab=50, width=32, batch=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.gru = nn.GRU(width, width, batch_first=True)
+        self.head = nn.Linear(width, vocab)
+        self.state = torch.zeros(1, batch, width)
+
+    def reset_state(self, batch=8):
+        self.state = torch.zeros(1, batch, self.gru.hidden_size)
+
+    def forward(self, tokens):
+        out, self.state = self.gru(self.embed(tokens), self.state)
+        return self.head(out)
+
+
+def fit(net, batches, optimizer):
+    for tokens, targets in batches:
+        net.reset_state(tokens.size(0))
+        logits = net(tokens)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+model = CharGRU()
+fit(model, [(torch.randint(0, 50, (8, 12)), torch.randint(0, 50, (8, 12)))] * 3, torch.optim.Adam(model.parameters()))
+"""
+    ),
+    # state kept on the module, detached in forward before use
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+class CharGRU(nn.Module):
+    def __init__(self, vocab=50, width=32, batch=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.gru = nn.GRU(width, width, batch_first=True)
+        self.head = nn.Linear(width, vocab)
+        self.state = torch.zeros(1, batch, width)
+
+    def reset_state(self, batch=8):
+        self.state = torch.zeros(1, batch, self.gru.hidden_size)
+
+    def forward(self, tokens):
+        self.state = self.state.detach()
+        out, self.state = self.gru(self.embed(tokens), self.state)
+        return self.head(out)
+
+
+model = CharGRU()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    tokens = torch.randint(0, 50, (8, 12))
+    loss = model(tokens).logsumexp(-1).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+    ),
+    # the loop calls a reset the class inherits from a base out of view
+    valid(
+        """
+import torch
+import torch.nn as nn
+from .stateful import StatefulMixin
+
+
+class SpikeRNN(StatefulMixin, nn.Module):
+    def __init__(self, width=16):
+        super().__init__()
+        self.cell = nn.RNN(width, width)
+        self.membrane = torch.zeros(1, 4, width)
+
+    def forward(self, x):
+        out, self.membrane = self.cell(x, self.membrane)
+        return out
+
+
+net = SpikeRNN()
+optimizer = torch.optim.Adam(net.parameters())
+for step in range(5):
+    net.reset_states()
+    loss = net(torch.randn(7, 4, 16)).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+    ),
 ]
 
 INVALID = [
@@ -498,5 +598,77 @@ def train(model, loader, optimizer):
         loss.backward()
         optimizer.step()
 """
+    ),
+    # state kept on the module by forward; the training loop is in a function the model is passed to
+    invalid(
+        """
+import torch
+import torch.nn as nn
+
+
+class CharGRU(nn.Module):
+    def __init__(self, vocab=50, width=32, batch=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.gru = nn.GRU(width, width, batch_first=True)
+        self.head = nn.Linear(width, vocab)
+        self.state = torch.zeros(1, batch, width)
+
+    def reset_state(self, batch=8):
+        self.state = torch.zeros(1, batch, self.gru.hidden_size)
+
+    def forward(self, tokens):
+        out, self.state = self.gru(self.embed(tokens), self.state)
+        return self.head(out)
+
+
+def fit(net, batches, optimizer):
+    for tokens, targets in batches:
+        logits = net(tokens)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+model = CharGRU()
+model.reset_state()
+fit(model, [(torch.randint(0, 50, (8, 12)), torch.randint(0, 50, (8, 12)))] * 3, torch.optim.Adam(model.parameters()))
+""",
+        """
+import torch
+import torch.nn as nn
+
+
+class CharGRU(nn.Module):
+    def __init__(self, vocab=50, width=32, batch=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.gru = nn.GRU(width, width, batch_first=True)
+        self.head = nn.Linear(width, vocab)
+        self.state = torch.zeros(1, batch, width)
+
+    def reset_state(self, batch=8):
+        self.state = torch.zeros(1, batch, self.gru.hidden_size)
+
+    def forward(self, tokens):
+        self.state = self.state.detach()
+        out, self.state = self.gru(self.embed(tokens), self.state)
+        return self.head(out)
+
+
+def fit(net, batches, optimizer):
+    for tokens, targets in batches:
+        logits = net(tokens)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+model = CharGRU()
+model.reset_state()
+fit(model, [(torch.randint(0, 50, (8, 12)), torch.randint(0, 50, (8, 12)))] * 3, torch.optim.Adam(model.parameters()))
+""",
     ),
 ]

@@ -119,7 +119,7 @@ def _loop_carries(loop: cst.For | cst.While, imports: ImportIndex, state_words: 
     if not isinstance(loop.body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
         return []
     statements = list(loop.body.body)
-    backward_at = _unconditional_backward_index(statements, imports)
+    backward_at = unconditional_backward_index(statements, imports)
     if backward_at is None:
         return []
     carries = []
@@ -135,7 +135,7 @@ def _loop_carries(loop: cst.For | cst.While, imports: ImportIndex, state_words: 
     return carries
 
 
-def _unconditional_backward_index(statements, imports: ImportIndex) -> int | None:  # type: ignore[no-untyped-def]
+def unconditional_backward_index(statements, imports: ImportIndex) -> int | None:  # type: ignore[no-untyped-def]
     """Index of the first top-level statement (through `with`) that runs a backward pass."""
     for index, statement in enumerate(statements):
         if _has_backward(statement, imports, through_with=True):

@@ -8,18 +8,21 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.grad_free import grad_free
-from autograd_fix.codemods.semantic.loops import bindings, enclosing_scope, parent_map
+from autograd_fix.codemods.semantic.loops import Binding, bindings, enclosing_scope, parent_map
 from autograd_fix.codemods.torch_api import NAMED_PARAMETER_ITERATORS, PARAMETER_CONSTRUCTORS, PARAMETER_ITERATORS
 
 TYPO = "require_grad"
+#: near spellings of `requires_grad` seen in real code (one letter dropped, added or changed)
+TYPOS = frozenset({TYPO, "required_grad", "require_grads", "requires_grads", "required_grads"})
 RIGHT = "requires_grad"
 
 
 class RequireGradTypo(Rule):
     """
     ## What it does
-    Finds `x.require_grad = ...` (and `setattr(x, "require_grad", ...)`) where `x` is a
-    tensor or a parameter, and corrects the attribute to `requires_grad`.
+    Finds `x.require_grad = ...` (and `setattr(x, "require_grad", ...)`, and the other
+    near spellings `required_grad`, `require_grads`, `requires_grads`, `required_grads`)
+    where `x` is a tensor or a parameter, and corrects the attribute to `requires_grad`.
 
     ## Why is this bad?
     A tensor accepts any new Python attribute, so the misspelt assignment raises nothing
@@ -43,7 +46,8 @@ class RequireGradTypo(Rule):
 
     ## Fix safety
     Safe: the rule fires only where the semantic model shows the object is a tensor or a
-    parameter (a torch factory such as `torch.zeros(...)`, `nn.Parameter(...)`, a target
+    parameter (a torch factory such as `torch.zeros(...)` or a conversion of one,
+    `torch.zeros(n).float()`, as the assignment that reaches the line), `nn.Parameter(...)`, a target
     of a loop over `.parameters()` / `.named_parameters()`, a module's parameter, a
     tensor that requires grad), and `requires_grad` is the attribute the author meant.
     An object of any other kind (a user class with its own `require_grad` attribute, a
@@ -60,7 +64,7 @@ class RequireGradTypo(Rule):
     name = "require-grad-typo"
     safety = Applicability.SAFE
     message = "`require_grad` is not an autograd attribute (typo of `requires_grad`): the assignment changes nothing"
-    triggers = (TYPO,)
+    triggers = tuple(sorted(TYPOS))
     contract = Contract(
         description="the corrected flag takes effect: parameters with a gradient still change, frozen ones keep their value",
         checks=("graph_state_may_change", "parameters_change_as_intended"),
@@ -72,14 +76,14 @@ class RequireGradTypo(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            if isinstance(target.target, cst.Attribute) and target.target.attr.value == TYPO:
+            if isinstance(target.target, cst.Attribute) and target.target.attr.value in TYPOS:
                 self._assignments.append((node, target.target.value, target.target.attr))
 
     def visit_Call(self, node: cst.Call) -> None:
         if not (isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3):
             return
         name = node.args[1].value
-        if isinstance(name, cst.SimpleString) and name.evaluated_value == TYPO and node.args[0].keyword is None:
+        if isinstance(name, cst.SimpleString) and name.evaluated_value in TYPOS and node.args[0].keyword is None:
             self._assignments.append((node, node.args[0].value, name))
 
     def leave_Module(self, original_node: cst.Module) -> None:
@@ -91,7 +95,9 @@ class RequireGradTypo(Rule):
                 continue
             edit = Edit(spelled, _respelled)
             fix = Fix(Applicability.SAFE, (edit,), f"write `{RIGHT}`")
-            self.report(statement, fix=fix)
+            wrong = spelled.value if isinstance(spelled, cst.Name) else str(spelled.evaluated_value)  # type: ignore[attr-defined]
+            message = self.message.replace(TYPO, wrong, 1)
+            self.report(statement, message, fix=fix)
 
     def _is_tensor(self, receiver: cst.BaseExpression, statement: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
         """The semantic model's evidence that `receiver` is a tensor (never a name's spelling)."""
@@ -110,6 +116,9 @@ class RequireGradTypo(Rule):
             return False
         scope = enclosing_scope(statement, parents)
         found = [b for b in bindings(scope) if b.name == receiver.value]
+        reaching = _reaching_assignment(found, line, parents)
+        if reaching is not None:
+            return _tensor_binding(reaching.kind, reaching.statement, reaching.value, receiver.value, imports)
         return bool(found) and all(_tensor_binding(b.kind, b.statement, b.value, receiver.value, imports) for b in found)
 
 
@@ -118,6 +127,36 @@ def _line_of(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.CSTNode 
     while current is not None and not isinstance(current, cst.SimpleStatementLine):
         current = parents.get(id(current))
     return current
+
+
+def _reaching_assignment(
+    found: list[Binding], line: cst.CSTNode | None, parents: dict[int, cst.CSTNode]
+) -> Binding | None:
+    """The binding that certainly reaches `line`: the last earlier statement of the same
+    block that binds the name, when it is a one-statement assignment (`pe =
+    torch.zeros(n).float()` right before `pe.require_grad = False`, whatever `pe` is
+    rebound to later). None when that statement is compound or binds in another way."""
+    block = parents.get(id(line)) if line is not None else None
+    if block is None or not isinstance(getattr(block, "body", None), (list, tuple)):
+        return None
+    siblings = list(block.body)  # type: ignore[attr-defined]
+    if line not in siblings:
+        return None
+    owner = {id(s): s for s in siblings}
+    for sibling in reversed(siblings[: siblings.index(line)]):
+        here = [b for b in found if _inside(b.statement, sibling, owner, parents)]
+        if not here:
+            continue
+        simple = isinstance(sibling, cst.SimpleStatementLine) and len(sibling.body) == 1
+        return here[-1] if simple and len(here) == 1 and here[0].kind == "assign" else None
+    return None
+
+
+def _inside(node: cst.CSTNode, sibling: cst.CSTNode, owner: dict[int, cst.CSTNode], parents: dict[int, cst.CSTNode]) -> bool:
+    current: cst.CSTNode | None = node
+    while current is not None and id(current) not in owner:
+        current = parents.get(id(current))
+    return current is sibling
 
 
 def _tensor_value(value: cst.BaseExpression | None, imports: ImportIndex) -> bool:

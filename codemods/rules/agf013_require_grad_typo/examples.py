@@ -84,6 +84,33 @@ for layer in config.layers:
     layer.require_grad = False
 """
     ),
+    # near spellings on a user class that defines that attribute itself
+    valid(
+        """
+import torch
+import torch.nn as nn
+
+
+class FreezeSpec:
+    def __init__(self, prefix, required_grad=False):
+        self.prefix = prefix
+        self.required_grad = required_grad
+
+
+spec = FreezeSpec("encoder.")
+spec.required_grad = True
+spec.requires_grads = False
+"""
+    ),
+    # the assignment reaching the typo is no tensor (a list of layer names), whatever comes later
+    valid(
+        """
+import torch
+frozen = ["embed", "encoder"]
+frozen.require_grads = False
+frozen = torch.zeros(3)
+"""
+    ),
 ]
 
 INVALID = [
@@ -224,6 +251,54 @@ pe.require_grad = False
 import torch
 pe = torch.zeros(100, 16).float()
 pe.requires_grad = False
+""",
+    ),
+    # `required_grad` on a tensor that is rebound later (Time-Series-Library style positional table)
+    invalid(
+        """
+import math
+import torch
+
+def sinusoid_table(length, width):
+    table = torch.zeros(length, width).float()
+    table.required_grad = False
+    pos = torch.arange(0, length).float().unsqueeze(1)
+    step = torch.exp(torch.arange(0, width, 2).float() * -(math.log(10000.0) / width))
+    table[:, 0::2] = torch.sin(pos * step)
+    table[:, 1::2] = torch.cos(pos * step)
+    table = table.unsqueeze(0)
+    return table
+""",
+        """
+import math
+import torch
+
+def sinusoid_table(length, width):
+    table = torch.zeros(length, width).float()
+    table.requires_grad = False
+    pos = torch.arange(0, length).float().unsqueeze(1)
+    step = torch.exp(torch.arange(0, width, 2).float() * -(math.log(10000.0) / width))
+    table[:, 0::2] = torch.sin(pos * step)
+    table[:, 1::2] = torch.cos(pos * step)
+    table = table.unsqueeze(0)
+    return table
+""",
+    ),
+    # `requires_grads` when freezing a pretrained backbone
+    invalid(
+        """
+import torch.nn as nn
+
+backbone = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 16, 3))
+for weight in backbone.parameters():
+    weight.requires_grads = False
+""",
+        """
+import torch.nn as nn
+
+backbone = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 16, 3))
+for weight in backbone.parameters():
+    weight.requires_grad = False
 """,
     ),
 ]

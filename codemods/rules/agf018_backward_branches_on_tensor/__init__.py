@@ -18,7 +18,9 @@ class BackwardBranchesOnTensor(Rule):
     ## What it does
     Finds a custom `torch.autograd.Function.backward` whose `if` or conditional
     expression tests a comparison of a tensor (a gradient it receives or a tensor from
-    `ctx.saved_tensors`), such as `return grad_output if x > 0 else 0`. The conditional
+    `ctx.saved_tensors`, or a tensor computed from those: arithmetic, an elementwise
+    comparison such as `mask = x > 0`, a reduction along a dimension such as
+    `(x == 0).sum(dim)`), such as `return grad_output if x > 0 else 0`. The conditional
     expression becomes the elementwise `torch.where(x > 0, grad_output,
     torch.zeros_like(grad_output))`; an `if` statement is reported.
 
@@ -54,7 +56,10 @@ class BackwardBranchesOnTensor(Rule):
     for backward of an elementwise op). Only a conditional expression whose branches are
     tensors or the literal `0` is rewritten; tests on `.shape`, `.dim()`, `.numel()`,
     `.item()`, `.all()`, `.any()`, `is None` and `ctx.needs_input_grad` give Python values
-    and are left alone. An `if` statement is report-only: its branches are statements,
+    and are left alone, and so are tests on a reduction to a single value
+    (`x.abs().max() <= t`, `mask.sum() > 0`): those are legal Python, raise nothing, and
+    may be an intended whole-tensor switch (gradient clipping, an early exit), which the
+    contract below (an error that goes away, gradcheck) cannot judge. An `if` statement is report-only: its branches are statements,
     and which elementwise form they mean is for a person to write.
 
     ## Verification
@@ -114,12 +119,28 @@ def _saved_tensors(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Attribute) and node.attr.value in ("saved_tensors", "saved_variables")
 
 
+#: tensor methods whose result keeps the operand's elements (a tensor of the same size or broadcast)
+_ELEMENTWISE = frozenset({
+    "clone", "detach", "abs", "neg", "sign", "float", "double", "to", "exp", "sigmoid", "tanh", "mul", "div", "add",
+    "sub", "pow", "sqrt", "clamp", "expand_as", "eq", "ne", "gt", "lt", "ge", "le", "masked_fill", "type_as",
+})
+#: reductions that stay multi-element when given a dimension (`(x == 0).sum(dim)`); without one they give a
+#: single value, a legal Python truth value (a whole-tensor switch the rule leaves alone)
+_REDUCTIONS = frozenset({"sum", "mean", "prod", "amax", "amin", "any", "all", "count_nonzero", "norm"})
+
+
 def _tensor_expression(node: cst.BaseExpression) -> bool:
-    """Arithmetic or a method call that keeps a tensor a tensor (not `.item()`, `.shape`)."""
+    """Arithmetic, an elementwise comparison, a method call that keeps a tensor a tensor, or a
+    reduction along a dimension (not `.item()`, `.shape`, nor a reduction to one value)."""
     if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
         return True
+    if isinstance(node, cst.Comparison):
+        return all(isinstance(c.operator, _ORDERING) for c in node.comparisons)
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
-        return node.func.attr.value in ("clone", "detach", "abs", "neg", "sign", "float", "double", "to", "exp", "sigmoid", "tanh")
+        method = node.func.attr.value
+        if method in _REDUCTIONS:
+            return any(a.keyword is None or a.keyword.value == "dim" for a in node.args if a.star == "")
+        return method in _ELEMENTWISE
     return isinstance(node, cst.Name)
 
 
@@ -131,6 +152,8 @@ def _is_tensor(node: cst.BaseExpression, tensors: set[str]) -> bool:
         return _is_tensor(node.left, tensors) or _is_tensor(node.right, tensors)
     if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
         return _is_tensor(node.expression, tensors)
+    if isinstance(node, cst.Comparison) and _tensor_expression(node):
+        return any(_is_tensor(operand, tensors) for operand in (node.left, *(c.comparator for c in node.comparisons)))
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and _tensor_expression(node):
         return _is_tensor(node.func.value, tensors)
     return isinstance(node, cst.Subscript) and _saved_tensors(node)

@@ -131,6 +131,28 @@ class Helper:
         return grad if x > 0 else 0
 """
     ),
+    # a whole-tensor switch on a reduction to one value (gradient clipping): legal, left alone
+    valid(
+        """
+import torch
+
+class ClippedIdentity(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weight, limit):
+        ctx.save_for_backward(weight)
+        ctx.limit = limit
+        return weight.clone()
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        (weight,) = ctx.saved_tensors
+        mask = weight.abs() > ctx.limit
+        if mask.any():
+            grad_out = grad_out.masked_fill(mask, 0.0)
+        scale = grad_out.norm()
+        return (grad_out / scale if grad_out.abs().max() > 10.0 else grad_out), None
+"""
+    ),
 ]
 
 INVALID = [
@@ -328,6 +350,63 @@ class Odd(torch.autograd.Function):
     def backward(ctx, grad):
         x, = ctx.saved_tensors
         return grad if x > 0 else 1
+"""
+    ),
+    # a count of zeros along a dimension is a multi-element tensor: its truth value is ambiguous
+    invalid(
+        """
+import torch
+
+class RowProduct(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values):
+        result = values.prod(1, keepdim=True)
+        ctx.save_for_backward(values, result)
+        return result
+
+    @staticmethod
+    def backward(ctx, grad_result):
+        values, result = ctx.saved_tensors
+        zeros_per_row = (values == 0).sum(1, keepdim=True)
+        grad = grad_result * result / values
+        return grad if zeros_per_row == 0 else torch.zeros_like(values)
+""",
+        """
+import torch
+
+class RowProduct(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values):
+        result = values.prod(1, keepdim=True)
+        ctx.save_for_backward(values, result)
+        return result
+
+    @staticmethod
+    def backward(ctx, grad_result):
+        values, result = ctx.saved_tensors
+        zeros_per_row = (values == 0).sum(1, keepdim=True)
+        grad = grad_result * result / values
+        return torch.where(zeros_per_row == 0, grad, torch.zeros_like(values))
+""",
+    ),
+    # a stored elementwise mask tested as a whole: report only
+    invalid(
+        """
+import torch
+
+class LeakyStep(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return (x > 0).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        positive = x > 0
+        if positive:
+            return grad_output
+        return grad_output * 0.01
 """
     ),
 ]
