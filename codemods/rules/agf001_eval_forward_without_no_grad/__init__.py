@@ -249,6 +249,8 @@ class _Finder:
         self.path = path.replace("\\", "/")
         self.graph = graph
         self.syntax = syntax
+        #: the file's own classes: a call of one constructs it (`ModelScope.classes`)
+        self.classes = frozenset(graph.classes)
         #: names break ties with the project's vocabulary (`model-names` and the like)
         self.looks_like_model = partial(looks_like_model, model_tokens=roles.tokens(Role.MODEL))
         self.eval_scope_tokens = roles.tokens(Role.EVAL_SCOPE)
@@ -301,7 +303,8 @@ class _Finder:
         """What `function` (None: module level) knows of its models, from evidence first."""
         values = self.graph.module_attributes(class_name) | self.global_models
         if function is None:
-            return ModelScope(self.looks_like_model, values, False, frozenset(), self._returns_graph(class_name))
+            return ModelScope(self.looks_like_model, values, False, frozenset(), self._returns_graph(class_name),
+                              classes=self.classes)
         # a global the function rebinds is its own; what its own evidence says is a model is one
         values = values - (local_bindings(function.node) - declared_global(function.node))
         values |= self.evident_models(function.node)
@@ -314,7 +317,8 @@ class _Finder:
             or module_argument(argument, self.graph.module_classes, self.imports, self.looks_like_model),
         )
         return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
-                          self._returns_graph(class_name), annotated_non_models(function.node, self.imports))
+                          self._returns_graph(class_name), annotated_non_models(function.node, self.imports),
+                          self.classes)
 
     def _returns_graph(self, class_name: str | None) -> Callable[[cst.Call], bool]:
         return lambda call: self.graph_returns.of_call(call, class_name)
