@@ -17,6 +17,7 @@ import pytest
 from autograd_fix.codemods.engine import FixOptions, check_source
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.registry import rule_by_code
+from autograd_fix.codemods.rule import RuleContext
 from autograd_fix.codemods.semantic.module_calls import ModelCalls, ModelScope
 
 AGF001 = rule_by_code("AGF001")
@@ -174,3 +175,32 @@ def test_a_capitalised_class_constructor_is_no_forward_in_agf001() -> None:
             return fresh
         """
     assert _findings(source) == []
+
+
+LIKELY = """
+import torch
+import torch.nn as nn
+
+G_AB = nn.Linear(4, 4)
+model_opt = torch.optim.Adam(G_AB.parameters())
+
+def build(encoder, width):
+    return nn.Sequential(encoder, nn.Linear(width, 4))
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "likely"),
+    [
+        ("G_AB", True),  # evidence: a torch.nn constructor, whatever the spelling
+        ("model_opt", False),  # evidence: an optimizer; its `model` word does not outvote it
+        ("encoder", True),  # no evidence: the module vocabulary breaks the tie
+        ("width", False),  # no evidence, no module word
+    ],
+)
+def test_likely_module_lets_names_break_ties_only(name: str, likely: bool) -> None:
+    module = cst.parse_module(LIKELY)
+    context = RuleContext("sample.py", module)
+    build = next(s for s in module.body if isinstance(s, cst.FunctionDef))
+    statement = build.body.body[-1]
+    assert context.semantic.likely_module(cst.Name(name), statement) is likely
