@@ -21,7 +21,6 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
-from autograd_fix.codemods.semantic.nn_modules import module_class_name
 from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS
 from autograd_fix.codemods.walk import iter_descendants, walk
 
@@ -280,15 +279,13 @@ def hands_model_away(function: cst.FunctionDef, calls: ModelCalls, same_file: Ca
     return False
 
 
-def module_argument(argument: cst.BaseExpression, module_classes: set[str], imports: ImportIndex,
-                    looks_like_model: Callable[[str], bool]) -> bool:
-    """Is a call's argument a module: a constructor of one (`nn.Linear(...)`, a module class
-    of this file), or, as a tie-break, a name that says model (`model`, `self.net`)?"""
-    if isinstance(argument, cst.Call):
-        qualified = imports.qualified_name(argument.func)
-        if qualified is not None and module_class_name(qualified) is Answer.YES:
-            return True
-        return isinstance(argument.func, cst.Name) and argument.func.value in module_classes
+def module_argument(argument: cst.BaseExpression, answer: Answer, looks_like_model: Callable[[str], bool]) -> bool:
+    """Is a call's argument a module? `answer` is the semantic model's
+    (`SemanticModel.is_module`: a constructor of one, an instance of a module class, a
+    value put in eval mode); only where it is UNKNOWN does a name that says model
+    (`model`, `self.net`) break the tie."""
+    if answer is not Answer.UNKNOWN:
+        return answer is Answer.YES
     name = dotted_name(argument)
     return name is not None and name != "self" and looks_like_model(name.rsplit(".", 1)[-1])
 

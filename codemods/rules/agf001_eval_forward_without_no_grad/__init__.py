@@ -153,7 +153,7 @@ class EvalForwardWithoutNoGrad(Rule):
         finder.module = node
         finder.evident_models = lambda scope: model_names(semantic.roles_in(scope))
         finder.global_models = finder.evident_models(node)
-        finder.is_module = lambda value: semantic.is_module(value, value) is Answer.YES
+        finder.is_module = lambda value: semantic.is_module(value, value)
         finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in finder.one_per_fix():
@@ -268,7 +268,7 @@ class _Finder:
         #: the names a scope's evidence says hold a model (`G_AB = nn.Linear(4, 4)`)
         self.evident_models: Callable[[cst.CSTNode], frozenset[str]] = lambda scope: frozenset()
         #: the semantic model's answer for a value where it stands (`SemanticModel.is_module`)
-        self.is_module: Callable[[cst.BaseExpression], bool] = lambda value: False
+        self.is_module: Callable[[cst.BaseExpression], Answer] = lambda value: Answer.UNKNOWN
         #: module-level names that evidence says hold a model, seen by every function
         self.global_models: frozenset[str] = frozenset()
         #: functions holding a finding (their own decoration, or a loop or branch in them)
@@ -317,8 +317,7 @@ class _Finder:
         static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
         values |= module_parameters(
             function.node, sites, class_name is not None and not static,
-            lambda argument: self.is_module(argument)
-            or module_argument(argument, self.graph.module_classes, self.imports, self.looks_like_model),
+            lambda argument: module_argument(argument, self.is_module(argument), self.looks_like_model),
         )
         return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
                           self._returns_graph(class_name), annotated_non_models(function.node, self.imports),
