@@ -7,6 +7,7 @@ import textwrap
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.rule import RuleContext
 from autograd_fix.codemods.semantic.module_calls import (
     ModelCalls,
     ModelScope,
@@ -81,7 +82,10 @@ def test_parameters_every_caller_binds_to_a_module() -> None:
         statement.body[0].value for statement in module.body
         if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
     ]
-    is_module = lambda argument: module_argument(argument, set(), imports, lambda name: name == "model")  # noqa: E731
+    semantic = RuleContext("evaluate.py", module).semantic
+    is_module = lambda argument: module_argument(  # noqa: E731
+        argument, semantic.is_module(argument, argument), lambda name: name == "model"
+    )
     assert module_parameters(function, sites, False, is_module) == {"mod"}
     assert module_parameters(function, sites[:1] + [cst.parse_expression("evaluate(data, x)")], False, is_module) == set()
     assert module_parameters(function, [], False, is_module) == set()

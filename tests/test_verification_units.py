@@ -402,3 +402,55 @@ class Quant(nn.Module):
     found = dict(graph_inputs(_Module(source, "q.py"), "RoundSTE"))
     assert set(found) == {0}  # an int and a literal never carry a graph
     assert found[0].startswith(("`torch.relu(x)` in Quant.forward", "`self.scale` in Quant.forward"))
+
+
+@pytest.mark.parametrize(
+    ("layer", "counted"),
+    [
+        ("class Quant(nn.Sequential):", True),  # a torch.nn module class: a module (was missed)
+        ("class Quant(BaseModule):", True),  # a base from elsewhere, and a `forward` of its own
+        ("class Quant(Mixin, torch.nn.Module):", True),
+        ("class Quant(object):", False),  # certainly no module, whatever its methods say
+    ],
+)
+def test_graph_inputs_ask_the_rules_answer_to_is_this_class_a_module(layer: str, counted: bool):
+    """`graph_inputs` reads the same class answer as the rules (`module_bases`), not a
+    base name that ends in `Module`."""
+    from autograd_fix.verification.units import _Module, graph_inputs
+
+    source = f'''
+import torch
+from torch import nn
+from mmcv.runner import BaseModule
+from mixins import Mixin
+
+
+class RoundSTE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return torch.round(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output
+
+
+{layer}
+    def forward(self, x):
+        return RoundSTE.apply(torch.relu(x))
+'''
+    assert bool(graph_inputs(_Module(source, "q.py"), "RoundSTE")) is counted
+
+
+def test_units_read_the_class_answer_without_libcst():
+    """The verifier asks the rules' class answer through libcst-free modules only."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import autograd_fix.verification.units; "
+        "print(sorted(m for m in sys.modules if m == 'libcst' or m.startswith('autograd_fix.codemods.')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "libcst" not in result.stdout
+    assert "autograd_fix.codemods.semantic.nn_modules" not in result.stdout

@@ -5,9 +5,12 @@ Entry points: `verify_pair`, `verify_many`, `gradcheck_file`; results are `Verdi
 `checks.SPECS` (`CHECK_NAMES`), torch-free; `contracts.CHECKS` maps them to their
 implementations (importing that module needs torch, this package's top level does not).
 
-Verification depends on nothing in `codemods` but two libcst-free modules: the plain
-types of `codemods/model.py`, and the role vocabulary of `codemods/semantic/roles.py`,
-so that the binder reads a name (`val_loader`, `netG`) as the rules do.
+Verification depends on nothing in `codemods` but libcst-free modules: the plain
+types of `codemods/model.py`, the role vocabulary of `codemods/semantic/roles.py`, so that
+the binder reads a name (`val_loader`, `netG`) as the rules do, and the class answer of
+`codemods/semantic/module_bases.py` (with `answer.py` and the torch names of
+`torch_api.py`), so that `units.graph_inputs` reads "is this class an nn.Module?" as the
+rules do.
 """
 
 from importlib import import_module

@@ -18,6 +18,10 @@ import ast
 import symtable
 from dataclasses import dataclass, field, replace
 
+from autograd_fix.codemods.semantic.answer import Answer
+from autograd_fix.codemods.semantic.module_bases import base_answer, class_answer
+from autograd_fix.codemods.torch_api import MODULE_ONLY_METHODS
+
 from .drivers import Command, function_label, script_label
 from .source_memo import SourceMemo, global_reads
 
@@ -503,8 +507,57 @@ def _callers_of(module: _Module, qualname: str) -> list[tuple[str, str]]:
     ]
 
 
-def _is_module_class(cls: ast.ClassDef) -> bool:
-    return any(ast.unparse(base).split(".")[-1] == "Module" for base in cls.bases)
+def _module_classes(tree: ast.Module) -> frozenset[str]:
+    """The file's top-level classes that are certainly `nn.Module`s, answered by the
+    rules' own functions (`codemods/semantic/module_bases.py`, libcst-free) on this `ast`
+    reading: a base torch names a module (`nn.Module`, `nn.Sequential`, a same-file module
+    class), or a base this file cannot see and a class whose own code is a module's."""
+    aliases = _import_aliases(tree)
+    answers: dict[str, Answer] = {}
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        bases = []
+        for base in cls.bases:
+            name = _dotted(base)
+            head, _, rest = (name or "").partition(".")
+            qualified = f"{aliases[head]}.{rest}".rstrip(".") if head in aliases else None
+            bases.append(base_answer(qualified, name, answers))
+        answers[cls.name] = class_answer(bases, _acts_as_module(cls))
+    return frozenset(name for name, answer in answers.items() if answer is Answer.YES)
+
+
+def _import_aliases(tree: ast.Module) -> dict[str, str]:
+    """Top-level import bindings: `nn` -> `torch.nn`, `Module` -> `torch.nn.Module`."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return found
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        owner = _dotted(node.value)
+        return f"{owner}.{node.attr}" if owner is not None else None
+    return None
+
+
+def _acts_as_module(cls: ast.ClassDef) -> bool:
+    """The class defines `forward`, or calls a method only a module has on `self`."""
+    if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "forward" for s in cls.body):
+        return True
+    return any(
+        isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in MODULE_ONLY_METHODS
+        and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
+        for call in ast.walk(cls)
+    )
 
 
 def _parameter_attributes(cls: ast.ClassDef) -> set[str]:
@@ -527,8 +580,9 @@ def graph_inputs(module: _Module, function: str) -> tuple[tuple[int, str], ...]:
     module registers. Static evidence for what a synthesized run cannot tell: whether
     an input of the Function needs its gradient."""
     found: dict[int, str] = {}
+    modules = _module_classes(module.tree)
     for cls in module.tree.body:
-        if not (isinstance(cls, ast.ClassDef) and _is_module_class(cls)):
+        if not (isinstance(cls, ast.ClassDef) and cls.name in modules):
             continue
         parameters = _parameter_attributes(cls)
         for method in cls.body:

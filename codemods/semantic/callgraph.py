@@ -180,17 +180,12 @@ class CallGraph:
         instance = self.instances.class_of(receiver, where) if self.instances is not None else None
         return self.method_of(instance, method)
 
-    def is_module_instance(self, value: cst.BaseExpression) -> bool:
-        """A bare name that holds an instance of a same-file module class where it stands
-        (`q_target` of `q, q_target = QNet(), QNet()`): evidence, whatever it is called."""
-        if not isinstance(value, cst.Name) or self.instances is None:
-            return False
-        return self.instances.class_of(value.value, value) in self.module_classes
-
     def module_instances(self, where: cst.CSTNode) -> frozenset[str]:
         """Names that hold a same-file module class's instance at `where`, and their
         module attributes (`vae`, `vae.decoder` of `vae = VAE()` whose `__init__` sets
-        `self.decoder = nn.Sequential(...)`): models by evidence, whatever they are called."""
+        `self.decoder = nn.Sequential(...)`): models by evidence, whatever they are called.
+        The names a scope's `ModelScope` starts from; whether one value is a module is
+        `SemanticModel.is_module`'s question, which reads the same class answers."""
         if self.instances is None:
             return frozenset()
         found: set[str] = set()

@@ -126,6 +126,17 @@ class SemanticModel:
                 return _ROLE_ANSWERS.get(decision.role, Answer.UNKNOWN) if decision.role is not None else Answer.UNKNOWN
         return Answer.UNKNOWN
 
+    def likely_module(self, value: cst.BaseExpression, statement: cst.CSTNode) -> bool:
+        """`is_module`, with the tie-break a rule that must decide uses where the evidence
+        says nothing: YES is a module, NO is none whatever the name says, and only an
+        UNKNOWN falls to the tracking analysis's reading, which also counts a name of the
+        module vocabulary (`model`, `encoder`, `criterion`) and a module's attributes
+        (`model.fc`, `self.blocks[i]`)."""
+        answer = self.is_module(value, statement)
+        if answer is not Answer.UNKNOWN:
+            return answer is Answer.YES
+        return self.tracking.is_module(value, statement)
+
     def _constructs_module(self, call: cst.Call) -> Answer:
         qualified = self.imports.qualified_name(call.func)
         if qualified is not None:

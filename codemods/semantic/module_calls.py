@@ -12,7 +12,7 @@ so they count only where the result is then used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import libcst as cst
@@ -21,7 +21,6 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
-from autograd_fix.codemods.semantic.nn_modules import module_class_name
 from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS
 from autograd_fix.codemods.walk import iter_descendants, walk
 
@@ -97,10 +96,11 @@ class ModelScope:
     returns_graph: Callable[[cst.Call], bool] = field(default=_never)
     #: names the evidence says are not torch models (see `annotated_non_models`)
     not_models: frozenset[str] = frozenset()
+    #: the file's own classes: calling one constructs it, whatever its spelling
+    classes: frozenset[str] = frozenset()
 
     def with_receivers(self, receivers: set[str] | frozenset[str]) -> "ModelScope":
-        return ModelScope(self.looks_like_model, self.module_values, self.module_like_class, frozenset(receivers),
-                          self.returns_graph, self.not_models)
+        return replace(self, receivers=frozenset(receivers))
 
 
 class ModelCalls:
@@ -129,10 +129,8 @@ class ModelCalls:
         owner, _, method = callee.rpartition(".")
         if method in FORWARD_METHODS and owner:
             callee = owner
-        elif owner and owner.rsplit(".", 1)[-1][:1].isupper() and not self.has_evidence(owner):
-            return False  # `Request.model_validate(...)`: a class's method, not a forward pass
-        elif not owner and callee[:1].isupper() and not self.has_evidence(callee):
-            return False  # `Net(...)`: a constructor; `G_AB(x)` of `G_AB = nn.Linear(4, 4)` is not
+        elif self.names_a_class(owner or callee):
+            return False  # `Net(...)`: a constructor; `Request.model_validate(...)`: a class's method
         if self.is_model_value(callee):
             return True
         if not self.methods or not owner or method in MODULE_API_METHODS or method.startswith("_"):
@@ -155,10 +153,23 @@ class ModelCalls:
 
     def has_evidence(self, name: str) -> bool:
         """Is `name` a module value by evidence (built from modules, put in eval mode),
-        whatever its spelling? A capitalised name without any is taken for a class."""
+        whatever its spelling?"""
         return name.split(".", 1)[0] not in self.scope.not_models and (
             name in self.scope.receivers or name in self.scope.module_values
         )
+
+    def names_a_class(self, name: str) -> bool:
+        """Is `name` a class rather than a value, so that calling it (or a method of it)
+        runs no forward? Evidence first: a module value (`G_AB = nn.Linear(4, 4)`, a
+        value put in eval mode) is no class, a class this file defines is one, whatever
+        either is called. Only where the evidence says nothing does the spelling break the
+        tie: a capitalised name from elsewhere (`Request.model_validate`) is taken for a
+        class, as Python's naming convention has it."""
+        if self.has_evidence(name):
+            return False
+        if name in self.scope.classes:
+            return True
+        return name.rsplit(".", 1)[-1][:1].isupper()
 
     def is_model_value(self, name: str) -> bool:
         if name.split(".", 1)[0] in self.scope.not_models:
@@ -268,15 +279,13 @@ def hands_model_away(function: cst.FunctionDef, calls: ModelCalls, same_file: Ca
     return False
 
 
-def module_argument(argument: cst.BaseExpression, module_classes: set[str], imports: ImportIndex,
-                    looks_like_model: Callable[[str], bool]) -> bool:
-    """Is a call's argument a module: a constructor of one (`nn.Linear(...)`, a module class
-    of this file), or, as a tie-break, a name that says model (`model`, `self.net`)?"""
-    if isinstance(argument, cst.Call):
-        qualified = imports.qualified_name(argument.func)
-        if qualified is not None and module_class_name(qualified) is Answer.YES:
-            return True
-        return isinstance(argument.func, cst.Name) and argument.func.value in module_classes
+def module_argument(argument: cst.BaseExpression, answer: Answer, looks_like_model: Callable[[str], bool]) -> bool:
+    """Is a call's argument a module? `answer` is the semantic model's
+    (`SemanticModel.is_module`: a constructor of one, an instance of a module class, a
+    value put in eval mode); only where it is UNKNOWN does a name that says model
+    (`model`, `self.net`) break the tie."""
+    if answer is not Answer.UNKNOWN:
+        return answer is Answer.YES
     name = dotted_name(argument)
     return name is not None and name != "self" and looks_like_model(name.rsplit(".", 1)[-1])
 

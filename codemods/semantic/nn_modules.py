@@ -15,7 +15,9 @@ is spelt:
   `BaseModel`): YES when the class's own code is a module's (it defines `forward`, or
   calls a method only an `nn.Module` has on `self`: `self.register_buffer(...)`,
   `self.parameters()`), else UNKNOWN.
-The torch names are in the vocabulary module `codemods/torch_api.py`.
+The torch names are in the vocabulary module `codemods/torch_api.py`; what a base says
+and how the answers combine are in `module_bases` (libcst-free, so that the verifier's
+`ast` reading asks the same functions).
 """
 
 from __future__ import annotations
@@ -26,44 +28,19 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.semantic.answer import Answer
-from autograd_fix.codemods.torch_api import (
-    MODULE_BASES,
-    MODULE_ONLY_METHODS,
-    NN_FUNCTION_NAMESPACES,
-    NN_NON_MODULE_CLASSES,
-    NON_MODULE_BASE_PREFIXES,
-    NON_MODULE_BUILTIN_BASES,
-)
+from autograd_fix.codemods.semantic.module_bases import base_answer, class_answer, module_class_name
+from autograd_fix.codemods.torch_api import MODULE_ONLY_METHODS
 from autograd_fix.codemods.walk import SyntaxIndex, find_all
 
-
-def module_class_name(qualified: str) -> Answer:
-    """Does the imported name `qualified` (`torch.nn.Linear`) name a module class?
-
-    Within `torch.nn` the answer is torch's own convention (its classes are capitalised,
-    its functions are not; the few classes that are no module are listed); outside it,
-    only the listed module bases say YES and the listed non-module families NO."""
-    if qualified in MODULE_BASES:
-        return Answer.YES
-    if qualified.startswith("torch.nn."):
-        last = qualified.rsplit(".", 1)[-1]
-        if qualified.startswith(NN_FUNCTION_NAMESPACES) or last in NN_NON_MODULE_CLASSES or not last[:1].isupper():
-            return Answer.NO
-        return Answer.YES
-    if qualified.startswith(NON_MODULE_BASE_PREFIXES) or qualified in NON_MODULE_BUILTIN_BASES:
-        return Answer.NO
-    return Answer.UNKNOWN
+#: `module_class_name` is asked through this module too (its home is `module_bases`)
+__all__ = ["class_is_module", "module_class_name", "module_class_names", "module_classes"]
 
 
 def class_is_module(node: cst.ClassDef, imports: ImportIndex, known: Mapping[str, Answer]) -> Answer:
     """Is the class `node` an `nn.Module` subclass? `known`: the answers for the file's
     classes defined before it (its same-file bases)."""
-    answers = [_base_answer(base.value, imports, known) for base in node.bases]
-    if Answer.YES in answers:
-        return Answer.YES
-    if all(answer is Answer.NO for answer in answers):
-        return Answer.NO
-    return Answer.YES if _acts_as_module(node) else Answer.UNKNOWN
+    answers = [base_answer(imports.qualified_name(base.value), dotted_name(base.value), known) for base in node.bases]
+    return class_answer(answers, _acts_as_module(node))
 
 
 def module_classes(module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> dict[str, Answer]:
@@ -80,18 +57,6 @@ def module_classes(module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex
 def module_class_names(answers: Mapping[str, Answer]) -> frozenset[str]:
     """The names of the classes that are certainly modules."""
     return frozenset(name for name, answer in answers.items() if answer is Answer.YES)
-
-
-def _base_answer(base: cst.BaseExpression, imports: ImportIndex, known: Mapping[str, Answer]) -> Answer:
-    qualified = imports.qualified_name(base)
-    if qualified is not None:
-        return module_class_name(qualified)
-    name = dotted_name(base)
-    if name is None:
-        return Answer.UNKNOWN  # `Base[T]`, `make_base()`
-    if name in known:
-        return known[name]
-    return Answer.NO if name in NON_MODULE_BUILTIN_BASES else Answer.UNKNOWN
 
 
 def _acts_as_module(node: cst.ClassDef) -> bool:

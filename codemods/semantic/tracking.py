@@ -430,7 +430,10 @@ class TrackingAnalysis:
         return _Evaluator(self, site.state, site.position).value(expression)
 
     def is_module(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> bool:
-        """Is `expression` known to be an `nn.Module` instance just before `statement`?"""
+        """Does this analysis read `expression` as an `nn.Module` just before `statement`?
+        Its reading counts names of the module vocabulary (`model`, `criterion`) too, so it
+        is a tie-break, not an answer: rules ask `SemanticModel.is_module` (or
+        `likely_module`, which falls back to this only where the evidence is unknown)."""
         site = self.site(statement)
         if site is None:
             return False

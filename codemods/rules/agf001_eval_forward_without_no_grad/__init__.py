@@ -15,6 +15,7 @@ from autograd_fix.codemods.nograd_wrap import decorate, no_grad_wrap_edits, wrap
 from autograd_fix.codemods.names import iterable_tokens, last_segment, name_tokens
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
 from autograd_fix.codemods.site_fixes import no_grad_site_fix
+from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
 from autograd_fix.codemods.rules.agf001_eval_forward_without_no_grad.eval_mode_lines import (
@@ -152,6 +153,7 @@ class EvalForwardWithoutNoGrad(Rule):
         finder.module = node
         finder.evident_models = lambda scope: model_names(semantic.roles_in(scope))
         finder.global_models = finder.evident_models(node)
+        finder.is_module = lambda value: semantic.is_module(value, value)
         finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
         finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
         for target, region in finder.one_per_fix():
@@ -249,6 +251,8 @@ class _Finder:
         self.path = path.replace("\\", "/")
         self.graph = graph
         self.syntax = syntax
+        #: the file's own classes: a call of one constructs it (`ModelScope.classes`)
+        self.classes = frozenset(graph.classes)
         #: names break ties with the project's vocabulary (`model-names` and the like)
         self.looks_like_model = partial(looks_like_model, model_tokens=roles.tokens(Role.MODEL))
         self.eval_scope_tokens = roles.tokens(Role.EVAL_SCOPE)
@@ -263,6 +267,8 @@ class _Finder:
         self.graph_returns = GraphReturns(graph, self._forward_calls)
         #: the names a scope's evidence says hold a model (`G_AB = nn.Linear(4, 4)`)
         self.evident_models: Callable[[cst.CSTNode], frozenset[str]] = lambda scope: frozenset()
+        #: the semantic model's answer for a value where it stands (`SemanticModel.is_module`)
+        self.is_module: Callable[[cst.BaseExpression], Answer] = lambda value: Answer.UNKNOWN
         #: module-level names that evidence says hold a model, seen by every function
         self.global_models: frozenset[str] = frozenset()
         #: functions holding a finding (their own decoration, or a loop or branch in them)
@@ -301,7 +307,8 @@ class _Finder:
         """What `function` (None: module level) knows of its models, from evidence first."""
         values = self.graph.module_attributes(class_name) | self.global_models
         if function is None:
-            return ModelScope(self.looks_like_model, values, False, frozenset(), self._returns_graph(class_name))
+            return ModelScope(self.looks_like_model, values, False, frozenset(), self._returns_graph(class_name),
+                              classes=self.classes)
         # a global the function rebinds is its own; what its own evidence says is a model is one
         values = values - (local_bindings(function.node) - declared_global(function.node))
         values |= self.evident_models(function.node)
@@ -310,11 +317,11 @@ class _Finder:
         static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
         values |= module_parameters(
             function.node, sites, class_name is not None and not static,
-            lambda argument: self.graph.is_module_instance(argument)
-            or module_argument(argument, self.graph.module_classes, self.imports, self.looks_like_model),
+            lambda argument: module_argument(argument, self.is_module(argument), self.looks_like_model),
         )
         return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
-                          self._returns_graph(class_name), annotated_non_models(function.node, self.imports))
+                          self._returns_graph(class_name), annotated_non_models(function.node, self.imports),
+                          self.classes)
 
     def _returns_graph(self, class_name: str | None) -> Callable[[cst.Call], bool]:
         return lambda call: self.graph_returns.of_call(call, class_name)

@@ -278,7 +278,9 @@ class DataAttribute(Rule):
         for argument in call.args:
             if argument.star or (argument.keyword is not None and argument.keyword.value.startswith("_")):
                 return False
-            if analysis.tracked(argument.value, built.line) is not None or analysis.is_module(argument.value, built.line):
+            if analysis.tracked(argument.value, built.line) is not None or self.context.semantic.likely_module(
+                argument.value, built.line
+            ):
                 return False
         loops = {block for block in write.blocks[len(built.blocks):] if block[1]}
         for unit in units.items:
