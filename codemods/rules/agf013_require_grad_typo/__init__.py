@@ -106,7 +106,7 @@ class RequireGradTypo(Rule):
             return False
         tracking = self.context.semantic.tracking
         line = _line_of(statement, parents)
-        if line is not None and tracking.is_module(receiver, line):
+        if line is not None and self.context.semantic.likely_module(receiver, line):
             return False
         if line is not None and tracking.tracked(receiver, line) is not None:
             return True
