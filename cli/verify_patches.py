@@ -548,7 +548,7 @@ def _compose(queue: _FileQueue) -> None:
         return
     from autograd_fix.codemods.unused_imports import drop_newly_unused_imports
 
-    fixed = drop_newly_unused_imports(queue.outcome.original or "", fixed)  # as `fix_rounds` does
+    fixed = drop_newly_unused_imports(queue.outcome.original or "", fixed, queue.outcome.path)  # as `check_source` does
     notebook = queue.outcome.notebook
     if notebook is not None and not notebook.intact(fixed):
         queue.outcome.error = "the fixes would change an IPython magic line or a cell boundary; file left unchanged"

@@ -24,7 +24,6 @@ from autograd_fix.codemods.safe_text import git_quoted
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import AnyFix, Applicability, Finding, Fix, TextFix
 from autograd_fix.codemods.project_index import ProjectIndex
-from autograd_fix.codemods.unused_imports import drop_orphaned_imports
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
@@ -370,7 +369,6 @@ def apply_fixes(
     imports = [statement for fix in fixes for statement in fix.required_imports]
     if imports:
         rewritten = add_imports(rewritten, imports)
-    rewritten = drop_orphaned_imports(module, rewritten, fixes)
     return codes.code(rewritten) if codes is not None and codes.module is module else rewritten.code
 
 
@@ -404,7 +402,9 @@ def check_source(
         from autograd_fix.codemods.fix_rounds import fix_rounds
 
         rounds = fix_rounds(text, findings, lambda new: analyse_text(new, rules, path, options), options.allows_finding, validate)
-        result.fixed = None if rounds.error else rounds.text
+        from autograd_fix.codemods.unused_imports import drop_newly_unused_imports
+
+        result.fixed = None if rounds.error else drop_newly_unused_imports(text, rounds.text, path)
         result.follow_ons, result.notes, result.fix_error = rounds.follow_ons, rounds.notes, rounds.error
         result.applied = rounds.applied
     return result

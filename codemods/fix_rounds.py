@@ -103,9 +103,7 @@ def fix_rounds(
         text, findings = composition.text, later
     else:
         return Rounds(original, result.follow_ons, result.notes, f"fixes did not converge after {MAX_FIX_ROUNDS} rounds; file left unchanged")
-    from autograd_fix.codemods.unused_imports import drop_newly_unused_imports
-
-    result.text = drop_newly_unused_imports(original, text)
+    result.text = text
     return result
 
 

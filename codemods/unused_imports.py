@@ -25,8 +25,11 @@ statement (a statement with comments and nothing after it stays).
 from __future__ import annotations
 
 import ast
+import os
 import re
+import warnings
 from collections import Counter
+from pathlib import Path
 from typing import Collection, Iterable, Sequence
 
 import libcst as cst
@@ -61,50 +64,119 @@ def drop_orphaned_imports(before: cst.Module, after: cst.Module, fixes: Sequence
     return after.visit(_Pruner(orphaned))
 
 
-def drop_newly_unused_imports(original: str, fixed: str) -> str:
-    """`fixed` without the import names that `original` uses and `fixed` uses nowhere.
+def drop_newly_unused_imports(original: str, fixed: str, path: str | None = None) -> str:
+    """`fixed` without the import names that `original` uses and `fixed` uses nowhere,
+    unless another file may import them from this one.
 
-    Each fix alone already drops the imports it orphans (`drop_orphaned_imports`, as it
-    is made into text edits); what this adds is the import that only several fixes
-    together leave unused (one `Variable(...)` rewritten by each of three AGF012 fixes).
-    It runs once on a file's final text, in the static and in the verified path alike,
-    so both write the same bytes; a name unused in `original` stays, as the user wrote
-    it. Text that does not parse is returned as it is."""
-    if fixed == original or not _may_have_orphans(original, fixed):
+    It runs once on a file's final text, in the static path (`engine.check_source`) and
+    the verified one (`cli.verify_patches`) alike, so both write the same bytes; a name
+    unused in `original` stays, as the user wrote it. An imported name is also a name of
+    the module: `from model import *` in a sibling `train.py` reads `Variable` from
+    `model.py` (spro/practical-pytorch does exactly that), so a name another Python file
+    near this one may import from it (`reimported`) stays too, and without a `path` none
+    is dropped. Text that does not parse is returned as it is."""
+    if fixed == original or path is None:
         return fixed
-    try:
-        before, after = cst.parse_module(original), cst.parse_module(fixed)
+    orphaned = _orphans(original, fixed)
+    if orphaned:
+        orphaned -= reimported(path, orphaned)
+    if not orphaned:
+        return fixed
+    try:  # one libcst parse, of the text that is pruned, and only when a name can go
+        after = cst.parse_module(fixed)
     except cst.ParserSyntaxError:
         return fixed
-    candidates = imported_names(before) & imported_names(after)
-    if not candidates:
-        return fixed
-    used, remaining = uses(before, candidates), uses(after, candidates)
-    orphaned = frozenset(name for name in candidates if used[name] and not remaining[name])
-    return after.visit(_Pruner(orphaned)).code if orphaned else fixed
+    return after.visit(_Pruner(frozenset(orphaned))).code
 
 
-def _may_have_orphans(original: str, fixed: str) -> bool:
-    """A cheap first look with CPython's parser (no libcst parse when the answer is no):
-    does a name that `fixed` still imports appear in `original` outside its imports and
-    nowhere in `fixed`? Names and string words are counted, as `uses` counts them."""
+#: at most this many files are read to see whether a module's names are imported elsewhere
+MAX_NEIGHBOURS = 2000
+_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+def reimported(path: str, names: Collection[str]) -> set[str]:
+    """Of `names`, those another Python file may import from the module at `path`: every
+    name when a file star-imports it or imports the module itself (`model.Variable`), the
+    named ones for `from model import Variable`. Files are looked for in the module's
+    folder and the folders above it up to the project root (a `pyproject.toml`,
+    `setup.py`, `setup.cfg` or `.git`); more than `MAX_NEIGHBOURS` files, or a file that
+    cannot be read, counts as importing every name (keeping an import is the safe side)."""
+    module = Path(path).resolve()
+    stem = module.stem
+    pattern = re.compile(
+        rf"^\s*(?:from\s+[\w.]*\b{re.escape(stem)}\s+import\s+(?P<what>[^#\n]+(?:\n[^#\n)]*\))?)"
+        rf"|import\s+[\w.]*\b{re.escape(stem)}\b)",
+        re.M,
+    )
+    found: set[str] = set()
+    read = 0
+    for candidate in _python_files(_root_of(module.parent)):
+        if candidate == module:
+            continue
+        read += 1
+        if read > MAX_NEIGHBOURS:
+            return set(names)
+        try:
+            text = candidate.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return set(names)
+        if stem not in text:
+            continue
+        for match in pattern.finditer(text):
+            what = match.group("what")
+            if what is None or "*" in what:
+                return set(names)
+            found |= set(names) & set(_WORD.findall(what))
+    return found
+
+
+_SKIPPED_FOLDERS = frozenset({".git", ".venv", "venv", "site-packages", "node_modules", "build", "__pycache__", ".tox"})
+
+
+def _python_files(root: Path) -> Iterable[Path]:
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [name for name in subfolders if name not in _SKIPPED_FOLDERS]
+        for name in files:
+            if name.endswith(".py"):
+                yield Path(folder) / name
+
+
+def _root_of(start: Path) -> Path:
+    """The project root above `start` (a folder with a `pyproject.toml`, `setup.py`,
+    `setup.cfg` or `.git`), else `start` itself."""
+    for folder in [start, *start.parents]:
+        if any((folder / marker).exists() for marker in _PROJECT_MARKERS):
+            return folder
+    return start
+
+
+
+def _orphans(original: str, fixed: str) -> set[str]:
+    """The names `fixed` still imports that `original` uses outside its imports and
+    `fixed` uses nowhere, read with CPython's parser (no libcst parse for the many files
+    where there are none). Names and string words count as `uses` counts them:
+    docstrings are prose."""
     try:
-        before, after = ast.parse(original), ast.parse(fixed)
+        with warnings.catch_warnings():  # `0x1for`: a SyntaxWarning is the user's, not ours to print
+            warnings.simplefilter("ignore")
+            before, after = ast.parse(original), ast.parse(fixed)
     except (SyntaxError, ValueError, RecursionError):
-        return False
+        return set()
 
     def words(tree: ast.AST) -> tuple[set[str], set[str]]:
         imported: set[str] = set()
         seen: set[str] = set()
-        docstrings = {  # prose, as in `uses`
+        docstrings = {
             id(node.body[0].value)
             for node in ast.walk(tree)
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
             and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
         }
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                imported.update(alias.asname or alias.name for alias in node.names if alias.name != "*")
+            elif isinstance(node, ast.Import):
+                imported.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.Name):
                 seen.add(node.id)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
@@ -113,7 +185,7 @@ def _may_have_orphans(original: str, fixed: str) -> bool:
 
     _, seen_before = words(before)
     imported_after, seen_after = words(after)
-    return any(name in seen_before and name not in seen_after for name in imported_after)
+    return {name for name in imported_after if name in seen_before and name not in seen_after}
 
 
 def touched_names(fixes: Iterable[Fix]) -> Counter[str]:

@@ -265,3 +265,25 @@ def test_no_fix_leaves_an_import_unused_or_a_bare_one_element_target() -> None:
             regressions.append(f"{param.id}: a one-element target without parentheses")
     assert checked >= 150, checked  # the corpus, the examples and the rule examples
     assert regressions == []
+
+
+def test_an_import_another_file_star_imports_stays(tmp_path) -> None:
+    """spro/practical-pytorch: `train.py` does `from model import *` and calls `Variable`,
+    which only `model.py` imports. Its AGF012 fix leaves `Variable` unused in `model.py`,
+    but removing the import broke `train.py` (verification caught it: NameError)."""
+    from autograd_fix.codemods.engine import FixOptions, check_source
+    from autograd_fix.codemods.registry import select_rules
+
+    model = (
+        "import torch\nfrom torch.autograd import Variable\n\n\n"
+        "def init_hidden(size):\n    return Variable(torch.zeros(1, size))\n"
+    )
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "model.py").write_text(model)
+    (tmp_path / "train.py").write_text("from model import *\n\nhidden = Variable(torch.zeros(1, 4))\n")
+    rules = select_rules(["AGF012"], [])
+    kept = check_source(model, rules, path=str(tmp_path / "model.py"), options=FixOptions(unsafe_fixes=True)).fixed
+    assert kept is not None and "Variable(" not in kept and "from torch.autograd import Variable" in kept
+    (tmp_path / "train.py").write_text("import torch\n\nhidden = torch.zeros(1, 4)\n")
+    dropped = check_source(model, rules, path=str(tmp_path / "model.py"), options=FixOptions(unsafe_fixes=True)).fixed
+    assert dropped is not None and "Variable" not in dropped

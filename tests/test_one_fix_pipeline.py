@@ -42,7 +42,13 @@ def test_static_and_verified_paths_write_the_same_bytes(path: Path) -> None:
     comparison = BENCHMARK.compare(path)
     assert comparison.static == comparison.verified, comparison.errors
     if comparison.static is not None:  # the verified path parses the original and the result, once each
-        assert comparison.verified_parses <= 2 + comparison.verified_follow_ons
+        # (and the final text once more when several fixes together left an import unused)
+        dropped = _import_lines(path.read_text()) > _import_lines(comparison.verified or "")
+        assert comparison.verified_parses <= 2 + comparison.verified_follow_ons + dropped
+
+
+def _import_lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.lstrip().startswith(("import ", "from ")))
 
 
 CONTRACT = Contract(description="test", checks=("outputs_equal",))
