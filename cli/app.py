@@ -294,7 +294,10 @@ def check(
     # the project index (other files' grad-disabling decorators, module classes): built
     # once, here, for every file of the run
     root = project_root([stdin_filename] if use_stdin and stdin_filename else [] if use_stdin else paths)
-    project = ProjectIndex.build(root) if root is not None else None
+    try:
+        project = ProjectIndex.build(root) if root is not None else None
+    except (RecursionError, OSError):  # a tree too deep to walk: each file on its own, as without an index
+        project = None
 
     def make_job(path: str, data: bytes | None = None) -> Job:
         config = start_config if data is not None else settings(Path(path))

@@ -607,7 +607,7 @@ class ProjectIndex:
         (a language server) passes the same dict and reparses only changed files."""
         root_path = Path(root).resolve()
         sources: dict[str, bytes] = {}
-        for path in _python_files(root_path):
+        for path in python_files(root_path):
             try:
                 data = path.read_bytes()
             except OSError:
@@ -754,11 +754,13 @@ def _disables(symbol: Symbol) -> bool:
     return Kind.DISABLER in (symbol.kind, symbol.call) or symbol.kind is Kind.DISABLER_FACTORY
 
 
-def _python_files(root: Path) -> list[Path]:
+def python_files(root: Path) -> list[Path]:
+    """The project's `.py` files that are regular files (a FIFO named `pipe.py` would
+    block the read), environments and build output left out; [] past `MAX_FILES`."""
     found: list[Path] = []
     for folder, subfolders, files in os.walk(root):
         subfolders[:] = sorted(s for s in subfolders if s not in SKIPPED_FOLDERS and not s.startswith("."))
-        found.extend(Path(folder, f) for f in sorted(files) if f.endswith(".py"))
+        found.extend(Path(folder, f) for f in sorted(files) if f.endswith(".py") and os.path.isfile(os.path.join(folder, f)))
         if len(found) > MAX_FILES:
             return []
     return found
@@ -769,8 +771,11 @@ def project_root(paths: Iterable[str | Path]) -> Path | None:
     path holding a project marker (`pyproject.toml`, `setup.py`, `.git`), else that
     path's own folder. None when no path exists."""
     for raw in paths:
-        path = Path(raw).resolve()
-        if not path.exists():
+        try:
+            path = Path(raw).resolve()
+            if not path.exists():
+                continue
+        except (OSError, RuntimeError):  # a symlink loop: that path says nothing
             continue
         start = path if path.is_dir() else path.parent
         for folder in (start, *start.parents):

@@ -25,7 +25,6 @@ statement (a statement with comments and nothing after it stays).
 from __future__ import annotations
 
 import ast
-import os
 import re
 import warnings
 from collections import Counter
@@ -91,16 +90,15 @@ def drop_newly_unused_imports(original: str, fixed: str, path: str | None = None
 
 #: at most this many files are read to see whether a module's names are imported elsewhere
 MAX_NEIGHBOURS = 2000
-_PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
 
 def reimported(path: str, names: Collection[str]) -> set[str]:
     """Of `names`, those another Python file may import from the module at `path`: every
     name when a file star-imports it or imports the module itself (`model.Variable`), the
     named ones for `from model import Variable`. Files are looked for in the module's
-    folder and the folders above it up to the project root (a `pyproject.toml`,
-    `setup.py`, `setup.cfg` or `.git`); more than `MAX_NEIGHBOURS` files, or a file that
-    cannot be read, counts as importing every name (keeping an import is the safe side)."""
+    project (`project_index.project_root`: the nearest folder with a project marker, else
+    the module's own folder); more than `MAX_NEIGHBOURS` files, or a file that cannot be
+    read, counts as importing every name (keeping an import is the safe side)."""
     module = Path(path).resolve()
     stem = module.stem
     pattern = re.compile(
@@ -110,7 +108,13 @@ def reimported(path: str, names: Collection[str]) -> set[str]:
     )
     found: set[str] = set()
     read = 0
-    for candidate in _python_files(_root_of(module.parent)):
+    from autograd_fix.codemods.project_index import project_root, python_files
+
+    try:
+        candidates = python_files(project_root([module]) or module.parent)
+    except (RecursionError, OSError):  # a tree too deep to walk: keep every import
+        return set(names)
+    for candidate in candidates:
         if candidate == module:
             continue
         read += 1
@@ -128,26 +132,6 @@ def reimported(path: str, names: Collection[str]) -> set[str]:
                 return set(names)
             found |= set(names) & set(_WORD.findall(what))
     return found
-
-
-_SKIPPED_FOLDERS = frozenset({".git", ".venv", "venv", "site-packages", "node_modules", "build", "__pycache__", ".tox"})
-
-
-def _python_files(root: Path) -> Iterable[Path]:
-    for folder, subfolders, files in os.walk(root):
-        subfolders[:] = [name for name in subfolders if name not in _SKIPPED_FOLDERS]
-        for name in files:
-            if name.endswith(".py"):
-                yield Path(folder) / name
-
-
-def _root_of(start: Path) -> Path:
-    """The project root above `start` (a folder with a `pyproject.toml`, `setup.py`,
-    `setup.cfg` or `.git`), else `start` itself."""
-    for folder in [start, *start.parents]:
-        if any((folder / marker).exists() for marker in _PROJECT_MARKERS):
-            return folder
-    return start
 
 
 
