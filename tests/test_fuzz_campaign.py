@@ -72,7 +72,6 @@ def evaluate(model, val_loader):
 
 
 def test_campaign_reports_a_diff_that_differs_from_apply(fuzz, tmp_path: Path, monkeypatch) -> None:
-    from autograd_fix.cli import app
     from autograd_fix.codemods.engine import unified_diff
 
     program = fuzz.Program(data=EVAL_LOOP, origin="test")
@@ -85,7 +84,9 @@ def test_campaign_reports_a_diff_that_differs_from_apply(fuzz, tmp_path: Path, m
         # a well-formed diff of another fix: git applies it, to other bytes than --apply
         return unified_diff(outcome.original, outcome.fixed, outcome.path).replace("+@torch.no_grad()", "+@torch.enable_grad()")
 
-    monkeypatch.setattr(app, "file_diff", wrong)
+    from autograd_fix.cli import render
+
+    monkeypatch.setattr(render, "file_diff", wrong)  # the command imports it when it prints a diff
     failures = fuzz.check_diff_apply(program, fuzz.Options(), expected, tmp_path)
     assert [f.prop for f in failures] == ["diff-apply"]
     assert "other bytes" in failures[0].detail
