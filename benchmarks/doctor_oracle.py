@@ -20,7 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
-import tomllib
+from autograd_fix.compat import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

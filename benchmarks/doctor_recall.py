@@ -35,7 +35,7 @@ import shutil
 import sys
 import tempfile
 import time
-import tomllib
+from autograd_fix.compat import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 

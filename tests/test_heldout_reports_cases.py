@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
+from autograd_fix.compat import tomllib
 from collections import Counter
 from pathlib import Path
 

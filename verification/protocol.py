@@ -18,7 +18,7 @@ silently misread field. `from_json` rejects a message without a version, of anot
 version, with an unknown field (a typo, or a field a newer tool added) or without one
 of its fields, each with a message naming the record and the field.
 
-Statuses are enums (`Op`, `RunStatus`, both `StrEnum`), so JSON and comparisons
+Statuses are enums (`Op`, `RunStatus`, both string enums), so JSON and comparisons
 with plain strings keep working.
 
 Torch-free and small: the worker imports this before torch, and the tool's static
@@ -47,7 +47,15 @@ class ProtocolError(ValueError):
     """A message or record that does not fit this version of the protocol."""
 
 
-class Op(enum.StrEnum):
+class _TextEnum(str, enum.Enum):
+    """A string whose `str()` and `format()` are its value, as 3.11's `enum.StrEnum`
+    (spelt out: the worker also runs on 3.10 under a project's own Python)."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class Op(_TextEnum):
     """What a request asks the worker to do."""
 
     VERIFY = "verify"
@@ -56,7 +64,7 @@ class Op(enum.StrEnum):
     PING = "ping"
 
 
-class RunStatus(enum.StrEnum):
+class RunStatus(_TextEnum):
     """How one run child ended (`sandbox.Outcome.status`)."""
 
     OK = "ok"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tomllib
+from autograd_fix.compat import tomllib
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
