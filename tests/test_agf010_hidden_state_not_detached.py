@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 
 from autograd_fix.codemods.engine import FixOptions, check_source
@@ -63,6 +65,7 @@ train_epoch(tagger, sentences, torch.optim.SGD(tagger.parameters(), lr=0.1))
 '''
 
 
+@pytest.mark.torch
 def test_state_kept_on_self_with_the_loop_in_a_caller_is_detached_in_forward() -> None:
     """pytorch/pytorch#2769's shape: the original fails on the second batch, the fix runs."""
     source = _TAGGER % {"reset": ""}

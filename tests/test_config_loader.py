@@ -62,6 +62,7 @@ def test_cli_language_server_and_verification_read_the_same_file(monorepo: Path)
     assert str(cli_config(script.parent, user).target_torch) == "2.1"
 
 
+@pytest.mark.torch
 def test_verification_runs_the_script_with_the_roots_argv(monorepo: Path) -> None:
     script = monorepo / "packages" / "trainer" / "src" / "train.py"
     rewritten = NEEDS_ARGV.replace("(w * 2).sum()", "(w * 2.0).sum()")

@@ -280,6 +280,7 @@ def test_a_library_file_runs_through_its_projects_script(tmp_path: Path, verifie
     assert alone.status == "unavailable" and "--driver" in alone.detail and not alone.findings
 
 
+@pytest.mark.torch
 def test_a_notebook_is_run_as_its_cells(tmp_path: Path) -> None:
     """`doctor train.ipynb`: the code cells run as one program (IPython lines masked);
     findings are placed as `cell N:line`."""
