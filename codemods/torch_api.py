@@ -152,3 +152,7 @@ SCALING_FUNCTIONS = frozenset(
 #: loss arguments that make a loss a sum over its elements, not a mean (keyword -> the
 #: values, as source text): summed over micro-batches it is the big batch's sum
 SUM_REDUCTIONS = MappingProxyType({"reduction": frozenset({"'sum'", '"sum"'}), "size_average": frozenset({"False"})})
+
+#: packages whose import says a file trains across processes (AGF015: gradient buffers
+#: kept allocated can be deliberate there)
+DISTRIBUTED_PACKAGES = ("torch.distributed",)

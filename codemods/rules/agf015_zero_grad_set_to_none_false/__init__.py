@@ -8,7 +8,7 @@ from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.roles import Role
-from autograd_fix.codemods.torch_api import SET_TO_NONE_DEFAULT_SINCE, SET_TO_NONE_SINCE
+from autograd_fix.codemods.torch_api import DISTRIBUTED_PACKAGES, SET_TO_NONE_DEFAULT_SINCE, SET_TO_NONE_SINCE
 from autograd_fix.codemods.torch_version import supports
 from autograd_fix.codemods.walk import iter_descendants
 
@@ -51,7 +51,11 @@ class ZeroGradSetToNoneFalse(Rule):
     to be something else than an optimizer or a module, files that define their own
     `zero_grad(set_to_none=...)`, and files that add into `.grad` by hand (`p.grad += g`,
     `p.grad.add_(g)`: a parameter server accumulating workers' gradients needs the zeros)
-    are left alone. Below torch 1.7 (no `set_to_none`) the
+    are left alone, and so are files that train across processes (they import
+    `torch.distributed`): there DDP's gradient buckets, FSDP's and tensor parallelism's
+    sharded gradients and the collectives run on `.grad` make keeping the buffers
+    allocated a choice the author may have made on purpose (accelerate's N-D parallel
+    example does), which a single-process run cannot judge. Below torch 1.7 (no `set_to_none`) the
     rule stays silent.
 
     ## Verification
@@ -95,6 +99,8 @@ class ZeroGradSetToNoneFalse(Rule):
         floor = self.context.target_torch
         if self._own_zero_grad or self._writes_grad or not self._calls or not supports(floor, SET_TO_NONE_SINCE):
             return
+        if _trains_across_processes(self.context):
+            return
         drop = supports(floor, SET_TO_NONE_DEFAULT_SINCE)
         others = _other_role_names(self.context, original_node)
         for call in self._calls:
@@ -106,6 +112,15 @@ class ZeroGradSetToNoneFalse(Rule):
             else:
                 fix = Fix(Applicability.UNSAFE, (Edit(call, _set_to_none_true),), "pass `set_to_none=True`")
             self.report(call, fix=fix)
+
+
+def _trains_across_processes(context) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the file imports `torch.distributed` (or something from it), by qualified name."""
+    return any(
+        target == package or target.startswith(package + ".")
+        for target in context.imports.bindings.values()
+        for package in DISTRIBUTED_PACKAGES
+    )
 
 
 def _is_grad(node: cst.BaseExpression) -> bool:

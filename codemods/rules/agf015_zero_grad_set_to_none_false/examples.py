@@ -82,6 +82,21 @@ class BatchUpdateParameterServer:
         self.optimizer.zero_grad(set_to_none=False)
 """
     ),
+    # a file that trains across processes: keeping sharded gradient buffers can be deliberate
+    valid(
+        """
+import torch
+import torch.distributed as dist
+
+def train_step(model, optimizer, batch, group):
+    loss = model(**batch).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=False)
+    dist.all_reduce(loss, op=dist.ReduceOp.AVG, group=group)
+    return loss
+"""
+    ),
 ]
 
 INVALID = [
