@@ -198,6 +198,21 @@ def run_cli(args: list[str], folder: Path, stdin: bytes | None = None) -> tuple[
     return result.exit_code, result.stdout_bytes, exception
 
 
+def _as_the_command_sees_it(program: Program, options: Options, folder: Path, expected: bytes | None) -> bytes | None:
+    """The in-process result with the project index the command builds for `folder` (a
+    project's own grad-disabling helpers change what a file's rules find); `expected`
+    when that check fails."""
+    from dataclasses import replace
+
+    from autograd_fix.codemods.project_index import ProjectIndex
+
+    job = replace(job_for(program.data, options), path=str(folder / FILE_NAME), project=ProjectIndex.build(folder))
+    outcome = check_file(job)
+    if outcome.error:
+        return expected
+    return written_bytes(outcome) if outcome.fixed is not None else None
+
+
 def check_diff_apply(program: Program, options: Options, expected: bytes | None, scratch: Path) -> list[Failure]:
     """`--diff` piped to `git apply` gives the bytes `--apply` writes (and those equal the
     in-process result `expected`; None when nothing changes)."""
@@ -207,6 +222,7 @@ def check_diff_apply(program: Program, options: Options, expected: bytes | None,
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         (folder / FILE_NAME).write_bytes(program.data)
+    expected = _as_the_command_sees_it(program, options, apply_dir, expected)
     _, diff, error = run_cli(["--diff", *flags, FILE_NAME], diff_dir)
     if error is not None:
         return [Failure("crash", program, "--diff: " + "".join(traceback.format_exception(error)))]

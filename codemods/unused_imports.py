@@ -100,6 +100,8 @@ def reimported(path: str, names: Collection[str]) -> set[str]:
     the module's own folder); more than `MAX_NEIGHBOURS` files, or a file that cannot be
     read, counts as importing every name (keeping an import is the safe side)."""
     module = Path(path).resolve()
+    if not module.is_file():  # text with a name only (stdin, an in-memory check): no neighbours to ask
+        return set()
     stem = module.stem
     pattern = re.compile(
         rf"^\s*(?:from\s+[\w.]*\b{re.escape(stem)}\s+import\s+(?P<what>[^#\n]+(?:\n[^#\n)]*\))?)"
