@@ -6,8 +6,8 @@ Three records cross a process boundary during verification:
   built by `api` and read back by `worker.main`;
 * `SideSpec`: the job -> one forked run child, what `harness.run_side` runs (one side
   of one unit);
-* the run record: the run child -> the job, a ``torch.save`` file read back with
-  ``weights_only`` (`sandbox`), whose top level `check_record` validates.
+* `RunRecord`: the run child -> the job, a ``torch.save`` file of plain data read back
+  with ``weights_only`` (`sandbox`) and then once into the dataclass (`read_record`).
 
 Each is versioned by `PROTOCOL_VERSION`. A worker and a tool of different versions
 cannot happen in a normal installation (the worker is this installation's code, even
@@ -18,8 +18,8 @@ silently misread field. `from_json` rejects a message without a version, of anot
 version, with an unknown field (a typo, or a field a newer tool added) or without one
 of its fields, each with a message naming the record and the field.
 
-Statuses are enums (`Op`, `RunStatus`, both string enums), so JSON and comparisons
-with plain strings keep working.
+Statuses and kinds are enums (`Op`, `RunStatus`, `RunKind`, string enums), so JSON and
+comparisons with plain strings keep working.
 
 Torch-free and small: the worker imports this before torch, and the tool's static
 paths may import it without loading anything heavy.
@@ -277,6 +277,199 @@ class SideSpec(_Record):
     isolate: bool = True
     #: 0-dim `x[0]` gives `x.item()` (`legacy`; on the rewritten side not on changed lines)
     zero_dim_index_as_item: bool = False
+
+
+class RunKind(_TextEnum):
+    """What one run child ran: a unit's kind (`units.Unit.kind`), or a whole module for
+    ``verify --gradcheck``."""
+
+    SCRIPT = "script"
+    DRIVER = "driver"
+    FUNCTION = "function"
+    METHOD = "method"
+    AUTOGRAD_FUNCTION = "autograd_function"
+    MODULE = "module"
+
+
+@dataclass(frozen=True)
+class ExceptionRecord(_Record):
+    """How a run stopped at an exception (`harness.describe_exception`, then
+    `place.Place.user_view`): the user's paths and line numbers, never the copy's."""
+
+    WHAT: ClassVar[str] = "run record exception"
+
+    type: str = ""
+    message: str = ""
+    #: "compile", "import", "run", "backward (from the unit's outputs)"
+    phase: str = "run"
+    #: autograd's own error (a fix may be expected to remove it)
+    autograd: bool = False
+    #: out of memory
+    memory: bool = False
+    #: "line N: text" of the innermost frame in the user's files
+    where: str | None = None
+    #: what the machine lacks (`environment.cause`), or None
+    environment: str | None = None
+    #: the user's line of the innermost frame in the changed file (None: a line the patch wrote)
+    user_line: int | None = None
+    #: the module-level statement of the changed file that was running
+    top_line: int | None = None
+
+
+@dataclass(frozen=True)
+class Unbound(_Record):
+    """Why a unit's inputs could not be bound: the parameter and the reason."""
+
+    WHAT: ClassVar[str] = "run record unbound"
+
+    name: str = ""
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class GraphStateRecord(_Record):
+    """What of the source reads graph state (`graph_state`): names and line numbers."""
+
+    WHAT: ClassVar[str] = "run record graph_state"
+
+    names: tuple[str, ...] = ()
+    lines: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class CoverageRecord(_Record):
+    """The line watch's report (`coverage.LineWatch.report`): the changed hunks, the
+    lines of them that ran, the hunks that never ran."""
+
+    WHAT: ClassVar[str] = "run record changed_lines"
+
+    hunks: list[Any] = field(default_factory=list)
+    ran: list[int] = field(default_factory=list)
+    missed: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BoundedRecord(_Record):
+    """What a bounded run cut (`bounded.Bounds`): its caps and the loops it capped
+    (``where``, ``label``, ``cap``, ``capped``, ``entries``, ``forward`` each)."""
+
+    WHAT: ClassVar[str] = "run record bounded"
+
+    cap: int = 0
+    outer_cap: int = 0
+    forward_cap: int | None = None
+    loops: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunRecord(_Record):
+    """What one run child wrote and the job judges (`harness.run_side`, `contracts`).
+
+    Saved as plain data (`to_json`, then `record.plain`) with ``torch.save`` and read
+    back with ``weights_only`` and `from_json`: this version, every field present, none
+    unknown. Values the user's code produced (outputs, gradients, parameters, probe
+    figures) stay plain mappings and lists of tensors and Python values (`record`); the
+    record's own parts are typed. Fields a run kind does not produce keep their
+    defaults: None for an optional part whose absence means something (no printed
+    output, no second point), empty for collections and zero for counts."""
+
+    WHAT: ClassVar[str] = "run record"
+
+    kind: RunKind = RunKind.FUNCTION
+    exception: ExceptionRecord | None = None
+    unbound: Unbound | None = None
+    #: how each bound input was made (`binding.Binder.described`)
+    bound: dict[str, Any] = field(default_factory=dict)
+    #: name -> `record.serialize`d value (``return``, a script's globals, observed names)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    #: why the run could not start (a CUDA device that is not there, an unreadable driver)
+    setup_error: str | None = None
+    device: str | None = None
+    graph_state: GraphStateRecord | None = None
+    changed_lines: CoverageRecord | None = None
+    bounded: BoundedRecord | None = None
+    #: `directional.second_point`'s result
+    second_point: dict[str, Any] | None = None
+    #: `directional.directional_check`'s result
+    finite_differences: dict[str, Any] | None = None
+    #: driver targets the run reached (`reach.ReachTracer`)
+    reached: tuple[str, ...] = ()
+    #: `printed.PrintedText.record` of a script or driver run
+    printed: dict[str, Any] | None = None
+    #: `probes.Probes.finish`
+    measures: dict[str, Any] = field(default_factory=dict)
+    leaf_grads: dict[str, Any] = field(default_factory=dict)
+    params_final: dict[str, Any] = field(default_factory=dict)
+    params_initial: dict[str, Any] = field(default_factory=dict)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    step_violations: list[dict[str, Any]] = field(default_factory=list)
+    step_violation_count: int = 0
+    stale_steps: int = 0
+    ever_grad: list[str] = field(default_factory=list)
+    fresh_inputs: list[str] = field(default_factory=list)
+    #: the first forward passes' losses and module outputs (`probes.Probes.forward_records`)
+    forward: list[dict[str, Any]] = field(default_factory=list)
+    forward_count: int = 0
+    #: custom Functions seen (`probes.Probes.functions`); for a ``verify --gradcheck``
+    #: module run, `gradcheck.gradcheck_namespace`'s list
+    functions: dict[str, Any] | list[Any] = field(default_factory=dict)
+    gradcheck: dict[str, Any] | None = None
+    #: argument position -> why it is a graph input (autograd Function units)
+    graph_inputs: dict[int, Any] = field(default_factory=dict)
+    input_plan: dict[str, Any] | None = None
+    output_grads: dict[str, Any] | None = None
+    #: 0-dim `x[0]` read as `x.item()` this many times (`legacy`)
+    zero_dim_readings: int = 0
+
+    def to_json(self, *, versioned: bool = True) -> dict[str, Any]:
+        """Plain data: the record's own parts as mappings, the enum as its value, and
+        the run's values as they are (`record.plain` makes those loadable)."""
+        data = {}
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, _Record):
+                value = value.to_json(versioned=False)
+            elif isinstance(value, enum.Enum):
+                value = value.value
+            data[item.name] = value
+        return {VERSION_KEY: PROTOCOL_VERSION, **data} if versioned else data
+
+
+class RunRecordDraft:
+    """A `RunRecord` while its run lasts: the harness sets its fields as the run goes
+    (a name that is no field is an error), then `freeze`s it. The exception stays a
+    mapping until then (`place.Place.user_view` rewrites it in place, as the doctor's
+    own record does)."""
+
+    __slots__ = tuple(f.name for f in dataclasses.fields(RunRecord))
+
+    def __init__(self, kind: str) -> None:
+        for item in dataclasses.fields(RunRecord):
+            default = item.default_factory() if item.default_factory is not dataclasses.MISSING else item.default
+            object.__setattr__(self, item.name, default)
+        self.kind = kind
+
+    def freeze(self) -> RunRecord:
+        """The finished record (typed parts built from what the run set)."""
+        values = {name: getattr(self, name) for name in self.__slots__}
+        exception = values["exception"]
+        if isinstance(exception, Mapping):
+            values["exception"] = ExceptionRecord(**{k: v for k, v in exception.items() if k != "frames"})
+        values["kind"] = RunKind(values["kind"])
+        values["reached"] = tuple(values["reached"])
+        return RunRecord(**values)
+
+
+def read_record(data: Any) -> RunRecord:
+    """The run record a child saved (`RunRecord.to_json`), read back once; `ProtocolError`
+    for one of another version, with an unknown or a missing field."""
+    return RunRecord.from_json(data)
+
+
+def part_json(part: "_Record | None") -> dict[str, Any] | None:
+    """A typed part of a record as plain JSON (no version stamp), for evidence the tool
+    receives; None stays None."""
+    return None if part is None else part.to_json(versioned=False)
 
 
 #: the top-level keys a run record may hold (`harness`); anything else is an error
