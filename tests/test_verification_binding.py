@@ -18,7 +18,7 @@ import torch
 from autograd_fix.verification import verify_pair
 from autograd_fix.verification.binding import Binder, Unbindable
 from autograd_fix.verification.evidence import read_unit
-from autograd_fix.verification.protocol import VerifyRequest
+from autograd_fix.verification.protocol import ExceptionRecord, RunRecord, VerifyRequest
 from autograd_fix.verification.input_search import MAX_TRIALS, run_searching_inputs
 from autograd_fix.verification.sandbox import Outcome
 from autograd_fix.verification.shapes import MAX_BATCH, MAX_ELEMENTS, MAX_SEQUENCE, MAX_SPATIAL, entry_layers, model_plans
@@ -769,10 +769,8 @@ def test_a_model_too_slow_for_its_slice_stops_the_search(monkeypatch):
 
 
 def _outcome(plan: int, count: int, error: str | None) -> Outcome:
-    record = {"input_plan": {"index": plan, "count": count}, "exception": None, "unbound": None}
-    if error:
-        record["exception"] = {"type": "RuntimeError", "message": error, "phase": "run"}
-    return Outcome("ok", "finished", 0.1, "", 0, record=record)
+    exception = ExceptionRecord(type="RuntimeError", message=error, phase="run") if error else None
+    return Outcome("ok", "finished", 0.1, "", 0, record=RunRecord(input_plan={"index": plan, "count": count}, exception=exception))
 
 
 def test_search_is_bounded_and_gives_the_rewritten_side_the_winning_plan():
@@ -785,7 +783,7 @@ def test_search_is_bounded_and_gives_the_rewritten_side_the_winning_plan():
         return [_outcome(plan, 6, None if fits else "mat1 and mat2 shapes cannot be multiplied (4x8 and 16x2)") for _ in sources]
 
     original, rewritten = run_searching_inputs(VerifyRequest(timeout=20.0), {}, ("ORIG", "NEW"), run_sides)
-    assert original.record["input_plan"]["index"] == 3 and rewritten.record["input_plan"]["index"] == 3
+    assert original.record.input_plan["index"] == 3 and rewritten.record.input_plan["index"] == 3
     trials = [call for call in calls[1:] if call[1] == ("ORIG",)]
     assert [plan for plan, _, _ in trials] == [1, 2, 3]  # in order, stopping at the first clean one
     assert all(timeout <= 5.0 for _, _, timeout in trials)  # each under a short slice
@@ -802,8 +800,8 @@ def test_search_never_runs_more_than_the_cap_and_ignores_other_errors():
     original, rewritten = run_searching_inputs(VerifyRequest(timeout=20.0), {}, ("ORIG", "NEW"), always_mismatch)
     assert len(calls) - 1 <= MAX_TRIALS
     # no candidate fits: the inputs' fault, so unverified (unbound), never "the error persists"
-    assert original.record["unbound"]["name"] == rewritten.record["unbound"]["name"] == "inputs"
-    assert "size mismatch" in original.record["unbound"]["why"]
+    assert original.record.unbound.name == rewritten.record.unbound.name == "inputs"
+    assert "size mismatch" in original.record.unbound.why
     calls.clear()
 
     def autograd_error(request, unit, sources):
@@ -813,7 +811,7 @@ def test_search_never_runs_more_than_the_cap_and_ignores_other_errors():
 
     original, _ = run_searching_inputs(VerifyRequest(timeout=20.0), {}, ("ORIG", "NEW"), autograd_error)
     assert calls == [None]  # not a shape error: the code's own verdict, no search
-    assert original.record["unbound"] is None
+    assert original.record.unbound is None
 
 
 # -- caps ---------------------------------------------------------------------------------------------

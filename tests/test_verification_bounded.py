@@ -384,16 +384,17 @@ def test_a_rewritten_that_runs_on_past_the_originals_error_is_not_rejected_for_i
     """The original stopped at its autograd error after one batch; the fixed one trains
     its capped loops and meets the time limit: that says nothing against the fix."""
     from autograd_fix.verification.contracts import evaluate
+    from autograd_fix.verification.protocol import ExceptionRecord, RunKind, RunRecord
     from autograd_fix.verification.sandbox import Outcome
 
-    error = {"type": "RuntimeError", "message": "Trying to backward through the graph a second time", "phase": "run",
-             "autograd": True, "memory": False, "where": "line 9: loss.backward()"}
-    original = Outcome("ok", "finished", 2.0, "", 0, record={"exception": error, "outputs": {}})
+    error = ExceptionRecord(type="RuntimeError", message="Trying to backward through the graph a second time", phase="run",
+                            autograd=True, memory=False, where="line 9: loss.backward()")
+    original = Outcome("ok", "finished", 2.0, "", 0, record=RunRecord(kind=RunKind.SCRIPT, exception=error))
     rewritten = Outcome("timeout", "did not finish within 20 s (killed)", 20.0, "", 0)
     result = evaluate("x", "script", "script", original, rewritten, ("original_error_gone",))
     assert result.verdict == "unverified", result.reason
     assert "the original stopped at its error after 2.0 s" in result.reason
-    clean = Outcome("ok", "finished", 2.0, "", 0, record={"exception": None, "outputs": {}})
+    clean = Outcome("ok", "finished", 2.0, "", 0, record=RunRecord(kind=RunKind.SCRIPT))
     assert evaluate("x", "script", "script", clean, rewritten, ("outputs_equal",)).verdict == "rejected"
 
 

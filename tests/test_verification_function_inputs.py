@@ -371,16 +371,18 @@ def test_a_decoder_method_gets_inputs_that_reach_its_own_autograd_error():
 def _search(errors: dict[int, dict | None]):
     """run_searching_inputs over fake runs: candidate index -> the original's exception."""
     from autograd_fix.verification.input_search import run_searching_inputs
-    from autograd_fix.verification.protocol import VerifyRequest
+    from autograd_fix.verification.protocol import ExceptionRecord, RunRecord, VerifyRequest
     from autograd_fix.verification.sandbox import Outcome
 
     def run_sides(request, unit, sources):
         index = unit.get("input_plan") or 0
-        record = {"exception": errors[index], "input_plan": {"index": index, "count": len(errors), "shape": f"plan {index}"}}
-        return [Outcome("ok", "finished", 0.0, "", 0, record=dict(record)) for _ in sources]
+        error = errors[index]
+        record = RunRecord(exception=None if error is None else ExceptionRecord(**error),
+                           input_plan={"index": index, "count": len(errors), "shape": f"plan {index}"})
+        return [Outcome("ok", "finished", 0.0, "", 0, record=record) for _ in sources]
 
     original, rewritten = run_searching_inputs(VerifyRequest(timeout=20.0), {}, ("a", "b"), run_sides)
-    return original.record["input_plan"]["index"], rewritten.record["input_plan"]["index"]
+    return original.record.input_plan["index"], rewritten.record.input_plan["index"]
 
 
 SHAPE = {"type": "RuntimeError", "message": "mat1 and mat2 shapes cannot be multiplied (4x8 and 6x1)", "autograd": False}

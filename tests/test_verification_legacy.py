@@ -14,6 +14,7 @@ import torch
 
 from autograd_fix.verification.api import verify_pair
 from autograd_fix.verification.legacy import stopped_at_zero_dim_index, zero_dim_index_as_item
+from autograd_fix.verification.protocol import ExceptionRecord, RunRecord
 
 NGRAM = textwrap.dedent(
     """\
@@ -59,7 +60,7 @@ def test_the_reading_gives_the_number_and_keeps_a_graph_where_one_is_needed() ->
     try:
         loss[0]
     except IndexError as error:
-        assert stopped_at_zero_dim_index({"exception": {"type": "IndexError", "message": str(error)}})
+        assert stopped_at_zero_dim_index(RunRecord(exception=ExceptionRecord(type="IndexError", message=str(error))))
     else:  # pragma: no cover - the reading outlived its block
         raise AssertionError("0-dim indexing still read as .item() after the block")
 

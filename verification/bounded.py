@@ -691,10 +691,11 @@ def evaluation_cut_broke(outcomes: Any) -> bool:
     of the dataset), so the pair is run again with evaluation loops in full."""
     if len(outcomes) != 2 or any(o.status != "ok" or o.record is None for o in outcomes):
         return False
-    first, second = (o.record.get("exception") for o in outcomes)
-    if not first or not second or first.get("autograd") or (first["type"], first["message"]) != (second["type"], second["message"]):
+    first, second = (o.record.exception for o in outcomes)
+    if not first or not second or first.autograd or (first.type, first.message) != (second.type, second.message):
         return False
-    loops = (outcomes[0].record.get("bounded") or {}).get("loops") or []
+    bounded = outcomes[0].record.bounded
+    loops = bounded.loops if bounded is not None else ()
     return any(loop.get("forward") for loop in loops)
 
 

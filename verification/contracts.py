@@ -104,6 +104,7 @@ import torch
 
 from .checks import GENERIC, SPECS, CheckStatus
 from .printed import printed_differences, printed_lines
+from .protocol import ExceptionRecord, RunRecord, part_json
 from .sandbox import Outcome
 from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult, format_bytes
 
@@ -132,8 +133,8 @@ class CheckResult:
 class Sides:
     """The two records (and outcomes) a check looks at."""
 
-    original: dict[str, Any]
-    rewritten: dict[str, Any]
+    original: RunRecord
+    rewritten: RunRecord
     orig_outcome: Outcome
     rew_outcome: Outcome
     mode: str
@@ -251,8 +252,8 @@ def _grad_maps(a: dict, b: dict, label: str) -> list[str]:
 
 # -- checks ----------------------------------------------------------------------------
 def _original_values_missing(s: Sides) -> bool:
-    exc = s.original.get("exception")
-    return exc is not None and exc.get("phase") in ("run", "import", "compile") and s.mode != "autograd_function"
+    exc = s.original.exception
+    return exc is not None and exc.phase in ("run", "import", "compile") and s.mode != "autograd_function"
 
 
 def _graph_shaped(value: Any) -> bool:
@@ -293,20 +294,19 @@ def _set_aside_map(a: dict, b: dict, names: frozenset[str], where: str, found: l
 
 
 def _graph_state_names(s: Sides) -> frozenset[str]:
-    return frozenset((s.original.get("graph_state") or {}).get("names") or ()) | frozenset(
-        (s.rewritten.get("graph_state") or {}).get("names") or ())
+    return frozenset(name for record in (s.original, s.rewritten) if record.graph_state for name in record.graph_state.names)
 
 
 def _outputs(s: Sides, *, lenient: bool) -> list[str]:
-    o_out, r_out = s.original.get("outputs", {}), s.rewritten.get("outputs", {})
+    o_out, r_out = s.original.outputs, s.rewritten.outputs
     if s.graph_state is not None:
         o_out, r_out = _set_aside(o_out, r_out, _graph_state_names(s), "", s.graph_state, False)
     diffs = compare(o_out, r_out, "", lenient=lenient)
     if s.mode in ("function", "method"):
-        diffs += _compare_maps(s.original.get("params_final", {}), s.rewritten.get("params_final", {}), "param", lenient)
-    if "printed" in s.original and "printed" in s.rewritten:
+        diffs += _compare_maps(s.original.params_final, s.rewritten.params_final, "param", lenient)
+    if s.original.printed is not None and s.rewritten.printed is not None:
         # a script reports its results by printing them: what it printed is an output
-        diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL,
+        diffs += printed_differences(s.original.printed, s.rewritten.printed, rtol=FLOAT_RTOL, atol=FLOAT_ATOL,
                                      graph_state=s.graph_state)
     return diffs
 
@@ -316,7 +316,7 @@ def _second_point(s: Sides) -> tuple[str | None, str]:
     the first loss (or the weighted outputs) with parameters, inputs and seeds moved the
     same on both sides (`directional.second_point`). Not compared ("") where either side
     could not reach it; the run's own point is then all there is."""
-    a, b = s.original.get("second_point") or {}, s.rewritten.get("second_point") or {}
+    a, b = s.original.second_point or {}, s.rewritten.second_point or {}
     if not (a.get("applicable") and b.get("applicable")):
         return None, ""
     x, y = float(a["loss"]), float(b["loss"])
@@ -391,9 +391,9 @@ def _seq(items: list[Any]) -> dict[str, Any]:
 def check_forward_values_equal(s: Sides) -> CheckResult:
     """Forward values equal, including those the original computed before it crashed:
     each backward's loss (and module outputs) is recorded before that backward runs."""
-    o_records, r_records = s.original.get("forward") or [], s.rewritten.get("forward") or []
-    o_count = int(s.original.get("forward_count") or 0)
-    r_count = int(s.rewritten.get("forward_count") or 0)
+    o_records, r_records = s.original.forward or [], s.rewritten.forward or []
+    o_count = int(s.original.forward_count or 0)
+    r_count = int(s.rewritten.forward_count or 0)
     if _original_values_missing(s):
         if not o_records:
             return CheckResult("forward_values_equal", NA, "the original raised before any backward, so no forward value exists to compare")
@@ -406,7 +406,7 @@ def check_forward_values_equal(s: Sides) -> CheckResult:
         if moved:
             return CheckResult("forward_values_equal", FAIL, f"forward values differ {moved}")
         return CheckResult("forward_values_equal", PASS, f"forward values before the original's error equal ({len(o_records)} backward pass(es)){clause}")
-    diffs = compare(s.original.get("outputs", {}), s.rewritten.get("outputs", {}), "")
+    diffs = compare(s.original.outputs, s.rewritten.outputs, "")
     if o_count != r_count:
         diffs.append(f"backward passes: {o_count} vs {r_count}")
     diffs += _forward_record_diffs(o_records, r_records)
@@ -434,7 +434,7 @@ def check_graph_state_may_change(s: Sides) -> CheckResult:
 
 
 def check_grads_untouched(s: Sides) -> CheckResult:
-    diffs = _grad_maps(s.original.get("leaf_grads", {}), s.rewritten.get("leaf_grads", {}), ".grad of")
+    diffs = _grad_maps(s.original.leaf_grads, s.rewritten.leaf_grads, ".grad of")
     if diffs:
         return CheckResult("grads_untouched", FAIL, "parameters' .grad changed: " + "; ".join(diffs[:3]))
     return CheckResult("grads_untouched", PASS, ".grad untouched")
@@ -444,32 +444,32 @@ def check_grads_equal(s: Sides) -> CheckResult:
     if _original_values_missing(s):
         return CheckResult("grads_equal", NA, "the original raised before producing gradients")
     o, r = s.original, s.rewritten
-    diffs = _grad_maps(o.get("leaf_grads", {}), r.get("leaf_grads", {}), "final .grad of")
-    o_steps, r_steps = o.get("steps", []), r.get("steps", [])
-    if o.get("measures", {}).get("optimizer_steps") != r.get("measures", {}).get("optimizer_steps"):
+    diffs = _grad_maps(o.leaf_grads, r.leaf_grads, "final .grad of")
+    o_steps, r_steps = o.steps, r.steps
+    if o.measures.get("optimizer_steps") != r.measures.get("optimizer_steps"):
         diffs.append(
-            f"optimizer steps: {o.get('measures', {}).get('optimizer_steps')} vs {r.get('measures', {}).get('optimizer_steps')}"
+            f"optimizer steps: {o.measures.get('optimizer_steps')} vs {r.measures.get('optimizer_steps')}"
         )
     for a, b in zip(o_steps, r_steps):
         diffs += _grad_maps(a["grads"], b["grads"], f"step {a['step']} .grad of")
         if len(diffs) >= MAX_MISMATCHES:
             break
-    if o.get("output_grads") is not None and r.get("output_grads") is not None:
-        diffs += _grad_maps(o["output_grads"], r["output_grads"], "d(outputs)/d")
+    if o.output_grads is not None and r.output_grads is not None:
+        diffs += _grad_maps(o.output_grads, r.output_grads, "d(outputs)/d")
     if diffs:
         return CheckResult("grads_equal", FAIL, "gradients differ: " + "; ".join(diffs[:3]))
     return CheckResult("grads_equal", PASS, "gradients equal")
 
 
-def _retained(record: dict[str, Any]) -> tuple[int | None, int, int | None]:
+def _retained(record: RunRecord) -> tuple[int | None, int, int | None]:
     """(saved bytes alive at the end, graph nodes reachable at the end, peak saved bytes)."""
-    measures = record.get("measures", {})
+    measures = record.measures
     return measures.get("retained_graph_bytes"), int(measures.get("graph_nodes") or 0), measures.get("peak_graph_bytes")
 
 
 def _peak_comparable(s: Sides) -> bool:
     """A run that raised stopped early: its peak says nothing about the whole run."""
-    return s.original.get("exception") is None and s.rewritten.get("exception") is None
+    return s.original.exception is None and s.rewritten.exception is None
 
 
 def _retained_text(a: int, b: int, na: int, nb: int, pa: int | None, pb: int | None) -> str:
@@ -551,30 +551,30 @@ def _recorded(s: Sides) -> tuple[int | None, int | None]:
     stops recording it records less, every run, without GC noise."""
     if not _peak_comparable(s):
         return None, None
-    a = s.original.get("measures", {}).get("recorded_graph_bytes")
-    b = s.rewritten.get("measures", {}).get("recorded_graph_bytes")
+    a = s.original.measures.get("recorded_graph_bytes")
+    b = s.rewritten.measures.get("recorded_graph_bytes")
     return a, b
 
 
 def check_step_grads_match_contributions(s: Sides) -> CheckResult:
     r = s.rewritten
-    measures = r.get("measures", {})
+    measures = r.measures
     steps = measures.get("optimizer_steps", 0) + measures.get("manual_updates", 0)
     if not steps:
         return CheckResult(
             "step_grads_match_contributions", UNKNOWN, "no optimizer.step() or hand-written update ran in the rewritten version"
         )
     unit = "steps" if measures.get("optimizer_steps", 0) else "hand-written updates"
-    count = r.get("step_violation_count", 0)
-    orig_count = s.original.get("stale_steps", 0)
+    count = r.step_violation_count
+    orig_count = s.original.stale_steps
     if count:
-        first = r["step_violations"][0]
+        first = r.step_violations[0]
         return CheckResult(
             "step_grads_match_contributions",
             FAIL,
             f"at step {first['step']} {first['param']}: {first['detail']} ({count} violation(s) over {steps} steps)",
         )
-    before = _first_step_differences(s.original.get("steps") or [], r.get("steps") or [])
+    before = _first_step_differences(s.original.steps or [], r.steps or [])
     if before:
         return CheckResult(
             "step_grads_match_contributions",
@@ -583,7 +583,7 @@ def check_step_grads_match_contributions(s: Sides) -> CheckResult:
             "(zeroing gradients changes no loss and no contribution): " + "; ".join(before[:3]),
         )
     tail = f"; original: {orig_count} step(s) saw stale gradients" if orig_count else ""
-    first = " (first step's losses and contributions equal the original's)" if s.original.get("steps") else ""
+    first = " (first step's losses and contributions equal the original's)" if s.original.steps else ""
     return CheckResult("step_grads_match_contributions", PASS, f"every step's .grad = contributions since the previous step ({steps} {unit}){tail}{first}")
 
 
@@ -591,7 +591,7 @@ def check_accumulated_grads_are_window_mean(s: Sides) -> CheckResult:
     """The first step's accumulated gradient against the reference the original gives:
     the mean of its micro-batch gradients at the same parameters (AGF019)."""
     name = "accumulated_grads_are_window_mean"
-    o_steps, r_steps = s.original.get("steps") or [], s.rewritten.get("steps") or []
+    o_steps, r_steps = s.original.steps or [], s.rewritten.steps or []
     if not o_steps or not r_steps:
         side = "original" if not o_steps else "rewritten"
         return CheckResult(name, UNKNOWN, f"no optimizer step ran in the {side} version, so no accumulated gradient to compare")
@@ -624,9 +624,9 @@ def check_accumulated_grads_are_window_mean(s: Sides) -> CheckResult:
                 break
     if diffs:
         return CheckResult(name, FAIL, "at the first step " + "; ".join(diffs[:MAX_MISMATCHES]))
-    violations = s.rewritten.get("step_violation_count", 0)
+    violations = s.rewritten.step_violation_count
     if violations:
-        first = s.rewritten["step_violations"][0]
+        first = s.rewritten.step_violations[0]
         return CheckResult(name, FAIL, f"at step {first['step']} {first['param']}: {first['detail']} ({violations} violation(s))")
     if not compared:
         return CheckResult(name, UNKNOWN, "every contribution before the first step was zero: nothing to compare")
@@ -654,16 +654,16 @@ def _first_step_differences(o_steps: list[dict[str, Any]], r_steps: list[dict[st
 
 
 def check_original_error_gone(s: Sides) -> CheckResult:
-    exc = s.original.get("exception")
+    exc = s.original.exception
     if exc is None:
         return CheckResult("original_error_gone", NA, "the original raised nothing")
-    if s.rewritten.get("exception") is not None:
+    if s.rewritten.exception is not None:
         return CheckResult("original_error_gone", FAIL, f"still raises {_exc_text(s.rewritten['exception'])}")
-    return CheckResult("original_error_gone", PASS, f"original {exc['type']} gone")
+    return CheckResult("original_error_gone", PASS, f"original {exc.type} gone")
 
 
 def _original_fd_note(s: Sides) -> str:
-    fd = s.original.get("finite_differences") or {}
+    fd = s.original.finite_differences or {}
     if not fd.get("applicable"):
         return ""
     if fd["passed"]:
@@ -675,11 +675,11 @@ def check_gradients_match_finite_differences(s: Sides) -> CheckResult:
     """The rewritten's gradients are true derivatives (float64, along a random direction);
     the original's comparison is shown as evidence of what the fix changed."""
     name = "gradients_match_finite_differences"
-    gc_result = s.rewritten.get("gradcheck")
+    gc_result = s.rewritten.gradcheck
     if gc_result is not None:
         status = PASS if gc_result["passed"] else FAIL
         return CheckResult(name, status, "gradcheck passes" if gc_result["passed"] else gc_result["error"])
-    fd = s.rewritten.get("finite_differences")
+    fd = s.rewritten.finite_differences
     if not fd or not fd.get("applicable"):
         return CheckResult(name, NA, (fd or {}).get("detail", "finite differences not applicable to this unit"))
     if not fd["passed"]:
@@ -705,7 +705,7 @@ def check_equal_or_gradients_corrected(s: Sides) -> CheckResult:
         status = PASS if PASS in (outputs.status, grads.status) else NA
         return CheckResult(name, status, f"{outputs.detail}, {grads.detail}")
     differ = grads.detail if grads.status == FAIL else outputs.detail
-    o_fd, r_fd = s.original.get("finite_differences") or {}, s.rewritten.get("finite_differences") or {}
+    o_fd, r_fd = s.original.finite_differences or {}, s.rewritten.finite_differences or {}
     if not r_fd.get("applicable"):
         return CheckResult(name, FAIL, f"{differ}; {r_fd.get('detail', 'finite differences were not run')}, so no correction can be shown")
     if not r_fd["passed"]:
@@ -714,7 +714,7 @@ def check_equal_or_gradients_corrected(s: Sides) -> CheckResult:
         return CheckResult(name, FAIL, f"{differ}; the original's gradients could not be checked ({o_fd.get('detail', 'not run')}), so no correction can be shown")
     if o_fd["passed"]:
         return CheckResult(name, FAIL, f"{differ}, although the original's gradients already matched finite differences")
-    first = _forward_record_diffs((s.original.get("forward") or [])[:1], (s.rewritten.get("forward") or [])[:1])
+    first = _forward_record_diffs((s.original.forward or [])[:1], (s.rewritten.forward or [])[:1])
     if first:
         return CheckResult(name, FAIL, "forward values before the first backward differ: " + "; ".join(first[:3]))
     moved, _ = _second_point(s)
@@ -729,8 +729,8 @@ def check_equal_or_gradients_corrected(s: Sides) -> CheckResult:
 
 
 # -- custom Functions: the original's backward as the reference ------------------------
-def _functions(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return record.get("functions") or {}
+def _functions(record: RunRecord) -> dict[str, dict[str, Any]]:
+    return record.functions or {}
 
 
 def check_backward_agrees_with_original(s: Sides) -> CheckResult:
@@ -748,7 +748,7 @@ def check_backward_agrees_with_original(s: Sides) -> CheckResult:
         if direct["mismatches"]:
             return CheckResult(name, FAIL, f"{cls}.backward differs from the original's on the same ctx at {direct['mismatches'][0]}")
         needed = [p for p in direct["padded_none"] if p < len(roles) and roles[p] == "grad"]
-        carried = {int(k): v for k, v in (s.original.get("graph_inputs") or {}).items()}
+        carried = {int(k): v for k, v in (s.original.graph_inputs or {}).items()}
         evidence = next((p for p in needed if p in carried), None)
         if evidence is not None and s.mode == "autograd_function":
             # the file itself passes a graph-carrying value there: its gradient is dropped
@@ -792,7 +792,7 @@ def check_backward_agrees_with_original(s: Sides) -> CheckResult:
     return CheckResult(name, PASS, "; ".join(clauses))
 
 
-def _not_true_derivative(record: dict[str, Any], cls: str) -> str | None:
+def _not_true_derivative(record: RunRecord, cls: str) -> str | None:
     """The first position where the original `cls.backward` was measured off finite
     differences (float64, a random direction), or None when it was not measured off."""
     entry = _functions(record).get(cls) or {}
@@ -813,8 +813,8 @@ def _original_fails_gradcheck_too(s: Sides, name: str) -> CheckResult | None:
     backward is deliberately not the full derivative (a gradient projected with
     ``.tril()`` onto a triangular parameter, a surrogate), so gradcheck is no evidence
     against the rewrite and the other contracts (grads_equal) decide."""
-    original = s.original.get("gradcheck")
-    if name != "unit" or original is None or original.get("passed") or s.original.get("exception") is not None:
+    original = s.original.gradcheck
+    if name != "unit" or original is None or original.get("passed") or s.original.exception is not None:
         return None
     return CheckResult("gradcheck_passes", NA, f"not applied: the original fails gradcheck too ({str(original.get('error'))[:120]}), by design or not")
 
@@ -845,7 +845,7 @@ def check_gradcheck_if_original_matches(s: Sides) -> CheckResult:
         if wrong:
             return CheckResult(name, FAIL, f"gradcheck fails for {cls}: backward does not match finite differences at {wrong[0]}")
         clauses.append(f"{cls}.backward matches finite differences (float64)")
-    gc_result = s.rewritten.get("gradcheck")
+    gc_result = s.rewritten.gradcheck
     if gc_result is not None and not gc_result["passed"]:
         return CheckResult(name, FAIL, f"gradcheck fails: {gc_result['error']}")
     if not clauses:
@@ -855,8 +855,8 @@ def check_gradcheck_if_original_matches(s: Sides) -> CheckResult:
 
 def check_gradcheck_passes(s: Sides) -> CheckResult:
     results = []
-    if s.rewritten.get("gradcheck") is not None:
-        results.append(("unit", s.rewritten["gradcheck"]))
+    if s.rewritten.gradcheck is not None:
+        results.append(("unit", s.rewritten.gradcheck))
     if not results:  # a driver ran the Functions: their backward at the real inputs
         return _functions_match_finite_differences(s)
     failed = [(name, r) for name, r in results if not r.get("passed")]
@@ -871,8 +871,8 @@ def _functions_match_finite_differences(s: Sides) -> CheckResult:
     Functions: at each one's first graph-building call, is its backward the derivative of
     its forward, along a random direction in float64 (`probes._on_apply`)?"""
     checked, failed = [], []
-    originals = s.original.get("functions") or {}
-    for name, entry in sorted((s.rewritten.get("functions") or {}).items()):
+    originals = s.original.functions or {}
+    for name, entry in sorted((s.rewritten.functions or {}).items()):
         positions = ((entry or {}).get("fd") or {}).get("positions") or {}
         before = ((originals.get(name) or {}).get("fd") or {}).get("positions") or {}
         for position, result in sorted(positions.items()):
@@ -890,7 +890,7 @@ def _functions_match_finite_differences(s: Sides) -> CheckResult:
 
 
 def check_ctx_freed_without_gc(s: Sides) -> CheckResult:
-    r, o = s.rewritten.get("measures", {}), s.original.get("measures", {})
+    r, o = s.rewritten.measures, s.original.measures
     if not r.get("ctx_created"):
         return CheckResult("ctx_freed_without_gc", UNKNOWN, "no custom autograd.Function ran in the rewritten version")
     leaked = r.get("ctx_freed_only_by_gc", 0)
@@ -899,12 +899,12 @@ def check_ctx_freed_without_gc(s: Sides) -> CheckResult:
 
 
 def check_peak_memory_not_higher(s: Sides) -> CheckResult:
-    a = s.original.get("measures", {}).get("peak_bytes")
-    b = s.rewritten.get("measures", {}).get("peak_bytes")
+    a = s.original.measures.get("peak_bytes")
+    b = s.rewritten.measures.get("peak_bytes")
     if a is None or b is None:
         return CheckResult("peak_memory_not_higher", UNKNOWN, "peak memory could not be measured")
     text = f"peak {format_bytes(a)} -> {format_bytes(b)}"
-    if s.original.get("exception") is not None:
+    if s.original.exception is not None:
         # the original stopped at its error: its peak covers less work than the fix's
         return CheckResult("peak_memory_not_higher", NA, f"{text} (not compared: the original stopped at its error)")
     ok = b <= a * (1 + PEAK_SLACK_RATIO) + PEAK_SLACK_BYTES
@@ -913,16 +913,16 @@ def check_peak_memory_not_higher(s: Sides) -> CheckResult:
 
 def check_parameters_change_as_intended(s: Sides) -> CheckResult:
     o, r = s.original, s.rewritten
-    if o.get("exception") is None and o.get("params_final"):
-        diffs = _compare_maps(o["params_final"], r.get("params_final", {}), "param", False)
+    if o.exception is None and o.params_final:
+        diffs = _compare_maps(o.params_final, r.params_final, "param", False)
         if diffs:
             return CheckResult("parameters_change_as_intended", FAIL, "parameters end differently: " + "; ".join(diffs[:3]))
         return CheckResult("parameters_change_as_intended", PASS, "parameters end as in the original")
-    initial, final = r.get("params_initial", {}), r.get("params_final", {})
+    initial, final = r.params_initial, r.params_final
     # inputs made afresh each iteration (a GAN's noise leaf) receive gradients but are
     # not parameters: nothing is meant to update them
-    fresh = set(r.get("fresh_inputs", ()))
-    had_grad = set(r.get("ever_grad", ())) - fresh
+    fresh = set(r.fresh_inputs)
+    had_grad = set(r.ever_grad) - fresh
     unchanged = []
     checked = 0
     for name, start in initial.items():
@@ -964,10 +964,10 @@ _NOT_EVIDENCE = {"original_error_gone", "graph_state_may_change"}
 
 
 # -- evidence and verdict ------------------------------------------------------------------
-def _exc_text(exc: dict[str, Any]) -> str:
-    message = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
-    where = f" at {exc['where']}" if exc.get("where") else ""
-    return f"{exc['type']}: {message[:200]}{where}"
+def _exc_text(exc: ExceptionRecord) -> str:
+    message = exc.message.strip().splitlines()[0] if exc.message.strip() else ""
+    where = f" at {exc.where}" if exc.where else ""
+    return f"{exc.type}: {message[:200]}{where}"
 
 
 def _summarize_value(value: Any) -> Any:
@@ -1007,49 +1007,49 @@ def side_evidence(outcome: Outcome) -> dict[str, Any]:
     record = outcome.record
     if record is None:
         return evidence
-    measures = record.get("measures", {})
+    measures = record.measures
     evidence.update(
         {
-            "device": record.get("device"),
-            "exception": record.get("exception"),
-            "unbound": record.get("unbound"),
-            "bound": record.get("bound"),
-            "outputs": {k: _summarize_value(v) for k, v in (record.get("outputs") or {}).items()},
-            "printed": _printed_summary(record.get("printed")),
+            "device": record.device,
+            "exception": part_json(record.exception),
+            "unbound": part_json(record.unbound),
+            "bound": record.bound,
+            "outputs": {k: _summarize_value(v) for k, v in (record.outputs or {}).items()},
+            "printed": _printed_summary(record.printed),
             "measured": measures,
-            "step_violations": record.get("step_violation_count", 0),
-            "stale_steps": record.get("stale_steps", 0),
+            "step_violations": record.step_violation_count,
+            "stale_steps": record.stale_steps,
         }
     )
-    if record.get("gradcheck") is not None:
-        evidence["gradcheck"] = record["gradcheck"]
-    if record.get("finite_differences") is not None:
-        evidence["finite_differences"] = record["finite_differences"]
-    if record.get("changed_lines") is not None:
-        evidence["changed_lines"] = record["changed_lines"]
-    if record.get("forward_count"):
-        evidence["backward_passes_recorded"] = record["forward_count"]
-        losses = [float(t) for f in record.get("forward", [])[:5] for t in f["loss"] if isinstance(t, torch.Tensor) and t.numel() == 1]
+    if record.gradcheck is not None:
+        evidence["gradcheck"] = record.gradcheck
+    if record.finite_differences is not None:
+        evidence["finite_differences"] = record.finite_differences
+    if record.changed_lines is not None:
+        evidence["changed_lines"] = part_json(record.changed_lines)
+    if record.forward_count:
+        evidence["backward_passes_recorded"] = record.forward_count
+        losses = [float(t) for f in record.forward[:5] for t in f["loss"] if isinstance(t, torch.Tensor) and t.numel() == 1]
         evidence["first_losses"] = [round(v, 6) for v in losses]
-    if record.get("functions"):
-        evidence["functions"] = record["functions"]
+    if record.functions:
+        evidence["functions"] = record.functions
     return evidence
 
 
-def _unexercised(o: dict[str, Any], r: dict[str, Any]) -> str | None:
+def _unexercised(o: RunRecord, r: RunRecord) -> str | None:
     """The reason when a run never executed (part of) the code the patch changed.
 
     A run that finished must have run every changed hunk; one that raised stopped where
     it raised, so hunks after that point cannot have run: it must have reached one."""
     for side, record in (("original", o), ("rewritten", r)):
-        coverage = record.get("changed_lines")
-        if not coverage or not coverage.get("missed"):
+        coverage = record.changed_lines
+        if not coverage or not coverage.missed:
             continue
-        missed = coverage["missed"]
-        if record.get("exception") is not None and len(missed) < len(coverage.get("hunks") or ()):
+        missed = coverage.missed
+        if record.exception is not None and len(missed) < len(coverage.hunks):
             continue
         where = f"line {missed[0]}" if len(missed) == 1 else f"lines {', '.join(map(str, missed[:5]))}"
-        stopped = record.get("exception")
+        stopped = record.exception
         before = f": it stopped with {_exc_text(stopped)}" if stopped is not None else ""
         return f"the changed code never ran (the {side} run never reached {where}{before})"
     return None
@@ -1075,20 +1075,20 @@ def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outc
             limit = rewritten.duration_s
             if original.duration_s * 2 >= limit:
                 return result(UNVERIFIED, f"rewritten run {rewritten.detail}; the original took {original.duration_s:.1f} s")
-            stopped = (original.record or {}).get("exception")
+            stopped = original.record.exception if original.record is not None else None
             if stopped is not None:
                 # the original ended at its error; the rewritten runs on through what the original never reached
                 return result(UNVERIFIED, f"rewritten run {rewritten.detail}; the original stopped at its error after "
                                           f"{original.duration_s:.1f} s ({_exc_text(stopped)}), so the time the rewritten needs is unknown")
         return result(REJECTED, f"rewritten run {rewritten.detail} (the original finished in {original.duration_s:.2f} s)")
-    o, r = original.record or {}, rewritten.record or {}
+    o, r = original.record or RunRecord(), rewritten.record or RunRecord()
     for record in (o, r):
-        if record.get("setup_error"):
-            return result(UNVERIFIED, record["setup_error"])
+        if record.setup_error:
+            return result(UNVERIFIED, record.setup_error)
     for side, record in (("original", o), ("rewritten", r)):
-        if record.get("unbound"):
-            unbound = record["unbound"]
-            return result(UNVERIFIED, f"cannot bind {unbound['name']!r} ({side}): {unbound['why']}")
+        if record.unbound:
+            unbound = record.unbound
+            return result(UNVERIFIED, f"cannot bind {unbound.name!r} ({side}): {unbound.why}")
 
     # 2. accepted means exercised: both runs must have executed the lines the patch changed
     never_ran = _unexercised(o, r)
@@ -1096,21 +1096,21 @@ def evaluate(name: str, mode: str, kind: str, original: Outcome, rewritten: Outc
         return result(UNVERIFIED, never_ran)
 
     # 3. exceptions
-    eo, er = o.get("exception"), r.get("exception")
+    eo, er = o.exception, r.exception
     for side, exc in (("original", eo), ("rewritten", er)):
-        if exc is not None and exc.get("memory"):
-            verdict = UNVERIFIED if side == "original" or (eo and eo.get("memory")) else REJECTED
+        if exc is not None and exc.memory:
+            verdict = UNVERIFIED if side == "original" or (eo and eo.memory) else REJECTED
             return result(verdict, f"{side} run ran out of memory: {_exc_text(exc)}")
-    expects_error = bool(set(names) & _ERROR_FIXING) or (generic and eo is not None and eo.get("autograd"))
+    expects_error = bool(set(names) & _ERROR_FIXING) or (generic and eo is not None and eo.autograd)
     if eo is None and er is not None:
-        return result(REJECTED, f"rewritten raises {_exc_text(er)} ({er['phase']}); the original ran clean")
+        return result(REJECTED, f"rewritten raises {_exc_text(er)} ({er.phase}); the original ran clean")
     if eo is not None:
-        same = er is not None and er["type"] == eo["type"] and er["message"] == eo["message"]
+        same = er is not None and er.type == eo.type and er.message == eo.message
         if er is not None:
             if same and not expects_error:
                 return result(UNVERIFIED, f"both versions raise {_exc_text(eo)}; nothing to compare")
             prefix = "the original's error persists" if same else f"rewritten raises {_exc_text(er)}"
-            return result(REJECTED, f"{prefix}" + ("" if same else f" (original: {eo['type']})") + (f": {_exc_text(er)}" if same else ""))
+            return result(REJECTED, f"{prefix}" + ("" if same else f" (original: {eo.type})") + (f": {_exc_text(er)}" if same else ""))
         if not expects_error:
             return result(UNVERIFIED, f"the original raises {_exc_text(eo)}; this contract compares clean runs")
         if generic:

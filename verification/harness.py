@@ -46,7 +46,7 @@ from .legacy import zero_dim_index_as_item
 from .place import Place, chain_argv, prepare
 from .printed import PrintedText
 from .probes import Probes, iter_tensors
-from .protocol import SideSpec, versioned_record
+from .protocol import BoundedRecord, CoverageRecord, GraphStateRecord, RunRecord, RunRecordDraft, SideSpec, Unbound
 from .reach import ReachTracer
 from .record import plain, serialize
 
@@ -119,8 +119,9 @@ def _register_values(probes: Probes, values: dict[str, Any], kind: str) -> None:
             probes.register(value, name, kind)
 
 
-def run_side(spec: SideSpec) -> dict[str, Any]:
-    """Run one side of one unit in its shadow copy; returns the record (tensors inside).
+def run_side(spec: SideSpec) -> RunRecord:
+    """Run one side of one unit in its shadow copy; returns the record (tensors inside;
+    the child saves `saved(record)`, its plain form).
 
     With ``isolate`` false (the worker's own warm-up) it runs in place instead."""
     torch.set_num_threads(int(spec.threads))
@@ -135,16 +136,21 @@ def run_side(spec: SideSpec) -> dict[str, Any]:
     exempt = spec.changed_lines if spec.side == "rewritten" else None
     with tracer, (zero_dim_index_as_item(path, exempt) if spec.zero_dim_index_as_item else nullcontext([0])) as readings:
         record = _run_kind(spec, path, place)
-    record["reached"] = sorted(tracer.reached)
+    record.reached = tuple(sorted(tracer.reached))
     if readings[0]:
-        record["zero_dim_readings"] = readings[0]
+        record.zero_dim_readings = readings[0]
     if place is not None:
-        place.user_view(record.get("exception"))
-        if record.get("printed"):
-            record["printed"]["text"] = place.to_user_path(record["printed"]["text"])
-    elif record.get("exception"):
-        record["exception"].pop("frames", None)
-    return plain(versioned_record(record))  # read back without running code (`record`), its version checked (`protocol`)
+        place.user_view(record.exception)
+        if record.printed:
+            record.printed["text"] = place.to_user_path(record.printed["text"])
+    return record.freeze()  # the frames go: the user's lines and paths are all a verdict names
+
+
+def saved(record: RunRecord) -> dict[str, Any]:
+    """What a run child saves for `record`: its plain data (`RunRecord.to_json`) with
+    every value the run produced made loadable by the weights-only unpickler
+    (`record.plain`); the job reads it back with `protocol.read_record`."""
+    return plain(record.to_json())
 
 
 def _in_copy(place: Place, folder: str | None) -> str | None:
@@ -155,19 +161,19 @@ def _in_copy(place: Place, folder: str | None) -> str | None:
     return folder if relative.startswith("..") else os.path.normpath(os.path.join(place.copy_root, relative))
 
 
-def _run_kind(spec: SideSpec, path: str, place: Place | None) -> dict[str, Any]:
+def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
     kind = spec.kind
     checks = set(spec.checks or ())
     needs = probes_for(checks)  # what the contract's checks need recorded (checks.SPECS)
-    record: dict[str, Any] = {"kind": kind, "exception": None, "unbound": None, "bound": {}, "outputs": {}}
+    record = RunRecordDraft(kind)
     try:
         device = resolve_device(spec.device)
     except RuntimeError as exc:
-        record["setup_error"] = str(exc)
+        record.setup_error = str(exc)
         return record
-    record["device"] = device
+    record.device = device
     state = graph_state(spec.source or "")
-    record["graph_state"] = {"names": sorted(state.names), "lines": sorted(state.lines)}
+    record.graph_state = GraphStateRecord(names=tuple(sorted(state.names)), lines=tuple(sorted(state.lines)))
     seed_all(0)
     bounds = _bounds(spec, place, Probe.WHOLE_WINDOWS in needs)
     watch = LineWatch(path, spec.changed_lines)
@@ -189,19 +195,20 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> dict[str, Any]:
                 _run_driver(spec, record, probes, place, bounds)
             if kind in ("script", "driver"):
                 # what the changed lines assigned last: what the script's later lines read
-                record["outputs"].update({name: serialize(value) for name, value in bounds.observed().items()})
+                record.outputs.update({name: serialize(value) for name, value in bounds.observed().items()})
             elif kind == "autograd_function":
                 _run_function_class(spec, record, probes, path, device)
             else:
                 _run_callable(spec, record, probes, path, device, needs)
-        record["changed_lines"] = watch.report()
+        coverage = watch.report()
+        record.changed_lines = CoverageRecord(**coverage) if coverage is not None else None
         if bounds.enabled:
-            record["bounded"] = {**bounds.settings(), "loops": bounds.report()}
+            record.bounded = BoundedRecord(**bounds.settings(), loops=tuple(bounds.report()))
         took = time.perf_counter() - started
-        if kind not in ("autograd_function", "driver") and Probe.SECOND_POINT in needs and not record.get("unbound"):
-            record["second_point"] = _second_point(spec, path, device, bounds, took)
-        if kind not in ("autograd_function", "driver") and Probe.FINITE_DIFFERENCES in needs and not record.get("unbound"):
-            record["finite_differences"] = _finite_differences(spec, path, device, bounds)
+        if kind not in ("autograd_function", "driver") and Probe.SECOND_POINT in needs and not record.unbound:
+            record.second_point = _second_point(spec, path, device, bounds, took)
+        if kind not in ("autograd_function", "driver") and Probe.FINITE_DIFFERENCES in needs and not record.unbound:
+            record.finite_differences = _finite_differences(spec, path, device, bounds)
     return record
 
 
@@ -235,18 +242,18 @@ def _fresh_main(path: str) -> dict[str, Any]:
     return module.__dict__
 
 
-def _run_script(spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, bounds: Bounds) -> None:
+def _run_script(spec: SideSpec, record: RunRecordDraft, probes: Probes, path: str, bounds: Bounds) -> None:
     namespace = _fresh_main(path)
     chain_argv(path, spec.argv or ())
     try:
         code = bounds.compile(spec.source, path)
     except SyntaxError as exc:
-        record["exception"] = describe_exception(exc, "compile", path)
+        record.exception = describe_exception(exc, "compile", path)
         return
     _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102 - running the user's code is the point
 
 
-def _run_driver(spec: SideSpec, record: dict[str, Any], probes: Probes, place: Place | None, bounds: Bounds) -> None:
+def _run_driver(spec: SideSpec, record: RunRecordDraft, probes: Probes, place: Place | None, bounds: Bounds) -> None:
     """A user-named driver: a project script or module run as ``__main__``, or a pytest
     node id run by ``pytest.main``, in this side's copy (the changed file in place)."""
     command = spec.command
@@ -270,10 +277,10 @@ def _run_driver(spec: SideSpec, record: dict[str, Any], probes: Probes, place: P
         with open(script, encoding="utf-8") as handle:
             code = bounds.compile(handle.read(), script)
     except (OSError, UnicodeDecodeError) as exc:
-        record["setup_error"] = f"the configured driver's script {command['script']} cannot be read ({exc}); fix `driver` in [tool.autograd-fix.verify]"
+        record.setup_error = f"the configured driver's script {command['script']} cannot be read ({exc}); fix `driver` in [tool.autograd-fix.verify]"
         return
     except SyntaxError as exc:
-        record["exception"] = describe_exception(exc, "compile", script)
+        record.exception = describe_exception(exc, "compile", script)
         return
     namespace = _fresh_main(script)
     chain_argv(script, argv)
@@ -314,11 +321,11 @@ _PYTEST_EXIT = {2: "was interrupted (errors during collection?)", 3: "failed int
                 5: "collected no test for the node id"}
 
 
-def _run_pytest(command: dict[str, Any], record: dict[str, Any], probes: Probes, path: str) -> None:
+def _run_pytest(command: dict[str, Any], record: RunRecordDraft, probes: Probes, path: str) -> None:
     try:
         import pytest
     except ImportError:
-        record["setup_error"] = "the configured driver is a pytest node id, but pytest is not installed where autograd-fix runs"
+        record.setup_error = "the configured driver is a pytest node id, but pytest is not installed where autograd-fix runs"
         return
     collector = _PytestFailures()
     sys.argv = ["pytest"]
@@ -326,7 +333,7 @@ def _run_pytest(command: dict[str, Any], record: dict[str, Any], probes: Probes,
     try:
         status = int(pytest.main([command["target"], "-x", "-q", "-p", "no:cacheprovider"], plugins=[collector]))
     except BaseException as exc:  # noqa: BLE001
-        record["exception"] = describe_exception(exc, "run", path)
+        record.exception = describe_exception(exc, "run", path)
         status = 0
     if status != 0:
         node, text = collector.failures[0] if collector.failures else (command["target"], "")
@@ -336,7 +343,7 @@ def _run_pytest(command: dict[str, Any], record: dict[str, Any], probes: Probes,
             message = f"AssertionError: {message}"
         exc_type, _, rest = message.partition(": ")
         typed = rest and exc_type.replace(".", "").isidentifier()
-        record["exception"] = {
+        record.exception = {
             "type": exc_type.rsplit(".", 1)[-1] if typed else "PytestFailed",
             "message": (rest if typed else message)[:2000],
             "phase": "run",
@@ -345,31 +352,31 @@ def _run_pytest(command: dict[str, Any], record: dict[str, Any], probes: Probes,
             "where": f"{node} (pytest status {status})",
             "environment": environmental_cause(exc_type if typed else "PytestFailed", message),
         }
-    record["measures"] = probes.finish([])
+    record.measures = probes.finish([])
     _leaf_records(record, probes)
 
 
-def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, namespace: dict[str, Any]) -> None:
+def _run_main(record: RunRecordDraft, probes: Probes, path: str, run: Any, namespace: dict[str, Any]) -> None:
     """Run a ``__main__`` (script or driver) under probes; `namespace`, its globals once
     `run()` returns or raises, holds the outputs."""
     probes.install()
-    printed = PrintedText(forward=sys.stdout, graph_state=_graph_state_caller(path, (record.get("graph_state") or {}).get("lines")))
+    printed = PrintedText(forward=sys.stdout, graph_state=_graph_state_caller(path, record.graph_state.lines if record.graph_state else None))
     try:
         with contextlib.redirect_stdout(printed):
             run()
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            record["exception"] = describe_exception(exc, "run", path)
-            record["exception"]["message"] = f"sys.exit({exc.code!r})"
+            record.exception = describe_exception(exc, "run", path)
+            record.exception["message"] = f"sys.exit({exc.code!r})"
     except BaseException as exc:  # noqa: BLE001
-        record["exception"] = describe_exception(exc, "run", path)
+        record.exception = describe_exception(exc, "run", path)
     outputs = _script_outputs(namespace)
     _register_values(probes, outputs, "global")
     roots = list(iter_tensors(list(outputs.values())))
-    record["measures"] = probes.finish(roots)
+    record.measures = probes.finish(roots)
     del roots
-    record["outputs"] = {name: serialize(value) for name, value in outputs.items()}
-    record["printed"] = printed.record()
+    record.outputs = {name: serialize(value) for name, value in outputs.items()}
+    record.printed = printed.record()
     _leaf_records(record, probes)
 
 
@@ -391,20 +398,20 @@ def _graph_state_caller(path: str, lines: Any) -> Any:
     return from_graph_state_line
 
 
-def _leaf_records(record: dict[str, Any], probes: Probes) -> None:
+def _leaf_records(record: RunRecordDraft, probes: Probes) -> None:
     grads, values, initial = probes.leaf_state()
-    record["leaf_grads"] = grads
-    record["params_final"] = values
-    record["params_initial"] = initial
-    record["steps"] = probes.step_records()
-    record["ever_grad"] = probes.ever_grad()
-    record["fresh_inputs"] = probes.fresh_inputs()
-    record["step_violations"] = probes.violation_records()
-    record["step_violation_count"] = probes.violation_count
-    record["stale_steps"] = probes.stale_steps
-    record["forward"] = probes.forward_records
-    record["forward_count"] = probes.forward_count
-    record["functions"] = probes.functions
+    record.leaf_grads = grads
+    record.params_final = values
+    record.params_initial = initial
+    record.steps = probes.step_records()
+    record.ever_grad = probes.ever_grad()
+    record.fresh_inputs = probes.fresh_inputs()
+    record.step_violations = probes.violation_records()
+    record.step_violation_count = probes.violation_count
+    record.stale_steps = probes.stale_steps
+    record.forward = probes.forward_records
+    record.forward_count = probes.forward_count
+    record.functions = probes.functions
 
 
 UNIT_MODULE = "__autograd_fix_unit__"
@@ -430,7 +437,7 @@ def _module_name(path: str) -> tuple[str, str]:
 
 
 def _load_module(
-    spec: SideSpec, record: dict[str, Any], path: str, *, real_name: bool = True, watch: LineWatch | None = None
+    spec: SideSpec, record: RunRecordDraft, path: str, *, real_name: bool = True, watch: LineWatch | None = None
 ) -> dict[str, Any] | None:
     """Import the real module (every statement) under its own, non-``__main__``, name;
     it is also ``sys.modules["__autograd_fix_unit__"]`` for factories. `real_name` false
@@ -440,7 +447,7 @@ def _load_module(
         try:
             importlib.import_module(package)  # its __init__ files run first, as on import
         except BaseException as exc:  # noqa: BLE001
-            record["exception"] = describe_exception(exc, "import", path)
+            record.exception = describe_exception(exc, "import", path)
             return None
     module = types.ModuleType(name)
     module.__dict__.update({"__file__": path, "__builtins__": builtins, "__package__": package})
@@ -453,7 +460,7 @@ def _load_module(
             watch.claim(code)  # the side's own code, not a copy its package imported first
         exec(code, module.__dict__)  # noqa: S102
     except BaseException as exc:  # noqa: BLE001
-        record["exception"] = describe_exception(exc, "import", path)
+        record.exception = describe_exception(exc, "import", path)
         return None
     return module.__dict__
 
@@ -468,7 +475,7 @@ def _resolve(namespace: dict[str, Any], qualname: str) -> Any:
 
 
 def _run_callable(
-    spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, device: str, needs: frozenset[Probe]
+    spec: SideSpec, record: RunRecordDraft, probes: Probes, path: str, device: str, needs: frozenset[Probe]
 ) -> None:
     namespace = _load_module(spec, record, path, watch=probes.watch)
     if namespace is None:
@@ -489,13 +496,13 @@ def _run_callable(
     try:
         target, args, kwargs = _bind(binder, namespace, qualname, spec.free_names or ())
     except Unbindable as exc:
-        record["unbound"] = {"name": exc.name, "why": exc.why}
+        record.unbound = Unbound(name=exc.name, why=exc.why)
         return
     except Exception as exc:  # noqa: BLE001 - e.g. a constructor that raises
-        record["unbound"] = {"name": qualname, "why": f"building its inputs raised {type(exc).__name__}: {exc}"}
+        record.unbound = Unbound(name=qualname, why=f"building its inputs raised {type(exc).__name__}: {exc}")
         return
-    record["bound"] = dict(binder.described)
-    record["input_plan"] = binder.plan_record()
+    record.bound = dict(binder.described)
+    record.input_plan = binder.plan_record()
     named = {k: v for k, v in binder.values.items() if not k.startswith("<")}
     if binder._model is not None and not any(v is binder._model for v in named.values()):
         named["model"] = binder._model
@@ -509,13 +516,13 @@ def _run_callable(
         if isinstance(exc, SystemExit) and exc.code in (None, 0):
             pass
         else:
-            record["exception"] = describe_exception(exc, "run", path)
+            record.exception = describe_exception(exc, "run", path)
     roots = list(iter_tensors(result))
-    record["measures"] = probes.finish(roots)
-    record["outputs"] = {"return": serialize(result)}
+    record.measures = probes.finish(roots)
+    record.outputs = {"return": serialize(result)}
     if qualname.endswith(".__init__") and hasattr(target, "__self__"):
-        record["outputs"]["self"] = serialize(target.__self__)  # what a constructor makes is the object
-    if record["exception"] is None and probes.backward_count == 0:
+        record.outputs["self"] = serialize(target.__self__)  # what a constructor makes is the object
+    if record.exception is None and probes.backward_count == 0:
         _harness_backward(record, probes, roots, named, path)
     del roots
     _leaf_records(record, probes)
@@ -569,7 +576,7 @@ def _bind_on_site_instance(binder: Binder, cls: Any, raw: Any, name: str, free_n
     return types.MethodType(raw, instance), args, kwargs
 
 
-def _harness_backward(record: dict[str, Any], probes: Probes, roots: list[torch.Tensor], named: dict[str, Any], path: str) -> None:
+def _harness_backward(record: RunRecordDraft, probes: Probes, roots: list[torch.Tensor], named: dict[str, Any], path: str) -> None:
     """Backpropagate from the unit's outputs (when it did not itself) to reach autograd
     errors hidden until backward, and compare gradients of its inputs."""
     differentiable = [t for t in roots if t.requires_grad and t.grad_fn is not None and t.is_floating_point()]
@@ -587,11 +594,11 @@ def _harness_backward(record: dict[str, Any], probes: Probes, roots: list[torch.
         total = sum(t.float().sum() for t in differentiable)
         if leaves:
             grads = torch.autograd.grad(total, list(leaves.values()), allow_unused=True)
-            record["output_grads"] = {name: (None if g is None else g.detach().cpu()) for name, g in zip(leaves, grads)}
+            record.output_grads = {name: (None if g is None else g.detach().cpu()) for name, g in zip(leaves, grads)}
         else:
             torch.autograd.grad(total, [differentiable[0]], allow_unused=True)
     except BaseException as exc:  # noqa: BLE001
-        record["exception"] = describe_exception(exc, "backward (from the unit's outputs)", path)
+        record.exception = describe_exception(exc, "backward (from the unit's outputs)", path)
 
 
 def _finite_differences(spec: SideSpec, path: str, device: str, bounds: Bounds) -> dict[str, Any]:
@@ -644,7 +651,7 @@ def _rerun(spec: SideSpec, path: str, device: str, bounds: Bounds) -> tuple[Any,
         return run_once, ""
 
     def run_callable(perturbation: Perturbation) -> Any:
-        scratch: dict[str, Any] = {}
+        scratch = RunRecordDraft(spec.kind)
         namespace = _load_module(spec, scratch, path)
         if namespace is None:
             raise RuntimeError("the module failed to load")
@@ -667,21 +674,21 @@ def _rerun(spec: SideSpec, path: str, device: str, bounds: Bounds) -> tuple[Any,
     return run_callable, ""
 
 
-def _run_function_class(spec: SideSpec, record: dict[str, Any], probes: Probes, path: str, device: str) -> None:
+def _run_function_class(spec: SideSpec, record: RunRecordDraft, probes: Probes, path: str, device: str) -> None:
     namespace = _load_module(spec, record, path, watch=probes.watch)
     if namespace is None:
         return
     cls = namespace.get(spec.qualname)
     if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
-        record["unbound"] = {"name": spec.qualname, "why": "not a torch.autograd.Function subclass"}
+        record.unbound = Unbound(name=spec.qualname, why="not a torch.autograd.Function subclass")
         return
     try:
         args, names, description = synthesize(cls, device=device)
     except ValueError as exc:
-        record["unbound"] = {"name": spec.qualname, "why": str(exc)}
+        record.unbound = Unbound(name=spec.qualname, why=str(exc))
         return
-    record["bound"] = {"inputs": description}
-    record["graph_inputs"] = {int(position): why for position, why in spec.graph_inputs or ()}
+    record.bound = {"inputs": description}
+    record.graph_inputs = {int(position): why for position, why in spec.graph_inputs or ()}
     tensors = {name: a for name, a in zip(names, [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad])}
     for name, tensor in tensors.items():
         probes.register(tensor, name, "bound")
@@ -698,24 +705,23 @@ def _run_function_class(spec: SideSpec, record: dict[str, Any], probes: Probes, 
                 total.backward()
             del total
     except BaseException as exc:  # noqa: BLE001
-        record["exception"] = describe_exception(exc, "run", path)
-    record["outputs"] = {"forward": serialize(out)}
+        record.exception = describe_exception(exc, "run", path)
+    record.outputs = {"forward": serialize(out)}
     out = None
-    record["measures"] = probes.finish([])
+    record.measures = probes.finish([])
     _leaf_records(record, probes)
     seed_all(2)
-    record["gradcheck"] = run_gradcheck(cls, args)
+    record.gradcheck = run_gradcheck(cls, args)
 
 
-def run_gradcheck_file(spec: SideSpec) -> dict[str, Any]:
+def run_gradcheck_file(spec: SideSpec) -> RunRecord:
     """For ``verify FILE --gradcheck``: report every custom Function in the module."""
     torch.set_num_threads(int(spec.threads))
-    record: dict[str, Any] = {"exception": None}
+    record = RunRecordDraft("module")
     namespace = _load_module(spec, record, spec.path or "<string>", real_name=False)
-    if namespace is None:
-        return record
-    record["functions"] = gradcheck_namespace(namespace)
-    return record
+    if namespace is not None:
+        record.functions = gradcheck_namespace(namespace)
+    return record.freeze()
 
 
 def is_close_number(a: float, b: float, rtol: float, atol: float) -> bool:

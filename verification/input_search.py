@@ -17,7 +17,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from .protocol import VerifyRequest
+from .protocol import Unbound, VerifyRequest
 from .sandbox import Outcome
 from .shapes import MAX_PLANS
 
@@ -39,27 +39,26 @@ RunSides = Callable[[VerifyRequest, dict[str, Any], Sequence[str]], list[Outcome
 def _fits(outcome: Outcome) -> bool:
     """The run got past the shapes: clean, or ended on an error of the code's own."""
     record = outcome.record
-    return outcome.status == "ok" and bool(record) and not record.get("unbound") and not shape_error(outcome)
+    return outcome.status == "ok" and record is not None and not record.unbound and not shape_error(outcome)
 
 
 def _settles(outcome: Outcome) -> bool:
     """A candidate to stop at: a clean run, or one that ends on autograd's error (an
     in-place op it needed: the very bug a fix repairs, the best evidence there is). Any
     other error of the code's own is kept only if no later candidate does better."""
-    exception = (outcome.record or {}).get("exception")
-    return _fits(outcome) and (not exception or bool(exception.get("autograd")))
+    exception = outcome.record.exception if outcome.record is not None else None
+    return _fits(outcome) and (not exception or exception.autograd)
 
 
 def _plan(outcome: Outcome) -> dict[str, Any] | None:
-    record = outcome.record or {}
-    plan = record.get("input_plan")
+    plan = outcome.record.input_plan if outcome.record is not None else None
     return plan if isinstance(plan, dict) else None
 
 
 def shape_error(outcome: Outcome) -> bool:
     """Did this run end on an error a different input shape could cure?"""
-    exception = (outcome.record or {}).get("exception")
-    return bool(exception) and bool(SHAPE_ERROR.search(str(exception.get("message", ""))))
+    exception = outcome.record.exception if outcome.record is not None else None
+    return exception is not None and bool(SHAPE_ERROR.search(exception.message))
 
 
 def run_searching_inputs(
@@ -101,13 +100,13 @@ def run_searching_inputs(
 def _mark_unfit(original: Outcome, rewritten: Outcome, plan: dict[str, Any], tried: int) -> None:
     """Both sides fail on the synthesized shapes: that is the inputs' fault, not the
     patch's, so the verdict must be `unverified` (never "the original's error persists")."""
-    exception = (original.record or {}).get("exception") or {}
-    message = (str(exception.get("message", "")).strip().splitlines() or [""])[0][:200]
+    exception = original.record.exception if original.record is not None else None
+    message = ((exception.message if exception else "").strip().splitlines() or [""])[0][:200]
     why = (
         f"no synthesized input fits the code: with each of {tried} candidate(s) tried (first {plan.get('shape')}) "
-        f"the original raises {exception.get('type')}: {message}; "
+        f"the original raises {exception.type if exception else None}: {message}; "
         "name a factory under [tool.autograd-fix.verify] in pyproject.toml"
     )
     for outcome in (original, rewritten):
         if outcome.record is not None:
-            outcome.record["unbound"] = {"name": "inputs", "why": why}
+            outcome.record = replace(outcome.record, unbound=Unbound(name="inputs", why=why))

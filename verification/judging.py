@@ -28,6 +28,7 @@ from .contracts import evaluate
 from .sandbox import Outcome
 from .bounded import describe
 from .legacy import NOTE as LEGACY_NOTE
+from .protocol import ExceptionRecord
 from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult
 
 RunPair = Callable[[dict[str, Any]], "tuple[Outcome, Outcome] | list[Outcome]"]
@@ -38,14 +39,14 @@ def _mode(kind: str) -> str:
     return {"script": "script", "driver": "driver"}.get(kind, "function")
 
 
-def _exception(outcome: Outcome) -> dict[str, Any] | None:
-    return (outcome.record or {}).get("exception")
+def _exception(outcome: Outcome) -> ExceptionRecord | None:
+    return outcome.record.exception if outcome.record is not None else None
 
 
-def _exc_text(exc: dict[str, Any]) -> str:
-    first = (exc.get("message") or "").strip().splitlines()[:1]
-    where = f" at {exc['where']}" if exc.get("where") else ""
-    return f"{exc['type']}: {first[0][:200] if first else ''}{where}"
+def _exc_text(exc: ExceptionRecord) -> str:
+    first = (exc.message or "").strip().splitlines()[:1]
+    where = f" at {exc.where}" if exc.where else ""
+    return f"{exc.type}: {first[0][:200] if first else ''}{where}"
 
 
 def cannot_judge(original: Outcome, rewritten: Outcome) -> str | None:
@@ -54,14 +55,14 @@ def cannot_judge(original: Outcome, rewritten: Outcome) -> str | None:
         slow = f"; {_SLOW_HINT}" if original.status == "timeout" else ""
         return f"could not finish the original run: it {original.detail}{slow}"
     for outcome in (original, rewritten):
-        setup = (outcome.record or {}).get("setup_error")
+        setup = outcome.record.setup_error if outcome.record is not None else None
         if setup:
             return f"could not start: {setup}"
     eo, er = _exception(original), _exception(rewritten)
-    if eo is None or eo.get("autograd") or eo.get("memory"):
+    if eo is None or eo.autograd or eo.memory:
         return None
-    if er is not None and (er["type"], er["message"]) == (eo["type"], eo["message"]):
-        cause = eo.get("environment")
+    if er is not None and (er.type, er.message) == (eo.type, eo.message):
+        cause = eo.environment
         return f"{cause} ({_exc_text(eo)})" if cause else f"fails the same way on both sides: {_exc_text(eo)}"
     return None
 
@@ -70,9 +71,9 @@ def _later_bug(original: Outcome, rewritten: Outcome) -> str | None:
     """The rewritten passed the original's autograd error and stopped at another autograd
     error on a line the patch left alone."""
     eo, er = _exception(original), _exception(rewritten)
-    if not (eo and er and eo.get("autograd") and er.get("autograd")):
+    if not (eo and er and eo.autograd and er.autograd):
         return None
-    if er["message"] == eo["message"] or er.get("user_line") is None or er.get("user_line") == eo.get("user_line"):
+    if er.message == eo.message or er.user_line is None or er.user_line == eo.user_line:
         return None
     return f"got past the original's error but stopped at another one the patch did not touch: {_exc_text(er)}"
 
@@ -82,13 +83,13 @@ def lasting_failure(original: Outcome, rewritten: Outcome) -> bool:
     if original.status == "timeout":
         return True
     eo, er = _exception(original), _exception(rewritten)
-    return bool(eo and er and eo.get("environment") and (er["type"], er["message"]) == (eo["type"], eo["message"]))
+    return bool(eo and er and eo.environment and (er.type, er.message) == (eo.type, eo.message))
 
 
 def _stopped_on_import(unit: dict[str, Any], original: Outcome) -> bool:
     """The original stopped in top-level code that importing the file runs too."""
     exc = _exception(original)
-    line = exc.get("top_line") if exc else None
+    line = exc.top_line if exc else None
     return line is not None and any(start <= line <= end for start, end in unit.get("import_lines") or ())
 
 
@@ -102,16 +103,21 @@ def _slow_on_import(unit: dict[str, Any], original: Outcome) -> bool:
 def _reached(*outcomes: Outcome) -> set[str]:
     found: set[str] = set()
     for outcome in outcomes:
-        found |= set((outcome.record or {}).get("reached") or ())
+        found |= set(outcome.record.reached if outcome.record is not None else ())
     return found
+
+
+def _cut_loops(outcome: Outcome | None) -> list[dict[str, Any]]:
+    """The loops a run's caps cut (`bounded.Bounds.report`), none for a run without a record."""
+    record = outcome.record if outcome is not None else None
+    return list(record.bounded.loops) if record is not None and record.bounded is not None else []
 
 
 def _shortened(original: Outcome, rewritten: Outcome | None) -> tuple[str, list[dict[str, Any]], str | None]:
     """What the bounded run cut (`bounded.describe`), the loops, and why the two sides are
     not comparable when the rewritten was cut differently (None when they match)."""
-    loops = ((original.record or {}).get("bounded") or {}).get("loops") or []
+    loops, other = _cut_loops(original), _cut_loops(rewritten)
     text = describe(loops)
-    other = ((rewritten.record or {}).get("bounded") or {}).get("loops") or [] if rewritten is not None else []
     if not loops and other:  # the original stopped (at its error) before any cap: say what the rewritten's run cut
         text = f"the rewritten run: {describe(other)}"
     if rewritten is None or rewritten.status != "ok" or original.status != "ok" or _exception(original) or _exception(rewritten):
@@ -141,11 +147,11 @@ def _labelled(result: UnitResult, driver: str, original: Outcome, note: str = ""
     reason = f"{driver} shortened ({text}): {body}" if text else f"{driver}: {body}"
     if verdict == UNVERIFIED:
         exc = _exception(original)
-        if exc is not None and exc.get("environment") and exc["environment"] not in note:
-            reason += f"; the run {exc['environment']}"
+        if exc is not None and exc.environment and exc.environment not in note:
+            reason += f"; the run {exc.environment}"
         elif original.status == "timeout" and result.evidence:
             reason += f"; {_SLOW_HINT}"
-    readings = sum(int((o.record or {}).get("zero_dim_readings") or 0) for o in (original, rewritten) if o is not None)
+    readings = sum(o.record.zero_dim_readings for o in (original, rewritten) if o is not None and o.record is not None)
     if readings:
         reason += f" ({LEGACY_NOTE}: {readings} reading{'s' if readings != 1 else ''})"
     if note:
@@ -172,7 +178,7 @@ def _caller_results(unit: dict[str, Any], driver: str, mode: str, original: Outc
     """A same-file caller of the changed function rejects the patch when the rewritten
     raises where the original ran clean; otherwise it says nothing (its outputs may differ
     by design: a fixed training step trains differently), so it yields no result."""
-    if original.status != "ok" or (original.record or {}).get("unbound") or (original.record or {}).get("setup_error"):
+    if original.status != "ok" or (original.record is not None and (original.record.unbound or original.record.setup_error)):
         return []
     if _exception(original) is not None:
         return []

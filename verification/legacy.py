@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from .protocol import RunRecord
 
 #: the message PyTorch (0.5 and later) raises for `x[0]` on a 0-dim tensor
 ZERO_DIM_INDEX_ERROR = "invalid index of a 0-dim tensor"
@@ -29,10 +32,10 @@ ZERO_DIM_INDEX_ERROR = "invalid index of a 0-dim tensor"
 NOTE = "0-dim `x[0]` read as `x.item()` as PyTorch before 0.4 read `loss.data[0]`"
 
 
-def stopped_at_zero_dim_index(record: dict[str, Any] | None) -> bool:
+def stopped_at_zero_dim_index(record: "RunRecord | None") -> bool:
     """Whether a run stopped at PyTorch's 0-dim indexing error."""
-    exception = (record or {}).get("exception") or {}
-    return exception.get("type") == "IndexError" and ZERO_DIM_INDEX_ERROR in str(exception.get("message", ""))
+    exception = record.exception if record is not None else None
+    return exception is not None and exception.type == "IndexError" and ZERO_DIM_INDEX_ERROR in exception.message
 
 
 @contextmanager

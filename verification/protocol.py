@@ -470,36 +470,3 @@ def part_json(part: "_Record | None") -> dict[str, Any] | None:
     """A typed part of a record as plain JSON (no version stamp), for evidence the tool
     receives; None stays None."""
     return None if part is None else part.to_json(versioned=False)
-
-
-#: the top-level keys a run record may hold (`harness`); anything else is an error
-RECORD_FIELDS = frozenset({
-    "kind", "exception", "unbound", "bound", "outputs", "setup_error", "device", "graph_state", "changed_lines",
-    "bounded", "second_point", "finite_differences", "reached", "printed", "measures", "leaf_grads", "params_final",
-    "params_initial", "steps", "step_violations", "step_violation_count", "stale_steps", "ever_grad", "fresh_inputs",
-    "forward", "forward_count", "functions", "gradcheck", "graph_inputs", "graph_lines", "input_plan", "output_grads",
-    "zero_dim_readings",
-})
-#: keys every record holds, whatever the run did
-RECORD_REQUIRED = frozenset({"kind", "exception", "unbound", "bound", "outputs"})
-
-
-def versioned_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A run record stamped with this version (the harness, before it is saved)."""
-    return {VERSION_KEY: PROTOCOL_VERSION, **record}
-
-
-def check_record(record: Any) -> dict[str, Any]:
-    """The record without its version stamp, after checking it: this version, no
-    unknown key, the required keys present (`ProtocolError` otherwise)."""
-    if not isinstance(record, dict):
-        raise ProtocolError(f"run record: expected an object, got {type(record).__name__}")
-    check_version(record, "run record")
-    body = {key: value for key, value in record.items() if key != VERSION_KEY}
-    unknown = sorted(str(key) for key in set(body) - RECORD_FIELDS)
-    if unknown:
-        raise ProtocolError(f"run record: unknown field(s) {', '.join(unknown)} (protocol version {PROTOCOL_VERSION})")
-    missing = sorted(RECORD_REQUIRED - set(body))
-    if missing:
-        raise ProtocolError(f"run record: missing field(s) {', '.join(missing)} (protocol version {PROTOCOL_VERSION})")
-    return body

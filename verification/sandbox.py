@@ -102,7 +102,9 @@ class Outcome:
     duration_s: float
     output: str
     output_bytes: int
-    record: dict[str, Any] | None = None
+    #: what the run saved: plain data from `wait_all`, a `protocol.RunRecord` once the job
+    #: read it back (`worker._checked`); the doctor's run keeps its own plain record
+    record: Any = None
     returncode: int | None = None
 
     def __post_init__(self) -> None:

@@ -35,8 +35,8 @@ import traceback
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 from .protocol import (
-    ENVELOPE_KEYS, PROTOCOL_VERSION, VERSION_KEY, GradcheckRequest, Op, ProtocolError, RunStatus, SideSpec, VerifyRequest, WorkerContext,
-    check_record, check_version,
+    ENVELOPE_KEYS, PROTOCOL_VERSION, VERSION_KEY, GradcheckRequest, Op, ProtocolError, RunStatus, SideSpec, VerifyRequest,
+    WorkerContext, check_version, read_record,
 )
 
 if TYPE_CHECKING:
@@ -48,7 +48,8 @@ JOB_SLACK_S = 15.0
 def _saver() -> Callable[[Any, BinaryIO], None]:
     """How run children save their records: with ``torch.save`` as the job holds it now,
     before any run's code has run, so code that patches ``torch.save`` (to blank the
-    record of a wrong fix) does not change what the harness writes."""
+    record of a wrong fix) does not change what the harness writes. What it saves is
+    plain data already (`harness.saved`), which the job reads back without running code."""
     import torch
 
     real_save = torch.save
@@ -161,12 +162,13 @@ def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed:
 
 
 def _checked(outcome: Any) -> Any:
-    """A finished run's record with its protocol version checked and removed; a record
-    of another version or shape makes the outcome a harness error that says so."""
+    """A finished run's outcome with its record read back once into a `RunRecord` (its
+    version and fields checked); a record of another version or shape makes the outcome
+    a harness error that says so."""
     if outcome.status != RunStatus.OK or outcome.record is None:
         return outcome
     try:
-        outcome.record = check_record(outcome.record)
+        outcome.record = read_record(outcome.record)
     except ProtocolError as exc:
         outcome.status, outcome.detail, outcome.record = RunStatus.HARNESS_ERROR, f"its record does not fit: {exc}", None
     return outcome
@@ -178,7 +180,7 @@ def _run_sides(
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .bounded import applies, observed_names
     from .coverage import changed_lines
-    from .harness import run_side
+    from .harness import run_side, saved
     from .sandbox import spawn, wait_all
 
     limits = _limits(request)
@@ -189,7 +191,7 @@ def _run_sides(
     specs = [_side_spec(request, unit, side, hunks[side], observe) for side in sides]
     save = _saver()
     # each child closes every descriptor it inherited: never the other side's pipes
-    children = [spawn(lambda spec=spec: run_side(spec), save, limits, isolation=isolation) for spec in specs]
+    children = [spawn(lambda spec=spec: saved(run_side(spec)), save, limits, isolation=isolation) for spec in specs]
     return [_checked(outcome) for outcome in wait_all(children, _load)]
 
 
@@ -238,19 +240,19 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
 
 
 def run_gradcheck_job(request: GradcheckRequest, context: WorkerContext | None = None) -> dict[str, Any]:
-    from .harness import run_gradcheck_file
+    from .harness import run_gradcheck_file, saved
     from .sandbox import spawn, wait_all
 
     spec = SideSpec(kind="module", source=request.source, path=request.path or "<string>", threads=request.threads)
-    child = spawn(lambda: run_gradcheck_file(spec), _saver(), _limits(request), isolation=_isolation(request, context))
-    (outcome,) = wait_all([child], _load)
+    child = spawn(lambda: saved(run_gradcheck_file(spec)), _saver(), _limits(request), isolation=_isolation(request, context))
+    (outcome,) = (_checked(o) for o in wait_all([child], _load))
     if outcome.status != "ok" or outcome.record is None:
         return {"error": f"gradcheck run {outcome.detail}", "functions": []}
     record = outcome.record
-    if record.get("exception"):
-        exc = record["exception"]
-        return {"error": f"the module raised {exc['type']}: {exc['message'][:300]} while loading", "functions": []}
-    return {"error": None, "functions": record.get("functions", [])}
+    if record.exception:
+        exc = record.exception
+        return {"error": f"the module raised {exc.type}: {exc.message[:300]} while loading", "functions": []}
+    return {"error": None, "functions": list(record.functions or [])}
 
 
 def _runs(units: list[dict[str, Any]]) -> int:
@@ -314,7 +316,7 @@ def _warm_up() -> None:
     import torch
 
     from .contracts import evaluate
-    from .harness import run_side
+    from .harness import run_side, saved
     from .sandbox import Outcome
 
     torch.set_num_threads(1)
@@ -322,10 +324,10 @@ def _warm_up() -> None:
     try:
         record = run_side(spec)
         with tempfile.TemporaryFile() as handle:
-            _saver()(record, handle)
+            _saver()(saved(record), handle)
             handle.flush()
             handle.seek(0)
-            record = check_record(_load(handle.fileno()))
+            record = read_record(_load(handle.fileno()))
         outcome = Outcome("ok", "finished", 0.0, "", 0, record=record)
         evaluate("warm-up", "function", "function", outcome, outcome, None)
     except Exception:  # noqa: BLE001 - warming is an optimization only
