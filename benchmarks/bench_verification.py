@@ -113,9 +113,11 @@ COLD_SIDE = textwrap.dedent(
     """
     import json, sys
     import torch
-    from autograd_fix.verification.harness import run_side
+    from autograd_fix.verification.harness import run_side, saved
+    from autograd_fix.verification.protocol import SideSpec
     spec = json.loads(sys.stdin.read())
-    torch.save(run_side(spec), spec["record"])
+    target = spec.pop("record")
+    torch.save(saved(run_side(SideSpec(**spec, isolate=False))), target)
     """
 )
 
