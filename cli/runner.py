@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -254,6 +253,8 @@ def run_jobs(
     if workers <= 1 or len(jobs) < POOL_THRESHOLD:
         return _collect(map(check_file, jobs), on_done, on_outcome)
     workers = min(workers, len(jobs), os.cpu_count() or 1)
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only for parallel runs
+
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_parent)
     try:
         results = pool.map(check_file, jobs, chunksize=max(1, min(MAX_CHUNK, len(jobs) // (workers * 4))))

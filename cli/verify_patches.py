@@ -218,6 +218,8 @@ class _FileQueue:
             "rule": record.code,
             "checks": tuple(rule.contract.checks) if rule else None,
             "roles": self.roles,
+            # the masked IPython lines, for IPython's transformer where the runs have it
+            "ipython_lines": dict(self.outcome.notebook.runnable) if self.outcome.notebook is not None else None,
         }
 
 

@@ -139,6 +139,7 @@ def _request(
         roles=merged.get("roles"),
         threads=int(merged.get("threads", 1)),
         user_text=merged.get("user_text") if merged.get("user_text") is not None else user_file_text(path),
+        ipython_lines=dict(merged.get("ipython_lines") or {}),
         isolation=config.isolation,
         pass_env=pass_env_values(config.pass_env, dict(os.environ)),
     )

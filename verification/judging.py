@@ -148,6 +148,9 @@ def _labelled(result: UnitResult, driver: str, original: Outcome, note: str = ""
     readings = sum(int((o.record or {}).get("zero_dim_readings") or 0) for o in (original, rewritten) if o is not None)
     if readings:
         reason += f" ({LEGACY_NOTE}: {readings} reading{'s' if readings != 1 else ''})"
+    ipython = (original.record or {}).get("ipython")
+    if ipython:  # a notebook's IPython lines: how they ran (`ipython_lines`)
+        reason += f" ({ipython})"
     if note:
         reason += f" ({note})"
     return UnitResult(result.name, result.mode, verdict, reason, evidence, driver=driver)

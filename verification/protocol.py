@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Mapping
 
 #: the version of every record below; bump it whenever a field is added, removed or
 #: changes meaning
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 #: the key that carries it in every message and record
 VERSION_KEY = "protocol"
 #: message keys that belong to the channel, not to the request (`client.Verifier`)
@@ -196,6 +196,9 @@ class VerifyRequest(_Record):
     roles: dict[str, Any] | None = None
     threads: int = 1
     user_text: str | None = None
+    #: a notebook's masked IPython lines: placeholder line -> the IPython input it stands
+    #: for (`verification.ipython_lines` runs them through IPython's transformer)
+    ipython_lines: dict[str, str] = field(default_factory=dict)
     isolation: str = "auto"
     pass_env: dict[str, str] = field(default_factory=dict)
     #: read 0-dim `x[0]` as `x.item()` (`legacy`): set by the worker for the re-run of a
@@ -277,6 +280,8 @@ class SideSpec(_Record):
     isolate: bool = True
     #: 0-dim `x[0]` gives `x.item()` (`legacy`; on the rewritten side not on changed lines)
     zero_dim_index_as_item: bool = False
+    #: a notebook's masked IPython lines (`VerifyRequest.ipython_lines`)
+    ipython_lines: dict[str, str] = field(default_factory=dict)
 
 
 #: the top-level keys a run record may hold (`harness`); anything else is an error
@@ -285,7 +290,7 @@ RECORD_FIELDS = frozenset({
     "bounded", "second_point", "finite_differences", "reached", "printed", "measures", "leaf_grads", "params_final",
     "params_initial", "steps", "step_violations", "step_violation_count", "stale_steps", "ever_grad", "fresh_inputs",
     "forward", "forward_count", "functions", "gradcheck", "graph_inputs", "graph_lines", "input_plan", "output_grads",
-    "zero_dim_readings",
+    "zero_dim_readings", "ipython",
 })
 #: keys every record holds, whatever the run did
 RECORD_REQUIRED = frozenset({"kind", "exception", "unbound", "bound", "outputs"})
