@@ -148,3 +148,19 @@ def test_a_shell_escape_stops_the_run_with_a_named_cause_and_runs_nothing(projec
     assert verification["verdict"] == "unverified"
     assert "reached a shell command (`!touch shell-ran`), which verification never runs" in verification["reason"]
     assert not list(project.rglob("shell-ran"))
+
+
+@pytest.mark.torch
+def test_the_verify_command_runs_a_notebooks_ipython_lines_too(project: Path) -> None:
+    from autograd_fix.cli.verify_command import verify_app
+
+    fixed = EVAL.replace("for batch in val_batches:\n    scores", "with torch.no_grad():\n    for batch in val_batches:\n        scores")
+    for name, evaluation in (("a.ipynb", EVAL), ("b.ipynb", fixed)):
+        cells = [SETUP, "%time out = model(val_batches[0])", evaluation + "\nprint(out.shape)"]
+        nbformat.write(new_notebook(cells=[new_code_cell(cell) for cell in cells]), str(project / name))
+    result = CliRunner().invoke(verify_app, ["--rule", "AGF001", "a.ipynb", "b.ipynb"], catch_exceptions=False)
+    if HAS_IPYTHON:
+        assert result.exit_code == 0, result.stdout
+        assert "get_ipython() is sandboxed" in result.stdout
+    else:
+        assert result.exit_code == 3 and "IPython is not installed" in result.stdout
