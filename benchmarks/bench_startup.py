@@ -5,8 +5,9 @@ against `python -c pass` measured in the same run (the machines are noisy: secon
 from different runs do not compare). Rounds alternate the commands so that a burst of
 load hits them alike; the medians and their ratios to `python -c pass` are printed.
 
-The one-line file is timed cold (`--no-cache`: libcst and the rules load) and warm
-(answered by the result cache).
+The one-line file (`import torch`) is timed cold (`--no-cache`: libcst and the rules
+load) and warm (answered by the result cache); a one-line file without torch
+(`import os`), where no rule can fire, is timed cold too.
 
 Each command's CPU time (user + system, from the children's resource usage) is taken
 next to its wall time: on a shared machine the wall time mostly measures the others'
@@ -69,6 +70,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as bytecode:
         cwd = Path(folder)
         (cwd / "one.py").write_text("import torch\n")
+        (cwd / "plain.py").write_text("import os\n")  # no torch: no rule can fire
         installed, uncompiled = _environments(bytecode)
         one_cold = [tool, "--no-verify", "--no-cache", "one.py"]
         commands = {
@@ -80,6 +82,8 @@ def main() -> int:
             "autograd-fix --help": ([tool, "--help"], installed),
             "autograd-fix one.py (one line, --no-cache)": (one_cold, installed),
             "autograd-fix one.py (one line, cached)": ([tool, "--no-verify", "one.py"], installed),
+            # a file without torch: answered before libcst and the rules load
+            "autograd-fix plain.py (one line, no torch, --no-cache)": ([tool, "--no-verify", "--no-cache", "plain.py"], installed),
             "one.py --no-cache, PYTHONDONTWRITEBYTECODE=1": (one_cold, uncompiled),
         }
         for command, env in commands.values():  # fills the cache and the bytecode
@@ -93,10 +97,10 @@ def main() -> int:
                 cpus[name].append(cpu)
     base_wall = statistics.median(walls["python -c pass"])
     base_cpu = statistics.median(cpus["python -c pass"])
-    print(f"{'command':46s} {'wall':>8s} {'ratio':>7s} {'CPU':>8s} {'ratio':>7s}")
+    print(f"{'command':54s} {'wall':>8s} {'ratio':>7s} {'CPU':>8s} {'ratio':>7s}")
     for name in commands:
         wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
-        print(f"{name:46s} {wall:7.3f}s {wall / base_wall:6.1f}x {cpu:7.3f}s {cpu / base_cpu:6.1f}x")
+        print(f"{name:54s} {wall:7.3f}s {wall / base_wall:6.1f}x {cpu:7.3f}s {cpu / base_cpu:6.1f}x")
     if args.corpus is not None:
         corpus_runs(tool, args.corpus.resolve(), args.corpus_rounds)
     return 0

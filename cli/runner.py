@@ -21,6 +21,7 @@ from autograd_fix.codemods.source import (
     read_source,
 )
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
+from autograd_fix.codemods.torch_api import uses_torch
 from autograd_fix.codemods.torch_version import TorchVersion
 
 if TYPE_CHECKING:
@@ -132,11 +133,6 @@ class FileOutcome:
 
 def check_file(job: Job) -> FileOutcome:
     """Read, lint and (optionally) fix one file; every failure becomes `error`."""
-    from autograd_fix.cli.notebook_check import check_notebook_program
-    from autograd_fix.codemods.engine import EngineError, FixOptions, check_source
-    from autograd_fix.codemods.plans import plan_ids
-    from autograd_fix.codemods.registry import select_rules
-
     outcome = FileOutcome(path=job.path)
     try:
         if is_notebook(job.path):
@@ -153,6 +149,15 @@ def check_file(job: Job) -> FileOutcome:
         return outcome
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     outcome.digest = source.digest
+    if outcome.notebook is None and not job.sites and not uses_torch(source.text):
+        # no rule can fire (`engine.triggered` answers the same, from the same markers):
+        # libcst and the rules are not loaded for it (start-up of a run on such files)
+        return outcome
+    from autograd_fix.cli.notebook_check import check_notebook_program
+    from autograd_fix.codemods.engine import EngineError, FixOptions, check_source
+    from autograd_fix.codemods.plans import plan_ids
+    from autograd_fix.codemods.registry import select_rules
+
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
     options = FixOptions(unsafe_fixes=job.unsafe_fixes, target_torch=job.target_torch, roles=job.roles, project=job.project)
     dropped: set[int] = set()
