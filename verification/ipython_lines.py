@@ -39,7 +39,7 @@ QUIET_MAGICS = frozenset({
     "matplotlib", "config", "load_ext", "reload_ext", "unload_ext", "autoreload", "aimport", "precision", "pinfo",
     "pinfo2", "pdef", "pdoc", "psource", "pfile", "psearch", "who", "whos", "who_ls", "xmode", "pprint", "colors",
     "automagic", "autocall", "lsmagic", "magic", "quickref", "history", "hist", "tb", "page", "doctest_mode",
-    "html", "markdown", "javascript", "js", "latex", "svg", "autosave", "notebook", "pwd",
+    "html", "markdown", "javascript", "js", "latex", "svg", "autosave", "notebook",
 })
 #: magics that run shell commands or write files: refused, never run
 SHELL_MAGICS = frozenset({
@@ -159,6 +159,8 @@ class SandboxShell:
             return None
         if name == "env" and cell is None:
             return _env(line)
+        if name == "pwd":
+            return os.getcwd()
         if name == "timeit":
             statement = cell if cell is not None else _timeit_statement(line)
             return _run(statement, frame, keep=False)
