@@ -64,9 +64,9 @@ def _usage(message: str) -> typer.Exit:
 def output_console() -> Console:
     """Standard output: on a terminal as wide as it is; in a pipe or a file, lines are
     never cut at a fixed 80 columns (soft wrap for text, unbounded width for tables)."""
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True, emoji=False)
     if not console.is_terminal:
-        console = Console(highlight=False, soft_wrap=True, width=_PIPE_WIDTH)
+        console = Console(highlight=False, soft_wrap=True, width=_PIPE_WIDTH, emoji=False)
     return console
 
 

@@ -86,7 +86,7 @@ def say_isolation_notice(verifier: "Verifier | None") -> None:
     (the machine has no user namespaces); `Verifier.isolation_notice` keeps the once."""
     notice = verifier.isolation_notice() if verifier is not None else None
     if notice:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/yellow] {notice}", markup=True)
+        Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"[yellow]warning:[/yellow] {notice}", markup=True)
 
 
 def decide(record: FindingRecord, unsafe_fixes: bool, unverified_fixes: bool = False) -> bool:
