@@ -5,8 +5,18 @@ against `python -c pass` measured in the same run (the machines are noisy: secon
 from different runs do not compare). Rounds alternate the commands so that a burst of
 load hits them alike; the medians and their ratios to `python -c pass` are printed.
 
-The one-line file is timed cold (`--no-cache`: libcst and the rules load) and warm
-(answered by the result cache). With `--corpus DIR` (a real tree, such as timm's 315
+The one-line file (`import torch`) is timed cold (`--no-cache`: libcst and the rules
+load) and warm (answered by the result cache); a one-line file without torch
+(`import os`), where no rule can fire, is timed cold too.
+
+Each command's CPU time (user + system, from the children's resource usage) is taken
+next to its wall time: on a shared machine the wall time mostly measures the others'
+load, the CPU time much less. The commands run with a bytecode cache of their own
+(`PYTHONPYCACHEPREFIX`, a temporary folder, filled by a first round that is not
+counted) and without `PYTHONDONTWRITEBYTECODE`, as an installed tool runs (a wheel's
+modules are compiled at install): where that variable is set (some sandboxes, CI
+images), an editable install recompiles its ~100 modules from source on every run,
+which costs about a third of a one-line run. One extra row shows that case. With `--corpus DIR` (a real tree, such as timm's 315
 files), a cold run (empty cache) and a warm re-run over it are timed too, alternating,
 and the warm run's share of the cold one is printed (issue 20: at most 10%).
 
@@ -16,6 +26,8 @@ and the warm run's share of the cold one is printed (issue 20: at most 10%).
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -25,10 +37,27 @@ import time
 from pathlib import Path
 
 
-def timed(command: list[str], cwd: Path) -> float:
+def timed(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    return measured(command, cwd, env)[0]
+
+
+def measured(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: user + system) of one run of `command`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(command, cwd=cwd, capture_output=True, check=False)
-    return time.perf_counter() - start
+    subprocess.run(command, cwd=cwd, capture_output=True, check=False, env=env)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _environments(bytecode: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(as installed: a bytecode cache of its own; no bytecode written or read)."""
+    installed = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    installed["PYTHONPYCACHEPREFIX"] = bytecode
+    uncompiled = {k: v for k, v in os.environ.items() if k != "PYTHONPYCACHEPREFIX"}
+    uncompiled["PYTHONDONTWRITEBYTECODE"] = "1"
+    return installed, uncompiled
 
 
 def main() -> int:
@@ -38,28 +67,40 @@ def main() -> int:
     parser.add_argument("--corpus-rounds", type=int, default=3)
     args = parser.parse_args()
     tool = shutil.which("autograd-fix") or sys.exit("autograd-fix is not on PATH")
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as bytecode:
         cwd = Path(folder)
         (cwd / "one.py").write_text("import torch\n")
+        (cwd / "plain.py").write_text("import os\n")  # no torch: no rule can fire
+        installed, uncompiled = _environments(bytecode)
+        one_cold = [tool, "--no-verify", "--no-cache", "one.py"]
         commands = {
-            "python -c pass": [sys.executable, "-c", "pass"],
-            "autograd-fix --version": [tool, "--version"],
+            "python -c pass": ([sys.executable, "-c", "pass"], installed),
+            "autograd-fix --version": ([tool, "--version"], installed),
             # `--version` through the typer application (what it cost before the entry
             # point answered it; since the lazy imports, typer and the settings only)
-            "cli.app --version (typer)": [sys.executable, "-c", "from autograd_fix.cli.app import main; main(['--version'])"],
-            "autograd-fix --help": [tool, "--help"],
-            "autograd-fix one.py (one line, --no-cache)": [tool, "--no-verify", "--no-cache", "one.py"],
-            "autograd-fix one.py (one line, cached)": [tool, "--no-verify", "one.py"],
+            "cli.app --version (typer)": ([sys.executable, "-c", "from autograd_fix.cli.app import main; main(['--version'])"], installed),
+            "autograd-fix --help": ([tool, "--help"], installed),
+            "autograd-fix one.py (one line, --no-cache)": (one_cold, installed),
+            "autograd-fix one.py (one line, cached)": ([tool, "--no-verify", "one.py"], installed),
+            # a file without torch: answered before libcst and the rules load
+            "autograd-fix plain.py (one line, no torch, --no-cache)": ([tool, "--no-verify", "--no-cache", "plain.py"], installed),
+            "one.py --no-cache, PYTHONDONTWRITEBYTECODE=1": (one_cold, uncompiled),
         }
-        subprocess.run([tool, "--no-verify", "one.py"], cwd=cwd, capture_output=True, check=False)  # fill the cache
-        times: dict[str, list[float]] = {name: [] for name in commands}
+        for command, env in commands.values():  # fills the cache and the bytecode
+            subprocess.run(command, cwd=cwd, capture_output=True, check=False, env=env)
+        walls: dict[str, list[float]] = {name: [] for name in commands}
+        cpus: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.rounds):
-            for name, command in commands.items():
-                times[name].append(timed(command, cwd))
-    base = statistics.median(times["python -c pass"])
-    for name, samples in times.items():
-        median = statistics.median(samples)
-        print(f"{name:42s} median {median:6.3f} s  {median / base:5.1f}x python -c pass")
+            for name, (command, env) in commands.items():
+                wall, cpu = measured(command, cwd, env)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+    base_wall = statistics.median(walls["python -c pass"])
+    base_cpu = statistics.median(cpus["python -c pass"])
+    print(f"{'command':54s} {'wall':>8s} {'ratio':>7s} {'CPU':>8s} {'ratio':>7s}")
+    for name in commands:
+        wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
+        print(f"{name:54s} {wall:7.3f}s {wall / base_wall:6.1f}x {cpu:7.3f}s {cpu / base_cpu:6.1f}x")
     if args.corpus is not None:
         corpus_runs(tool, args.corpus.resolve(), args.corpus_rounds)
     return 0

@@ -75,7 +75,9 @@ def _console(color: Color, stderr: bool = False) -> Console:
 
     force = {Color.always: True, Color.never: False}.get(color)
     no_color = color is Color.never or (color is Color.auto and "NO_COLOR" in os.environ)
-    return Console(stderr=stderr, force_terminal=force, no_color=no_color, highlight=False, soft_wrap=True)
+    # no `:name:` emoji codes: nothing the tool prints means one (a path `:fire:.py` would
+    # turn into a flame), and rich's emoji table is not loaded (start-up)
+    return Console(stderr=stderr, force_terminal=force, no_color=no_color, highlight=False, soft_wrap=True, emoji=False)
 
 
 def _display_path(path: Path) -> str:

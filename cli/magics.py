@@ -9,6 +9,12 @@ touched it, and the token is what the original line is restored from.
 
 A line counts as IPython syntax only where a statement starts: a `!` or `%` inside a
 string or inside brackets is Python and stays.
+
+Verification runs what Jupyter would (`verification.ipython_lines`): each masked line
+that IPython runs on its own is kept in `MaskedCell.runnable` with its whole IPython
+text (a magic with its `\\` continuations; a cell magic with its body), for IPython's
+input transformer in the verification interpreter. The head of a cell magic whose body
+is Python (`%%time`) is not: its body runs as the program's own lines.
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ class MaskedCell:
     text: str
     #: placeholder line (without its line ending) -> the original line
     restore: dict[str, str] = field(default_factory=dict)
+    #: placeholder line -> the IPython input it stands for, for lines IPython runs on their
+    #: own (continuation and cell-magic body lines stay placeholders: their head holds them)
+    runnable: dict[str, str] = field(default_factory=dict)
 
 
 def _placeholder(indent: str, target: str | None, token: str) -> str:
@@ -94,23 +103,34 @@ def mask_cell(text: str, token_prefix: str) -> MaskedCell:
         if magic:
             whole_cell = magic.group("name") not in PYTHON_BODY_CELL_MAGICS
             candidates[first] = ("", None)
+    #: line number -> the IPython input that line's placeholder runs as
+    runs: dict[int, str] = {}
     if whole_cell:
         candidates.update({i: ("", None) for i in range(len(lines)) if i not in candidates})
+        runs[first] = text  # type: ignore[index]
     else:
         continued: tuple[str, str | None] | None = None
+        head: int | None = None
         for number, line in enumerate(lines):
             body, _ = _split_ending(line)
             # a line after a magic that ends in `\\` belongs to the magic
             kind = (continued[0], None) if continued else _classify(body)
             if kind is not None and number not in candidates:
                 candidates[number] = kind
+                if continued is None:
+                    head = number
+                    runs[number] = body
+                elif head is not None:
+                    runs[head] += "\n" + body
             continued = kind if kind is not None and body.endswith("\\") else None
         accepted: dict[int, tuple[str, str | None]] = {}
         for number, kind in candidates.items():
             if _starts_statement(_apply(lines[:number], accepted, token_prefix, {})):
                 accepted[number] = kind
         candidates = accepted
-    result.text = _apply(lines, candidates, token_prefix, result.restore)
+    placeholders: dict[int, str] = {}
+    result.text = _apply(lines, candidates, token_prefix, result.restore, placeholders)
+    result.runnable = {placeholders[number]: runs[number] for number in runs if number in placeholders}
     return result
 
 
@@ -119,7 +139,8 @@ def _could_be_ipython(line: str) -> bool:
     return stripped.startswith(("%", "!", "?")) or stripped.endswith("?") or "= !" in line or "=!" in line or "= %" in line or "=%" in line
 
 
-def _apply(lines: list[str], candidates: dict[int, tuple[str, str | None]], token_prefix: str, restore: dict[str, str]) -> str:
+def _apply(lines: list[str], candidates: dict[int, tuple[str, str | None]], token_prefix: str, restore: dict[str, str],
+           placeholders: dict[int, str] | None = None) -> str:
     out = []
     for number, line in enumerate(lines):
         if number not in candidates:
@@ -129,5 +150,7 @@ def _apply(lines: list[str], candidates: dict[int, tuple[str, str | None]], toke
         indent, target = candidates[number]
         placeholder = _placeholder(indent, target, f"{token_prefix}-{number + 1}")
         restore[placeholder] = body
+        if placeholders is not None:
+            placeholders[number] = placeholder
         out.append(placeholder + ending)
     return "".join(out)

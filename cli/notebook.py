@@ -66,6 +66,8 @@ class NotebookMap:
     boundaries: list[str] = field(default_factory=list)
     #: placeholder line -> the IPython line it masks
     restore: dict[str, str] = field(default_factory=dict)
+    #: placeholder line -> the IPython input it runs as in verification (`magics`)
+    runnable: dict[str, str] = field(default_factory=dict)
     #: cells that are not valid Python on their own (an exercise's `lr = `): cell number ->
     #: the syntax error. Each is left out of the program as blank lines (its positions
     #: kept), so the other cells are analysed and the cell itself is never rewritten.
@@ -271,6 +273,7 @@ def program_from_cells(code_cells: list[tuple[int, str]]) -> tuple[str, Notebook
             segment = "\n" * count  # left out, in place: the other cells keep their lines
         else:
             nb_map.restore.update(masked.restore)
+            nb_map.runnable.update(masked.runnable)
         nb_map.cells.append(CellSpan(index=index, first_line=line, line_count=count, added_newline=added))
         parts.append(segment)
         line += count

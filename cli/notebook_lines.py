@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 _WHITESPACE = re.compile(r"[ \t\r\n]*")
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null")
 _SIMPLE_ESCAPES = frozenset('"\\/bfnrt')
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
 
 
 class _BadJson(ValueError):
@@ -183,13 +184,24 @@ def _string(text: str, position: int) -> tuple[str, list[int], int]:
             continue
         if escape != "u":
             raise _BadJson(index)
-        code = int(text[index + 2: index + 6], 16)
+        code = _hex4(text, index + 2)
         width = 6
+        # a high surrogate and a low one escaped next to it are one character (as
+        # `json.loads` reads them); any other surrogate stays a lone code point
         if 0xD800 <= code < 0xDC00 and text[index + 6: index + 8] == "\\u":
-            low = int(text[index + 8: index + 12], 16)
+            low = _hex4(text, index + 8)
             if 0xDC00 <= low < 0xE000:
                 code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
                 width = 12
         chars.append(chr(code))
         offsets.append(index)
         index += width
+
+
+def _hex4(text: str, position: int) -> int:
+    """The four hex digits of a `\\uXXXX` escape at `position` (exactly four: `int`
+    alone would also take `+1a2`, ` 1a2` or `1_a2`, which JSON does not)."""
+    match = _HEX4.match(text, position)
+    if match is None:
+        raise _BadJson(position)
+    return int(match.group(), 16)

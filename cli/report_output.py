@@ -56,7 +56,7 @@ class ReportSink:
         self._buffer = io.StringIO() if path is not None else None
         if self._buffer is not None:
             self.console = Console(
-                file=self._buffer, force_terminal=False, no_color=True, highlight=False, soft_wrap=True, width=10_000
+                file=self._buffer, force_terminal=False, no_color=True, highlight=False, soft_wrap=True, width=10_000, emoji=False
             )
         else:
             self.console = console

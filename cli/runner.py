@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -22,6 +21,7 @@ from autograd_fix.codemods.source import (
     read_source,
 )
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
+from autograd_fix.codemods.torch_api import uses_torch
 from autograd_fix.codemods.torch_version import TorchVersion
 
 if TYPE_CHECKING:
@@ -133,11 +133,6 @@ class FileOutcome:
 
 def check_file(job: Job) -> FileOutcome:
     """Read, lint and (optionally) fix one file; every failure becomes `error`."""
-    from autograd_fix.cli.notebook_check import check_notebook_program
-    from autograd_fix.codemods.engine import EngineError, FixOptions, check_source
-    from autograd_fix.codemods.plans import plan_ids
-    from autograd_fix.codemods.registry import select_rules
-
     outcome = FileOutcome(path=job.path)
     try:
         if is_notebook(job.path):
@@ -154,6 +149,15 @@ def check_file(job: Job) -> FileOutcome:
         return outcome
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     outcome.digest = source.digest
+    if outcome.notebook is None and not job.sites and not uses_torch(source.text):
+        # no rule can fire (`engine.triggered` answers the same, from the same markers):
+        # libcst and the rules are not loaded for it (start-up of a run on such files)
+        return outcome
+    from autograd_fix.cli.notebook_check import check_notebook_program
+    from autograd_fix.codemods.engine import EngineError, FixOptions, check_source
+    from autograd_fix.codemods.plans import plan_ids
+    from autograd_fix.codemods.registry import select_rules
+
     rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
     options = FixOptions(unsafe_fixes=job.unsafe_fixes, target_torch=job.target_torch, roles=job.roles, project=job.project)
     dropped: set[int] = set()
@@ -254,6 +258,8 @@ def run_jobs(
     if workers <= 1 or len(jobs) < POOL_THRESHOLD:
         return _collect(map(check_file, jobs), on_done, on_outcome)
     workers = min(workers, len(jobs), os.cpu_count() or 1)
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only for parallel runs
+
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_parent)
     try:
         results = pool.map(check_file, jobs, chunksize=max(1, min(MAX_CHUNK, len(jobs) // (workers * 4))))

@@ -64,9 +64,9 @@ def _usage(message: str) -> typer.Exit:
 def output_console() -> Console:
     """Standard output: on a terminal as wide as it is; in a pipe or a file, lines are
     never cut at a fixed 80 columns (soft wrap for text, unbounded width for tables)."""
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True, emoji=False)
     if not console.is_terminal:
-        console = Console(highlight=False, soft_wrap=True, width=_PIPE_WIDTH)
+        console = Console(highlight=False, soft_wrap=True, width=_PIPE_WIDTH, emoji=False)
     return console
 
 
@@ -79,10 +79,17 @@ def _read(path: Path) -> str:
     """The file's text as Python reads it (its encoding cookie, no BOM, its own line
     endings, so line numbers are the file's); for a notebook, its code cells as one
     program (IPython masked)."""
+    return _read_program(path)[0]
+
+
+def _read_program(path: Path) -> tuple[str, dict[str, str]]:
+    """`_read`'s text, and for a notebook its masked IPython lines (placeholder -> input:
+    verification runs them through IPython where it can, `verification.ipython_lines`)."""
     try:
         if is_notebook(str(path)):
-            return load_notebook(path.read_bytes()).source.text
-        return read_source(str(path)).text
+            notebook = load_notebook(path.read_bytes())
+            return notebook.source.text, dict(notebook.map.runnable)
+        return read_source(str(path)).text, {}
     except (OSError, SourceError) as exc:
         raise _usage(f"cannot read {path}: {exc}") from exc
 
@@ -145,7 +152,7 @@ def verify(
         raise typer.Exit(_gradcheck(files[0], timeout, output_format, console, verifier, user))
     if len(files) != 2:
         raise _usage("expected ORIGINAL and REWRITTEN (or FILE --gradcheck)")
-    original, rewritten = _read(files[0]), _read(files[1])
+    (original, original_ipython), (rewritten, rewritten_ipython) = _read_program(files[0]), _read_program(files[1])
     checks = _checks_for(rule)
     roles = _project_roles(files[0])
     try:
@@ -168,6 +175,7 @@ def verify(
             verifier=verifier,
             roles=roles,
             user=user,
+            ipython_lines={**original_ipython, **rewritten_ipython},
         )
         say_isolation_notice(verifier)
         ConfigNotes().say(verdict)

@@ -86,7 +86,7 @@ def say_isolation_notice(verifier: "Verifier | None") -> None:
     (the machine has no user namespaces); `Verifier.isolation_notice` keeps the once."""
     notice = verifier.isolation_notice() if verifier is not None else None
     if notice:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/yellow] {notice}", markup=True)
+        Console(stderr=True, highlight=False, soft_wrap=True, emoji=False).print(f"[yellow]warning:[/yellow] {notice}", markup=True)
 
 
 def decide(record: FindingRecord, unsafe_fixes: bool, unverified_fixes: bool = False) -> bool:
@@ -218,6 +218,8 @@ class _FileQueue:
             "rule": record.code,
             "checks": tuple(rule.contract.checks) if rule else None,
             "roles": self.roles,
+            # the masked IPython lines, for IPython's transformer where the runs have it
+            "ipython_lines": dict(self.outcome.notebook.runnable) if self.outcome.notebook is not None else None,
         }
 
 

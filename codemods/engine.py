@@ -26,6 +26,7 @@ from autograd_fix.codemods.model import AnyFix, Applicability, Finding, Fix, Tex
 from autograd_fix.codemods.project_index import ProjectIndex
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
+from autograd_fix.codemods.torch_api import TORCH_USE_MARKERS, uses_torch  # noqa: F401 - engine's API
 from autograd_fix.codemods.torch_version import TorchVersion
 from autograd_fix.codemods.walk import iter_children
 
@@ -123,13 +124,6 @@ def syntax_error_message(text: str, error: cst.ParserSyntaxError) -> str:
     return f"syntax error at {error.raw_line}:{error.raw_column + 1}: {message} (libcst cannot parse it, although Python compiles it)"
 
 
-#: a file that contains none of these does not use PyTorch (not even through a model
-#: passed in), so no rule applies to it and it is not parsed at all
-TORCH_USE_MARKERS = ("torch", ".eval()", ".backward(", ".train(False)")
-
-
-def uses_torch(text: str) -> bool:
-    return any(marker in text for marker in TORCH_USE_MARKERS)
 
 
 def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:

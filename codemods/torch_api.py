@@ -156,3 +156,13 @@ SUM_REDUCTIONS = MappingProxyType({"reduction": frozenset({"'sum'", '"sum"'}), "
 #: packages whose import says a file trains across processes (AGF015: gradient buffers
 #: kept allocated can be deliberate there)
 DISTRIBUTED_PACKAGES = ("torch.distributed",)
+
+#: a file that contains none of these does not use PyTorch (not even through a model
+#: passed in), so no rule applies to it and it is not parsed at all (`engine.triggered`;
+#: here, in a module without libcst, so that the command line can skip such a file
+#: before loading libcst and the rules)
+TORCH_USE_MARKERS = ("torch", ".eval()", ".backward(", ".train(False)")
+
+
+def uses_torch(text: str) -> bool:
+    return any(marker in text for marker in TORCH_USE_MARKERS)

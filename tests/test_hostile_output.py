@@ -115,3 +115,13 @@ def test_the_per_file_progress_line_escapes_an_odd_file_name():
     note(f"odd\nname{ESC}[31m.py", "0 of 1 fix accepted")
     assert ESC not in out.getvalue() and out.getvalue().count("\n") == 1, repr(out.getvalue())
     assert "odd\\nname\\x1b[31m.py" in out.getvalue()
+
+
+def test_a_file_name_with_an_emoji_code_is_printed_as_it_is(tmp_path, monkeypatch):
+    """rich turns `:fire:` into a flame in the strings it prints: a file name must not
+    change on its way to the terminal (an error line names the file)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ":fire:.py").write_text("import torch\nx = (\n")
+    result = CliRunner().invoke(app, ["--no-verify", "--no-cache", "--color", "always", "."])
+    assert "error: :fire:.py: syntax error at 2:5" in result.output
+    assert "\N{FIRE}" not in result.output

@@ -194,3 +194,21 @@ def test_a_cached_run_loads_neither_libcst_nor_the_rules(project: Path) -> None:
     warm = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True, timeout=120)
     assert warm.stderr.splitlines()[-1] == "[]"
     assert warm.stdout == cold.stdout and "AGF015" in warm.stdout
+
+
+def test_files_without_torch_load_neither_libcst_nor_the_rules(tmp_path: Path) -> None:
+    """No rule can fire on a file that shows no PyTorch use (`engine.triggered`): a run
+    over such files answers before libcst and the rules load (start-up), as before."""
+    (tmp_path / "setup_tools.py").write_text("import os\n\nprint(os.getcwd())\n")
+    (tmp_path / "util.py").write_text("def scale(x, k):\n    x *= k\n    return x\n")
+    probe = (
+        "import sys\nfrom autograd_fix.cli.entry import main\n"
+        "try:\n    main(['--no-verify', '--no-cache', '.'])\nexcept SystemExit as exit:\n    print('exit', exit.code)\n"
+        "print(sorted(m for m in sys.modules if m == 'libcst' or '.rules.' in m), file=sys.stderr)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.stderr.splitlines()[-1] == "[]"
+    assert "No findings." in run.stdout and "exit 0" in run.stdout
+    (tmp_path / "train.py").write_text(TRAIN)  # a torch file in the same run: the rules load, as always
+    run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "'libcst'" in run.stderr.splitlines()[-1] and "AGF015" in run.stdout

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from autograd_fix.cli.app import app
-from autograd_fix.cli.torch_floor import DEFAULT_TORCH_FLOOR, dependencies_floor
+from autograd_fix.cli.torch_floor import default_torch_floor, dependencies_floor
 from autograd_fix.codemods.torch_version import TorchVersion
 
 AMP_LOOP = textwrap.dedent(
@@ -45,9 +45,9 @@ AMP_LOOP = textwrap.dedent(
         # several entries for different markers: the code must run on each
         (["torch>=2.4; sys_platform == 'linux'", "torch>=2.2; sys_platform == 'darwin'"], TorchVersion(2, 2)),
         # a torch requirement with no lower bound: the documented default floor
-        (["torch<3"], DEFAULT_TORCH_FLOOR),
-        (["torch"], DEFAULT_TORCH_FLOOR),
-        (["torch!=2.0.1"], DEFAULT_TORCH_FLOOR),
+        (["torch<3"], default_torch_floor()),
+        (["torch"], default_torch_floor()),
+        (["torch!=2.0.1"], default_torch_floor()),
         # torch not listed: no information (rules assume the newest)
         (["numpy", "torchvision>=0.16"], None),
         ([], None),
@@ -109,7 +109,7 @@ def test_floor_from_an_extra(project: Path) -> None:
 def test_requirement_without_lower_bound_uses_the_default_floor(project: Path) -> None:
     # nanoGPT-style "any PyTorch below 3": 2.0 and 2.2 are admitted, torch.amp.GradScaler is not there
     write_pyproject(project, '[project]\nname = "gpt"\ndependencies = ["torch<3"]\n')
-    assert DEFAULT_TORCH_FLOOR < TorchVersion(2, 3)
+    assert default_torch_floor() < TorchVersion(2, 3)
     assert reported() == ["autocast"]
 
 

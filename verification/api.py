@@ -139,6 +139,7 @@ def _request(
         roles=merged.get("roles"),
         threads=int(merged.get("threads", 1)),
         user_text=merged.get("user_text") if merged.get("user_text") is not None else user_file_text(path),
+        ipython_lines=dict(merged.get("ipython_lines") or {}),
         isolation=config.isolation,
         pass_env=pass_env_values(config.pass_env, dict(os.environ)),
     )
@@ -340,13 +341,15 @@ def verify_pair(
     shadows: ShadowCopies | None = None,
     roles: dict[str, Any] | None = None,
     user: UserSettings | None = None,
+    ipython_lines: dict[str, str] | None = None,
 ) -> Verdict:
     """Run both versions of one file and judge the patch under `checks` (or generic);
     `roles` is the project's `Vocabulary.additions()` (its `<role>-names`), by which the
-    inputs of a function unit are bound."""
+    inputs of a function unit are bound; `ipython_lines`: a notebook's masked IPython
+    lines (`VerifyRequest.ipython_lines`)."""
     pair = {
         "original": original, "rewritten": rewritten, "path": path, "rule": rule, "entry": entry, "checks": checks,
-        "roles": roles,
+        "roles": roles, "ipython_lines": ipython_lines,
     }
     return verify_many(
         [pair], jobs=1, device=device, timeout=timeout, memory_mb=memory_mb, config_dir=config_dir, verifier=verifier,

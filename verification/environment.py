@@ -42,6 +42,10 @@ _EXISTS_CHECK = re.compile(r"\b(exists|isfile|isdir)\(")
 def cause(exc_type: str, message: str, line: str = "") -> str | None:
     """The environmental cause of an exception (by type name, message and the source
     line that raised it), or None."""
+    if exc_type == "ShellCommandRefused":  # a notebook's `!cmd` (`ipython_lines`)
+        return f"reached a shell command (`{message[:120]}`), which verification never runs; {HINT_DRIVER}"
+    if exc_type == "MagicUnsupported":
+        return f"reached the IPython magic `{message[:60]}`, which verification has no sandboxed version of; {HINT_DRIVER}"
     if exc_type in ("ModuleNotFoundError", "ImportError"):
         missing = _MISSING_MODULE.search(message)
         name = missing.group(1) if missing else None

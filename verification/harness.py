@@ -42,6 +42,7 @@ from .checks import Probe, probes_for
 from .directional import Perturbation, directional_check, later_backward_checks, second_point
 from .gradcheck import gradcheck_namespace, run_gradcheck, synthesize
 from .graph_state import graph_state
+from .ipython_lines import install_shell, runnable_source
 from .legacy import zero_dim_index_as_item
 from .place import Place, chain_argv, prepare
 from .printed import PrintedText
@@ -125,6 +126,12 @@ def run_side(spec: SideSpec) -> RunRecord:
 
     With ``isolate`` false (the worker's own warm-up) it runs in place instead."""
     torch.set_num_threads(int(spec.threads))
+    ipython_note: str | None = None
+    if spec.ipython_lines:  # a notebook: its IPython lines as Jupyter runs them (`ipython_lines`)
+        source, ipython_note = runnable_source(spec.source, spec.ipython_lines)
+        counterpart = runnable_source(spec.counterpart, spec.ipython_lines)[0] if spec.counterpart else spec.counterpart
+        spec = replace(spec, source=source, counterpart=counterpart)
+        install_shell()
     place: Place | None = None
     if spec.isolate:
         place = prepare(spec, os.getcwd())
@@ -137,6 +144,8 @@ def run_side(spec: SideSpec) -> RunRecord:
     with tracer, (zero_dim_index_as_item(path, exempt) if spec.zero_dim_index_as_item else nullcontext([0])) as readings:
         record = _run_kind(spec, path, place)
     record.reached = tuple(sorted(tracer.reached))
+    if ipython_note:
+        record.ipython = ipython_note
     if readings[0]:
         record.zero_dim_readings = readings[0]
     if place is not None:

@@ -154,6 +154,9 @@ def _labelled(result: UnitResult, driver: str, original: Outcome, note: str = ""
     readings = sum(o.record.zero_dim_readings for o in (original, rewritten) if o is not None and o.record is not None)
     if readings:
         reason += f" ({LEGACY_NOTE}: {readings} reading{'s' if readings != 1 else ''})"
+    ipython = original.record.ipython if original.record is not None else None
+    if ipython:  # a notebook's IPython lines: how they ran (`ipython_lines`)
+        reason += f" ({ipython})"
     if note:
         reason += f" ({note})"
     return UnitResult(result.name, result.mode, verdict, reason, evidence, driver=driver)

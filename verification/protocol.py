@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Mapping
 
 #: the version of every record below; bump it whenever a field is added, removed or
 #: changes meaning
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 #: the key that carries it in every message and record
 VERSION_KEY = "protocol"
 #: message keys that belong to the channel, not to the request (`client.Verifier`)
@@ -196,6 +196,9 @@ class VerifyRequest(_Record):
     roles: dict[str, Any] | None = None
     threads: int = 1
     user_text: str | None = None
+    #: a notebook's masked IPython lines: placeholder line -> the IPython input it stands
+    #: for (`verification.ipython_lines` runs them through IPython's transformer)
+    ipython_lines: dict[str, str] = field(default_factory=dict)
     isolation: str = "auto"
     pass_env: dict[str, str] = field(default_factory=dict)
     #: read 0-dim `x[0]` as `x.item()` (`legacy`): set by the worker for the re-run of a
@@ -277,6 +280,8 @@ class SideSpec(_Record):
     isolate: bool = True
     #: 0-dim `x[0]` gives `x.item()` (`legacy`; on the rewritten side not on changed lines)
     zero_dim_index_as_item: bool = False
+    #: a notebook's masked IPython lines (`VerifyRequest.ipython_lines`)
+    ipython_lines: dict[str, str] = field(default_factory=dict)
 
 
 class RunKind(_TextEnum):
@@ -420,6 +425,8 @@ class RunRecord(_Record):
     output_grads: dict[str, Any] | None = None
     #: 0-dim `x[0]` read as `x.item()` this many times (`legacy`)
     zero_dim_readings: int = 0
+    #: how a notebook's IPython lines ran (`ipython_lines`), or None
+    ipython: str | None = None
 
     def to_json(self, *, versioned: bool = True) -> dict[str, Any]:
         """Plain data: the record's own parts as mappings, the enum as its value, and

@@ -158,6 +158,7 @@ def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed:
         # the rewritten side calls the original's Function.backward
         counterpart=unit["original"] if side == "rewritten" else None,
         zero_dim_index_as_item=request.legacy_zero_dim_index,
+        ipython_lines=dict(request.ipython_lines),
     )
 
 
