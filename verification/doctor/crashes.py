@@ -1,0 +1,86 @@
+"""A run that stopped with an autograd error: the error is a finding of the rule that
+explains it, placed where the bug is, not where it showed (the in-place op the focused
+anomaly re-run found for AGF003, the copy that cut the graph for AGF008, the Function
+whose backward miscounts for AGF004); DOC003 when no rule explains it.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from .outcome import AUTOGRAD_CRASH, Finding, Reader
+
+
+def crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, found: list[Finding],
+           read: Reader | None = None) -> list[Finding]:
+    exc = record.get("exception")
+    if not exc or not exc.get("autograd"):
+        return []
+    message = str(exc.get("message") or "")
+    site = record.get("crash_site") or (script, int(exc.get("user_line") or 1))
+    path, line = site[0], int(site[1])
+    if "modified by an inplace operation" in message:
+        modifications = (focus or {}).get("modifications") or []
+        saved_at = (focus or {}).get("anomaly_forward")
+        evidence: dict[str, Any] = {"error": message[:300], "backward_line": line}
+        if saved_at:
+            evidence["saved_by"] = {"path": saved_at[0], "line": int(saved_at[1])}
+        if modifications:
+            last = modifications[-1]
+            evidence["op"] = last["op"]
+            at = int(last["line"])
+            made = _inplace_constructor(read(last["file"]), at) if read is not None else None
+            if made is not None:  # `self.act(x)` of `self.act = nn.ReLU(inplace=True)`: the flag is the bug
+                evidence["called_at"] = at
+                text = (f"this module is made with inplace=True; its in-place `{last['op']}` (called at line {at}) changed "
+                        f"a tensor autograd had saved" + (f" (for the op at {saved_at[0]}:{saved_at[1]})" if saved_at else "")
+                        + f"; the backward at line {line} then failed: make it with inplace=False")
+                return [Finding("AGF003", last["file"], made, text, evidence)]
+            text = (f"in-place `{last['op']}` here changed a tensor autograd had saved"
+                    + (f" (for the op at {saved_at[0]}:{saved_at[1]})" if saved_at else "")
+                    + f"; the backward at line {line} then failed: use the out-of-place op")
+            return [Finding("AGF003", last["file"], at, text, evidence)]
+        if saved_at:
+            return [Finding("AGF003", saved_at[0], int(saved_at[1]),
+                            f"a tensor this op saved was changed in place before the backward at line {line}", evidence)]
+    if "is being used in an in-place operation" in message:  # a leaf (or its view) changed in place under grad
+        return [Finding("AGF003", path, line, f"in-place change of a tensor that requires grad, under grad mode: {message[:160]}",
+                        {"error": message[:300]})]
+    cuts = [cut for cut in (record.get("observations") or {}).get("cuts") or () if cut.get("kind") == "copy"]
+    if "does not require grad and does not have a grad_fn" in message and cuts:
+        # the loss has no graph because a call copied graph-carrying values into a tensor
+        # with no history: the cut is the bug, the backward only where it shows
+        return [Finding("AGF008", cut["file"], int(cut["line"]),
+                        f"this call copies values that carried a graph into a tensor with no history ({cut['calls']} call"
+                        f"{'s' if cut['calls'] != 1 else ''}); the backward at line {line} then failed: {message[:120]}: keep "
+                        "the graph (use the tensor itself)", {"cut": "copy", "calls": cut["calls"], "error": message[:300]})
+                for cut in cuts]
+    if "incorrect number of gradients" in message:
+        if any(f.code == "AGF004" for f in found):
+            return []  # the return that miscounts is already named
+        return [Finding("AGF004", path, line, f"the run stopped: {message[:200]}", {"error": message[:300]})]
+    if "backward through the graph a second time" in message and any(f.code in ("AGF010", "AGF006") for f in found):
+        return []  # explained by the state that carried the old graph
+    return [Finding(AUTOGRAD_CRASH, path, line, f"the run stopped with an autograd error: {message[:200]}",
+                    {"error": message[:300], "type": exc.get("type")})]
+
+
+def _inplace_constructor(text: str | None, line: int) -> int | None:
+    """The line that made, with ``inplace=True``, the module called at `line`
+    (``x = self.act(x)`` and ``self.act = nn.ReLU(inplace=True)``); None otherwise."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    called = {n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id for n in ast.walk(tree)
+              if isinstance(n, ast.Call) and n.lineno <= line <= (n.end_lineno or n.lineno)
+              and isinstance(n.func, (ast.Attribute, ast.Name))}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        names = {t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", None) for t in node.targets}
+        flagged = any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True for k in node.value.keywords)
+        if flagged and names & called:
+            return node.lineno
+    return None
