@@ -30,6 +30,7 @@ TITLES = {
     "AGF011": "retained graph never used again",
     "AGF013": "requires_grad misspelled: the parameters it meant to freeze are trained",
     "AGF014": "reentrant checkpoint cuts its parameters off the graph",
+    "AGF019": "accumulated micro-batch gradients stepped on unscaled (a mean loss not divided)",
     DEBUG_LEFTOVER: "anomaly detection or torch.cuda.empty_cache() left in the training run",
     ANOMALY_LEFTOVER: "anomaly detection on in the training loop (where it was turned on not seen)",
     AUTOGRAD_CRASH: "autograd error",

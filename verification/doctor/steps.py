@@ -1,6 +1,7 @@
 """What a training step does wrong: optimizer steps and hand-written updates that use
-gradients of earlier steps (AGF002), and debug switches left in the training run
-(anomaly mode, ``torch.cuda.empty_cache()``: AGF017, DOC001).
+gradients of earlier steps (AGF002), steps on the unscaled sum of micro-batch gradients
+(AGF019), and debug switches left in the training run (anomaly mode,
+``torch.cuda.empty_cache()``: AGF017, DOC001).
 """
 
 from __future__ import annotations
@@ -105,4 +106,20 @@ def leftovers(seen: dict[str, Any]) -> list[Finding]:
                                  f"torch.cuda.empty_cache() called {entry['calls']} times here: it frees nothing a "
                                  "later allocation would not reuse and stalls the device",
                                  {"calls": entry["calls"]}))
+    return found
+
+
+def unscaled_accumulation(seen: dict[str, Any]) -> list[Finding]:
+    """Steps that used the summed gradients of several backward passes of one line, each
+    a mean loss not divided by their number (`accumulation.AccumulationWatch`): AGF019 at
+    that backward, where the rule's fix divides the loss."""
+    found = []
+    for entry in seen.get("accumulation") or ():
+        k = int(entry["backwards"])
+        message = (f"{entry['steps']} {entry['optimizer']} step{'s' if entry['steps'] != 1 else ''} used the summed "
+                   f"gradients of {k} backward passes of this line, each of a mean-reduced loss that was not divided "
+                   f"by the accumulation steps (the step is {k}x a full batch's): divide the loss by the number of "
+                   "accumulation steps before backward")
+        found.append(Finding("AGF019", entry["file"], int(entry["line"]), message,
+                             {"steps": entry["steps"], "backwards_per_step": k, "optimizer": entry["optimizer"]}))
     return found

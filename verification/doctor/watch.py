@@ -59,6 +59,7 @@ from torch import nn
 
 from ..gradcheck import backward_vs_finite_differences
 from ..probes import Probes, iter_tensors
+from .accumulation import AccumulationWatch
 from .cuts import GraphCuts
 from .manual import HandUpdates
 
@@ -203,6 +204,9 @@ class Watch:
         self._cache_last: dict[Site, int] = {}
         #: backward sites whose root was a leaf made to require grad (no parameter reached)
         self.leaf_roots: dict[Site, int] = {}
+        #: accumulation windows (AGF019) and the backward count at each optimizer's last step
+        self.accumulation = AccumulationWatch()
+        self._last_step_backward: dict[int, int] = {}
         self._undo: list[Callable[[], None]] = []
         self.cuts = GraphCuts(self._site, lambda: self._quiet)
         self.hand = HandUpdates()
@@ -424,6 +428,7 @@ class Watch:
         current = param.grad
         if current is None or key not in self._earliest or not bool(current.any()):
             self._earliest[key] = self._steps_of.get(key, 0)
+            self.accumulation.grad_started(key, self.backward_count)
         elif self._earliest[key] < self._steps_of.get(key, 0):
             self._spanning.add(key)  # added on top of gradients an earlier step already used
         if key not in self._nonzero and grad is not None and bool(grad.any()):
@@ -502,6 +507,7 @@ class Watch:
         if torch.is_anomaly_enabled() and site is not None:
             key = (site, self._anomaly_on)
             self.anomaly[key] = self.anomaly.get(key, 0) + 1
+        self.accumulation.before_backward(self.backward_count, site, tensors)
         index = len(self._retains)
         self._retains.append(_Retain(site) if site is not None else _Retain(("", 0)))
         saved = self._backward_now, self._retaining_now
@@ -509,6 +515,7 @@ class Watch:
         try:
             result = original(roots, *args, **kwargs)
             self.completed_backwards += 1
+            self.accumulation.after_backward(self._params)
             return result
         finally:
             self._backward_now, self._retaining_now = saved
@@ -612,6 +619,10 @@ class Watch:
                 self._steps_of[key] = taken + 1
                 self._spanning.discard(key)
         self._step_sites[index] = self._site()
+        self.accumulation.step(f"{type(optimizer).__name__}#{index}",
+                               ((key, self._params[key]) for key in self._optimizer_params.get(index, ()) if key in self._params),
+                               self.backward_count, self._last_step_backward.get(index, 0))
+        self._last_step_backward[index] = self.backward_count
         self.steps_total += 1
         if self.first_step_site is None:
             self.first_step_site = self._site()
@@ -753,6 +764,7 @@ class Watch:
             "cuts": self.cuts.record(),
             "series": self.series,
             "leaf_roots": [{"file": k[0], "line": k[1], "calls": v} for k, v in self.leaf_roots.items()],
+            "accumulation": self.accumulation.record(),
         }
 
 
