@@ -65,6 +65,8 @@ from .manual import HandUpdates
 
 #: the key of the iteration tag in an autograd node's ``metadata``
 TAG = "autograd_fix_doctor"
+#: the key that marks the root node of a backward pass (a loss that was backpropagated)
+ROOT = "autograd_fix_doctor_root"
 #: nodes walked per holder or per forward input, at most (a huge graph is not walked whole)
 WALK_LIMIT = 20000
 #: items of one container looked at when scanning for holders (the newest: a list grows at its end)
@@ -530,6 +532,9 @@ class Watch:
         for node, found in _untagged_walk(roots, leaves):
             if found is None:
                 node.metadata[TAG] = tag
+        for root in roots:
+            if root.grad_fn is not None:
+                root.grad_fn.metadata[ROOT] = True
         for leaf in leaves or ():
             self.hand.see(leaf)
 
@@ -574,7 +579,9 @@ class Watch:
                     if not tensors:
                         continue
                     reachable.extend(tensors)
-                    tags = self._tags_reached(tensors)
+                    tags, extended = _holder_tags(tensors)
+                    if extended:  # a backpropagated loss added to since: the current iteration's graph is held too
+                        tags.add((self.steps_total, self.backward_count))
                     if len({tag[0] for tag in tags}) < 2 and len({tag[1] for tag in tags}) < 2:
                         continue
                     key = (filename, function, first_line, label)
@@ -800,6 +807,21 @@ def _graph_tensors(value: Any) -> list[torch.Tensor]:
     else:
         return []
     return [t for t in iter_tensors(value) if t.grad_fn is not None]
+
+
+def _holder_tags(roots: list[torch.Tensor]) -> tuple[set[tuple[int, int]], bool]:
+    """The iteration tags a held graph reaches, and whether it joins an earlier
+    backward's root to a forward made since (``total += loss`` with last iteration's
+    loss in ``total``: new nodes that reach parameters; a variable that keeps the last
+    loss, or arithmetic on it, reaches no parameter through new nodes: it does not grow)."""
+    tags: set[tuple[int, int]] = set()
+    leaves: list[torch.Tensor] = []
+    root = False
+    for node, found in _untagged_walk(roots, leaves):
+        if found is not None:
+            tags.add(tuple(found))
+            root = root or bool(node.metadata.get(ROOT))
+    return tags, root and bool(leaves)
 
 
 def _count_nodes(roots: list[torch.Tensor]) -> int:
