@@ -34,11 +34,21 @@ def _by_caller(site: dict[str, Any], read: Reader) -> list[dict[str, Any]]:
     if not callers or not _returns_at(read(site["file"]), int(site["line"])):
         return [site]
     mixed = any(int(c["unused"]) == 0 for c in callers) and any(int(c["unused"]) > 0 for c in callers)
-    if not (mixed or site.get("module_method")):
+    if not (mixed or site.get("module_method") or _serves_evaluations(callers, read)):
         return [site]
     per_pass = max(int(n) for n in site.get("unused_bytes") or [0])
     return [{"file": c["file"], "line": c["line"], "passes": c["passes"], "unused": c["unused"], "held": 0,
              "unused_bytes": [per_pass] if c["unused"] else []} for c in callers]
+
+
+def _serves_evaluations(callers: list[dict[str, Any]], read: Reader) -> bool:
+    """Whether every caller wasted every pass it asked for and sits in an evaluation
+    function or loop (`_evaluation_block`): the helper (``def _forward(self, batch):
+    return {"energy": self.model(batch)}``) only hands the model's output to
+    evaluations, and the fix goes where the evaluation is, as for a direct call."""
+    return all(int(c["unused"]) >= int(c["passes"]) > 0
+               and _evaluation_block(read(c["file"]), int(c["line"]), lambda first, last: True) is not None
+               for c in callers)
 
 
 def unused_graphs(seen: dict[str, Any], read: Reader) -> list[Finding]:

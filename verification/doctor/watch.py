@@ -206,6 +206,8 @@ class Watch:
         self._cache_last: dict[Site, int] = {}
         #: backward sites whose root was a leaf made to require grad (no parameter reached)
         self.leaf_roots: dict[Site, int] = {}
+        #: (frame id, code id) of the project frames that ran the last backward
+        self._backward_frames: set[tuple[int, int]] = set()
         #: accumulation windows (AGF019) and the backward count at each optimizer's last step
         self.accumulation = AccumulationWatch()
         self._last_step_backward: dict[int, int] = {}
@@ -224,6 +226,26 @@ class Watch:
                 return name, frame.f_lineno
             frame = frame.f_back
         return None
+
+    def _project_frames(self, skip: int) -> list[Any]:
+        frames = []
+        frame = sys._getframe(skip)
+        while frame is not None:
+            if self.owns(frame.f_code.co_filename):
+                frames.append(frame)
+            frame = frame.f_back
+        return frames
+
+    def _step_site(self) -> Site | None:
+        """Where a step is reported: its line in the innermost project function that also
+        ran the last backward (itself or through its callees), so a step made by a helper
+        (``self.optimizers.step()`` over a container of optimizers) is named where the
+        training code calls it, beside its backward; the innermost frame otherwise."""
+        frames = self._project_frames(3)
+        for frame in frames:
+            if (id(frame), id(frame.f_code)) in self._backward_frames:
+                return frame.f_code.co_filename, frame.f_lineno
+        return (frames[0].f_code.co_filename, frames[0].f_lineno) if frames else None
 
     def _site_and_caller(self, skip: int = 2) -> tuple[Site | None, Site | None, bool]:
         """The innermost project frame on the stack, the next project frame above it, and
@@ -501,6 +523,7 @@ class Watch:
         self._scan_holders()
         self._sample()
         site = self._site()
+        self._backward_frames = {(id(f), id(f.f_code)) for f in self._project_frames(2)}
         if not self.steps_total:
             self.hand.check(site, self._leaf_names)
         if site is not None and any(t.grad_fn is None and t.requires_grad and id(t) not in self._params for t in tensors):
@@ -625,7 +648,8 @@ class Watch:
                         stale.append((key, taken - earliest + 1))
                 self._steps_of[key] = taken + 1
                 self._spanning.discard(key)
-        self._step_sites[index] = self._site()
+        here = self._step_site()
+        self._step_sites[index] = here
         self.accumulation.step(f"{type(optimizer).__name__}#{index}",
                                ((key, self._params[key]) for key in self._optimizer_params.get(index, ()) if key in self._params),
                                self.backward_count, self._last_step_backward.get(index, 0))
@@ -637,7 +661,7 @@ class Watch:
             self.stale.append({
                 "optimizer": f"{type(optimizer).__name__}#{index}",
                 "step": step,
-                "site": self._site(),
+                "site": here,
                 "params": len(stale),
                 "of": total,
                 "steps_mixed": max(n for _, n in stale),
