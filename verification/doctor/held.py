@@ -37,12 +37,14 @@ def holders(seen: dict[str, Any], stepped: bool, read: Reader, recurrent_files: 
         if iterations < 2:
             continue
         name = holder["name"]
-        attribute = "." in name
+        # a module's attribute is its state (``self.hidden``: AGF010); a tracker object's
+        # attribute is an accumulator like a variable (AGF006)
+        attribute = "." in name and holder.get("kind") != "object"
         code = "AGF010" if attribute else "AGF006"
         if attribute and holder["file"] in recurrent_files:
             continue  # the forward that consumes it is already reported
         text = read(holder["file"])
-        lines = _accumulation_lines(text, name, int(holder["first_line"])) if text is not None else []
+        lines = _accumulation_lines(text, name, int(holder["first_line"]), holder.get("kind") == "object") if text is not None else []
         where = f"`{name}`" + (f" (in {holder['function']})" if holder["function"] not in ("<module>",) else "")
         message = (f"{where} holds the graphs of {iterations} iterations ({holder['nodes']} autograd nodes): "
                    + ("detach it between iterations" if attribute else "accumulate loss.item() or loss.detach()"))
@@ -81,9 +83,10 @@ def _target_name(target: ast.AST) -> str | None:
     return None
 
 
-def _accumulation_lines(text: str, name: str, first_line: int) -> list[int]:
+def _accumulation_lines(text: str, name: str, first_line: int, adding_only: bool = False) -> list[int]:
     """Statements that add to `name` (``+=``, ``x = x + ...``, ``.append``), those in loops
-    first; for ``obj.attr``, assignments to any ``*.attr``."""
+    first; for ``obj.attr``, assignments to any ``*.attr`` (`adding_only`: those whose
+    value reads the attribute, as an accumulator's do; resetting it to 0 adds nothing)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -101,11 +104,15 @@ def _accumulation_lines(text: str, name: str, first_line: int) -> list[int]:
             if isinstance(child, ast.AugAssign) and _target_name(child.target) == wanted:
                 hit = True
             elif isinstance(child, ast.Assign) and any(_target_name(t) == wanted for t in child.targets):
-                hit = "." in name or _mentions(child.value, name)
+                if "." in name:
+                    hit = not adding_only or any(isinstance(n, ast.Attribute) and "*." + n.attr == wanted
+                                                 for n in ast.walk(child.value))
+                else:
+                    hit = _mentions(child.value, name)
             elif isinstance(child, ast.Expr) and isinstance(child.value, ast.Call):
                 func = child.value.func
                 hit = (isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert")
-                       and isinstance(func.value, ast.Name) and func.value.id == name)
+                       and _target_name(func.value) == wanted)
             if hit:
                 (in_loop if looping else other).append(child.lineno)
             visit(child, looping or isinstance(child, (ast.For, ast.While, ast.AsyncFor)))

@@ -598,7 +598,7 @@ class Watch:
             for name, value in list(variables.items()):
                 if name.startswith("__") or isinstance(value, (type, type(sys), Callable)) and not isinstance(value, nn.Module):
                     continue
-                for label, tensors in _held(name, value):
+                for label, tensors, kind in _held(name, value, self.owns):
                     if not tensors:
                         continue
                     reachable.extend(tensors)
@@ -608,7 +608,7 @@ class Watch:
                     if len({tag[0] for tag in tags}) < 2 and len({tag[1] for tag in tags}) < 2:
                         continue
                     key = (filename, function, first_line, label)
-                    entry = self.holders.setdefault(key, {"tags": [], "nodes": 0})
+                    entry = self.holders.setdefault(key, {"tags": [], "nodes": 0, "kind": kind})
                     entry["tags"] = sorted({*map(tuple, entry["tags"]), *tags})[-16:]
                     entry["nodes"] = max(entry["nodes"], _count_nodes(tensors))
         self._held_nodes = _count_nodes(reachable)
@@ -806,19 +806,37 @@ def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
         return None
 
 
-def _held(name: str, value: Any) -> list[tuple[str, list[torch.Tensor]]]:
-    """(label, tensors with a graph) of one variable: itself, or for a module the
-    tensors it keeps as plain attributes (``self.hidden``)."""
+def _held(name: str, value: Any, owns: Callable[[str], bool]) -> list[tuple[str, list[torch.Tensor], str]]:
+    """(label, tensors with a graph, kind) of one variable: itself (``variable``), or the
+    tensors kept as plain attributes by a module (``module``: ``self.hidden``) or by an
+    object of a class the project defines (``object``: a tracker's ``self.train_losses``
+    dict)."""
     if isinstance(value, nn.Module):
-        found = []
-        for attr, item in list(vars(value).items())[:SCAN_ITEMS]:
-            if attr.startswith("_"):
-                continue
-            tensors = _graph_tensors(item)
-            if tensors:
-                found.append((f"{name}.{attr}", tensors))
-        return found
-    return [(name, _graph_tensors(value))]
+        kind = "module"
+    elif _project_object(value, owns):
+        kind = "object"
+    else:
+        return [(name, _graph_tensors(value), "variable")]
+    found = []
+    for attr, item in list(vars(value).items())[:SCAN_ITEMS]:
+        if attr.startswith("_"):
+            continue
+        tensors = _graph_tensors(item)
+        if tensors:
+            found.append((f"{name}.{attr}", tensors, kind))
+    return found
+
+
+def _project_object(value: Any, owns: Callable[[str], bool]) -> bool:
+    """An instance (not a class, function or tensor) whose class has a method defined
+    in a project file."""
+    if isinstance(value, (type, torch.Tensor)) or callable(value) or not hasattr(value, "__dict__"):
+        return False
+    for item in vars(type(value)).values():
+        code = getattr(item, "__code__", None)
+        if code is not None:
+            return owns(code.co_filename)
+    return False
 
 
 def _graph_tensors(value: Any) -> list[torch.Tensor]:
