@@ -91,6 +91,7 @@ def run_doctor_side(spec: dict[str, Any]) -> dict[str, Any]:
         if spec.get("focus"):
             torch.autograd.set_detect_anomaly(True)
         watch.install()
+        windows = _StepsAwaited(bounds).install()
         try:
             if inplace is not None:
                 with inplace:
@@ -103,6 +104,7 @@ def run_doctor_side(spec: dict[str, Any]) -> dict[str, Any]:
                 record["exception"]["message"] = f"sys.exit({exc.code!r})"
         except BaseException as exc:  # noqa: BLE001 - a crash is diagnosed up to where it happened
             record["exception"] = describe_exception(exc, "run", place.script)
+        windows.uninstall()
         record["observations"] = watch.record(finished=record["exception"] is None)
         caught = [str(w.message) for w in seen if "Traceback of forward call" in str(w.message)]
     if spec.get("focus"):
@@ -117,6 +119,42 @@ def run_doctor_side(spec: dict[str, Any]) -> dict[str, Any]:
     if bounds.enabled:
         record["bounded"] = {**bounds.settings(), "loops": bounds.report()}
     return _relative(record, place)
+
+
+class _StepsAwaited:
+    """Accumulation windows wait for an optimizer step only where an optimizer exists: a
+    script that updates by hand (``p.data.add_(-lr, p.grad)``) or takes gradients with no
+    step at all would otherwise keep every capped loop running to `bounded.WINDOW_CAP`.
+    Counts optimizers made, and after each backward (outermost wrapper) clears the bounds'
+    open window while none was made."""
+
+    def __init__(self, bounds: Any) -> None:
+        self.bounds = bounds
+        self.made = 0
+        self._undo: list[Callable[[], None]] = []
+
+    def install(self) -> "_StepsAwaited":
+        init, backward = torch.optim.Optimizer.__init__, torch.autograd.backward
+
+        def counting(this: Any, *args: Any, **kwargs: Any) -> None:
+            self.made += 1
+            init(this, *args, **kwargs)
+
+        def awaited(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return backward(*args, **kwargs)
+            finally:
+                if not self.made:
+                    self.bounds.pending = False
+
+        torch.optim.Optimizer.__init__, torch.autograd.backward = counting, awaited
+        self._undo = [lambda: setattr(torch.optim.Optimizer, "__init__", init),
+                      lambda: setattr(torch.autograd, "backward", backward)]
+        return self
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
 
 
 def _forward_frame(messages: list[str], owns: Callable[[str], bool]) -> tuple[str, int] | None:

@@ -863,7 +863,9 @@ def _holder_tags(roots: list[torch.Tensor]) -> tuple[set[tuple[int, int]], bool]
         if found is not None:
             tags.add(tuple(found))
             root = root or bool(node.metadata.get(ROOT))
-    return tags, root and bool(leaves)
+    # one tensor only: a list of the losses of one iteration (``objectives``) holds the
+    # root of the first's backward beside the second's forward without growing
+    return tags, root and bool(leaves) and len(roots) == 1
 
 
 def _count_nodes(roots: list[torch.Tensor]) -> int:
