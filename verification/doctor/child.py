@@ -33,13 +33,36 @@ MAX_MODIFICATIONS = 64
 
 class _InplaceWatch(TorchFunctionMode):
     """Records in-place ops (``add_``, ``x[i] = v``, ``relu(inplace=True)``, ``out=``)
-    whose target shares storage with a tensor autograd saved and still holds."""
+    whose target shares storage with a tensor autograd saved and still holds, with the
+    module running it when that module was made with ``inplace=True`` (an
+    ``nn.Dropout(p, inplace=True)`` inside an ``nn.Sequential``: its line is the fix's)."""
 
     def __init__(self, watch: Watch, site: Callable[[], Any]) -> None:
         super().__init__()
         self.watch = watch
         self.site = site
         self.modifications: list[dict[str, Any]] = []
+        self._modules: list[Any] = []
+        self._handles: list[Any] = []
+
+    def __enter__(self) -> "_InplaceWatch":
+        from torch.nn.modules import module as module_hooks
+
+        def entered(module: Any, args: Any) -> None:
+            self._modules.append(module)
+
+        def left(module: Any, args: Any, output: Any) -> None:  # returns None: the output stays as it is
+            if self._modules:
+                self._modules.pop()
+
+        self._handles = [module_hooks.register_module_forward_pre_hook(entered),
+                         module_hooks.register_module_forward_hook(left, always_call=True)]
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        for handle in self._handles:
+            handle.remove()
+        return super().__exit__(*exc)
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -51,7 +74,11 @@ class _InplaceWatch(TorchFunctionMode):
             if isinstance(target, torch.Tensor) and self.watch.holds_saved(target):
                 site = self.site()
                 if site is not None:
-                    self.modifications.append({"file": site[0], "line": site[1], "op": name, "shape": list(target.shape)})
+                    entry = {"file": site[0], "line": site[1], "op": name, "shape": list(target.shape)}
+                    running = self._modules[-1] if self._modules else None
+                    if running is not None and getattr(running, "inplace", False) is True:
+                        entry["inplace_module"] = type(running).__name__
+                    self.modifications.append(entry)
         return func(*args, **kwargs)
 
 

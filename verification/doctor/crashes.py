@@ -31,6 +31,16 @@ def crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fou
             evidence["op"] = last["op"]
             at = int(last["line"])
             made = _inplace_constructor(read(last["file"]), at) if read is not None else None
+            if made is None and read is not None:
+                # the op ran in a module made with inplace=True that the line does not name
+                # (a layer of an nn.Sequential): its constructor, when the file has one only
+                for modification in reversed(modifications):
+                    if modification.get("inplace_module"):
+                        made = _constructed_inplace(read(modification["file"]), modification["inplace_module"])
+                        if made is not None:
+                            last, at = modification, int(modification["line"])
+                            evidence["op"] = last["op"]
+                            break
             if made is not None:  # `self.act(x)` of `self.act = nn.ReLU(inplace=True)`: the flag is the bug
                 evidence["called_at"] = at
                 text = (f"this module is made with inplace=True; its in-place `{last['op']}` (called at line {at}) changed "
@@ -64,6 +74,19 @@ def crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fou
         return []  # explained by the state that carried the old graph
     return [Finding(AUTOGRAD_CRASH, path, line, f"the run stopped with an autograd error: {message[:200]}",
                     {"error": message[:300], "type": exc.get("type")})]
+
+
+def _constructed_inplace(text: str | None, class_name: str) -> int | None:
+    """The line of the one call ``<class_name>(..., inplace=True)`` in `text`; None when
+    there is none or more than one (which of them ran is not known)."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    lines = {n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+             and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)) == class_name
+             and any(k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value is True for k in n.keywords)}
+    return lines.pop() if len(lines) == 1 else None
 
 
 def _inplace_constructor(text: str | None, line: int) -> int | None:
