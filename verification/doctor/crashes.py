@@ -7,9 +7,14 @@ whose backward miscounts for AGF004); DOC003 when no rule explains it.
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any
 
+from .functions import backward_of
 from .outcome import AUTOGRAD_CRASH, Finding, Reader
+
+#: autograd's message for a backward that returned the wrong number of gradients
+_COUNT_ERROR = re.compile(r"function (\w+?)Backward returned an incorrect number of gradients \(expected (\d+), got (\d+)\)")
 
 
 def crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, found: list[Finding],
@@ -69,6 +74,11 @@ def crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fou
     if "incorrect number of gradients" in message:
         if any(f.code == "AGF004" for f in found):
             return []  # the return that miscounts is already named
+        returned = _returns_of_count(record, message, read)
+        if returned:
+            return [Finding("AGF004", file, at, f"this return of {name}.backward gives {got} gradient{'s' if got != 1 else ''}; "
+                            f"the run stopped: {message[:160]}: return one per forward input (None where there is none)",
+                            {"error": message[:300], "class": name, "returned": got}) for file, at, name, got in returned]
         return [Finding("AGF004", path, line, f"the run stopped: {message[:200]}", {"error": message[:300]})]
     if "backward through the graph a second time" in message and any(f.code in ("AGF010", "AGF006") for f in found):
         return []  # explained by the state that carried the old graph
@@ -107,3 +117,32 @@ def _inplace_constructor(text: str | None, line: int) -> int | None:
         if flagged and names & called:
             return node.lineno
     return None
+
+
+def _returns_of_count(record: dict[str, Any], message: str, read: Reader | None) -> list[tuple[str, int, str, int]]:
+    """(file, line, class, count) of the ``return`` statements of the custom Function's
+    backward that give as many gradients as the error says it got (a tuple of that
+    length; a single expression for one): the run's own count names the line. The
+    Function is one the run recorded (`watch.Watch._on_apply`)."""
+    match = _COUNT_ERROR.search(message)
+    if match is None or read is None:
+        return []
+    name, got = match.group(1), int(match.group(3))
+    found = []
+    for function in (record.get("observations") or {}).get("functions") or ():
+        if function["class"].rsplit(".", 1)[-1] != name:
+            continue
+        try:
+            backward = backward_of(ast.parse(read(function["file"]) or ""), function["class"])
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(backward) if backward is not None else ():
+            if not isinstance(node, ast.Return) or node.value is None:
+                continue
+            count = (len(node.value.elts) if isinstance(node.value, ast.Tuple)
+                     and not any(isinstance(e, ast.Starred) for e in node.value.elts) else None)
+            if count is None and not isinstance(node.value, (ast.Tuple, ast.List, ast.Starred)):
+                count = 1
+            if count == got:
+                found.append((function["file"], node.lineno, name, got))
+    return found

@@ -50,7 +50,7 @@ def custom_functions(seen: dict[str, Any], read: Reader) -> list[Finding]:
     return found
 
 
-def _backward_of(tree: ast.Module, qualname: str, method: str = "backward") -> ast.FunctionDef | None:
+def backward_of(tree: ast.Module, qualname: str, method: str = "backward") -> ast.FunctionDef | None:
     name = qualname.rsplit(".", 1)[-1]
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == name:
@@ -65,7 +65,7 @@ def _quantizes(text: str | None, qualname: str) -> bool:
     (``round``, ``floor``, ``sign``, ``.item()``...): a quantizer whose backward is a
     straight-through estimator by design, which finite differences cannot judge."""
     try:
-        forward = _backward_of(ast.parse(text or ""), qualname, "forward")
+        forward = backward_of(ast.parse(text or ""), qualname, "forward")
     except (SyntaxError, ValueError):
         return False
     if forward is None:
@@ -83,7 +83,7 @@ def _miscounted_returns(text: str, qualname: str, inputs: int) -> list[tuple[int
     not one gradient per forward input (a trailing extra None included: PyTorch lets it
     pass today, the next check may not)."""
     try:
-        backward = _backward_of(ast.parse(text), qualname)
+        backward = backward_of(ast.parse(text), qualname)
     except (SyntaxError, ValueError):
         return []
     if backward is None:
