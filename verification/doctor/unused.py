@@ -43,11 +43,13 @@ def _by_caller(site: dict[str, Any], read: Reader) -> list[dict[str, Any]]:
 
 def _serves_evaluations(callers: list[dict[str, Any]], read: Reader) -> bool:
     """Whether every caller wasted every pass it asked for and sits in an evaluation
-    function or loop (`_evaluation_block`): the helper (``def _forward(self, batch):
-    return {"energy": self.model(batch)}``) only hands the model's output to
-    evaluations, and the fix goes where the evaluation is, as for a direct call."""
+    function (`_evaluation_block` ending at a ``def``): the helper (``def _forward(self,
+    batch): return {"energy": self.model(batch)}``) only hands the model's output to
+    evaluation functions, and the fix goes there, as for a direct call. A script's
+    module-level loop calling ``evaluate(model, x)`` keeps the helper's own line: that
+    function is the evaluation."""
     return all(int(c["unused"]) >= int(c["passes"]) > 0
-               and _evaluation_block(read(c["file"]), int(c["line"]), lambda first, last: True) is not None
+               and _evaluation_block(read(c["file"]), int(c["line"]), lambda first, last: True, functions_only=True) is not None
                for c in callers)
 
 
@@ -85,7 +87,8 @@ def _trains(node: ast.AST) -> bool:
     return False
 
 
-def _evaluation_block(text: str | None, line: int, wasted_everywhere: Callable[[int, int], bool]) -> int | None:
+def _evaluation_block(text: str | None, line: int, wasted_everywhere: Callable[[int, int], bool],
+                      functions_only: bool = False) -> int | None:
     """The header of the outermost loop or function around `line` that trains nothing
     and whose every forward pass was wasted (an evaluation: the rule's fix decorates the
     function or wraps the loop, and the rule reports that line); None when the forward
@@ -102,6 +105,8 @@ def _evaluation_block(text: str | None, line: int, wasted_everywhere: Callable[[
         if _trains(node) or not wasted_everywhere(node.lineno, node.end_lineno or node.lineno):
             break
         best = node
+    if functions_only and not isinstance(best, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
     return best.lineno if best is not None and best.lineno != line else None
 
 
