@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import warnings
 from typing import Any, Callable
 
@@ -75,11 +76,24 @@ class _InplaceWatch(TorchFunctionMode):
                 site = self.site()
                 if site is not None:
                     entry = {"file": site[0], "line": site[1], "op": name, "shape": list(target.shape)}
+                    if target.is_leaf and target.requires_grad and _in_optimizer_step():
+                        entry["leaf"] = True  # a parameter an optimizer's step updated, as steps do
                     running = self._modules[-1] if self._modules else None
                     if running is not None and getattr(running, "inplace", False) is True:
                         entry["inplace_module"] = type(running).__name__
                     self.modifications.append(entry)
         return func(*args, **kwargs)
+
+
+def _in_optimizer_step() -> bool:
+    """Whether a ``torch.optim`` function is on the stack (the op is a step's update)."""
+    frame = sys._getframe(2)
+    marker = os.sep + os.path.join("torch", "optim") + os.sep
+    while frame is not None:
+        if marker in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _owner(place: Place) -> Callable[[str], bool]:

@@ -31,6 +31,15 @@ def crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fou
         evidence: dict[str, Any] = {"error": message[:300], "backward_line": line}
         if saved_at:
             evidence["saved_by"] = {"path": saved_at[0], "line": int(saved_at[1])}
+        stale = _stale_root(read(path) if read is not None else None, line) if modifications and modifications[-1].get("leaf") else None
+        if stale is not None:
+            # the tensors changed were parameters, updated in place as they must be: the bug
+            # is the graph made before the update that this backward's loss still uses
+            evidence.update(op=modifications[-1]["op"], updated_at=int(modifications[-1]["line"]))
+            return [Finding("AGF003", path, stale,
+                            f"this loss uses a graph made before the parameters it saved were updated in place (`"
+                            f"{modifications[-1]['op']}` at line {modifications[-1]['line']}); the backward at line {line} "
+                            "then failed: build it from a fresh forward, or detach the reused output", evidence)]
         if modifications:
             last = modifications[-1]
             evidence["op"] = last["op"]
@@ -146,3 +155,23 @@ def _returns_of_count(record: dict[str, Any], message: str, read: Reader | None)
             if count == got:
                 found.append((function["file"], node.lineno, name, got))
     return found
+
+
+def _stale_root(text: str | None, line: int) -> int | None:
+    """The last statement before `line`, in its function, that assigns the name whose
+    ``.backward()`` is called at `line` (``D_tc_loss = ...`` for ``D_tc_loss.backward()``);
+    None when there is none."""
+    try:
+        tree = ast.parse(text or "")
+    except (SyntaxError, ValueError):
+        return None
+    roots = {n.func.value.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "backward" and isinstance(n.func.value, ast.Name) and n.lineno == line}
+    if not roots:
+        return None
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.lineno <= line <= (n.end_lineno or n.lineno)]
+    scope = max(functions, key=lambda n: n.lineno) if functions else tree
+    assigned = [n.lineno for n in ast.walk(scope) if isinstance(n, ast.Assign) and n.lineno < line
+                and any(isinstance(target, ast.Name) and target.id in roots for target in n.targets)]
+    return max(assigned) if assigned else None
