@@ -105,9 +105,22 @@ def _evaluation_block(text: str | None, line: int, wasted_everywhere: Callable[[
         if _trains(node) or not wasted_everywhere(node.lineno, node.end_lineno or node.lineno):
             break
         best = node
-    if functions_only and not isinstance(best, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    if functions_only and not isinstance(best, functions):
+        return None
+    if best is not None and not isinstance(best, functions) and any(isinstance(n, functions) for n in chain) \
+            and not _only_the_forward(chain[0], line):
+        # an evaluation loop inside a training function that does more than the forward
+        # (data, metrics, logging): the rule wraps the forward's statement, and names it
         return None
     return best.lineno if best is not None and best.lineno != line else None
+
+
+def _only_the_forward(loop: ast.AST, line: int) -> bool:
+    """Whether the innermost loop around the forward at `line` does nothing else (its
+    body is the forward's statement alone)."""
+    body = getattr(loop, "body", [])
+    return len(body) == 1 and body[0].lineno <= line <= (body[0].end_lineno or body[0].lineno)
 
 
 def _at_evaluation_headers(found: list[Finding], sites: list[dict[str, Any]], read: Reader) -> list[Finding]:
