@@ -20,13 +20,19 @@ How each observation is made, and why this way:
   starts at this step. At an optimizer step (a global step pre-hook), a parameter whose
   ``.grad`` still holds gradients from before its previous step was never zeroed.
   Hand-written updates (no optimizer) are seen by their effect on the leaves (`manual`).
+  A step is named in the innermost project function that also ran the last backward
+  (`_step_site`: a container's ``step()`` loop is named where the training code calls it).
+* **Unscaled accumulation** (AGF019): the same tensor hook says when a ``.grad`` starts
+  afresh; each step's window of backward passes is judged by `accumulation`.
 * **Graphs that outlive their iteration** (AGF006, AGF010). Before each backward, the
   nodes of its graph are tagged (``Node.metadata``) with the iteration (optimizer steps
   so far, and backward passes); the walk stops at nodes already tagged, so each node is
   visited once. Then a graph reaching nodes tagged by two earlier iterations is one that
   grows: held by a variable (the project frames' locals and the script's globals,
-  scanned at each backward and at the end) it is AGF006; fed into a forward as an input
-  (a hidden state) it is AGF010, seen at that forward's call.
+  scanned at each backward and at the end, with the attributes of modules and of the
+  project's own objects) it is AGF006; fed into a forward as an input (a hidden state)
+  it is AGF010, seen at that forward's call. Each backward's root is marked (`ROOT`): one
+  tensor joining an earlier root to a newer forward has grown after one iteration.
 * **Parameters without gradient flow** (AGF008): the tensor hook above also says which
   parameters ever received a non-zero gradient; a parameter of a module that ran under
   grad mode and that no backward reached is one whose graph was cut.
