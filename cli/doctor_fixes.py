@@ -25,8 +25,6 @@ from autograd_fix.verification.doctor.findings import TITLES, Diagnosis, Finding
 
 #: a finding in a file outside the project (a library) or one that cannot be read
 OUTSIDE = "the file is outside the project or cannot be read"
-#: the notebook check does not take a run's sites yet: only static findings' fixes there
-NOTEBOOK_SITE = "in a notebook, only a fix the static rules also find is offered (no fix at a run's site yet)"
 
 
 @dataclass
@@ -110,15 +108,13 @@ def doctor_files(
             finding = diagnosis.findings[index]
             # a notebook ran as its cells' program: its records are in (cell, line)
             located = notebook.locate(finding.line) if notebook is not None else None
-            static = _matching(checked.findings, finding, agreement[index], located) if fixes else None
+            static = _matching(checked.findings, finding, agreement[index]) if fixes else None
             record = _record(finding, job.path, static, located)
             if static is not None and static.plan_id in taken:
                 record.plan_id = None  # one fix, verified once: the first finding it fixes carries it
                 files.reasons[index] = f"the same fix as the finding at line {taken[static.plan_id]}"
             elif static is not None and static.plan_id:
                 taken[static.plan_id] = finding.line
-            elif fixes and notebook is not None and agreement[index] is False:
-                files.reasons[index] = NOTEBOOK_SITE
             elif fixes:
                 files.reasons[index] = (reason if config is None else checked.error or site_fix_reason(finding.code, rules))
             files.records[index] = record
@@ -151,15 +147,14 @@ def _fix_line(finding: Finding) -> int:
     return int(finding.evidence.get("fix_line") or finding.line)
 
 
-def _matching(records: list[FindingRecord], finding: Finding, agrees: bool | None,
-              located: tuple[int, int] | None = None) -> FindingRecord | None:
+def _matching(records: list[FindingRecord], finding: Finding, agrees: bool | None) -> FindingRecord | None:
     """The checked file's finding whose fix fixes `finding`: where the static rule agrees,
     its nearest finding of the same code; where it was silent, the site's own (the
-    smallest span holding the line). `located`: (cell, line) of a notebook's finding."""
-    cell, line = located if located is not None else (None, finding.line)
-    same = [r for r in records if r.code == finding.code and r.plan_id is not None and r.cell == cell]
-    if not agrees and located is None:
-        line = _fix_line(finding)
+    smallest span holding the line its fix is built at). A notebook's records are still
+    in its cells' program lines here, as the run's findings are (cells are placed when
+    reported)."""
+    line = finding.line if agrees else _fix_line(finding)
+    same = [r for r in records if r.code == finding.code and r.plan_id is not None]
     if agrees:
         return min(same, key=lambda r: abs(r.line - line), default=None)
     holding = [r for r in same if r.line <= line <= r.end_line]

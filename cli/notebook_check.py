@@ -41,12 +41,15 @@ def check_notebook_program(
     path: str,
     options: FixOptions,
     compute_fix: bool,
+    sites: Sequence[tuple[str, int]] = (),
 ) -> tuple[SourceResult, set[FindingId]]:
     """The engine's result on `program`, and the ids (`id()`) of the findings whose fixes
     were dropped. A cell that does not parse (left out of `program`, see
     `NotebookMap.unparsable`) is a per-cell error: the other cells' findings are reported,
-    and the notebook is not rewritten."""
-    result, dropped = _check_cells(nb_map, program, rules, path, options, compute_fix)
+    and the notebook is not rewritten. `sites` (rule code, program line): bugs a doctor
+    run showed, each adding its rule's fix built there, as for a script
+    (`engine.check_source`)."""
+    result, dropped = _check_cells(nb_map, program, rules, path, options, compute_fix, sites)
     if nb_map.unparsable:
         errors = "; ".join(nb_map.unparsable[number] for number in sorted(nb_map.unparsable))
         result.fixed = None
@@ -61,15 +64,16 @@ def _check_cells(
     path: str,
     options: FixOptions,
     compute_fix: bool,
+    sites: Sequence[tuple[str, int]] = (),
 ) -> tuple[SourceResult, set[FindingId]]:
     active = triggered(rules, program)
-    if not active or not nb_map.cells:
+    if (not active and not sites) or not nb_map.cells:
         return SourceResult(), set()
     error = check_cells_compile(nb_map, program)
     if error:
         raise EngineError(error)
     try:
-        result = check_source(program, active, path=path, options=options, compute_fix=False)
+        result = check_source(program, rules if sites else active, path=path, options=options, compute_fix=False, sites=sites)
     except EngineError as failure:
         raise EngineError(_cell_syntax_error(str(failure), nb_map)) from None
     if result.module is None:

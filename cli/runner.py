@@ -63,7 +63,7 @@ class Job:
     #: applies to its code cells, its JSON may be `NOTEBOOK_SIZE_FACTOR` times larger
     max_bytes: int | None = DEFAULT_MAX_FILE_BYTES
     #: (rule code, line) of bugs a run showed (`doctor`): each adds that rule's fix built
-    #: at the site (`codemods.site_fixes`); not for notebooks
+    #: at the site (`codemods.site_fixes`); a notebook's are lines of its cells' program
     sites: tuple[tuple[str, int], ...] = ()
     #: the run's project index (`codemods.project_index`), built once for all jobs
     project: ProjectIndex | None = None
@@ -164,7 +164,7 @@ def check_file(job: Job) -> FileOutcome:
     try:
         if outcome.notebook is not None:
             result, dropped = check_notebook_program(
-                outcome.notebook, source.text, rules, job.path, options, job.compute_fix
+                outcome.notebook, source.text, rules, job.path, options, job.compute_fix, job.sites
             )
         else:
             result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix, sites=job.sites)

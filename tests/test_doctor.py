@@ -492,6 +492,28 @@ def test_diff_and_apply_fix_a_site_the_static_rule_missed(tmp_path: Path) -> Non
 
 
 @pytest.mark.torch
+def test_a_notebook_site_the_static_rule_missed_gets_its_rules_fix(tmp_path: Path) -> None:
+    """The same static-silent AGF001 in a notebook: the run's site (a line of the cells'
+    program) goes to the rule's fix builder in the notebook check as for a script;
+    `--diff` shows the fix at `cell 2`, verified and accepted, and writes nothing."""
+    prelude, rest = STATIC_SILENT_AGF001.split("\n\n\n", 1)
+    cells = [prelude + "\n", rest]
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "source": c.splitlines(True), "outputs": [],
+                           "execution_count": None} for c in cells],
+                "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'demo'\n")
+    path = tmp_path / "train.ipynb"
+    path.write_text(json.dumps(notebook))
+    before = path.read_text()
+    result = _cli(["doctor", "--diff", "train.ipynb"], tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "train.ipynb:cell 2:" in result.stdout and "AGF001" in result.stdout and "[static: missed]" in result.stdout
+    assert "no fix offered" not in result.stdout, result.stdout
+    assert "accepted" in result.stdout and "torch.no_grad()" in result.stdout, result.stdout
+    assert path.read_text() == before  # --diff writes nothing
+
+
+@pytest.mark.torch
 def test_a_finding_no_rule_fixes_is_reported_with_why(tmp_path: Path) -> None:
     """DOC codes have no rule: `--diff --format json` keeps the finding (an autograd
     crash no rule explains), its evidence, no plan and the reason; nothing is verified

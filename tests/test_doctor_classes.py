@@ -177,6 +177,160 @@ for x, y in data:
     criterion(Quantize.apply(model(x), 4.0), y).backward()
     optimizer.step()
 """,
+    # micro-batches of one backward line summed into each step, the mean loss not divided
+    "accumulation_unscaled": MODEL + """
+accumulation_steps = 2
+for i, (x, y) in enumerate(data):
+    loss = criterion(model(x), y)
+    loss.backward()  # <- AGF019
+    if (i + 1) % accumulation_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+    "accumulation_scaled_near_miss": MODEL + """
+accumulation_steps = 2
+for i, (x, y) in enumerate(data):
+    loss = criterion(model(x), y) / accumulation_steps
+    loss.backward()
+    if (i + 1) % accumulation_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+    # the gradients divided in place before the step: the same mean
+    "accumulation_grads_divided_near_miss": MODEL + """
+for i, (x, y) in enumerate(data):
+    criterion(model(x), y).backward()
+    if (i + 1) % 2 == 0:
+        for p in model.parameters():
+            p.grad.div_(2)
+        optimizer.step()
+        optimizer.zero_grad()
+""",
+    # two terms of one loss backpropagated apart (a GAN discriminator's real and fake)
+    "two_backward_lines_near_miss": MODEL + """
+for x, y in data:
+    optimizer.zero_grad()
+    criterion(model(x), y).backward()
+    criterion(model(-x), y).backward()
+    optimizer.step()
+""",
+    # a running loss reset every 2 steps: it never holds 3 iterations, yet grows
+    "running_loss_short_window": MODEL + """
+running = 0
+for i, (x, y) in enumerate(data):
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    running += loss  # <- AGF006
+    loss.backward()
+    optimizer.step()
+    if i % 2 == 1:
+        print(float(running) / 2)
+        running = 0
+""",
+    "last_loss_kept_near_miss": MODEL + """
+last = None
+for x, y in data:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    last = loss * 1.0
+print(float(last))
+""",
+    # a tracker object of the project's own class keeps the losses with their graphs
+    "tracker_object_attribute": MODEL + """
+class Tracker:
+    def __init__(self):
+        self.totals = {"loss": 0}
+
+    def update(self, losses):
+        for key in losses:
+            self.totals[key] += losses[key]  # <- AGF006
+
+    def reset(self):
+        for key in self.totals:
+            self.totals[key] = 0
+
+
+tracker = Tracker()
+for x, y in data:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    tracker.update({"loss": loss})
+""",
+    # the step made by a container of optimizers: named where the training code calls it
+    "step_through_a_container": MODEL + """
+class Optimizers:
+    def __init__(self, *optimizers):
+        self.optimizers = optimizers
+
+    def step(self):
+        for o in self.optimizers:
+            o.step()
+
+
+both = Optimizers(optimizer)
+
+
+def train_step(x, y):
+    criterion(model(x), y).backward()
+    both.step()  # <- AGF002
+
+
+for x, y in data:
+    train_step(x, y)
+""",
+    # an in-place layer inside an nn.Sequential changes what the ReLU saved
+    "inplace_layer_in_sequential": """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Dropout(0.5, inplace=True), nn.Linear(6, 1))  # <- AGF003
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(3):
+    optimizer.zero_grad()
+    net(torch.randn(5, 4)).pow(2).mean().backward()
+    optimizer.step()
+""",
+    # a backward that returns one gradient for two inputs: named at that return
+    "gradient_count_at_the_return": MODEL + """
+class Noisy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, training=True):
+        return x + 0.01 * torch.randn_like(x) if training else x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output  # <- AGF004
+
+
+for x, y in data:
+    optimizer.zero_grad()
+    criterion(Noisy.apply(model(x), True), y).backward()
+    optimizer.step()
+""",
+    # a helper that hands the model's output to an evaluation function only
+    "helper_of_an_evaluation_function": MODEL + """
+def _forward(batch):
+    return model(batch)
+
+
+def validate(batches):  # <- AGF001
+    total = 0.0
+    for x, y in batches:
+        total += criterion(_forward(x), y).item()
+    return total
+
+
+for x, y in data:
+    optimizer.zero_grad()
+    criterion(model(x), y).backward()
+    optimizer.step()
+print(validate(data[:2]))
+""",
 }
 
 

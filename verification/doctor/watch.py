@@ -20,13 +20,19 @@ How each observation is made, and why this way:
   starts at this step. At an optimizer step (a global step pre-hook), a parameter whose
   ``.grad`` still holds gradients from before its previous step was never zeroed.
   Hand-written updates (no optimizer) are seen by their effect on the leaves (`manual`).
+  A step is named in the innermost project function that also ran the last backward
+  (`_step_site`: a container's ``step()`` loop is named where the training code calls it).
+* **Unscaled accumulation** (AGF019): the same tensor hook says when a ``.grad`` starts
+  afresh; each step's window of backward passes is judged by `accumulation`.
 * **Graphs that outlive their iteration** (AGF006, AGF010). Before each backward, the
   nodes of its graph are tagged (``Node.metadata``) with the iteration (optimizer steps
   so far, and backward passes); the walk stops at nodes already tagged, so each node is
   visited once. Then a graph reaching nodes tagged by two earlier iterations is one that
   grows: held by a variable (the project frames' locals and the script's globals,
-  scanned at each backward and at the end) it is AGF006; fed into a forward as an input
-  (a hidden state) it is AGF010, seen at that forward's call.
+  scanned at each backward and at the end, with the attributes of modules and of the
+  project's own objects) it is AGF006; fed into a forward as an input (a hidden state)
+  it is AGF010, seen at that forward's call. Each backward's root is marked (`ROOT`): one
+  tensor joining an earlier root to a newer forward has grown after one iteration.
 * **Parameters without gradient flow** (AGF008): the tensor hook above also says which
   parameters ever received a non-zero gradient; a parameter of a module that ran under
   grad mode and that no backward reached is one whose graph was cut.
@@ -59,11 +65,14 @@ from torch import nn
 
 from ..gradcheck import backward_vs_finite_differences
 from ..probes import Probes, iter_tensors
+from .accumulation import AccumulationWatch
 from .cuts import GraphCuts
 from .manual import HandUpdates
 
 #: the key of the iteration tag in an autograd node's ``metadata``
 TAG = "autograd_fix_doctor"
+#: the key that marks the root node of a backward pass (a loss that was backpropagated)
+ROOT = "autograd_fix_doctor_root"
 #: nodes walked per holder or per forward input, at most (a huge graph is not walked whole)
 WALK_LIMIT = 20000
 #: items of one container looked at when scanning for holders (the newest: a list grows at its end)
@@ -203,6 +212,11 @@ class Watch:
         self._cache_last: dict[Site, int] = {}
         #: backward sites whose root was a leaf made to require grad (no parameter reached)
         self.leaf_roots: dict[Site, int] = {}
+        #: (frame id, code id) of the project frames that ran the last backward
+        self._backward_frames: set[tuple[int, int]] = set()
+        #: accumulation windows (AGF019) and the backward count at each optimizer's last step
+        self.accumulation = AccumulationWatch()
+        self._last_step_backward: dict[int, int] = {}
         self._undo: list[Callable[[], None]] = []
         self.cuts = GraphCuts(self._site, lambda: self._quiet)
         self.hand = HandUpdates()
@@ -218,6 +232,26 @@ class Watch:
                 return name, frame.f_lineno
             frame = frame.f_back
         return None
+
+    def _project_frames(self, skip: int) -> list[Any]:
+        frames = []
+        frame = sys._getframe(skip)
+        while frame is not None:
+            if self.owns(frame.f_code.co_filename):
+                frames.append(frame)
+            frame = frame.f_back
+        return frames
+
+    def _step_site(self) -> Site | None:
+        """Where a step is reported: its line in the innermost project function that also
+        ran the last backward (itself or through its callees), so a step made by a helper
+        (``self.optimizers.step()`` over a container of optimizers) is named where the
+        training code calls it, beside its backward; the innermost frame otherwise."""
+        frames = self._project_frames(3)
+        for frame in frames:
+            if (id(frame), id(frame.f_code)) in self._backward_frames:
+                return frame.f_code.co_filename, frame.f_lineno
+        return (frames[0].f_code.co_filename, frames[0].f_lineno) if frames else None
 
     def _site_and_caller(self, skip: int = 2) -> tuple[Site | None, Site | None, bool]:
         """The innermost project frame on the stack, the next project frame above it, and
@@ -424,6 +458,7 @@ class Watch:
         current = param.grad
         if current is None or key not in self._earliest or not bool(current.any()):
             self._earliest[key] = self._steps_of.get(key, 0)
+            self.accumulation.grad_started(key, self.backward_count)
         elif self._earliest[key] < self._steps_of.get(key, 0):
             self._spanning.add(key)  # added on top of gradients an earlier step already used
         if key not in self._nonzero and grad is not None and bool(grad.any()):
@@ -494,6 +529,7 @@ class Watch:
         self._scan_holders()
         self._sample()
         site = self._site()
+        self._backward_frames = {(id(f), id(f.f_code)) for f in self._project_frames(2)}
         if not self.steps_total:
             self.hand.check(site, self._leaf_names)
         if site is not None and any(t.grad_fn is None and t.requires_grad and id(t) not in self._params for t in tensors):
@@ -502,6 +538,7 @@ class Watch:
         if torch.is_anomaly_enabled() and site is not None:
             key = (site, self._anomaly_on)
             self.anomaly[key] = self.anomaly.get(key, 0) + 1
+        self.accumulation.before_backward(self.backward_count, site, tensors)
         index = len(self._retains)
         self._retains.append(_Retain(site) if site is not None else _Retain(("", 0)))
         saved = self._backward_now, self._retaining_now
@@ -509,6 +546,7 @@ class Watch:
         try:
             result = original(roots, *args, **kwargs)
             self.completed_backwards += 1
+            self.accumulation.after_backward(self._params)
             return result
         finally:
             self._backward_now, self._retaining_now = saved
@@ -523,6 +561,9 @@ class Watch:
         for node, found in _untagged_walk(roots, leaves):
             if found is None:
                 node.metadata[TAG] = tag
+        for root in roots:
+            if root.grad_fn is not None:
+                root.grad_fn.metadata[ROOT] = True
         for leaf in leaves or ():
             self.hand.see(leaf)
 
@@ -563,15 +604,17 @@ class Watch:
             for name, value in list(variables.items()):
                 if name.startswith("__") or isinstance(value, (type, type(sys), Callable)) and not isinstance(value, nn.Module):
                     continue
-                for label, tensors in _held(name, value):
+                for label, tensors, kind in _held(name, value, self.owns):
                     if not tensors:
                         continue
                     reachable.extend(tensors)
-                    tags = self._tags_reached(tensors)
+                    tags, extended = _holder_tags(tensors)
+                    if extended:  # a backpropagated loss added to since: the current iteration's graph is held too
+                        tags.add((self.steps_total, self.backward_count))
                     if len({tag[0] for tag in tags}) < 2 and len({tag[1] for tag in tags}) < 2:
                         continue
                     key = (filename, function, first_line, label)
-                    entry = self.holders.setdefault(key, {"tags": [], "nodes": 0})
+                    entry = self.holders.setdefault(key, {"tags": [], "nodes": 0, "kind": kind})
                     entry["tags"] = sorted({*map(tuple, entry["tags"]), *tags})[-16:]
                     entry["nodes"] = max(entry["nodes"], _count_nodes(tensors))
         self._held_nodes = _count_nodes(reachable)
@@ -611,7 +654,12 @@ class Watch:
                         stale.append((key, taken - earliest + 1))
                 self._steps_of[key] = taken + 1
                 self._spanning.discard(key)
-        self._step_sites[index] = self._site()
+        here = self._step_site()
+        self._step_sites[index] = here
+        self.accumulation.step(f"{type(optimizer).__name__}#{index}",
+                               ((key, self._params[key]) for key in self._optimizer_params.get(index, ()) if key in self._params),
+                               self.backward_count, self._last_step_backward.get(index, 0))
+        self._last_step_backward[index] = self.backward_count
         self.steps_total += 1
         if self.first_step_site is None:
             self.first_step_site = self._site()
@@ -619,7 +667,7 @@ class Watch:
             self.stale.append({
                 "optimizer": f"{type(optimizer).__name__}#{index}",
                 "step": step,
-                "site": self._site(),
+                "site": here,
                 "params": len(stale),
                 "of": total,
                 "steps_mixed": max(n for _, n in stale),
@@ -753,6 +801,7 @@ class Watch:
             "cuts": self.cuts.record(),
             "series": self.series,
             "leaf_roots": [{"file": k[0], "line": k[1], "calls": v} for k, v in self.leaf_roots.items()],
+            "accumulation": self.accumulation.record(),
         }
 
 
@@ -763,19 +812,37 @@ def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
         return None
 
 
-def _held(name: str, value: Any) -> list[tuple[str, list[torch.Tensor]]]:
-    """(label, tensors with a graph) of one variable: itself, or for a module the
-    tensors it keeps as plain attributes (``self.hidden``)."""
+def _held(name: str, value: Any, owns: Callable[[str], bool]) -> list[tuple[str, list[torch.Tensor], str]]:
+    """(label, tensors with a graph, kind) of one variable: itself (``variable``), or the
+    tensors kept as plain attributes by a module (``module``: ``self.hidden``) or by an
+    object of a class the project defines (``object``: a tracker's ``self.train_losses``
+    dict)."""
     if isinstance(value, nn.Module):
-        found = []
-        for attr, item in list(vars(value).items())[:SCAN_ITEMS]:
-            if attr.startswith("_"):
-                continue
-            tensors = _graph_tensors(item)
-            if tensors:
-                found.append((f"{name}.{attr}", tensors))
-        return found
-    return [(name, _graph_tensors(value))]
+        kind = "module"
+    elif _project_object(value, owns):
+        kind = "object"
+    else:
+        return [(name, _graph_tensors(value), "variable")]
+    found = []
+    for attr, item in list(vars(value).items())[:SCAN_ITEMS]:
+        if attr.startswith("_"):
+            continue
+        tensors = _graph_tensors(item)
+        if tensors:
+            found.append((f"{name}.{attr}", tensors, kind))
+    return found
+
+
+def _project_object(value: Any, owns: Callable[[str], bool]) -> bool:
+    """An instance (not a class, function or tensor) whose class has a method defined
+    in a project file."""
+    if isinstance(value, (type, torch.Tensor)) or callable(value) or not hasattr(value, "__dict__"):
+        return False
+    for item in vars(type(value)).values():
+        code = getattr(item, "__code__", None)
+        if code is not None:
+            return owns(code.co_filename)
+    return False
 
 
 def _graph_tensors(value: Any) -> list[torch.Tensor]:
@@ -788,6 +855,23 @@ def _graph_tensors(value: Any) -> list[torch.Tensor]:
     else:
         return []
     return [t for t in iter_tensors(value) if t.grad_fn is not None]
+
+
+def _holder_tags(roots: list[torch.Tensor]) -> tuple[set[tuple[int, int]], bool]:
+    """The iteration tags a held graph reaches, and whether it joins an earlier
+    backward's root to a forward made since (``total += loss`` with last iteration's
+    loss in ``total``: new nodes that reach parameters; a variable that keeps the last
+    loss, or arithmetic on it, reaches no parameter through new nodes: it does not grow)."""
+    tags: set[tuple[int, int]] = set()
+    leaves: list[torch.Tensor] = []
+    root = False
+    for node, found in _untagged_walk(roots, leaves):
+        if found is not None:
+            tags.add(tuple(found))
+            root = root or bool(node.metadata.get(ROOT))
+    # one tensor only: a list of the losses of one iteration (``objectives``) holds the
+    # root of the first's backward beside the second's forward without growing
+    return tags, root and bool(leaves) and len(roots) == 1
 
 
 def _count_nodes(roots: list[torch.Tensor]) -> int:
