@@ -6,6 +6,8 @@ under its rule's own contract; each came back rejected or unverified before its 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from autograd_fix.codemods.registry import rule_by_code
 from autograd_fix.verification import verify_pair
 
@@ -16,41 +18,8 @@ def judge(verifier, original: str, rewritten: str, rule: str, **kw):
 
 
 # -- AGF011: two backward passes over one graph merged into one -------------------------------
-TWO_HEADS = '''import torch
-from torch import nn
-
-
-class TwoHeads(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.body = nn.Sequential(nn.Linear(6, 16), nn.Tanh())
-        self.main = nn.Linear(16, 1)
-        self.aux = nn.Linear(16, 1)
-
-    def forward(self, x):
-        features = self.body(x)
-        return self.main(features), self.aux(features)
-
-
-def main():
-    torch.manual_seed(0)
-    model = TwoHeads()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    for _ in range(3):
-        x, y = torch.randn(8, 6), torch.randn(8, 1)
-        optimizer.zero_grad()
-        main_out, aux_out = model(x)
-        main_loss = (main_out - y).pow(2).mean()
-        aux_loss = 0.1 * (aux_out - y).abs().mean()
-        main_loss.backward(retain_graph=True)
-        aux_loss.backward()
-        optimizer.step()
-    print(f"final loss {main_loss.item():.4f}")
-
-
-if __name__ == "__main__":
-    main()
-'''
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TWO_HEADS = (EXAMPLES / "unneeded_retain_graph.py").read_text()
 SEPARATE = "        main_loss.backward(retain_graph=True)\n        aux_loss.backward()\n"
 
 
