@@ -33,3 +33,85 @@ def test_merged_backward_passes_are_compared_on_the_losses_before_the_first_step
     assert "at a second point too" in right.reason
     wrong = judge(verifier, TWO_HEADS, TWO_HEADS.replace(SEPARATE, "        (main_loss + 2 * aux_loss).backward()\n"), "AGF011")
     assert wrong.verdict == "rejected", wrong.reason
+
+
+# -- clock readings are set aside by where they come from, not by their names ------------------
+TIMED = '''import time
+
+import torch
+
+torch.manual_seed(0)
+net = torch.nn.Linear(4, 1)
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+start = time.perf_counter()
+for _ in range(3):
+    optimizer.zero_grad()
+    loss = net(torch.randn(8, 4)).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+per_step = (time.perf_counter() - start) / 3 * 1e3
+end = loss.item()
+print(f"{per_step:.2f} ms per step")
+'''
+
+
+def test_clock_marks_survive_arithmetic_and_only_inside_the_block():
+    import time
+
+    from autograd_fix.verification.clock import is_clock_reading, marked_clocks
+
+    with marked_clocks() as use:
+        start = time.perf_counter()
+        per_step = round((time.perf_counter() - start) / 3 * 1e3, 2)
+        seconds = (time.perf_counter_ns() - time.perf_counter_ns()) / 1e9
+        plain = 2.5 * 3
+    assert is_clock_reading(per_step) and is_clock_reading(seconds) and not is_clock_reading(plain)
+    assert use.reads == 4
+    assert not is_clock_reading(time.perf_counter())
+
+
+def test_a_timing_without_a_clock_name_is_set_aside_and_named_in_the_verdict(verifier):
+    """`per_step` (no `time` in its name) held the original's step time and the right
+    AGF017 fix was rejected on it ("per_step: 0.769 != 1.298")."""
+    slower = TIMED.replace("for _ in range(3):", "for _ in range(3):\n    time.sleep(0.01)")
+    verdict = judge(verifier, TIMED, slower, "AGF012")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "read from a clock: start, per_step" in verdict.reason
+
+
+def test_a_result_named_like_a_clock_is_still_compared_when_the_run_reads_clocks(verifier):
+    """`end = loss.item()` is a result: a name that sounds like a timing hides nothing."""
+    wrong = TIMED.replace("lr=0.1", "lr=0.2")
+    verdict = judge(verifier, TIMED, wrong, "AGF012")
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "end:" in verdict.reason
+
+
+# -- AGF017: anomaly mode's flag is state the fix changes on purpose ---------------------------
+ANOMALY = (EXAMPLES / "anomaly_mode_or_empty_cache_in_training.py").read_text()
+ANOMALY_ON = "torch.autograd.set_detect_anomaly(True)\n"
+
+
+def test_a_printed_anomaly_flag_may_change_and_the_verdict_lists_it(verifier):
+    """The example prints `"on" if torch.is_anomaly_enabled() else "off"`: the fix turns
+    it off by design, and the verdict was "outputs differ: state: 'on' != 'off'"."""
+    verdict = judge(verifier, ANOMALY, ANOMALY.replace(ANOMALY_ON, ""), "AGF017")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "state: on -> off" in verdict.reason and "read from a clock: start, per_step" in verdict.reason
+
+
+def test_a_removal_that_changes_training_is_still_rejected(verifier):
+    """Setting the flag aside hides nothing else: the final loss printed on the same line
+    is still compared."""
+    wrong = ANOMALY.replace(ANOMALY_ON, "").replace("lr=0.05", "lr=0.5")
+    verdict = judge(verifier, ANOMALY, wrong, "AGF017")
+    assert verdict.verdict == "rejected", verdict.reason
+
+
+def test_the_choices_of_a_conditional_on_anomaly_mode_are_graph_state():
+    from autograd_fix.verification.graph_state import graph_state
+
+    found = graph_state('state = "on" if torch.is_anomaly_enabled() else "off"\nprint(f"mode {state}")\n'
+                        'label = "big" if x > 3 else "small"\n')
+    assert found.choices == {"on", "off"}
+    assert found.names == {"state"} and found.lines == {1, 2}

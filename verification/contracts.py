@@ -18,6 +18,9 @@ Tolerances (documented, stable):
   shape must match; ``requires_grad``/``grad_fn`` are not compared (a fix that detaches a
   value keeps its meaning).
 * Python floats: the float32 tolerances above (they usually come from ``.item()``).
+* values read from a clock (`clock`: the `time` module's clocks return marked numbers
+  during a run, and arithmetic keeps the mark; floats named like timings where no marked
+  clock was read): not outputs; the verdict names them.
 * what a script or driver printed (scripts report results by printing them): part of
   ``outputs_equal`` / ``accumulated_values_equal`` in script and driver mode, line by
   line and token by token; numbers within the float tolerances above widened by half a
@@ -257,59 +260,62 @@ def _original_values_missing(s: Sides) -> bool:
     return exc is not None and exc.get("phase") in ("run", "import", "compile") and s.mode != "autograd_function"
 
 
-def _graph_shaped(value: Any) -> bool:
-    """A value a graph-state read yields: a flag, no node, or a graph node."""
-    if value is None or isinstance(value, bool):
+def _graph_shaped(value: Any, choices: frozenset[str] = frozenset()) -> bool:
+    """A value a graph-state read yields: a flag, no node, a graph node, or one of the
+    strings a conditional on graph state chooses between (`graph_state`)."""
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and value in choices):
         return True
     return isinstance(value, dict) and "Backward" in str(value.get("__object__", ""))
 
 
-def _set_aside(a: Any, b: Any, names: frozenset[str], where: str, found: list[str], reached: bool) -> tuple[Any, Any]:
+def _set_aside(a: Any, b: Any, names: frozenset[str], where: str, found: list[str], reached: bool,
+               choices: frozenset[str] = frozenset()) -> tuple[Any, Any]:
     """`a` and `b` with every differing pair of graph-shaped values at a place a
     graph-state read reached (`graph_state`: a name in `names`, or inside one) replaced
     by None on both sides, each listed in `found`."""
     if isinstance(a, dict) and isinstance(b, dict):
         if "__seq__" in a and "__seq__" in b:
-            pairs = [_set_aside(x, y, names, f"{where}[{i}]", found, reached) for i, (x, y) in enumerate(zip(a["items"], b["items"]))]
+            pairs = [_set_aside(x, y, names, f"{where}[{i}]", found, reached, choices) for i, (x, y) in enumerate(zip(a["items"], b["items"]))]
             tail_a, tail_b = a["items"][len(pairs):], b["items"][len(pairs):]
             return ({**a, "items": [p[0] for p in pairs] + tail_a}, {**b, "items": [p[1] for p in pairs] + tail_b})
         for key in ("__dict__", "attrs", "state"):
             if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
-                x, y = _set_aside_map(a[key], b[key], names, where, found, reached)
+                x, y = _set_aside_map(a[key], b[key], names, where, found, reached, choices)
                 a, b = {**a, key: x}, {**b, key: y}
         if not any(k in a for k in ("__dict__", "__module__", "__object__", "__seq__")):
-            return _set_aside_map(a, b, names, where, found, reached)
+            return _set_aside_map(a, b, names, where, found, reached, choices)
         return a, b
-    if reached and _graph_shaped(a) and _graph_shaped(b) and compare(a, b, where):
+    if reached and _graph_shaped(a, choices) and _graph_shaped(b, choices) and compare(a, b, where):
         found.append(f"{where}: {_summarize_value(a)} -> {_summarize_value(b)}")
         return None, None
     return a, b
 
 
-def _set_aside_map(a: dict, b: dict, names: frozenset[str], where: str, found: list[str], reached: bool) -> tuple[dict, dict]:
+def _set_aside_map(a: dict, b: dict, names: frozenset[str], where: str, found: list[str], reached: bool,
+                   choices: frozenset[str] = frozenset()) -> tuple[dict, dict]:
     x, y = dict(a), dict(b)
     for key in set(a) & set(b):
         label = f"{where}.{key}" if where else str(key)
-        x[key], y[key] = _set_aside(a[key], b[key], names, label, found, reached or key in names)
+        x[key], y[key] = _set_aside(a[key], b[key], names, label, found, reached or key in names, choices)
     return x, y
 
 
-def _graph_state_names(s: Sides) -> frozenset[str]:
-    return frozenset((s.original.get("graph_state") or {}).get("names") or ()) | frozenset(
-        (s.rewritten.get("graph_state") or {}).get("names") or ())
+def _graph_state_names(s: Sides, key: str = "names") -> frozenset[str]:
+    return frozenset((s.original.get("graph_state") or {}).get(key) or ()) | frozenset(
+        (s.rewritten.get("graph_state") or {}).get(key) or ())
 
 
 def _outputs(s: Sides, *, lenient: bool) -> list[str]:
     o_out, r_out = s.original.get("outputs", {}), s.rewritten.get("outputs", {})
     if s.graph_state is not None:
-        o_out, r_out = _set_aside(o_out, r_out, _graph_state_names(s), "", s.graph_state, False)
+        o_out, r_out = _set_aside(o_out, r_out, _graph_state_names(s), "", s.graph_state, False, _graph_state_names(s, "choices"))
     diffs = compare(o_out, r_out, "", lenient=lenient)
     if s.mode in ("function", "method"):
         diffs += _compare_maps(s.original.get("params_final", {}), s.rewritten.get("params_final", {}), "param", lenient)
     if "printed" in s.original and "printed" in s.rewritten:
         # a script reports its results by printing them: what it printed is an output
         diffs += printed_differences(s.original["printed"], s.rewritten["printed"], rtol=FLOAT_RTOL, atol=FLOAT_ATOL,
-                                     graph_state=s.graph_state)
+                                     graph_state=s.graph_state, choices=_graph_state_names(s, "choices"))
     return diffs
 
 
@@ -333,6 +339,12 @@ def _second_point(s: Sides) -> tuple[str | None, str]:
     return None, " (at a second point too)"
 
 
+def _clock_clause(s: Sides) -> str:
+    """What the runs set aside as clock readings (`clock`), for the verdict to say so."""
+    names = list(dict.fromkeys([*(s.original.get("volatile") or ()), *(s.rewritten.get("volatile") or ())]))
+    return f"; not compared, read from a clock: {', '.join(names[:6])}" if names else ""
+
+
 def check_outputs_equal(s: Sides) -> CheckResult:
     if _original_values_missing(s):
         return CheckResult("outputs_equal", NA, "the original raised before producing values")
@@ -342,7 +354,7 @@ def check_outputs_equal(s: Sides) -> CheckResult:
     moved, clause = _second_point(s)
     if moved:
         return CheckResult("outputs_equal", FAIL, f"outputs differ {moved}")
-    return CheckResult("outputs_equal", PASS, "outputs equal" + clause)
+    return CheckResult("outputs_equal", PASS, "outputs equal" + clause + _clock_clause(s))
 
 
 def check_accumulated_values_equal(s: Sides) -> CheckResult:

@@ -77,7 +77,7 @@ class AnomalyModeOrEmptyCacheInTraining(Rule):
     triggers = ("anomaly", "empty_cache")
     contract = Contract(
         description="outputs and gradients equal (the calls change no value); time per step reported",
-        checks=("outputs_equal", "grads_equal"),
+        checks=("outputs_equal", "grads_equal", "graph_state_may_change"),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
