@@ -6,6 +6,7 @@ under its rule's own contract; each came back rejected or unverified before its 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from autograd_fix.codemods.registry import rule_by_code
@@ -98,6 +99,8 @@ def test_a_printed_anomaly_flag_may_change_and_the_verdict_lists_it(verifier):
     verdict = judge(verifier, ANOMALY, ANOMALY.replace(ANOMALY_ON, ""), "AGF017")
     assert verdict.verdict == "accepted", verdict.reason
     assert "state: on -> off" in verdict.reason and "read from a clock: start, per_step" in verdict.reason
+    # the time saved, as a ratio of both runs' time per step (a report: no figure is asserted)
+    assert re.search(r"time per step [\d.]+ ms -> [\d.]+ ms \([\d.]+x as fast", verdict.reason), verdict.reason
 
 
 def test_a_removal_that_changes_training_is_still_rejected(verifier):

@@ -81,6 +81,7 @@ SPECS: tuple[CheckSpec, ...] = (
     _spec("backward_agrees_with_original"),
     _spec("gradcheck_if_original_matches"),
     _spec("accumulated_grads_are_window_mean", Probe.WHOLE_WINDOWS),
+    _spec("time_per_step_reported"),
 )
 
 CHECK_NAMES: tuple[str, ...] = tuple(spec.name for spec in SPECS)

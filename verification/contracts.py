@@ -78,6 +78,9 @@ Tolerances (documented, stable):
   they are listed, and everything else is compared as before.
 * a 0-dim / 1-element tensor against a Python number: compared as numbers (the float
   tolerances above).
+* time per step (``time_per_step_reported``): the mean time between the first and the
+  last optimizer step of each side's bounded run, reported with their ratio; a report,
+  never evidence (it neither accepts nor rejects).
 * peak memory: the rewritten may exceed the original by 5 % + 64 kB (sampling noise).
 * retained graph (``retained_graph_not_higher``): judged on two measures of the bytes of
   tensors autograd saved (unique storages; parameters and views of them excluded). At
@@ -449,6 +452,20 @@ def check_graph_state_may_change(s: Sides) -> CheckResult:
         return CheckResult(name, NA, "no observable of graph state changed")
     more = f" (and {len(changed) - 3} more)" if len(changed) > 3 else ""
     return CheckResult(name, PASS, "observables of graph state changed as the contract expects: " + "; ".join(changed[:3]) + more)
+
+
+def check_time_per_step_reported(s: Sides) -> CheckResult:
+    """The time per optimizer step of both runs (the mean between the first and the last
+    step of the same bounded run, one process per side, seeded alike), as a ratio: what a
+    fix meant to speed training up (AGF017) saves. A report, never evidence; the figures
+    are as noisy as the machine they ran on."""
+    name = "time_per_step_reported"
+    a = (s.original.get("measures") or {}).get("time_per_step_s")
+    b = (s.rewritten.get("measures") or {}).get("time_per_step_s")
+    if not a or not b:
+        return CheckResult(name, NA, "time per step not measured (fewer than two optimizer steps on a side)")
+    return CheckResult(name, PASS, f"time per step {a * 1e3:.3g} ms -> {b * 1e3:.3g} ms ({a / b:.2f}x as fast, "
+                                   "measured in the same bounded run on both sides)")
 
 
 def check_grads_untouched(s: Sides) -> CheckResult:
@@ -978,7 +995,7 @@ CHECKS: Mapping[str, Callable[[Sides], CheckResult]] = MappingProxyType(_impleme
 _ERROR_FIXING = {"original_error_gone"}
 #: a pass of these alone is no evidence that a fix is right ("the error is gone" holds
 #: just as well for a rewrite that drops the code that raised)
-_NOT_EVIDENCE = {"original_error_gone", "graph_state_may_change"}
+_NOT_EVIDENCE = {"original_error_gone", "graph_state_may_change", "time_per_step_reported"}
 
 
 # -- evidence and verdict ------------------------------------------------------------------
