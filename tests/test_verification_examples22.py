@@ -118,3 +118,70 @@ def test_the_choices_of_a_conditional_on_anomaly_mode_are_graph_state():
                         'label = "big" if x > 3 else "small"\n')
     assert found.choices == {"on", "off"}
     assert found.names == {"state"} and found.lines == {1, 2}
+
+
+# -- AGF013: the corrected flag changes training on purpose ------------------------------------
+FREEZE = (EXAMPLES / "require_grad_typo.py").read_text()
+TYPO = "param.require_grad = name.startswith(\"2.\")"
+LEARNED_SCALE = '''import torch
+from torch import nn
+
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+for param in net[2].parameters():
+    param.requires_grad = False
+net[2].weight.require_grad = True
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    optimizer.zero_grad()
+    loss = (net(x) - y).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+print(f"head {net[2].weight.sum().item():.4f}")
+'''
+FREE_SCALE = '''import torch
+
+torch.manual_seed(0)
+weight = torch.randn(4, 1, requires_grad=True)
+scale = torch.ones(4)
+scale.require_grad = True
+optimizer = torch.optim.SGD([weight, scale], lr=0.1)
+for _ in range(3):
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    optimizer.zero_grad()
+    loss = ((x * scale) @ weight - y).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+'''
+
+
+def test_a_corrected_freeze_is_accepted_though_parameters_end_differently(verifier):
+    """The example freezes the backbone through the typo's fix: the backbone keeps its
+    value and the head trains on a still backbone, so the parameters end differently by
+    design; the verdict was "parameters end differently"."""
+    verdict = judge(verifier, FREEZE, FREEZE.replace(TYPO, TYPO.replace("require_grad", "requires_grad")), "AGF013")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "2 tensor(s) frozen by the fix" in verdict.reason
+
+
+def test_a_tensor_that_newly_trains_is_judged_by_finite_differences(verifier):
+    """Unfreezing the head through the typo's fix: the head now trains, and its gradient
+    is checked against finite differences. A free tensor, which those do not move, is
+    not claimed checked."""
+    fixed = LEARNED_SCALE.replace("weight.require_grad", "weight.requires_grad")
+    verdict = judge(verifier, LEARNED_SCALE, fixed, "AGF013")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "newly get a gradient" in verdict.reason and "matches finite differences" in verdict.reason
+    free = judge(verifier, FREE_SCALE, FREE_SCALE.replace("scale.require_grad", "scale.requires_grad"), "AGF013")
+    assert free.verdict == "unverified", free.reason
+    assert "scale newly gets a gradient" in str(free)  # the check says why it is n/a
+
+
+def test_a_fix_that_changes_more_than_the_flag_is_rejected_before_the_first_step(verifier):
+    """Training may differ after the first step, not before it: a rewrite that also
+    moves a weight changes the first step's loss."""
+    wrong = LEARNED_SCALE.replace("net[2].weight.require_grad = True", "net[2].weight.requires_grad = True\nnet[0].bias.data += 1")
+    verdict = judge(verifier, LEARNED_SCALE, wrong, "AGF013")
+    assert verdict.verdict == "rejected", verdict.reason
+    assert "before the first step" in verdict.reason

@@ -82,6 +82,7 @@ SPECS: tuple[CheckSpec, ...] = (
     _spec("gradcheck_if_original_matches"),
     _spec("accumulated_grads_are_window_mean", Probe.WHOLE_WINDOWS),
     _spec("time_per_step_reported"),
+    _spec("requires_grad_flag_takes_effect", Probe.INITIAL_PARAMETERS, Probe.FINITE_DIFFERENCES),
 )
 
 CHECK_NAMES: tuple[str, ...] = tuple(spec.name for spec in SPECS)

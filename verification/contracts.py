@@ -78,6 +78,13 @@ Tolerances (documented, stable):
   they are listed, and everything else is compared as before.
 * a 0-dim / 1-element tensor against a Python number: compared as numbers (the float
   tolerances above).
+* a corrected ``requires_grad`` flag (``requires_grad_flag_takes_effect``, AGF013):
+  training changes on purpose, so parameters are not compared at the end. Before the
+  first optimizer step its losses and the gradients both sides have are equal (tensor
+  tolerances); a tensor the fix froze keeps its value; a tensor with a gradient on both
+  sides is updated in both or neither; a tensor that newly gets one must be moved by,
+  and pass, the directional finite-difference check of the rewritten run (a free tensor
+  of a script is not moved by it: n/a).
 * time per step (``time_per_step_reported``): the mean time between the first and the
   last optimizer step of each side's bounded run, reported with their ratio; a report,
   never evidence (it neither accepts nor rejects).
@@ -104,6 +111,7 @@ Tolerances (documented, stable):
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -976,6 +984,86 @@ def check_parameters_change_as_intended(s: Sides) -> CheckResult:
         )
     note = f" ({len(fresh)} input leaves made afresh each iteration not counted)" if fresh else ""
     return CheckResult("parameters_change_as_intended", PASS, f"all {checked} parameter(s) with a gradient were updated{note}")
+
+
+def _moved_by_finite_differences(name: str, mode: str) -> bool:
+    """Whether the directional check moves the leaf a run's probes named `name`: in a
+    script, the parameters of modules (``net.fc.weight``; not a free tensor ``scale``,
+    nor a tensor known only as an optimizer's ``SGD#0.p2``); in a unit, its arguments too."""
+    if mode in ("function", "method"):
+        return True
+    return "." in name and not re.fullmatch(r"\w+#\d+\.p\d+", name)
+
+
+def check_requires_grad_flag_takes_effect(s: Sides) -> CheckResult:
+    """A corrected ``requires_grad`` flag (AGF013) changes training on purpose, so the
+    parameters cannot end as in the original. What must hold instead:
+
+    * up to the first optimizer step nothing has moved: that step's losses, and the
+      gradient of every tensor that has one on both sides, equal the original's;
+    * a tensor the fix froze (a gradient in the original, never in the rewritten) keeps
+      its initial value; a tensor with a gradient on both sides is updated in both or
+      in neither (which tensors an optimizer steps is not the flag's business);
+    * a tensor that newly gets a gradient: the rewritten's gradients match finite
+      differences (the float64 directional check, `directional`);
+    * where the flag changed no tensor's gradient, the parameters end as in the original.
+    """
+    name = "requires_grad_flag_takes_effect"
+    o, r = s.original, s.rewritten
+    if o.get("exception") is not None or r.get("exception") is not None:
+        return CheckResult(name, NA, "a run raised; the flag's effect is judged on clean runs")
+    o_grad, r_grad = set(o.get("ever_grad") or ()), set(r.get("ever_grad") or ()) - set(r.get("fresh_inputs") or ())
+    o_grad -= set(o.get("fresh_inputs") or ())
+    frozen, newly = sorted(o_grad - r_grad), sorted(r_grad - o_grad)
+    if not frozen and not newly:
+        diffs = _compare_maps(o.get("params_final") or {}, r.get("params_final") or {}, "param", False)
+        if diffs:
+            return CheckResult(name, FAIL, "no tensor's gradient changed, yet parameters end differently: " + "; ".join(diffs[:3]))
+        return CheckResult(name, NA, "the corrected flag changed no tensor's gradient")
+    o_steps, r_steps = o.get("steps") or [], r.get("steps") or []
+    if not o_steps or not r_steps:
+        return CheckResult(name, NA, "no optimizer step on a side: nothing trained to compare")
+    first_o, first_r = o_steps[0], r_steps[0]
+    diffs = compare(first_o.get("losses"), first_r.get("losses"), "the first step's losses")
+    shared = sorted(set(first_o.get("grads") or {}) & set(first_r.get("grads") or {}) & (o_grad & r_grad))
+    for key in shared:
+        x, y = first_o["grads"][key], first_r["grads"][key]
+        if x is not None and y is not None:
+            diffs += compare(x, y, f"the first step's gradient of {key}")
+    if diffs:
+        return CheckResult(name, FAIL, "before the first step (nothing moved yet): " + "; ".join(diffs[:3]))
+    initial, final = r.get("params_initial") or {}, r.get("params_final") or {}
+    moved = [key for key in frozen if key in initial and key in final and not torch.equal(initial[key], final[key])]
+    if moved:
+        return CheckResult(name, FAIL, f"{len(moved)} tensor(s) the fix froze still changed ({moved[0]})")
+    # a tensor with a gradient on both sides: the flag did not touch it, so whether an
+    # update moves it cannot change (only the way it moves, once others train differently)
+    o_initial, o_final = o.get("params_initial") or {}, o.get("params_final") or {}
+    for key in sorted(o_grad & r_grad):
+        if all(key in m for m in (initial, final, o_initial, o_final)):
+            o_moved, r_moved = not torch.equal(o_initial[key], o_final[key]), not torch.equal(initial[key], final[key])
+            if o_moved != r_moved:
+                return CheckResult(name, FAIL, f"{key} has a gradient in both runs but is updated only in the "
+                                               f"{'original' if o_moved else 'rewritten'}: the flag did not change that")
+    held = sum(1 for key in frozen if key in initial and key in final)
+    parts = [f"first step's losses and {len(shared)} shared gradient(s) equal the original's"]
+    if frozen:
+        parts.append(f"{len(frozen)} tensor(s) frozen by the fix, {held} of them seen to keep their value")
+    if newly:
+        fd = r.get("finite_differences") or {}
+        unmoved = [key for key in newly if not _moved_by_finite_differences(key, s.mode)]
+        if unmoved:
+            return CheckResult(name, NA, f"{unmoved[0]} newly gets a gradient, but finite differences of a script move "
+                                         "module parameters only, and it is not one")
+        if not fd.get("applicable"):
+            return CheckResult(name, NA, f"{len(newly)} tensor(s) newly get a gradient ({newly[0]}), and "
+                                         f"{fd.get('detail') or 'finite differences were not run'}")
+        if not fd.get("passed"):
+            return CheckResult(name, FAIL, f"{len(newly)} tensor(s) newly get a gradient ({newly[0]}), but {fd.get('detail')}")
+        parts.append(f"{len(newly)} tensor(s) newly get a gradient, and the rewritten's {fd.get('detail')}")
+    if frozen and not held:
+        return CheckResult(name, NA, f"{len(frozen)} tensor(s) frozen by the fix, none of them recorded before and after")
+    return CheckResult(name, PASS, "the corrected flag takes effect: " + "; ".join(parts))
 
 
 def _implementations() -> dict[str, Callable[[Sides], CheckResult]]:
