@@ -185,3 +185,33 @@ def test_a_fix_that_changes_more_than_the_flag_is_rejected_before_the_first_step
     verdict = judge(verifier, LEARNED_SCALE, wrong, "AGF013")
     assert verdict.verdict == "rejected", verdict.reason
     assert "before the first step" in verdict.reason
+
+
+# -- a custom backward whose original raises: judged by finite differences alone ---------------
+UNSAFE_RELU = (EXAMPLES / "backward_branches_on_tensor.py").read_text()
+BRANCH = "return grad_output if ctx.saved_tensors[0] > 0 else 0"
+
+
+def test_a_backward_whose_original_raised_is_judged_by_finite_differences_alone(verifier):
+    """The original backward raises "Boolean value of Tensor ... is ambiguous", so there is
+    no original gradient to agree with: the verdict was unverified. The rewritten's
+    backward is judged by finite differences alone, and the verdict says so."""
+    right = UNSAFE_RELU.replace(BRANCH, "return torch.where(ctx.saved_tensors[0] > 0, grad_output, 0)")
+    verdict = judge(verifier, UNSAFE_RELU, right, "AGF004")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "finite differences alone" in verdict.reason
+    doubled = UNSAFE_RELU.replace(BRANCH, "return torch.where(ctx.saved_tensors[0] > 0, 2 * grad_output, 0)")
+    assert judge(verifier, UNSAFE_RELU, doubled, "AGF004").verdict == "rejected"
+    still = UNSAFE_RELU.replace(BRANCH, BRANCH.replace("else 0", "else None"))
+    kept = judge(verifier, UNSAFE_RELU, still, "AGF004")
+    assert kept.verdict == "rejected" and "raises too" in kept.reason, kept.reason
+
+
+def test_agf004_leaves_a_branch_on_a_tensor_to_agf018():
+    """`0 -> None` cannot mend `g if ctx.saved_tensors[0] > 0 else 0` (the test raises
+    first); AGF018 reports it with `torch.where`."""
+    from autograd_fix.codemods.engine import parse_module, run_rules
+
+    rules = [rule_by_code("AGF004"), rule_by_code("AGF018")]
+    codes = [f.code for f in run_rules(parse_module(UNSAFE_RELU), rules, "unsafe_relu.py", UNSAFE_RELU)]
+    assert codes == ["AGF018"], codes

@@ -130,6 +130,10 @@ SECOND_POINT_RTOL, SECOND_POINT_ATOL = 1e-5, 1e-5
 #: why a fix meant to stop recording a graph is withdrawn when the original recorded none
 NO_GRAPH_TO_REMOVE = "the original recorded no graph here, so the fix removes none and the finding is withdrawn"
 MAX_MISMATCHES = 5
+#: how `gradcheck.compare_backwards` says that the original's backward raised
+ORIGINAL_BACKWARD_RAISED = "the original backward raised"
+#: a directional derivative smaller than this is a flat point: agreeing there proves nothing
+NONTRIVIAL_DERIVATIVE = 1e-8
 
 PASS, FAIL, NA, UNKNOWN = CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.NA, CheckStatus.UNKNOWN
 
@@ -776,6 +780,32 @@ def _functions(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return record.get("functions") or {}
 
 
+def _judged_by_finite_differences_alone(s: Sides, cls: str, why: str) -> CheckResult:
+    """`cls`'s original backward raised, so there is no original gradient to agree with:
+    the rewritten's backward must match finite differences (float64, along a random
+    direction, at the run's own inputs) at some input where the derivative is not zero
+    (a backward that returns zeros agrees with a flat point and proves nothing)."""
+    name = "backward_agrees_with_original"
+    direct = ((s.rewritten.get("functions") or {}).get(cls) or {}).get("direct") or {}
+    if direct.get("rewritten_error"):
+        return CheckResult(name, FAIL, f"{cls}: {why}; the rewritten backward raises too on the same ctx: {direct['rewritten_error']}")
+    positions = (((s.rewritten.get("functions") or {}).get(cls) or {}).get("fd") or {}).get("positions") or {}
+    if not positions:
+        return CheckResult(name, UNKNOWN, f"{cls}: {why}, and its rewritten backward was not checked against finite differences")
+    off = [(p, r) for p, r in sorted(positions.items()) if not r.get("match")]
+    if off:
+        position, result = off[0]
+        return CheckResult(name, FAIL, f"{cls}: {why}; the rewritten backward does not match finite differences at input "
+                                       f"{position} ({result['analytic']:.6g} vs {result['numeric']:.6g})")
+    telling = [(p, r) for p, r in sorted(positions.items()) if abs(float(r.get("numeric") or 0.0)) > NONTRIVIAL_DERIVATIVE]
+    if not telling:
+        return CheckResult(name, UNKNOWN, f"{cls}: {why}; finite differences are zero at the run's inputs, which proves nothing")
+    position, result = telling[0]
+    return CheckResult(name, PASS, f"{cls}: {why}, so there is nothing to agree with; judged by finite differences "
+                                   f"alone, the rewritten backward matches them (input {position}: {result['analytic']:.6g} "
+                                   f"vs {result['numeric']:.6g}, float64)")
+
+
 def check_backward_agrees_with_original(s: Sides) -> CheckResult:
     """Both backwards called on the same saved context: identical gradients wherever the
     original returned one; a padded None only for inputs that never required grad."""
@@ -786,6 +816,9 @@ def check_backward_agrees_with_original(s: Sides) -> CheckResult:
     clauses = []
     for cls, entry in sorted(probed.items()):
         direct, roles = entry["direct"], entry.get("roles") or []
+        if direct.get("error") and direct["error"].startswith(ORIGINAL_BACKWARD_RAISED):
+            # nothing to agree with: the rewritten's backward is judged on its own
+            return _judged_by_finite_differences_alone(s, cls, direct["error"])
         if direct.get("error"):
             return CheckResult(name, UNKNOWN, f"{cls}: {direct['error']}")
         if direct["mismatches"]:
