@@ -215,3 +215,40 @@ def test_agf004_leaves_a_branch_on_a_tensor_to_agf018():
     rules = [rule_by_code("AGF004"), rule_by_code("AGF018")]
     codes = [f.code for f in run_rules(parse_module(UNSAFE_RELU), rules, "unsafe_relu.py", UNSAFE_RELU)]
     assert codes == ["AGF018"], codes
+
+
+# -- AGF016: judged against a float64 reference run of the original ----------------------------
+OVERFLOW = (EXAMPLES / "imprecise_log_exp.py").read_text()
+NAIVE = "torch.log(torch.sum(torch.exp(logits), dim=1))"
+SMALL = '''import torch
+
+torch.manual_seed(0)
+x = (torch.rand(6) * 1e-6).requires_grad_()
+y = torch.log(1 + x)
+y.sum().backward()
+print(f"sum {y.sum().item():.6e}")
+'''
+
+
+def test_an_overflow_fix_is_accepted_against_the_float64_reference(verifier):
+    """The naive log-sum-exp gives an `inf` loss and `nan` gradients; the fix, finite
+    ones. Compared for equality it was rejected ("finite: False != True")."""
+    verdict = judge(verifier, OVERFLOW, OVERFLOW.replace(NAIVE, "torch.logsumexp(logits, dim=1)"), "AGF016")
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "float64 reference" in verdict.reason and "the rewritten at 0" in verdict.reason
+
+
+def test_a_finite_but_wrong_rewrite_where_the_original_overflowed_is_rejected(verifier):
+    """"Equal where the original is finite" would accept it: the original is `inf` there."""
+    for wrong in ("torch.logsumexp(logits, dim=1) + 1.0", "torch.logsumexp(logits, dim=0)"):
+        verdict = judge(verifier, OVERFLOW, OVERFLOW.replace(NAIVE, wrong), "AGF016")
+        assert verdict.verdict == "rejected", (wrong, verdict.reason)
+
+
+def test_a_precision_fix_is_accepted_and_a_wrong_one_rejected_where_the_original_was_right(verifier):
+    """`log(1 + x)` for tiny x loses every digit the reference keeps; `log1p` keeps them.
+    A rewrite further from the reference than the original is rejected."""
+    right = judge(verifier, SMALL, SMALL.replace("torch.log(1 + x)", "torch.log1p(x)"), "AGF016")
+    assert right.verdict == "accepted", right.reason
+    wrong = judge(verifier, SMALL, SMALL.replace("torch.log(1 + x)", "torch.log1p(x) * 1.5"), "AGF016")
+    assert wrong.verdict == "rejected", wrong.reason

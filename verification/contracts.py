@@ -85,6 +85,13 @@ Tolerances (documented, stable):
   sides is updated in both or neither; a tensor that newly gets one must be moved by,
   and pass, the directional finite-difference check of the rewritten run (a free tensor
   of a script is not moved by it: n/a).
+* a numerically stable rewrite (``closer_to_float64_reference``, AGF016): the original
+  script is run once more in float64 (`reference`: the same seeds and random draws) as
+  the reference; element by element, each value and gradient of the rewritten float32
+  run is within rtol=1e-4, atol=1e-5 of it, or at least as close to it as the
+  original's (where the original is not finite and the reference is: only within);
+  other outputs and printed lines equal the reference's or the original's. Function
+  units (no reference run): outputs and gradients equal.
 * time per step (``time_per_step_reported``): the mean time between the first and the
   last optimizer step of each side's bounded run, reported with their ratio; a report,
   never evidence (it neither accepts nor rejects).
@@ -132,6 +139,9 @@ NO_GRAPH_TO_REMOVE = "the original recorded no graph here, so the fix removes no
 MAX_MISMATCHES = 5
 #: how `gradcheck.compare_backwards` says that the original's backward raised
 ORIGINAL_BACKWARD_RAISED = "the original backward raised"
+#: "close to the float64 reference" (`check_closer_to_float64_reference`): float32 after a
+#: few operations, not one
+REFERENCE_RTOL, REFERENCE_ATOL = 1e-4, 1e-5
 #: a directional derivative smaller than this is a flat point: agreeing there proves nothing
 NONTRIVIAL_DERIVATIVE = 1e-8
 
@@ -1097,6 +1107,119 @@ def check_requires_grad_flag_takes_effect(s: Sides) -> CheckResult:
     if frozen and not held:
         return CheckResult(name, NA, f"{len(frozen)} tensor(s) frozen by the fix, none of them recorded before and after")
     return CheckResult(name, PASS, "the corrected flag takes effect: " + "; ".join(parts))
+
+
+@dataclass
+class _Reference:
+    """What `check_closer_to_float64_reference` counted."""
+
+    values: int = 0
+    original_off: int = 0
+    original_nonfinite: int = 0
+    rewritten_off: int = 0
+    failures: list[str] | None = None
+
+    def fail(self, text: str) -> None:
+        self.failures = [*(self.failures or []), text]
+
+
+def _against_reference(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, where: str, tally: _Reference) -> None:
+    """Element by element (float64): the rewritten `y` is close to the reference `z`, or at
+    least as close as the original `x` (an original that is not finite there allows only
+    a rewritten close to the reference, or the very same value)."""
+    x, y, z = x.detach().double(), y.detach().double(), z.detach().double()
+    tol = REFERENCE_ATOL + REFERENCE_RTOL * z.abs()
+    same_z = (y == z) | (y.isnan() & z.isnan())
+    close_y = same_z | ((y - z).abs() <= tol)
+    close_x = (x == z) | (x.isnan() & z.isnan()) | ((x - z).abs() <= tol)
+    err_x, err_y = (x - z).abs().nan_to_num(nan=math.inf), (y - z).abs().nan_to_num(nan=math.inf)
+    as_x = (y == x) | (y.isnan() & x.isnan())
+    no_worse = torch.isfinite(x) & torch.isfinite(y) & (err_y <= err_x)
+    ok = close_y | no_worse | as_x
+    tally.values += z.numel()
+    tally.original_off += int((~close_x).sum())
+    tally.original_nonfinite += int((~torch.isfinite(x) & torch.isfinite(z)).sum())
+    tally.rewritten_off += int((~close_y).sum())
+    if not bool(ok.all()):
+        index = int((~ok).flatten().nonzero()[0])
+        tally.fail(f"{where}: the rewritten {float(y.flatten()[index]):.6g} is further from the float64 reference "
+                   f"{float(z.flatten()[index]):.6g} than the original {float(x.flatten()[index]):.6g}")
+
+
+def _walk_reference(a: Any, b: Any, ref: Any, where: str, tally: _Reference) -> None:
+    """Tensors and numbers element by element (`_against_reference`); everything else
+    must equal the reference's or the original's."""
+    if isinstance(ref, torch.Tensor) and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) \
+            and ref.is_floating_point() and a.shape == b.shape == ref.shape:
+        _against_reference(a, b, ref, where, tally)
+        return
+    if _is_number(ref) and _is_number(a) and _is_number(b) and not any(isinstance(v, bool) for v in (a, b, ref)):
+        x, y, z = (torch.tensor([_as_number(v)], dtype=torch.float64) for v in (a, b, ref))
+        _against_reference(x, y, z, where, tally)
+        return
+    if isinstance(ref, dict) and isinstance(a, dict) and isinstance(b, dict):
+        if "__seq__" in ref and "__seq__" in a and "__seq__" in b and a["length"] == b["length"] == ref["length"]:
+            for i, items in enumerate(zip(a["items"], b["items"], ref["items"])):
+                _walk_reference(*items, f"{where}[{i}]", tally)
+            return
+        if not any(k in ref for k in ("__seq__", "__dict__", "__module__", "__object__")):
+            for key in sorted(set(a) & set(b) & set(ref)):
+                _walk_reference(a[key], b[key], ref[key], f"{where}.{key}" if where else str(key), tally)
+            return
+    if compare(ref, b, where, lenient=True) and compare(a, b, where):
+        tally.fail(f"{where}: {_summarize_value(b)} is neither the float64 reference's {_summarize_value(ref)} "
+                   f"nor the original's {_summarize_value(a)}")
+
+
+def check_closer_to_float64_reference(s: Sides) -> CheckResult:
+    """A numerically stable rewrite (AGF016) is judged against the original computed in
+    float64 (`reference`): every value and gradient of the rewritten float32 run is within
+    rtol=1e-4, atol=1e-5 of the reference, or at least as close to it as the original's
+    (where the original is not finite and the reference is, only the former); every
+    other output, and every printed line, equals the reference's or the original's.
+    Units without a reference run (functions with synthesized inputs): outputs and
+    gradients equal."""
+    name = "closer_to_float64_reference"
+    ref = s.original.get("float64_reference")
+    if not ref:
+        # a unit run with synthesized inputs (a library function) has no reference run:
+        # its fix must then keep outputs and gradients, as an equivalence
+        parts = [check_outputs_equal(s), check_grads_equal(s)]
+        failed = [c for c in parts if c.status == FAIL]
+        if failed:
+            return CheckResult(name, FAIL, f"no float64 reference run for this {s.mode} unit, and {failed[0].detail}")
+        if all(c.status == PASS for c in parts):
+            return CheckResult(name, PASS, f"no float64 reference run for this {s.mode} unit: "
+                                           + ", ".join(c.detail for c in parts))
+        return CheckResult(name, NA, "no float64 reference run, and " + next(c.detail for c in parts if c.status != PASS))
+    if ref.get("error"):
+        return CheckResult(name, NA, f"the float64 reference run raised {ref['error']}")
+    if s.original.get("exception") is not None or s.rewritten.get("exception") is not None:
+        return CheckResult(name, NA, "a run raised; the reference compares finished runs")
+    tally = _Reference()
+    o_out, r_out, z_out = s.original.get("outputs") or {}, s.rewritten.get("outputs") or {}, ref.get("outputs") or {}
+    for key in sorted(set(o_out) & set(r_out) & set(z_out)):
+        _walk_reference(o_out[key], r_out[key], z_out[key], key, tally)
+    o_g, r_g, z_g = s.original.get("leaf_grads") or {}, s.rewritten.get("leaf_grads") or {}, ref.get("leaf_grads") or {}
+    for key in sorted(set(o_g) & set(r_g) & set(z_g)):
+        if o_g[key] is not None and r_g[key] is not None:
+            _walk_reference(o_g[key], r_g[key], z_g[key], f".grad of {key}", tally)
+    if "printed" in s.original and "printed" in s.rewritten and ref.get("printed"):
+        lines = {}
+        for label, other, rtol in (("reference", ref["printed"], REFERENCE_RTOL), ("original", s.original["printed"], FLOAT_RTOL)):
+            diffs = printed_differences(other, s.rewritten["printed"], rtol=rtol, atol=REFERENCE_ATOL)
+            lines[label] = {d.split(":")[0]: d for d in diffs}
+        both = [lines["reference"][k] for k in lines["reference"] if k in lines["original"]]
+        if both:
+            tally.fail(f"{both[0]} (differs from the float64 reference's and from the original's)")
+    if tally.failures:
+        return CheckResult(name, FAIL, "; ".join(tally.failures[:3]))
+    if not tally.values:
+        return CheckResult(name, NA, "no floating value or gradient to hold against the float64 reference")
+    nonfinite = f", {tally.original_nonfinite} of them not finite" if tally.original_nonfinite else ""
+    return CheckResult(name, PASS, f"against a float64 reference run: the original is off at {tally.original_off} of "
+                                   f"{tally.values} values and gradients{nonfinite}, the rewritten at {tally.rewritten_off}, "
+                                   "and nowhere further off than the original")
 
 
 def _implementations() -> dict[str, Callable[[Sides], CheckResult]]:

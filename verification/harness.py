@@ -49,6 +49,7 @@ from .printed import PrintedText
 from .probes import Probes, iter_tensors
 from .protocol import SideSpec, versioned_record
 from .reach import ReachTracer
+from .reference import float64_reference
 from .record import plain, serialize
 
 _AUTOGRAD_ERROR = re.compile(
@@ -218,6 +219,8 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> dict[str, Any]:
             record["second_point"] = _second_point(spec, path, device, bounds, took)
         if kind not in ("autograd_function", "driver") and Probe.FINITE_DIFFERENCES in needs and not record.get("unbound"):
             record["finite_differences"] = _finite_differences(spec, path, device, bounds)
+        if kind == "script" and spec.side == "original" and Probe.FLOAT64_REFERENCE in needs:
+            record["float64_reference"] = _float64_reference(spec, path, bounds, clocks)
     return record
 
 
@@ -635,6 +638,22 @@ def _second_point(spec: SideSpec, path: str, device: str, bounds: Bounds, took: 
     if run_once is None:
         return {"applicable": False, "detail": f"no second point: {problem}"}
     return second_point(run_once, iter_tensors)
+
+
+def _float64_reference(spec: SideSpec, path: str, bounds: Bounds, clocks: ClockUse) -> dict[str, Any]:
+    """The original script once more in float64 (`reference`), its outputs picked as the
+    run's own are."""
+    try:
+        code = bounds.compile(spec.source, path)
+    except (SyntaxError, ValueError) as exc:
+        return {"error": f"the script does not compile ({exc})"}
+
+    def outputs(namespace: dict[str, Any]) -> dict[str, Any]:
+        found = _script_outputs(namespace, [], clocks)
+        found.update({name: value for name, value in bounds.observed().items() if not _clock_reading(name, value, clocks)})
+        return found
+
+    return float64_reference(code, path, list(spec.argv or ()), bounds.reset, lambda: seed_all(0), outputs)
 
 
 def _rerun(spec: SideSpec, path: str, device: str, bounds: Bounds) -> tuple[Any, str]:

@@ -285,7 +285,7 @@ RECORD_FIELDS = frozenset({
     "bounded", "second_point", "finite_differences", "reached", "printed", "measures", "leaf_grads", "params_final",
     "params_initial", "steps", "step_violations", "step_violation_count", "stale_steps", "ever_grad", "fresh_inputs",
     "forward", "forward_count", "functions", "gradcheck", "graph_inputs", "graph_lines", "input_plan", "output_grads",
-    "zero_dim_readings", "volatile",
+    "zero_dim_readings", "volatile", "float64_reference",
 })
 #: keys every record holds, whatever the run did
 RECORD_REQUIRED = frozenset({"kind", "exception", "unbound", "bound", "outputs"})
