@@ -11,6 +11,10 @@ program under `ReferenceMode`, seeds, random draws and loop caps as in the run):
 float32 values must be at least as close to it as the original's, everywhere
 (`contracts.check_closer_to_float64_reference`).
 
+Parameters keep the dtype the program gives them (they are made and initialised as in the
+run, with the same draws); every operation on them computes in float64, their gradients
+are rounded to their dtype, and an optimizer's step runs in that dtype, as written.
+
 Scripts only (the whole program re-run in the run's child, after the run itself); what
 it records: the script's outputs, the gradients of its global leaves and of its global
 modules' parameters (named as the run's probes name them), and what it printed.
@@ -25,6 +29,7 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from .float64 import Float64Mode
 from .printed import PrintedText
@@ -44,8 +49,16 @@ class ReferenceMode(Float64Mode):
     them (same seeds, same sequence), then widened: the reference computes the run's own
     numbers in float64, not other numbers."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: inside an optimizer's step: parameters (and their state) keep the run's dtype,
+        #: so the step runs as the program wrote it, on the reference's gradients
+        self.stepping = 0
+
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         name = getattr(func, "__name__", "") or ""
+        if self.stepping:
+            return func(*args, **(kwargs or {}))
         if name in _DRAWS:
             result = func(*args, **(kwargs or {}))
             return result.double() if isinstance(result, torch.Tensor) and result.dtype in _NARROW else result
@@ -87,7 +100,12 @@ def float64_reference(code: Any, path: str, argv: list[str], reset: Callable[[],
     try:
         # the default dtype stays: parameters are made and initialised as in the run (the
         # same draws), and every operation on them computes in float64
-        with ReferenceMode(), contextlib.redirect_stdout(printed):
+        mode = ReferenceMode()
+        with contextlib.ExitStack() as stack:
+            stack.callback(register_optimizer_step_pre_hook(lambda *_: setattr(mode, "stepping", mode.stepping + 1)).remove)
+            stack.callback(register_optimizer_step_post_hook(lambda *_: setattr(mode, "stepping", mode.stepping - 1)).remove)
+            stack.enter_context(mode)
+            stack.enter_context(contextlib.redirect_stdout(printed))
             exec(code, namespace)  # noqa: S102 - the user's program, as in the run itself
     except SystemExit as exc:
         if exc.code not in (None, 0):
