@@ -98,6 +98,9 @@ class Perturbation:
         self.window = window
         self.window_loss: float | None = None
         self.window_backwards = 0
+        #: how the window ended: "step" (the first optimizer step), "error" (a backward
+        #: raised), "cap" (`WINDOW_BACKWARDS`), or "end" (the run returned)
+        self.window_end = "end"
         self.seed = seed
         self.analytic = analytic
         #: run in float64 (`Float64Mode`); the second point keeps the code's own dtypes
@@ -215,14 +218,17 @@ class Perturbation:
             self.loss = first  # `loss` stays the first backward's
         self.window_backwards += 1
         if self.window_backwards >= WINDOW_BACKWARDS:
+            self.window_end = "cap"
             raise _Stop
         try:
             return run()
         except Exception:  # noqa: BLE001 - a backward that raises ends the window, its loss counted
+            self.window_end = "error"
             raise _Stop from None
 
     def _on_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self.window and self.window_backwards:
+            self.window_end = "step"
             raise _Stop
         if not self._awaiting_step:
             return
@@ -397,7 +403,7 @@ def second_point(run_once: Callable[[Perturbation], Any], iter_tensors: Callable
     # the first step (the first loss where the unit never called backward)
     window = moved.window_loss if moved.window_backwards else moved.loss
     return {"applicable": True, "loss": moved.loss, "window_loss": window, "backwards": moved.window_backwards,
-            "moved": params, "inputs": len(moved.targets) - params}
+            "window_end": moved.window_end, "moved": params, "inputs": len(moved.targets) - params}
 
 
 def later_backward_checks(run_once: Callable[[Perturbation], Any], iter_tensors: Callable[[Any], Any]) -> list[dict[str, Any]]:
