@@ -252,3 +252,19 @@ def test_a_precision_fix_is_accepted_and_a_wrong_one_rejected_where_the_original
     assert right.verdict == "accepted", right.reason
     wrong = judge(verifier, SMALL, SMALL.replace("torch.log(1 + x)", "torch.log1p(x) * 1.5"), "AGF016")
     assert wrong.verdict == "rejected", wrong.reason
+
+
+def test_a_clock_reading_saved_in_a_checkpoint_loads_with_weights_only():
+    import io
+    import time
+
+    import torch
+
+    from autograd_fix.verification.clock import marked_clocks
+
+    with marked_clocks():
+        elapsed = time.perf_counter() - 1.0
+    buffer = io.BytesIO()
+    torch.save({"train_time": elapsed}, buffer)
+    buffer.seek(0)
+    assert torch.load(buffer, weights_only=True)["train_time"] == float(elapsed)

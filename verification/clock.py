@@ -69,11 +69,19 @@ class ClockFloat(float):
 
     __slots__ = ()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled (a checkpoint's `train_time`) as a plain float: `torch.load`'s
+        # weights_only unpickler, or a process without autograd-fix, must read it back
+        return (float, (float(self),))
+
 
 class ClockInt(int):
     """An integer clock reading (``time.perf_counter_ns()``), or computed from one."""
 
     __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (int, (int(self),))
 
 
 for _cls, _base in ((ClockFloat, float), (ClockInt, int)):
