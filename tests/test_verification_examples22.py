@@ -264,7 +264,7 @@ def test_a_clock_reading_saved_in_a_checkpoint_loads_with_weights_only():
 
     with marked_clocks():
         elapsed = time.perf_counter() - 1.0
-    buffer = io.BytesIO()
-    torch.save({"train_time": elapsed}, buffer)
-    buffer.seek(0)
-    assert torch.load(buffer, weights_only=True)["train_time"] == float(elapsed)
+        buffer = io.BytesIO()
+        torch.save({"train_time": elapsed}, buffer)
+        buffer.seek(0)
+        assert torch.load(buffer, weights_only=True)["train_time"] == float(elapsed)

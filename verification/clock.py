@@ -26,6 +26,8 @@ import timeit
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+import torch
+
 #: the clocks of the `time` module that a script reads to time itself
 CLOCKS = ("time", "perf_counter", "monotonic", "process_time", "thread_time",
           "time_ns", "perf_counter_ns", "monotonic_ns", "process_time_ns", "thread_time_ns")
@@ -69,19 +71,11 @@ class ClockFloat(float):
 
     __slots__ = ()
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        # pickled (a checkpoint's `train_time`) as a plain float: `torch.load`'s
-        # weights_only unpickler, or a process without autograd-fix, must read it back
-        return (float, (float(self),))
-
 
 class ClockInt(int):
     """An integer clock reading (``time.perf_counter_ns()``), or computed from one."""
 
     __slots__ = ()
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (int, (int(self),))
 
 
 for _cls, _base in ((ClockFloat, float), (ClockInt, int)):
@@ -127,7 +121,10 @@ def marked_clocks() -> Iterator[ClockUse]:
         for name, clock in saved.items():
             setattr(time, name, wrap(clock))
         timeit.default_timer = time.perf_counter
-        yield use
+        # a checkpoint that holds a reading (`{"train_time": elapsed}`) pickles the mark's
+        # class: `torch.load`'s weights_only unpickler must accept it in this run
+        with torch.serialization.safe_globals([ClockFloat, ClockInt]):
+            yield use
     finally:
         for name, clock in saved.items():
             setattr(time, name, clock)
