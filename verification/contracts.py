@@ -94,9 +94,9 @@ Tolerances (documented, stable):
   original's (where the original is not finite and the reference is: only within);
   other outputs and printed lines equal the reference's or the original's. Function
   units (no reference run): outputs and gradients equal.
-* time per step (``time_per_step_reported``): the mean time between the first and the
-  last optimizer step of each side's bounded run, reported with their ratio; a report,
-  never evidence (it neither accepts nor rejects).
+* time per step (``time_per_step_reported``): the shortest interval between two
+  optimizer steps of each side's bounded run (other load only adds time), reported with
+  their ratio; a report, never evidence (it neither accepts nor rejects).
 * peak memory: the rewritten may exceed the original by 5 % + 64 kB (sampling noise).
 * retained graph (``retained_graph_not_higher``): judged on two measures of the bytes of
   tensors autograd saved (unique storages; parameters and views of them excluded). At
@@ -481,8 +481,8 @@ def check_graph_state_may_change(s: Sides) -> CheckResult:
 
 
 def check_time_per_step_reported(s: Sides) -> CheckResult:
-    """The time per optimizer step of both runs (the mean between the first and the last
-    step of the same bounded run, one process per side, seeded alike), as a ratio: what a
+    """The time per optimizer step of both runs (the shortest interval between two steps
+    of the same bounded run, one process per side, seeded alike), as a ratio: what a
     fix meant to speed training up (AGF017) saves. A report, never evidence; the figures
     are as noisy as the machine they ran on."""
     name = "time_per_step_reported"
