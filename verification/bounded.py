@@ -127,7 +127,8 @@ def _label(node: ast.AST) -> str:
 
 
 #: names of values read from a clock or derived from one (an iteration's `dt`, tokens per
-#: second, model FLOPs utilisation): they differ between any two runs, so they are not outputs
+#: second, model FLOPs utilisation): the fallback for floats from clocks that `clock` does
+#: not mark (``datetime.now()``, CUDA events); marked readings are set aside whatever their name
 VOLATILE_NAME = re.compile(
     r"time|elapsed|duration|^start$|^end$|^t\d+$|^tic$|^toc$|^now$|timestamp|"
     r"^dt$|^dt_|_dt$|per_sec|per_second|per_s$|throughput|^fps$|latency|^mfu$|_mfu$|^mfu_"
@@ -177,11 +178,11 @@ def observed_names(original: str, rewritten: str, hunks: tuple[list[list[int]], 
     values are compared as outputs of a bounded run. A script often shows what such a
     line computes only later (a running loss printed every 200 batches, which a run of 3
     batches never reaches); the value itself, at the end of the shortened run, is what
-    that later line would have read. Names of clock readings are left out."""
+    that later line would have read. Clock readings among them are set aside by the run
+    (`clock`), where their values show what they are."""
     lines_a = {line for hunk in hunks[0] for line in hunk}
     lines_b = {line for hunk in hunks[1] for line in hunk}
-    both = _assigned_on(original, lines_a) & _assigned_on(rewritten, lines_b)
-    return sorted(key for key in both if not VOLATILE_NAME.search(key.rpartition(".")[2]))
+    return sorted(_assigned_on(original, lines_a) & _assigned_on(rewritten, lines_b))
 
 
 def _is_generator(node: ast.AST) -> bool:

@@ -49,6 +49,8 @@ class Probe(enum.Enum):
     #: bounded runs close every accumulation window: a capped loop runs on while gradients
     #: that backward added wait for an optimizer step (`bounded.WINDOW_CAP` at most)
     WHOLE_WINDOWS = "whole accumulation windows"
+    #: the original script re-run with every floating tensor float64 (`reference`)
+    FLOAT64_REFERENCE = "float64 reference run"
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,9 @@ SPECS: tuple[CheckSpec, ...] = (
     _spec("backward_agrees_with_original"),
     _spec("gradcheck_if_original_matches"),
     _spec("accumulated_grads_are_window_mean", Probe.WHOLE_WINDOWS),
+    _spec("time_per_step_reported"),
+    _spec("requires_grad_flag_takes_effect", Probe.INITIAL_PARAMETERS, Probe.FINITE_DIFFERENCES),
+    _spec("closer_to_float64_reference", Probe.FLOAT64_REFERENCE),
 )
 
 CHECK_NAMES: tuple[str, ...] = tuple(spec.name for spec in SPECS)

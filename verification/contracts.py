@@ -18,6 +18,9 @@ Tolerances (documented, stable):
   shape must match; ``requires_grad``/``grad_fn`` are not compared (a fix that detaches a
   value keeps its meaning).
 * Python floats: the float32 tolerances above (they usually come from ``.item()``).
+* values read from a clock (`clock`: the `time` module's clocks return marked numbers
+  during a run, and arithmetic keeps the mark; floats named like timings where no marked
+  clock was read): not outputs; the verdict names them.
 * what a script or driver printed (scripts report results by printing them): part of
   ``outputs_equal`` / ``accumulated_values_equal`` in script and driver mode, line by
   line and token by token; numbers within the float tolerances above widened by half a
@@ -56,10 +59,14 @@ Tolerances (documented, stable):
   records it made before raising.
 * a second point (``outputs_equal``, ``accumulated_values_equal``,
   ``forward_values_equal``, ``equal_or_gradients_corrected``): each side re-run up to
-  its first backward with every parameter and tensor input moved by a tenth of its
+  its first optimizer step with every parameter and tensor input moved by a tenth of its
   size along a seeded direction and the seeds shifted, the same on both sides
-  (`directional.second_point`); the first loss (or the randomly weighted outputs of a
-  unit without backward) must agree within rtol=1e-5, atol=1e-5. Where either side
+  (`directional.second_point`); the sum of the losses backpropagated before that step
+  (the randomly weighted outputs of a unit without backward) must agree within
+  rtol=1e-5, atol=1e-5: a sum, so that a fix merging two backward passes over one graph
+  into ``(l1 + l2).backward()`` compares like with like. The sums are compared only
+  where both sides reached that step within 8 passes; otherwise (a backward raised, no
+  step) the first losses are. Where either side
   cannot reach it (it raises first, the run used a third of its time limit) only the
   run's own point is compared.
 * a custom Function's ``backward`` against the original's on the same ctx: equal, or
@@ -73,6 +80,23 @@ Tolerances (documented, stable):
   they are listed, and everything else is compared as before.
 * a 0-dim / 1-element tensor against a Python number: compared as numbers (the float
   tolerances above).
+* a corrected ``requires_grad`` flag (``requires_grad_flag_takes_effect``, AGF013):
+  training changes on purpose, so parameters are not compared at the end. Before the
+  first optimizer step its losses and the gradients both sides have are equal (tensor
+  tolerances); a tensor the fix froze keeps its value; a tensor with a gradient on both
+  sides is updated in both or neither; a tensor that newly gets one must be moved by,
+  and pass, the directional finite-difference check of the rewritten run (a free tensor
+  of a script is not moved by it: n/a).
+* a numerically stable rewrite (``closer_to_float64_reference``, AGF016): the original
+  script is run once more in float64 (`reference`: the same seeds and random draws) as
+  the reference; element by element, each value and gradient of the rewritten float32
+  run is within rtol=1e-4, atol=1e-5 of it, or at least as close to it as the
+  original's (where the original is not finite and the reference is: only within);
+  other outputs and printed lines equal the reference's or the original's. Function
+  units (no reference run): outputs and gradients equal.
+* time per step (``time_per_step_reported``): the shortest interval between two
+  optimizer steps of each side's bounded run (other load only adds time), reported with
+  their ratio; a report, never evidence (it neither accepts nor rejects).
 * peak memory: the rewritten may exceed the original by 5 % + 64 kB (sampling noise).
 * retained graph (``retained_graph_not_higher``): judged on two measures of the bytes of
   tensors autograd saved (unique storages; parameters and views of them excluded). At
@@ -96,6 +120,7 @@ Tolerances (documented, stable):
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -115,6 +140,13 @@ SECOND_POINT_RTOL, SECOND_POINT_ATOL = 1e-5, 1e-5
 #: why a fix meant to stop recording a graph is withdrawn when the original recorded none
 NO_GRAPH_TO_REMOVE = "the original recorded no graph here, so the fix removes none and the finding is withdrawn"
 MAX_MISMATCHES = 5
+#: how `gradcheck.compare_backwards` says that the original's backward raised
+ORIGINAL_BACKWARD_RAISED = "the original backward raised"
+#: "close to the float64 reference" (`check_closer_to_float64_reference`): float32 after a
+#: few operations, not one
+REFERENCE_RTOL, REFERENCE_ATOL = 1e-4, 1e-5
+#: a directional derivative smaller than this is a flat point: agreeing there proves nothing
+NONTRIVIAL_DERIVATIVE = 1e-8
 
 PASS, FAIL, NA, UNKNOWN = CheckStatus.PASS, CheckStatus.FAIL, CheckStatus.NA, CheckStatus.UNKNOWN
 
@@ -256,58 +288,62 @@ def _original_values_missing(s: Sides) -> bool:
     return exc is not None and exc.phase in ("run", "import", "compile") and s.mode != "autograd_function"
 
 
-def _graph_shaped(value: Any) -> bool:
-    """A value a graph-state read yields: a flag, no node, or a graph node."""
-    if value is None or isinstance(value, bool):
+def _graph_shaped(value: Any, choices: frozenset[str] = frozenset()) -> bool:
+    """A value a graph-state read yields: a flag, no node, a graph node, or one of the
+    strings a conditional on graph state chooses between (`graph_state`)."""
+    if value is None or isinstance(value, bool) or (isinstance(value, str) and value in choices):
         return True
     return isinstance(value, dict) and "Backward" in str(value.get("__object__", ""))
 
 
-def _set_aside(a: Any, b: Any, names: frozenset[str], where: str, found: list[str], reached: bool) -> tuple[Any, Any]:
+def _set_aside(a: Any, b: Any, names: frozenset[str], where: str, found: list[str], reached: bool,
+               choices: frozenset[str] = frozenset()) -> tuple[Any, Any]:
     """`a` and `b` with every differing pair of graph-shaped values at a place a
     graph-state read reached (`graph_state`: a name in `names`, or inside one) replaced
     by None on both sides, each listed in `found`."""
     if isinstance(a, dict) and isinstance(b, dict):
         if "__seq__" in a and "__seq__" in b:
-            pairs = [_set_aside(x, y, names, f"{where}[{i}]", found, reached) for i, (x, y) in enumerate(zip(a["items"], b["items"]))]
+            pairs = [_set_aside(x, y, names, f"{where}[{i}]", found, reached, choices) for i, (x, y) in enumerate(zip(a["items"], b["items"]))]
             tail_a, tail_b = a["items"][len(pairs):], b["items"][len(pairs):]
             return ({**a, "items": [p[0] for p in pairs] + tail_a}, {**b, "items": [p[1] for p in pairs] + tail_b})
         for key in ("__dict__", "attrs", "state"):
             if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
-                x, y = _set_aside_map(a[key], b[key], names, where, found, reached)
+                x, y = _set_aside_map(a[key], b[key], names, where, found, reached, choices)
                 a, b = {**a, key: x}, {**b, key: y}
         if not any(k in a for k in ("__dict__", "__module__", "__object__", "__seq__")):
-            return _set_aside_map(a, b, names, where, found, reached)
+            return _set_aside_map(a, b, names, where, found, reached, choices)
         return a, b
-    if reached and _graph_shaped(a) and _graph_shaped(b) and compare(a, b, where):
+    if reached and _graph_shaped(a, choices) and _graph_shaped(b, choices) and compare(a, b, where):
         found.append(f"{where}: {_summarize_value(a)} -> {_summarize_value(b)}")
         return None, None
     return a, b
 
 
-def _set_aside_map(a: dict, b: dict, names: frozenset[str], where: str, found: list[str], reached: bool) -> tuple[dict, dict]:
+def _set_aside_map(a: dict, b: dict, names: frozenset[str], where: str, found: list[str], reached: bool,
+                   choices: frozenset[str] = frozenset()) -> tuple[dict, dict]:
     x, y = dict(a), dict(b)
     for key in set(a) & set(b):
         label = f"{where}.{key}" if where else str(key)
-        x[key], y[key] = _set_aside(a[key], b[key], names, label, found, reached or key in names)
+        x[key], y[key] = _set_aside(a[key], b[key], names, label, found, reached or key in names, choices)
     return x, y
 
 
-def _graph_state_names(s: Sides) -> frozenset[str]:
-    return frozenset(name for record in (s.original, s.rewritten) if record.graph_state for name in record.graph_state.names)
+def _graph_state_names(s: Sides, key: str = "names") -> frozenset[str]:
+    return frozenset(name for record in (s.original, s.rewritten) if record.graph_state
+                     for name in getattr(record.graph_state, key))
 
 
 def _outputs(s: Sides, *, lenient: bool) -> list[str]:
     o_out, r_out = s.original.outputs, s.rewritten.outputs
     if s.graph_state is not None:
-        o_out, r_out = _set_aside(o_out, r_out, _graph_state_names(s), "", s.graph_state, False)
+        o_out, r_out = _set_aside(o_out, r_out, _graph_state_names(s), "", s.graph_state, False, _graph_state_names(s, "choices"))
     diffs = compare(o_out, r_out, "", lenient=lenient)
     if s.mode in ("function", "method"):
         diffs += _compare_maps(s.original.params_final, s.rewritten.params_final, "param", lenient)
     if s.original.printed is not None and s.rewritten.printed is not None:
         # a script reports its results by printing them: what it printed is an output
         diffs += printed_differences(s.original.printed, s.rewritten.printed, rtol=FLOAT_RTOL, atol=FLOAT_ATOL,
-                                     graph_state=s.graph_state)
+                                     graph_state=s.graph_state, choices=_graph_state_names(s, "choices"))
     return diffs
 
 
@@ -319,12 +355,24 @@ def _second_point(s: Sides) -> tuple[str | None, str]:
     a, b = s.original.second_point or {}, s.rewritten.second_point or {}
     if not (a.get("applicable") and b.get("applicable")):
         return None, ""
-    x, y = float(a["loss"]), float(b["loss"])
+    # the losses backpropagated before the first step, summed (a merge of two backward
+    # passes into one keeps the sum); records without the sum compare the first loss
+    # the sums only where both windows closed at an optimizer step (an original whose
+    # backward raised ended its window there: then the first losses)
+    key = "window_loss" if a.get("window_end") == b.get("window_end") == "step" else "loss"
+    x, y = float(a[key]), float(b[key])
     if not (math.isnan(x) and math.isnan(y)) and abs(x - y) > SECOND_POINT_ATOL + SECOND_POINT_RTOL * abs(x):
-        return (f"at a second point (parameters and inputs moved, seeds shifted, the same on both sides) the first "
-                f"loss is {x:.7g} in the original and {y:.7g} in the rewritten: a term that vanished at the run's own "
+        what = "the first loss" if key == "loss" else "the sum of the losses backpropagated before the first step"
+        return (f"at a second point (parameters and inputs moved, seeds shifted, the same on both sides) {what} "
+                f"is {x:.7g} in the original and {y:.7g} in the rewritten: a term that vanished at the run's own "
                 "point does not vanish there"), ""
     return None, " (at a second point too)"
+
+
+def _clock_clause(s: Sides) -> str:
+    """What the runs set aside as clock readings (`clock`), for the verdict to say so."""
+    names = list(dict.fromkeys([*s.original.volatile, *s.rewritten.volatile]))
+    return f"; not compared, read from a clock: {', '.join(names[:6])}" if names else ""
 
 
 def check_outputs_equal(s: Sides) -> CheckResult:
@@ -336,7 +384,7 @@ def check_outputs_equal(s: Sides) -> CheckResult:
     moved, clause = _second_point(s)
     if moved:
         return CheckResult("outputs_equal", FAIL, f"outputs differ {moved}")
-    return CheckResult("outputs_equal", PASS, "outputs equal" + clause)
+    return CheckResult("outputs_equal", PASS, "outputs equal" + clause + _clock_clause(s))
 
 
 def check_accumulated_values_equal(s: Sides) -> CheckResult:
@@ -431,6 +479,20 @@ def check_graph_state_may_change(s: Sides) -> CheckResult:
         return CheckResult(name, NA, "no observable of graph state changed")
     more = f" (and {len(changed) - 3} more)" if len(changed) > 3 else ""
     return CheckResult(name, PASS, "observables of graph state changed as the contract expects: " + "; ".join(changed[:3]) + more)
+
+
+def check_time_per_step_reported(s: Sides) -> CheckResult:
+    """The time per optimizer step of both runs (the shortest interval between two steps
+    of the same bounded run, one process per side, seeded alike), as a ratio: what a
+    fix meant to speed training up (AGF017) saves. A report, never evidence; the figures
+    are as noisy as the machine they ran on."""
+    name = "time_per_step_reported"
+    a = (s.original.measures or {}).get("time_per_step_s")
+    b = (s.rewritten.measures or {}).get("time_per_step_s")
+    if not a or not b:
+        return CheckResult(name, NA, "time per step not measured (fewer than two optimizer steps on a side)")
+    return CheckResult(name, PASS, f"time per step {a * 1e3:.3g} ms -> {b * 1e3:.3g} ms ({a / b:.2f}x as fast, "
+                                   "measured in the same bounded run on both sides)")
 
 
 def check_grads_untouched(s: Sides) -> CheckResult:
@@ -733,6 +795,32 @@ def _functions(record: RunRecord) -> dict[str, dict[str, Any]]:
     return record.functions or {}
 
 
+def _judged_by_finite_differences_alone(s: Sides, cls: str, why: str) -> CheckResult:
+    """`cls`'s original backward raised, so there is no original gradient to agree with:
+    the rewritten's backward must match finite differences (float64, along a random
+    direction, at the run's own inputs) at some input where the derivative is not zero
+    (a backward that returns zeros agrees with a flat point and proves nothing)."""
+    name = "backward_agrees_with_original"
+    direct = ((s.rewritten.functions or {}).get(cls) or {}).get("direct") or {}
+    if direct.get("rewritten_error"):
+        return CheckResult(name, FAIL, f"{cls}: {why}; the rewritten backward raises too on the same ctx: {direct['rewritten_error']}")
+    positions = (((s.rewritten.functions or {}).get(cls) or {}).get("fd") or {}).get("positions") or {}
+    if not positions:
+        return CheckResult(name, UNKNOWN, f"{cls}: {why}, and its rewritten backward was not checked against finite differences")
+    off = [(p, r) for p, r in sorted(positions.items()) if not r.get("match")]
+    if off:
+        position, result = off[0]
+        return CheckResult(name, FAIL, f"{cls}: {why}; the rewritten backward does not match finite differences at input "
+                                       f"{position} ({result['analytic']:.6g} vs {result['numeric']:.6g})")
+    telling = [(p, r) for p, r in sorted(positions.items()) if abs(float(r.get("numeric") or 0.0)) > NONTRIVIAL_DERIVATIVE]
+    if not telling:
+        return CheckResult(name, UNKNOWN, f"{cls}: {why}; finite differences are zero at the run's inputs, which proves nothing")
+    position, result = telling[0]
+    return CheckResult(name, PASS, f"{cls}: {why}, so there is nothing to agree with; judged by finite differences "
+                                   f"alone, the rewritten backward matches them (input {position}: {result['analytic']:.6g} "
+                                   f"vs {result['numeric']:.6g}, float64)")
+
+
 def check_backward_agrees_with_original(s: Sides) -> CheckResult:
     """Both backwards called on the same saved context: identical gradients wherever the
     original returned one; a padded None only for inputs that never required grad."""
@@ -743,6 +831,9 @@ def check_backward_agrees_with_original(s: Sides) -> CheckResult:
     clauses = []
     for cls, entry in sorted(probed.items()):
         direct, roles = entry["direct"], entry.get("roles") or []
+        if direct.get("error") and direct["error"].startswith(ORIGINAL_BACKWARD_RAISED):
+            # nothing to agree with: the rewritten's backward is judged on its own
+            return _judged_by_finite_differences_alone(s, cls, direct["error"])
         if direct.get("error"):
             return CheckResult(name, UNKNOWN, f"{cls}: {direct['error']}")
         if direct["mismatches"]:
@@ -943,6 +1034,199 @@ def check_parameters_change_as_intended(s: Sides) -> CheckResult:
     return CheckResult("parameters_change_as_intended", PASS, f"all {checked} parameter(s) with a gradient were updated{note}")
 
 
+def _moved_by_finite_differences(name: str, mode: str) -> bool:
+    """Whether the directional check moves the leaf a run's probes named `name`: in a
+    script, the parameters of modules (``net.fc.weight``; not a free tensor ``scale``,
+    nor a tensor known only as an optimizer's ``SGD#0.p2``); in a unit, its arguments too."""
+    if mode in ("function", "method"):
+        return True
+    return "." in name and not re.fullmatch(r"\w+#\d+\.p\d+", name)
+
+
+def check_requires_grad_flag_takes_effect(s: Sides) -> CheckResult:
+    """A corrected ``requires_grad`` flag (AGF013) changes training on purpose, so the
+    parameters cannot end as in the original. What must hold instead:
+
+    * up to the first optimizer step nothing has moved: that step's losses, and the
+      gradient of every tensor that has one on both sides, equal the original's;
+    * a tensor the fix froze (a gradient in the original, never in the rewritten) keeps
+      its initial value; a tensor with a gradient on both sides is updated in both or
+      in neither (which tensors an optimizer steps is not the flag's business);
+    * a tensor that newly gets a gradient: the rewritten's gradients match finite
+      differences (the float64 directional check, `directional`);
+    * where the flag changed no tensor's gradient, the parameters end as in the original.
+    """
+    name = "requires_grad_flag_takes_effect"
+    o, r = s.original, s.rewritten
+    if o.get("exception") is not None or r.get("exception") is not None:
+        return CheckResult(name, NA, "a run raised; the flag's effect is judged on clean runs")
+    o_grad, r_grad = set(o.get("ever_grad") or ()), set(r.get("ever_grad") or ()) - set(r.get("fresh_inputs") or ())
+    o_grad -= set(o.get("fresh_inputs") or ())
+    frozen, newly = sorted(o_grad - r_grad), sorted(r_grad - o_grad)
+    if not frozen and not newly:
+        diffs = _compare_maps(o.get("params_final") or {}, r.get("params_final") or {}, "param", False)
+        if diffs:
+            return CheckResult(name, FAIL, "no tensor's gradient changed, yet parameters end differently: " + "; ".join(diffs[:3]))
+        return CheckResult(name, NA, "the corrected flag changed no tensor's gradient")
+    o_steps, r_steps = o.get("steps") or [], r.get("steps") or []
+    if not o_steps or not r_steps:
+        return CheckResult(name, NA, "no optimizer step on a side: nothing trained to compare")
+    first_o, first_r = o_steps[0], r_steps[0]
+    diffs = compare(first_o.get("losses"), first_r.get("losses"), "the first step's losses")
+    shared = sorted(set(first_o.get("grads") or {}) & set(first_r.get("grads") or {}) & (o_grad & r_grad))
+    for key in shared:
+        x, y = first_o["grads"][key], first_r["grads"][key]
+        if x is not None and y is not None:
+            diffs += compare(x, y, f"the first step's gradient of {key}")
+    if diffs:
+        return CheckResult(name, FAIL, "before the first step (nothing moved yet): " + "; ".join(diffs[:3]))
+    initial, final = r.get("params_initial") or {}, r.get("params_final") or {}
+    moved = [key for key in frozen if key in initial and key in final and not torch.equal(initial[key], final[key])]
+    if moved:
+        return CheckResult(name, FAIL, f"{len(moved)} tensor(s) the fix froze still changed ({moved[0]})")
+    # a tensor with a gradient on both sides: the flag did not touch it, so whether an
+    # update moves it cannot change (only the way it moves, once others train differently)
+    o_initial, o_final = o.get("params_initial") or {}, o.get("params_final") or {}
+    for key in sorted(o_grad & r_grad):
+        if all(key in m for m in (initial, final, o_initial, o_final)):
+            o_moved, r_moved = not torch.equal(o_initial[key], o_final[key]), not torch.equal(initial[key], final[key])
+            if o_moved != r_moved:
+                return CheckResult(name, FAIL, f"{key} has a gradient in both runs but is updated only in the "
+                                               f"{'original' if o_moved else 'rewritten'}: the flag did not change that")
+    held = sum(1 for key in frozen if key in initial and key in final)
+    parts = [f"first step's losses and {len(shared)} shared gradient(s) equal the original's"]
+    if frozen:
+        parts.append(f"{len(frozen)} tensor(s) frozen by the fix, {held} of them seen to keep their value")
+    if newly:
+        fd = r.get("finite_differences") or {}
+        unmoved = [key for key in newly if not _moved_by_finite_differences(key, s.mode)]
+        if unmoved:
+            return CheckResult(name, NA, f"{unmoved[0]} newly gets a gradient, but finite differences of a script move "
+                                         "module parameters only, and it is not one")
+        if not fd.get("applicable"):
+            return CheckResult(name, NA, f"{len(newly)} tensor(s) newly get a gradient ({newly[0]}), and "
+                                         f"{fd.get('detail') or 'finite differences were not run'}")
+        if not fd.get("passed"):
+            return CheckResult(name, FAIL, f"{len(newly)} tensor(s) newly get a gradient ({newly[0]}), but {fd.get('detail')}")
+        parts.append(f"{len(newly)} tensor(s) newly get a gradient, and the rewritten's {fd.get('detail')}")
+    if frozen and not held:
+        return CheckResult(name, NA, f"{len(frozen)} tensor(s) frozen by the fix, none of them recorded before and after")
+    return CheckResult(name, PASS, "the corrected flag takes effect: " + "; ".join(parts))
+
+
+@dataclass
+class _Reference:
+    """What `check_closer_to_float64_reference` counted."""
+
+    values: int = 0
+    original_off: int = 0
+    original_nonfinite: int = 0
+    rewritten_off: int = 0
+    failures: list[str] | None = None
+
+    def fail(self, text: str) -> None:
+        self.failures = [*(self.failures or []), text]
+
+
+def _against_reference(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, where: str, tally: _Reference) -> None:
+    """Element by element (float64): the rewritten `y` is close to the reference `z`, or at
+    least as close as the original `x` (an original that is not finite there allows only
+    a rewritten close to the reference, or the very same value)."""
+    x, y, z = x.detach().double(), y.detach().double(), z.detach().double()
+    tol = REFERENCE_ATOL + REFERENCE_RTOL * z.abs()
+    same_z = (y == z) | (y.isnan() & z.isnan())
+    close_y = same_z | ((y - z).abs() <= tol)
+    close_x = (x == z) | (x.isnan() & z.isnan()) | ((x - z).abs() <= tol)
+    err_x, err_y = (x - z).abs().nan_to_num(nan=math.inf), (y - z).abs().nan_to_num(nan=math.inf)
+    as_x = (y == x) | (y.isnan() & x.isnan())
+    no_worse = torch.isfinite(x) & torch.isfinite(y) & (err_y <= err_x)
+    ok = close_y | no_worse | as_x
+    tally.values += z.numel()
+    tally.original_off += int((~close_x).sum())
+    tally.original_nonfinite += int((~torch.isfinite(x) & torch.isfinite(z)).sum())
+    tally.rewritten_off += int((~close_y).sum())
+    if not bool(ok.all()):
+        index = int((~ok).flatten().nonzero()[0])
+        tally.fail(f"{where}: the rewritten {float(y.flatten()[index]):.6g} is further from the float64 reference "
+                   f"{float(z.flatten()[index]):.6g} than the original {float(x.flatten()[index]):.6g}")
+
+
+def _walk_reference(a: Any, b: Any, ref: Any, where: str, tally: _Reference) -> None:
+    """Tensors and numbers element by element (`_against_reference`); everything else
+    must equal the reference's or the original's."""
+    if isinstance(ref, torch.Tensor) and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) \
+            and ref.is_floating_point() and a.shape == b.shape == ref.shape:
+        _against_reference(a, b, ref, where, tally)
+        return
+    if _is_number(ref) and _is_number(a) and _is_number(b) and not any(isinstance(v, bool) for v in (a, b, ref)):
+        x, y, z = (torch.tensor([_as_number(v)], dtype=torch.float64) for v in (a, b, ref))
+        _against_reference(x, y, z, where, tally)
+        return
+    if isinstance(ref, dict) and isinstance(a, dict) and isinstance(b, dict):
+        if "__seq__" in ref and "__seq__" in a and "__seq__" in b and a["length"] == b["length"] == ref["length"]:
+            for i, items in enumerate(zip(a["items"], b["items"], ref["items"])):
+                _walk_reference(*items, f"{where}[{i}]", tally)
+            return
+        if not any(k in ref for k in ("__seq__", "__dict__", "__module__", "__object__")):
+            for key in sorted(set(a) & set(b) & set(ref)):
+                _walk_reference(a[key], b[key], ref[key], f"{where}.{key}" if where else str(key), tally)
+            return
+    if compare(ref, b, where, lenient=True) and compare(a, b, where):
+        tally.fail(f"{where}: {_summarize_value(b)} is neither the float64 reference's {_summarize_value(ref)} "
+                   f"nor the original's {_summarize_value(a)}")
+
+
+def check_closer_to_float64_reference(s: Sides) -> CheckResult:
+    """A numerically stable rewrite (AGF016) is judged against the original computed in
+    float64 (`reference`): every value and gradient of the rewritten float32 run is within
+    rtol=1e-4, atol=1e-5 of the reference, or at least as close to it as the original's
+    (where the original is not finite and the reference is, only the former); every
+    other output, and every printed line, equals the reference's or the original's.
+    Units without a reference run (functions with synthesized inputs): outputs and
+    gradients equal."""
+    name = "closer_to_float64_reference"
+    ref = s.original.float64_reference
+    if not ref:
+        # a unit run with synthesized inputs (a library function) has no reference run:
+        # its fix must then keep outputs and gradients, as an equivalence
+        parts = [check_outputs_equal(s), check_grads_equal(s)]
+        failed = [c for c in parts if c.status == FAIL]
+        if failed:
+            return CheckResult(name, FAIL, f"no float64 reference run for this {s.mode} unit, and {failed[0].detail}")
+        if all(c.status == PASS for c in parts):
+            return CheckResult(name, PASS, f"no float64 reference run for this {s.mode} unit: "
+                                           + ", ".join(c.detail for c in parts))
+        return CheckResult(name, NA, "no float64 reference run, and " + next(c.detail for c in parts if c.status != PASS))
+    if ref.get("error"):
+        return CheckResult(name, NA, f"the float64 reference run raised {ref['error']}")
+    if s.original.exception is not None or s.rewritten.exception is not None:
+        return CheckResult(name, NA, "a run raised; the reference compares finished runs")
+    tally = _Reference()
+    o_out, r_out, z_out = s.original.outputs or {}, s.rewritten.outputs or {}, ref.get("outputs") or {}
+    for key in sorted(set(o_out) & set(r_out) & set(z_out)):
+        _walk_reference(o_out[key], r_out[key], z_out[key], key, tally)
+    o_g, r_g, z_g = s.original.leaf_grads or {}, s.rewritten.leaf_grads or {}, ref.get("leaf_grads") or {}
+    for key in sorted(set(o_g) & set(r_g) & set(z_g)):
+        if o_g[key] is not None and r_g[key] is not None:
+            _walk_reference(o_g[key], r_g[key], z_g[key], f".grad of {key}", tally)
+    if s.original.printed is not None and s.rewritten.printed is not None and ref.get("printed"):
+        lines = {}
+        for label, other, rtol in (("reference", ref["printed"], REFERENCE_RTOL), ("original", s.original.printed, FLOAT_RTOL)):
+            diffs = printed_differences(other, s.rewritten.printed, rtol=rtol, atol=REFERENCE_ATOL)
+            lines[label] = {d.split(":")[0]: d for d in diffs}
+        both = [lines["reference"][k] for k in lines["reference"] if k in lines["original"]]
+        if both:
+            tally.fail(f"{both[0]} (differs from the float64 reference's and from the original's)")
+    if tally.failures:
+        return CheckResult(name, FAIL, "; ".join(tally.failures[:3]))
+    if not tally.values:
+        return CheckResult(name, NA, "no floating value or gradient to hold against the float64 reference")
+    nonfinite = f", {tally.original_nonfinite} of them not finite" if tally.original_nonfinite else ""
+    return CheckResult(name, PASS, f"against a float64 reference run: the original is off at {tally.original_off} of "
+                                   f"{tally.values} values and gradients{nonfinite}, the rewritten at {tally.rewritten_off}, "
+                                   "and nowhere further off than the original")
+
+
 def _implementations() -> dict[str, Callable[[Sides], CheckResult]]:
     """Each registered check's implementation, ``check_<name>`` in this module."""
     found = {}
@@ -960,7 +1244,7 @@ CHECKS: Mapping[str, Callable[[Sides], CheckResult]] = MappingProxyType(_impleme
 _ERROR_FIXING = {"original_error_gone"}
 #: a pass of these alone is no evidence that a fix is right ("the error is gone" holds
 #: just as well for a rewrite that drops the code that raised)
-_NOT_EVIDENCE = {"original_error_gone", "graph_state_may_change"}
+_NOT_EVIDENCE = {"original_error_gone", "graph_state_may_change", "time_per_step_reported"}
 
 
 # -- evidence and verdict ------------------------------------------------------------------

@@ -29,7 +29,12 @@ all zero), the unit's tensor inputs likewise, the run's seeds changed (so the da
 script draws changes too), identically on both sides; the first loss (or the weighted
 outputs) there is one more value the contracts compare. One comparison point proves
 nothing about a term that vanishes there: ``h + 0 * self.time_bias[t]`` equals
-``h + self.time_bias[t]`` while ``time_bias`` is all zeros, not after it moved.
+``h + self.time_bias[t]`` while ``time_bias`` is all zeros, not after it moved. What is
+compared there is the sum of the losses backpropagated before the first optimizer step
+(at most `WINDOW_BACKWARDS` of them; each backward runs), not only the first: the first
+step's gradient is the gradient of that sum, and a fix that merges two backward passes
+over a shared graph into one (``(l1 + l2).backward()``) changes the first loss but not the
+sum. A backward that raises ends the window with its own loss counted.
 
 "Where possible": a loss that is not float64 even so, a
 version that raises before its first backward, a backward that raises, or a first
@@ -65,6 +70,9 @@ SECOND_POINT_SEED_SHIFT = 7919
 #: the later backward passes checked besides the first (`later_backward_checks`): the
 #: second and third, which in a GAN or a VAE with a discriminator are the other losses
 LATER_BACKWARDS = (2, 3)
+#: the second point sums the losses of at most this many backward passes before the
+#: first optimizer step (a run that never steps stops there)
+WINDOW_BACKWARDS = 8
 
 
 class _Stop(BaseException):
@@ -83,8 +91,16 @@ class Perturbation:
 
     def __init__(self, eps: float, seed: int, *, analytic: bool, float64: bool = True, relative: bool = False,
                  run_seed: int = 0, at: int = 1, only: frozenset[str] | None = None,
-                 replay: list[list[torch.Tensor | None]] | None = None) -> None:
+                 replay: list[list[torch.Tensor | None]] | None = None, window: bool = False) -> None:
         self.eps = eps
+        #: the second point: every backward runs and its loss is added to `window_loss`,
+        #: until the first optimizer step (or `WINDOW_BACKWARDS` passes, or one that raises)
+        self.window = window
+        self.window_loss: float | None = None
+        self.window_backwards = 0
+        #: how the window ended: "step" (the first optimizer step), "error" (a backward
+        #: raised), "cap" (`WINDOW_BACKWARDS`), or "end" (the run returned)
+        self.window_end = "end"
         self.seed = seed
         self.analytic = analytic
         #: run in float64 (`Float64Mode`); the second point keeps the code's own dtypes
@@ -187,7 +203,33 @@ class Perturbation:
                 return
         raise _Stop
 
+    def _window_pass(self, roots: Any, weights: Any, run: Callable[[], Any]) -> Any:
+        """Second point: one backward of the window before the first step; its loss is
+        added to the window's, then it runs (a backward that raises ends the window)."""
+        first = self.loss
+        try:
+            self.capture(roots, weights)
+        except _Stop:
+            pass
+        if self.error is not None:
+            raise _Stop
+        self.window_loss = (self.window_loss or 0.0) + float(self.loss or 0.0)
+        if first is not None:
+            self.loss = first  # `loss` stays the first backward's
+        self.window_backwards += 1
+        if self.window_backwards >= WINDOW_BACKWARDS:
+            self.window_end = "cap"
+            raise _Stop
+        try:
+            return run()
+        except Exception:  # noqa: BLE001 - a backward that raises ends the window, its loss counted
+            self.window_end = "error"
+            raise _Stop from None
+
     def _on_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self.window and self.window_backwards:
+            self.window_end = "step"
+            raise _Stop
         if not self._awaiting_step:
             return
         stepped = {id(p) for group in optimizer.param_groups for p in group["params"]}
@@ -205,12 +247,16 @@ class Perturbation:
             if self._awaiting_step:
                 self.error = f"no optimizer stepped between backward {self.at} and the next"
                 raise _Stop
+            if self.window:
+                return self._window_pass(tensors, grad_tensors, lambda: original_backward(tensors, grad_tensors, *args, **kwargs))
             if self.calls < self.at:
                 return self._earlier(tensors, kwargs.get("inputs"), lambda: original_backward(tensors, grad_tensors, *args, **kwargs))
             self.capture(tensors, grad_tensors)
 
         def grad(outputs, inputs=None, grad_outputs=None, *args, **kwargs):
             self.calls += 1
+            if self.window:
+                return self._window_pass(outputs, grad_outputs, lambda: original_grad(outputs, inputs, grad_outputs, *args, **kwargs))
             if self.calls < self.at:
                 return self._earlier_grad(lambda: original_grad(outputs, inputs, grad_outputs, *args, **kwargs))
             if self.at > 1 and self.analytic:
@@ -220,7 +266,7 @@ class Perturbation:
 
         torch.autograd.backward = backward
         torch.autograd.grad = grad
-        if self.at > 1:
+        if self.at > 1 or self.window:
             step_handle = _optimizer_module.register_optimizer_step_pre_hook(self._on_step)
             self._undo.append(step_handle.remove)
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
@@ -302,7 +348,7 @@ def _one_run(run_once: Callable[[Perturbation], Any], eps: float, analytic: bool
         perturbation.error = f"it raised {type(exc).__name__} before any backward: {str(exc)[:200]}"
     finally:
         perturbation.uninstall()
-    if not stopped and perturbation.error is None and perturbation.at == 1:
+    if not stopped and perturbation.error is None and perturbation.at == 1 and not perturbation.window_backwards:
         _outputs_loss(perturbation, result, iter_tensors)
     return perturbation
 
@@ -349,11 +395,15 @@ def second_point(run_once: Callable[[Perturbation], Any], iter_tensors: Callable
     """The unit's first loss (or weighted outputs) at a second point: parameters and
     tensor inputs moved, seeds shifted, the same on both sides (see the module docstring)."""
     moved = _one_run(run_once, SECOND_POINT_SCALE, False, iter_tensors, float64=False, relative=True,
-                     run_seed=SECOND_POINT_SEED_SHIFT)
+                     run_seed=SECOND_POINT_SEED_SHIFT, window=True)
     if moved.error is not None or moved.loss is None:
         return {"applicable": False, "detail": f"no second point: {moved.error or 'no loss was computed'}"}
     params = sum(1 for name in moved.targets if not name.startswith("arg"))
-    return {"applicable": True, "loss": moved.loss, "moved": params, "inputs": len(moved.targets) - params}
+    # `loss`: the first loss; `window_loss`: the sum of the losses backpropagated before
+    # the first step (the first loss where the unit never called backward)
+    window = moved.window_loss if moved.window_backwards else moved.loss
+    return {"applicable": True, "loss": moved.loss, "window_loss": window, "backwards": moved.window_backwards,
+            "window_end": moved.window_end, "moved": params, "inputs": len(moved.targets) - params}
 
 
 def later_backward_checks(run_once: Callable[[Perturbation], Any], iter_tensors: Callable[[Any], Any]) -> list[dict[str, Any]]:

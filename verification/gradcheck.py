@@ -279,6 +279,10 @@ def compare_backwards(cls: type, counterpart: type, ctx: Any, outputs: list[torc
             theirs = _as_tuple(counterpart.backward(ctx, *grads))
         except Exception as exc:  # noqa: BLE001 - the original's backward may be the broken one
             report["error"] = f"the original backward raised {type(exc).__name__}: {str(exc)[:200]}"
+            try:
+                cls.backward(ctx, *grads)
+            except Exception as again:  # noqa: BLE001 - the rewrite did not mend it
+                report["rewritten_error"] = f"{type(again).__name__}: {str(again)[:200]}"
             return report
         try:
             mine = _as_tuple(cls.backward(ctx, *grads))

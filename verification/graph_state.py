@@ -18,11 +18,14 @@ What counts, read from the syntax tree of each side (pure ast, nothing runs here
   ``self.flags.add(...)``), to a fixed point; an attribute target (``self.seen``) counts
   by its attribute name; ``return`` and the function's own name when a ``return``
   statement holds one (so ``stats = evaluate(...)`` is reached too);
-* the lines of the statements holding one (what a ``print`` there writes is tagged).
+* the lines of the statements holding one, and of call statements handed a name it
+  reached (what a ``print`` there writes is tagged).
 
-Only values shaped like graph state may differ at those places: booleans, and ``None``
-against a graph node (``<AddBackward0>``); a number kept in the same list is still
-compared.
+Only values shaped like graph state may differ at those places: booleans, ``None``
+against a graph node (``<AddBackward0>``), and the constant strings a conditional
+expression on graph state chooses between (``"on" if torch.is_anomaly_enabled() else
+"off"``); a number kept in the same list is still compared. Anomaly mode's flag counts
+as graph state: AGF017's fix turns it off on purpose.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import ast
 from dataclasses import dataclass, field
 
 GRAPH_ATTRIBUTES = frozenset({"requires_grad", "grad_fn", "is_leaf", "_version"})
-GRAPH_CALLS = frozenset({"is_grad_enabled", "is_inference_mode_enabled", "is_inference"})
+GRAPH_CALLS = frozenset({"is_grad_enabled", "is_inference_mode_enabled", "is_inference",
+                         # anomaly mode: AGF017's fix turns it off by design
+                         "is_anomaly_enabled", "is_anomaly_check_nan_enabled"})
 _CONTAINER_METHODS = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "appendleft"})
 RETURN = "return"
 
@@ -42,6 +47,9 @@ class GraphState:
 
     names: set[str] = field(default_factory=set)
     lines: set[int] = field(default_factory=set)
+    #: the constant strings a conditional expression on graph state chooses between
+    #: (``"on" if torch.is_anomaly_enabled() else "off"``): they stand for the flag
+    choices: set[str] = field(default_factory=set)
 
 
 def _reads_graph_state(node: ast.AST) -> bool:
@@ -120,8 +128,13 @@ def graph_state(source: str) -> GraphState:
                 found.names |= names
                 changed = True
     for node in ast.walk(tree):
+        if isinstance(node, ast.IfExp) and _reads_graph_state(node.test):
+            found.choices.update(branch.value for branch in (node.body, node.orelse)
+                                 if isinstance(branch, ast.Constant) and isinstance(branch.value, str))
         if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For,
                                                                  ast.While, ast.If, ast.With, ast.Try)):
-            if _reads_graph_state(node):
+            # a statement that reads graph state, or a call statement (a `print`, a log
+            # line) handed a value such a read reached
+            if _reads_graph_state(node) or (isinstance(node, ast.Expr) and _mentions(node, found.names - {RETURN})):
                 found.lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     return found

@@ -36,6 +36,7 @@ from autograd_fix.codemods.semantic.roles import Vocabulary
 
 from .binding import Binder, Unbindable
 from .bounded import VOLATILE_NAME, Bounds
+from .clock import ClockUse, is_clock_reading, marked_clocks
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
 from .checks import Probe, probes_for
@@ -49,6 +50,7 @@ from .printed import PrintedText
 from .probes import Probes, iter_tensors
 from .protocol import BoundedRecord, CoverageRecord, GraphStateRecord, RunRecord, RunRecordDraft, SideSpec, Unbound
 from .reach import ReachTracer
+from .reference import float64_reference
 from .record import plain, serialize
 
 _AUTOGRAD_ERROR = re.compile(
@@ -99,14 +101,25 @@ def describe_exception(exc: BaseException, phase: str, path: str) -> dict[str, A
     }
 
 
-def _script_outputs(namespace: dict[str, Any]) -> dict[str, Any]:
+def _clock_reading(name: str, value: Any, clocks: ClockUse) -> bool:
+    """A value read from a clock (`clock`: marked where it was read), or, in a run that
+    read no marked clock (``datetime.now()``, a CUDA event), a float named like one."""
+    if is_clock_reading(value):
+        return True
+    return not clocks.reads and isinstance(value, float) and bool(VOLATILE_NAME.search(name.split(" ")[0]))
+
+
+def _script_outputs(namespace: dict[str, Any], volatile: list[str], clocks: ClockUse) -> dict[str, Any]:
+    """The script's globals that are results; the clock readings among them are named in
+    `volatile` instead (they differ between any two runs)."""
     outputs = {}
     for name, value in namespace.items():
         if name.startswith("_") or isinstance(value, (types.ModuleType, types.FunctionType, type, types.BuiltinFunctionType)):
             continue
         if isinstance(value, (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)):
             continue
-        if isinstance(value, float) and VOLATILE_NAME.search(name):  # a clock reading
+        if _clock_reading(name, value, clocks):
+            volatile.append(name)
             continue
         outputs[name] = value
     return outputs
@@ -182,7 +195,8 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
         return record
     record.device = device
     state = graph_state(spec.source or "")
-    record.graph_state = GraphStateRecord(names=tuple(sorted(state.names)), lines=tuple(sorted(state.lines)))
+    record.graph_state = GraphStateRecord(names=tuple(sorted(state.names)), lines=tuple(sorted(state.lines)),
+                                          choices=tuple(sorted(state.choices)))
     seed_all(0)
     bounds = _bounds(spec, place, Probe.WHOLE_WINDOWS in needs)
     watch = LineWatch(path, spec.changed_lines)
@@ -196,15 +210,18 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
         watch=watch,
     )
     started = time.perf_counter()
-    with bounds:
+    with bounds, marked_clocks() as clocks:
         with watch:
             if kind == "script":
-                _run_script(spec, record, probes, path, bounds)
+                _run_script(spec, record, probes, path, bounds, clocks)
             elif kind == "driver":
-                _run_driver(spec, record, probes, place, bounds)
+                _run_driver(spec, record, probes, place, bounds, clocks)
             if kind in ("script", "driver"):
                 # what the changed lines assigned last: what the script's later lines read
-                record.outputs.update({name: serialize(value) for name, value in bounds.observed().items()})
+                observed = bounds.observed()
+                record.volatile += [name.split(" ")[0] for name, value in observed.items() if _clock_reading(name, value, clocks)]
+                record.outputs.update({name: serialize(value) for name, value in observed.items()
+                                       if not _clock_reading(name, value, clocks)})
             elif kind == "autograd_function":
                 _run_function_class(spec, record, probes, path, device)
             else:
@@ -218,6 +235,8 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
             record.second_point = _second_point(spec, path, device, bounds, took)
         if kind not in ("autograd_function", "driver") and Probe.FINITE_DIFFERENCES in needs and not record.unbound:
             record.finite_differences = _finite_differences(spec, path, device, bounds)
+        if kind == "script" and spec.side == "original" and Probe.FLOAT64_REFERENCE in needs:
+            record.float64_reference = _float64_reference(spec, path, bounds, clocks)
     return record
 
 
@@ -251,7 +270,7 @@ def _fresh_main(path: str) -> dict[str, Any]:
     return module.__dict__
 
 
-def _run_script(spec: SideSpec, record: RunRecordDraft, probes: Probes, path: str, bounds: Bounds) -> None:
+def _run_script(spec: SideSpec, record: RunRecordDraft, probes: Probes, path: str, bounds: Bounds, clocks: ClockUse) -> None:
     namespace = _fresh_main(path)
     chain_argv(path, spec.argv or ())
     try:
@@ -259,10 +278,11 @@ def _run_script(spec: SideSpec, record: RunRecordDraft, probes: Probes, path: st
     except SyntaxError as exc:
         record.exception = describe_exception(exc, "compile", path)
         return
-    _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102 - running the user's code is the point
+    _run_main(record, probes, path, lambda: exec(code, namespace), namespace, clocks)  # noqa: S102 - running the user's code is the point
 
 
-def _run_driver(spec: SideSpec, record: RunRecordDraft, probes: Probes, place: Place | None, bounds: Bounds) -> None:
+def _run_driver(spec: SideSpec, record: RunRecordDraft, probes: Probes, place: Place | None, bounds: Bounds,
+                clocks: ClockUse) -> None:
     """A user-named driver: a project script or module run as ``__main__``, or a pytest
     node id run by ``pytest.main``, in this side's copy (the changed file in place)."""
     command = spec.command
@@ -274,12 +294,12 @@ def _run_driver(spec: SideSpec, record: RunRecordDraft, probes: Probes, place: P
     if command["kind"] == "module":
         chain_argv(command["target"], argv)
         found: dict[str, Any] = {}
-        _run_main(record, probes, path, lambda: found.update(runpy.run_module(command["target"], run_name="__main__", alter_sys=True)), found)
+        _run_main(record, probes, path, lambda: found.update(runpy.run_module(command["target"], run_name="__main__", alter_sys=True)), found, clocks)
         return
     if command["kind"] == "entry":
         chain_argv(command["text"], argv)
         namespace: dict[str, Any] = {}
-        _run_main(record, probes, path, lambda: _run_entry_point(command["target"], namespace), namespace)
+        _run_main(record, probes, path, lambda: _run_entry_point(command["target"], namespace), namespace, clocks)
         return
     script = os.path.join(place.copy_root, command["script"]) if place else command["target"]
     try:
@@ -293,7 +313,7 @@ def _run_driver(spec: SideSpec, record: RunRecordDraft, probes: Probes, place: P
         return
     namespace = _fresh_main(script)
     chain_argv(script, argv)
-    _run_main(record, probes, path, lambda: exec(code, namespace), namespace)  # noqa: S102
+    _run_main(record, probes, path, lambda: exec(code, namespace), namespace, clocks)  # noqa: S102
 
 
 def _run_entry_point(target: str, namespace: dict[str, Any]) -> None:
@@ -365,7 +385,8 @@ def _run_pytest(command: dict[str, Any], record: RunRecordDraft, probes: Probes,
     _leaf_records(record, probes)
 
 
-def _run_main(record: RunRecordDraft, probes: Probes, path: str, run: Any, namespace: dict[str, Any]) -> None:
+def _run_main(record: RunRecordDraft, probes: Probes, path: str, run: Any, namespace: dict[str, Any],
+              clocks: ClockUse) -> None:
     """Run a ``__main__`` (script or driver) under probes; `namespace`, its globals once
     `run()` returns or raises, holds the outputs."""
     probes.install()
@@ -379,7 +400,7 @@ def _run_main(record: RunRecordDraft, probes: Probes, path: str, run: Any, names
             record.exception["message"] = f"sys.exit({exc.code!r})"
     except BaseException as exc:  # noqa: BLE001
         record.exception = describe_exception(exc, "run", path)
-    outputs = _script_outputs(namespace)
+    outputs = _script_outputs(namespace, record.volatile, clocks)
     _register_values(probes, outputs, "global")
     roots = list(iter_tensors(list(outputs.values())))
     record.measures = probes.finish(roots)
@@ -634,6 +655,22 @@ def _second_point(spec: SideSpec, path: str, device: str, bounds: Bounds, took: 
     if run_once is None:
         return {"applicable": False, "detail": f"no second point: {problem}"}
     return second_point(run_once, iter_tensors)
+
+
+def _float64_reference(spec: SideSpec, path: str, bounds: Bounds, clocks: ClockUse) -> dict[str, Any]:
+    """The original script once more in float64 (`reference`), its outputs picked as the
+    run's own are."""
+    try:
+        code = bounds.compile(spec.source, path)
+    except (SyntaxError, ValueError) as exc:
+        return {"error": f"the script does not compile ({exc})"}
+
+    def outputs(namespace: dict[str, Any]) -> dict[str, Any]:
+        found = _script_outputs(namespace, [], clocks)
+        found.update({name: value for name, value in bounds.observed().items() if not _clock_reading(name, value, clocks)})
+        return found
+
+    return float64_reference(code, path, list(spec.argv or ()), bounds.reset, lambda: seed_all(0), outputs)
 
 
 def _rerun(spec: SideSpec, path: str, device: str, bounds: Bounds) -> tuple[Any, str]:

@@ -35,7 +35,8 @@ a placeholder on both sides, so the rest of the line is still compared):
 
 Lines printed by a statement that reads graph state (``print(out.requires_grad)``,
 tagged as they are written, `graph_state`), where the contract expects graph state to
-change: ``True``/``False``/``None``/graph node tokens may differ, and each line that did
+change: ``True``/``False``/``None``/graph node tokens, and the strings a conditional on
+graph state chooses between (``"on" if torch.is_anomaly_enabled() else "off"``), may differ, and each line that did
 is listed, not reported; everything else on them is compared.
 
 Not compared at all: lines about autograd's own state (they name a ``graph``,
@@ -74,6 +75,7 @@ _TOKEN = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|i
 _INTEGER = re.compile(r"[-+]?\d+")
 #: what a graph-state read prints: a flag, a missing graph node, a node's name
 _GRAPH_TOKEN = re.compile(r"[(\[{,:=<]*(?:True|False|None|\w*Backward\w*)[)\]},:>]*")
+_PUNCTUATION = "()[]{},:;=<>.!?'\""
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)", re.IGNORECASE)
 
 
@@ -174,15 +176,21 @@ def _numbers_close(a: str, b: str, rtol: float, atol: float) -> bool:
     return abs(x - y) <= atol + rtol * abs(x) + rounding * (1 + 1e-9)
 
 
+def _graph_token(token: str, choices: frozenset[str]) -> bool:
+    """A printed token shaped like graph state: a flag, ``None``, a node's name, or one of
+    the strings a conditional on graph state chooses between (``on;`` for ``"on"``)."""
+    return bool(_GRAPH_TOKEN.fullmatch(token)) or token.strip(_PUNCTUATION) in choices
+
+
 def _line_differences(a: tuple[str, list[str]], b: tuple[str, list[str]], rtol: float, atol: float,
-                      graph_state: bool = False) -> str | None:
+                      graph_state: bool = False, choices: frozenset[str] = frozenset()) -> str | None:
     """The first difference between two printed lines; with `graph_state` (both printed
     by statements that read graph state) tokens shaped like graph state may differ."""
     (a_line, a), (b_line, b) = a, b
     if len(a) != len(b):
         return f"{a_line[:120]!r} vs {b_line[:120]!r}"
     for x, y in zip(a, b):
-        if graph_state and _GRAPH_TOKEN.fullmatch(x) and _GRAPH_TOKEN.fullmatch(y):
+        if graph_state and _graph_token(x, choices) and _graph_token(y, choices):
             continue
         both_numbers = _NUMBER.fullmatch(x) and _NUMBER.fullmatch(y)
         if both_numbers and _INTEGER.fullmatch(x) and _INTEGER.fullmatch(y):
@@ -197,7 +205,7 @@ def _line_differences(a: tuple[str, list[str]], b: tuple[str, list[str]], rtol: 
 
 
 def printed_differences(original: dict, rewritten: dict, *, rtol: float, atol: float,
-                        graph_state: list[str] | None = None) -> list[str]:
+                        graph_state: list[str] | None = None, choices: frozenset[str] = frozenset()) -> list[str]:
     """Differences between two sides' printed output (records from `PrintedText.record`).
 
     With `graph_state` (a list, the contract expects graph state to change), lines that
@@ -217,7 +225,7 @@ def printed_differences(original: dict, rewritten: dict, *, rtol: float, atol: f
     for index, ((xl, xt, xg), (yl, yt, yg)) in enumerate(zip(a_lines, b_lines)):
         x, y = (xl, xt), (yl, yt)
         difference = _line_differences(x, y, rtol, atol)
-        if difference and xg and yg and graph_state is not None and _line_differences(x, y, rtol, atol, True) is None:
+        if difference and xg and yg and graph_state is not None and _line_differences(x, y, rtol, atol, True, choices) is None:
             graph_state.append(f"printed line {index + 1}: {xl[:80]!r} -> {yl[:80]!r}")
             continue
         if difference:

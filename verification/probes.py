@@ -269,6 +269,8 @@ class Probes:
         #: since the last backward: a clamp right after `w -= ...` is the same update
         self.manual_updates = 0
         self.optimizer_steps = 0
+        #: when each optimizer step began (the time per step: from the first to the last)
+        self._step_clock: list[float] = []
         self._updated_since_backward: set[int] = set()
         self._stepping = False
         self.path = path
@@ -573,6 +575,7 @@ class Probes:
         for position, param in enumerate(params):
             self.register(param, f"{prefix}.p{position}", "optimizer")
         self.optimizer_steps += 1
+        self._step_clock.append(time.perf_counter())
         self._record_step(params, opt_index)
         self._since_any_step.clear()
 
@@ -691,6 +694,10 @@ class Probes:
             "optimizer_steps": self.optimizer_steps,
             "manual_updates": self.manual_updates,
             "duration_s": round(duration, 4),
+            # the shortest time between two optimizer steps (the run's set-up left out; the
+            # minimum, as `timeit` reports, since other load only ever adds time)
+            "time_per_step_s": (min(b - a for a, b in zip(self._step_clock, self._step_clock[1:]))
+                                if len(self._step_clock) >= 2 else None),
             "ctx_created": len(self._ctx_refs),
             "ctx_alive_without_gc": ctx_alive_no_gc,
             "ctx_freed_only_by_gc": ctx_alive_no_gc - ctx_alive_after_gc,

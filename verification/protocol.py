@@ -339,6 +339,8 @@ class GraphStateRecord(_Record):
 
     names: tuple[str, ...] = ()
     lines: tuple[int, ...] = ()
+    #: the strings a conditional on graph state chooses between (they may differ by design)
+    choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -427,6 +429,10 @@ class RunRecord(_Record):
     zero_dim_readings: int = 0
     #: how a notebook's IPython lines ran (`ipython_lines`), or None
     ipython: str | None = None
+    #: outputs not compared because they were read from a clock (`clock`)
+    volatile: list[str] = field(default_factory=list)
+    #: the original script's float64 reference run (`reference.float64_reference`), or None
+    float64_reference: dict[str, Any] | None = None
 
     def to_json(self, *, versioned: bool = True) -> dict[str, Any]:
         """Plain data: the record's own parts as mappings, the enum as its value, and

@@ -24,6 +24,7 @@ from autograd_fix.codemods.semantic.autograd_function import (
 from autograd_fix.codemods.rules.agf004_autograd_function_gradient_count.function_inputs import input_evidence
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
+from autograd_fix.codemods.semantic.tensor_truth import backward_tensor_names, tests_tensor
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext
 
 
@@ -331,6 +332,11 @@ class _Checker:
     def _python_ifexp(self, node: cst.IfExp) -> None:
         branches = [b for b in (node.body, node.orelse) if is_zero_literal(b)]
         if not branches:
+            return
+        backward = self.function.backward
+        if backward is not None and tests_tensor(node.test, backward_tensor_names(backward)):
+            # a tensor's truth value: the test raises "ambiguous" before any `0` is
+            # returned; AGF018 reports it (its fix is `torch.where`), `0 -> None` would not help
             return
         if not _is_python_condition(node.test, self.facts, self.function.backward_ctx() or "ctx"):
             # right for a Python bool or a one-element tensor; an element-wise test still

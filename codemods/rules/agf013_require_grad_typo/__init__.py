@@ -56,8 +56,11 @@ class RequireGradTypo(Rule):
     intent there is `model.requires_grad_(False)`, which a person should choose).
 
     ## Verification
-    The fixed flag takes effect, so gradients change on purpose: a frozen parameter
-    keeps its value and gets no `.grad`; the parameters that should train still change.
+    The fixed flag takes effect, so training changes on purpose and parameters are not
+    compared at the end. Up to the first optimizer step nothing differs (its losses and
+    shared gradients equal the original's); a parameter the fix froze keeps its value;
+    one with a gradient on both sides is updated in both or neither; one that newly gets
+    a gradient must match finite differences.
     """
 
     code = "AGF013"
@@ -66,8 +69,8 @@ class RequireGradTypo(Rule):
     message = "`require_grad` is not an autograd attribute (typo of `requires_grad`): the assignment changes nothing"
     triggers = tuple(sorted(TYPOS))
     contract = Contract(
-        description="the corrected flag takes effect: parameters with a gradient still change, frozen ones keep their value",
-        checks=("graph_state_may_change", "parameters_change_as_intended"),
+        description="the corrected flag takes effect: the first step as in the original, frozen tensors keep their value, new gradients match finite differences",
+        checks=("graph_state_may_change", "requires_grad_flag_takes_effect"),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]

@@ -55,8 +55,10 @@ class ZeroGradSetToNoneFalse(Rule):
     `torch.distributed`): there DDP's gradient buckets, FSDP's and tensor parallelism's
     sharded gradients and the collectives run on `.grad` make keeping the buffers
     allocated a choice the author may have made on purpose (accelerate's N-D parallel
-    example does), which a single-process run cannot judge. Below torch 1.7 (no `set_to_none`) the
-    rule stays silent.
+    example does), which a single-process run cannot judge. Files that check the argument
+    itself (`zero_grad_mock.assert_called_with(set_to_none=False)`: a test that a wrapper
+    passes it on) are left alone too. Below torch 1.7 (no `set_to_none`) the rule stays
+    silent.
 
     ## Verification
     Outputs (parameters, losses) equal and gradients equal at every optimizer step: a
@@ -80,6 +82,8 @@ class ZeroGradSetToNoneFalse(Rule):
         self._own_zero_grad = False
         #: the file adds into `.grad` by hand: it relies on zeros being there
         self._writes_grad = False
+        #: the file checks that `set_to_none=` reaches a mock: the argument is what it tests
+        self._observes_argument = False
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         if node.name.value == "zero_grad" and any(p.name.value == "set_to_none" for p in node.params.params):
@@ -90,6 +94,9 @@ class ZeroGradSetToNoneFalse(Rule):
             self._calls.append(node)
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_") and _is_grad(node.func.value):
             self._writes_grad = True  # `p.grad.add_(g)`: needs a tensor there, not None
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOCK_CALL_CHECKS and any(
+                a.keyword is not None and a.keyword.value == "set_to_none" for a in node.args):
+            self._observes_argument = True  # `mock.assert_called_with(set_to_none=False)`: a test of the argument
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if _is_grad(node.target):
@@ -97,7 +104,8 @@ class ZeroGradSetToNoneFalse(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         floor = self.context.target_torch
-        if self._own_zero_grad or self._writes_grad or not self._calls or not supports(floor, SET_TO_NONE_SINCE):
+        if self._own_zero_grad or self._writes_grad or self._observes_argument or not self._calls \
+                or not supports(floor, SET_TO_NONE_SINCE):
             return
         if _trains_across_processes(self.context):
             return
@@ -112,6 +120,10 @@ class ZeroGradSetToNoneFalse(Rule):
             else:
                 fix = Fix(Applicability.UNSAFE, (Edit(call, _set_to_none_true),), "pass `set_to_none=True`")
             self.report(call, fix=fix)
+
+
+#: a mock's checks of how it was called: with `set_to_none=` in them, the file tests the argument
+_MOCK_CALL_CHECKS = frozenset({"assert_called_with", "assert_called_once_with", "assert_any_call"})
 
 
 def _trains_across_processes(context) -> bool:  # type: ignore[no-untyped-def]

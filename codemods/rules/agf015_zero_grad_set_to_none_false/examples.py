@@ -97,6 +97,22 @@ def train_step(model, optimizer, batch, group):
     return loss
 """
     ),
+    # a test that checks the argument is passed on (Lightning's Fabric wrapper test, found
+    # in the real-code audit): the argument itself is what the file observes
+    valid(
+        """
+from unittest import mock
+
+import torch
+
+def test_zero_grad_kwargs():
+    with mock.patch("torch.optim.SGD.zero_grad") as zero_grad_mock:
+        optimizer = torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), 0.1)
+        wrapped = Wrapper(optimizer)
+        wrapped.zero_grad(set_to_none=False)
+        zero_grad_mock.assert_called_with(set_to_none=False)
+"""
+    ),
 ]
 
 INVALID = [

@@ -50,7 +50,10 @@ class ImpreciseLogExp(Rule):
     spellings (`x.exp() - 1`), are not matched.
 
     ## Verification
-    Outputs and gradients equal within float tolerance where the naive form is finite.
+    The original is run once more in float64 as the reference: every value and gradient
+    of the rewritten float32 run must be close to it, or at least as close as the
+    original's (where the naive form overflows, only close to it); other outputs and
+    printed lines must equal the reference's or the original's.
     """
 
     code = "AGF016"
@@ -59,8 +62,8 @@ class ImpreciseLogExp(Rule):
     message = "imprecise log/exp composition"
     triggers = ("log", "exp")
     contract = Contract(
-        description="outputs and gradients equal within float tolerance (where the naive form is finite)",
-        checks=("outputs_equal", "grads_equal"),
+        description="values and gradients at least as close to a float64 reference run of the original as the original's",
+        checks=("closer_to_float64_reference",),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
