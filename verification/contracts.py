@@ -1058,17 +1058,17 @@ def check_requires_grad_flag_takes_effect(s: Sides) -> CheckResult:
     """
     name = "requires_grad_flag_takes_effect"
     o, r = s.original, s.rewritten
-    if o.get("exception") is not None or r.get("exception") is not None:
+    if o.exception is not None or r.exception is not None:
         return CheckResult(name, NA, "a run raised; the flag's effect is judged on clean runs")
-    o_grad, r_grad = set(o.get("ever_grad") or ()), set(r.get("ever_grad") or ()) - set(r.get("fresh_inputs") or ())
-    o_grad -= set(o.get("fresh_inputs") or ())
+    o_grad, r_grad = set(o.ever_grad or ()), set(r.ever_grad or ()) - set(r.fresh_inputs or ())
+    o_grad -= set(o.fresh_inputs or ())
     frozen, newly = sorted(o_grad - r_grad), sorted(r_grad - o_grad)
     if not frozen and not newly:
-        diffs = _compare_maps(o.get("params_final") or {}, r.get("params_final") or {}, "param", False)
+        diffs = _compare_maps(o.params_final or {}, r.params_final or {}, "param", False)
         if diffs:
             return CheckResult(name, FAIL, "no tensor's gradient changed, yet parameters end differently: " + "; ".join(diffs[:3]))
         return CheckResult(name, NA, "the corrected flag changed no tensor's gradient")
-    o_steps, r_steps = o.get("steps") or [], r.get("steps") or []
+    o_steps, r_steps = o.steps or [], r.steps or []
     if not o_steps or not r_steps:
         return CheckResult(name, NA, "no optimizer step on a side: nothing trained to compare")
     first_o, first_r = o_steps[0], r_steps[0]
@@ -1080,13 +1080,13 @@ def check_requires_grad_flag_takes_effect(s: Sides) -> CheckResult:
             diffs += compare(x, y, f"the first step's gradient of {key}")
     if diffs:
         return CheckResult(name, FAIL, "before the first step (nothing moved yet): " + "; ".join(diffs[:3]))
-    initial, final = r.get("params_initial") or {}, r.get("params_final") or {}
+    initial, final = r.params_initial or {}, r.params_final or {}
     moved = [key for key in frozen if key in initial and key in final and not torch.equal(initial[key], final[key])]
     if moved:
         return CheckResult(name, FAIL, f"{len(moved)} tensor(s) the fix froze still changed ({moved[0]})")
     # a tensor with a gradient on both sides: the flag did not touch it, so whether an
     # update moves it cannot change (only the way it moves, once others train differently)
-    o_initial, o_final = o.get("params_initial") or {}, o.get("params_final") or {}
+    o_initial, o_final = o.params_initial or {}, o.params_final or {}
     for key in sorted(o_grad & r_grad):
         if all(key in m for m in (initial, final, o_initial, o_final)):
             o_moved, r_moved = not torch.equal(o_initial[key], o_final[key]), not torch.equal(initial[key], final[key])
@@ -1098,7 +1098,7 @@ def check_requires_grad_flag_takes_effect(s: Sides) -> CheckResult:
     if frozen:
         parts.append(f"{len(frozen)} tensor(s) frozen by the fix, {held} of them seen to keep their value")
     if newly:
-        fd = r.get("finite_differences") or {}
+        fd = r.finite_differences or {}
         unmoved = [key for key in newly if not _moved_by_finite_differences(key, s.mode)]
         if unmoved:
             return CheckResult(name, NA, f"{unmoved[0]} newly gets a gradient, but finite differences of a script move "
