@@ -38,11 +38,30 @@ Loops inside a model's ``forward`` (``for layer in self.layers``) see no event (
 module call that contains them has not ended) and are never cut; neither is a loop
 over ``model.parameters()`` doing a manual update, nor one building modules.
 
-Why loops, and not "stop both sides at the N-th optimizer step": a stop at an event
-ends the run wherever it happens to be, so code after the training loop (an
-evaluation, the metric printed at the end) never runs, while the changed code is often
-exactly there. Capping loops keeps the program's shape: every statement that runs in
-the full run still runs, only fewer times.
+Why loops, and not only "stop both sides at the N-th optimizer step": a stop at a
+fixed event ends the run wherever it happens to be, so code after the training loop
+(an evaluation, the metric printed at the end) may never run, while the changed code is
+often exactly there. Capping loops keeps the program's shape: every statement that runs
+in the full run still runs, only fewer times.
+
+The two are combined: once the changed code has run, the run **stops after
+`DEFAULT_STOP_AFTER` (2) more backwards** (``stop-after-change``; 0: never), at the next
+iteration boundary of a loop that trains (its step done: never while gradients wait for
+an optimizer step), the same on both sides, and what was recorded up to there is
+compared (the globals at that point, the last values of the observed names, the probes'
+measures). "The changed code has run" means every hunk of the patch, on this side: a
+call ``__autograd_fix_reached__(hunks)`` is compiled in before each statement that
+starts on or spans a changed line, and, for a change in a ``def``'s header (a
+decorator), at the start of its body, so a decorator counts when the function is
+called, not when it is defined. A hunk that only deletes lines is anchored on the next
+executable line (`coverage.changed_lines`), on both sides alike. The backward that
+runs in the same iteration as the changed code counts as the first: an AGF002 fix is
+compared over two steps, an AGF010 fix over the second chunk whose backward needs the
+detach, and an evaluation the patch changed (it runs after the first epoch) is followed
+by two iterations of the next epoch rather than by the rest of the capped program
+(04's 1,000-word sampling, 01's test evaluation). A changed line that never runs never
+stops the run (the caps alone apply, and the line watch reports it). Re-runs for finite
+differences and the second point end at their own backward and are never stopped.
 
 How: the source of the script (and, through an import hook, of every ``.py`` file of
 the project copy the run imports) is parsed with `ast` and recompiled with
@@ -88,6 +107,7 @@ import operator
 import os
 import re
 import sys
+import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 if TYPE_CHECKING:  # torch is imported where the caps are installed, in the run child only
@@ -100,7 +120,10 @@ DEFAULT_FORWARD_CAP = 3
 #: working iterations an entry may run past its cap while backward's gradients wait for an
 #: optimizer step (gradient accumulation over k micro-batches, `whole_windows` runs only)
 WINDOW_CAP = 16
+#: backwards a run keeps once every hunk of the changed code has run (0: no stop)
+DEFAULT_STOP_AFTER = 2
 LOOP = "__autograd_fix_loop__"
+REACHED = "__autograd_fix_reached__"
 SEEN = "__autograd_fix_seen__"
 WHILE_ENTER = "__autograd_fix_while__"
 WHILE_MORE = "__autograd_fix_more__"
@@ -182,6 +205,53 @@ def observed_names(original: str, rewritten: str, hunks: tuple[list[list[int]], 
     lines_b = {line for hunk in hunks[1] for line in hunk}
     both = _assigned_on(original, lines_a) & _assigned_on(rewritten, lines_b)
     return sorted(key for key in both if not VOLATILE_NAME.search(key.rpartition(".")[2]))
+
+
+class StopRun(BaseException):
+    """Ends a bounded run once the changed code has run and `stop_after` backwards
+    followed (not an Exception: the user's ``except Exception`` must not swallow it)."""
+
+
+def _header_span(stmt: ast.stmt) -> tuple[int, int]:
+    """The lines of a statement that are its own: a simple statement's every line, a
+    compound statement's header (decorators included), not its body."""
+    body = getattr(stmt, "body", None)
+    if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+        decorators = getattr(stmt, "decorator_list", None) or []
+        start = min([stmt.lineno, *(d.lineno for d in decorators)])
+        return start, max(start, body[0].lineno - 1)
+    return stmt.lineno, getattr(stmt, "end_lineno", None) or stmt.lineno
+
+
+def _mark_reached(tree: ast.Module, hunks: list[list[int]]) -> None:
+    """Insert ``REACHED((i, ...))`` before each statement holding a line of hunk i (at the
+    start of the body for a change in a function's header: the decorator of an
+    evaluation counts when it is called)."""
+    hunk_of = {line: index for index, hunk in enumerate(hunks) for line in hunk}
+    if not hunk_of:
+        return
+
+    def mark(ids: set[int], at: ast.stmt) -> ast.stmt:
+        call = ast.Call(func=ast.Name(id=REACHED, ctx=ast.Load()), args=[ast.Constant(tuple(sorted(ids)))], keywords=[])
+        return ast.copy_location(ast.Expr(ast.copy_location(call, at)), at)
+
+    for node in list(ast.walk(tree)):
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if not isinstance(statements, list) or not statements or not isinstance(statements[0], ast.stmt):
+                continue
+            marked: list[ast.stmt] = []
+            for stmt in statements:
+                start, end = _header_span(stmt)
+                ids = {hunk_of[line] for line in range(start, end + 1) if line in hunk_of}
+                if ids and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    first = stmt.body[0]
+                    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+                    stmt.body.insert(1 if docstring else 0, mark(ids, stmt.body[1] if docstring and len(stmt.body) > 1 else first))
+                elif ids:
+                    marked.append(mark(ids, stmt))
+                marked.append(stmt)
+            setattr(node, field, marked)
 
 
 def _is_generator(node: ast.AST) -> bool:
@@ -363,7 +433,7 @@ class _Entry:
 class _Capped:
     """The iterator a capped ``for`` loop runs over."""
 
-    __slots__ = ("_it", "_entry", "_known", "_done")
+    __slots__ = ("_it", "_entry", "_known", "_done", "_order", "__weakref__")
 
     def __init__(self, bounds: "Bounds", loop: _Loop, iterable: Iterable[Any]) -> None:
         try:
@@ -374,6 +444,11 @@ class _Capped:
         self._entry = _Entry(bounds, loop)
         self._known = known  # items left, or -1: unknown
         self._done = False
+        self._order = 0
+        if bounds.stop_after:
+            bounds.begun += 1
+            self._order = bounds.begun  # outer loops began first
+            bounds._live.add(self)
 
     def __iter__(self) -> "_Capped":
         return self
@@ -387,6 +462,8 @@ class _Capped:
         bounds = entry.bounds
         if entry.started:
             if bounds.events != entry.events or bounds.ticks != entry.ticks or (entry.loop.forward_cap and bounds.forwards != entry.forwards):
+                if bounds.events != entry.events and bounds.stop_due():
+                    bounds.stop(entry.loop)
                 if not entry.at_iteration_start():
                     self._done = True
                     if self._would_go_on():
@@ -444,7 +521,8 @@ class Bounds:
 
     def __init__(self, cap: int = DEFAULT_CAP, outer_cap: int = DEFAULT_OUTER_CAP, root: str | None = None,
                  announce_fd: int | None = None, forward_cap: int | None = None, changed_file: str | None = None,
-                 changed_lines: Iterable[int] = (), observe: Iterable[str] = (), whole_windows: bool = False) -> None:
+                 changed_lines: Iterable[int] = (), observe: Iterable[str] = (), whole_windows: bool = False,
+                 stop_after: int = 0, hunks: Iterable[Iterable[int]] = ()) -> None:
         self.cap = int(cap)
         self.outer_cap = int(outer_cap) if outer_cap else self.cap
         #: forward-only loops (an evaluation): None caps those the patch did not change at
@@ -453,6 +531,21 @@ class Bounds:
         #: the file the patch changed (its path in the run's copy) and this side's changed lines
         self.changed_file = os.path.abspath(changed_file) if changed_file else None
         self.changed_lines = frozenset(int(line) for line in changed_lines)
+        #: this side's hunks (lines of the changed file): the run may stop once all ran
+        self.hunks = [sorted(int(line) for line in hunk) for hunk in hunks if hunk]
+        #: backwards kept once every hunk ran (0: no stop); see `StopRun`
+        self.stop_after = int(stop_after or 0) if self.hunks else 0
+        self._reached: set[int] = set()
+        #: backwards (`backwards`) when the last hunk was first reached, or None
+        self._armed_at: int | None = None
+        self.backwards = 0
+        self.steps = 0
+        #: where the run stopped (`stop`), or None
+        self.stopped: dict[str, Any] | None = None
+        #: the ``for`` loops under way (their iterators), to say at a stop how many items
+        #: each had left: a patch that shortens a loop must not hide behind the stop
+        self._live: "weakref.WeakSet[_Capped]" = weakref.WeakSet()
+        self.begun = 0
         #: ``scope.name`` of names assigned on changed lines whose last values are outputs
         self.observe = frozenset(observe)
         self._seen: dict[str, Any] = {}
@@ -496,6 +589,8 @@ class Bounds:
             return compile(source, filename, "exec", dont_inherit=True)
         tree = ast.parse(source, filename)  # a SyntaxError is the caller's, as for compile
         try:
+            if self.stop_after and os.path.abspath(filename) == self.changed_file:
+                _mark_reached(tree, self.hunks)
             tree = ast.fix_missing_locations(_Capper(self, os.path.abspath(filename)).visit(tree))
             return compile(tree, filename, "exec", dont_inherit=True)
         except (RecursionError, ValueError, TypeError, MemoryError):
@@ -505,6 +600,35 @@ class Bounds:
     def _loop(self, iterable: Iterable[Any], loop_id: int) -> Iterator[Any]:
         return _Capped(self, self._loops[loop_id], iterable)
 
+    def _reached_hunks(self, ids: tuple[int, ...]) -> None:
+        """Hunks `ids` of the changed code are running; once all have, the run is armed."""
+        if self._armed_at is not None:
+            return
+        self._reached.update(ids)
+        if len(self._reached) >= len(self.hunks):
+            self._armed_at = self.backwards
+
+    def stop_due(self) -> bool:
+        """The changed code has run and `stop_after` backwards followed, their step done:
+        no gradient waits for an optimizer step. Before any step was seen it is not known
+        whether one will come (an accumulation window, or hand-written updates): the run
+        then goes on to `WINDOW_CAP` backwards (the loops' caps may end it first)."""
+        if self.stopped is not None:
+            return True
+        if self._armed_at is None:
+            return False
+        since = self.backwards - self._armed_at
+        return since >= self.stop_after and (not self.pending if self.steps else since >= WINDOW_CAP)
+
+    def stop(self, loop: _Loop) -> None:
+        """End the run here, at an iteration boundary of `loop` (both sides alike)."""
+        if self.stopped is None:
+            # items each loop under way had left (-1: unknown), in the order the loops began
+            left = sorted((it._order, it._entry.loop.label, it._known) for it in list(self._live) if not it._done)
+            self.stopped = {"where": self._where(loop), "label": loop.label, "after": self.stop_after,
+                            "left": [[label, known] for _, label, known in left]}
+        raise StopRun(f"stopped after {self.stop_after} backwards following the changed code")
+
     def _while_enter(self, loop_id: int) -> None:
         self._whiles[loop_id] = _Entry(self, self._loops[loop_id])
 
@@ -512,6 +636,8 @@ class Bounds:
         entry = self._whiles.get(loop_id)
         if entry is None:
             entry = self._whiles[loop_id] = _Entry(self, self._loops[loop_id])
+        if entry.started and self.events != entry.events and self.stop_due():
+            self.stop(entry.loop)
         if not entry.at_iteration_start():
             entry.cut()
             entry.started = False  # a later test of the same entry (none: the loop ended)
@@ -555,6 +681,7 @@ class Bounds:
 
     def _stepped(self, *args: Any) -> None:
         self.events += 1
+        self.steps += 1
         self.pending = False
 
     def install(self) -> "Bounds":
@@ -567,7 +694,7 @@ class Bounds:
         from torch import nn
 
         for name, helper in ((LOOP, self._loop), (WHILE_ENTER, self._while_enter), (WHILE_MORE, self._while_more),
-                             (SEEN, self._seen_value)):
+                             (SEEN, self._seen_value), (REACHED, self._reached_hunks)):
             setattr(builtins, name, helper)
             self._undo.append(lambda name=name: delattr(builtins, name) if hasattr(builtins, name) else None)
         finder = _ProjectFinder(self)
@@ -587,6 +714,7 @@ class Bounds:
                 return original_backward(*args, **kwargs)
             finally:
                 self.events += 1
+                self.backwards += 1
                 self.pending = True
 
         def grad(*args: Any, **kwargs: Any) -> Any:
@@ -611,9 +739,13 @@ class Bounds:
         self.uninstall()
 
     def reset(self) -> None:
-        """Fresh counters (a re-run of the same program, e.g. for finite differences)."""
+        """Fresh counters (a re-run of the same program, e.g. for finite differences).
+        A re-run ends at its own backward: it is never stopped (`stop_after` off)."""
         self._whiles.clear()
         self._depth = 0
+        self.stop_after = 0
+        self._armed_at = None
+        self.stopped = None
 
     # -- reporting ------------------------------------------------------------------------
     def _where(self, loop: _Loop) -> str:
@@ -645,7 +777,7 @@ class Bounds:
         ]
 
     def settings(self) -> dict[str, int | None]:
-        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap}
+        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after}
 
 
 def announced(output: str) -> list[dict[str, Any]]:
@@ -673,6 +805,21 @@ def describe(loops: list[dict[str, Any]]) -> str:
         parts.append(f"`{loop.get('label')}` at {loop.get('where')} {at}")
     more = f" and {len(loops) - 6} more" if len(loops) > 6 else ""
     return "loop " + ", ".join(parts) + more if parts else ""
+
+
+def describe_stop(stopped: dict[str, Any] | None) -> str:
+    """``stopped 2 backwards after the changed code ran (at loop `for i` at main.py:68)``."""
+    if not stopped:
+        return ""
+    after = int(stopped.get("after", 0))
+    return (f"stopped {after} backward{'s' if after != 1 else ''} after the changed code ran "
+            f"(at loop `{stopped.get('label')}` at {stopped.get('where')})")
+
+
+def shortened_text(bounded: dict[str, Any] | None) -> str:
+    """What a run's record says was shortened: its stop, then its capped loops."""
+    bounded = bounded or {}
+    return ", ".join(part for part in (describe_stop(bounded.get("stopped")), describe(bounded.get("loops") or [])) if part)
 
 
 def applies(unit: dict[str, Any], settings: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ from torch import nn
 from autograd_fix.codemods.semantic.roles import Vocabulary
 
 from .binding import Binder, Unbindable
-from .bounded import VOLATILE_NAME, Bounds
+from .bounded import VOLATILE_NAME, Bounds, StopRun
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
 from .checks import Probe, probes_for
@@ -196,7 +196,7 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> dict[str, Any]:
                 _run_callable(spec, record, probes, path, device, needs)
         record["changed_lines"] = watch.report()
         if bounds.enabled:
-            record["bounded"] = {**bounds.settings(), "loops": bounds.report()}
+            record["bounded"] = {**bounds.settings(), "loops": bounds.report(), "stopped": bounds.stopped}
         took = time.perf_counter() - started
         if kind not in ("autograd_function", "driver") and Probe.SECOND_POINT in needs and not record.get("unbound"):
             record["second_point"] = _second_point(spec, path, device, bounds, took)
@@ -223,7 +223,8 @@ def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_win
     return Bounds(cap=int(settings.get("cap") or 0), outer_cap=int(settings.get("outer_cap") or 0), root=place.copy_root,
                   announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
                   changed_lines=[line for hunk in changed or () for line in hunk],
-                  observe=observe, whole_windows=whole_windows)
+                  observe=observe, whole_windows=whole_windows,
+                  stop_after=int(settings.get("stop_after") or 0), hunks=changed or ())
 
 
 def _fresh_main(path: str) -> dict[str, Any]:
@@ -357,6 +358,8 @@ def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, names
     try:
         with contextlib.redirect_stdout(printed):
             run()
+    except StopRun:
+        pass  # a bounded run ended where both sides end (`bounded.StopRun`): what ran so far is compared
     except SystemExit as exc:
         if exc.code not in (None, 0):
             record["exception"] = describe_exception(exc, "run", path)

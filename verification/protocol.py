@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Mapping
 
 #: the version of every record below; bump it whenever a field is added, removed or
 #: changes meaning
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 #: the key that carries it in every message and record
 VERSION_KEY = "protocol"
 #: message keys that belong to the channel, not to the request (`client.Verifier`)
@@ -158,18 +158,21 @@ class _Record:
 @dataclass(frozen=True)
 class Bounds(_Record):
     """The caps of bounded runs (`bounded`, `[tool.autograd-fix.verify]`): iterations a
-    training loop keeps (0: no cap), an outer loop around such loops, and evaluation
-    loops (None: 3 for loops the patch did not change, the others in full)."""
+    training loop keeps (0: no cap), an outer loop around such loops, evaluation
+    loops (None: 3 for loops the patch did not change, the others in full), and the
+    backwards kept once the changed code has run (0: no stop)."""
 
     WHAT: ClassVar[str] = "bounds"
 
     cap: int = 0
     outer_cap: int = 0
     forward_cap: int | None = None
+    #: backwards a run keeps once the changed code has run (0: no stop; `bounded.StopRun`)
+    stop_after: int = 0
 
     def settings(self) -> dict[str, Any]:
-        """The mapping `bounded` reads (``cap``, ``outer_cap``, ``forward_cap``)."""
-        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap}
+        """The mapping `bounded` reads (``cap``, ``outer_cap``, ``forward_cap``, ``stop_after``)."""
+        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after}
 
 
 @dataclass(frozen=True)
