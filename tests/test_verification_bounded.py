@@ -540,3 +540,25 @@ def test_the_stop_waits_for_the_step_of_an_accumulation_window():
         with pytest.raises(StopRun):
             exec(bounds.compile(source, "/nowhere/prep.py"), namespace)
     assert namespace["steps"] == 1 and namespace["i"] == 3
+
+
+def test_a_run_killed_before_its_first_iteration_says_how_far_it_got():
+    """A baby GPT on one CPU thread (nanoGPT's shakespeare_char config): one forward alone
+    takes longer than the limit. The verdict says how far the run got, and a second try
+    with every evaluation capped is not made when the run had not got past as many
+    forwards as a capped evaluation keeps."""
+    from autograd_fix.verification.bounded import PROGRESS, capping_evaluations_could_help, note_timeouts
+    from autograd_fix.verification.sandbox import Outcome
+
+    settings = {"cap": 3, "outer_cap": 2, "forward_cap": None, "stop_after": 2}
+    none = Outcome("timeout", "did not finish within 20 s (killed)", 20.0, "number of parameters: 10.65M\n", 0)
+    two = Outcome("timeout", "did not finish within 20 s (killed)", 20.0,
+                  f"{PROGRESS}{{\"forwards\": 1, \"backwards\": 0, \"seconds\": 9.5}}\nstep 0\n"
+                  f"{PROGRESS}{{\"forwards\": 2, \"backwards\": 0, \"seconds\": 18.9}}\n", 0)
+    many = f"{PROGRESS}{{\"forwards\": 8, \"backwards\": 0, \"seconds\": 3.0}}\n"
+    assert not capping_evaluations_could_help(none.output) and not capping_evaluations_could_help(two.output)
+    assert capping_evaluations_could_help(many)
+    note_timeouts([none, two], settings)
+    assert "not one forward of a model with parameters had finished by then" in none.detail, none.detail
+    assert "by then at least 2 forwards, no backward had finished (the last counted after 18.9 s)" in two.detail, two.detail
+    assert two.output == "step 0\n" and PROGRESS not in two.output  # the markers are the tool's, not the script's

@@ -107,6 +107,7 @@ import operator
 import os
 import re
 import sys
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
@@ -129,6 +130,9 @@ WHILE_ENTER = "__autograd_fix_while__"
 WHILE_MORE = "__autograd_fix_more__"
 #: a line the run child writes to its output when it first caps a loop
 MARKER = "\x1eautograd-fix capped "
+#: a line the run child writes after its 1st, 2nd, 4th, 8th... model forward and backward,
+#: so a run killed at its time limit can say how far it got
+PROGRESS = "\x1eautograd-fix progress "
 _LABEL_CHARS = 40
 
 
@@ -554,6 +558,7 @@ class Bounds:
         self.announce_fd = announce_fd
         self.events = 0
         self.ticks = 0
+        self._began = time.monotonic()
         #: run capped loops on while gradients wait for a step (an accumulation window)
         self.whole_windows = whole_windows
         #: a backward ran since the last optimizer step
@@ -675,6 +680,8 @@ class Bounds:
                 owns = self._owns_params[key] = next(iter(module.parameters()), None) is not None
             if owns:
                 self.forwards += 1
+                if self.forwards & (self.forwards - 1) == 0:
+                    self._progress()
 
     def _event(self, *args: Any) -> None:
         self.events += 1
@@ -716,6 +723,8 @@ class Bounds:
                 self.events += 1
                 self.backwards += 1
                 self.pending = True
+                if self.backwards & (self.backwards - 1) == 0:
+                    self._progress()
 
         def grad(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -755,6 +764,16 @@ class Bounds:
         else:
             name = os.path.basename(name)
         return f"{name}:{loop.line}"
+
+    def _progress(self) -> None:
+        """How far the run got (`PROGRESS`): read back only if it is killed (`progress`)."""
+        if self.announce_fd is None:
+            return
+        item = {"forwards": self.forwards, "backwards": self.backwards, "seconds": round(time.monotonic() - self._began, 1)}
+        try:
+            os.write(self.announce_fd, (PROGRESS + json.dumps(item) + "\n").encode())
+        except OSError:
+            pass
 
     def announce(self, loop: _Loop, working: int) -> None:
         if self.announce_fd is None:
@@ -796,6 +815,33 @@ def announced(output: str) -> list[dict[str, Any]]:
     return found
 
 
+def progress(output: str) -> dict[str, Any]:
+    """The last progress a run reported (`PROGRESS`): forwards, backwards and the seconds
+    it had taken by then; zeros when it reported none (not one forward finished)."""
+    last: dict[str, Any] = {"forwards": 0, "backwards": 0, "seconds": 0.0}
+    for line in output.split("\n"):
+        index = line.find(PROGRESS)
+        if index < 0:
+            continue
+        try:
+            item = json.loads(line[index + len(PROGRESS):])
+        except ValueError:
+            continue
+        if isinstance(item, dict) and all(isinstance(item.get(k), (int, float)) for k in ("forwards", "backwards", "seconds")):
+            last = item
+    return last
+
+
+def describe_progress(item: dict[str, Any]) -> str:
+    """``by then 2 forwards of a model (the 2nd after 14.2 s) and no backward had finished``."""
+    forwards, backwards = int(item.get("forwards", 0)), int(item.get("backwards", 0))
+    if not forwards and not backwards:
+        return "not one forward of a model with parameters had finished by then"
+    counted = ", ".join(f"{'at least ' if n > 1 else ''}{n} {what}{'s' if n != 1 else ''}" if n else f"no {what}"
+                        for n, what in ((forwards, "forward"), (backwards, "backward")))
+    return f"by then {counted} had finished (the last counted after {float(item.get('seconds', 0)):g} s)"
+
+
 def describe(loops: list[dict[str, Any]]) -> str:
     """``loop `for epoch` at main.py:225 capped at 2 iterations, `for x, y` at main.py:171 at 3``."""
     parts = []
@@ -832,6 +878,27 @@ def applies(unit: dict[str, Any], settings: dict[str, Any] | None) -> dict[str, 
     return None
 
 
+def holds_changed_loop(source: str, lines: Iterable[int]) -> bool:
+    """A loop of `source` holds one of `lines` (its header or body): unset, the forward
+    cap lets such a loop's evaluation run in full, so capping it could shorten a run."""
+    wanted = set(lines)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return True
+    return any(isinstance(node, (ast.For, ast.While, ast.comprehension)) and
+               any((getattr(node, "lineno", None) or node.iter.lineno) <= line <= (getattr(node, "end_lineno", None) or node.iter.end_lineno or 0)
+                   for line in wanted)
+               for node in ast.walk(tree))
+
+
+def capping_evaluations_could_help(output: str) -> bool:
+    """A run killed at its time limit had run more model forwards than an evaluation loop
+    keeps when capped (`DEFAULT_FORWARD_CAP`): a second try with every evaluation capped
+    might fit; with fewer it would be cut at the same place."""
+    return int(progress(output).get("forwards", 0)) > DEFAULT_FORWARD_CAP
+
+
 def evaluation_cut_broke(outcomes: Any) -> bool:
     """Both sides stopped at the same error that is not autograd's after an evaluation
     loop was cut: often the cut itself (predictions of 3 batches paired with every label
@@ -853,16 +920,17 @@ def note_timeouts(outcomes: Any, settings: dict[str, Any] | None) -> Any:
         return outcomes
     for outcome in outcomes:
         loops = announced(outcome.output)
-        if MARKER in outcome.output:  # the markers are the tool's, not what the code printed
-            outcome.output = "\n".join(line for line in outcome.output.split("\n") if MARKER not in line)
+        reached = progress(outcome.output)
+        if MARKER in outcome.output or PROGRESS in outcome.output:  # the markers are the tool's, not what the code printed
+            outcome.output = "\n".join(line for line in outcome.output.split("\n") if MARKER not in line and PROGRESS not in line)
         if outcome.status != "timeout":
             continue
         if loops:
-            outcome.detail += f", even shortened ({describe(loops)})"
+            outcome.detail += f", even shortened ({describe(loops)}; {describe_progress(reached)})"
         else:
             cap, outer = settings.get("cap"), settings.get("outer_cap")
             outcome.detail += (f", even shortened (loops that run a backward or an optimizer step capped at {cap} "
                                f"iterations, {outer} for outer loops, evaluation loops the patch did not change at "
                                f"{settings.get('forward_cap') if settings.get('forward_cap') is not None else DEFAULT_FORWARD_CAP}; "
-                               "none had reached its cap: the first iterations alone do not fit the time limit)")
+                               f"none had reached its cap: the first iterations alone do not fit the time limit; {describe_progress(reached)})")
     return outcomes

@@ -199,7 +199,7 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
 
     import torch
 
-    from .bounded import DEFAULT_FORWARD_CAP, applies, evaluation_cut_broke, note_timeouts
+    from .bounded import DEFAULT_FORWARD_CAP, applies, capping_evaluations_could_help, evaluation_cut_broke, note_timeouts
     from .input_search import run_searching_inputs
     from .judging import judge_unit
     from .legacy import stopped_at_zero_dim_index
@@ -225,8 +225,11 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
             # both sides stopped at the same error after an evaluation loop was cut: again, evaluations in full
             used = replace(used, bounds=replace(bounds, forward_cap=0))
             outcomes = runs(used)
-        elif applies(unit, bounds.settings()) and bounds.forward_cap is None and outcomes[0].status == RunStatus.TIMEOUT:
+        elif (applies(unit, bounds.settings()) and bounds.forward_cap is None and outcomes[0].status == RunStatus.TIMEOUT
+              and _changed_loop(unit, request.path) and capping_evaluations_could_help(outcomes[0].output)):
             # the evaluation loops the patch changed ran in full and the run did not fit: again, all capped
+            # (not when no loop holds a changed line: every evaluation was capped already; nor when the run
+            # had not got past as many forwards as a capped evaluation keeps: a second try would be as slow)
             used = replace(used, bounds=replace(bounds, forward_cap=DEFAULT_FORWARD_CAP))
             outcomes = runs(used)
         return note_timeouts(outcomes, applies(unit, used.bounds.settings()))
@@ -235,6 +238,16 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
         for result in judge_unit(unit, run_pair, checks, failures=failures):
             results.append(result.to_json())
     return {"units": results, "driver_failures": failures}
+
+
+def _changed_loop(unit: dict[str, Any], path: str | None) -> bool:
+    """A loop of either version of the changed file holds a changed line."""
+    from .bounded import holds_changed_loop
+    from .coverage import changed_lines
+
+    hunks = changed_lines(unit["original"], unit["rewritten"], path=path or "<string>")
+    return any(holds_changed_loop(unit[side], [line for hunk in side_hunks for line in hunk])
+               for side, side_hunks in zip(("original", "rewritten"), hunks))
 
 
 def run_gradcheck_job(request: GradcheckRequest, context: WorkerContext | None = None) -> dict[str, Any]:
