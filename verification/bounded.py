@@ -799,35 +799,32 @@ class Bounds:
         return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after}
 
 
-def announced(output: str) -> list[dict[str, Any]]:
-    """The loops a run said it capped before it ended (read from its output stream)."""
-    found: list[dict[str, Any]] = []
+def _marked(output: str, marker: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects the run wrote after `marker` in its output stream."""
     for line in output.split("\n"):
-        index = line.find(MARKER)
+        index = line.find(marker)
         if index < 0:
             continue
         try:
-            item = json.loads(line[index + len(MARKER):])
+            item = json.loads(line[index + len(marker):])
         except ValueError:
             continue
-        if isinstance(item, dict) and all(isinstance(item.get(k), str) for k in ("where", "label")) and isinstance(item.get("cap"), int):
-            found.append({"where": item["where"], "label": item["label"], "cap": item["cap"]})
-    return found
+        if isinstance(item, dict):
+            yield item
+
+
+def announced(output: str) -> list[dict[str, Any]]:
+    """The loops a run said it capped before it ended (read from its output stream)."""
+    return [{"where": item["where"], "label": item["label"], "cap": item["cap"]} for item in _marked(output, MARKER)
+            if all(isinstance(item.get(k), str) for k in ("where", "label")) and isinstance(item.get("cap"), int)]
 
 
 def progress(output: str) -> dict[str, Any]:
     """The last progress a run reported (`PROGRESS`): forwards, backwards and the seconds
     it had taken by then; zeros when it reported none (not one forward finished)."""
     last: dict[str, Any] = {"forwards": 0, "backwards": 0, "seconds": 0.0}
-    for line in output.split("\n"):
-        index = line.find(PROGRESS)
-        if index < 0:
-            continue
-        try:
-            item = json.loads(line[index + len(PROGRESS):])
-        except ValueError:
-            continue
-        if isinstance(item, dict) and all(isinstance(item.get(k), (int, float)) for k in ("forwards", "backwards", "seconds")):
+    for item in _marked(output, PROGRESS):
+        if all(isinstance(item.get(k), (int, float)) for k in ("forwards", "backwards", "seconds")):
             last = item
     return last
 
