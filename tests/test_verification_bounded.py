@@ -106,7 +106,7 @@ def test_a_ten_thousand_epoch_script_is_verified_in_seconds(tmp_path, verifier):
     assert verdict.driver == "script driver (top-level code)"
     # what was shortened, in the verdict: the batch loop of the first epoch, then, the
     # changed evaluation having run, a stop 2 backwards into the second epoch
-    assert f"stopped {DEFAULT_STOP_AFTER} backwards after the changed code ran (at loop `for x, y` at train.py:43)" in verdict.reason, verdict.reason
+    assert f"stopped {DEFAULT_STOP_AFTER} optimizer steps after the changed code ran (at loop `for x, y` at train.py:43)" in verdict.reason, verdict.reason
     assert f"`for x, y` at train.py:43 capped at {DEFAULT_CAP} iterations" in verdict.reason, verdict.reason
     assert "`for epoch`" not in verdict.reason  # the stop came before the epoch loop's cap
     # the evaluation (forwards only), the data preparation, the loop in forward: not cut
@@ -356,11 +356,11 @@ def test_loops_of_the_project_files_a_driver_imports_are_capped(tmp_path, verifi
     assert "`for epoch` at trainlib.py:14 capped at 2 iterations" in verdict.reason, verdict.reason
     assert "`for x` at trainlib.py:15 at 3" in verdict.reason and "trainlib.py:7" not in verdict.reason
     assert "main.py:4" not in verdict.reason and "stopped" not in verdict.reason  # the data comprehension ran in full
-    # by default the run also stops in the library, 2 backwards after the evaluation ran
+    # by default the run also stops in the library, 2 steps after the evaluation ran
     (root / "pyproject.toml").write_text(table)
     verdict = verify_pair(LIB, fixed, path=str(root / "trainlib.py"), checks=AGF001, verifier=verifier)
     assert verdict.verdict == "accepted", verdict.reason
-    assert "stopped 2 backwards after the changed code ran (at loop `for x` at trainlib.py:15)" in verdict.reason, verdict.reason
+    assert "stopped 2 optimizer steps after the changed code ran (at loop `for x` at trainlib.py:15)" in verdict.reason, verdict.reason
 
 
 def test_an_original_that_stops_at_its_error_reports_what_the_fixed_run_cut(tmp_path, verifier):
@@ -386,8 +386,8 @@ def test_an_original_that_stops_at_its_error_reports_what_the_fixed_run_cut(tmp_
     checks = tuple(rule_by_code("AGF010").contract.checks)
     verdict = verify_pair(script, fixed, path=str(root / "rnn.py"), checks=checks, verifier=verifier)
     assert verdict.verdict == "accepted", verdict.reason
-    # the fixed run stops 2 backwards after its changed line first ran (the original stopped at its error)
-    assert "shortened (the rewritten run: stopped 2 backwards after the changed code ran (at loop `for step` at rnn.py:6))" in verdict.reason, verdict.reason
+    # the fixed run stops 2 steps after its changed line first ran (the original stopped at its error)
+    assert "shortened (the rewritten run: stopped 2 optimizer steps after the changed code ran (at loop `for step` at rnn.py:6))" in verdict.reason, verdict.reason
 
 
 def test_a_rewritten_that_runs_on_past_the_originals_error_is_not_rejected_for_its_time():
@@ -473,7 +473,7 @@ def test_a_run_stops_two_backwards_after_the_changed_code_ran():
     # run ends at the chunk loop's boundary; no second epoch, no sampling
     assert namespace["trained"] == DEFAULT_STOP_AFTER and "sampled" not in namespace
     # where, and how many items each loop under way had left (a shortened loop shows there)
-    assert bounds.stopped == {"where": "prep.py:10", "label": "for i", "after": DEFAULT_STOP_AFTER,
+    assert bounds.stopped == {"where": "prep.py:10", "label": "for i", "after": DEFAULT_STOP_AFTER, "counted": "optimizer step",
                               "left": [["for epoch", 4], ["for i", 98]]}
     # a line the run never reaches never stops it: the caps alone apply
     unreached = CHUNKS.replace("        trained += 1\n", "        trained += 1\n        if trained < 0:\n            print('never')\n")
@@ -539,7 +539,7 @@ def test_the_stop_waits_for_the_step_of_an_accumulation_window():
     with bounds:
         with pytest.raises(StopRun):
             exec(bounds.compile(source, "/nowhere/prep.py"), namespace)
-    assert namespace["steps"] == 1 and namespace["i"] == 3
+    assert namespace["steps"] == DEFAULT_STOP_AFTER and namespace["i"] == 4 * DEFAULT_STOP_AFTER - 1  # two whole windows
 
 
 def test_a_run_killed_before_its_first_iteration_says_how_far_it_got():
@@ -562,3 +562,25 @@ def test_a_run_killed_before_its_first_iteration_says_how_far_it_got():
     assert "not one forward of a model with parameters had finished by then" in none.detail, none.detail
     assert "by then at least 2 forwards, no backward had finished (the last counted after 18.9 s)" in two.detail, two.detail
     assert two.output == "step 0\n" and PROGRESS not in two.output  # the markers are the tool's, not the script's
+
+
+def test_hand_written_updates_stop_after_two_backwards():
+    """pytorch/examples word_language_model updates by hand (no optimizer, no step)."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+        model = nn.Linear(4, 1)
+        updates = 0
+        for i in range(1000):
+            model.zero_grad()
+            model(torch.randn(2, 4)).pow(2).sum().backward()
+            for p in model.parameters():
+                p.data.add_(p.grad, alpha=-0.1)
+            updates += 1
+        """
+    )
+    namespace, bounds = _stopping(source, [[7]])
+    assert namespace["updates"] == DEFAULT_STOP_AFTER and bounds.stopped["counted"] == "backward"
+    assert bounds.stopped["label"] == "for i"  # not the parameter loop inside the iteration

@@ -448,14 +448,13 @@ def test_losses_are_recorded_per_step(verifier):
     verdict = run(verifier, TRAIN, fixed, AGF002)
     assert verdict.verdict == "accepted", verdict.reason
     rewritten = verdict.units[0].evidence["rewritten"]
-    # a bounded run: the batch loop of 4 is capped at 3 working iterations, 2 epochs of 3
-    assert rewritten["backward_passes_recorded"] == 6
-    assert "`for x, y` at" in verdict.reason and "capped at 3 iterations" in verdict.reason
+    # a bounded run: the changed line runs in the first iteration, and the run stops 2 steps later
+    assert rewritten["backward_passes_recorded"] == 2
+    assert "stopped 2 optimizer steps after the changed code ran (at loop `for x, y` at" in verdict.reason, verdict.reason
     original = verdict.units[0].evidence["original"]
-    # the first step sees the same gradients (none were stale yet); the second step's stale
-    # gradients move the original elsewhere, which the third loss shows
+    # the second step's gradients are stale in the original (what the contract judges);
+    # both losses were computed before that step, so they are equal
     assert rewritten["first_losses"][:2] == original["first_losses"][:2]
-    assert rewritten["first_losses"][2] != original["first_losses"][2]
 
 
 # -- AGF002: two optimizers, and what is backpropagated before the first step --------------------

@@ -213,8 +213,9 @@ def test_zero_grad_inserted_before_backward_is_accepted(verifier):
     assert verdict.verdict == "accepted", verdict.reason
     evidence = verdict.units[0].evidence
     assert evidence["original"]["stale_steps"] > 0 and evidence["rewritten"]["step_violations"] == 0
-    # a bounded run: the batch loop of 4 is capped at 3 working iterations, 2 epochs of 3
-    assert evidence["rewritten"]["measured"]["optimizer_steps"] == 6
+    # a bounded run: the changed line runs in the first iteration, and the run stops 2 steps later
+    assert evidence["rewritten"]["measured"]["optimizer_steps"] == 2
+    assert "stopped 2 optimizer steps after the changed code ran (at loop `for x, y`" in verdict.reason, verdict.reason
 
 
 def test_zero_grad_after_step_is_accepted(verifier):

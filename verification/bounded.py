@@ -540,10 +540,13 @@ class Bounds:
         #: backwards kept once every hunk ran (0: no stop); see `StopRun`
         self.stop_after = int(stop_after or 0) if self.hunks else 0
         self._reached: set[int] = set()
-        #: backwards (`backwards`) when the last hunk was first reached, or None
+        #: backwards (`backwards`) and optimizer steps when the last hunk was first reached
         self._armed_at: int | None = None
+        self._armed_steps = 0
         self.backwards = 0
         self.steps = 0
+        #: optimizers the run made (none: its updates are hand-written, no step will come)
+        self.optimizers = 0
         #: where the run stopped (`stop`), or None
         self.stopped: dict[str, Any] | None = None
         #: the ``for`` loops under way (their iterators), to say at a stop how many items
@@ -611,19 +614,23 @@ class Bounds:
             return
         self._reached.update(ids)
         if len(self._reached) >= len(self.hunks):
-            self._armed_at = self.backwards
+            self._armed_at, self._armed_steps = self.backwards, self.steps
 
     def stop_due(self) -> bool:
-        """The changed code has run and `stop_after` backwards followed, their step done:
-        no gradient waits for an optimizer step. Before any step was seen it is not known
-        whether one will come (an accumulation window, or hand-written updates): the run
-        then goes on to `WINDOW_CAP` backwards (the loops' caps may end it first)."""
+        """The changed code has run and `stop_after` backwards followed, and, in a run that
+        made an optimizer, as many optimizer steps, the last one done: no gradient waits for
+        a step (an accumulation window of 4 micro-batches runs 2 windows). A run without
+        an optimizer updates by hand (``p.data.add_(p.grad, alpha=-lr)``): its backwards
+        count alone, the update done by the next iteration boundary."""
         if self.stopped is not None:
             return True
         if self._armed_at is None:
             return False
-        since = self.backwards - self._armed_at
-        return since >= self.stop_after and (not self.pending if self.steps else since >= WINDOW_CAP)
+        if self.backwards - self._armed_at < self.stop_after:
+            return False
+        if self.optimizers:
+            return self.steps - self._armed_steps >= self.stop_after and not self.pending
+        return True
 
     def stop(self, loop: _Loop) -> None:
         """End the run here, at an iteration boundary of `loop` (both sides alike)."""
@@ -631,6 +638,7 @@ class Bounds:
             # items each loop under way had left (-1: unknown), in the order the loops began
             left = sorted((it._order, it._entry.loop.label, it._known) for it in list(self._live) if not it._done)
             self.stopped = {"where": self._where(loop), "label": loop.label, "after": self.stop_after,
+                            "counted": "optimizer step" if self.steps else "backward",
                             "left": [[label, known] for _, label, known in left]}
         raise StopRun(f"stopped after {self.stop_after} backwards following the changed code")
 
@@ -733,6 +741,14 @@ class Bounds:
                 self.events += 1
 
         torch.autograd.backward, torch.autograd.grad = backward, grad
+        optimizer_init = torch.optim.Optimizer.__init__
+
+        def made(optimizer: Any, *args: Any, **kwargs: Any) -> None:
+            self.optimizers += 1
+            optimizer_init(optimizer, *args, **kwargs)
+
+        torch.optim.Optimizer.__init__ = made  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(torch.optim.Optimizer, "__init__", optimizer_init))
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
         self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
         return self
@@ -851,11 +867,11 @@ def describe(loops: list[dict[str, Any]]) -> str:
 
 
 def describe_stop(stopped: dict[str, Any] | None) -> str:
-    """``stopped 2 backwards after the changed code ran (at loop `for i` at main.py:68)``."""
+    """``stopped 2 optimizer steps after the changed code ran (at loop `for i` at main.py:68)``."""
     if not stopped:
         return ""
-    after = int(stopped.get("after", 0))
-    return (f"stopped {after} backward{'s' if after != 1 else ''} after the changed code ran "
+    after, counted = int(stopped.get("after", 0)), str(stopped.get("counted") or "backward")
+    return (f"stopped {after} {counted}{'s' if after != 1 else ''} after the changed code ran "
             f"(at loop `{stopped.get('label')}` at {stopped.get('where')})")
 
 
