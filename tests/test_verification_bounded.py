@@ -584,3 +584,45 @@ def test_hand_written_updates_stop_after_two_backwards():
     namespace, bounds = _stopping(source, [[7]])
     assert namespace["updates"] == DEFAULT_STOP_AFTER and bounds.stopped["counted"] == "backward"
     assert bounds.stopped["label"] == "for i"  # not the parameter loop inside the iteration
+
+
+STEP_FN = """\
+import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def train_step(x):
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+
+
+def evaluate():
+    return model(torch.ones(2, 4)).sum()
+
+
+for epoch in range(100):
+    for i in range(100):
+        train_step(torch.randn(2, 4))
+    score = evaluate()
+"""
+
+
+def test_a_line_added_at_the_end_of_a_body_stops_both_sides_alike(tmp_path, verifier):
+    """AGF002's second candidate adds `zero_grad()` after the last statement of a body.
+    Anchored on the next executable line, the original side would wait for `evaluate()`
+    and the two sides would stop at different steps; both wait for `optimizer.step()`."""
+    from autograd_fix.verification.coverage import reach_points
+
+    fixed = STEP_FN.replace("    optimizer.step()\n", "    optimizer.step()\n    optimizer.zero_grad()\n")
+    assert reach_points(STEP_FN, fixed) == ([[11]], [[11]])
+    decorated = STEP_FN.replace("def evaluate", "@torch.no_grad()\ndef evaluate")
+    assert reach_points(STEP_FN, decorated) == ([[14]], [[15]])  # the def: its body, when called
+    root = _project(tmp_path, {"steps.py": STEP_FN})
+    verdict = verify_pair(STEP_FN, fixed, path=str(root / "steps.py"), rule="AGF002",
+                          checks=tuple(rule_by_code("AGF002").contract.checks), verifier=verifier)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "stopped 2 optimizer steps after the changed code ran (at loop `for i` at steps.py:19)" in verdict.reason, verdict.reason

@@ -53,8 +53,9 @@ measures). "The changed code has run" means every hunk of the patch, on this sid
 call ``__autograd_fix_reached__(hunks)`` is compiled in before each statement that
 starts on or spans a changed line, and, for a change in a ``def``'s header (a
 decorator), at the start of its body, so a decorator counts when the function is
-called, not when it is defined. A hunk that only deletes lines is anchored on the next
-executable line (`coverage.changed_lines`), on both sides alike. The backward that
+called, not when it is defined. A hunk that only inserts or deletes lines is placed on the
+same unchanged statement on both sides (`coverage.reach_points`): the one right before
+it, or right after it for a decorator. The backward that
 runs in the same iteration as the changed code counts as the first: an AGF002 fix is
 compared over two steps, an AGF010 fix over the second chunk whose backward needs the
 detach, and an evaluation the patch changed (it runs after the first epoch) is followed

@@ -102,6 +102,61 @@ def changed_lines(original: str, rewritten: str, path: str = "<string>") -> tupl
     return hunks_a, hunks_b
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _starts_function(line: str) -> bool:
+    text = line.lstrip()
+    return text.startswith(("@", "def ", "async def "))
+
+
+def reach_points(original: str, rewritten: str, path: str = "<string>") -> tuple[list[list[int]], list[list[int]]]:
+    """Per side, the lines whose running says that each hunk of the patch ran, chosen
+    alike on both sides (the stop of a bounded run, `bounded.StopRun`, waits for them).
+
+    A hunk with executable lines on both sides is those lines. A pure insertion or
+    deletion has none on one side, and anchoring that side on the next executable line
+    (as `changed_lines` does for the line watch) can put it in another function (a line
+    added after the last statement of a body anchors on the next ``def``), so both sides
+    use the same unchanged statement instead: the executable line right before the
+    insertion point, or, when the insertion is a decorator or sits right above one or a
+    ``def`` (or nothing executable comes before it), the one right after. ([], []) when
+    some hunk has no such neighbour: then no stop can be placed alike on both sides."""
+    a, b = original.splitlines(), rewritten.splitlines()
+    exec_a, exec_b = executable_lines(original, path), executable_lines(rewritten, path)
+    hunks_a: list[list[int]] = []
+    hunks_b: list[list[int]] = []
+    opcodes = list(_opcodes(a, b))
+    for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag == "equal":
+            continue
+        side_a = [line for line in range(i1 + 1, i2 + 1) if line in exec_a]
+        side_b = [line for line in range(j1 + 1, j2 + 1) if line in exec_b]
+        if side_a and side_b:
+            hunks_a.append(side_a)
+            hunks_b.append(side_b)
+            continue
+        before = opcodes[index - 1] if index and opcodes[index - 1][0] == "equal" else None
+        after = opcodes[index + 1] if index + 1 < len(opcodes) and opcodes[index + 1][0] == "equal" else None
+        changed_text = [line for line in a[i1:i2] + b[j1:j2] if line.strip()]
+        following_text = a[i2] if i2 < len(a) else ""
+        # a decorator added or removed, or lines added right above a `def` at its own
+        # indentation (not the end of the body before it, which is indented deeper)
+        decorator = any(line.lstrip().startswith("@") for line in changed_text) or (
+            bool(changed_text) and _starts_function(following_text) and _indent(changed_text[0]) == _indent(following_text))
+        previous = [(line, line - i1 + j1) for line in range(before[1] + 1, i1 + 1)
+                    if line in exec_a and line - i1 + j1 in exec_b] if before else []
+        following = [(line, line - i2 + j2) for line in range(i2 + 1, after[2] + 1)
+                     if line in exec_a and line - i2 + j2 in exec_b] if after else []
+        point = (following[:1] if decorator or not previous else previous[-1:]) or following[:1]
+        if not point:
+            return [], []
+        hunks_a.append([point[0][0]])
+        hunks_b.append([point[0][1]])
+    return hunks_a, hunks_b
+
+
 def unexercised(hunks: Iterable[Iterable[int]], ran: Iterable[int]) -> list[int]:
     """First line of every hunk none of whose lines ran."""
     executed = set(ran)

@@ -212,10 +212,10 @@ def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_win
     optimizer step (`Probe.WHOLE_WINDOWS`)."""
     if isinstance(spec, Mapping):
         settings, command, kind = spec.get("bounds") or {}, spec.get("command") or {}, spec["kind"]
-        changed, observe = spec.get("changed_lines"), tuple(spec.get("observe") or ())
+        changed, observe, reach = spec.get("changed_lines"), tuple(spec.get("observe") or ()), spec.get("reach_lines")
     else:
         settings, command, kind = spec.bounds.settings() if spec.bounds else {}, spec.command or {}, spec.kind
-        changed, observe = spec.changed_lines, spec.observe
+        changed, observe, reach = spec.changed_lines, spec.observe, spec.reach_lines
     runs_program = kind == "script" or (kind == "driver" and command.get("kind") != "pytest")
     if place is None or not runs_program:
         return Bounds(cap=0)
@@ -224,7 +224,7 @@ def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_win
                   announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
                   changed_lines=[line for hunk in changed or () for line in hunk],
                   observe=observe, whole_windows=whole_windows,
-                  stop_after=int(settings.get("stop_after") or 0), hunks=changed or ())
+                  stop_after=int(settings.get("stop_after") or 0), hunks=reach or ())
 
 
 def _fresh_main(path: str) -> dict[str, Any]:

@@ -269,6 +269,9 @@ class SideSpec(_Record):
     threads: int = 1
     #: per line range the patch changed in this side's source (`coverage`)
     changed_lines: list[list[int]] | None = None
+    #: per hunk, the lines whose running says it ran, chosen alike on both sides
+    #: (`coverage.reach_points`): a bounded run stops 2 steps after all of them ran
+    reach_lines: list[list[int]] | None = None
     #: names whose last values a bounded run compares (`bounded.observed_names`)
     observe: tuple[str, ...] = ()
     input_plan: Any = None

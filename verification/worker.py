@@ -125,7 +125,7 @@ def _isolation(request: "VerifyRequest | GradcheckRequest | dict[str, Any]", con
 
 
 def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed: list[list[int]] | None = None,
-               observe: list[str] | None = None) -> SideSpec:
+               observe: list[str] | None = None, reach: list[list[int]] | None = None) -> SideSpec:
     return SideSpec(
         kind=unit["kind"],
         side=side,
@@ -150,6 +150,7 @@ def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed:
         roles=request.roles,
         threads=request.threads,
         changed_lines=changed,
+        reach_lines=reach,
         observe=tuple(observe or ()),
         input_plan=unit.get("input_plan"),
         graph_inputs=tuple(unit.get("graph_inputs") or ()),
@@ -177,7 +178,7 @@ def _run_sides(
 ):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .bounded import applies, observed_names
-    from .coverage import changed_lines
+    from .coverage import changed_lines, reach_points
     from .harness import run_side
     from .sandbox import spawn, wait_all
 
@@ -186,7 +187,8 @@ def _run_sides(
     hunks = dict(zip(("original", "rewritten"), pair))
     # a bounded run compares the last values of names both versions assign on changed lines
     observe = observed_names(unit["original"], unit["rewritten"], pair) if applies(unit, request.bounds.settings()) else []
-    specs = [_side_spec(request, unit, side, hunks[side], observe) for side in sides]
+    reach = dict(zip(("original", "rewritten"), reach_points(unit["original"], unit["rewritten"], path=request.path or "<string>")))
+    specs = [_side_spec(request, unit, side, hunks[side], observe, reach[side]) for side in sides]
     save = _saver()
     # each child closes every descriptor it inherited: never the other side's pipes
     children = [spawn(lambda spec=spec: run_side(spec), save, limits, isolation=isolation) for spec in specs]
