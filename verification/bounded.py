@@ -639,9 +639,9 @@ class Bounds:
             # items each loop under way had left (-1: unknown), in the order the loops began
             left = sorted((it._order, it._entry.loop.label, it._known) for it in list(self._live) if not it._done)
             self.stopped = {"where": self._where(loop), "label": loop.label, "after": self.stop_after,
-                            "counted": "optimizer step" if self.steps else "backward",
+                            "counted": "optimizer step" if self.optimizers else "backward",
                             "left": [[label, known] for _, label, known in left]}
-        raise StopRun(f"stopped after {self.stop_after} backwards following the changed code")
+        raise StopRun(f"stopped {self.stop_after} {self.stopped['counted']}s after the changed code ran")
 
     def _while_enter(self, loop_id: int) -> None:
         self._whiles[loop_id] = _Entry(self, self._loops[loop_id])
@@ -771,6 +771,7 @@ class Bounds:
         self._depth = 0
         self.stop_after = 0
         self._armed_at = None
+        self._reached = set()
         self.stopped = None
 
     # -- reporting ------------------------------------------------------------------------
@@ -847,7 +848,7 @@ def progress(output: str) -> dict[str, Any]:
 
 
 def describe_progress(item: dict[str, Any]) -> str:
-    """``by then 2 forwards of a model (the 2nd after 14.2 s) and no backward had finished``."""
+    """``by then at least 2 forwards, no backward had finished (the last counted after 14.2 s)``."""
     forwards, backwards = int(item.get("forwards", 0)), int(item.get("backwards", 0))
     if not forwards and not backwards:
         return "not one forward of a model with parameters had finished by then"
