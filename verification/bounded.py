@@ -617,6 +617,11 @@ class Bounds:
         if len(self._reached) >= len(self.hunks):
             self._armed_at, self._armed_steps = self.backwards, self.steps
 
+    @property
+    def reached(self) -> frozenset[int]:
+        """The hunks whose reach points ran (indices into `hunks`)."""
+        return frozenset(self._reached)
+
     def stop_due(self) -> bool:
         """The changed code has run and `stop_after` backwards followed, and, in a run that
         made an optimizer, as many optimizer steps, the last one done: no gradient waits for

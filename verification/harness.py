@@ -194,6 +194,10 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> dict[str, Any]:
                 _run_function_class(spec, record, probes, path, device)
             else:
                 _run_callable(spec, record, probes, path, device, needs)
+        if bounds.stopped is not None and len(spec.reach_lines or ()) == len(watch.hunks):
+            # the run ended where both sides end; an insertion into the other side is anchored
+            # here on later code, and its place (the reach point) was passed (`coverage.Reach`)
+            watch.credit(index for index in spec.anchored_hunks if index in bounds.reached)
         record["changed_lines"] = watch.report()
         if bounds.enabled:
             record["bounded"] = {**bounds.settings(), "loops": bounds.report(), "stopped": bounds.stopped}

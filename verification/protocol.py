@@ -272,6 +272,9 @@ class SideSpec(_Record):
     #: per hunk, the lines whose running says it ran, chosen alike on both sides
     #: (`coverage.reach_points`): a bounded run stops 2 steps after all of them ran
     reach_lines: list[list[int]] | None = None
+    #: indices of this side's hunks that only anchor an insertion into the other side
+    #: (`coverage.Reach`): credited as run when a stopped run passed their reach point
+    anchored_hunks: tuple[int, ...] = ()
     #: names whose last values a bounded run compares (`bounded.observed_names`)
     observe: tuple[str, ...] = ()
     input_plan: Any = None

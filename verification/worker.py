@@ -125,7 +125,7 @@ def _isolation(request: "VerifyRequest | GradcheckRequest | dict[str, Any]", con
 
 
 def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed: list[list[int]] | None = None,
-               observe: list[str] | None = None, reach: list[list[int]] | None = None) -> SideSpec:
+               observe: list[str] | None = None, reach: tuple[list[list[int]], list[int]] = ([], [])) -> SideSpec:
     return SideSpec(
         kind=unit["kind"],
         side=side,
@@ -150,7 +150,8 @@ def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed:
         roles=request.roles,
         threads=request.threads,
         changed_lines=changed,
-        reach_lines=reach,
+        reach_lines=reach[0],
+        anchored_hunks=tuple(reach[1]),
         observe=tuple(observe or ()),
         input_plan=unit.get("input_plan"),
         graph_inputs=tuple(unit.get("graph_inputs") or ()),
@@ -187,7 +188,8 @@ def _run_sides(
     hunks = dict(zip(("original", "rewritten"), pair))
     # a bounded run compares the last values of names both versions assign on changed lines
     observe = observed_names(unit["original"], unit["rewritten"], pair) if applies(unit, request.bounds.settings()) else []
-    reach = dict(zip(("original", "rewritten"), reach_points(unit["original"], unit["rewritten"], path=request.path or "<string>")))
+    points = reach_points(unit["original"], unit["rewritten"], path=request.path or "<string>")
+    reach = {"original": (points.original, points.anchored_original), "rewritten": (points.rewritten, points.anchored_rewritten)}
     specs = [_side_spec(request, unit, side, hunks[side], observe, reach[side]) for side in sides]
     save = _saver()
     # each child closes every descriptor it inherited: never the other side's pipes
