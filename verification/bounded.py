@@ -44,25 +44,29 @@ fixed event ends the run wherever it happens to be, so code after the training l
 often exactly there. Capping loops keeps the program's shape: every statement that runs
 in the full run still runs, only fewer times.
 
-The two are combined: once the changed code has run, the run **stops after
+The two are combined: once the changed code has run, **the loops under way stop after
 `DEFAULT_STOP_AFTER` (2) more backwards** (``stop-after-change``; 0: never), at the next
 iteration boundary of a loop that trains (its step done: never while gradients wait for
-an optimizer step), the same on both sides, and what was recorded up to there is
-compared (the globals at that point, the last values of the observed names, the probes'
-measures). "The changed code has run" means every hunk of the patch, on this side: a
+an optimizer step), the same on both sides (`Bounds.stop`). Every loop under way ends
+there as if its iterable were exhausted, so the code after them still runs (an
+evaluation after the epoch loop, a ``torch.stack(losses)`` that a wrong ``.item()``
+rewrite breaks, a gradient norm read after the loop); loops entered later keep their
+caps. A first version ended the whole program at that point, and the verification
+corpus showed why not: four wrong rewrites whose damage shows only after the loop were
+accepted. "The changed code has run" means every hunk of the patch, on this side: a
 call ``__autograd_fix_reached__(hunks)`` is compiled in before each statement that
 starts on or spans a changed line, and, for a change in a ``def``'s header (a
 decorator), at the start of its body, so a decorator counts when the function is
-called, not when it is defined. A hunk that only inserts or deletes lines is placed on the
-same unchanged statement on both sides (`coverage.reach_points`): the one right before
-it, or right after it for a decorator. The backward that
-runs in the same iteration as the changed code counts as the first: an AGF002 fix is
-compared over two steps, an AGF010 fix over the second chunk whose backward needs the
-detach, and an evaluation the patch changed (it runs after the first epoch) is followed
-by two iterations of the next epoch rather than by the rest of the capped program
-(04's 1,000-word sampling, 01's test evaluation). A changed line that never runs never
-stops the run (the caps alone apply, and the line watch reports it). Re-runs for finite
-differences and the second point end at their own backward and are never stopped.
+called, not when it is defined. A hunk that only inserts or deletes lines is placed on
+the same unchanged statement on both sides (`coverage.reach_points`): the one right
+before it, or right after it for a decorator. The backward that runs in the same
+iteration as the changed code counts as the first: an AGF002 fix is compared over two
+steps, an AGF010 fix over the second chunk whose backward needs the detach, and an
+evaluation the patch changed (it runs after the first epoch) is followed by two
+iterations of the next epoch rather than by the rest of the capped epochs. A changed
+line that never runs never stops the loops (the caps alone apply, and the line watch
+reports it). Re-runs for finite differences and the second point end at their own
+backward and are never stopped.
 
 How: the source of the script (and, through an import hook, of every ``.py`` file of
 the project copy the run imports) is parsed with `ast` and recompiled with
@@ -210,11 +214,6 @@ def observed_names(original: str, rewritten: str, hunks: tuple[list[list[int]], 
     lines_b = {line for hunk in hunks[1] for line in hunk}
     both = _assigned_on(original, lines_a) & _assigned_on(rewritten, lines_b)
     return sorted(key for key in both if not VOLATILE_NAME.search(key.rpartition(".")[2]))
-
-
-class StopRun(BaseException):
-    """Ends a bounded run once the changed code has run and `stop_after` backwards
-    followed (not an Exception: the user's ``except Exception`` must not swallow it)."""
 
 
 def _header_span(stmt: ast.stmt) -> tuple[int, int]:
@@ -438,7 +437,7 @@ class _Entry:
 class _Capped:
     """The iterator a capped ``for`` loop runs over."""
 
-    __slots__ = ("_it", "_entry", "_known", "_done", "_order", "__weakref__")
+    __slots__ = ("_it", "_entry", "_known", "_done", "_order", "_ending", "__weakref__")
 
     def __init__(self, bounds: "Bounds", loop: _Loop, iterable: Iterable[Any]) -> None:
         try:
@@ -449,6 +448,7 @@ class _Capped:
         self._entry = _Entry(bounds, loop)
         self._known = known  # items left, or -1: unknown
         self._done = False
+        self._ending = False  # the run stopped while this loop was under way (`Bounds.stop`)
         self._order = 0
         if bounds.stop_after:
             bounds.begun += 1
@@ -469,6 +469,9 @@ class _Capped:
             if bounds.events != entry.events or bounds.ticks != entry.ticks or (entry.loop.forward_cap and bounds.forwards != entry.forwards):
                 if bounds.events != entry.events and bounds.stop_due():
                     bounds.stop(entry.loop)
+                if self._ending:
+                    self._done = True
+                    raise StopIteration
                 if not entry.at_iteration_start():
                     self._done = True
                     if self._would_go_on():
@@ -538,7 +541,7 @@ class Bounds:
         self.changed_lines = frozenset(int(line) for line in changed_lines)
         #: this side's hunks (lines of the changed file): the run may stop once all ran
         self.hunks = [sorted(int(line) for line in hunk) for hunk in hunks if hunk]
-        #: backwards kept once every hunk ran (0: no stop); see `StopRun`
+        #: backwards kept once every hunk ran (0: no stop); see `stop`
         self.stop_after = int(stop_after or 0) if self.hunks else 0
         self._reached: set[int] = set()
         #: backwards (`backwards`) and optimizer steps when the last hunk was first reached
@@ -554,6 +557,8 @@ class Bounds:
         #: each had left: a patch that shortens a loop must not hide behind the stop
         self._live: "weakref.WeakSet[_Capped]" = weakref.WeakSet()
         self.begun = 0
+        #: ``while`` entries under way when the run stopped: each ends at its next test
+        self._ending_whiles: list[_Entry] = []
         #: ``scope.name`` of names assigned on changed lines whose last values are outputs
         self.observe = frozenset(observe)
         self._seen: dict[str, Any] = {}
@@ -622,16 +627,14 @@ class Bounds:
         """The hunks whose reach points ran (indices into `hunks`)."""
         return frozenset(self._reached)
 
-    def stop_due(self) -> bool:
+    def stop_due(self) -> bool:  # noqa: D401
         """The changed code has run and `stop_after` backwards followed, and, in a run that
         made an optimizer, as many optimizer steps, the last one done: no gradient waits for
         a step (an accumulation window of 4 micro-batches runs 2 windows). A run without
         an optimizer updates by hand (``p.data.add_(p.grad, alpha=-lr)``): its backwards
         count alone, the update done by the next iteration boundary."""
-        if self.stopped is not None:
-            return True
-        if self._armed_at is None:
-            return False
+        if self.stopped is not None or self._armed_at is None:
+            return False  # once: loops entered after the stop run with their caps
         if self.backwards - self._armed_at < self.stop_after:
             return False
         if self.optimizers:
@@ -639,14 +642,19 @@ class Bounds:
         return True
 
     def stop(self, loop: _Loop) -> None:
-        """End the run here, at an iteration boundary of `loop` (both sides alike)."""
-        if self.stopped is None:
-            # items each loop under way had left (-1: unknown), in the order the loops began
-            left = sorted((it._order, it._entry.loop.label, it._known) for it in list(self._live) if not it._done)
-            self.stopped = {"where": self._where(loop), "label": loop.label, "after": self.stop_after,
-                            "counted": "optimizer step" if self.optimizers else "backward",
-                            "left": [[label, known] for _, label, known in left]}
-        raise StopRun(f"stopped {self.stop_after} {self.stopped['counted']}s after the changed code ran")
+        """End every loop under way at its next iteration boundary, `loop` (whose
+        boundary this is) first, as if their iterables were exhausted, both sides alike:
+        the code after them still runs (an evaluation after the epoch loop, a
+        ``torch.stack(losses)`` a wrong rewrite breaks), loops entered later keep their caps."""
+        live = [it for it in list(self._live) if not it._done]
+        # items each loop under way had left (-1: unknown), in the order the loops began
+        left = sorted((it._order, it._entry.loop.label, it._known) for it in live)
+        self.stopped = {"where": self._where(loop), "label": loop.label, "after": self.stop_after,
+                        "counted": "optimizer step" if self.optimizers else "backward",
+                        "left": [[label, known] for _, label, known in left]}
+        for it in live:
+            it._ending = True
+        self._ending_whiles = [entry for entry in self._whiles.values() if entry.started]
 
     def _while_enter(self, loop_id: int) -> None:
         self._whiles[loop_id] = _Entry(self, self._loops[loop_id])
@@ -657,6 +665,10 @@ class Bounds:
             entry = self._whiles[loop_id] = _Entry(self, self._loops[loop_id])
         if entry.started and self.events != entry.events and self.stop_due():
             self.stop(entry.loop)
+        if any(entry is ending for ending in self._ending_whiles):  # the stop ends the loops under way
+            self._ending_whiles = [ending for ending in self._ending_whiles if ending is not entry]
+            entry.started = False
+            return False
         if not entry.at_iteration_start():
             entry.cut()
             entry.started = False  # a later test of the same entry (none: the loop ended)

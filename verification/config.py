@@ -14,7 +14,7 @@ only run a model's forward (an evaluation, sampling): unset, those the patch did
 change keep 3 iterations and those it changed run in full; a number applies to all of
 them (0: all in full). ``stop-after-change`` (default 2) ends a bounded run, on both
 sides at the same point, once the changed code has run and that many backwards
-followed it (0: never; see `bounded.StopRun`).
+followed it (0: never; see `bounded.Bounds.stop`).
 
 ``isolation`` (``"auto"``, the default, ``"required"`` or ``"off"``) says how runs are
 confined (see `isolation`): ``auto`` isolates where the OS allows and says so on every

@@ -124,7 +124,7 @@ class Reach(NamedTuple):
 
 def reach_points(original: str, rewritten: str, path: str = "<string>") -> Reach:
     """Per side, the lines whose running says that each hunk of the patch ran, chosen
-    alike on both sides (the stop of a bounded run, `bounded.StopRun`, waits for them).
+    alike on both sides (the stop of a bounded run, `bounded.Bounds.stop`, waits for them).
 
     A hunk with executable lines on both sides is those lines. A pure insertion or
     deletion has none on one side, and anchoring that side on the next executable line

@@ -35,7 +35,7 @@ from torch import nn
 from autograd_fix.codemods.semantic.roles import Vocabulary
 
 from .binding import Binder, Unbindable
-from .bounded import VOLATILE_NAME, Bounds, StopRun
+from .bounded import VOLATILE_NAME, Bounds
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
 from .checks import Probe, probes_for
@@ -362,8 +362,6 @@ def _run_main(record: dict[str, Any], probes: Probes, path: str, run: Any, names
     try:
         with contextlib.redirect_stdout(printed):
             run()
-    except StopRun:
-        pass  # a bounded run ended where both sides end (`bounded.StopRun`): what ran so far is compared
     except SystemExit as exc:
         if exc.code not in (None, 0):
             record["exception"] = describe_exception(exc, "run", path)

@@ -167,7 +167,7 @@ class Bounds(_Record):
     cap: int = 0
     outer_cap: int = 0
     forward_cap: int | None = None
-    #: backwards a run keeps once the changed code has run (0: no stop; `bounded.StopRun`)
+    #: backwards a run keeps once the changed code has run (0: no stop; `bounded.Bounds.stop`)
     stop_after: int = 0
 
     def settings(self) -> dict[str, Any]:
