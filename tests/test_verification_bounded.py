@@ -19,7 +19,7 @@ import torch
 
 from autograd_fix.codemods.registry import rule_by_code
 from autograd_fix.verification import ConfigError, load_config, verify_pair
-from autograd_fix.verification.bounded import Bounds, DEFAULT_CAP, DEFAULT_OUTER_CAP
+from autograd_fix.verification.bounded import DEFAULT_CAP, DEFAULT_STOP_AFTER, Bounds
 
 AGF001 = tuple(rule_by_code("AGF001").contract.checks)
 
@@ -104,9 +104,11 @@ def test_a_ten_thousand_epoch_script_is_verified_in_seconds(tmp_path, verifier):
     took = time.perf_counter() - began
     assert verdict.verdict == "accepted", verdict.reason
     assert verdict.driver == "script driver (top-level code)"
-    # what was shortened, in the verdict: the epoch loop and the batch loop, not the others
-    assert f"`for epoch` at train.py:41 capped at {DEFAULT_OUTER_CAP} iterations" in verdict.reason, verdict.reason
-    assert f"`for x, y` at train.py:43 at {DEFAULT_CAP}" in verdict.reason, verdict.reason
+    # what was shortened, in the verdict: the batch loop of the first epoch, then, the
+    # changed evaluation having run, a stop 2 backwards into the second epoch
+    assert f"stopped {DEFAULT_STOP_AFTER} optimizer steps after the changed code ran (at loop `for x, y` at train.py:43)" in verdict.reason, verdict.reason
+    assert f"`for x, y` at train.py:43 capped at {DEFAULT_CAP} iterations" in verdict.reason, verdict.reason
+    assert "`for epoch`" not in verdict.reason  # the stop came before the epoch loop's cap
     # the evaluation (forwards only), the data preparation, the loop in forward: not cut
     assert "train.py:32" not in verdict.reason and "train.py:8 " not in verdict.reason and "train.py:24" not in verdict.reason
     assert took < 15, took
@@ -343,7 +345,9 @@ print("score", float(fit(torch.nn.Linear(3, 1), batches, epochs=5000)))
 
 def test_loops_of_the_project_files_a_driver_imports_are_capped(tmp_path, verifier):
     root = _project(tmp_path, {"trainlib.py": LIB, "main.py": MAIN})
-    (root / "pyproject.toml").write_text("[project]\nname = 'toy'\n[tool.autograd-fix.verify]\ndriver = \"python main.py\"\n")
+    table = "[project]\nname = 'toy'\n[tool.autograd-fix.verify]\ndriver = \"python main.py\"\n"
+    # the caps alone (no stop once the changed code ran): every capped loop of the library
+    (root / "pyproject.toml").write_text(table + "stop-after-change = 0\n")
     fixed = LIB.replace("    for x in batches:\n        outputs.append(model(x))\n",
                         "    with torch.no_grad():\n        for x in batches:\n            outputs.append(model(x))\n")
     verdict = verify_pair(LIB, fixed, path=str(root / "trainlib.py"), checks=AGF001, verifier=verifier)
@@ -351,7 +355,12 @@ def test_loops_of_the_project_files_a_driver_imports_are_capped(tmp_path, verifi
     assert verdict.driver == "driver `python main.py`"
     assert "`for epoch` at trainlib.py:14 capped at 2 iterations" in verdict.reason, verdict.reason
     assert "`for x` at trainlib.py:15 at 3" in verdict.reason and "trainlib.py:7" not in verdict.reason
-    assert "main.py:4" not in verdict.reason  # the data comprehension ran in full
+    assert "main.py:4" not in verdict.reason and "stopped" not in verdict.reason  # the data comprehension ran in full
+    # by default the run also stops in the library, 2 steps after the evaluation ran
+    (root / "pyproject.toml").write_text(table)
+    verdict = verify_pair(LIB, fixed, path=str(root / "trainlib.py"), checks=AGF001, verifier=verifier)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "stopped 2 optimizer steps after the changed code ran (at loop `for x` at trainlib.py:15)" in verdict.reason, verdict.reason
 
 
 def test_an_original_that_stops_at_its_error_reports_what_the_fixed_run_cut(tmp_path, verifier):
@@ -377,7 +386,8 @@ def test_an_original_that_stops_at_its_error_reports_what_the_fixed_run_cut(tmp_
     checks = tuple(rule_by_code("AGF010").contract.checks)
     verdict = verify_pair(script, fixed, path=str(root / "rnn.py"), checks=checks, verifier=verifier)
     assert verdict.verdict == "accepted", verdict.reason
-    assert "shortened (the rewritten run: loop `for step` at rnn.py:6 capped at 3 iterations)" in verdict.reason, verdict.reason
+    # the fixed run stops 2 steps after its changed line first ran (the original stopped at its error)
+    assert "shortened (the rewritten run: stopped 2 optimizer steps after the changed code ran (at loop `for step` at rnn.py:6))" in verdict.reason, verdict.reason
 
 
 def test_a_rewritten_that_runs_on_past_the_originals_error_is_not_rejected_for_its_time():
@@ -404,7 +414,7 @@ def test_forward_only_loops_are_capped_only_when_configured(tmp_path, verifier):
     assert load_config(str(root / "train.py")).forward_loop_cap == 5
     verdict = verify_pair(LONG, RIGHT, path=str(root / "train.py"), checks=AGF001, verifier=verifier)
     assert verdict.verdict == "accepted", verdict.reason
-    assert "`for x, y` at train.py:32 at 5" in verdict.reason, verdict.reason
+    assert "`for x, y` at train.py:32 capped at 5 iterations" in verdict.reason, verdict.reason
 
 
 def test_a_patch_that_changes_how_long_a_loop_trains_is_rejected(tmp_path, verifier):
@@ -417,3 +427,204 @@ def test_a_patch_that_changes_how_long_a_loop_trains_is_rejected(tmp_path, verif
     verdict = verify_pair(script, fewer, path=str(root / "steps.py"), verifier=verifier)
     assert verdict.verdict == "rejected", verdict.reason
     assert "shortened differently" in verdict.reason
+
+
+# A language model as yunjey/pytorch-tutorial writes it: the carried states detached at
+# the start of each chunk (the line an AGF010 fix inserts), then 1,000 sampled words.
+CHUNKS = """\
+import torch
+from torch import nn
+
+model = nn.LSTM(4, 8)
+head = nn.Linear(8, 4)
+optimizer = torch.optim.Adam([*model.parameters(), *head.parameters()], lr=0.01)
+trained = 0
+for epoch in range(5):
+    states = (torch.zeros(1, 2, 8), torch.zeros(1, 2, 8))
+    for i in range(100):
+        states = [s.detach() for s in states]
+        out, states = model(torch.randn(3, 2, 4), states)
+        loss = head(out).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        trained += 1
+sampled = 0
+with torch.no_grad():
+    for _ in range(1000):
+        model(torch.randn(1, 1, 4))
+        sampled += 1
+"""
+
+
+def _stopping(source: str, hunks: list[list[int]]) -> tuple[dict, Bounds]:
+    bounds = Bounds(cap=3, outer_cap=2, root="/nowhere", changed_file="/nowhere/prep.py",
+                    changed_lines=[line for hunk in hunks for line in hunk], hunks=hunks, stop_after=DEFAULT_STOP_AFTER)
+    namespace: dict = {"__name__": "__main__"}
+    torch.manual_seed(0)
+    with bounds:
+        exec(bounds.compile(source, "/nowhere/prep.py"), namespace)
+    assert bounds.stopped is not None
+    return namespace, bounds
+
+
+def test_a_run_stops_two_backwards_after_the_changed_code_ran():
+    namespace, bounds = _stopping(CHUNKS, [[11]])
+    # the changed line ran in the first chunk: that chunk's step and the next one's, then the
+    # chunk loop and the epoch loop end; the sampling after them runs, capped at 3 forwards
+    assert namespace["trained"] == DEFAULT_STOP_AFTER and namespace["sampled"] == 3
+    # where, and how many items each loop under way had left (a shortened loop shows there)
+    assert bounds.stopped == {"where": "prep.py:10", "label": "for i", "after": DEFAULT_STOP_AFTER, "counted": "optimizer step",
+                              "left": [["for epoch", 4], ["for i", 98]]}
+    # a line the run never reaches never stops it: the caps alone apply
+    unreached = CHUNKS.replace("        trained += 1\n", "        trained += 1\n        if trained < 0:\n            print('never')\n")
+    bounds = Bounds(cap=3, outer_cap=2, root="/nowhere", changed_file="/nowhere/prep.py", changed_lines=[19],
+                    hunks=[[19]], stop_after=DEFAULT_STOP_AFTER)
+    namespace = {"__name__": "__main__"}
+    with bounds:
+        exec(bounds.compile(unreached, "/nowhere/prep.py"), namespace)
+    assert bounds.stopped is None and namespace["trained"] == 2 * 3 and namespace["sampled"] == 3
+
+
+def test_a_changed_decorator_counts_when_its_function_runs_not_when_it_is_defined():
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+        model = nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        @torch.no_grad()
+        def evaluate():
+            return model(torch.ones(2, 4)).sum()
+
+        log = []
+        for epoch in range(100):
+            for step in range(100):
+                optimizer.zero_grad()
+                model(torch.randn(2, 4)).pow(2).sum().backward()
+                optimizer.step()
+                log.append("step")
+            log.append(float(evaluate()))
+        """
+    )
+    namespace, bounds = _stopping(source, [[7]])
+    # epoch 1: 3 capped steps, the evaluation (the changed code), then 2 steps of epoch 2, whose
+    # evaluation after the step loop still runs before the epoch loop ends
+    assert namespace["log"][:3] == ["step"] * 3 and isinstance(namespace["log"][3], float)
+    assert namespace["log"][4:6] == ["step"] * DEFAULT_STOP_AFTER and isinstance(namespace["log"][6], float)
+    assert len(namespace["log"]) == 7
+    assert bounds.stopped["label"] == "for step"
+
+
+def test_the_stop_waits_for_the_step_of_an_accumulation_window():
+    """Four micro-batches per optimizer step: the run never ends with gradients waiting."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+        model = nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        steps = 0
+        for i in range(1000):
+            model(torch.randn(2, 4)).pow(2).sum().backward()
+            if (i + 1) % 4 == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+                steps += 1
+        """
+    )
+    bounds = Bounds(cap=1000, outer_cap=2, root="/nowhere", changed_file="/nowhere/prep.py", changed_lines=[8],
+                    hunks=[[8]], stop_after=DEFAULT_STOP_AFTER)
+    namespace: dict = {"__name__": "__main__"}
+    with bounds:
+        exec(bounds.compile(source, "/nowhere/prep.py"), namespace)
+    assert namespace["steps"] == DEFAULT_STOP_AFTER and namespace["i"] == 4 * DEFAULT_STOP_AFTER - 1  # two whole windows
+
+
+def test_a_run_killed_before_its_first_iteration_says_how_far_it_got():
+    """A baby GPT on one CPU thread (nanoGPT's shakespeare_char config): one forward alone
+    takes longer than the limit. The verdict says how far the run got, and a second try
+    with every evaluation capped is not made when the run had not got past as many
+    forwards as a capped evaluation keeps."""
+    from autograd_fix.verification.bounded import PROGRESS, capping_evaluations_could_help, note_timeouts
+    from autograd_fix.verification.sandbox import Outcome
+
+    settings = {"cap": 3, "outer_cap": 2, "forward_cap": None, "stop_after": 2}
+    none = Outcome("timeout", "did not finish within 20 s (killed)", 20.0, "number of parameters: 10.65M\n", 0)
+    two = Outcome("timeout", "did not finish within 20 s (killed)", 20.0,
+                  f"{PROGRESS}{{\"forwards\": 1, \"backwards\": 0, \"seconds\": 9.5}}\nstep 0\n"
+                  f"{PROGRESS}{{\"forwards\": 2, \"backwards\": 0, \"seconds\": 18.9}}\n", 0)
+    many = f"{PROGRESS}{{\"forwards\": 8, \"backwards\": 0, \"seconds\": 3.0}}\n"
+    assert not capping_evaluations_could_help(none.output) and not capping_evaluations_could_help(two.output)
+    assert capping_evaluations_could_help(many)
+    note_timeouts([none, two], settings)
+    assert "not one forward of a model with parameters had finished by then" in none.detail, none.detail
+    assert "by then at least 2 forwards, no backward had finished (the last counted after 18.9 s)" in two.detail, two.detail
+    assert two.output == "step 0\n" and PROGRESS not in two.output  # the markers are the tool's, not the script's
+
+
+def test_hand_written_updates_stop_after_two_backwards():
+    """pytorch/examples word_language_model updates by hand (no optimizer, no step)."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+        model = nn.Linear(4, 1)
+        updates = 0
+        for i in range(1000):
+            model.zero_grad()
+            model(torch.randn(2, 4)).pow(2).sum().backward()
+            for p in model.parameters():
+                p.data.add_(p.grad, alpha=-0.1)
+            updates += 1
+        """
+    )
+    namespace, bounds = _stopping(source, [[7]])
+    assert namespace["updates"] == DEFAULT_STOP_AFTER and bounds.stopped["counted"] == "backward"
+    assert bounds.stopped["label"] == "for i"  # not the parameter loop inside the iteration
+
+
+STEP_FN = """\
+import torch
+from torch import nn
+
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def train_step(x):
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+
+
+def evaluate():
+    return model(torch.ones(2, 4)).sum()
+
+
+for epoch in range(100):
+    for i in range(100):
+        train_step(torch.randn(2, 4))
+    score = evaluate()
+"""
+
+
+def test_a_line_added_at_the_end_of_a_body_stops_both_sides_alike(tmp_path, verifier):
+    """AGF002's second candidate adds `zero_grad()` after the last statement of a body.
+    Anchored on the next executable line, the original side would wait for `evaluate()`
+    and the two sides would stop at different steps; both wait for `optimizer.step()`."""
+    from autograd_fix.verification.coverage import reach_points
+
+    fixed = STEP_FN.replace("    optimizer.step()\n", "    optimizer.step()\n    optimizer.zero_grad()\n")
+    assert reach_points(STEP_FN, fixed) == ([[11]], [[11]], [0], [])  # the original only anchors the insertion
+    decorated = STEP_FN.replace("def evaluate", "@torch.no_grad()\ndef evaluate")
+    assert reach_points(STEP_FN, decorated)[:2] == ([[14]], [[15]])  # the def: its body, when called
+    root = _project(tmp_path, {"steps.py": STEP_FN})
+    verdict = verify_pair(STEP_FN, fixed, path=str(root / "steps.py"), rule="AGF002",
+                          checks=tuple(rule_by_code("AGF002").contract.checks), verifier=verifier)
+    assert verdict.verdict == "accepted", verdict.reason
+    assert "stopped 2 optimizer steps after the changed code ran (at loop `for i` at steps.py:19)" in verdict.reason, verdict.reason

@@ -133,7 +133,8 @@ def test_a_library_change_is_verified_through_the_project_script(tmp_path, verif
     right = verify_pair(BUGGY, TRAINER, path=path, rule="AGF002", checks=AGF002, verifier=verifier)
     assert right.verdict == "accepted", right.reason
     assert right.driver == "project script `python train.py`"
-    assert "`for step` at toy/trainer.py:14 capped at 3 iterations" in right.reason, right.reason
+    # the changed line runs in the first step: the run stops 2 steps later, in the library's loop
+    assert "stopped 2 optimizer steps after the changed code ran (at loop `for step` at toy/trainer.py:14)" in right.reason, right.reason
     wrong = verify_pair(BUGGY, WRONG, path=path, rule="AGF002", checks=AGF002, verifier=verifier)
     assert wrong.verdict == "rejected", wrong.reason
     assert wrong.driver == "project script `python train.py`"

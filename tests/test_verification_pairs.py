@@ -213,8 +213,9 @@ def test_zero_grad_inserted_before_backward_is_accepted(verifier):
     assert verdict.verdict == "accepted", verdict.reason
     evidence = verdict.units[0].evidence
     assert evidence["original"]["stale_steps"] > 0 and evidence["rewritten"]["step_violations"] == 0
-    # a bounded run: the batch loop of 4 is capped at 3 working iterations, 2 epochs of 3
-    assert evidence["rewritten"]["measured"]["optimizer_steps"] == 6
+    # a bounded run: the changed line runs in the first iteration, and the run stops 2 steps later
+    assert evidence["rewritten"]["measured"]["optimizer_steps"] == 2
+    assert "stopped 2 optimizer steps after the changed code ran (at loop `for x, y`" in verdict.reason, verdict.reason
 
 
 def test_zero_grad_after_step_is_accepted(verifier):
@@ -661,5 +662,7 @@ def test_manual_update_through_data_with_a_clamp_is_one_update(verifier):
     fixed = original.replace("        w2 -= learning_rate * w2.grad\n", "        w2 -= learning_rate * w2.grad\n        w1.grad.zero_()\n        w2.grad.zero_()\n")
     verdict = run(verifier, original, fixed, AGF002)
     assert verdict.verdict == "accepted", verdict.reason
-    # both weights, 3 of the 10 iterations (a bounded run caps the training loop at 3)
-    assert "(6 hand-written updates)" in verdict.reason and "capped at 3 iterations" in verdict.reason
+    # both weights, 3 of the 10 iterations: a bounded run stops 2 backwards after the changed
+    # code first ran (in the first iteration, after its backward)
+    assert "(6 hand-written updates)" in verdict.reason, verdict.reason
+    assert "stopped 2 backwards after the changed code ran (at loop `for t`" in verdict.reason, verdict.reason

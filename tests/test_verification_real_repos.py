@@ -77,10 +77,14 @@ def test_timing_and_throughput_globals_do_not_reject_a_right_fix(verifier):
 
 
 def test_a_real_difference_next_to_timing_globals_is_still_rejected(verifier):
-    # One training step fewer changes the loss and the weights: not hidden by the clock-derived
-    # names (one more would be past the bounded run's cap of 3: `shortened differently`).
-    verdict = verify_pair(script(OLD_SCALER), script(NEW_SCALER, iters=2), rule="AGF012", verifier=verifier, timeout=30)
+    # Two training steps fewer change the loss and the weights: not hidden by the clock-derived
+    # names. (One step fewer, 3 -> 2, is past the bounded run's stop 2 steps after the changed
+    # code: both runs make 2 steps and the verdict is `shortened differently`, from the items
+    # the stopped loop had left.)
+    verdict = verify_pair(script(OLD_SCALER), script(NEW_SCALER, iters=1), rule="AGF012", verifier=verifier, timeout=30)
 
     assert verdict.verdict == "rejected", verdict.reason
     assert "outputs differ" in verdict.reason
     assert "dt:" not in verdict.reason and "mfu" not in verdict.reason
+    one_fewer = verify_pair(script(OLD_SCALER), script(NEW_SCALER, iters=2), rule="AGF012", verifier=verifier, timeout=30)
+    assert one_fewer.verdict == "rejected" and "shortened differently" in one_fewer.reason, one_fewer.reason

@@ -38,11 +38,35 @@ Loops inside a model's ``forward`` (``for layer in self.layers``) see no event (
 module call that contains them has not ended) and are never cut; neither is a loop
 over ``model.parameters()`` doing a manual update, nor one building modules.
 
-Why loops, and not "stop both sides at the N-th optimizer step": a stop at an event
-ends the run wherever it happens to be, so code after the training loop (an
-evaluation, the metric printed at the end) never runs, while the changed code is often
-exactly there. Capping loops keeps the program's shape: every statement that runs in
-the full run still runs, only fewer times.
+Why loops, and not only "stop both sides at the N-th optimizer step": a stop at a
+fixed event ends the run wherever it happens to be, so code after the training loop
+(an evaluation, the metric printed at the end) may never run, while the changed code is
+often exactly there. Capping loops keeps the program's shape: every statement that runs
+in the full run still runs, only fewer times.
+
+The two are combined: once the changed code has run, **the loops under way stop after
+`DEFAULT_STOP_AFTER` (2) more backwards** (``stop-after-change``; 0: never), at the next
+iteration boundary of a loop that trains (its step done: never while gradients wait for
+an optimizer step), the same on both sides (`Bounds.stop`). Every loop under way ends
+there as if its iterable were exhausted, so the code after them still runs (an
+evaluation after the epoch loop, a ``torch.stack(losses)`` that a wrong ``.item()``
+rewrite breaks, a gradient norm read after the loop); loops entered later keep their
+caps. A first version ended the whole program at that point, and the verification
+corpus showed why not: four wrong rewrites whose damage shows only after the loop were
+accepted. "The changed code has run" means every hunk of the patch, on this side: a
+call ``__autograd_fix_reached__(hunks)`` is compiled in before each statement that
+starts on or spans a changed line, and, for a change in a ``def``'s header (a
+decorator), at the start of its body, so a decorator counts when the function is
+called, not when it is defined. A hunk that only inserts or deletes lines is placed on
+the same unchanged statement on both sides (`coverage.reach_points`): the one right
+before it, or right after it for a decorator. The backward that runs in the same
+iteration as the changed code counts as the first: an AGF002 fix is compared over two
+steps, an AGF010 fix over the second chunk whose backward needs the detach, and an
+evaluation the patch changed (it runs after the first epoch) is followed by two
+iterations of the next epoch rather than by the rest of the capped epochs. A changed
+line that never runs never stops the loops (the caps alone apply, and the line watch
+reports it). Re-runs for finite differences and the second point end at their own
+backward and are never stopped.
 
 How: the source of the script (and, through an import hook, of every ``.py`` file of
 the project copy the run imports) is parsed with `ast` and recompiled with
@@ -88,6 +112,8 @@ import operator
 import os
 import re
 import sys
+import time
+import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 if TYPE_CHECKING:  # torch is imported where the caps are installed, in the run child only
@@ -100,12 +126,18 @@ DEFAULT_FORWARD_CAP = 3
 #: working iterations an entry may run past its cap while backward's gradients wait for an
 #: optimizer step (gradient accumulation over k micro-batches, `whole_windows` runs only)
 WINDOW_CAP = 16
+#: backwards a run keeps once every hunk of the changed code has run (0: no stop)
+DEFAULT_STOP_AFTER = 2
 LOOP = "__autograd_fix_loop__"
+REACHED = "__autograd_fix_reached__"
 SEEN = "__autograd_fix_seen__"
 WHILE_ENTER = "__autograd_fix_while__"
 WHILE_MORE = "__autograd_fix_more__"
 #: a line the run child writes to its output when it first caps a loop
 MARKER = "\x1eautograd-fix capped "
+#: a line the run child writes after its 1st, 2nd, 4th, 8th... model forward and backward,
+#: so a run killed at its time limit can say how far it got
+PROGRESS = "\x1eautograd-fix progress "
 _LABEL_CHARS = 40
 
 
@@ -183,6 +215,48 @@ def observed_names(original: str, rewritten: str, hunks: tuple[list[list[int]], 
     lines_a = {line for hunk in hunks[0] for line in hunk}
     lines_b = {line for hunk in hunks[1] for line in hunk}
     return sorted(_assigned_on(original, lines_a) & _assigned_on(rewritten, lines_b))
+
+
+def _header_span(stmt: ast.stmt) -> tuple[int, int]:
+    """The lines of a statement that are its own: a simple statement's every line, a
+    compound statement's header (decorators included), not its body."""
+    body = getattr(stmt, "body", None)
+    if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+        decorators = getattr(stmt, "decorator_list", None) or []
+        start = min([stmt.lineno, *(d.lineno for d in decorators)])
+        return start, max(start, body[0].lineno - 1)
+    return stmt.lineno, getattr(stmt, "end_lineno", None) or stmt.lineno
+
+
+def _mark_reached(tree: ast.Module, hunks: list[list[int]]) -> None:
+    """Insert ``REACHED((i, ...))`` before each statement holding a line of hunk i (at the
+    start of the body for a change in a function's header: the decorator of an
+    evaluation counts when it is called)."""
+    hunk_of = {line: index for index, hunk in enumerate(hunks) for line in hunk}
+    if not hunk_of:
+        return
+
+    def mark(ids: set[int], at: ast.stmt) -> ast.stmt:
+        call = ast.Call(func=ast.Name(id=REACHED, ctx=ast.Load()), args=[ast.Constant(tuple(sorted(ids)))], keywords=[])
+        return ast.copy_location(ast.Expr(ast.copy_location(call, at)), at)
+
+    for node in list(ast.walk(tree)):
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if not isinstance(statements, list) or not statements or not isinstance(statements[0], ast.stmt):
+                continue
+            marked: list[ast.stmt] = []
+            for stmt in statements:
+                start, end = _header_span(stmt)
+                ids = {hunk_of[line] for line in range(start, end + 1) if line in hunk_of}
+                if ids and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    first = stmt.body[0]
+                    docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+                    stmt.body.insert(1 if docstring else 0, mark(ids, stmt.body[1] if docstring and len(stmt.body) > 1 else first))
+                elif ids:
+                    marked.append(mark(ids, stmt))
+                marked.append(stmt)
+            setattr(node, field, marked)
 
 
 def _is_generator(node: ast.AST) -> bool:
@@ -364,7 +438,7 @@ class _Entry:
 class _Capped:
     """The iterator a capped ``for`` loop runs over."""
 
-    __slots__ = ("_it", "_entry", "_known", "_done")
+    __slots__ = ("_it", "_entry", "_known", "_done", "_order", "_ending", "__weakref__")
 
     def __init__(self, bounds: "Bounds", loop: _Loop, iterable: Iterable[Any]) -> None:
         try:
@@ -375,6 +449,12 @@ class _Capped:
         self._entry = _Entry(bounds, loop)
         self._known = known  # items left, or -1: unknown
         self._done = False
+        self._ending = False  # the run stopped while this loop was under way (`Bounds.stop`)
+        self._order = 0
+        if bounds.stop_after:
+            bounds.begun += 1
+            self._order = bounds.begun  # outer loops began first
+            bounds._live.add(self)
 
     def __iter__(self) -> "_Capped":
         return self
@@ -388,6 +468,11 @@ class _Capped:
         bounds = entry.bounds
         if entry.started:
             if bounds.events != entry.events or bounds.ticks != entry.ticks or (entry.loop.forward_cap and bounds.forwards != entry.forwards):
+                if bounds.events != entry.events and bounds.stop_due():
+                    bounds.stop(entry.loop)
+                if self._ending:
+                    self._done = True
+                    raise StopIteration
                 if not entry.at_iteration_start():
                     self._done = True
                     if self._would_go_on():
@@ -445,7 +530,8 @@ class Bounds:
 
     def __init__(self, cap: int = DEFAULT_CAP, outer_cap: int = DEFAULT_OUTER_CAP, root: str | None = None,
                  announce_fd: int | None = None, forward_cap: int | None = None, changed_file: str | None = None,
-                 changed_lines: Iterable[int] = (), observe: Iterable[str] = (), whole_windows: bool = False) -> None:
+                 changed_lines: Iterable[int] = (), observe: Iterable[str] = (), whole_windows: bool = False,
+                 stop_after: int = 0, hunks: Iterable[Iterable[int]] = ()) -> None:
         self.cap = int(cap)
         self.outer_cap = int(outer_cap) if outer_cap else self.cap
         #: forward-only loops (an evaluation): None caps those the patch did not change at
@@ -454,6 +540,26 @@ class Bounds:
         #: the file the patch changed (its path in the run's copy) and this side's changed lines
         self.changed_file = os.path.abspath(changed_file) if changed_file else None
         self.changed_lines = frozenset(int(line) for line in changed_lines)
+        #: this side's hunks (lines of the changed file): the run may stop once all ran
+        self.hunks = [sorted(int(line) for line in hunk) for hunk in hunks if hunk]
+        #: backwards kept once every hunk ran (0: no stop); see `stop`
+        self.stop_after = int(stop_after or 0) if self.hunks else 0
+        self._reached: set[int] = set()
+        #: backwards (`backwards`) and optimizer steps when the last hunk was first reached
+        self._armed_at: int | None = None
+        self._armed_steps = 0
+        self.backwards = 0
+        self.steps = 0
+        #: optimizers the run made (none: its updates are hand-written, no step will come)
+        self.optimizers = 0
+        #: where the run stopped (`stop`), or None
+        self.stopped: dict[str, Any] | None = None
+        #: the ``for`` loops under way (their iterators), to say at a stop how many items
+        #: each had left: a patch that shortens a loop must not hide behind the stop
+        self._live: "weakref.WeakSet[_Capped]" = weakref.WeakSet()
+        self.begun = 0
+        #: ``while`` entries under way when the run stopped: each ends at its next test
+        self._ending_whiles: list[_Entry] = []
         #: ``scope.name`` of names assigned on changed lines whose last values are outputs
         self.observe = frozenset(observe)
         self._seen: dict[str, Any] = {}
@@ -462,6 +568,7 @@ class Bounds:
         self.announce_fd = announce_fd
         self.events = 0
         self.ticks = 0
+        self._began = time.monotonic()
         #: run capped loops on while gradients wait for a step (an accumulation window)
         self.whole_windows = whole_windows
         #: a backward ran since the last optimizer step
@@ -497,6 +604,8 @@ class Bounds:
             return compile(source, filename, "exec", dont_inherit=True)
         tree = ast.parse(source, filename)  # a SyntaxError is the caller's, as for compile
         try:
+            if self.stop_after and os.path.abspath(filename) == self.changed_file:
+                _mark_reached(tree, self.hunks)
             tree = ast.fix_missing_locations(_Capper(self, os.path.abspath(filename)).visit(tree))
             return compile(tree, filename, "exec", dont_inherit=True)
         except (RecursionError, ValueError, TypeError, MemoryError):
@@ -506,6 +615,48 @@ class Bounds:
     def _loop(self, iterable: Iterable[Any], loop_id: int) -> Iterator[Any]:
         return _Capped(self, self._loops[loop_id], iterable)
 
+    def _reached_hunks(self, ids: tuple[int, ...]) -> None:
+        """Hunks `ids` of the changed code are running; once all have, the run is armed."""
+        if self._armed_at is not None:
+            return
+        self._reached.update(ids)
+        if len(self._reached) >= len(self.hunks):
+            self._armed_at, self._armed_steps = self.backwards, self.steps
+
+    @property
+    def reached(self) -> frozenset[int]:
+        """The hunks whose reach points ran (indices into `hunks`)."""
+        return frozenset(self._reached)
+
+    def stop_due(self) -> bool:  # noqa: D401
+        """The changed code has run and `stop_after` backwards followed, and, in a run that
+        made an optimizer, as many optimizer steps, the last one done: no gradient waits for
+        a step (an accumulation window of 4 micro-batches runs 2 windows). A run without
+        an optimizer updates by hand (``p.data.add_(p.grad, alpha=-lr)``): its backwards
+        count alone, the update done by the next iteration boundary."""
+        if self.stopped is not None or self._armed_at is None:
+            return False  # once: loops entered after the stop run with their caps
+        if self.backwards - self._armed_at < self.stop_after:
+            return False
+        if self.optimizers:
+            return self.steps - self._armed_steps >= self.stop_after and not self.pending
+        return True
+
+    def stop(self, loop: _Loop) -> None:
+        """End every loop under way at its next iteration boundary, `loop` (whose
+        boundary this is) first, as if their iterables were exhausted, both sides alike:
+        the code after them still runs (an evaluation after the epoch loop, a
+        ``torch.stack(losses)`` a wrong rewrite breaks), loops entered later keep their caps."""
+        live = [it for it in list(self._live) if not it._done]
+        # items each loop under way had left (-1: unknown), in the order the loops began
+        left = sorted((it._order, it._entry.loop.label, it._known) for it in live)
+        self.stopped = {"where": self._where(loop), "label": loop.label, "after": self.stop_after,
+                        "counted": "optimizer step" if self.optimizers else "backward",
+                        "left": [[label, known] for _, label, known in left]}
+        for it in live:
+            it._ending = True
+        self._ending_whiles = [entry for entry in self._whiles.values() if entry.started]
+
     def _while_enter(self, loop_id: int) -> None:
         self._whiles[loop_id] = _Entry(self, self._loops[loop_id])
 
@@ -513,6 +664,12 @@ class Bounds:
         entry = self._whiles.get(loop_id)
         if entry is None:
             entry = self._whiles[loop_id] = _Entry(self, self._loops[loop_id])
+        if entry.started and self.events != entry.events and self.stop_due():
+            self.stop(entry.loop)
+        if any(entry is ending for ending in self._ending_whiles):  # the stop ends the loops under way
+            self._ending_whiles = [ending for ending in self._ending_whiles if ending is not entry]
+            entry.started = False
+            return False
         if not entry.at_iteration_start():
             entry.cut()
             entry.started = False  # a later test of the same entry (none: the loop ended)
@@ -550,12 +707,15 @@ class Bounds:
                 owns = self._owns_params[key] = next(iter(module.parameters()), None) is not None
             if owns:
                 self.forwards += 1
+                if self.forwards & (self.forwards - 1) == 0:
+                    self._progress()
 
     def _event(self, *args: Any) -> None:
         self.events += 1
 
     def _stepped(self, *args: Any) -> None:
         self.events += 1
+        self.steps += 1
         self.pending = False
 
     def install(self) -> "Bounds":
@@ -568,7 +728,7 @@ class Bounds:
         from torch import nn
 
         for name, helper in ((LOOP, self._loop), (WHILE_ENTER, self._while_enter), (WHILE_MORE, self._while_more),
-                             (SEEN, self._seen_value)):
+                             (SEEN, self._seen_value), (REACHED, self._reached_hunks)):
             setattr(builtins, name, helper)
             self._undo.append(lambda name=name: delattr(builtins, name) if hasattr(builtins, name) else None)
         finder = _ProjectFinder(self)
@@ -588,7 +748,10 @@ class Bounds:
                 return original_backward(*args, **kwargs)
             finally:
                 self.events += 1
+                self.backwards += 1
                 self.pending = True
+                if self.backwards & (self.backwards - 1) == 0:
+                    self._progress()
 
         def grad(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -597,6 +760,14 @@ class Bounds:
                 self.events += 1
 
         torch.autograd.backward, torch.autograd.grad = backward, grad
+        optimizer_init = torch.optim.Optimizer.__init__
+
+        def made(optimizer: Any, *args: Any, **kwargs: Any) -> None:
+            self.optimizers += 1
+            optimizer_init(optimizer, *args, **kwargs)
+
+        torch.optim.Optimizer.__init__ = made  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(torch.optim.Optimizer, "__init__", optimizer_init))
         self._undo.append(lambda: setattr(torch.autograd, "backward", original_backward))
         self._undo.append(lambda: setattr(torch.autograd, "grad", original_grad))
         return self
@@ -612,9 +783,14 @@ class Bounds:
         self.uninstall()
 
     def reset(self) -> None:
-        """Fresh counters (a re-run of the same program, e.g. for finite differences)."""
+        """Fresh counters (a re-run of the same program, e.g. for finite differences).
+        A re-run ends at its own backward: it is never stopped (`stop_after` off)."""
         self._whiles.clear()
         self._depth = 0
+        self.stop_after = 0
+        self._armed_at = None
+        self._reached = set()
+        self.stopped = None
 
     # -- reporting ------------------------------------------------------------------------
     def _where(self, loop: _Loop) -> str:
@@ -624,6 +800,16 @@ class Bounds:
         else:
             name = os.path.basename(name)
         return f"{name}:{loop.line}"
+
+    def _progress(self) -> None:
+        """How far the run got (`PROGRESS`): read back only if it is killed (`progress`)."""
+        if self.announce_fd is None:
+            return
+        item = {"forwards": self.forwards, "backwards": self.backwards, "seconds": round(time.monotonic() - self._began, 1)}
+        try:
+            os.write(self.announce_fd, (PROGRESS + json.dumps(item) + "\n").encode())
+        except OSError:
+            pass
 
     def announce(self, loop: _Loop, working: int) -> None:
         if self.announce_fd is None:
@@ -646,23 +832,47 @@ class Bounds:
         ]
 
     def settings(self) -> dict[str, int | None]:
-        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap}
+        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after}
+
+
+def _marked(output: str, marker: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects the run wrote after `marker` in its output stream."""
+    for line in output.split("\n"):
+        index = line.find(marker)
+        if index < 0:
+            continue
+        try:
+            item = json.loads(line[index + len(marker):])
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            yield item
 
 
 def announced(output: str) -> list[dict[str, Any]]:
     """The loops a run said it capped before it ended (read from its output stream)."""
-    found: list[dict[str, Any]] = []
-    for line in output.split("\n"):
-        index = line.find(MARKER)
-        if index < 0:
-            continue
-        try:
-            item = json.loads(line[index + len(MARKER):])
-        except ValueError:
-            continue
-        if isinstance(item, dict) and all(isinstance(item.get(k), str) for k in ("where", "label")) and isinstance(item.get("cap"), int):
-            found.append({"where": item["where"], "label": item["label"], "cap": item["cap"]})
-    return found
+    return [{"where": item["where"], "label": item["label"], "cap": item["cap"]} for item in _marked(output, MARKER)
+            if all(isinstance(item.get(k), str) for k in ("where", "label")) and isinstance(item.get("cap"), int)]
+
+
+def progress(output: str) -> dict[str, Any]:
+    """The last progress a run reported (`PROGRESS`): forwards, backwards and the seconds
+    it had taken by then; zeros when it reported none (not one forward finished)."""
+    last: dict[str, Any] = {"forwards": 0, "backwards": 0, "seconds": 0.0}
+    for item in _marked(output, PROGRESS):
+        if all(isinstance(item.get(k), (int, float)) for k in ("forwards", "backwards", "seconds")):
+            last = item
+    return last
+
+
+def describe_progress(item: dict[str, Any]) -> str:
+    """``by then at least 2 forwards, no backward had finished (the last counted after 14.2 s)``."""
+    forwards, backwards = int(item.get("forwards", 0)), int(item.get("backwards", 0))
+    if not forwards and not backwards:
+        return "not one forward of a model with parameters had finished by then"
+    counted = ", ".join(f"{'at least ' if n > 1 else ''}{n} {what}{'s' if n != 1 else ''}" if n else f"no {what}"
+                        for n, what in ((forwards, "forward"), (backwards, "backward")))
+    return f"by then {counted} had finished (the last counted after {float(item.get('seconds', 0)):g} s)"
 
 
 def describe(loops: list[dict[str, Any]]) -> str:
@@ -676,6 +886,21 @@ def describe(loops: list[dict[str, Any]]) -> str:
     return "loop " + ", ".join(parts) + more if parts else ""
 
 
+def describe_stop(stopped: dict[str, Any] | None) -> str:
+    """``stopped 2 optimizer steps after the changed code ran (at loop `for i` at main.py:68)``."""
+    if not stopped:
+        return ""
+    after, counted = int(stopped.get("after", 0)), str(stopped.get("counted") or "backward")
+    return (f"stopped {after} {counted}{'s' if after != 1 else ''} after the changed code ran "
+            f"(at loop `{stopped.get('label')}` at {stopped.get('where')})")
+
+
+def shortened_text(bounded: dict[str, Any] | None) -> str:
+    """What a run's record says was shortened: its stop, then its capped loops."""
+    bounded = bounded or {}
+    return ", ".join(part for part in (describe_stop(bounded.get("stopped")), describe(bounded.get("loops") or [])) if part)
+
+
 def applies(unit: dict[str, Any], settings: dict[str, Any] | None) -> dict[str, Any] | None:
     """The caps a unit's runs get: script and driver runs (not a pytest node, not a
     function with synthesized inputs), when capping is on."""
@@ -684,6 +909,27 @@ def applies(unit: dict[str, Any], settings: dict[str, Any] | None) -> dict[str, 
     if unit.get("kind") == "script" or (unit.get("kind") == "driver" and (unit.get("command") or {}).get("kind") != "pytest"):
         return settings
     return None
+
+
+def holds_changed_loop(source: str, lines: Iterable[int]) -> bool:
+    """A loop of `source` holds one of `lines` (its header or body): unset, the forward
+    cap lets such a loop's evaluation run in full, so capping it could shorten a run."""
+    wanted = set(lines)
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return True
+    return any(isinstance(node, (ast.For, ast.While, ast.comprehension)) and
+               any((getattr(node, "lineno", None) or node.iter.lineno) <= line <= (getattr(node, "end_lineno", None) or node.iter.end_lineno or 0)
+                   for line in wanted)
+               for node in ast.walk(tree))
+
+
+def capping_evaluations_could_help(output: str) -> bool:
+    """A run killed at its time limit had run more model forwards than an evaluation loop
+    keeps when capped (`DEFAULT_FORWARD_CAP`): a second try with every evaluation capped
+    might fit; with fewer it would be cut at the same place."""
+    return int(progress(output).get("forwards", 0)) > DEFAULT_FORWARD_CAP
 
 
 def evaluation_cut_broke(outcomes: Any) -> bool:
@@ -708,16 +954,17 @@ def note_timeouts(outcomes: Any, settings: dict[str, Any] | None) -> Any:
         return outcomes
     for outcome in outcomes:
         loops = announced(outcome.output)
-        if MARKER in outcome.output:  # the markers are the tool's, not what the code printed
-            outcome.output = "\n".join(line for line in outcome.output.split("\n") if MARKER not in line)
+        reached = progress(outcome.output)
+        if MARKER in outcome.output or PROGRESS in outcome.output:  # the markers are the tool's, not what the code printed
+            outcome.output = "\n".join(line for line in outcome.output.split("\n") if MARKER not in line and PROGRESS not in line)
         if outcome.status != "timeout":
             continue
         if loops:
-            outcome.detail += f", even shortened ({describe(loops)})"
+            outcome.detail += f", even shortened ({describe(loops)}; {describe_progress(reached)})"
         else:
             cap, outer = settings.get("cap"), settings.get("outer_cap")
             outcome.detail += (f", even shortened (loops that run a backward or an optimizer step capped at {cap} "
                                f"iterations, {outer} for outer loops, evaluation loops the patch did not change at "
                                f"{settings.get('forward_cap') if settings.get('forward_cap') is not None else DEFAULT_FORWARD_CAP}; "
-                               "none had reached its cap: the first iterations alone do not fit the time limit)")
+                               f"none had reached its cap: the first iterations alone do not fit the time limit; {describe_progress(reached)})")
     return outcomes

@@ -12,7 +12,9 @@ after that many such iterations, the second for a loop around such loops (an epo
 loop); ``loop-cap = 0`` runs the program in full. ``forward-loop-cap`` caps loops that
 only run a model's forward (an evaluation, sampling): unset, those the patch did not
 change keep 3 iterations and those it changed run in full; a number applies to all of
-them (0: all in full).
+them (0: all in full). ``stop-after-change`` (default 2) ends a bounded run, on both
+sides at the same point, once the changed code has run and that many backwards
+followed it (0: never; see `bounded.Bounds.stop`).
 
 ``isolation`` (``"auto"``, the default, ``"required"`` or ``"off"``) says how runs are
 confined (see `isolation`): ``auto`` isolates where the OS allows and says so on every
@@ -54,11 +56,14 @@ from .trust import MODES, UserConfigError, UserSettings, load_user_settings, rea
 
 #: keys of the table that are settings, not input factories
 SETTINGS = frozenset(
-    {"driver", "argv", "isolation", "pass-env", "python", "loop-cap", "outer-loop-cap", "forward-loop-cap"}
+    {"driver", "argv", "isolation", "pass-env", "python", "loop-cap", "outer-loop-cap", "forward-loop-cap",
+     "stop-after-change"}
 )
 #: defaults of the caps of bounded runs (see `bounded`)
 DEFAULT_LOOP_CAP = 3
 DEFAULT_OUTER_LOOP_CAP = 2
+#: backwards a bounded run keeps once the changed code has run (`bounded.DEFAULT_STOP_AFTER`)
+DEFAULT_STOP_AFTER_CHANGE = 2
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,8 @@ class VerifyConfig:
     #: iterations a loop that only runs forwards (an evaluation) keeps (0: runs in full;
     #: None: 3 for loops the patch did not change, the others in full)
     forward_loop_cap: int | None = None
+    #: backwards a bounded run keeps once the changed code has run (0: it is not stopped)
+    stop_after_change: int = DEFAULT_STOP_AFTER_CHANGE
     #: what was not taken from the repository, and why (each names the file)
     notes: tuple[str, ...] = ()
     #: the project's own choice of interpreter (only a trusted project's counts)
@@ -88,7 +95,7 @@ class VerifyConfig:
         return {"factories": dict(self.factories), "root": self.root, "driver": self.driver, "argv": list(self.argv),
                 "isolation": self.isolation, "pass_env": list(self.pass_env),
                 "loop_cap": self.loop_cap, "outer_loop_cap": self.outer_loop_cap,
-                "forward_loop_cap": self.forward_loop_cap}
+                "forward_loop_cap": self.forward_loop_cap, "stop_after_change": self.stop_after_change}
 
 
 class ConfigError(ValueError):
@@ -156,7 +163,8 @@ def verify_config_from(table: object, source: str, root: str | None, user: UserS
     if python is not None and (not isinstance(python, str) or not python.strip()):
         raise ConfigError(f"{pyproject}: [tool.autograd-fix.verify] python must be the path of a Python interpreter, got {python!r}")
     caps = {}
-    for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", None)):
+    for key, default in (("loop-cap", DEFAULT_LOOP_CAP), ("outer-loop-cap", DEFAULT_OUTER_LOOP_CAP), ("forward-loop-cap", None),
+                         ("stop-after-change", DEFAULT_STOP_AFTER_CHANGE)):
         value = table.get(key, default)
         if value is None:
             caps[key] = value
@@ -176,4 +184,4 @@ def verify_config_from(table: object, source: str, root: str | None, user: UserS
                         isolation=safety.isolation, pass_env=safety.pass_env, notes=(*skipped, *safety.notes),
                         python=safety.python,
                         loop_cap=caps["loop-cap"], outer_loop_cap=caps["outer-loop-cap"],
-                        forward_loop_cap=caps["forward-loop-cap"])
+                        forward_loop_cap=caps["forward-loop-cap"], stop_after_change=caps["stop-after-change"])

@@ -32,7 +32,7 @@ import contextlib
 import difflib
 import sys
 import types
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 #: the tool id used with sys.monitoring (3.12+); 3 is free ("optimizer" ids are 5)
 _MONITORING_TOOL = 3
@@ -100,6 +100,83 @@ def changed_lines(original: str, rewritten: str, path: str = "<string>") -> tupl
         if side_b:
             hunks_b.append(side_b)
     return hunks_a, hunks_b
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _starts_function(line: str) -> bool:
+    text = line.lstrip()
+    return text.startswith(("@", "def ", "async def "))
+
+
+class Reach(NamedTuple):
+    """Per side, the lines the stop waits for (`reach_points`), and the indices of the
+    hunks `changed_lines` only anchored on that side (it has no changed line there: an
+    insertion into the other side)."""
+
+    original: list[list[int]]
+    rewritten: list[list[int]]
+    anchored_original: list[int]
+    anchored_rewritten: list[int]
+
+
+def reach_points(original: str, rewritten: str, path: str = "<string>") -> Reach:
+    """Per side, the lines whose running says that each hunk of the patch ran, chosen
+    alike on both sides (the stop of a bounded run, `bounded.Bounds.stop`, waits for them).
+
+    A hunk with executable lines on both sides is those lines. A pure insertion or
+    deletion has none on one side, and anchoring that side on the next executable line
+    (as `changed_lines` does for the line watch) can put it in another function (a line
+    added after the last statement of a body anchors on the next ``def``), so both sides
+    use the same unchanged statement instead: the executable line right before the
+    insertion point, or, when the insertion is a decorator or sits right above one or a
+    ``def`` (or nothing executable comes before it), the one right after. ([], []) when
+    some hunk has no such neighbour: then no stop can be placed alike on both sides.
+
+    A run that stops there never reaches what `changed_lines` anchors a side's pure
+    insertion on when that is later code (the line after the loop whose body gained a
+    line): that side's anchored hunks are credited as run when their reach point ran
+    (`LineWatch.credit`), as the same point is on the other side."""
+    a, b = original.splitlines(), rewritten.splitlines()
+    exec_a, exec_b = executable_lines(original, path), executable_lines(rewritten, path)
+    hunks_a: list[list[int]] = []
+    hunks_b: list[list[int]] = []
+    anchored_a: list[int] = []
+    anchored_b: list[int] = []
+    opcodes = list(_opcodes(a, b))
+    for index, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag == "equal":
+            continue
+        side_a = [line for line in range(i1 + 1, i2 + 1) if line in exec_a]
+        side_b = [line for line in range(j1 + 1, j2 + 1) if line in exec_b]
+        if side_a and side_b:
+            hunks_a.append(side_a)
+            hunks_b.append(side_b)
+            continue
+        if not side_a:
+            anchored_a.append(len(hunks_a))
+        if not side_b:
+            anchored_b.append(len(hunks_b))
+        before = opcodes[index - 1] if index and opcodes[index - 1][0] == "equal" else None
+        after = opcodes[index + 1] if index + 1 < len(opcodes) and opcodes[index + 1][0] == "equal" else None
+        changed_text = [line for line in a[i1:i2] + b[j1:j2] if line.strip()]
+        following_text = a[i2] if i2 < len(a) else ""
+        # a decorator added or removed, or lines added right above a `def` at its own
+        # indentation (not the end of the body before it, which is indented deeper)
+        decorator = any(line.lstrip().startswith("@") for line in changed_text) or (
+            bool(changed_text) and _starts_function(following_text) and _indent(changed_text[0]) == _indent(following_text))
+        previous = [(line, line - i1 + j1) for line in range(before[1] + 1, i1 + 1)
+                    if line in exec_a and line - i1 + j1 in exec_b] if before else []
+        following = [(line, line - i2 + j2) for line in range(i2 + 1, after[2] + 1)
+                     if line in exec_a and line - i2 + j2 in exec_b] if after else []
+        point = (following[:1] if decorator or not previous else previous[-1:]) or following[:1]
+        if not point:
+            return Reach([], [], [], [])
+        hunks_a.append([point[0][0]])
+        hunks_b.append([point[0][1]])
+    return Reach(hunks_a, hunks_b, anchored_a, anchored_b)
 
 
 def unexercised(hunks: Iterable[Iterable[int]], ran: Iterable[int]) -> list[int]:
@@ -257,6 +334,13 @@ class LineWatch:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def credit(self, indices: Iterable[int]) -> None:
+        """Hunks `indices` count as run: anchors of an insertion into the other side
+        whose place (`reach_points`) a stopped bounded run passed (see `Reach`)."""
+        for index in indices:
+            if 0 <= index < len(self.hunks):
+                self.ran.update(self.hunks[index][:1])
 
     def report(self) -> dict[str, Any] | None:
         """What the record carries: the watched hunks and the lines that ran."""

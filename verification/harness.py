@@ -226,10 +226,14 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
                 _run_function_class(spec, record, probes, path, device)
             else:
                 _run_callable(spec, record, probes, path, device, needs)
+        if bounds.stopped is not None and len(spec.reach_lines or ()) == len(watch.hunks):
+            # the run ended where both sides end; an insertion into the other side is anchored
+            # here on later code, and its place (the reach point) was passed (`coverage.Reach`)
+            watch.credit(index for index in spec.anchored_hunks if index in bounds.reached)
         coverage = watch.report()
         record.changed_lines = CoverageRecord(**coverage) if coverage is not None else None
         if bounds.enabled:
-            record.bounded = BoundedRecord(**bounds.settings(), loops=tuple(bounds.report()))
+            record.bounded = BoundedRecord(**bounds.settings(), loops=tuple(bounds.report()), stopped=bounds.stopped)
         took = time.perf_counter() - started
         if kind not in ("autograd_function", "driver") and Probe.SECOND_POINT in needs and not record.unbound:
             record.second_point = _second_point(spec, path, device, bounds, took)
@@ -247,10 +251,10 @@ def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_win
     optimizer step (`Probe.WHOLE_WINDOWS`)."""
     if isinstance(spec, Mapping):
         settings, command, kind = spec.get("bounds") or {}, spec.get("command") or {}, spec["kind"]
-        changed, observe = spec.get("changed_lines"), tuple(spec.get("observe") or ())
+        changed, observe, reach = spec.get("changed_lines"), tuple(spec.get("observe") or ()), spec.get("reach_lines")
     else:
         settings, command, kind = spec.bounds.settings() if spec.bounds else {}, spec.command or {}, spec.kind
-        changed, observe = spec.changed_lines, spec.observe
+        changed, observe, reach = spec.changed_lines, spec.observe, spec.reach_lines
     runs_program = kind == "script" or (kind == "driver" and command.get("kind") != "pytest")
     if place is None or not runs_program:
         return Bounds(cap=0)
@@ -258,7 +262,8 @@ def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_win
     return Bounds(cap=int(settings.get("cap") or 0), outer_cap=int(settings.get("outer_cap") or 0), root=place.copy_root,
                   announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
                   changed_lines=[line for hunk in changed or () for line in hunk],
-                  observe=observe, whole_windows=whole_windows)
+                  observe=observe, whole_windows=whole_windows,
+                  stop_after=int(settings.get("stop_after") or 0), hunks=reach or ())
 
 
 def _fresh_main(path: str) -> dict[str, Any]:

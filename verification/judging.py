@@ -26,9 +26,9 @@ from typing import Any, Callable
 
 from .contracts import evaluate
 from .sandbox import Outcome
-from .bounded import describe
+from .bounded import shortened_text
 from .legacy import NOTE as LEGACY_NOTE
-from .protocol import ExceptionRecord
+from .protocol import ExceptionRecord, part_json
 from .verdict import ACCEPTED, REJECTED, UNVERIFIED, UnitResult
 
 RunPair = Callable[[dict[str, Any]], "tuple[Outcome, Outcome] | list[Outcome]"]
@@ -107,28 +107,33 @@ def _reached(*outcomes: Outcome) -> set[str]:
     return found
 
 
-def _cut_loops(outcome: Outcome | None) -> list[dict[str, Any]]:
-    """The loops a run's caps cut (`bounded.Bounds.report`), none for a run without a record."""
+def _bounded(outcome: Outcome | None) -> dict[str, Any]:
+    """What a run's bounds cut (`bounded.Bounds.report`, and where it stopped) as plain
+    data, empty for a run without a record or without bounds."""
     record = outcome.record if outcome is not None else None
-    return list(record.bounded.loops) if record is not None and record.bounded is not None else []
+    return part_json(record.bounded) if record is not None and record.bounded is not None else {}
 
 
 def _shortened(original: Outcome, rewritten: Outcome | None) -> tuple[str, list[dict[str, Any]], str | None]:
     """What the bounded run cut (`bounded.describe`), the loops, and why the two sides are
     not comparable when the rewritten was cut differently (None when they match)."""
-    loops, other = _cut_loops(original), _cut_loops(rewritten)
-    text = describe(loops)
-    if not loops and other:  # the original stopped (at its error) before any cap: say what the rewritten's run cut
-        text = f"the rewritten run: {describe(other)}"
+    mine, theirs = _bounded(original), _bounded(rewritten)
+    loops, other = list(mine.get("loops") or ()), list(theirs.get("loops") or ())
+    text = shortened_text(mine)
+    if not text and shortened_text(theirs):  # the original stopped (at its error) before any cap: say what the rewritten's run cut
+        text = f"the rewritten run: {shortened_text(theirs)}"
     if rewritten is None or rewritten.status != "ok" or original.status != "ok" or _exception(original) or _exception(rewritten):
         return text, loops or other, None  # a run that stopped at an error was not shortened by its caps alone
 
-    def shape(items: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
-        return sorted((str(i.get("label")), int(i.get("cap", 0)), int(i.get("capped", 0))) for i in items)
+    def shape(bounded: dict[str, Any]) -> tuple[Any, ...]:
+        stopped = bounded.get("stopped") or {}
+        items = bounded.get("loops") or []
+        return (stopped.get("label"), stopped.get("after"), repr(stopped.get("left")),  # not `where`: the patch may move lines
+                *sorted((str(i.get("label")), int(i.get("cap", 0)), int(i.get("capped", 0))) for i in items))
 
-    if shape(loops) == shape(other):
+    if shape(mine) == shape(theirs):
         return text, loops, None
-    return text, loops, (f"the rewritten run was shortened differently ({describe(other) or 'no loop capped'}): the patch "
+    return text, loops, (f"the rewritten run was shortened differently ({shortened_text(theirs) or 'no loop capped'}): the patch "
                          "changed how many times a loop that trains runs")
 
 

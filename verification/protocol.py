@@ -158,18 +158,21 @@ class _Record:
 @dataclass(frozen=True)
 class Bounds(_Record):
     """The caps of bounded runs (`bounded`, `[tool.autograd-fix.verify]`): iterations a
-    training loop keeps (0: no cap), an outer loop around such loops, and evaluation
-    loops (None: 3 for loops the patch did not change, the others in full)."""
+    training loop keeps (0: no cap), an outer loop around such loops, evaluation
+    loops (None: 3 for loops the patch did not change, the others in full), and the
+    backwards kept once the changed code has run (0: no stop)."""
 
     WHAT: ClassVar[str] = "bounds"
 
     cap: int = 0
     outer_cap: int = 0
     forward_cap: int | None = None
+    #: backwards a run keeps once the changed code has run (0: no stop; `bounded.Bounds.stop`)
+    stop_after: int = 0
 
     def settings(self) -> dict[str, Any]:
-        """The mapping `bounded` reads (``cap``, ``outer_cap``, ``forward_cap``)."""
-        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap}
+        """The mapping `bounded` reads (``cap``, ``outer_cap``, ``forward_cap``, ``stop_after``)."""
+        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after}
 
 
 @dataclass(frozen=True)
@@ -269,6 +272,12 @@ class SideSpec(_Record):
     threads: int = 1
     #: per line range the patch changed in this side's source (`coverage`)
     changed_lines: list[list[int]] | None = None
+    #: per hunk, the lines whose running says it ran, chosen alike on both sides
+    #: (`coverage.reach_points`): a bounded run stops 2 steps after all of them ran
+    reach_lines: list[list[int]] | None = None
+    #: indices of this side's hunks that only anchor an insertion into the other side
+    #: (`coverage.Reach`): credited as run when a stopped run passed their reach point
+    anchored_hunks: tuple[int, ...] = ()
     #: names whose last values a bounded run compares (`bounded.observed_names`)
     observe: tuple[str, ...] = ()
     input_plan: Any = None
@@ -365,7 +374,12 @@ class BoundedRecord(_Record):
     cap: int = 0
     outer_cap: int = 0
     forward_cap: int | None = None
+    #: optimizer steps (backwards) after the changed code ran at which loops end (0: never)
+    stop_after: int | None = 0
     loops: tuple[dict[str, Any], ...] = ()
+    #: where the run stopped after the changed code (`bounded.Bounds.stop`): which loop,
+    #: after how many steps, the items each loop under way had left; None when it did not
+    stopped: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ def _isolation(request: "VerifyRequest | GradcheckRequest | dict[str, Any]", con
 
 
 def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed: list[list[int]] | None = None,
-               observe: list[str] | None = None) -> SideSpec:
+               observe: list[str] | None = None, reach: tuple[list[list[int]], list[int]] = ([], [])) -> SideSpec:
     return SideSpec(
         kind=unit["kind"],
         side=side,
@@ -151,6 +151,8 @@ def _side_spec(request: VerifyRequest, unit: dict[str, Any], side: str, changed:
         roles=request.roles,
         threads=request.threads,
         changed_lines=changed,
+        reach_lines=reach[0],
+        anchored_hunks=tuple(reach[1]),
         observe=tuple(observe or ()),
         input_plan=unit.get("input_plan"),
         graph_inputs=tuple(unit.get("graph_inputs") or ()),
@@ -180,7 +182,7 @@ def _run_sides(
 ):
     """Run the given `sides` ("original", "rewritten" or both) of `unit`, in parallel."""
     from .bounded import applies, observed_names
-    from .coverage import changed_lines
+    from .coverage import changed_lines, reach_points
     from .harness import run_side, saved
     from .sandbox import spawn, wait_all
 
@@ -189,7 +191,9 @@ def _run_sides(
     hunks = dict(zip(("original", "rewritten"), pair))
     # a bounded run compares the last values of names both versions assign on changed lines
     observe = observed_names(unit["original"], unit["rewritten"], pair) if applies(unit, request.bounds.settings()) else []
-    specs = [_side_spec(request, unit, side, hunks[side], observe) for side in sides]
+    points = reach_points(unit["original"], unit["rewritten"], path=request.path or "<string>")
+    reach = {"original": (points.original, points.anchored_original), "rewritten": (points.rewritten, points.anchored_rewritten)}
+    specs = [_side_spec(request, unit, side, hunks[side], observe, reach[side]) for side in sides]
     save = _saver()
     # each child closes every descriptor it inherited: never the other side's pipes
     children = [spawn(lambda spec=spec: saved(run_side(spec)), save, limits, isolation=isolation) for spec in specs]
@@ -202,7 +206,7 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
 
     import torch
 
-    from .bounded import DEFAULT_FORWARD_CAP, applies, evaluation_cut_broke, note_timeouts
+    from .bounded import DEFAULT_FORWARD_CAP, applies, capping_evaluations_could_help, evaluation_cut_broke, note_timeouts
     from .input_search import run_searching_inputs
     from .judging import judge_unit
     from .legacy import stopped_at_zero_dim_index
@@ -228,8 +232,11 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
             # both sides stopped at the same error after an evaluation loop was cut: again, evaluations in full
             used = replace(used, bounds=replace(bounds, forward_cap=0))
             outcomes = runs(used)
-        elif applies(unit, bounds.settings()) and bounds.forward_cap is None and outcomes[0].status == RunStatus.TIMEOUT:
+        elif (applies(unit, bounds.settings()) and bounds.forward_cap is None and outcomes[0].status == RunStatus.TIMEOUT
+              and _changed_loop(unit, request.path) and capping_evaluations_could_help(outcomes[0].output)):
             # the evaluation loops the patch changed ran in full and the run did not fit: again, all capped
+            # (not when no loop holds a changed line: every evaluation was capped already; nor when the run
+            # had not got past as many forwards as a capped evaluation keeps: a second try would be as slow)
             used = replace(used, bounds=replace(bounds, forward_cap=DEFAULT_FORWARD_CAP))
             outcomes = runs(used)
         return note_timeouts(outcomes, applies(unit, used.bounds.settings()))
@@ -238,6 +245,16 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
         for result in judge_unit(unit, run_pair, checks, failures=failures):
             results.append(result.to_json())
     return {"units": results, "driver_failures": failures}
+
+
+def _changed_loop(unit: dict[str, Any], path: str | None) -> bool:
+    """A loop of either version of the changed file holds a changed line."""
+    from .bounded import holds_changed_loop
+    from .coverage import changed_lines
+
+    hunks = changed_lines(unit["original"], unit["rewritten"], path=path or "<string>")
+    return any(holds_changed_loop(unit[side], [line for hunk in side_hunks for line in hunk])
+               for side, side_hunks in zip(("original", "rewritten"), hunks))
 
 
 def run_gradcheck_job(request: GradcheckRequest, context: WorkerContext | None = None) -> dict[str, Any]:
