@@ -22,7 +22,7 @@ from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants, walk
 
 #: `self.forward`, `model.forward`: explicit forward calls
 FORWARD_METHODS = frozenset({"forward"})
@@ -182,14 +182,18 @@ class ModelCalls:
             return self.scope.module_like_class
         return self.scope.looks_like_model(name.rsplit(".", 1)[-1])
 
-    def runs_model(self, body: cst.CSTNode) -> bool:
+    def runs_model(self, body: cst.CSTNode, syntax: SyntaxIndex | None = None) -> bool:
         """Is a model called in `body` outside any nested `no_grad` block or function?
 
         With `methods`, a method whose result is dropped (`model.reset_states()`) is
-        not counted: nothing it returns could carry a graph.
+        not counted: nothing it returns could carry a graph. `syntax`: the file's index,
+        walked instead of the tree when given.
         """
         finder = _ModelCallFinder(self)
-        walk(body, finder)
+        if syntax is not None:
+            syntax.walk(body, finder)
+        else:
+            walk(body, finder)
         return finder.found
 
 

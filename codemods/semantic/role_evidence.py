@@ -33,7 +33,7 @@ from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.nn_modules import module_class_name, module_class_names
 from autograd_fix.codemods.semantic.nn_modules import module_classes as nn_module_classes
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role, Vocabulary
-from autograd_fix.codemods.walk import iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
 
 if TYPE_CHECKING:
     from autograd_fix.codemods.rule import RuleContext
@@ -86,6 +86,7 @@ def roles_in(
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
     module: cst.Module | None = None,
     classes: Mapping[str, Answer] | None = None,
+    syntax: SyntaxIndex | None = None,
 ) -> dict[str, RoleDecision]:
     """Role decisions for the names bound or used in `scope` (dotted for `self.opt`).
 
@@ -94,11 +95,12 @@ def roles_in(
     `module` (the file) tells which same-file classes are modules (`classes`: the
     file's answers, `SemanticModel.module_classes`, computed here when not given); a
     `Module` scope is its own. Names without evidence whose tokens name no role are left out.
+    `syntax`: the file's index, which the scope's nodes are read off when given.
     """
     file = module if module is not None else scope
     if classes is None:
         classes = nn_module_classes(file, imports) if isinstance(file, cst.Module) else {}
-    collector = _Collector(imports, vocabulary, module_class_names(classes))
+    collector = _Collector(imports, vocabulary, module_class_names(classes), syntax)
     if isinstance(scope, cst.FunctionDef):
         collector.parameters(scope.params)
     collector.collect(scope.body if not isinstance(scope, cst.Module) else scope, isinstance(scope, cst.ClassDef))
@@ -131,8 +133,10 @@ def bound_as(decisions: dict[str, RoleDecision], name: str | None, role: Role) -
 class _Collector:
     """Evidence per name, in two strengths (`_BINDING`, `_USE`)."""
 
-    def __init__(self, imports: ImportIndex, vocabulary: Vocabulary, classes: frozenset[str]) -> None:
+    def __init__(self, imports: ImportIndex, vocabulary: Vocabulary, classes: frozenset[str],
+                 syntax: SyntaxIndex | None = None) -> None:
         self.imports = imports
+        self.descendants = syntax.descendants if syntax is not None else iter_descendants
         self.vocabulary = vocabulary
         self.classes = classes
         self.evidence: dict[str, dict[int, dict[Role, str]]] = {}
@@ -165,7 +169,7 @@ class _Collector:
                 return True
             return isinstance(node, cst.FunctionDef) and not into_methods
 
-        for node in iter_descendants(root, prune=prune):
+        for node in self.descendants(root, prune):
             if into_methods and isinstance(node, cst.FunctionDef):
                 continue
             if isinstance(node, cst.Assign):
