@@ -348,7 +348,7 @@ class _Finder:
 
     def _forward_calls(self, function: FunctionFacts) -> Callable[[cst.Call], bool]:
         scope = self.model_scope(function, function.class_name)
-        receivers = method_receivers(function.node.body, "eval")
+        receivers = method_receivers(function.node.body, "eval", self.syntax)
         return ModelCalls(scope.with_receivers(receivers), self.imports, methods=True).is_model_call
 
     # -- walking ------------------------------------------------------------------------
@@ -461,7 +461,7 @@ class _Finder:
         if eval_named and not function.uses_grad:
             if function.called_from_grad_scope or function.passed_as_callback or _called_from_a_forward(function):
                 return  # a helper training code also calls, a callback, or part of a forward pass
-            receivers = method_receivers(node.body, "eval")
+            receivers = method_receivers(node.body, "eval", self.syntax)
             has_loop = any(isinstance(n, (cst.For, cst.While, cst.CompFor)) for n in iter_descendants(node.body))
             if not receivers and not has_loop and self._may_return_graph(node, scope) and not self._callers_never_train(function):
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
@@ -475,7 +475,7 @@ class _Finder:
         self.block(node.body.body, scope)
         if len(self.found) == before and self._graph_dies_inside(function, scope):
             self.found.append((node, None))  # no evaluation loop to wrap: the whole function
-            self.decorated[id(node)] = (function, scope.calls(method_receivers(node.body, "eval"), methods=True))
+            self.decorated[id(node)] = (function, scope.calls(method_receivers(node.body, "eval", self.syntax), methods=True))
 
     def _may_return_graph(self, node: cst.FunctionDef, scope: _Scope) -> bool:
         """May a caller get a graph back: a returned tensor, unless the function's forwards
@@ -527,7 +527,7 @@ class _Finder:
             return False
         if function.returns_value and not function.cuts:
             return False  # whatever it returns is as it was made: a graph, if a model ran
-        calls = scope.calls(method_receivers(node.body, "eval"), methods=True)
+        calls = scope.calls(method_receivers(node.body, "eval", self.syntax), methods=True)
         if not calls.runs_model(node.body, self.syntax) or changes_grad_mode(node.body, self.imports, self.syntax):
             return False
 
@@ -568,7 +568,7 @@ class _Finder:
         function = scope.function
         if function is not None and function.called_from_grad_scope and function.returns_value:
             return None
-        if changes_grad_mode(node, self.imports, self.syntax) or calls_method(node.body, "train"):
+        if changes_grad_mode(node, self.imports, self.syntax) or calls_method(node.body, "train", self.syntax):
             return None
         if _iterates_eval_data(node, self.eval_data_tokens):
             calls = scope.calls()
@@ -589,7 +589,7 @@ class _Finder:
             return False
         if self.graph.module_level_uses_grad or any(f.uses_grad for f in self.graph.functions.values()):
             return False
-        if changes_grad_mode(block, self.imports, self.syntax) or calls_method(block, "train"):
+        if changes_grad_mode(block, self.imports, self.syntax) or calls_method(block, "train", self.syntax):
             return False
         region = forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
         if region is None:
