@@ -380,6 +380,8 @@ class _Finder:
                 return False
         elif not function.uses_grad or function.node.name.value in FORWARD_NAMES or _called_from_a_forward(function):
             return False
+        if not isinstance(statement, cst.SimpleStatementLine) or not self.syntax.find(statement, cst.Call):
+            return False  # no call, no forward (`dead_forward_line` would say so, after the scope's evidence)
         sink = lambda line: self.graph.uses_grad(line, scope.class_name)  # noqa: E731
         container = function.node if function is not None else self.module
         # every line of training code is examined, so a forward needs evidence here, not a
