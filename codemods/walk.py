@@ -272,6 +272,23 @@ class SyntaxIndex:
             return root is node or any(candidate is node for candidate in iter_descendants(root))
         return outer <= inner < self.ends[outer]
 
+    def descendants(self, root: cst.CSTNode, prune: Callable[[cst.CSTNode], bool] | None = None) -> Iterator[cst.CSTNode]:
+        """`iter_descendants(root, prune)`, read off the index: the same nodes in the same order."""
+        span = self.span(root)
+        if span is None:
+            yield from iter_descendants(root, prune)
+            return
+        start, stop = span
+        order, ends = self.order, self.ends
+        if prune is None:
+            yield from order[start:stop]
+            return
+        index = start
+        while index < stop:
+            node = order[index]
+            yield node
+            index = ends[index] if index != start and prune(node) else index + 1
+
     def find(
         self, root: cst.CSTNode, types: type | tuple[type, ...], *, skip: type | tuple[type, ...] = ()
     ) -> list[cst.CSTNode]:

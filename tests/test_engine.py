@@ -237,3 +237,29 @@ def test_a_fix_that_writes_another_rules_trigger_is_followed_in_the_same_run() -
     assert first.fixed is not None and "@torch.no_grad()" in first.fixed and "Variable" not in first.fixed
     again = check_source(first.fixed, all_rules(), path="feats.py", options=options)
     assert [f for f in again.findings if f.fix is not None] == []
+
+
+def test_checking_a_file_leaves_the_collector_s_thresholds_as_they_were() -> None:
+    """`check_source` collects less often while a file is checked (a parse's live tree is
+    not re-scanned thousands of times), and puts the process's thresholds back after; it
+    never lowers a threshold a caller set higher."""
+    import gc
+
+    from autograd_fix.codemods.engine import GC_YOUNG_THRESHOLD, fewer_collections
+    from autograd_fix.codemods.registry import all_rules
+
+    old = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        seen: list[tuple[int, ...]] = []
+        with fewer_collections():
+            seen.append(gc.get_threshold())
+        assert seen == [(GC_YOUNG_THRESHOLD, 10, 10)] and gc.get_threshold() == (700, 10, 10)
+        check_source("import torch\nmodel.eval()\nout = model(x)\n", all_rules(), path="t.py")
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(50_000, 5, 5)
+        with fewer_collections():
+            assert gc.get_threshold() == (50_000, 5, 5)
+        assert gc.get_threshold() == (50_000, 5, 5)
+    finally:
+        gc.set_threshold(*old)

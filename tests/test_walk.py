@@ -221,6 +221,21 @@ def test_index_find_and_contains_agree_with_the_plain_search() -> None:
     assert index.contains(stranger, stranger.args[0].value) and not index.contains(train, stranger)
 
 
+def test_index_descendants_agree_with_the_plain_traversal() -> None:
+    module = cst.parse_module(SOURCE)
+    index = SyntaxIndex(module)
+    nested = lambda node: isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))  # noqa: E731
+    for root in (module, module.body[2], module.body[3], find_all(module, cst.Lambda)[0]):
+        for prune in (None, nested, lambda node: isinstance(node, cst.Call)):
+            assert list(index.descendants(root, prune)) == list(iter_descendants(root, prune))
+    # the root is never pruned, whatever the test says of it
+    train = module.body[3]
+    assert list(index.descendants(train, nested)) == list(iter_descendants(train, nested))
+    assert len(list(index.descendants(train, nested))) > 10
+    stranger = cst.parse_expression("f(lambda: g(x))")
+    assert list(index.descendants(stranger, nested)) == list(iter_descendants(stranger, nested))
+
+
 def test_parent_map_names_each_node_s_parent() -> None:
     from autograd_fix.codemods.semantic.loops import ancestors, parent_map
 

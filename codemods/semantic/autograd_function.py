@@ -17,7 +17,7 @@ from typing import Iterator
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import SyntaxIndex, walk
 
 #: qualified names of the base class
 FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
@@ -821,14 +821,18 @@ def ctx_holder_facts(
     return TensorFacts(setup, imports, tensors=tensors, non_tensors=non_tensors, skip_params=3)
 
 
-def rebound_names(statements: list[cst.CSTNode]) -> set[str]:
-    """Names (re)bound by assignment, loop, `with ... as`, walrus or `del` in `statements`."""
+def rebound_names(statements: list[cst.CSTNode], syntax: SyntaxIndex | None = None) -> set[str]:
+    """Names (re)bound by assignment, loop, `with ... as`, walrus or `del` in `statements`
+    (read off the file's index when given)."""
     collector = _AssignmentCollector()
     for statement in statements:
-        walk(statement, collector)
+        if syntax is not None:
+            syntax.walk(statement, collector)
+        else:
+            walk(statement, collector)
     names = set(collector.values)
     for statement in statements:
-        for node in all_nodes(statement, cst.Del):
+        for node in (syntax.find(statement, cst.Del) if syntax is not None else all_nodes(statement, cst.Del)):
             names |= set(iter_names(node.target))
     return names
 

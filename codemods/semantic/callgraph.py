@@ -138,7 +138,7 @@ class CallGraph:
             return frozenset()
         if class_name not in self._module_attributes:
             self._module_attributes[class_name] = module_attributes(
-                self.classes[class_name], self.module_classes, self.imports
+                self.classes[class_name], self.module_classes, self.imports, self.syntax
             )
         return self._module_attributes[class_name]
 

@@ -20,7 +20,7 @@ from typing import Callable
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
-from autograd_fix.codemods.walk import iter_children, iter_descendants
+from autograd_fix.codemods.walk import iter_children, iter_descendants, node_types_of
 
 #: methods whose result holds no graph, whatever the receiver
 CUTTING_METHODS = frozenset(
@@ -70,8 +70,16 @@ def graph_flow(function: cst.FunctionDef, imports: ImportIndex, is_source: Calla
     return _GraphFlowAnalysis(function, imports, is_source).run()
 
 
+_NESTED_SCOPES = node_types_of((cst.FunctionDef, cst.ClassDef, cst.Lambda))
+#: the only nodes `_bind`, `_targets_of` and `_check_exit` act on (the fixed point loop
+#: and the exit checks visit these alone, not every node of the function, each time)
+_BINDING_NODES = node_types_of((cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.WithItem,
+                                cst.NamedExpr, cst.Call))
+_EXIT_NODES = node_types_of((cst.Return, cst.Yield, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Call))
+
+
 def _prune(node: cst.CSTNode) -> bool:
-    return isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+    return type(node) in _NESTED_SCOPES
 
 
 class _GraphFlowAnalysis:
@@ -79,6 +87,7 @@ class _GraphFlowAnalysis:
         self.function = function
         self.imports = imports
         self.nodes = [node for node in iter_descendants(function.body, prune=_prune) if node is not function.body]
+        self.binding = [node for node in self.nodes if type(node) in _BINDING_NODES]
         # a call whose result is dropped (`self.head.reset(n)`, `self.ema.update(model)`,
         # a forward run for its hooks) makes no value this function could cut
         dropped = {id(node.value) for node in self.nodes if isinstance(node, cst.Expr)}
@@ -89,7 +98,7 @@ class _GraphFlowAnalysis:
 
     def _local_names(self) -> set[str]:
         names: set[str] = set()
-        for node in self.nodes:
+        for node in self.binding:
             for target in _targets_of(node):
                 names |= _bound_names(target)
         params = {param.name.value for param in _all_params(self.function.params)}
@@ -104,13 +113,14 @@ class _GraphFlowAnalysis:
         changed = True
         while changed:
             before = len(self.tainted)
-            for node in self.nodes:
+            for node in self.binding:
                 self._bind(node)
             changed = len(self.tainted) != before
         self.result.built = any(isinstance(node, cst.Call) and self.is_source(node) for node in self.nodes)
         self.fresh = self._fresh_locals()
         for node in self.nodes:
-            self._check_exit(node)
+            if type(node) in _EXIT_NODES:
+                self._check_exit(node)
         return self.result
 
     def _fresh_locals(self) -> set[str]:
@@ -120,7 +130,7 @@ class _GraphFlowAnalysis:
         caller sees: storing into them is an escape.
         """
         stale: set[str] = set()
-        for node in self.nodes:
+        for node in self.binding:
             for target in _targets_of(node):
                 value = getattr(node, "value", None)
                 single = isinstance(target, cst.Name) and isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign))

@@ -280,10 +280,10 @@ class _BindingCollector(cst.CSTVisitor):
         return True
 
 
-def declared_global(scope: cst.CSTNode) -> set[str]:
+def declared_global(scope: cst.CSTNode, syntax: SyntaxIndex | None = None) -> set[str]:
     """Names a scope declares `global` or `nonlocal` (their bindings escape the scope)."""
     names: set[str] = set()
-    for node in local_nodes(scope, (cst.Global, cst.Nonlocal)):
+    for node in local_nodes(scope, (cst.Global, cst.Nonlocal), syntax):
         assert isinstance(node, (cst.Global, cst.Nonlocal))
         names.update(item.name.value for item in node.names)
     return names

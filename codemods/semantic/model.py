@@ -150,5 +150,5 @@ class SemanticModel:
 
         key = id(scope)
         if key not in self._scope_roles:
-            self._scope_roles[key] = roles_in(scope, self.imports, self.roles, self.module, self.module_classes)
+            self._scope_roles[key] = roles_in(scope, self.imports, self.roles, self.module, self.module_classes, self.syntax)
         return self._scope_roles[key]

@@ -22,7 +22,7 @@ from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants, walk
 
 #: `self.forward`, `model.forward`: explicit forward calls
 FORWARD_METHODS = frozenset({"forward"})
@@ -182,14 +182,18 @@ class ModelCalls:
             return self.scope.module_like_class
         return self.scope.looks_like_model(name.rsplit(".", 1)[-1])
 
-    def runs_model(self, body: cst.CSTNode) -> bool:
+    def runs_model(self, body: cst.CSTNode, syntax: SyntaxIndex | None = None) -> bool:
         """Is a model called in `body` outside any nested `no_grad` block or function?
 
         With `methods`, a method whose result is dropped (`model.reset_states()`) is
-        not counted: nothing it returns could carry a graph.
+        not counted: nothing it returns could carry a graph. `syntax`: the file's index,
+        walked instead of the tree when given.
         """
         finder = _ModelCallFinder(self)
-        walk(body, finder)
+        if syntax is not None:
+            syntax.walk(body, finder)
+        else:
+            walk(body, finder)
         return finder.found
 
 
@@ -245,21 +249,22 @@ def update_eval_state(statement: cst.SimpleStatementLine, receivers: set[str]) -
                 receivers.discard(receiver)
 
 
-def method_receivers(node: cst.CSTNode, method: str) -> set[str]:
-    """Receivers of `<receiver>.<method>(...)` calls anywhere in `node` (`model` of `model.eval()`)."""
+def method_receivers(node: cst.CSTNode, method: str, syntax: SyntaxIndex | None = None) -> set[str]:
+    """Receivers of `<receiver>.<method>(...)` calls anywhere in `node` (`model` of `model.eval()`);
+    the calls are read off the file's index `syntax` when given."""
     return {
         receiver
-        for call in iter_descendants(node)
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == method
-        and (receiver := dotted_name(call.func.value)) is not None
+        for call in (syntax.find if syntax is not None else find_all)(node, cst.Call)
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == method  # type: ignore[attr-defined]
+        and (receiver := dotted_name(call.func.value)) is not None  # type: ignore[attr-defined]
     }
 
 
-def calls_method(node: cst.CSTNode, method: str) -> bool:
-    """Is `.<method>(...)` called anywhere in `node`?"""
+def calls_method(node: cst.CSTNode, method: str, syntax: SyntaxIndex | None = None) -> bool:
+    """Is `.<method>(...)` called anywhere in `node`? (read off `syntax` when given)"""
     return any(
-        isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == method
-        for call in iter_descendants(node)
+        isinstance(call.func, cst.Attribute) and call.func.attr.value == method  # type: ignore[attr-defined]
+        for call in (syntax.find if syntax is not None else find_all)(node, cst.Call)
     )
 
 

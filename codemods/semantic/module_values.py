@@ -9,27 +9,33 @@ or as classes of the same file that are modules.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import last_segment
 from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.nn_modules import module_class_name
-from autograd_fix.codemods.walk import find_all, iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants
 
 
 def _nested_scope(node: cst.CSTNode) -> bool:
     return isinstance(node, (cst.FunctionDef, cst.ClassDef))
 
 
-def module_attributes(node: cst.ClassDef, module_classes: set[str], imports: ImportIndex) -> frozenset[str]:
+def module_attributes(
+    node: cst.ClassDef, module_classes: set[str], imports: ImportIndex, syntax: SyntaxIndex | None = None
+) -> frozenset[str]:
     """`self.X` attributes a class's `__init__` builds from modules: `self.fc = nn.Linear(...)`,
     `self.layers = self.layers + [Layer(d, e).to(device)]`, `nn.ModuleList(...)`; and
-    containers whose items the class puts in eval or train mode (`self.model[key].eval()`)."""
+    containers whose items the class puts in eval or train mode (`self.model[key].eval()`).
+    (The class's nodes are read off the file's index `syntax` when given.)"""
+    find = syntax.find if syntax is not None else find_all
     found: set[str] = set()
     inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
     assignments = (cst.Assign, cst.AugAssign, cst.AnnAssign)
-    for statement in (n for init in inits for n in find_all(init.body, assignments, skip=(cst.FunctionDef, cst.ClassDef))):
+    for statement in (n for init in inits for n in find(init.body, assignments, skip=(cst.FunctionDef, cst.ClassDef))):
         if statement.value is None:  # type: ignore[attr-defined]
             continue
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
@@ -37,19 +43,19 @@ def module_attributes(node: cst.ClassDef, module_classes: set[str], imports: Imp
         attributes = [name for name in names if name is not None and name.startswith("self.") and name.count(".") == 1]
         if attributes and builds_module(statement.value, module_classes, imports):
             found.update(attributes)
-    return frozenset(found | _mode_switched_containers(node))
+    return frozenset(found | _mode_switched_containers(node, find))
 
 
 #: nn.Module's mode switches: only a module's items answer them
 _MODE_METHODS = frozenset({"eval", "train"})
 
 
-def _mode_switched_containers(node: cst.ClassDef) -> set[str]:
+def _mode_switched_containers(node: cst.ClassDef, find: Callable[..., list[cst.CSTNode]] = find_all) -> set[str]:
     """`self.X` whose items some method of the class puts in eval or train mode
     (`self.model[key].eval()`): a container of modules, such as a trainer's dict of
     generator and discriminator, though it is built by code this file does not show."""
     found: set[str] = set()
-    for call in find_all(node.body, cst.Call):
+    for call in find(node.body, cst.Call):
         if not isinstance(call.func, cst.Attribute):  # type: ignore[attr-defined]
             continue
         item = call.func.value

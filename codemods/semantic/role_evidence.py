@@ -33,7 +33,7 @@ from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.nn_modules import module_class_name, module_class_names
 from autograd_fix.codemods.semantic.nn_modules import module_classes as nn_module_classes
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Role, Vocabulary
-from autograd_fix.codemods.walk import iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants, node_types_of
 
 if TYPE_CHECKING:
     from autograd_fix.codemods.rule import RuleContext
@@ -86,6 +86,7 @@ def roles_in(
     vocabulary: Vocabulary = DEFAULT_VOCABULARY,
     module: cst.Module | None = None,
     classes: Mapping[str, Answer] | None = None,
+    syntax: SyntaxIndex | None = None,
 ) -> dict[str, RoleDecision]:
     """Role decisions for the names bound or used in `scope` (dotted for `self.opt`).
 
@@ -94,11 +95,12 @@ def roles_in(
     `module` (the file) tells which same-file classes are modules (`classes`: the
     file's answers, `SemanticModel.module_classes`, computed here when not given); a
     `Module` scope is its own. Names without evidence whose tokens name no role are left out.
+    `syntax`: the file's index, which the scope's nodes are read off when given.
     """
     file = module if module is not None else scope
     if classes is None:
         classes = nn_module_classes(file, imports) if isinstance(file, cst.Module) else {}
-    collector = _Collector(imports, vocabulary, module_class_names(classes))
+    collector = _Collector(imports, vocabulary, module_class_names(classes), syntax)
     if isinstance(scope, cst.FunctionDef):
         collector.parameters(scope.params)
     collector.collect(scope.body if not isinstance(scope, cst.Module) else scope, isinstance(scope, cst.ClassDef))
@@ -128,11 +130,19 @@ def bound_as(decisions: dict[str, RoleDecision], name: str | None, role: Role) -
     return decision is not None and decision.basis is Basis.BOUND and decision.role is role
 
 
+#: scopes `_Collector.collect` does not enter (a function too, below a function or module)
+_NESTED_SCOPES = frozenset(node_types_of((cst.ClassDef, cst.Lambda)))
+#: the nodes `_Collector.collect` reads evidence from (a method is read through its body)
+_EVIDENCE_NODES = frozenset(node_types_of((cst.Assign, cst.AnnAssign, cst.Call, cst.For, cst.CompFor)))
+
+
 class _Collector:
     """Evidence per name, in two strengths (`_BINDING`, `_USE`)."""
 
-    def __init__(self, imports: ImportIndex, vocabulary: Vocabulary, classes: frozenset[str]) -> None:
+    def __init__(self, imports: ImportIndex, vocabulary: Vocabulary, classes: frozenset[str],
+                 syntax: SyntaxIndex | None = None) -> None:
         self.imports = imports
+        self.descendants = syntax.descendants if syntax is not None else iter_descendants
         self.vocabulary = vocabulary
         self.classes = classes
         self.evidence: dict[str, dict[int, dict[Role, str]]] = {}
@@ -160,26 +170,29 @@ class _Collector:
             self.add(name, _BINDING, role, "annotation")
 
     def collect(self, root: cst.CSTNode, into_methods: bool) -> None:
-        def prune(node: cst.CSTNode) -> bool:
-            if isinstance(node, cst.ClassDef) or isinstance(node, cst.Lambda):
-                return True
-            return isinstance(node, cst.FunctionDef) and not into_methods
+        # exact type tests (these node classes have no subclasses): `isinstance` against
+        # libcst's ABC-based classes costs a Python-level call per miss, on every node
+        pruned = _NESTED_SCOPES if into_methods else _NESTED_SCOPES | {cst.FunctionDef}
 
-        for node in iter_descendants(root, prune=prune):
-            if into_methods and isinstance(node, cst.FunctionDef):
+        def prune(node: cst.CSTNode) -> bool:
+            return type(node) in pruned
+
+        for node in self.descendants(root, prune):
+            kind = type(node)
+            if kind not in _EVIDENCE_NODES:
                 continue
-            if isinstance(node, cst.Assign):
+            if kind is cst.Assign:
                 for target in node.targets:
                     self.bound(target.target, node.value)
-            elif isinstance(node, cst.AnnAssign):
+            elif kind is cst.AnnAssign:
                 name = dotted_name(node.target)
                 if name is not None:
                     self.annotated(name, node.annotation.annotation)
                 if node.value is not None:
                     self.bound(node.target, node.value)
-            elif isinstance(node, cst.Call):
+            elif kind is cst.Call:
                 self.called(node)
-            elif isinstance(node, (cst.For, cst.CompFor)):
+            elif kind is cst.For or kind is cst.CompFor:
                 iterated = iterated_name(node.iter)
                 if iterated is not None:
                     self.add(iterated, _USE, Role.LOADER, "iterated by a for loop")

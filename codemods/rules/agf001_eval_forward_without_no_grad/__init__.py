@@ -155,7 +155,7 @@ class EvalForwardWithoutNoGrad(Rule):
         finder.global_models = finder.evident_models(node)
         finder.is_module = lambda value: semantic.is_module(value, value)
         finder.script_handles_grad_mode = changes_grad_mode(node, finder.imports, finder.syntax)
-        finder.block(node.body, _Scope(None, None, finder.model_scope(None, None), set(), finder.imports))
+        finder.block(node.body, _Scope(None, None, finder.models_of(None, None), set(), finder.imports))
         for target, region in finder.one_per_fix():
             self._report(target, region, finder.may_train_unseen(target))
         return False
@@ -214,14 +214,20 @@ class _Lines:
 class _Scope:
     function: FunctionFacts | None
     class_name: str | None
-    models: ModelScope
+    #: the scope's `ModelScope`, computed on first use (`_Finder.models_of`): most
+    #: functions (a model's `forward`, `__init__`) are decided without it
+    make_models: Callable[[], ModelScope]
     eval_receivers: set[str]
     imports: ImportIndex
     #: inside a loop of the function: an eval-mode forward here runs once per iteration
     in_loop: bool = False
 
+    @property
+    def models(self) -> ModelScope:
+        return self.make_models()
+
     def child(self, in_loop: bool = False) -> "_Scope":
-        return _Scope(self.function, self.class_name, self.models, set(self.eval_receivers), self.imports,
+        return _Scope(self.function, self.class_name, self.make_models, set(self.eval_receivers), self.imports,
                       self.in_loop or in_loop)
 
     def calls(self, receivers: set[str] | None = None, **options: bool) -> ModelCalls:
@@ -275,6 +281,8 @@ class _Finder:
         self.reported: set[int] = set()
         #: decorated functions: the calls that count as forwards in them
         self.decorated: dict[int, tuple[FunctionFacts, ModelCalls]] = {}
+        #: `model_scope`'s answers, by (function node id, class name)
+        self._model_scopes: dict[tuple[int | None, str | None], ModelScope] = {}
 
     def one_per_fix(self) -> list[tuple[cst.CSTNode, "Region | _Lines | None"]]:
         """The findings, less the decoration of a function whose only graphs come from
@@ -303,14 +311,26 @@ class _Finder:
         return bool(helpers) and all(id(helper.node) in self.reported for helper in helpers)
 
     # -- scopes -------------------------------------------------------------------------
+    def models_of(self, function: FunctionFacts | None, class_name: str | None) -> Callable[[], ModelScope]:
+        """`model_scope(function, class_name)`, computed once, when first asked for."""
+        return lambda: self.model_scope(function, class_name)
+
     def model_scope(self, function: FunctionFacts | None, class_name: str | None) -> ModelScope:
-        """What `function` (None: module level) knows of its models, from evidence first."""
+        """What `function` (None: module level) knows of its models, from evidence first
+        (memoised: a function's scope is asked for again by `GraphReturns` and its callers)."""
+        key = (id(function.node) if function is not None else None, class_name)
+        if key not in self._model_scopes:
+            self._model_scopes[key] = self._model_scope(function, class_name)
+        return self._model_scopes[key]
+
+    def _model_scope(self, function: FunctionFacts | None, class_name: str | None) -> ModelScope:
         values = self.graph.module_attributes(class_name) | self.global_models
         if function is None:
             return ModelScope(self.looks_like_model, values, False, frozenset(), self._returns_graph(class_name),
                               classes=self.classes)
         # a global the function rebinds is its own; what its own evidence says is a model is one
-        values = values - (local_bindings(function.node) - declared_global(function.node))
+        if values:  # (the bindings are only looked up when there is something to remove)
+            values = values - (local_bindings(function.node, self.syntax) - declared_global(function.node, self.syntax))
         values |= self.evident_models(function.node)
         values |= module_loop_names(function.loops, values)
         sites = [call for _, _, call in function.call_sites]
@@ -328,7 +348,7 @@ class _Finder:
 
     def _forward_calls(self, function: FunctionFacts) -> Callable[[cst.Call], bool]:
         scope = self.model_scope(function, function.class_name)
-        receivers = method_receivers(function.node.body, "eval")
+        receivers = method_receivers(function.node.body, "eval", self.syntax)
         return ModelCalls(scope.with_receivers(receivers), self.imports, methods=True).is_model_call
 
     # -- walking ------------------------------------------------------------------------
@@ -360,6 +380,8 @@ class _Finder:
                 return False
         elif not function.uses_grad or function.node.name.value in FORWARD_NAMES or _called_from_a_forward(function):
             return False
+        if not isinstance(statement, cst.SimpleStatementLine) or not self.syntax.find(statement, cst.Call):
+            return False  # no call, no forward (`dead_forward_line` would say so, after the scope's evidence)
         sink = lambda line: self.graph.uses_grad(line, scope.class_name)  # noqa: E731
         container = function.node if function is not None else self.module
         # every line of training code is examined, so a forward needs evidence here, not a
@@ -381,7 +403,7 @@ class _Finder:
     def _eval_mode_line(self, statement: cst.CSTNode, scope: _Scope) -> bool:
         """A simple statement in a function's loop that runs a model put in eval mode before it."""
         return (isinstance(statement, cst.SimpleStatementLine) and scope.in_loop and scope.function is not None
-                and bool(scope.eval_receivers) and scope.calls(only_receivers=True).runs_model(statement))
+                and bool(scope.eval_receivers) and scope.calls(only_receivers=True).runs_model(statement, self.syntax))
 
     def _eval_mode_run(self, suite: cst.BaseSuite | None, run: list[int], scope: _Scope) -> None:
         """`G.eval(); samples.append(G(fixed_z)); G.train()` inside a training loop: the
@@ -404,7 +426,7 @@ class _Finder:
         elif isinstance(statement, cst.FunctionDef):
             self.function(statement, scope)
         elif isinstance(statement, cst.ClassDef):
-            inner = _Scope(None, statement.name.value, self.model_scope(None, statement.name.value), set(), self.imports)
+            inner = _Scope(None, statement.name.value, self.models_of(None, statement.name.value), set(), self.imports)
             self.block(statement.body.body, inner)
         elif isinstance(statement, cst.With):
             if not with_disables_grad(statement, self.imports):
@@ -427,7 +449,7 @@ class _Finder:
         if self._is_pytest_test(name, function):
             return
         same_class = function.class_name is not None and function.class_name == enclosing.class_name
-        models = self.model_scope(function, function.class_name if same_class else None)
+        models = self.models_of(function, function.class_name if same_class else None)
         scope = _Scope(function, function.class_name, models, set(), self.imports)
         before = len(self.found)
         self._function(node, function, scope)
@@ -441,7 +463,7 @@ class _Finder:
         if eval_named and not function.uses_grad:
             if function.called_from_grad_scope or function.passed_as_callback or _called_from_a_forward(function):
                 return  # a helper training code also calls, a callback, or part of a forward pass
-            receivers = method_receivers(node.body, "eval")
+            receivers = method_receivers(node.body, "eval", self.syntax)
             has_loop = any(isinstance(n, (cst.For, cst.While, cst.CompFor)) for n in iter_descendants(node.body))
             if not receivers and not has_loop and self._may_return_graph(node, scope) and not self._callers_never_train(function):
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
@@ -455,7 +477,7 @@ class _Finder:
         self.block(node.body.body, scope)
         if len(self.found) == before and self._graph_dies_inside(function, scope):
             self.found.append((node, None))  # no evaluation loop to wrap: the whole function
-            self.decorated[id(node)] = (function, scope.calls(method_receivers(node.body, "eval"), methods=True))
+            self.decorated[id(node)] = (function, scope.calls(method_receivers(node.body, "eval", self.syntax), methods=True))
 
     def _may_return_graph(self, node: cst.FunctionDef, scope: _Scope) -> bool:
         """May a caller get a graph back: a returned tensor, unless the function's forwards
@@ -467,13 +489,13 @@ class _Finder:
         """A model call outside `no_grad`; a model's own method (`model.infer(x)`) counts
         only where the function handles grad mode nowhere (a `model.init_hidden(n)` beside a
         `with torch.no_grad():` forward is set-up) and hands no model to unseen code."""
-        if scope.calls(receivers).runs_model(node.body):
+        if scope.calls(receivers).runs_model(node.body, self.syntax):
             return True
         if changes_grad_mode(node.body, self.imports, self.syntax):
             return False
         calls = scope.calls(receivers, methods=True)
         same_file = lambda callee: bool(self.graph.resolve(callee, scope.class_name, node))  # noqa: E731
-        return calls.runs_model(node.body) and not hands_model_away(node, calls, same_file)
+        return calls.runs_model(node.body, self.syntax) and not hands_model_away(node, calls, same_file)
 
     def _callers_never_train(self, function: FunctionFacts) -> bool:
         """Same-file callers use the result, and none of them can backpropagate through it:
@@ -507,8 +529,8 @@ class _Finder:
             return False
         if function.returns_value and not function.cuts:
             return False  # whatever it returns is as it was made: a graph, if a model ran
-        calls = scope.calls(method_receivers(node.body, "eval"), methods=True)
-        if not calls.runs_model(node.body) or changes_grad_mode(node.body, self.imports, self.syntax):
+        calls = scope.calls(method_receivers(node.body, "eval", self.syntax), methods=True)
+        if not calls.runs_model(node.body, self.syntax) or changes_grad_mode(node.body, self.imports, self.syntax):
             return False
 
         flow = graph_flow(node, self.imports, self._forward_test(scope, calls))
@@ -548,7 +570,7 @@ class _Finder:
         function = scope.function
         if function is not None and function.called_from_grad_scope and function.returns_value:
             return None
-        if changes_grad_mode(node, self.imports, self.syntax) or calls_method(node.body, "train"):
+        if changes_grad_mode(node, self.imports, self.syntax) or calls_method(node.body, "train", self.syntax):
             return None
         if _iterates_eval_data(node, self.eval_data_tokens):
             calls = scope.calls()
@@ -556,7 +578,7 @@ class _Finder:
             calls = scope.calls(only_receivers=True)
         else:
             return None
-        if not calls.runs_model(node.body) or self.graph.uses_grad(node, scope.class_name):
+        if not calls.runs_model(node.body, self.syntax) or self.graph.uses_grad(node, scope.class_name):
             return None
         uses_grad = lambda statement: self.graph.uses_grad(statement, scope.class_name)  # noqa: E731
         return None if feeds_later_gradient(node, function.node if function else None, uses_grad) else calls
@@ -569,7 +591,7 @@ class _Finder:
             return False
         if self.graph.module_level_uses_grad or any(f.uses_grad for f in self.graph.functions.values()):
             return False
-        if changes_grad_mode(block, self.imports, self.syntax) or calls_method(block, "train"):
+        if changes_grad_mode(block, self.imports, self.syntax) or calls_method(block, "train", self.syntax):
             return False
         region = forward_region(block, scope.calls(only_receivers=True, methods=not self.script_handles_grad_mode))
         if region is None:

@@ -27,12 +27,13 @@ from autograd_fix.codemods.torch_api import PYTHON_VALUE_MODULES
 from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
 
 
-def local_bindings(function: cst.FunctionDef) -> set[str]:
-    """The names `function` binds itself (parameters, assignments, loops, `with ... as`)."""
+def local_bindings(function: cst.FunctionDef, syntax: SyntaxIndex | None = None) -> set[str]:
+    """The names `function` binds itself (parameters, assignments, loops, `with ... as`);
+    read off the file's index when given."""
     params = function.params
     names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
     names |= {star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)}
-    return names | rebound_names([function.body])
+    return names | rebound_names([function.body], syntax)
 
 
 def _input_names(call: cst.Call) -> set[str]:

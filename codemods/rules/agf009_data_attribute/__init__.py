@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
@@ -31,7 +33,7 @@ from autograd_fix.codemods.rules.agf009_data_attribute.function_units import Fun
 from autograd_fix.codemods.rules.agf009_data_attribute.module_getters import is_getter, reaches_return, reads_module_state
 from autograd_fix.codemods.torch_api import INTEGER_ARGUMENTS
 from autograd_fix.codemods.semantic.tracking import Kind, Site, Tracked, TrackingAnalysis
-from autograd_fix.codemods.walk import iter_descendants, walk
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants, node_types_of, walk
 
 #: nn containers are built from modules that already exist: their parameters are not fresh
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"})
@@ -409,7 +411,8 @@ class DataAttribute(Rule):
         training helpers return after backpropagating it (`loss = compute_td_loss(bs)`)."""
         scope = site.position.function or self._module
         graph = self.context.semantic.call_graph
-        return _backpropagated(value, scope) or graph.bound_to_trained_returns(value, scope, _backpropagated)
+        backpropagated = partial(_backpropagated, syntax=self.context.semantic.syntax)
+        return backpropagated(value, scope) or graph.bound_to_trained_returns(value, scope, backpropagated)
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -431,14 +434,16 @@ def _integer_argument(statement: cst.CSTNode, data: cst.Attribute, imports: Impo
     return False
 
 
-def _backpropagated(value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
+def _backpropagated(value: cst.BaseExpression, scope: cst.CSTNode, syntax: SyntaxIndex | None = None) -> bool:
     """Is `value` (a name) the receiver of `.backward()` without a `gradient` argument in
-    `scope` (not nested functions)? Backward then needs it tracked and of one element."""
+    `scope` (not nested functions)? Backward then needs it tracked and of one element.
+    (The scope's nodes are read off the file's index `syntax` when given.)"""
     if not isinstance(value, cst.Name):
         return False
-    for node in iter_descendants(scope, prune=lambda n: n is not scope and isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda))):
+    nested = lambda n: type(n) in _NESTED_SCOPES  # noqa: E731 (the scope itself is never pruned)
+    for node in (syntax.descendants if syntax is not None else iter_descendants)(scope, nested):
         if (
-            isinstance(node, cst.Call)
+            type(node) is cst.Call
             and isinstance(node.func, cst.Attribute)
             and node.func.attr.value == "backward"
             and isinstance(node.func.value, cst.Name)
@@ -447,6 +452,9 @@ def _backpropagated(value: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         ):
             return True
     return False
+
+
+_NESTED_SCOPES = node_types_of((cst.FunctionDef, cst.ClassDef, cst.Lambda))
 
 
 def _reduced_functional_loss(call: cst.Call, imports: ImportIndex) -> bool:
