@@ -156,3 +156,18 @@ SUM_REDUCTIONS = MappingProxyType({"reduction": frozenset({"'sum'", '"sum"'}), "
 #: packages whose import says a file trains across processes (AGF015: gradient buffers
 #: kept allocated can be deliberate there)
 DISTRIBUTED_PACKAGES = ("torch.distributed",)
+
+#: callables that run a function in a new thread or process, and where that function is
+#: given (positional index, keyword): `threading.Thread(target=worker)`,
+#: `mp.spawn(run, nprocs=n)`. A new thread starts with grad mode on (grad mode is
+#: thread-local) and a spawned process with torch's defaults; a forked one inherits the
+#: mode of the thread that starts it. The target's return value is dropped.
+THREAD_TARGET_LAUNCHERS = MappingProxyType(
+    {
+        "threading.Thread": (1, "target"),
+        "multiprocessing.Process": (1, "target"),
+        "torch.multiprocessing.Process": (1, "target"),
+        "torch.multiprocessing.spawn": (0, "fn"),
+        "torch.multiprocessing.start_processes": (0, "fn"),
+    }
+)

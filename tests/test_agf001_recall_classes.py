@@ -659,3 +659,83 @@ recon_x = vae.decoder(sample)
 print(recon_x.detach().shape)
 '''
     assert _wrapped_lines(_check(source)) == ["recon_x = vae.decoder(sample)"]
+
+
+# -- a test episode started as a process's target (A3C: `mp.Process(target=test, ...)`) --
+
+A3C_TEST = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.multiprocessing as mp
+from torch.distributions import Categorical
+
+
+class ActorCritic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 16)
+        self.fc_pi = nn.Linear(16, 2)
+
+    def pi(self, x):
+        return F.softmax(self.fc_pi(F.relu(self.fc1(x))), dim=0)
+
+
+def train(global_model, rank):
+    optimizer = torch.optim.Adam(global_model.parameters(), lr=0.01)
+    for step in range(10):
+        loss = -torch.log(global_model.pi(torch.randn(4))).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test(global_model):
+    score = 0.0
+    for n_epi in range(5):
+        s = torch.randn(4)
+        prob = global_model.pi(s)
+        a = Categorical(prob).sample().item()
+        score += a
+    print(score)
+
+
+if __name__ == "__main__":
+    global_model = ActorCritic()
+    global_model.share_memory()
+    processes = []
+    for rank in range(3):
+        if rank == 0:
+            p = mp.Process(target=test, args=(global_model,))
+        else:
+            p = mp.Process(target=train, args=(global_model, rank))
+        p.start()
+        processes.append(p)
+    for p in processes:
+        p.join()
+'''
+
+
+def test_a_test_episode_run_as_a_process_target_is_decorated() -> None:
+    # a new process runs `test` with grad on (torch's default) and drops its result:
+    # not a callback whose caller's grad mode is unseen
+    result = _check(A3C_TEST)
+    [finding] = [f for f in result.findings if "`test`" in f.message]
+    assert "@torch.no_grad()\ndef test(global_model):" in result.fixed
+    graph = _graph(A3C_TEST)
+    [test] = [f for f in graph.functions.values() if f.node.name.value == "test"]
+    assert test.thread_target and not test.passed_as_callback
+
+
+def test_a_process_target_started_under_no_grad_is_silent() -> None:
+    # a forked process inherits the grad mode of the thread that starts it
+    source = A3C_TEST.replace(
+        "            p = mp.Process(target=test, args=(global_model,))",
+        "            with torch.no_grad():\n                p = mp.Process(target=test, args=(global_model,))",
+    )
+    assert not [f for f in _check(source).findings if "`test`" in f.message]
+
+
+def test_a_function_passed_to_an_unknown_runner_stays_a_callback() -> None:
+    source = A3C_TEST.replace("mp.Process(target=test, args=(global_model,))", "runner.launch(test, global_model)")
+    assert not [f for f in _check(source).findings if "`test`" in f.message]
