@@ -171,3 +171,7 @@ THREAD_TARGET_LAUNCHERS = MappingProxyType(
         "torch.multiprocessing.start_processes": (0, "fn"),
     }
 )
+
+#: tensor methods that reduce a loss to the scalar a backward needs (`loss.mean().backward()`):
+#: the graph backpropagated is the loss's, plus the reduction made right there
+LOSS_REDUCTIONS = frozenset({"mean", "sum"})

@@ -182,7 +182,8 @@ class UnneededRetainGraph(RootTracker, Rule):
         scope = enclosing_scope(call, parents)
         gradient_calls = [c for c in all_nodes(scope, cst.Call) if is_gradient_call(c, imports)]  # type: ignore[arg-type]
         earlier = earlier_roots(call, gradient_calls, parents, imports) if len(gradient_calls) > 1 else None
-        plain = isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
+        # `l1.backward(retain_graph=True); l2.backward()` merges into `(l1 + l2).backward()`; not `l1.mean()`
+        plain = isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" and isinstance(call.func.value, cst.Name)
         follower = _following_backward(line, root.value, parents) if earlier is None and plain else None
         if earlier is not None:
             roots = list(dict.fromkeys([root.value, *earlier]))  # the last backward of a repeated graph
