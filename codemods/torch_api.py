@@ -175,3 +175,8 @@ THREAD_TARGET_LAUNCHERS = MappingProxyType(
 #: tensor methods that reduce a loss to the scalar a backward needs (`loss.mean().backward()`):
 #: the graph backpropagated is the loss's, plus the reduction made right there
 LOSS_REDUCTIONS = frozenset({"mean", "sum"})
+
+#: `torch.distributions` classes: what their `sample()` draws is made under `no_grad`
+#: (a graph-free tensor; `rsample()` is the reparameterised draw that keeps the graph)
+DISTRIBUTIONS_PACKAGE = "torch.distributions."
+DISTRIBUTION_SAMPLING_METHODS = frozenset({"sample", "sample_n"})

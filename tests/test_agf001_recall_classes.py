@@ -739,3 +739,72 @@ def test_a_process_target_started_under_no_grad_is_silent() -> None:
 def test_a_function_passed_to_an_unknown_runner_stays_a_callback() -> None:
     source = A3C_TEST.replace("mp.Process(target=test, args=(global_model,))", "runner.launch(test, global_model)")
     assert not [f for f in _check(source).findings if "`test`" in f.message]
+
+
+# -- a continuous-action rollout: the action is a distribution's `sample()` -------------
+
+PPO_CONTINUOUS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributions import Normal
+
+
+class PPO(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.data = []
+        self.fc1 = nn.Linear(3, 64)
+        self.fc_mu = nn.Linear(64, 1)
+        self.fc_std = nn.Linear(64, 1)
+        self.optimizer = torch.optim.Adam(self.parameters(), lr=0.0003)
+
+    def pi(self, x):
+        x = F.relu(self.fc1(x))
+        return 2.0 * torch.tanh(self.fc_mu(x)), F.softplus(self.fc_std(x))
+
+    def put_data(self, transition):
+        self.data.append(transition)
+
+    def train_net(self):
+        s = torch.stack([t[0] for t in self.data])
+        a = torch.stack([t[1] for t in self.data])
+        mu, std = self.pi(s)
+        loss = -Normal(mu, std).log_prob(a).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.data = []
+
+
+def main():
+    model = PPO()
+    for n_epi in range(10):
+        s = torch.randn(3)
+        for t in range(20):
+            mu, std = model.pi(s)
+            dist = Normal(mu, std)
+            a = dist.sample()
+            log_prob = dist.log_prob(a)
+            model.put_data((s, a, log_prob.item()))
+            s = torch.randn(3)
+        model.train_net()
+'''
+
+
+def test_a_rollout_whose_action_is_a_distribution_sample_is_wrapped() -> None:
+    # `sample()` draws under no_grad: the stored action holds no graph, the log-prob
+    # leaves through `.item()`, so the policy forward's graph dies each step
+    assert _wrapped_lines(_check(PPO_CONTINUOUS)) == ["mu, std = model.pi(s)"]
+
+
+def test_a_reparameterised_sample_keeps_the_graph() -> None:
+    # `rsample()` keeps the graph back to mu and std, and the action is stored
+    assert _wrapped_lines(_check(PPO_CONTINUOUS.replace("a = dist.sample()", "a = dist.rsample()"))) == []
+
+
+def test_the_sample_method_of_a_name_that_is_no_distribution_keeps_the_graph() -> None:
+    # `dist` bound to something else too: which `sample()` runs is not known
+    source = PPO_CONTINUOUS.replace("            dist = Normal(mu, std)\n", "            dist = Normal(mu, std) if t else model.pi\n")
+    assert source != PPO_CONTINUOUS
+    assert _wrapped_lines(_check(source)) == []
