@@ -83,7 +83,8 @@ class EvalForwardWithoutNoGrad(Rule):
     get the same wrap when nothing they make reaches a gradient, in this iteration or a later one.
     So does, in any mode, a forward of training code (a function or script that takes
     gradients) whose graph dies: an RL rollout's `prob = model.pi(s)` whose action leaves
-    through `.item()`, a target network's `next_q = target(s2)` read only through `.data` or
+    through `.item()` or is a distribution's `sample()` (drawn under no_grad; `rsample()`
+    keeps the graph), a target network's `next_q = target(s2)` read only through `.data` or
     `.detach()` before the loss (followed in control-flow order, later iterations included).
 
     ## Fix safety
@@ -101,7 +102,9 @@ class EvalForwardWithoutNoGrad(Rule):
     `set_grad_enabled(False)` (decorator, `with`, or a same-file caller), in Lightning's
     `validation_step`/`test_step`/`predict_step` and the helpers they call (Lightning
     already disables grad there), in
-    functions passed as callbacks (their caller's grad mode is unseen), in pytest tests
+    functions passed as callbacks (their caller's grad mode is unseen; a function started
+    as a thread's or process's target, `mp.Process(target=test)`, is no callback: it runs
+    with torch's default grad mode and its result is dropped), in pytest tests
     (`test*` functions of test files, `test*` methods of `Test*` classes), and in functions whose result a same-file caller feeds into a gradient
     computation (a caller that trains elsewhere but only logs this function's result,
     such as a `fit` calling `validate`, does not count). A function is not decorated on

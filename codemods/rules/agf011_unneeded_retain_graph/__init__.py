@@ -78,7 +78,11 @@ class UnneededRetainGraph(RootTracker, Rule):
     before it is assigned in the iteration, or from outside it, must certainly hold no
     graph: integer indices such as `argmax` or topk's `[1]`, cuts such as `.data` or
     `.item()`, constants, same-file helpers returning only those, parameters that every
-    same-file call fills with those; nothing named like a hidden state, no
+    same-file call fills with those, elements a same-file builder returns in a tuple that
+    hold those where its `return` reads them; where the last binding that runs every
+    iteration comes before a read, only that binding reaches it (`delta =
+    delta.detach().numpy()` before a Python sum over `delta`); nothing named like a hidden
+    state unless it certainly holds no graph (`(h.detach(), c.detach())`), no
     in-file module whose `forward` stores tensors on `self`), and no tensor of the graph
     escapes (returned, stored on an attribute or in a container, passed to another
     function, declared global). One graph backpropagated several times with
