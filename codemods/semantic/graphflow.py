@@ -15,7 +15,7 @@ which keeps a rule that relies on it silent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Container
 
 import libcst as cst
 
@@ -235,7 +235,7 @@ def _no_source(call: cst.Call) -> bool:
 
 def expression_carries(
     node: cst.CSTNode, tainted: set[str], imports: ImportIndex, is_source: Callable[[cst.Call], bool] = _no_source,
-    distributions: frozenset[str] = frozenset(),
+    distributions: Container[str] = frozenset(),
 ) -> bool:
     """Does the expression carry a graph, given the graph-carrying names `tainted` and the
     calls that make a new graph (`is_source`)? Cuts (`.item()`, `.detach()`, `argmax`,
@@ -272,7 +272,7 @@ def expression_carries(
     return any(carries(child) for child in iter_children(node))
 
 
-def draws_sample(call: cst.Call, imports: ImportIndex, distributions: frozenset[str] = frozenset()) -> bool:
+def draws_sample(call: cst.Call, imports: ImportIndex, distributions: Container[str] = frozenset()) -> bool:
     """`Normal(mu, std).sample()`, `dist.sample()` of a name in `distributions`: a draw made
     under no_grad, which holds no graph."""
     func = call.func

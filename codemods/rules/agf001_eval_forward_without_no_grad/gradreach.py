@@ -16,7 +16,7 @@ anything but a plain local name counts as reaching (a caller or an object may tr
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Container, Sequence
 
 import libcst as cst
 
@@ -45,7 +45,7 @@ def graph_reaches_gradient(
     path = _path_to(container.body if isinstance(container, cst.Module) else container.body.body, start)
     if path is None:
         return True  # not found: unknown, fail closed
-    walker = _Walker(imports, is_sink, _distributions(container, imports))
+    walker = _Walker(imports, is_sink, _Lazy(lambda: _distributions(container, imports)))
     try:
         tainted = walker.start(start, is_source)
         for block, index in reversed(path):
@@ -95,9 +95,22 @@ def _distributions(container: cst.FunctionDef | cst.Module, imports: ImportIndex
     return frozenset(name for name, made in found.items() if made)
 
 
+class _Lazy:
+    """Names computed on the first question (most walks never meet a `sample()` call)."""
+
+    def __init__(self, compute: Callable[[], frozenset[str]]) -> None:
+        self._compute = compute
+        self._names: frozenset[str] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        if self._names is None:
+            self._names = self._compute()
+        return name in self._names
+
+
 class _Walker:
     def __init__(self, imports: ImportIndex, is_sink: Callable[[cst.CSTNode], bool],
-                 distributions: frozenset[str] = frozenset()) -> None:
+                 distributions: Container[str] = frozenset()) -> None:
         self.imports = imports
         self.is_sink = is_sink
         self.distributions = distributions
