@@ -679,6 +679,20 @@ class _Collector(cst.CSTVisitor):
                 self.thread_targets.append((caller, self.no_grad_depth > 0, target, call))
 
 
+def collected_by_pytest(function: FunctionFacts, path: str) -> bool:
+    """What pytest collects and runs on its own: `test*` functions of a test file (`test_*.py`,
+    `*_test.py`, under `tests/`), `test*` methods of a `Test*` class; `DA_rnn.test()`, a
+    module's own method, is never collected. Its caller is pytest, which trains nothing."""
+    name = function.node.name.value
+    if not name.startswith("test"):
+        return False
+    if function.class_name is not None:
+        return function.class_name.startswith("Test")
+    path = path.replace("\\", "/")
+    file_name = path.rsplit("/", 1)[-1]
+    return file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{path}"
+
+
 def bound_arguments(function: FunctionFacts, call: cst.Call) -> dict[str, cst.BaseExpression] | None:
     """The argument each parameter of `function` receives from `call` (parameters left to
     their defaults are absent), or None when that cannot be told: a starred argument, an

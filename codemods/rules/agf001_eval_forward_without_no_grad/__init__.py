@@ -16,7 +16,7 @@ from autograd_fix.codemods.names import iterable_tokens, last_segment, name_toke
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
 from autograd_fix.codemods.site_fixes import no_grad_site_fix
 from autograd_fix.codemods.semantic.answer import Answer
-from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
+from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns, collected_by_pytest
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
 from autograd_fix.codemods.rules.agf001_eval_forward_without_no_grad.eval_mode_lines import (
     Region, child_blocks, dead_forward_line, forward_region, graphs_die_in_lines, local_bindings, may_return_tensor,
@@ -427,7 +427,7 @@ class _Finder:
         if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
             return
         name = node.name.value
-        if self._is_pytest_test(name, function):
+        if collected_by_pytest(function, self.path):
             return
         same_class = function.class_name is not None and function.class_name == enclosing.class_name
         models = self.model_scope(function, function.class_name if same_class else None)
@@ -518,16 +518,6 @@ class _Finder:
         if not flow.built or flow.returned or flow.escapes:
             return False
         return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name, node)))
-
-    def _is_pytest_test(self, name: str, function: FunctionFacts) -> bool:
-        """What pytest collects: `test*` functions of a test file, `test*` methods of a
-        `Test*` class; `DA_rnn.test()`, a module's own method, is never collected."""
-        if not name.startswith("test"):
-            return False
-        if function.class_name is not None:
-            return function.class_name.startswith("Test")
-        file_name = self.path.rsplit("/", 1)[-1]
-        return file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{self.path}"
 
     # -- loops and branches -------------------------------------------------------------
     def loop(self, node: cst.For | cst.While, scope: _Scope) -> None:

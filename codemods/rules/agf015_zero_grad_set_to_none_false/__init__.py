@@ -7,6 +7,9 @@ import libcst as cst
 from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.names import last_segment
+from autograd_fix.codemods.semantic.callgraph import collected_by_pytest
+from autograd_fix.codemods.semantic.gradmode import find_grad_use
 from autograd_fix.codemods.semantic.roles import Role
 from autograd_fix.codemods.torch_api import DISTRIBUTED_PACKAGES, SET_TO_NONE_DEFAULT_SINCE, SET_TO_NONE_SINCE
 from autograd_fix.codemods.torch_version import supports
@@ -55,7 +58,10 @@ class ZeroGradSetToNoneFalse(Rule):
     `torch.distributed`): there DDP's gradient buckets, FSDP's and tensor parallelism's
     sharded gradients and the collectives run on `.grad` make keeping the buffers
     allocated a choice the author may have made on purpose (accelerate's N-D parallel
-    example does), which a single-process run cannot judge. Below torch 1.7 (no `set_to_none`) the
+    example does), which a single-process run cannot judge. A call in a pytest test that
+    takes no gradient (`fabric_optimizer.zero_grad(set_to_none=False)` under a mocked
+    `zero_grad`, then `assert_called_with(set_to_none=False)`) checks the argument itself,
+    not a training step: left alone. Below torch 1.7 (no `set_to_none`) the
     rule stays silent.
 
     ## Verification
@@ -77,17 +83,26 @@ class ZeroGradSetToNoneFalse(Rule):
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)
         self._calls: list[cst.Call] = []
+        #: the functions being visited, innermost last, and the one around each call
+        self._functions: list[cst.FunctionDef] = []
+        self._enclosing: dict[int, cst.FunctionDef] = {}
         self._own_zero_grad = False
         #: the file adds into `.grad` by hand: it relies on zeros being there
         self._writes_grad = False
 
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._functions.pop()
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node)
         if node.name.value == "zero_grad" and any(p.name.value == "set_to_none" for p in node.params.params):
             self._own_zero_grad = True
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_grad" and _set_to_none_false(node):
             self._calls.append(node)
+            if self._functions:
+                self._enclosing[id(node)] = self._functions[-1]
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_") and _is_grad(node.func.value):
             self._writes_grad = True  # `p.grad.add_(g)`: needs a tensor there, not None
 
@@ -107,11 +122,27 @@ class ZeroGradSetToNoneFalse(Rule):
             receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
             if isinstance(receiver, cst.Name) and receiver.value in others:
                 continue
+            if self._in_a_test_that_trains_nothing(call):
+                continue
             if drop:
                 fix = Fix(Applicability.UNSAFE, (Edit(call, _drop_set_to_none),), "drop `set_to_none=False` (the default is `None` since 2.0)")
             else:
                 fix = Fix(Applicability.UNSAFE, (Edit(call, _set_to_none_true),), "pass `set_to_none=True`")
             self.report(call, fix=fix)
+
+
+    def _in_a_test_that_trains_nothing(self, call: cst.Call) -> bool:
+        """The call stands in a function pytest runs that takes no gradient (nor does
+        anything of this file it calls): it tests the call, it is no training step."""
+        function = self._enclosing.get(id(call))
+        graph = self.context.semantic.call_graph
+        facts = graph.facts(function) if function is not None else None
+        if facts is None or not collected_by_pytest(facts, self.context.path):
+            return False
+        use = find_grad_use(facts.node.body, self.context.imports)
+        if any(not (isinstance(node, cst.Call) and last_segment(node.func) == "zero_grad") for node in use.direct):
+            return False  # a backward, an optimizer step: it trains
+        return not any(callee.uses_grad for name in facts.calls for callee in graph.resolve(name, facts.class_name, facts.node))
 
 
 def _trains_across_processes(context) -> bool:  # type: ignore[no-untyped-def]
