@@ -180,3 +180,11 @@ LOSS_REDUCTIONS = frozenset({"mean", "sum"})
 #: (a graph-free tensor; `rsample()` is the reparameterised draw that keeps the graph)
 DISTRIBUTIONS_PACKAGE = "torch.distributions."
 DISTRIBUTION_SAMPLING_METHODS = frozenset({"sample", "sample_n"})
+
+#: methods of Python's `str` that neither `nn.Module` nor `torch.Tensor` has, nor a model's
+#: usual own methods (`encode` is a VAE's or a transformer's): a value they are called on
+#: is a string (`mx_name.lower()`), not a model
+STR_ONLY_METHODS = frozenset(
+    {"lower", "upper", "startswith", "endswith", "strip", "lstrip", "rstrip", "splitlines", "capitalize",
+     "casefold", "isdigit", "isalpha", "isalnum", "zfill", "ljust", "rjust", "removeprefix", "removesuffix"}
+)

@@ -808,3 +808,59 @@ def test_the_sample_method_of_a_name_that_is_no_distribution_keeps_the_graph() -
     source = PPO_CONTINUOUS.replace("            dist = Normal(mu, std)\n", "            dist = Normal(mu, std) if t else model.pi\n")
     assert source != PPO_CONTINUOUS
     assert _wrapped_lines(_check(source)) == []
+
+
+# -- a weight converter (timm's convert_from_mxnet): its helper's parameter is a string --
+
+CONVERTER = '''
+import argparse
+
+import torch
+from gluoncv.model_zoo import get_model
+from timm import create_model
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--model", default="all", type=str)
+ALL = ["resnet18_v1b", "se_resnext50_32x4d"]
+
+
+def convert(source_name, torch_name):
+    net = get_model(source_name, pretrained=True)
+    torch_net = create_model(torch_name)
+    source_params = [(k, v) for k, v in net.collect_params().items() if "running" not in k]
+    torch_params = {tn: torch.from_numpy(v.data().asnumpy()) for (tn, _), (_, v) in zip(torch_net.named_parameters(), source_params)}
+    torch_net.load_state_dict(torch_params)
+    torch.save(torch_net.state_dict(), "./%s.pth" % torch_name)
+
+
+def map_to_torch_model(mx_name):
+    torch_name = mx_name.lower()
+    if torch_name.startswith("se_"):
+        torch_name = torch_name.replace("se_", "se")
+    return "gluon_" + torch_name
+
+
+def main():
+    args = parser.parse_args()
+    if args.model == "all":
+        for mx_model in ALL:
+            torch_model = map_to_torch_model(mx_model)
+            convert(mx_model, torch_model)
+    else:
+        mx_model = args.model
+        torch_model = map_to_torch_model(mx_model)
+        convert(mx_model, torch_model)
+'''
+
+
+def test_a_parameter_used_as_a_string_is_no_model_whatever_callers_call_it() -> None:
+    # `mx_name.lower()`: nn.Module and tensors have no `lower`; the name `mx_model` of the
+    # callers' argument does not make `map_to_torch_model` a forward, nor `main` an evaluation
+    assert _check(CONVERTER).findings == []
+
+
+def test_the_same_helper_running_a_model_is_still_a_forward() -> None:
+    source = CONVERTER.replace("    torch_name = mx_name.lower()\n", "    torch_name = mx_name(torch.zeros(1)).argmax().item()\n")
+    source = source.replace('return "gluon_" + torch_name', "return torch_name")
+    assert source != CONVERTER
+    assert _check(source).findings != []

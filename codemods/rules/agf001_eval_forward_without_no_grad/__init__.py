@@ -26,7 +26,7 @@ from autograd_fix.codemods.rules.agf001_eval_forward_without_no_grad.gradreach i
 from autograd_fix.codemods.semantic.graphflow import graph_flow
 from autograd_fix.codemods.semantic.module_calls import (
     ModelCalls, ModelScope, annotated_non_models, calls_method, hands_model_away, method_receivers, module_argument,
-    module_parameters, update_eval_state,
+    module_parameters, update_eval_state, used_as_strings,
 )
 from autograd_fix.codemods.semantic.loops import declared_global
 from autograd_fix.codemods.semantic.module_values import module_loop_names
@@ -323,7 +323,8 @@ class _Finder:
             lambda argument: module_argument(argument, self.is_module(argument), self.looks_like_model),
         )
         return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
-                          self._returns_graph(class_name), annotated_non_models(function.node, self.imports),
+                          self._returns_graph(class_name),
+                          annotated_non_models(function.node, self.imports) | used_as_strings(function.node),
                           self.classes)
 
     def _returns_graph(self, class_name: str | None) -> Callable[[cst.Call], bool]:
