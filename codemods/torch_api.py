@@ -166,3 +166,36 @@ TORCH_USE_MARKERS = ("torch", ".eval()", ".backward(", ".train(False)")
 
 def uses_torch(text: str) -> bool:
     return any(marker in text for marker in TORCH_USE_MARKERS)
+
+
+#: callables that run a function in a new thread or process, and where that function is
+#: given (positional index, keyword): `threading.Thread(target=worker)`,
+#: `mp.spawn(run, nprocs=n)`. A new thread starts with grad mode on (grad mode is
+#: thread-local) and a spawned process with torch's defaults; a forked one inherits the
+#: mode of the thread that starts it. The target's return value is dropped.
+THREAD_TARGET_LAUNCHERS = MappingProxyType(
+    {
+        "threading.Thread": (1, "target"),
+        "multiprocessing.Process": (1, "target"),
+        "torch.multiprocessing.Process": (1, "target"),
+        "torch.multiprocessing.spawn": (0, "fn"),
+        "torch.multiprocessing.start_processes": (0, "fn"),
+    }
+)
+
+#: tensor methods that reduce a loss to the scalar a backward needs (`loss.mean().backward()`):
+#: the graph backpropagated is the loss's, plus the reduction made right there
+LOSS_REDUCTIONS = frozenset({"mean", "sum"})
+
+#: `torch.distributions` classes: what their `sample()` draws is made under `no_grad`
+#: (a graph-free tensor; `rsample()` is the reparameterised draw that keeps the graph)
+DISTRIBUTIONS_PACKAGE = "torch.distributions."
+DISTRIBUTION_SAMPLING_METHODS = frozenset({"sample", "sample_n"})
+
+#: methods of Python's `str` that neither `nn.Module` nor `torch.Tensor` has, nor a model's
+#: usual own methods (`encode` is a VAE's or a transformer's): a value they are called on
+#: is a string (`mx_name.lower()`), not a model
+STR_ONLY_METHODS = frozenset(
+    {"lower", "upper", "startswith", "endswith", "strip", "lstrip", "rstrip", "splitlines", "capitalize",
+     "casefold", "isdigit", "isalpha", "isalnum", "zfill", "ljust", "rjust", "removeprefix", "removesuffix"}
+)

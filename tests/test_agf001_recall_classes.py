@@ -659,3 +659,208 @@ recon_x = vae.decoder(sample)
 print(recon_x.detach().shape)
 '''
     assert _wrapped_lines(_check(source)) == ["recon_x = vae.decoder(sample)"]
+
+
+# -- a test episode started as a process's target (A3C: `mp.Process(target=test, ...)`) --
+
+A3C_TEST = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.multiprocessing as mp
+from torch.distributions import Categorical
+
+
+class ActorCritic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 16)
+        self.fc_pi = nn.Linear(16, 2)
+
+    def pi(self, x):
+        return F.softmax(self.fc_pi(F.relu(self.fc1(x))), dim=0)
+
+
+def train(global_model, rank):
+    optimizer = torch.optim.Adam(global_model.parameters(), lr=0.01)
+    for step in range(10):
+        loss = -torch.log(global_model.pi(torch.randn(4))).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+def test(global_model):
+    score = 0.0
+    for n_epi in range(5):
+        s = torch.randn(4)
+        prob = global_model.pi(s)
+        a = Categorical(prob).sample().item()
+        score += a
+    print(score)
+
+
+if __name__ == "__main__":
+    global_model = ActorCritic()
+    global_model.share_memory()
+    processes = []
+    for rank in range(3):
+        if rank == 0:
+            p = mp.Process(target=test, args=(global_model,))
+        else:
+            p = mp.Process(target=train, args=(global_model, rank))
+        p.start()
+        processes.append(p)
+    for p in processes:
+        p.join()
+'''
+
+
+def test_a_test_episode_run_as_a_process_target_is_decorated() -> None:
+    # a new process runs `test` with grad on (torch's default) and drops its result:
+    # not a callback whose caller's grad mode is unseen
+    result = _check(A3C_TEST)
+    [finding] = [f for f in result.findings if "`test`" in f.message]
+    assert "@torch.no_grad()\ndef test(global_model):" in result.fixed
+    graph = _graph(A3C_TEST)
+    [test] = [f for f in graph.functions.values() if f.node.name.value == "test"]
+    assert test.thread_target and not test.passed_as_callback
+
+
+def test_a_process_target_started_under_no_grad_is_silent() -> None:
+    # a forked process inherits the grad mode of the thread that starts it
+    source = A3C_TEST.replace(
+        "            p = mp.Process(target=test, args=(global_model,))",
+        "            with torch.no_grad():\n                p = mp.Process(target=test, args=(global_model,))",
+    )
+    assert not [f for f in _check(source).findings if "`test`" in f.message]
+
+
+def test_a_function_passed_to_an_unknown_runner_stays_a_callback() -> None:
+    source = A3C_TEST.replace("mp.Process(target=test, args=(global_model,))", "runner.launch(test, global_model)")
+    assert not [f for f in _check(source).findings if "`test`" in f.message]
+
+
+# -- a continuous-action rollout: the action is a distribution's `sample()` -------------
+
+PPO_CONTINUOUS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributions import Normal
+
+
+class PPO(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.data = []
+        self.fc1 = nn.Linear(3, 64)
+        self.fc_mu = nn.Linear(64, 1)
+        self.fc_std = nn.Linear(64, 1)
+        self.optimizer = torch.optim.Adam(self.parameters(), lr=0.0003)
+
+    def pi(self, x):
+        x = F.relu(self.fc1(x))
+        return 2.0 * torch.tanh(self.fc_mu(x)), F.softplus(self.fc_std(x))
+
+    def put_data(self, transition):
+        self.data.append(transition)
+
+    def train_net(self):
+        s = torch.stack([t[0] for t in self.data])
+        a = torch.stack([t[1] for t in self.data])
+        mu, std = self.pi(s)
+        loss = -Normal(mu, std).log_prob(a).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.data = []
+
+
+def main():
+    model = PPO()
+    for n_epi in range(10):
+        s = torch.randn(3)
+        for t in range(20):
+            mu, std = model.pi(s)
+            dist = Normal(mu, std)
+            a = dist.sample()
+            log_prob = dist.log_prob(a)
+            model.put_data((s, a, log_prob.item()))
+            s = torch.randn(3)
+        model.train_net()
+'''
+
+
+def test_a_rollout_whose_action_is_a_distribution_sample_is_wrapped() -> None:
+    # `sample()` draws under no_grad: the stored action holds no graph, the log-prob
+    # leaves through `.item()`, so the policy forward's graph dies each step
+    assert _wrapped_lines(_check(PPO_CONTINUOUS)) == ["mu, std = model.pi(s)"]
+
+
+def test_a_reparameterised_sample_keeps_the_graph() -> None:
+    # `rsample()` keeps the graph back to mu and std, and the action is stored
+    assert _wrapped_lines(_check(PPO_CONTINUOUS.replace("a = dist.sample()", "a = dist.rsample()"))) == []
+
+
+def test_the_sample_method_of_a_name_that_is_no_distribution_keeps_the_graph() -> None:
+    # `dist` bound to something else too: which `sample()` runs is not known
+    source = PPO_CONTINUOUS.replace("            dist = Normal(mu, std)\n", "            dist = Normal(mu, std) if t else model.pi\n")
+    assert source != PPO_CONTINUOUS
+    assert _wrapped_lines(_check(source)) == []
+
+
+# -- a weight converter (timm's convert_from_mxnet): its helper's parameter is a string --
+
+CONVERTER = '''
+import argparse
+
+import torch
+from gluoncv.model_zoo import get_model
+from timm import create_model
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--model", default="all", type=str)
+ALL = ["resnet18_v1b", "se_resnext50_32x4d"]
+
+
+def convert(source_name, torch_name):
+    net = get_model(source_name, pretrained=True)
+    torch_net = create_model(torch_name)
+    source_params = [(k, v) for k, v in net.collect_params().items() if "running" not in k]
+    torch_params = {tn: torch.from_numpy(v.data().asnumpy()) for (tn, _), (_, v) in zip(torch_net.named_parameters(), source_params)}
+    torch_net.load_state_dict(torch_params)
+    torch.save(torch_net.state_dict(), "./%s.pth" % torch_name)
+
+
+def map_to_torch_model(mx_name):
+    torch_name = mx_name.lower()
+    if torch_name.startswith("se_"):
+        torch_name = torch_name.replace("se_", "se")
+    return "gluon_" + torch_name
+
+
+def main():
+    args = parser.parse_args()
+    if args.model == "all":
+        for mx_model in ALL:
+            torch_model = map_to_torch_model(mx_model)
+            convert(mx_model, torch_model)
+    else:
+        mx_model = args.model
+        torch_model = map_to_torch_model(mx_model)
+        convert(mx_model, torch_model)
+'''
+
+
+def test_a_parameter_used_as_a_string_is_no_model_whatever_callers_call_it() -> None:
+    # `mx_name.lower()`: nn.Module and tensors have no `lower`; the name `mx_model` of the
+    # callers' argument does not make `map_to_torch_model` a forward, nor `main` an evaluation
+    assert _check(CONVERTER).findings == []
+
+
+def test_the_same_helper_running_a_model_is_still_a_forward() -> None:
+    source = CONVERTER.replace("    torch_name = mx_name.lower()\n", "    torch_name = mx_name(torch.zeros(1)).argmax().item()\n")
+    source = source.replace('return "gluon_" + torch_name', "return torch_name")
+    assert source != CONVERTER
+    assert _check(source).findings != []

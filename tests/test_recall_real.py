@@ -62,6 +62,24 @@ def test_findings_match_sites_by_span_cell_and_rule(measure, tmp_path):
     assert "AGF012" not in tallies
 
 
+def test_a_finding_that_decorates_the_function_around_a_site_finds_it(measure, tmp_path):
+    # `@torch.no_grad()` on `test` is reported at its `def` line (5), its range ending at
+    # 14: the site at the forward (line 9) is fixed by it; a not-site inside the same
+    # range does not turn the finding false, and a finding ending before the site misses it
+    sites = tmp_path / "sites.toml"
+    sites.write_text(
+        'sites = [ { file = "a2c.py", line = 9, rule = "AGF001", status = "real", why = "test()" } ]\n'
+        'not_sites = [ { file = "a2c.py", line = 11, rule = "AGF001", why = "elsewhere" } ]\n'
+    )
+    F = measure.Finding
+    decorated = measure.measure(sites, [F("a2c.py", None, 5, "AGF001", "`test` runs the model", 14)])
+    assert (decorated["AGF001"].found_real, decorated["AGF001"].false) == (1, 0)
+    short = measure.measure(sites, [F("a2c.py", None, 5, "AGF001", "a statement before it", 8)])
+    assert (short["AGF001"].found_real, short["AGF001"].false) == (0, 1)
+    other_rule = measure.measure(sites, [F("a2c.py", None, 5, "AGF009", "another rule", 14)])
+    assert other_rule["AGF001"].found_real == 0
+
+
 def test_a_cell_that_does_not_parse_leaves_the_other_cells_searched(measure, tmp_path):
     import candidates
 

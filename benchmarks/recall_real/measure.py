@@ -6,7 +6,9 @@ snapshots (`snapshots.py`), runs `autograd-fix --no-verify --format json` on eac
 pass: what is found, not what verification accepts), and matches findings to sites.
 
 Matching: a finding matches a site when the file, the notebook cell (if any) and the rule
-are the same and its line lies in the site's `span` (default: the site's own line). Per
+are the same and its line lies in the site's `span` (default: the site's own line), or the
+site's line lies inside the node the finding reports and fixes whole (a function decorated
+with `@torch.no_grad()` is reported at its `def` line, its range covers the site). Per
 site status:
 - `real`: a bug the rule is meant to report; `latent`: true to the rule's definition but
   harmless on the paths the repository itself runs. Recall is printed for real sites and
@@ -46,6 +48,8 @@ class Finding:
     line: int
     rule: str
     message: str
+    #: the last line of the node the finding reports (a decorated function, a wrapped loop)
+    end_line: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,14 @@ class Entry:
             return False
         low, high = self.span or ((self.line, self.line) if self.line is not None else (None, None))
         return low is None or low <= finding.line <= high
+
+    def inside(self, finding: Finding) -> bool:
+        """The site lies inside the node the finding reports and fixes as a whole: a
+        decorated function (reported at its `def`), a wrapped loop. The fix covers the
+        site's line, so the site is found (used for sites only, never for judged entries)."""
+        if self.line is None or not self.covers(replace(finding, line=self.line)):
+            return False
+        return finding.line < self.line <= finding.end_line
 
 
 def entries(data: dict, key: str) -> list[Entry]:
@@ -108,7 +120,8 @@ def run_tool(root: Path) -> list[Finding]:
     for error in report["summary"].get("errors", []):
         sys.stdout.write(f"  tool error: {error}\n")
     return [
-        Finding(Path(f["path"]).resolve().relative_to(root.resolve()).as_posix(), f.get("cell"), f["line"], f["code"], f["message"])
+        Finding(Path(f["path"]).resolve().relative_to(root.resolve()).as_posix(), f.get("cell"), f["line"], f["code"], f["message"],
+                f.get("end_line") or f["line"])
         for f in report["findings"]
     ]
 
@@ -127,7 +140,7 @@ def measure(sites_file: Path, findings: list[Finding]) -> dict[str, Tally]:
     matched: set[Finding] = set()
     for site in sites:
         tally = tallies[site.rule]
-        hits = [f for f in findings if site.covers(f)]
+        hits = [f for f in findings if site.covers(f) or site.inside(f)]
         matched.update(hits)
         latent = site.status == "latent"
         tally.latent += latent

@@ -30,6 +30,7 @@ from autograd_fix.codemods.semantic.instances import InstanceTypes
 from autograd_fix.codemods.semantic.lightning import is_lightning_class, is_lightning_hook
 from autograd_fix.codemods.semantic.module_values import module_attributes
 from autograd_fix.codemods.semantic.nn_modules import module_classes
+from autograd_fix.codemods.torch_api import THREAD_TARGET_LAUNCHERS
 from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants
 
 
@@ -61,6 +62,9 @@ class FunctionFacts:
     #: passed as a value (`run_eval(model, loader, model.validation_step)`): called by
     #: code whose grad mode the call graph cannot see
     passed_as_callback: bool = False
+    #: run as a new thread's or process's target (`mp.Process(target=test)`): its grad
+    #: mode is torch's default there, its result is dropped (`THREAD_TARGET_LAUNCHERS`)
+    thread_target: bool = False
     #: some same-file call site runs it under no_grad (there, or in a caller that does), or
     #: it is a hook Lightning's evaluation loops run under no_grad (`validation_step`)
     called_under_no_grad: bool = False
@@ -160,6 +164,8 @@ class CallGraph:
         for function in self.functions.values():
             function.passed_as_callback = function.node.name.value in collector.callbacks
         self._propagate()
+        if self._mark_thread_targets(collector.thread_targets):
+            self._propagate()  # a target started under no_grad: what it calls is too
         # after propagation: a module-level call of a same-file function that trains counts
         top = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
         self.module_level_uses_grad = any(self.uses_grad(statement, None) for statement in top)
@@ -239,6 +245,19 @@ class CallGraph:
                 if call.func.attr.value in trainers or (current is function and may_train(call)):
                     return True
         return False
+
+    def _mark_thread_targets(self, targets: list[tuple["FunctionFacts | None", bool, str, cst.Call]]) -> bool:
+        """Mark functions started as a thread's or process's target; one started under
+        no_grad (there or in its caller) counts as called under no_grad: a forked process
+        inherits the starting thread's grad mode. True when that changed a function."""
+        changed = False
+        for caller, under_no_grad, name, where in targets:
+            for function in self.resolve(name, caller.class_name if caller else None, where):
+                function.thread_target = True
+                no_grad = under_no_grad or (caller is not None and (caller.decorated_no_grad or caller.called_under_no_grad))
+                if no_grad and not function.called_under_no_grad:
+                    function.called_under_no_grad = changed = True
+        return changed
 
     def _propagate(self) -> None:
         functions = list(self.functions.values())
@@ -517,8 +536,14 @@ class _Collector(cst.CSTVisitor):
         self.call_sites: list[tuple[FunctionFacts | None, bool, str, cst.Call]] = []
         #: names passed as call arguments (`fn`, `model.validation_step`): maybe callbacks
         self.callbacks: set[str] = set()
+        #: functions started as a thread's or process's target: (caller, under no_grad,
+        #: name, the launching call); their arguments are not callbacks of unseen grad mode
+        self.thread_targets: list[tuple[FunctionFacts | None, bool, str, cst.Call]] = []
+        self._target_arguments: set[int] = set()
 
     def visit_Arg(self, node: cst.Arg) -> None:
+        if id(node) in self._target_arguments:
+            return
         if isinstance(node.value, cst.Name):
             self.callbacks.add(node.value.value)
         elif isinstance(node.value, cst.Attribute):
@@ -630,10 +655,42 @@ class _Collector(cst.CSTVisitor):
         name = dotted_name(node.func)
         if self.no_grad_depth > 0:
             self.analysis.note_no_grad_call(name, node)
+        caller = self.functions[-1] if self.functions else None
+        self._note_thread_target(node, caller)
         if name is None:
             return
-        caller = self.functions[-1] if self.functions else None
         self.call_sites.append((caller, self.no_grad_depth > 0, name, node))
+
+    def _note_thread_target(self, call: cst.Call, caller: FunctionFacts | None) -> None:
+        """`threading.Thread(target=worker)`, `mp.spawn(run, ...)`: `worker` runs in a new
+        thread or process, not as a callback of unseen grad mode."""
+        where = THREAD_TARGET_LAUNCHERS.get(self.analysis.imports.qualified_name(call.func) or "")
+        if where is None:
+            return
+        position, keyword = where
+        positional = [argument for argument in call.args if argument.keyword is None and not argument.star]
+        chosen = [argument for argument in call.args if argument.keyword is not None and argument.keyword.value == keyword]
+        if not chosen and len(positional) > position and not any(argument.star for argument in call.args):
+            chosen = [positional[position]]
+        for argument in chosen:
+            target = dotted_name(argument.value)
+            if target is not None and target.count(".") <= 1:
+                self._target_arguments.add(id(argument))
+                self.thread_targets.append((caller, self.no_grad_depth > 0, target, call))
+
+
+def collected_by_pytest(function: FunctionFacts, path: str) -> bool:
+    """What pytest collects and runs on its own: `test*` functions of a test file (`test_*.py`,
+    `*_test.py`, under `tests/`), `test*` methods of a `Test*` class; `DA_rnn.test()`, a
+    module's own method, is never collected. Its caller is pytest, which trains nothing."""
+    name = function.node.name.value
+    if not name.startswith("test"):
+        return False
+    if function.class_name is not None:
+        return function.class_name.startswith("Test")
+    path = path.replace("\\", "/")
+    file_name = path.rsplit("/", 1)[-1]
+    return file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{path}"
 
 
 def bound_arguments(function: FunctionFacts, call: cst.Call) -> dict[str, cst.BaseExpression] | None:

@@ -15,11 +15,12 @@ which keeps a rule that relies on it silent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Container
 
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.torch_api import DISTRIBUTION_SAMPLING_METHODS, DISTRIBUTIONS_PACKAGE
 from autograd_fix.codemods.walk import iter_children, iter_descendants, node_types_of
 
 #: methods whose result holds no graph, whatever the receiver
@@ -243,19 +244,24 @@ def _no_source(call: cst.Call) -> bool:
 
 
 def expression_carries(
-    node: cst.CSTNode, tainted: set[str], imports: ImportIndex, is_source: Callable[[cst.Call], bool] = _no_source
+    node: cst.CSTNode, tainted: set[str], imports: ImportIndex, is_source: Callable[[cst.Call], bool] = _no_source,
+    distributions: Container[str] = frozenset(),
 ) -> bool:
     """Does the expression carry a graph, given the graph-carrying names `tainted` and the
     calls that make a new graph (`is_source`)? Cuts (`.item()`, `.detach()`, `argmax`,
-    comparisons, metadata such as `.shape`) stop it; any other operation passes it on."""
+    comparisons, metadata such as `.shape`, a `torch.distributions` object's `sample()`,
+    of a constructor call or of one of the names `distributions`) stop it; any other
+    operation passes it on."""
     def carries(child: cst.CSTNode) -> bool:
-        return expression_carries(child, tainted, imports, is_source)
+        return expression_carries(child, tainted, imports, is_source, distributions)
 
     if isinstance(node, cst.Name):
         return node.value in tainted
     if isinstance(node, cst.Call):
         if is_source(node):
             return True
+        if draws_sample(node, imports, distributions):
+            return False
         qualified = imports.qualified_name(node.func)
         name = qualified or (node.func.value if isinstance(node.func, cst.Name) else None)
         if name in CUTTING_FUNCTIONS:
@@ -274,6 +280,23 @@ def expression_carries(
     if isinstance(node, cst.Subscript):
         return carries(node.value)
     return any(carries(child) for child in iter_children(node))
+
+
+def draws_sample(call: cst.Call, imports: ImportIndex, distributions: Container[str] = frozenset()) -> bool:
+    """`Normal(mu, std).sample()`, `dist.sample()` of a name in `distributions`: a draw made
+    under no_grad, which holds no graph."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in DISTRIBUTION_SAMPLING_METHODS:
+        return False
+    receiver = func.value
+    if isinstance(receiver, cst.Name):
+        return receiver.value in distributions
+    return isinstance(receiver, cst.Call) and makes_distribution(receiver, imports)
+
+
+def makes_distribution(value: cst.BaseExpression, imports: ImportIndex) -> bool:
+    """A call of a `torch.distributions` class (`Normal(mu, std)`, `D.Categorical(p)`)."""
+    return isinstance(value, cst.Call) and (imports.qualified_name(value.func) or "").startswith(DISTRIBUTIONS_PACKAGE)
 
 
 def _registers_hook(node: cst.CSTNode) -> bool:

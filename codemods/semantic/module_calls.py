@@ -22,6 +22,7 @@ from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
 from autograd_fix.codemods.semantic.roles import NOT_A_FORWARD_TOKENS
+from autograd_fix.codemods.torch_api import STR_ONLY_METHODS
 from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants, walk
 
 #: `self.forward`, `model.forward`: explicit forward calls
@@ -76,6 +77,20 @@ def annotated_non_models(function: cst.FunctionDef, imports: ImportIndex) -> fro
             continue  # `Optional[nn.Module]`, a string: not decided here
         if _not_a_torch_model_type(qualified):
             found.add(param.name.value)
+    return frozenset(found)
+
+
+def used_as_strings(function: cst.FunctionDef) -> frozenset[str]:
+    """Parameters the function calls a method of `str` on that neither nn.Module nor a
+    tensor has (`mx_name.lower()`, `name.startswith("se_")`): strings by evidence,
+    whatever their callers' arguments are called (`map_mx_to_torch_model(mx_model)`)."""
+    params = function.params
+    names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    found = set()
+    for node in iter_descendants(function.body):
+        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
+                and node.func.value.value in names and node.func.attr.value in STR_ONLY_METHODS):
+            found.add(node.func.value.value)
     return frozenset(found)
 
 

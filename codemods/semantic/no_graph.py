@@ -103,11 +103,64 @@ class NoGraph:
                 return False  # a container that later code may fill with anything
             value = _bound_part(binding)
             if value is None:
-                if not _index_of_pair(binding, self.imports):
+                if not _index_of_pair(binding, self.imports) and not self._unpacked_free(binding, scope):
                     return False
             elif not self.expression(value, scope, trusted):
                 return False
         return True
+
+    def _unpacked_free(self, binding: Binding, scope: cst.FunctionDef | cst.Module) -> bool:
+        """`s, a, h = self.make_batch()`: the name is one element unpacked from a call of a
+        same-file function whose every `return` is a tuple display of that length, and the
+        element it receives holds no graph where that `return` stands (`return s, a, h_lst[0]`
+        after `s, a = torch.tensor(s_lst), torch.tensor(a_lst)`)."""
+        statement, call = binding.statement, binding.value
+        if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 or not isinstance(call, cst.Call):
+            return False
+        target = statement.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in target.elements):
+            return False
+        names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+        name = dotted_name(call.func)
+        if binding.name not in names or name is None or any(arg.star for arg in call.args):
+            return False
+        if "." in name and not name.startswith(("self.", "cls.")):
+            return False  # `obj.method()`: which class's method runs is not known
+        caller = self.graph.facts(scope) if isinstance(scope, cst.FunctionDef) else None
+        callee = self.graph.callee(name, caller.class_name if caller else None)
+        returned = self.graph.returned_values(name, caller.class_name if caller else None)
+        if callee is None or returned is None:
+            return False
+        index = names.index(binding.name)
+        for value in returned:
+            if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(names):
+                return False
+            element = value.elements[index]
+            if isinstance(element, cst.StarredElement) or not self._free_at_return(element.value, value, callee.node):
+                return False
+        return True
+
+    def _free_at_return(self, element: cst.BaseExpression, returned: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+        """Does `element`, read by the `return` of `returned` (a statement of the function's
+        body, not nested), hold no graph? A name there holds what the nearest statement
+        before the `return` that binds it made, when that is a plain assignment; elsewhere
+        every binding in the function counts (`name`)."""
+        if not isinstance(element, cst.Name) or element.value in self._mutated_in(function):
+            return self.expression(element, function)
+        body = function.body.body if isinstance(function.body, cst.IndentedBlock) else []
+        at = next((i for i, statement in enumerate(body) if isinstance(statement, cst.SimpleStatementLine)
+                   and any(isinstance(small, cst.Return) and small.value is returned for small in statement.body)), None)
+        if at is None:
+            return self.expression(element, function)
+        for statement in reversed(body[:at]):
+            found = [b for b in bindings(statement) if b.name == element.value]
+            if not found:
+                continue
+            if not isinstance(statement, cst.SimpleStatementLine) or len(found) != 1 or found[0].kind != "assign":
+                break
+            part = _bound_part(found[0])
+            return part is not None and self.expression(part, function)
+        return self.expression(element, function)
 
     def _param(self, name: str, function: cst.FunctionDef) -> bool:
         """Every same-file call passes a graph-free value (or leaves a graph-free default)."""

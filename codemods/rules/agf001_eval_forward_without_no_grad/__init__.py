@@ -16,7 +16,7 @@ from autograd_fix.codemods.names import iterable_tokens, last_segment, name_toke
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext, SiteFix
 from autograd_fix.codemods.site_fixes import no_grad_site_fix
 from autograd_fix.codemods.semantic.answer import Answer
-from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns
+from autograd_fix.codemods.semantic.callgraph import CallGraph, FunctionFacts, GraphReturns, collected_by_pytest
 from autograd_fix.codemods.semantic.dataflow import DROPPED, feeds_later_gradient, result_flow
 from autograd_fix.codemods.rules.agf001_eval_forward_without_no_grad.eval_mode_lines import (
     Region, child_blocks, dead_forward_line, forward_region, graphs_die_in_lines, local_bindings, may_return_tensor,
@@ -26,7 +26,7 @@ from autograd_fix.codemods.rules.agf001_eval_forward_without_no_grad.gradreach i
 from autograd_fix.codemods.semantic.graphflow import graph_flow
 from autograd_fix.codemods.semantic.module_calls import (
     ModelCalls, ModelScope, annotated_non_models, calls_method, hands_model_away, method_receivers, module_argument,
-    module_parameters, update_eval_state,
+    module_parameters, update_eval_state, used_as_strings,
 )
 from autograd_fix.codemods.semantic.loops import declared_global
 from autograd_fix.codemods.semantic.module_values import module_loop_names
@@ -83,7 +83,8 @@ class EvalForwardWithoutNoGrad(Rule):
     get the same wrap when nothing they make reaches a gradient, in this iteration or a later one.
     So does, in any mode, a forward of training code (a function or script that takes
     gradients) whose graph dies: an RL rollout's `prob = model.pi(s)` whose action leaves
-    through `.item()`, a target network's `next_q = target(s2)` read only through `.data` or
+    through `.item()` or is a distribution's `sample()` (drawn under no_grad; `rsample()`
+    keeps the graph), a target network's `next_q = target(s2)` read only through `.data` or
     `.detach()` before the loss (followed in control-flow order, later iterations included).
 
     ## Fix safety
@@ -101,7 +102,9 @@ class EvalForwardWithoutNoGrad(Rule):
     `set_grad_enabled(False)` (decorator, `with`, or a same-file caller), in Lightning's
     `validation_step`/`test_step`/`predict_step` and the helpers they call (Lightning
     already disables grad there), in
-    functions passed as callbacks (their caller's grad mode is unseen), in pytest tests
+    functions passed as callbacks (their caller's grad mode is unseen; a function started
+    as a thread's or process's target, `mp.Process(target=test)`, is no callback: it runs
+    with torch's default grad mode and its result is dropped), in pytest tests
     (`test*` functions of test files, `test*` methods of `Test*` classes), and in functions whose result a same-file caller feeds into a gradient
     computation (a caller that trains elsewhere but only logs this function's result,
     such as a `fit` calling `validate`, does not count). A function is not decorated on
@@ -340,7 +343,8 @@ class _Finder:
             lambda argument: module_argument(argument, self.is_module(argument), self.looks_like_model),
         )
         return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
-                          self._returns_graph(class_name), annotated_non_models(function.node, self.imports),
+                          self._returns_graph(class_name),
+                          annotated_non_models(function.node, self.imports) | used_as_strings(function.node),
                           self.classes)
 
     def _returns_graph(self, class_name: str | None) -> Callable[[cst.Call], bool]:
@@ -446,7 +450,7 @@ class _Finder:
         if function.decorated_no_grad or function.enclosed_no_grad or function.called_under_no_grad:
             return
         name = node.name.value
-        if self._is_pytest_test(name, function):
+        if collected_by_pytest(function, self.path):
             return
         same_class = function.class_name is not None and function.class_name == enclosing.class_name
         models = self.models_of(function, function.class_name if same_class else None)
@@ -537,16 +541,6 @@ class _Finder:
         if not flow.built or flow.returned or flow.escapes:
             return False
         return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name, node)))
-
-    def _is_pytest_test(self, name: str, function: FunctionFacts) -> bool:
-        """What pytest collects: `test*` functions of a test file, `test*` methods of a
-        `Test*` class; `DA_rnn.test()`, a module's own method, is never collected."""
-        if not name.startswith("test"):
-            return False
-        if function.class_name is not None:
-            return function.class_name.startswith("Test")
-        file_name = self.path.rsplit("/", 1)[-1]
-        return file_name.startswith("test_") or file_name.endswith("_test.py") or "/tests/" in f"/{self.path}"
 
     # -- loops and branches -------------------------------------------------------------
     def loop(self, node: cst.For | cst.While, scope: _Scope) -> None:

@@ -16,13 +16,14 @@ anything but a plain local name counts as reaching (a caller or an object may tr
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Container, Sequence
 
 import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.dataflow import assigned_names, read_names
-from autograd_fix.codemods.semantic.graphflow import STORING_METHODS, expression_carries
+from autograd_fix.codemods.semantic.graphflow import STORING_METHODS, expression_carries, makes_distribution
+from autograd_fix.codemods.semantic.loops import bindings
 from autograd_fix.codemods.walk import iter_descendants
 
 
@@ -44,7 +45,7 @@ def graph_reaches_gradient(
     path = _path_to(container.body if isinstance(container, cst.Module) else container.body.body, start)
     if path is None:
         return True  # not found: unknown, fail closed
-    walker = _Walker(imports, is_sink)
+    walker = _Walker(imports, is_sink, _Lazy(lambda: _distributions(container, imports)))
     try:
         tainted = walker.start(start, is_source)
         for block, index in reversed(path):
@@ -84,15 +85,40 @@ def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.BaseStatement]]:
     return [block for block in found if isinstance(block, (list, tuple))]
 
 
+def _distributions(container: cst.FunctionDef | cst.Module, imports: ImportIndex) -> frozenset[str]:
+    """Names every binding of which in `container` builds a `torch.distributions` object
+    (`dist = Normal(mu, std)`): their `sample()` holds no graph."""
+    found: dict[str, bool] = {}
+    for binding in bindings(container):
+        made = binding.kind == "assign" and binding.value is not None and makes_distribution(binding.value, imports)
+        found[binding.name] = found.get(binding.name, True) and made
+    return frozenset(name for name, made in found.items() if made)
+
+
+class _Lazy:
+    """Names computed on the first question (most walks never meet a `sample()` call)."""
+
+    def __init__(self, compute: Callable[[], frozenset[str]]) -> None:
+        self._compute = compute
+        self._names: frozenset[str] | None = None
+
+    def __contains__(self, name: object) -> bool:
+        if self._names is None:
+            self._names = self._compute()
+        return name in self._names
+
+
 class _Walker:
-    def __init__(self, imports: ImportIndex, is_sink: Callable[[cst.CSTNode], bool]) -> None:
+    def __init__(self, imports: ImportIndex, is_sink: Callable[[cst.CSTNode], bool],
+                 distributions: Container[str] = frozenset()) -> None:
         self.imports = imports
         self.is_sink = is_sink
+        self.distributions = distributions
         #: the forward calls of the start statement (only while it is walked)
         self.is_source: Callable[[cst.Call], bool] = _no_source
 
     def carries(self, node: cst.CSTNode, tainted: set[str]) -> bool:
-        return expression_carries(node, tainted, self.imports, self.is_source)
+        return expression_carries(node, tainted, self.imports, self.is_source, self.distributions)
 
     def block(self, statements: Sequence[cst.BaseStatement], tainted: set[str]) -> set[str]:
         for statement in statements:

@@ -78,7 +78,11 @@ class UnneededRetainGraph(RootTracker, Rule):
     before it is assigned in the iteration, or from outside it, must certainly hold no
     graph: integer indices such as `argmax` or topk's `[1]`, cuts such as `.data` or
     `.item()`, constants, same-file helpers returning only those, parameters that every
-    same-file call fills with those; nothing named like a hidden state, no
+    same-file call fills with those, elements a same-file builder returns in a tuple that
+    hold those where its `return` reads them; where the last binding that runs every
+    iteration comes before a read, only that binding reaches it (`delta =
+    delta.detach().numpy()` before a Python sum over `delta`); nothing named like a hidden
+    state unless it certainly holds no graph (`(h.detach(), c.detach())`), no
     in-file module whose `forward` stores tensors on `self`), and no tensor of the graph
     escapes (returned, stored on an attribute or in a container, passed to another
     function, declared global). One graph backpropagated several times with
@@ -182,7 +186,8 @@ class UnneededRetainGraph(RootTracker, Rule):
         scope = enclosing_scope(call, parents)
         gradient_calls = [c for c in all_nodes(scope, cst.Call) if is_gradient_call(c, imports)]  # type: ignore[arg-type]
         earlier = earlier_roots(call, gradient_calls, parents, imports) if len(gradient_calls) > 1 else None
-        plain = isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
+        # `l1.backward(retain_graph=True); l2.backward()` merges into `(l1 + l2).backward()`; not `l1.mean()`
+        plain = isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" and isinstance(call.func.value, cst.Name)
         follower = _following_backward(line, root.value, parents) if earlier is None and plain else None
         if earlier is not None:
             roots = list(dict.fromkeys([root.value, *earlier]))  # the last backward of a repeated graph

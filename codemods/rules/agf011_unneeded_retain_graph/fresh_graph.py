@@ -38,6 +38,7 @@ from autograd_fix.codemods.semantic.loops import (
 )
 from autograd_fix.codemods.semantic.module_values import builds_module, constant_attributes, plain_value
 from autograd_fix.codemods.semantic.no_graph import NoGraph
+from autograd_fix.codemods.walk import iter_descendants
 
 _PLACEMENT_METHODS = frozenset({"to", "cuda", "cpu", "type"})
 _GRAPH_ATTRIBUTES = frozenset({"grad_fn", "register_hook", "retain_grad", "next_functions"})
@@ -89,6 +90,7 @@ class FreshGraph:
         self.callees = {id(c.func) for c in all_nodes(self.region, cst.Call) if isinstance(c.func, cst.Attribute)}  # type: ignore[union-attr]
         #: names of the graph bound in the region (roots and everything they are computed from)
         self.graph: set[str] = set()
+        self._free_cache: dict[tuple[str, int], bool] = {}
 
     def _setup_tensors(self) -> frozenset[str]:
         """`self.X` made in this method before the loop from torch factories only (a GAN's
@@ -127,18 +129,20 @@ class FreshGraph:
         if self.allowed_outside is None or self._mentions_state():
             return False
         call_position = self.order.position(self.call)
-        pending = list(roots)
+        pending = [(root, self.call) for root in roots]
+        seen: set[tuple[str, int]] = set()
         while pending:
-            name = pending.pop()
-            if name in self.graph:
+            name, reader = pending.pop()
+            if (name, id(reader)) in seen:
                 continue
+            seen.add((name, id(reader)))
             found = [b for b in self.region_bindings if b.name == name]
             if not found:
                 return False  # a root or a value from outside the region that is not data
             self.graph.add(name)
             # a rebinding after the call (`x_hat = G(y, e).detach()` for a later update) does not
             # feed this graph: the iteration rebinds the name before the call before reading it
-            found = [b for b in found if self.order.position(b.statement) < call_position] or found
+            found = self._reaching(found, reader) or [b for b in found if self.order.position(b.statement) < call_position] or found
             for binding in found:
                 if binding.kind not in {"assign", "augassign", "annassign"} or binding.value is None:
                     return False
@@ -157,10 +161,69 @@ class FreshGraph:
                         continue
                     local = [b for b in self.region_bindings if b.name == read]
                     if local and min(self.order.position(b.statement) for b in local) < position:
-                        pending.append(read)
+                        pending.append((read, binding.statement))
                     elif read not in self.allowed_outside and not self._constant_outside(read) and not self._holds_no_graph(read):
                         return False  # from outside and not data, or carried from the last iteration
         return True
+
+    def _reaching(self, found: list[Binding], reader: cst.CSTNode) -> list[Binding]:
+        """The one binding of `found` whose value `reader` sees, when the code says so: the
+        last one before it runs every iteration (it dominates the reader), and no later one
+        sits in an inner loop around the reader (whose next round would see that one).
+        `advantage = torch.tensor(advantage_lst)` after a loop that accumulated a float
+        `advantage`: only the tensor reaches `surr = ratio * advantage`. [] when unsure."""
+        at = self.order.position(reader)
+        before = [b for b in found if -1 < self.order.position(b.statement) < at]
+        if not before or self.loop is None:
+            return []
+        latest = max(before, key=lambda b: self.order.position(b.statement))
+        if latest.kind != "assign" or not self._unconditional(latest.statement):
+            return []
+        around = [node for node in ancestors(reader, self.parents) if isinstance(node, (cst.For, cst.While))]
+        inner = around[: around.index(self.loop)] if self.loop in around else around
+        for binding in found:
+            if self.order.position(binding.statement) >= at and any(
+                loop is node for loop in inner for node in ancestors(binding.statement, self.parents)
+            ):
+                return []
+        return [latest]
+
+    def _free_at(self, name: str, reader: cst.CSTNode, pending: frozenset[tuple[str, int]] = frozenset()) -> bool:
+        """Does `name`, read by `reader` (a node of the region), certainly hold no graph
+        there? Flow-sensitive where the code says which binding reaches (`_reaching`):
+        `delta = delta.detach().numpy()` before `for item in delta[::-1]` cuts what the loop
+        reads, whatever `delta` held before; elsewhere every binding of the region counts,
+        and so does what the name holds from outside it. A cycle (`a = g * a + item[0]`)
+        is assumed free, the other bindings decide."""
+        key = (name, id(reader))
+        if key in pending:
+            return True
+        if key in self._free_cache:
+            return self._free_cache[key]
+        found = [b for b in self.region_bindings if b.name == name]
+        reached = self._reaching(found, reader)
+        answer = bool(found) or self._holds_no_graph(name) or self._constant_outside(name)
+        if answer and not reached and found:
+            answer = self._only_in_region(name) or self._holds_no_graph(name) or self._constant_outside(name)
+        for binding in reached or found:
+            if not answer:
+                break
+            answer = self._binding_free(binding, pending | {key})
+        self._free_cache[key] = answer
+        return answer
+
+    def _binding_free(self, binding: Binding, pending: frozenset[tuple[str, int]]) -> bool:
+        """The value `binding` gives its name holds no graph, its reads followed by `_free_at`."""
+        if binding.value is None or binding.kind not in {"assign", "for"} or self.no_graph is None:
+            return False
+        value = _element_value(binding) if binding.kind == "assign" else binding.value
+        if _copies_no_graph(value, self.imports) or self._no_graph_expression(value):
+            return True
+        reads = {n.value for n in read_name_nodes(value)} - {"self"}
+        free = frozenset(read for read in reads if self._free_at(read, binding.statement, pending))
+        if not isinstance(self.scope, (cst.FunctionDef, cst.Module)):
+            return False
+        return self.no_graph.expression(value, self.scope, free | self._trusted())
 
     def _no_graph_expression(self, value: cst.BaseExpression) -> bool:
         """`value` certainly holds no graph, with the region's data names (loop targets over
@@ -340,9 +403,11 @@ class FreshGraph:
 
     def _mentions_state(self) -> bool:
         """A value from outside the iteration named like carried state (`hidden`, `self.memory`);
-        names bound in the iteration (`loss_c`) were followed by `graph_is_fresh` instead."""
+        names bound in the iteration (`loss_c`) were followed by `graph_is_fresh` instead,
+        and a name that certainly holds no graph is no carried graph whatever it is called
+        (`first_hidden = (h.detach(), c.detach())`)."""
         for name in read_name_nodes(self.region):
-            if name.value not in self.region_bound and self.hints.is_state_name(name.value):
+            if name.value not in self.region_bound and self.hints.is_state_name(name.value) and not self._holds_no_graph(name.value):
                 return True
         for attribute in all_nodes(self.region, cst.Attribute):
             assert isinstance(attribute, cst.Attribute)
@@ -358,10 +423,24 @@ class FreshGraph:
                 continue  # `G(y, e_hat).detach()`: a value made right here, not a carried state
             if id(call) in returned and isinstance(call.func, cst.Attribute) and _bound_name(call.func.value, self.region_bound):
                 continue  # `return {"loss": loss.detach()}`: a local value handed back cut, carried nowhere
+            if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) and self._made_here(call.func.value):
+                continue  # `delta.detach()` of a value this iteration made before reading it: a cut, no carried state
             segment = last_segment(call.func)
             if segment is not None and self.hints.is_state_call(segment):
                 return True
         return False
+
+    def _made_here(self, read: cst.Name) -> bool:
+        """Does `read` see a value the iteration made: the name's first binding in the
+        region runs every iteration, before the read and not around it (`hidden =
+        hidden.detach()` reads the last iteration's value)?"""
+        found = [b for b in self.region_bindings if b.name == read.value]
+        if not found:
+            return False
+        first = min(found, key=lambda b: self.order.position(b.statement))
+        if not -1 < self.order.position(first.statement) < self.order.position(read) or not self._unconditional(first.statement):
+            return False
+        return not any(node is read for node in iter_descendants(first.statement))
 
     def graph_escapes(self, roots: list[str], imports: ImportIndex) -> bool:
         """Does a tensor of the graph leave the scope or meet another gradient API?"""
@@ -369,13 +448,22 @@ class FreshGraph:
         if derived & declared_global(self.scope):
             return True
         scope_bindings = bindings(self.scope)
+        def carried(node: cst.BaseExpression, reader: cst.CSTNode) -> bool:
+            """`node`, read at `reader`, reads a name of the graph that may hold it there."""
+            if breaks_graph(node):
+                return False
+            names = {n.value for n in read_name_nodes(node)} & derived
+            if self.order.position(reader) < 0:
+                return bool(names)  # outside the region: flow-insensitive
+            return any(not self._free_at(name, reader) for name in names)
+
         changed = True
         while changed:
             changed = False
             for binding in scope_bindings:
-                if binding.name in derived or binding.value is None or breaks_graph(binding.value):
+                if binding.name in derived or binding.value is None:
                     continue
-                if {n.value for n in read_name_nodes(binding.value)} & derived:
+                if carried(binding.value, binding.statement):
                     derived.add(binding.name)
                     changed = True
         if isinstance(self.scope, cst.Module):
@@ -386,13 +474,13 @@ class FreshGraph:
             nodes = all_nodes  # nested defs and lambdas count: fail closed
         for node in nodes(self.scope, (cst.Return, cst.Yield)):
             value = node.value  # type: ignore[union-attr]
-            if value is not None and _reads_unbroken(value, derived):
+            if value is not None and carried(value, node):
                 return True
         for node in nodes(self.scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
             value = node.value  # type: ignore[union-attr]
             if value is not None and any(isinstance(t, (cst.Attribute, cst.Subscript)) for t in targets):
-                if _reads_unbroken(value, derived):
+                if carried(value, node):
                     return True
         for node in nodes(self.scope, cst.Expr):
             assert isinstance(node, cst.Expr)
@@ -401,7 +489,7 @@ class FreshGraph:
                 continue
             if isinstance(call.func, cst.Name) and call.func.value == "print":
                 continue
-            if any(_reads_unbroken(a.value, derived) for a in call.args):
+            if any(carried(a.value, node) for a in call.args):
                 return True
         for attribute in nodes(self.scope, cst.Attribute):
             assert isinstance(attribute, cst.Attribute)
@@ -508,10 +596,6 @@ def _cut_whole(value: cst.BaseExpression) -> bool:
 
 def _bound_name(node: cst.BaseExpression, bound: set[str]) -> bool:
     return isinstance(node, cst.Name) and node.value in bound
-
-
-def _reads_unbroken(node: cst.BaseExpression, names: set[str]) -> bool:
-    return not breaks_graph(node) and bool({n.value for n in read_name_nodes(node)} & names)
 
 
 def _body(scope: cst.CSTNode) -> cst.CSTNode:

@@ -25,15 +25,19 @@ from autograd_fix.codemods.semantic.loops import (
     read_name_nodes,
     statement_line,
 )
+from autograd_fix.codemods.torch_api import LOSS_REDUCTIONS
 
 
 def retained_root(call: cst.Call) -> cst.Name | None:
-    """The loss a retaining backward backpropagates: `loss` in `loss.backward(...)` and in
-    `self.manual_backward(loss, ...)` (Lightning); None for anything else."""
+    """The loss a retaining backward backpropagates: `loss` in `loss.backward(...)`,
+    `loss.mean().backward(...)` and `self.manual_backward(loss, ...)` (Lightning); None for
+    anything else."""
     if not isinstance(call.func, cst.Attribute):
         return None
     if call.func.attr.value == "backward":
         root = call.func.value
+        if isinstance(root, cst.Call) and not root.args and isinstance(root.func, cst.Attribute) and root.func.attr.value in LOSS_REDUCTIONS:
+            root = root.func.value  # `loss.mean().backward()`: the graph of `loss`, reduced right here
     elif call.func.attr.value == "manual_backward":
         positional = [a.value for a in call.args if a.keyword is None]
         root = positional[0] if positional else None

@@ -7,6 +7,9 @@ import libcst as cst
 from autograd_fix.codemods.expressions import is_false
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
+from autograd_fix.codemods.names import last_segment
+from autograd_fix.codemods.semantic.callgraph import collected_by_pytest
+from autograd_fix.codemods.semantic.gradmode import find_grad_use
 from autograd_fix.codemods.semantic.roles import Role
 from autograd_fix.codemods.torch_api import DISTRIBUTED_PACKAGES, SET_TO_NONE_DEFAULT_SINCE, SET_TO_NONE_SINCE
 from autograd_fix.codemods.torch_version import supports
@@ -55,10 +58,11 @@ class ZeroGradSetToNoneFalse(Rule):
     `torch.distributed`): there DDP's gradient buckets, FSDP's and tensor parallelism's
     sharded gradients and the collectives run on `.grad` make keeping the buffers
     allocated a choice the author may have made on purpose (accelerate's N-D parallel
-    example does), which a single-process run cannot judge. Files that check the argument
-    itself (`zero_grad_mock.assert_called_with(set_to_none=False)`: a test that a wrapper
-    passes it on) are left alone too. Below torch 1.7 (no `set_to_none`) the rule stays
-    silent.
+    example does), which a single-process run cannot judge. A call in a pytest test that
+    takes no gradient (`fabric_optimizer.zero_grad(set_to_none=False)` under a mocked
+    `zero_grad`, then `assert_called_with(set_to_none=False)`) checks the argument itself,
+    not a training step: left alone. Below torch 1.7 (no `set_to_none`) the
+    rule stays silent.
 
     ## Verification
     Outputs (parameters, losses) equal and gradients equal at every optimizer step: a
@@ -79,24 +83,28 @@ class ZeroGradSetToNoneFalse(Rule):
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)
         self._calls: list[cst.Call] = []
+        #: the functions being visited, innermost last, and the one around each call
+        self._functions: list[cst.FunctionDef] = []
+        self._enclosing: dict[int, cst.FunctionDef] = {}
         self._own_zero_grad = False
         #: the file adds into `.grad` by hand: it relies on zeros being there
         self._writes_grad = False
-        #: the file checks that `set_to_none=` reaches a mock: the argument is what it tests
-        self._observes_argument = False
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._functions.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node)
         if node.name.value == "zero_grad" and any(p.name.value == "set_to_none" for p in node.params.params):
             self._own_zero_grad = True
 
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_grad" and _set_to_none_false(node):
             self._calls.append(node)
+            if self._functions:
+                self._enclosing[id(node)] = self._functions[-1]
         elif isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_") and _is_grad(node.func.value):
             self._writes_grad = True  # `p.grad.add_(g)`: needs a tensor there, not None
-        elif isinstance(node.func, cst.Attribute) and node.func.attr.value in _MOCK_CALL_CHECKS and any(
-                a.keyword is not None and a.keyword.value == "set_to_none" for a in node.args):
-            self._observes_argument = True  # `mock.assert_called_with(set_to_none=False)`: a test of the argument
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if _is_grad(node.target):
@@ -104,7 +112,7 @@ class ZeroGradSetToNoneFalse(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         floor = self.context.target_torch
-        if self._own_zero_grad or self._writes_grad or self._observes_argument or not self._calls \
+        if self._own_zero_grad or self._writes_grad or not self._calls \
                 or not supports(floor, SET_TO_NONE_SINCE):
             return
         if _trains_across_processes(self.context):
@@ -115,6 +123,8 @@ class ZeroGradSetToNoneFalse(Rule):
             receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
             if isinstance(receiver, cst.Name) and receiver.value in others:
                 continue
+            if self._in_a_test_that_trains_nothing(call):
+                continue
             if drop:
                 fix = Fix(Applicability.UNSAFE, (Edit(call, _drop_set_to_none),), "drop `set_to_none=False` (the default is `None` since 2.0)")
             else:
@@ -122,8 +132,18 @@ class ZeroGradSetToNoneFalse(Rule):
             self.report(call, fix=fix)
 
 
-#: a mock's checks of how it was called: with `set_to_none=` in them, the file tests the argument
-_MOCK_CALL_CHECKS = frozenset({"assert_called_with", "assert_called_once_with", "assert_any_call"})
+    def _in_a_test_that_trains_nothing(self, call: cst.Call) -> bool:
+        """The call stands in a function pytest runs that takes no gradient (nor does
+        anything of this file it calls): it tests the call, it is no training step."""
+        function = self._enclosing.get(id(call))
+        graph = self.context.semantic.call_graph
+        facts = graph.facts(function) if function is not None else None
+        if facts is None or not collected_by_pytest(facts, self.context.path):
+            return False
+        use = find_grad_use(facts.node.body, self.context.imports)
+        if any(not (isinstance(node, cst.Call) and last_segment(node.func) == "zero_grad") for node in use.direct):
+            return False  # a backward, an optimizer step: it trains
+        return not any(callee.uses_grad for name in facts.calls for callee in graph.resolve(name, facts.class_name, facts.node))
 
 
 def _trains_across_processes(context) -> bool:  # type: ignore[no-untyped-def]

@@ -82,6 +82,24 @@ class BatchUpdateParameterServer:
         self.optimizer.zero_grad(set_to_none=False)
 """
     ),
+    # a pytest test of the wrapper's argument passing (Lightning's test_wrappers): it trains nothing
+    valid(
+        """
+from unittest import mock
+
+import torch
+from lightning.fabric.wrappers import _FabricOptimizer
+
+
+def test_fabric_optimizer_zero_grad_kwargs():
+    with mock.patch("torch.optim.SGD.zero_grad") as zero_grad_mock:
+        optimizer = torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), 0.1)
+        fabric_optimizer = _FabricOptimizer(optimizer=optimizer, strategy=mock.Mock())
+        fabric_optimizer.zero_grad(set_to_none=False)
+        zero_grad_mock.assert_called_with(set_to_none=False)
+""",
+        filename="tests/test_wrappers.py",
+    ),
     # a file that trains across processes: keeping sharded gradient buffers can be deliberate
     valid(
         """
@@ -116,6 +134,34 @@ def test_zero_grad_kwargs():
 ]
 
 INVALID = [
+    # a pytest test that trains: its steps zero with a fill like any training loop
+    invalid(
+        """
+import torch
+
+
+def test_loss_decreases():
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad(set_to_none=False)
+        model(torch.randn(4, 2)).sum().backward()
+        optimizer.step()
+""",
+        """
+import torch
+
+
+def test_loss_decreases():
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(torch.randn(4, 2)).sum().backward()
+        optimizer.step()
+""",
+        filename="tests/test_training.py",
+    ),
     # 1. TorchFix's fixture: optimizer and module
     invalid(
         """
