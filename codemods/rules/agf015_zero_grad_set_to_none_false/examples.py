@@ -116,7 +116,7 @@ def train_step(model, optimizer, batch, group):
 """
     ),
     # a test that checks the argument is passed on (Lightning's Fabric wrapper test, found
-    # in the real-code audit): the argument itself is what the file observes
+    # in the real-code audit): a pytest test that takes no gradient checks the call itself
     valid(
         """
 from unittest import mock
@@ -129,7 +129,8 @@ def test_zero_grad_kwargs():
         wrapped = Wrapper(optimizer)
         wrapped.zero_grad(set_to_none=False)
         zero_grad_mock.assert_called_with(set_to_none=False)
-"""
+""",
+        filename="tests/test_wrappers.py",
     ),
 ]
 
