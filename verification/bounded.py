@@ -544,6 +544,8 @@ class Bounds:
         self.hunks = [sorted(int(line) for line in hunk) for hunk in hunks if hunk]
         #: backwards kept once every hunk ran (0: no stop); see `stop`
         self.stop_after = int(stop_after or 0) if self.hunks else 0
+        #: the stop as configured, for a re-run that must end where the run ended (`reset`)
+        self._stop_after_setting = self.stop_after
         self._reached: set[int] = set()
         #: backwards (`backwards`) and optimizer steps when the last hunk was first reached
         self._armed_at: int | None = None
@@ -782,12 +784,14 @@ class Bounds:
     def __exit__(self, *exc: object) -> None:
         self.uninstall()
 
-    def reset(self) -> None:
-        """Fresh counters (a re-run of the same program, e.g. for finite differences).
-        A re-run ends at its own backward: it is never stopped (`stop_after` off)."""
+    def reset(self, *, keep_stop: bool = False) -> None:
+        """Fresh counters (a re-run of the same program). A re-run that ends at its own
+        backward (finite differences, the second point) is never stopped (`stop_after`
+        off); one that must shorten the program as the run did (the float64 reference,
+        `keep_stop`) stops where the run stopped."""
         self._whiles.clear()
         self._depth = 0
-        self.stop_after = 0
+        self.stop_after = self._stop_after_setting if keep_stop else 0
         self._armed_at = None
         self._reached = set()
         self.stopped = None

@@ -675,7 +675,8 @@ def _float64_reference(spec: SideSpec, path: str, bounds: Bounds, clocks: ClockU
         found.update({name: value for name, value in bounds.observed().items() if not _clock_reading(name, value, clocks)})
         return found
 
-    return float64_reference(code, path, list(spec.argv or ()), bounds.reset, lambda: seed_all(0), outputs)
+    return float64_reference(code, path, list(spec.argv or ()), lambda: bounds.reset(keep_stop=True), lambda: seed_all(0),
+                             outputs)
 
 
 def _rerun(spec: SideSpec, path: str, device: str, bounds: Bounds) -> tuple[Any, str]:
