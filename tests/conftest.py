@@ -20,14 +20,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class _ModuleWithoutTorch(pytest.Module):
-    """A test module that skips as a whole when importing it needs the missing torch."""
+    """A test module that skips as a whole when importing it needs the missing torch (or
+    numpy, which the full set-up installs beside torch and the static one does not)."""
 
     def collect(self):
         try:
             return super().collect()
         except self.CollectError as error:
             cause = error.__cause__
-            if isinstance(cause, ModuleNotFoundError) and (cause.name or "").split(".")[0] == "torch":
+            if isinstance(cause, ModuleNotFoundError) and (cause.name or "").split(".")[0] in ("torch", "numpy"):
                 pytest.skip(f"{NO_TORCH}: {self.path.name} imports it", allow_module_level=True)
             raise
 
