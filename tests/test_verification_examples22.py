@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from autograd_fix.codemods.registry import rule_by_code
 from autograd_fix.verification import verify_pair
 
@@ -56,6 +58,7 @@ print(f"{per_step:.2f} ms per step")
 '''
 
 
+@pytest.mark.torch  # the clock marks keep torch's weights-only unpickler able to load them
 def test_clock_marks_survive_arithmetic_and_only_inside_the_block():
     import time
 
@@ -254,6 +257,7 @@ def test_a_precision_fix_is_accepted_and_a_wrong_one_rejected_where_the_original
     assert wrong.verdict == "rejected", wrong.reason
 
 
+@pytest.mark.torch
 def test_a_clock_reading_saved_in_a_checkpoint_loads_with_weights_only():
     import io
     import time
