@@ -36,7 +36,7 @@ from autograd_fix.codemods.engine import check_source  # noqa: E402
 from autograd_fix.codemods.registry import all_rules  # noqa: E402
 from autograd_fix.verification import Verifier  # noqa: E402
 from autograd_fix.verification.doctor.diagnose import diagnose  # noqa: E402
-from autograd_fix.verification.doctor.findings import Finding  # noqa: E402
+from autograd_fix.verification.doctor.outcome import Finding  # noqa: E402
 
 NO_RUNTIME_SYMPTOM = frozenset({"AGF005", "AGF007", "AGF009", "AGF012"})
 NEAR = 2

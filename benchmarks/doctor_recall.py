@@ -46,7 +46,7 @@ sys.path.insert(0, str(HERE / "long_runs"))
 from autograd_fix.cli.doctor import _static_findings, static_agreement  # noqa: E402
 from autograd_fix.verification import Verifier  # noqa: E402
 from autograd_fix.verification.doctor.diagnose import diagnose  # noqa: E402
-from autograd_fix.verification.doctor.findings import Finding  # noqa: E402
+from autograd_fix.verification.doctor.outcome import Finding  # noqa: E402
 
 #: rules whose bugs run correctly: what they flag has no symptom a run can show (AGF100:
 #: a ``noqa`` comment that suppresses nothing is text, never executed)

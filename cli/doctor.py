@@ -48,7 +48,7 @@ from autograd_fix.codemods.engine import check_source
 from autograd_fix.codemods.registry import all_rules
 from autograd_fix.codemods.safe_text import printable
 from autograd_fix.verification.bounded import describe
-from autograd_fix.verification.doctor.findings import TITLES, Diagnosis, Finding
+from autograd_fix.verification.doctor.outcome import TITLES, Diagnosis, Finding
 from autograd_fix.verification.trust import Isolation, UserConfigError, load_user_settings
 
 #: Ruff's exit codes, as the main command: 2 also when the run could not be made

@@ -21,7 +21,7 @@ from autograd_fix.codemods.registry import select_rules
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY
 from autograd_fix.codemods.site_fixes import site_fix_reason
 from autograd_fix.codemods.source import SourceError, read_source
-from autograd_fix.verification.doctor.findings import TITLES, Diagnosis, Finding
+from autograd_fix.verification.doctor.outcome import TITLES, Diagnosis, Finding
 
 #: a finding in a file outside the project (a library) or one that cannot be read
 OUTSIDE = "the file is outside the project or cannot be read"

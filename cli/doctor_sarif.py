@@ -11,7 +11,7 @@ from typing import Any
 
 from autograd_fix.cli.doctor_fixes import DoctorFiles
 from autograd_fix.cli.sarif import sarif_document
-from autograd_fix.verification.doctor.findings import TITLES, Diagnosis
+from autograd_fix.verification.doctor.outcome import TITLES, Diagnosis
 
 
 def _doc_descriptor(code: str) -> dict[str, Any]:

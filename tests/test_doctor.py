@@ -671,7 +671,7 @@ def test_static_agreement_inside_the_loop_the_static_rule_names() -> None:
     """A run's AGF001 at the forward inside a module-level evaluation loop is the site of
     the static AGF001 on that loop's header (its fix wraps the loop)."""
     from autograd_fix.cli.doctor import static_agreement
-    from autograd_fix.verification.doctor.findings import Finding
+    from autograd_fix.verification.doctor.outcome import Finding
 
     text = "import torch\nfor x in loader:\n    y = 1\n    z = 2\n    out = model(x)\nprint(out)\n"
     assert static_agreement(Finding("AGF001", "t.py", 5, ""), text, [("AGF001", 2)]) is True

@@ -47,7 +47,7 @@ from .ipython_lines import install_shell, runnable_source
 from .legacy import zero_dim_index_as_item
 from .place import Place, chain_argv, prepare
 from .printed import PrintedText
-from .probes import Probes, iter_tensors
+from .probes import Probes, iter_tensors, named_leaves
 from .protocol import BoundedRecord, CoverageRecord, GraphStateRecord, RunRecord, RunRecordDraft, SideSpec, Unbound
 from .reach import ReachTracer
 from .reference import float64_reference
@@ -617,14 +617,7 @@ def _harness_backward(record: RunRecordDraft, probes: Probes, roots: list[torch.
     differentiable = [t for t in roots if t.requires_grad and t.grad_fn is not None and t.is_floating_point()]
     if not differentiable:
         return
-    leaves: dict[str, torch.Tensor] = {}
-    for name, value in named.items():
-        if isinstance(value, nn.Module):
-            for pname, param in value.named_parameters():
-                if param.requires_grad:
-                    leaves.setdefault(f"{name}.{pname}", param)
-        elif isinstance(value, torch.Tensor) and value.requires_grad and value.is_leaf:
-            leaves.setdefault(name, value)
+    leaves = {name: leaf for name, leaf in named_leaves(named).items() if leaf.requires_grad}
     try:
         total = sum(t.float().sum() for t in differentiable)
         if leaves:

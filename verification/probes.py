@@ -107,6 +107,19 @@ def _heap_reader():
     return used
 
 
+def named_leaves(named: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The leaves a namespace holds, by the names a verdict uses: each module's parameters
+    (``model.fc.weight``) and each leaf tensor (``w``); the first name of a tensor wins."""
+    leaves: dict[str, torch.Tensor] = {}
+    for name, value in named.items():
+        if isinstance(value, nn.Module):
+            for pname, param in value.named_parameters():
+                leaves.setdefault(f"{name}.{pname}", param)
+        elif isinstance(value, torch.Tensor) and value.is_leaf:
+            leaves.setdefault(name, value)
+    return leaves
+
+
 def iter_tensors(value: Any, depth: int = 0):
     """Tensors inside nested lists/tuples/dicts (and one level of object attributes)."""
     if depth > 6:

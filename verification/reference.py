@@ -28,11 +28,11 @@ import sys
 from typing import Any, Callable
 
 import torch
-from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from .float64 import Float64Mode
 from .printed import PrintedText
+from .probes import named_leaves
 from .record import serialize
 
 
@@ -71,17 +71,9 @@ _NARROW = frozenset({torch.float32, torch.float16, torch.bfloat16})
 
 
 def _leaf_grads(namespace: dict[str, Any]) -> dict[str, Any]:
-    grads: dict[str, Any] = {}
-    for name, value in namespace.items():
-        if name.startswith("_"):
-            continue
-        if isinstance(value, nn.Module):
-            for pname, param in value.named_parameters():
-                if param.grad is not None:
-                    grads.setdefault(f"{name}.{pname}", serialize(param.grad.detach().clone()))
-        elif isinstance(value, torch.Tensor) and value.is_leaf and value.grad is not None:
-            grads.setdefault(name, serialize(value.grad.detach().clone()))
-    return grads
+    public = {name: value for name, value in namespace.items() if not name.startswith("_")}
+    return {name: serialize(leaf.grad.detach().clone()) for name, leaf in named_leaves(public).items()
+            if leaf.grad is not None}
 
 
 def float64_reference(code: Any, path: str, argv: list[str], reset: Callable[[], None], seed: Callable[[], None],

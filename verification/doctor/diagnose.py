@@ -20,7 +20,8 @@ from ..redact import Redactor
 from ..shadow import ShadowCopies, ShadowError
 from ..trust import UserSettings
 from .driving import choose
-from .findings import Diagnosis, analyse
+from .findings import analyse
+from .outcome import Diagnosis
 
 
 def _reader(root: str | None, script: str, text: str):

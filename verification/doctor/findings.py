@@ -19,12 +19,9 @@ from .crashes import crash
 from .flow import explained_by_cuts, misspelled, reentrant, silent
 from .functions import custom_functions
 from .held import holders, recurrent
-from .outcome import ANOMALY_LEFTOVER, AUTOGRAD_CRASH, DEBUG_LEFTOVER, TITLES, Diagnosis, Finding, Reader
+from .outcome import Finding, Reader
 from .steps import leftovers, stale_steps, unscaled_accumulation
 from .unused import unused_graphs, unused_retains
-
-__all__ = ["ANOMALY_LEFTOVER", "AUTOGRAD_CRASH", "DEBUG_LEFTOVER", "TITLES", "Diagnosis", "Finding", "Reader", "analyse"]
-
 
 def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, Any] | None = None) -> list[Finding]:
     """Every finding a run's record supports (`focus`: the record of the focused
