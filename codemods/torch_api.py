@@ -199,3 +199,14 @@ STR_ONLY_METHODS = frozenset(
     {"lower", "upper", "startswith", "endswith", "strip", "lstrip", "rstrip", "splitlines", "capitalize",
      "casefold", "isdigit", "isalpha", "isalnum", "zfill", "ljust", "rjust", "removeprefix", "removesuffix"}
 )
+
+#: factories whose positional arguments are the shape: `torch.ones(1)` holds one element
+#: (`torch.full` takes the shape first, then the fill value)
+SIZED_FACTORIES = frozenset({"torch.ones", "torch.zeros", "torch.empty", "torch.rand", "torch.randn", "torch.full"})
+#: constructors from data: `torch.tensor(0.5)` and `torch.tensor([flag])` hold one element
+DATA_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor"})
+#: tensor methods that keep the number of elements (casts, copies, moves): a one-element
+#: tensor stays one (`torch.ones(1).int()`)
+ELEMENT_COUNT_PRESERVING_METHODS = frozenset(
+    {"int", "long", "float", "double", "half", "bool", "to", "cpu", "cuda", "detach", "clone", "type_as", "neg", "abs"}
+)

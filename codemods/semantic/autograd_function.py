@@ -645,6 +645,11 @@ def _local_names(function: cst.FunctionDef) -> set[str]:
     return names
 
 
+def assigned_values(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None]]:
+    """name -> every value assigned to it in the function (None: bound some other way)."""
+    return _assignments(function)
+
+
 def _assignments(function: cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None]]:
     """name -> every value assigned to it in the function (None: bound some other way)."""
     collector = _AssignmentCollector()

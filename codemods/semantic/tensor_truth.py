@@ -5,29 +5,141 @@ Why here: AGF018 reports such a test (it raises "Boolean value of Tensor with mo
 one value is ambiguous" for any real batch), and AGF004, which turns a returned Python
 `0` into `None`, must leave it alone (its fix would keep the test that raises): one
 answer to one question, for both rules.
+
+A tensor known to hold one element has a legal truth value, and branching on it is a
+whole-tensor switch by design: a flag that `forward` saves as `torch.ones(1)` or
+`torch.tensor([x.requires_grad])` (nn-toolbox's ShakeShake, a binarizer's "needs grad"
+flag). So is a comparison with `None` (`tensor == None` is Python's `False`). Neither is
+a test this module reports.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
+from autograd_fix.codemods import torch_api
+from autograd_fix.codemods.imports import ImportIndex
+from autograd_fix.codemods.semantic.autograd_function import (
+    CustomFunction,
+    assigned_values,
+    is_scalar_literal,
+    save_for_backward_calls,
+    subscript_index,
+)
 from autograd_fix.codemods.semantic.dataflow import assigned_names
 from autograd_fix.codemods.walk import iter_descendants
 
 _ORDERING = (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual, cst.Equal, cst.NotEqual)
 
 
-def backward_tensor_names(backward: cst.FunctionDef) -> set[str]:
-    """The gradient parameters, names unpacked from `ctx.saved_tensors`, and names
-    computed from those (one pass in source order)."""
+@dataclass(frozen=True)
+class BackwardTensors:
+    """The values of one custom `backward` that may hold more than one element."""
+
+    names: frozenset[str]
+    #: positions of `ctx.saved_tensors` that hold one element after every `save_for_backward`
+    one_element_slots: frozenset[int] = frozenset()
+
+    def tested(self, test: cst.BaseExpression) -> bool:
+        """Whether `test` asks one of these for its truth value."""
+        return tests_tensor(test, set(self.names), self.one_element_slots)
+
+
+def backward_tensors(function: CustomFunction, imports: ImportIndex) -> BackwardTensors | None:
+    """What `function`'s backward holds as (possibly multi-element) tensors; None without a backward."""
+    if function.backward is None:
+        return None
+    slots = one_element_saved_slots(function, imports)
+    return BackwardTensors(frozenset(backward_tensor_names(function.backward, slots)), slots)
+
+
+def backward_tensor_names(backward: cst.FunctionDef, one_element_slots: frozenset[int] = frozenset()) -> set[str]:
+    """The gradient parameters, names unpacked from `ctx.saved_tensors` (but those at a
+    one-element slot), and names computed from those (one pass in source order)."""
     params = [*backward.params.posonly_params, *backward.params.params]
     names = {p.name.value for p in params[1:]}
     for node in iter_descendants(backward.body):
         if isinstance(node, cst.Assign):
-            if _saved_tensors(node.value) or (names_in(node.value) & names and _tensor_expression(node.value)):
+            if _saved_tensors(node.value):
+                for target in node.targets:
+                    names |= _saved_names(target.target, node.value, one_element_slots)
+            elif names_in(node.value) & names and _tensor_expression(node.value):
                 for target in node.targets:
                     names |= assigned_names(target.target)
     return names
+
+
+def _saved_names(target: cst.BaseExpression, value: cst.BaseExpression, slots: frozenset[int]) -> set[str]:
+    """Names bound from `ctx.saved_tensors` (or `ctx.saved_tensors[i]`) but those at one-element slots."""
+    if isinstance(value, cst.Subscript):
+        return set() if subscript_index(value) in slots else assigned_names(target)
+    if isinstance(target, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in target.elements):
+        kept = [assigned_names(e.value) for i, e in enumerate(target.elements) if i not in slots]
+        return set().union(*kept)
+    return assigned_names(target)
+
+
+def one_element_saved_slots(function: CustomFunction, imports: ImportIndex) -> frozenset[int]:
+    """Positions `i` where every `ctx.save_for_backward(...)` of the Function saves a tensor
+    built with one element right there (`torch.ones(1)`, `torch.tensor([flag])`, or a name
+    bound only to such values): `ctx.saved_tensors[i]` then holds one element in backward."""
+    method, ctx = function.ctx_function(), function.forward_ctx()
+    if method is None or ctx is None:
+        return frozenset()
+    calls = save_for_backward_calls(method, ctx)
+    if not calls or any(a.star or a.keyword is not None for c in calls for a in c.args):
+        return frozenset()
+    values = assigned_values(method)
+    width = min(len(c.args) for c in calls)
+    return frozenset(i for i in range(width) if all(_one_element(c.args[i].value, values, imports) for c in calls))
+
+
+def _one_element(
+    node: cst.BaseExpression, values: dict[str, list[cst.BaseExpression | None]], imports: ImportIndex, depth: int = 0
+) -> bool:
+    """A value built to hold exactly one element: a literal unit shape or one literal datum, or a cast of one."""
+    if depth > 4:
+        return False
+    if isinstance(node, cst.Name):
+        bound = values.get(node.value, [])
+        return bool(bound) and all(v is not None and _one_element(v, values, imports, depth + 1) for v in bound)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        return _one_element(node.expression, values, imports, depth)
+    if not isinstance(node, cst.Call):
+        return False
+    qualified = imports.qualified_name(node.func)
+    if qualified is None and isinstance(node.func, cst.Attribute):
+        # a method on a value (not a `torch.` function): casts and copies keep the count
+        method = node.func.attr.value
+        return method in torch_api.ELEMENT_COUNT_PRESERVING_METHODS and _one_element(node.func.value, values, imports, depth)
+    positional = [a.value for a in node.args if a.keyword is None and not a.star]
+    if qualified in torch_api.SIZED_FACTORIES:
+        shape = positional[:1] if qualified == "torch.full" else positional
+        return len(shape) >= 1 and all(_unit_shape(s) for s in shape)
+    if qualified in torch_api.DATA_CONSTRUCTORS and len(positional) == 1:
+        data = positional[0]
+        if isinstance(data, (cst.List, cst.Tuple)):
+            return len(data.elements) == 1 and _single_datum(data.elements[0])
+        return is_scalar_literal(data) and not isinstance(data, cst.Tuple)
+    return False
+
+
+def _unit_shape(node: cst.BaseExpression) -> bool:
+    """`1`, `(1,)`, `[1, 1]`: a size of one element in all."""
+    if isinstance(node, cst.Integer):
+        return node.evaluated_value == 1
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return all(not isinstance(e, cst.StarredElement) and _unit_shape(e.value) for e in node.elements)
+    return False
+
+
+def _single_datum(element: cst.BaseElement) -> bool:
+    """The one element of `torch.tensor([e])` is one value: no nested display, no unpacking."""
+    return not isinstance(element, cst.StarredElement) and not isinstance(
+        element.value, (cst.List, cst.Tuple, cst.Set, cst.ListComp, cst.GeneratorExp, cst.SetComp)
+    )
 
 
 def names_in(node: cst.CSTNode) -> set[str]:
@@ -57,7 +169,7 @@ def _tensor_expression(node: cst.BaseExpression) -> bool:
     if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
         return True
     if isinstance(node, cst.Comparison):
-        return all(isinstance(c.operator, _ORDERING) for c in node.comparisons)
+        return all(isinstance(c.operator, _ORDERING) for c in node.comparisons) and not _compares_none(node)
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         method = node.func.attr.value
         if method in _REDUCTIONS:
@@ -66,29 +178,39 @@ def _tensor_expression(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name)
 
 
-def _is_tensor(node: cst.BaseExpression, tensors: set[str]) -> bool:
-    """A tensor name, `ctx.saved_tensors[i]`, or arithmetic / a tensor-keeping method on one."""
+def _is_tensor(node: cst.BaseExpression, tensors: set[str], slots: frozenset[int] = frozenset()) -> bool:
+    """A tensor name, `ctx.saved_tensors[i]` (not at a one-element slot), or arithmetic /
+    a tensor-keeping method on one."""
     if isinstance(node, cst.Name):
         return node.value in tensors
     if isinstance(node, cst.BinaryOperation):
-        return _is_tensor(node.left, tensors) or _is_tensor(node.right, tensors)
+        return _is_tensor(node.left, tensors, slots) or _is_tensor(node.right, tensors, slots)
     if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
-        return _is_tensor(node.expression, tensors)
-    if isinstance(node, cst.Comparison) and _tensor_expression(node):
-        return any(_is_tensor(operand, tensors) for operand in (node.left, *(c.comparator for c in node.comparisons)))
+        return _is_tensor(node.expression, tensors, slots)
+    if isinstance(node, cst.Comparison) and _tensor_expression(node) and not _compares_none(node):
+        return any(_is_tensor(operand, tensors, slots) for operand in _operands(node))
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and _tensor_expression(node):
-        return _is_tensor(node.func.value, tensors)
-    return isinstance(node, cst.Subscript) and _saved_tensors(node)
+        return _is_tensor(node.func.value, tensors, slots)
+    return isinstance(node, cst.Subscript) and _saved_tensors(node) and subscript_index(node) not in slots
 
 
-def tests_tensor(test: cst.BaseExpression, tensors: set[str]) -> bool:
+def _operands(node: cst.Comparison) -> tuple[cst.BaseExpression, ...]:
+    return (node.left, *(c.comparator for c in node.comparisons))
+
+
+def _compares_none(node: cst.Comparison) -> bool:
+    """`x == None`, `x != None`: a tensor compared with None gives Python's bool, not a tensor."""
+    return any(isinstance(o, cst.Name) and o.value == "None" for o in _operands(node))
+
+
+def tests_tensor(test: cst.BaseExpression, tensors: set[str], slots: frozenset[int] = frozenset()) -> bool:
     """A comparison with a tensor on either side (`x > 0`, `grad == 0`), or a bare tensor."""
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return tests_tensor(test.expression, tensors)
+        return tests_tensor(test.expression, tensors, slots)
     if isinstance(test, cst.BooleanOperation):
-        return tests_tensor(test.left, tensors) or tests_tensor(test.right, tensors)
-    if _is_tensor(test, tensors):
+        return tests_tensor(test.left, tensors, slots) or tests_tensor(test.right, tensors, slots)
+    if _is_tensor(test, tensors, slots):
         return True
     if not isinstance(test, cst.Comparison) or not all(isinstance(c.operator, _ORDERING) for c in test.comparisons):
         return False
-    return any(_is_tensor(operand, tensors) for operand in (test.left, *(c.comparator for c in test.comparisons)))
+    return not _compares_none(test) and any(_is_tensor(operand, tensors, slots) for operand in _operands(test))

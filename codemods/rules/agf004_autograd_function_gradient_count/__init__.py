@@ -24,7 +24,7 @@ from autograd_fix.codemods.semantic.autograd_function import (
 from autograd_fix.codemods.rules.agf004_autograd_function_gradient_count.function_inputs import input_evidence
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
-from autograd_fix.codemods.semantic.tensor_truth import backward_tensor_names, tests_tensor
+from autograd_fix.codemods.semantic.tensor_truth import backward_tensors
 from autograd_fix.codemods.rule import Contract, Rule, RuleContext
 
 
@@ -333,8 +333,8 @@ class _Checker:
         branches = [b for b in (node.body, node.orelse) if is_zero_literal(b)]
         if not branches:
             return
-        backward = self.function.backward
-        if backward is not None and tests_tensor(node.test, backward_tensor_names(backward)):
+        tensors = backward_tensors(self.function, self.imports)
+        if tensors is not None and tensors.tested(node.test):
             # a tensor's truth value: the test raises "ambiguous" before any `0` is
             # returned; AGF018 reports it (its fix is `torch.where`), `0 -> None` would not help
             return

@@ -7,9 +7,8 @@ import libcst as cst
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.autograd_function import CustomFunction
-from autograd_fix.codemods.semantic.tensor_truth import backward_tensor_names, names_in, tests_tensor
+from autograd_fix.codemods.semantic.tensor_truth import backward_tensors, names_in
 from autograd_fix.codemods.walk import iter_descendants
-
 
 
 class BackwardBranchesOnTensor(Rule):
@@ -82,12 +81,15 @@ class BackwardBranchesOnTensor(Rule):
                 self._check(function, function.backward)
 
     def _check(self, function: CustomFunction, backward: cst.FunctionDef) -> None:
-        tensors = backward_tensor_names(backward)
+        facts = backward_tensors(function, self.context.imports)
+        if facts is None:
+            return
+        tensors = set(facts.names)
         torch_name, needs = self.context.imports.expression_for("torch")
         for node in iter_descendants(backward.body):
-            if isinstance(node, cst.If) and tests_tensor(node.test, tensors):
+            if isinstance(node, cst.If) and facts.tested(node.test):
                 self.report(node.test)
-            elif isinstance(node, cst.IfExp) and tests_tensor(node.test, tensors):
+            elif isinstance(node, cst.IfExp) and facts.tested(node.test):
                 fix = None
                 if isinstance(node.test, cst.Comparison) and _branch_ok(node.body, tensors) and (_branch_ok(node.orelse, tensors) or _is_zero(node.orelse)):
                     fix = Fix(Applicability.UNSAFE, (Edit(node, _as_where(torch_name)),), "use `torch.where`", needs)

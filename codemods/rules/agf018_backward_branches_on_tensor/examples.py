@@ -153,6 +153,53 @@ class ClippedIdentity(torch.autograd.Function):
         return (grad_out / scale if grad_out.abs().max() > 10.0 else grad_out), None
 """
     ),
+    # a mode flag that forward saves as a one-element tensor (nn-toolbox's ShakeShake): its
+    # truth value is legal, the switch is for the whole tensor on purpose
+    valid(
+        """
+import torch
+
+class ShakeShakeFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, branches, keep):
+        weights = torch.rand(branches.shape[0], branches.shape[1])
+        weights = weights / weights.sum(dim=0, keepdim=True)
+        if keep:
+            ctx.save_for_backward(torch.ones(1), weights)
+        else:
+            ctx.save_for_backward(torch.zeros(1), branches.shape[0] * torch.ones(1).int())
+        return (weights[..., None] * branches).sum(dim=0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        if ctx.saved_tensors[0] == 1:
+            weights = ctx.saved_tensors[1]
+        else:
+            weights = torch.rand(ctx.saved_tensors[1].item(), grad_output.shape[0])
+        return weights[..., None] * grad_output, None
+"""
+    ),
+    # a one-element flag bound to a name and unpacked, and a comparison with None
+    # (`tensor == None` is Python's False, no tensor)
+    valid(
+        """
+import torch
+
+class BinarizeForwardOnly(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        needs_grad = torch.tensor([input.requires_grad])
+        ctx.save_for_backward(needs_grad, input)
+        return input.gt(0.5).to(input.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        needs_grad, input = ctx.saved_tensors
+        if input == None:
+            return None
+        return (g if needs_grad else None)
+"""
+    ),
 ]
 
 INVALID = [
@@ -407,6 +454,29 @@ class LeakyStep(torch.autograd.Function):
         if positive:
             return grad_output
         return grad_output * 0.01
+"""
+    ),
+    # a slot that one `save_for_backward` fills with a one-element flag and another with
+    # the input: not one element in every run, still reported
+    invalid(
+        """
+import torch
+
+class MaybeFlag(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, frozen):
+        if frozen:
+            ctx.save_for_backward(torch.zeros(1))
+        else:
+            ctx.save_for_backward(x)
+        return x.clamp(min=0)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        if x > 0:
+            return grad_output
+        return grad_output * 0
 """
     ),
 ]
