@@ -53,9 +53,11 @@ class BackwardBranchesOnTensor(Rule):
     the intent only where the compared tensor has the gradient's shape (an input saved
     for backward of an elementwise op). Only a conditional expression whose branches are
     tensors or the literal `0` is rewritten; tests on `.shape`, `.dim()`, `.numel()`,
-    `.item()`, `.all()`, `.any()`, `is None` and `ctx.needs_input_grad` give Python values
-    and are left alone, and so are tests on a reduction to a single value
-    (`x.abs().max() <= t`, `mask.sum() > 0`): those are legal Python, raise nothing, and
+    `.item()`, `.all()`, `.any()`, `is None`, `== None` and `ctx.needs_input_grad` give
+    Python values and are left alone, and so are tests on a reduction to a single value
+    (`x.abs().max() <= t`, `mask.sum() > 0`) and on a flag that every `save_for_backward`
+    saves as a one-element tensor (`torch.ones(1)`, `torch.tensor([x.requires_grad])`):
+    those are legal Python, raise nothing, and
     may be an intended whole-tensor switch (gradient clipping, an early exit), which the
     contract below (an error that goes away, gradcheck) cannot judge. An `if` statement is report-only: its branches are statements,
     and which elementwise form they mean is for a person to write.
