@@ -73,6 +73,9 @@ from .manual import HandUpdates
 TAG = "autograd_fix_doctor"
 #: the key that marks the root node of a backward pass (a loss that was backpropagated)
 ROOT = "autograd_fix_doctor_root"
+#: the key of the pass that made a node (an outermost forward's output): (site, the
+#: site's pass number, optimizer steps, backward passes), read when an old graph comes back
+PRODUCER = "autograd_fix_doctor_producer"
 #: nodes walked per holder or per forward input, at most (a huge graph is not walked whole)
 WALK_LIMIT = 20000
 #: items of one container looked at when scanning for holders (the newest: a list grows at its end)
@@ -91,10 +94,12 @@ Site = tuple[str, int]  # (file as the child sees it, line)
 class _Pass:
     """One outermost forward pass under grad mode: its saved tensors and their fate."""
 
-    __slots__ = ("site", "caller", "alive", "unpacked", "nbytes", "storages", "ended", "settled")
+    __slots__ = ("site", "caller", "alive", "unpacked", "nbytes", "storages", "ended", "settled", "index")
 
-    def __init__(self, site: Site, caller: Site | None = None) -> None:
+    def __init__(self, site: Site, caller: Site | None = None, index: int = 0) -> None:
         self.site = site
+        #: the site's pass number (its `_SiteStats.passes` when this pass opened)
+        self.index = index
         #: the next project frame up (a helper that returns the model's output is
         #: judged by its callers: `findings._unused_graphs`)
         self.caller = caller
@@ -176,6 +181,8 @@ class Watch:
         self._params: dict[int, nn.Parameter] = {}
         self._earliest: dict[int, int] = {}
         self._steps_of: dict[int, int] = {}
+        #: the optimizer step (`steps_total` before it) that last updated each parameter
+        self._stepped_at: dict[int, int] = {}
         self._nonzero: set[int] = set()
         self._param_names: dict[int, str] = {}
         self._in_modules: set[int] = set()  # parameters named from a model's own hierarchy
@@ -202,6 +209,8 @@ class Watch:
         self._retains: list[_Retain] = []
         self.holders: dict[tuple[str, str, int, str], dict[str, Any]] = {}
         self.recurrent: dict[Site, dict[str, Any]] = {}
+        #: forwards fed an output of their own iteration whose graph a backward went through
+        self.reused: dict[Site, dict[str, Any]] = {}
         self._flagged: tuple[int, int] | None = None  # the iteration whose old graph was reported
         self.functions: dict[str, dict[str, Any]] = {}
         #: (backward site, where anomaly mode was turned on) -> backward passes under it
@@ -480,12 +489,12 @@ class Watch:
             if torch.is_grad_enabled() and self._module_names.get(key) and any(True for _ in module.parameters()):
                 site, caller, in_module = self._site_and_caller(3)
                 if site is not None:
-                    self._current = _Pass(site, caller)
+                    stats = self.sites.setdefault(site, _SiteStats())
+                    stats.passes += 1
+                    self._current = _Pass(site, caller, stats.passes)
                     self._open.append(self._current)
                     if len(self._open) % 256 == 0:
                         self._open = [p for p in self._open if not p.settled]
-                    stats = self.sites.setdefault(site, _SiteStats())
-                    stats.passes += 1
                     stats.module_method = stats.module_method or in_module
                     if caller is not None:
                         stats.callers.setdefault(caller, [0, 0])[0] += 1
@@ -499,6 +508,10 @@ class Watch:
         if self._depth == 0 and self._current is not None:
             current = self._current
             current.ended = True
+            made = (current.site, current.index, self.steps_total, self.backward_count)
+            for tensor in iter_tensors(output):
+                if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None:
+                    tensor.grad_fn.metadata.setdefault(PRODUCER, made)
             if current.alive <= 0 and not current.settled:
                 # saved nothing, or its graph died inside the forward (cut there: the
                 # parameters' own finding, not a graph built for nothing)
@@ -513,13 +526,29 @@ class Watch:
         now = (self.steps_total, self.backward_count)
         if self._flagged == now:
             return  # an earlier forward of this iteration let the old graph in: reported there
-        tags = self._tags_reached(roots)
+        reached = [(node, tuple(found)) for node, found in _untagged_walk(roots) if found is not None]
+        tags = {tag for _, tag in reached}
         if tags:  # every tagged node is one an earlier backward went through
             self._flagged = now
+            made = [node.metadata.get(PRODUCER) for node, _ in reached]
+            if made and all(m is not None and self.sites[m[0]].passes == m[1] for m in made):
+                # the pass that made it has not run again: not a state carried across
+                # iterations but an output reused in its own iteration after a backward
+                self._reused(site, roots, made, min(tag[0] for tag in tags))
+                return
             entry = self.recurrent.setdefault(site, {"forwards": 0, "steps_behind": 0, "backwards_behind": 0})
             entry["forwards"] += 1
             entry["steps_behind"] = max(entry["steps_behind"], max(self.steps_total - tag[0] for tag in tags))
             entry["backwards_behind"] = max(entry["backwards_behind"], max(self.backward_count - tag[1] for tag in tags))
+
+    def _reused(self, site: Site, roots: list[torch.Tensor], made: list[Any], backward_step: int) -> None:
+        """An output fed again into a forward, in the iteration that made it, after a
+        backward went through its graph: whether an optimizer step has since updated,
+        in place, a parameter that graph reaches (`_stepped_at`)."""
+        updated = sum(1 for leaf in _leaves(roots) if self._stepped_at.get(id(leaf), -1) >= backward_step)
+        entry = self.reused.setdefault(site, {"forwards": 0, "updated": 0, "made_at": sorted({tuple(m[0]) for m in made})[0]})
+        entry["forwards"] += 1
+        entry["updated"] = max(entry["updated"], updated)
 
     # -- backward --------------------------------------------------------------------
     def _around_backward(self, original: Callable[..., Any], roots: Any, retain: bool, args: tuple, kwargs: dict) -> Any:
@@ -580,11 +609,6 @@ class Watch:
                     names[id(value)] = name
         return names
 
-    @staticmethod
-    def _tags_reached(roots: list[torch.Tensor]) -> set[tuple[int, int]]:
-        """The iteration tags of the nodes a graph reaches (not walking past a tagged node)."""
-        return {tuple(found) for _, found in _untagged_walk(roots) if found is not None}
-
     # -- holders ---------------------------------------------------------------------
     def _frames(self) -> Iterator[tuple[str, str, int, dict[str, Any]]]:
         frame = sys._getframe(2)
@@ -593,6 +617,13 @@ class Watch:
             if self.owns(code.co_filename):
                 yield code.co_filename, code.co_name, code.co_firstlineno, frame.f_locals
             frame = frame.f_back
+
+    def loop_ended(self) -> None:
+        """A training loop ended (`bounded.Bounds.loop_done`): what its function's locals
+        hold now, after its last backward (an epoch's sum returned, a list appended to
+        after the last epoch's backward), is seen before the frame goes."""
+        if not self._quiet:
+            self._scan_holders()
 
     def _scan_holders(self, at_end: bool = False) -> None:
         """Variables whose graphs reach nodes of two or more earlier iterations."""
@@ -653,6 +684,7 @@ class Watch:
                     if earliest < taken and bool(grad.any()):
                         stale.append((key, taken - earliest + 1))
                 self._steps_of[key] = taken + 1
+                self._stepped_at[key] = self.steps_total
                 self._spanning.discard(key)
         here = self._step_site()
         self._step_sites[index] = here
@@ -792,6 +824,7 @@ class Watch:
             "first_step_site": self.first_step_site,
             "holders": [{"file": k[0], "function": k[1], "first_line": k[2], "name": k[3], **v} for k, v in self.holders.items()],
             "recurrent": [{"file": k[0], "line": k[1], **v} for k, v in self.recurrent.items()],
+            "reused": [{"file": k[0], "line": k[1], **v} for k, v in self.reused.items()],
             "silent_params": silent if self.completed_backwards else [],
             "retains": [{"file": k[0], "line": k[1], **v} for k, v in retains.items()],
             "functions": list(self.functions.values()),
@@ -858,25 +891,34 @@ def _graph_tensors(value: Any) -> list[torch.Tensor]:
 
 
 def _holder_tags(roots: list[torch.Tensor]) -> tuple[set[tuple[int, int]], bool]:
-    """The iteration tags a held graph reaches, and whether it joins an earlier
+    """The iteration tags a held graph reaches (for a graph no backward went through,
+    those of the passes that made it), and whether it joins an earlier
     backward's root to a forward made since (``total += loss`` with last iteration's
     loss in ``total``: new nodes that reach parameters; a variable that keeps the last
     loss, or arithmetic on it, reaches no parameter through new nodes: it does not grow)."""
     tags: set[tuple[int, int]] = set()
+    made: set[tuple[int, int]] = set()
     leaves: list[torch.Tensor] = []
     root = False
     for node, found in _untagged_walk(roots, leaves):
         if found is not None:
             tags.add(tuple(found))
             root = root or bool(node.metadata.get(ROOT))
+        elif PRODUCER in node.metadata:
+            made.add(tuple(node.metadata[PRODUCER][2:]))
+    if not tags:
+        # graphs no backward went through (evaluation losses kept in a list): the
+        # iterations are those of the forward passes that made them
+        tags = made
     # one tensor only: a list of the losses of one iteration (``objectives``) holds the
     # root of the first's backward beside the second's forward without growing
     return tags, root and bool(leaves) and len(roots) == 1
 
 
-def _count_nodes(roots: list[torch.Tensor]) -> int:
+def _all_nodes(roots: list[torch.Tensor]) -> list[Any]:
+    """Every node of the graph below `roots`, tagged or not (at most `WALK_LIMIT`)."""
     seen: set[int] = set()
-    held = []
+    held = []  # keeps the node wrappers (and so their ids) alive during the walk
     stack = [t.grad_fn for t in roots if t.grad_fn is not None]
     while stack and len(seen) < WALK_LIMIT:
         node = stack.pop()
@@ -885,7 +927,16 @@ def _count_nodes(roots: list[torch.Tensor]) -> int:
         seen.add(id(node))
         held.append(node)
         stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
-    return len(seen)
+    return held
+
+
+def _leaves(roots: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaves (parameters) a graph ends at."""
+    return [node.variable for node in _all_nodes(roots) if type(node).__name__ == _LEAF_NODE]
+
+
+def _count_nodes(roots: list[torch.Tensor]) -> int:
+    return len(_all_nodes(roots))
 
 
 def _untagged_walk(roots: list[torch.Tensor], leaves: list[torch.Tensor] | None = None):
