@@ -199,6 +199,9 @@ class Watch:
         #: parameters whose .grad holds gradients from before their last step and newer
         #: ones (judged at their next step, or at the end when the run stops before it)
         self._spanning: set[int] = set()
+        #: parameters seen spanning a step and then zeroed before the next one (a GAN's
+        #: discriminator, given gradients by the generator's loss after its own step)
+        self._zeroed_spanning: set[int] = set()
         self.stale: list[dict[str, Any]] = []
         self.first_step_site: Site | None = None
         self.steps_total = 0
@@ -466,6 +469,9 @@ class Watch:
         param = self._params[key]
         current = param.grad
         if current is None or key not in self._earliest or not bool(current.any()):
+            if key in self._spanning:  # gradients added after a step, then zeroed before the next
+                self._spanning.discard(key)
+                self._zeroed_spanning.add(key)
             self._earliest[key] = self._steps_of.get(key, 0)
             self.accumulation.grad_started(key, self.backward_count)
         elif self._earliest[key] < self._steps_of.get(key, 0):
@@ -727,10 +733,14 @@ class Watch:
     def _stale_at_end(self) -> None:
         """The run stopped (a bounded loop cut, say, between two steps of gradient
         accumulation) while parameters' ``.grad`` held gradients a step had already used
-        plus newer ones: the next step would have used them stale. Reported at each such
-        optimizer's last step."""
+        plus newer ones: the next step would have used them stale, unless the run showed
+        those parameters zeroed after such gradients in an earlier iteration. Reported at
+        each such optimizer's last step."""
         for index, keys in self._optimizer_params.items():
-            spanning = [key for key in keys if key in self._spanning and self._params[key].grad is not None]
+            # a parameter the run already saw zeroed after such gradients is zeroed at its
+            # next iteration's start, which the stop cut off
+            spanning = [key for key in keys if key in self._spanning and key not in self._zeroed_spanning
+                        and self._params[key].grad is not None]
             if not spanning:
                 continue
             mixed = max(self._steps_of.get(key, 0) - self._earliest.get(key, 0) + 1 for key in spanning)
