@@ -32,7 +32,12 @@ How each observation is made, and why this way:
   scanned at each backward and at the end, with the attributes of modules and of the
   project's own objects) it is AGF006; fed into a forward as an input (a hidden state)
   it is AGF010, seen at that forward's call. Each backward's root is marked (`ROOT`): one
-  tensor joining an earlier root to a newer forward has grown after one iteration.
+  tensor joining an earlier root to a newer forward has grown after one iteration. The
+  scan also runs when a capped loop with working iterations ends (`loop_ended`: what a
+  function holds after its last backward). Each outermost forward's outputs are marked
+  with the pass that made them (`PRODUCER`): a held graph no backward went through counts
+  the iterations of its passes; an old graph fed into a forward whose making pass has not
+  run since is an output reused in its own iteration (`reused`), not a carried state.
 * **Parameters without gradient flow** (AGF008): the tensor hook above also says which
   parameters ever received a non-zero gradient; a parameter of a module that ran under
   grad mode and that no backward reached is one whose graph was cut.
