@@ -653,7 +653,11 @@ class Watch:
                     tags, extended = _holder_tags(tensors)
                     if extended:  # a backpropagated loss added to since: the current iteration's graph is held too
                         tags.add((self.steps_total, self.backward_count))
-                    if len({tag[0] for tag in tags}) < 2 and len({tag[1] for tag in tags}) < 2:
+                    # two iterations in this one scan, counted as `held.holders` counts them
+                    # (optimizer steps once there are any): the tags of scans in different
+                    # calls are merged below, and a list of one step's losses, backpropagated
+                    # one by one (pcgrad), seen at the end of that loop, holds one iteration
+                    if len({tag[0] if self.steps_total else tag[1] for tag in tags}) < 2:
                         continue
                     key = (filename, function, first_line, label)
                     entry = self.holders.setdefault(key, {"tags": [], "nodes": 0, "kind": kind})
