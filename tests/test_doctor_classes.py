@@ -378,6 +378,10 @@ print(validate(data[:2]))
     # step: the backward meets a freed graph whose parameters changed (AGF003, not a state
     # carried across iterations)
     "output_reused_after_its_step": GAN.replace("  # d\n", "  # <- AGF003\n"),
+    # the same with the generator's graph retained: the backward meets G's weights
+    # changed in place by its step; named at the same forward, not at the loss
+    "output_reused_after_its_step_retained": GAN.replace("  # d\n", "  # <- AGF003\n").replace(
+        "g_loss.backward()", "g_loss.backward(retain_graph=True)"),
     # the fake's graph is retained and only the discriminator stepped: a legitimate reuse;
     # D's gradients from the generator's loss, cut off by the stop, are zeroed at the
     # start of each iteration, as the run saw

@@ -32,6 +32,8 @@ def crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fou
         if saved_at:
             evidence["saved_by"] = {"path": saved_at[0], "line": int(saved_at[1])}
         stale = _stale_root(read(path) if read is not None else None, line) if modifications and modifications[-1].get("leaf") else None
+        if stale is not None and any("reused_from" in f.evidence for f in found):
+            return []  # the forward that reused the updated graph is named (`held.reused`)
         if stale is not None:
             # the tensors changed were parameters, updated in place as they must be: the bug
             # is the graph made before the update that this backward's loss still uses

@@ -34,7 +34,8 @@ def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, 
     found += unscaled_accumulation(seen)
     states = recurrent(seen, stepped)
     found += states
-    found += reused(seen)
+    exc = record.get("exception") or {}
+    found += reused(seen, str(exc.get("message") or "") if exc.get("autograd") else "")
     found += holders(seen, stepped, read, {f.path for f in states})
     found += silent(seen, script, read)
     found += reentrant(seen)

@@ -30,14 +30,21 @@ def recurrent(seen: dict[str, Any], stepped: bool) -> list[Finding]:
     return found
 
 
-def reused(seen: dict[str, Any]) -> list[Finding]:
+#: the errors a backward through a reused, updated graph stops with (freed, or retained)
+REUSE_ERRORS = ("backward through the graph a second time", "modified by an inplace operation")
+
+
+def reused(seen: dict[str, Any], error: str) -> list[Finding]:
     """An output fed again into a forward in the iteration that made it (the pass that
     made it has not run since), after a backward went through its graph and an optimizer
     step updated, in place, parameters that graph reaches (a GAN's ``D(fake)`` after the
-    generator's step): a backward through it meets a freed graph or parameters modified
-    in place. AGF003, the in-place update of what the graph saved, at the forward that
-    reuses it; without an update since, the reuse of a retained graph is legitimate and
-    is not reported (a freed one shows as the run's error)."""
+    generator's step), in a run that then stopped with the error a backward through it
+    meets (`error`: a freed graph, or saved parameters modified in place). AGF003, the
+    in-place update of what the graph saved, at the forward that reuses it. Without an
+    update since, the reuse of a retained graph is legitimate; without the error, no
+    backward went through it (``G(y, e_hat).detach()``): neither is reported."""
+    if not any(text in error for text in REUSE_ERRORS):
+        return []
     found = []
     for entry in seen.get("reused") or ():
         if int(entry.get("updated") or 0) < 1:
