@@ -424,6 +424,32 @@ def main():
 
 main()
 """,
+    # a forward that raises (the run's memory limit, say): its graph died with the error,
+    # not for want of a backward
+    "forward_that_raises_near_miss": """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, step):
+        h = torch.tanh(self.fc(x))
+        if step == 2:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+        return h
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(3):
+    opt.zero_grad()
+    net(torch.randn(4, 8), step).sum().backward()
+    opt.step()
+""",
     # a loss summed over micro-batches, one backward per epoch: one iteration held
     "sum_near_miss_one_backward_per_epoch": MODEL + """
 def main():

@@ -11,7 +11,8 @@ How each observation is made, and why this way:
   goes through ``saved_tensors_hooks``; the pack hook returns a small `_Saved` object
   owned by the pass. A backward through the pass unpacks some of them; when the last of
   them is freed (the graph died) and none was ever unpacked, no backward ever went
-  through the pass: its graph was built for nothing. The bytes counted are the unique
+  through the pass: its graph was built for nothing (not for a forward that raised: its
+  graph died with the error). The bytes counted are the unique
   storages the pass saved, parameters (leaves that require grad, and views of them)
   aside: they are saved by reference and live anyway.
 * **Stale gradients** (AGF002). Each parameter gets one tensor hook (at its module's
@@ -519,6 +520,12 @@ class Watch:
         if self._depth == 0 and self._current is not None:
             current = self._current
             current.ended = True
+            if output is None and sys.exc_info()[1] is not None:
+                # the forward raised (this hook is always called): its graph died with the
+                # error (the run's memory limit, a shape error), not for want of a backward
+                current.settled = True
+                self._current = None
+                return
             made = (current.site, current.index, self.steps_total, self.backward_count)
             for tensor in iter_tensors(output):
                 if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None:
