@@ -522,8 +522,13 @@ class Watch:
             current.ended = True
             if output is None and sys.exc_info()[1] is not None:
                 # the forward raised (this hook is always called): its graph died with the
-                # error (the run's memory limit, a shape error), not for want of a backward
+                # error (the run's memory limit, a shape error), not for want of a backward;
+                # it is no pass at all (an evaluation's passes are still all wasted)
                 current.settled = True
+                stats = self.sites[current.site]
+                stats.passes -= 1
+                if current.caller is not None:
+                    stats.callers[current.caller][0] -= 1
                 self._current = None
                 return
             made = (current.site, current.index, self.steps_total, self.backward_count)
