@@ -39,6 +39,49 @@ for t in range(20):
         w2 -= 1e-3 * w2.grad
 """
 
+GAN = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+D = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1), nn.Sigmoid())
+opt_G = torch.optim.Adam(G.parameters(), lr=1e-3)
+opt_D = torch.optim.Adam(D.parameters(), lr=1e-3)
+for step in range(4):
+    real = torch.randn(5, 8) + 2
+    fake = G(torch.randn(5, 4))
+    g_loss = torch.log(1.0 - D(fake)).mean()
+    opt_G.zero_grad()
+    g_loss.backward()
+    opt_G.step()
+    d_loss = -(torch.log(D(real)) + torch.log(1.0 - D(fake))).mean()  # d
+    opt_D.zero_grad()
+    d_loss.backward()
+    opt_D.step()
+"""
+
+GAN_RETAINED = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+D = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1), nn.Sigmoid())
+opt_G = torch.optim.Adam(G.parameters(), lr=1e-3)
+opt_D = torch.optim.Adam(D.parameters(), lr=1e-3)
+for step in range(4):
+    fake = G(torch.randn(5, 4))
+    d_loss = -(torch.log(D(torch.randn(5, 8) + 2)) + torch.log(1.0 - D(fake))).mean()
+    opt_D.zero_grad()
+    d_loss.backward(retain_graph=True)
+    opt_D.step()
+    g_loss = -torch.log(D(fake)).mean()
+    opt_G.zero_grad()
+    g_loss.backward()
+    opt_G.step()
+"""
+
 CASES = {
     # hand-written SGD: .grad never reset between updates; AGF002 at the first update
     "hand_sgd": HAND_SGD,
@@ -330,6 +373,97 @@ for x, y in data:
     criterion(model(x), y).backward()
     optimizer.step()
 print(validate(data[:2]))
+""",
+    # a GAN's discriminator step reuses the generator's output after the generator's
+    # step: the backward meets a freed graph whose parameters changed (AGF003, not a state
+    # carried across iterations)
+    "output_reused_after_its_step": GAN.replace("  # d\n", "  # <- AGF003\n"),
+    # the same with the generator's graph retained: the backward meets G's weights
+    # changed in place by its step; named at the same forward, not at the loss
+    "output_reused_after_its_step_retained": GAN.replace("  # d\n", "  # <- AGF003\n").replace(
+        "g_loss.backward()", "g_loss.backward(retain_graph=True)"),
+    # the fake's graph is retained and only the discriminator stepped: a legitimate reuse;
+    # D's gradients from the generator's loss, cut off by the stop, are zeroed at the
+    # start of each iteration, as the run saw
+    "output_reused_near_miss_other_step": GAN_RETAINED,
+    # an epoch's sum returned and dropped: only the end of the batch loop sees it hold
+    # two iterations
+    "sum_held_to_the_end_of_its_loop": MODEL + """
+def train_epoch(batches):
+    total = 0
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss  # <- AGF006
+    return total / len(batches)
+
+
+for epoch in range(3):
+    print(float(train_epoch(data[:2])))
+""",
+    # evaluation losses kept per epoch: the list holds graphs no backward went through,
+    # made by passes of two iterations, seen when the epoch loop ends
+    "evaluation_graphs_kept_per_epoch": MODEL + """
+def epoch():
+    for x, y in data[:2]:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    val_loss = criterion(model(data[2][0]), data[2][1])  # <- AGF001
+    return val_loss
+
+
+def main():
+    history = []
+    for _ in range(4):
+        history.append(epoch())  # <- AGF006
+    print([round(float(v), 3) for v in history])
+
+
+main()
+""",
+    # a forward that raises (the run's memory limit, say): its graph died with the error,
+    # not for want of a backward
+    "forward_that_raises_near_miss": """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, step):
+        h = torch.tanh(self.fc(x))
+        if step == 2:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+        return h
+
+
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for step in range(3):
+    opt.zero_grad()
+    net(torch.randn(4, 8), step).sum().backward()
+    opt.step()
+""",
+    # a loss summed over micro-batches, one backward per epoch: one iteration held
+    "sum_near_miss_one_backward_per_epoch": MODEL + """
+def main():
+    for epoch in range(3):
+        optimizer.zero_grad()
+        total = 0
+        for x, y in data[:2]:
+            total = total + criterion(model(x), y)
+        total.backward()
+        optimizer.step()
+    print(float(total))
+
+
+main()
 """,
 }
 

@@ -114,7 +114,7 @@ import re
 import sys
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 if TYPE_CHECKING:  # torch is imported where the caps are installed, in the run child only
     from torch import nn
@@ -472,19 +472,32 @@ class _Capped:
                     bounds.stop(entry.loop)
                 if self._ending:
                     self._done = True
+                    self._ended()
                     raise StopIteration
                 if not entry.at_iteration_start():
                     self._done = True
                     if self._would_go_on():
                         entry.cut()
+                    self._ended()
                     raise StopIteration
         else:
             entry.started = True
         entry.events, entry.ticks, entry.forwards = bounds.events, bounds.ticks, bounds.forwards
-        item = next(self._it)  # what fetching the item does (a generator's model work) counts too
+        try:
+            item = next(self._it)  # what fetching the item does (a generator's model work) counts too
+        except StopIteration:
+            self._ended()
+            raise
         if self._known > 0:
             self._known -= 1
         return item
+
+    def _ended(self) -> None:
+        """Tell `Bounds.loop_done` that a loop with working iterations ended (exhausted,
+        cut or stopped), while the frame that ran it is still alive."""
+        done = self._entry.bounds.loop_done
+        if done is not None and self._entry.working:
+            done()
 
     def _would_go_on(self) -> bool:
         if self._known >= 0:
@@ -580,6 +593,9 @@ class Bounds:
         self._depth = 0
         self._owns_params: dict[int, bool] = {}
         self._undo: list[Any] = []
+        #: called when a ``for`` loop that did working iterations ends, its function's
+        #: locals still alive (the doctor looks at what they hold then); None: nobody asks
+        self.loop_done: Callable[[], None] | None = None
 
     @property
     def enabled(self) -> bool:

@@ -132,6 +132,7 @@ def run_doctor_side(spec: dict[str, Any]) -> dict[str, Any]:
         if spec.get("focus"):
             torch.autograd.set_detect_anomaly(True)
         watch.install()
+        bounds.loop_done = watch.loop_ended
         windows = _StepsAwaited(bounds).install()
         try:
             if inplace is not None:

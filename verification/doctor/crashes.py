@@ -32,6 +32,8 @@ def crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fou
         if saved_at:
             evidence["saved_by"] = {"path": saved_at[0], "line": int(saved_at[1])}
         stale = _stale_root(read(path) if read is not None else None, line) if modifications and modifications[-1].get("leaf") else None
+        if stale is not None and any("reused_from" in f.evidence for f in found):
+            return []  # the forward that reused the updated graph is named (`held.reused`)
         if stale is not None:
             # the tensors changed were parameters, updated in place as they must be: the bug
             # is the graph made before the update that this backward's loss still uses
@@ -89,8 +91,9 @@ def crash(record: dict[str, Any], script: str, focus: dict[str, Any] | None, fou
                             f"the run stopped: {message[:160]}: return one per forward input (None where there is none)",
                             {"error": message[:300], "class": name, "returned": got}) for file, at, name, got in returned]
         return [Finding("AGF004", path, line, f"the run stopped: {message[:200]}", {"error": message[:300]})]
-    if "backward through the graph a second time" in message and any(f.code in ("AGF010", "AGF006") for f in found):
-        return []  # explained by the state that carried the old graph
+    if "backward through the graph a second time" in message and any(
+            f.code in ("AGF010", "AGF006") or "reused_from" in f.evidence for f in found):
+        return []  # explained by the state that carried the old graph, or the output reused after a step
     return [Finding(AUTOGRAD_CRASH, path, line, f"the run stopped with an autograd error: {message[:200]}",
                     {"error": message[:300], "type": exc.get("type")})]
 

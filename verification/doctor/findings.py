@@ -5,7 +5,7 @@ the project's source text (read through `read`, which the caller supplies), so t
 decisions can be tested without running anything. No torch here.
 
 `analyse` composes one module per kind of evidence: `unused` (AGF001, AGF011), `steps`
-(AGF002, AGF017, AGF019), `held` (AGF006, AGF010), `flow` (AGF008, AGF013, AGF014), `functions`
+(AGF002, AGF017, AGF019), `held` (AGF006, AGF010, AGF003 for a reused output), `flow` (AGF008, AGF013, AGF014), `functions`
 (AGF004) and `crashes` (an autograd error, placed at the bug it shows). A finding carries
 the code of the rule whose fix applies at that site (AGF001...), or a ``DOC`` code for
 what no rule fixes (`outcome`).
@@ -18,7 +18,7 @@ from typing import Any
 from .crashes import crash
 from .flow import explained_by_cuts, misspelled, reentrant, silent
 from .functions import custom_functions
-from .held import holders, recurrent
+from .held import holders, recurrent, reused
 from .outcome import Finding, Reader
 from .steps import leftovers, stale_steps, unscaled_accumulation
 from .unused import unused_graphs, unused_retains
@@ -34,6 +34,8 @@ def analyse(record: dict[str, Any], script: str, read: Reader, focus: dict[str, 
     found += unscaled_accumulation(seen)
     states = recurrent(seen, stepped)
     found += states
+    exc = record.get("exception") or {}
+    found += reused(seen, str(exc.get("message") or "") if exc.get("autograd") else "")
     found += holders(seen, stepped, read, {f.path for f in states})
     found += silent(seen, script, read)
     found += reentrant(seen)

@@ -1,5 +1,6 @@
 """Graphs that outlive their iteration: a hidden state fed back into a forward with its
-old graph (AGF010), and variables or containers that hold the graphs of several
+old graph (AGF010), an output reused in its own iteration after a step updated what its
+graph saved (AGF003), and variables or containers that hold the graphs of several
 iterations (AGF006, or AGF010 for a module attribute such as ``self.hidden``).
 
 The run names the holder (a variable, a container, an attribute); the source says
@@ -26,6 +27,34 @@ def recurrent(seen: dict[str, Any], stepped: bool) -> list[Finding]:
                    f"forward{'s' if entry['forwards'] != 1 else ''}: detach the state between iterations")
         found.append(Finding("AGF010", entry["file"], int(entry["line"]), message,
                              {"forwards": entry["forwards"], "iterations_behind": behind}))
+    return found
+
+
+#: the errors a backward through a reused, updated graph stops with (freed, or retained)
+REUSE_ERRORS = ("backward through the graph a second time", "modified by an inplace operation")
+
+
+def reused(seen: dict[str, Any], error: str) -> list[Finding]:
+    """An output fed again into a forward in the iteration that made it (the pass that
+    made it has not run since), after a backward went through its graph and an optimizer
+    step updated, in place, parameters that graph reaches (a GAN's ``D(fake)`` after the
+    generator's step), in a run that then stopped with the error a backward through it
+    meets (`error`: a freed graph, or saved parameters modified in place). AGF003, the
+    in-place update of what the graph saved, at the forward that reuses it. Without an
+    update since, the reuse of a retained graph is legitimate; without the error, no
+    backward went through it (``G(y, e_hat).detach()``): neither is reported."""
+    if not any(text in error for text in REUSE_ERRORS):
+        return []
+    found = []
+    for entry in seen.get("reused") or ():
+        if int(entry.get("updated") or 0) < 1:
+            continue
+        made = entry.get("made_at") or ["", 0]
+        message = (f"this forward reuses the output made at line {made[1]} in this iteration, after a backward went "
+                   f"through its graph and an optimizer step updated {entry['updated']} of the parameters it reaches in "
+                   "place: a backward through it fails (graph freed, or saved parameters modified): detach the reused output")
+        found.append(Finding("AGF003", entry["file"], int(entry["line"]), message,
+                             {"forwards": entry["forwards"], "reused_from": int(made[1]), "updated_params": entry["updated"]}))
     return found
 
 

@@ -11,7 +11,8 @@ How each observation is made, and why this way:
   goes through ``saved_tensors_hooks``; the pack hook returns a small `_Saved` object
   owned by the pass. A backward through the pass unpacks some of them; when the last of
   them is freed (the graph died) and none was ever unpacked, no backward ever went
-  through the pass: its graph was built for nothing. The bytes counted are the unique
+  through the pass: its graph was built for nothing (not for a forward that raised: its
+  graph died with the error). The bytes counted are the unique
   storages the pass saved, parameters (leaves that require grad, and views of them)
   aside: they are saved by reference and live anyway.
 * **Stale gradients** (AGF002). Each parameter gets one tensor hook (at its module's
@@ -32,7 +33,12 @@ How each observation is made, and why this way:
   scanned at each backward and at the end, with the attributes of modules and of the
   project's own objects) it is AGF006; fed into a forward as an input (a hidden state)
   it is AGF010, seen at that forward's call. Each backward's root is marked (`ROOT`): one
-  tensor joining an earlier root to a newer forward has grown after one iteration.
+  tensor joining an earlier root to a newer forward has grown after one iteration. The
+  scan also runs when a capped loop with working iterations ends (`loop_ended`: what a
+  function holds after its last backward). Each outermost forward's outputs are marked
+  with the pass that made them (`PRODUCER`): a held graph no backward went through counts
+  the iterations of its passes; an old graph fed into a forward whose making pass has not
+  run since is an output reused in its own iteration (`reused`), not a carried state.
 * **Parameters without gradient flow** (AGF008): the tensor hook above also says which
   parameters ever received a non-zero gradient; a parameter of a module that ran under
   grad mode and that no backward reached is one whose graph was cut.
@@ -73,6 +79,9 @@ from .manual import HandUpdates
 TAG = "autograd_fix_doctor"
 #: the key that marks the root node of a backward pass (a loss that was backpropagated)
 ROOT = "autograd_fix_doctor_root"
+#: the key of the pass that made a node (an outermost forward's output): (site, the
+#: site's pass number, optimizer steps, backward passes), read when an old graph comes back
+PRODUCER = "autograd_fix_doctor_producer"
 #: nodes walked per holder or per forward input, at most (a huge graph is not walked whole)
 WALK_LIMIT = 20000
 #: items of one container looked at when scanning for holders (the newest: a list grows at its end)
@@ -91,10 +100,12 @@ Site = tuple[str, int]  # (file as the child sees it, line)
 class _Pass:
     """One outermost forward pass under grad mode: its saved tensors and their fate."""
 
-    __slots__ = ("site", "caller", "alive", "unpacked", "nbytes", "storages", "ended", "settled")
+    __slots__ = ("site", "caller", "alive", "unpacked", "nbytes", "storages", "ended", "settled", "index")
 
-    def __init__(self, site: Site, caller: Site | None = None) -> None:
+    def __init__(self, site: Site, caller: Site | None = None, index: int = 0) -> None:
         self.site = site
+        #: the site's pass number (its `_SiteStats.passes` when this pass opened)
+        self.index = index
         #: the next project frame up (a helper that returns the model's output is
         #: judged by its callers: `findings._unused_graphs`)
         self.caller = caller
@@ -176,6 +187,8 @@ class Watch:
         self._params: dict[int, nn.Parameter] = {}
         self._earliest: dict[int, int] = {}
         self._steps_of: dict[int, int] = {}
+        #: the optimizer step (`steps_total` before it) that last updated each parameter
+        self._stepped_at: dict[int, int] = {}
         self._nonzero: set[int] = set()
         self._param_names: dict[int, str] = {}
         self._in_modules: set[int] = set()  # parameters named from a model's own hierarchy
@@ -192,6 +205,9 @@ class Watch:
         #: parameters whose .grad holds gradients from before their last step and newer
         #: ones (judged at their next step, or at the end when the run stops before it)
         self._spanning: set[int] = set()
+        #: parameters seen spanning a step and then zeroed before the next one (a GAN's
+        #: discriminator, given gradients by the generator's loss after its own step)
+        self._zeroed_spanning: set[int] = set()
         self.stale: list[dict[str, Any]] = []
         self.first_step_site: Site | None = None
         self.steps_total = 0
@@ -202,6 +218,8 @@ class Watch:
         self._retains: list[_Retain] = []
         self.holders: dict[tuple[str, str, int, str], dict[str, Any]] = {}
         self.recurrent: dict[Site, dict[str, Any]] = {}
+        #: forwards fed an output of their own iteration whose graph a backward went through
+        self.reused: dict[Site, dict[str, Any]] = {}
         self._flagged: tuple[int, int] | None = None  # the iteration whose old graph was reported
         self.functions: dict[str, dict[str, Any]] = {}
         #: (backward site, where anomaly mode was turned on) -> backward passes under it
@@ -457,6 +475,9 @@ class Watch:
         param = self._params[key]
         current = param.grad
         if current is None or key not in self._earliest or not bool(current.any()):
+            if key in self._spanning:  # gradients added after a step, then zeroed before the next
+                self._spanning.discard(key)
+                self._zeroed_spanning.add(key)
             self._earliest[key] = self._steps_of.get(key, 0)
             self.accumulation.grad_started(key, self.backward_count)
         elif self._earliest[key] < self._steps_of.get(key, 0):
@@ -480,12 +501,12 @@ class Watch:
             if torch.is_grad_enabled() and self._module_names.get(key) and any(True for _ in module.parameters()):
                 site, caller, in_module = self._site_and_caller(3)
                 if site is not None:
-                    self._current = _Pass(site, caller)
+                    stats = self.sites.setdefault(site, _SiteStats())
+                    stats.passes += 1
+                    self._current = _Pass(site, caller, stats.passes)
                     self._open.append(self._current)
                     if len(self._open) % 256 == 0:
                         self._open = [p for p in self._open if not p.settled]
-                    stats = self.sites.setdefault(site, _SiteStats())
-                    stats.passes += 1
                     stats.module_method = stats.module_method or in_module
                     if caller is not None:
                         stats.callers.setdefault(caller, [0, 0])[0] += 1
@@ -499,6 +520,21 @@ class Watch:
         if self._depth == 0 and self._current is not None:
             current = self._current
             current.ended = True
+            if output is None and sys.exc_info()[1] is not None:
+                # the forward raised (this hook is always called): its graph died with the
+                # error (the run's memory limit, a shape error), not for want of a backward;
+                # it is no pass at all (an evaluation's passes are still all wasted)
+                current.settled = True
+                stats = self.sites[current.site]
+                stats.passes -= 1
+                if current.caller is not None:
+                    stats.callers[current.caller][0] -= 1
+                self._current = None
+                return
+            made = (current.site, current.index, self.steps_total, self.backward_count)
+            for tensor in iter_tensors(output):
+                if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None:
+                    tensor.grad_fn.metadata.setdefault(PRODUCER, made)
             if current.alive <= 0 and not current.settled:
                 # saved nothing, or its graph died inside the forward (cut there: the
                 # parameters' own finding, not a graph built for nothing)
@@ -513,13 +549,29 @@ class Watch:
         now = (self.steps_total, self.backward_count)
         if self._flagged == now:
             return  # an earlier forward of this iteration let the old graph in: reported there
-        tags = self._tags_reached(roots)
+        reached = [(node, tuple(found)) for node, found in _untagged_walk(roots) if found is not None]
+        tags = {tag for _, tag in reached}
         if tags:  # every tagged node is one an earlier backward went through
             self._flagged = now
+            made = [node.metadata.get(PRODUCER) for node, _ in reached]
+            if made and all(m is not None and self.sites[m[0]].passes == m[1] for m in made):
+                # the pass that made it has not run again: not a state carried across
+                # iterations but an output reused in its own iteration after a backward
+                self._reused(site, roots, made, min(tag[0] for tag in tags))
+                return
             entry = self.recurrent.setdefault(site, {"forwards": 0, "steps_behind": 0, "backwards_behind": 0})
             entry["forwards"] += 1
             entry["steps_behind"] = max(entry["steps_behind"], max(self.steps_total - tag[0] for tag in tags))
             entry["backwards_behind"] = max(entry["backwards_behind"], max(self.backward_count - tag[1] for tag in tags))
+
+    def _reused(self, site: Site, roots: list[torch.Tensor], made: list[Any], backward_step: int) -> None:
+        """An output fed again into a forward, in the iteration that made it, after a
+        backward went through its graph: whether an optimizer step has since updated,
+        in place, a parameter that graph reaches (`_stepped_at`)."""
+        updated = sum(1 for leaf in _leaves(roots) if self._stepped_at.get(id(leaf), -1) >= backward_step)
+        entry = self.reused.setdefault(site, {"forwards": 0, "updated": 0, "made_at": sorted({tuple(m[0]) for m in made})[0]})
+        entry["forwards"] += 1
+        entry["updated"] = max(entry["updated"], updated)
 
     # -- backward --------------------------------------------------------------------
     def _around_backward(self, original: Callable[..., Any], roots: Any, retain: bool, args: tuple, kwargs: dict) -> Any:
@@ -580,11 +632,6 @@ class Watch:
                     names[id(value)] = name
         return names
 
-    @staticmethod
-    def _tags_reached(roots: list[torch.Tensor]) -> set[tuple[int, int]]:
-        """The iteration tags of the nodes a graph reaches (not walking past a tagged node)."""
-        return {tuple(found) for _, found in _untagged_walk(roots) if found is not None}
-
     # -- holders ---------------------------------------------------------------------
     def _frames(self) -> Iterator[tuple[str, str, int, dict[str, Any]]]:
         frame = sys._getframe(2)
@@ -593,6 +640,13 @@ class Watch:
             if self.owns(code.co_filename):
                 yield code.co_filename, code.co_name, code.co_firstlineno, frame.f_locals
             frame = frame.f_back
+
+    def loop_ended(self) -> None:
+        """A training loop ended (`bounded.Bounds.loop_done`): what its function's locals
+        hold now, after its last backward (an epoch's sum returned, a list appended to
+        after the last epoch's backward), is seen before the frame goes."""
+        if not self._quiet:
+            self._scan_holders()
 
     def _scan_holders(self, at_end: bool = False) -> None:
         """Variables whose graphs reach nodes of two or more earlier iterations."""
@@ -611,7 +665,11 @@ class Watch:
                     tags, extended = _holder_tags(tensors)
                     if extended:  # a backpropagated loss added to since: the current iteration's graph is held too
                         tags.add((self.steps_total, self.backward_count))
-                    if len({tag[0] for tag in tags}) < 2 and len({tag[1] for tag in tags}) < 2:
+                    # two iterations in this one scan, counted as `held.holders` counts them
+                    # (optimizer steps once there are any): the tags of scans in different
+                    # calls are merged below, and a list of one step's losses, backpropagated
+                    # one by one (pcgrad), seen at the end of that loop, holds one iteration
+                    if len({tag[0] if self.steps_total else tag[1] for tag in tags}) < 2:
                         continue
                     key = (filename, function, first_line, label)
                     entry = self.holders.setdefault(key, {"tags": [], "nodes": 0, "kind": kind})
@@ -653,6 +711,7 @@ class Watch:
                     if earliest < taken and bool(grad.any()):
                         stale.append((key, taken - earliest + 1))
                 self._steps_of[key] = taken + 1
+                self._stepped_at[key] = self.steps_total
                 self._spanning.discard(key)
         here = self._step_site()
         self._step_sites[index] = here
@@ -695,10 +754,14 @@ class Watch:
     def _stale_at_end(self) -> None:
         """The run stopped (a bounded loop cut, say, between two steps of gradient
         accumulation) while parameters' ``.grad`` held gradients a step had already used
-        plus newer ones: the next step would have used them stale. Reported at each such
-        optimizer's last step."""
+        plus newer ones: the next step would have used them stale, unless the run showed
+        those parameters zeroed after such gradients in an earlier iteration. Reported at
+        each such optimizer's last step."""
         for index, keys in self._optimizer_params.items():
-            spanning = [key for key in keys if key in self._spanning and self._params[key].grad is not None]
+            # a parameter the run already saw zeroed after such gradients is zeroed at its
+            # next iteration's start, which the stop cut off
+            spanning = [key for key in keys if key in self._spanning and key not in self._zeroed_spanning
+                        and self._params[key].grad is not None]
             if not spanning:
                 continue
             mixed = max(self._steps_of.get(key, 0) - self._earliest.get(key, 0) + 1 for key in spanning)
@@ -792,6 +855,7 @@ class Watch:
             "first_step_site": self.first_step_site,
             "holders": [{"file": k[0], "function": k[1], "first_line": k[2], "name": k[3], **v} for k, v in self.holders.items()],
             "recurrent": [{"file": k[0], "line": k[1], **v} for k, v in self.recurrent.items()],
+            "reused": [{"file": k[0], "line": k[1], **v} for k, v in self.reused.items()],
             "silent_params": silent if self.completed_backwards else [],
             "retains": [{"file": k[0], "line": k[1], **v} for k, v in retains.items()],
             "functions": list(self.functions.values()),
@@ -858,25 +922,34 @@ def _graph_tensors(value: Any) -> list[torch.Tensor]:
 
 
 def _holder_tags(roots: list[torch.Tensor]) -> tuple[set[tuple[int, int]], bool]:
-    """The iteration tags a held graph reaches, and whether it joins an earlier
+    """The iteration tags a held graph reaches (for a graph no backward went through,
+    those of the passes that made it), and whether it joins an earlier
     backward's root to a forward made since (``total += loss`` with last iteration's
     loss in ``total``: new nodes that reach parameters; a variable that keeps the last
     loss, or arithmetic on it, reaches no parameter through new nodes: it does not grow)."""
     tags: set[tuple[int, int]] = set()
+    made: set[tuple[int, int]] = set()
     leaves: list[torch.Tensor] = []
     root = False
     for node, found in _untagged_walk(roots, leaves):
         if found is not None:
             tags.add(tuple(found))
             root = root or bool(node.metadata.get(ROOT))
+        elif PRODUCER in node.metadata:
+            made.add(tuple(node.metadata[PRODUCER][2:]))
+    if not tags:
+        # graphs no backward went through (evaluation losses kept in a list): the
+        # iterations are those of the forward passes that made them
+        tags = made
     # one tensor only: a list of the losses of one iteration (``objectives``) holds the
     # root of the first's backward beside the second's forward without growing
     return tags, root and bool(leaves) and len(roots) == 1
 
 
-def _count_nodes(roots: list[torch.Tensor]) -> int:
+def _all_nodes(roots: list[torch.Tensor]) -> list[Any]:
+    """Every node of the graph below `roots`, tagged or not (at most `WALK_LIMIT`)."""
     seen: set[int] = set()
-    held = []
+    held = []  # keeps the node wrappers (and so their ids) alive during the walk
     stack = [t.grad_fn for t in roots if t.grad_fn is not None]
     while stack and len(seen) < WALK_LIMIT:
         node = stack.pop()
@@ -885,7 +958,16 @@ def _count_nodes(roots: list[torch.Tensor]) -> int:
         seen.add(id(node))
         held.append(node)
         stack.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
-    return len(seen)
+    return held
+
+
+def _leaves(roots: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaves (parameters) a graph ends at."""
+    return [node.variable for node in _all_nodes(roots) if type(node).__name__ == _LEAF_NODE]
+
+
+def _count_nodes(roots: list[torch.Tensor]) -> int:
+    return len(_all_nodes(roots))
 
 
 def _untagged_walk(roots: list[torch.Tensor], leaves: list[torch.Tensor] | None = None):
