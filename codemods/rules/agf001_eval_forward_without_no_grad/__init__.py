@@ -344,7 +344,7 @@ class _Finder:
         )
         return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
                           self._returns_graph(class_name),
-                          annotated_non_models(function.node, self.imports) | used_as_strings(function.node),
+                          annotated_non_models(function.node, self.imports) | used_as_strings(function.node, self.syntax),
                           self.classes)
 
     def _returns_graph(self, class_name: str | None) -> Callable[[cst.Call], bool]:
@@ -533,8 +533,10 @@ class _Finder:
             return False
         if function.returns_value and not function.cuts:
             return False  # whatever it returns is as it was made: a graph, if a model ran
+        if changes_grad_mode(node.body, self.imports, self.syntax):
+            return False  # (asked first: it needs no `ModelScope`, which costs more)
         calls = scope.calls(method_receivers(node.body, "eval", self.syntax), methods=True)
-        if not calls.runs_model(node.body, self.syntax) or changes_grad_mode(node.body, self.imports, self.syntax):
+        if not calls.runs_model(node.body, self.syntax):
             return False
 
         flow = graph_flow(node, self.imports, self._forward_test(scope, calls))
