@@ -520,6 +520,7 @@ class GraphReturns:
                     function.node,
                     self.graph.imports,
                     lambda call: id(call) not in quiet and (is_forward(call) or self.of_call(call, function.class_name)),
+                    self.graph.syntax,
                 )
                 self._known[key] = flow.returned
         return self._known[key]

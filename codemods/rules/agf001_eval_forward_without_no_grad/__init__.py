@@ -486,7 +486,7 @@ class _Finder:
     def _may_return_graph(self, node: cst.FunctionDef, scope: _Scope) -> bool:
         """May a caller get a graph back: a returned tensor, unless the function's forwards
         are seen and every graph they make dies inside (`return cls, prob` of `.item()`s)."""
-        flow = graph_flow(node, self.imports, self._forward_test(scope, scope.calls(methods=True)))
+        flow = graph_flow(node, self.imports, self._forward_test(scope, scope.calls(methods=True)), self.syntax)
         return may_return_tensor(node, self.imports) and (not flow.built or flow.returned or bool(flow.escapes))
 
     def _runs_eval_forward(self, node: cst.FunctionDef, scope: _Scope, receivers: set[str]) -> bool:
@@ -539,7 +539,7 @@ class _Finder:
         if not calls.runs_model(node.body, self.syntax):
             return False
 
-        flow = graph_flow(node, self.imports, self._forward_test(scope, calls))
+        flow = graph_flow(node, self.imports, self._forward_test(scope, calls), self.syntax)
         if not flow.built or flow.returned or flow.escapes:
             return False
         return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name, node)))
