@@ -393,7 +393,8 @@ class _Finder:
         # where they resolve to a same-file function returning a graph (`model.pi(s)`)
         values = scope.models.module_values | self.graph.module_instances(statement)
         evident = replace(scope.models, looks_like_model=lambda name: False, module_values=values).with_receivers(scope.eval_receivers)
-        return dead_forward_line(container, statement, self.imports, self._forward_test(scope, ModelCalls(evident, self.imports)), sink)
+        return dead_forward_line(container, statement, self.imports, self._forward_test(scope, ModelCalls(evident, self.imports)), sink,
+                                 self.syntax)
 
     def _forward_test(self, scope: _Scope, calls: ModelCalls) -> Callable[[cst.Call], bool]:
         """A model's forward; a same-file function only where it returns a graph (`self.v(s)`)."""
