@@ -6,7 +6,17 @@ Issue 8 ("Speed") asks, on the same files, one job each, in one run:
 - (c) TorchFix (`python -m torchfix --jobs 1 --select ALL`) over those files.
 Both CLIs are also timed on one empty file, so that their start-up can be told apart
 from their per-file cost. Runs are sequential and share one machine, so the ratios
-within one run are what count, not the seconds.
+within one run are what count, not the seconds; each CLI's CPU time (user + system, from
+the children's resource usage) is printed beside its wall time, since on a shared
+machine the wall time mostly measures the others' load.
+
+Both CLIs run as installed tools do: with a bytecode cache (`PYTHONPYCACHEPREFIX`, one
+temporary folder for both, filled by an uncounted first run of each) and without
+`PYTHONDONTWRITEBYTECODE`. Where that variable is set (some sandboxes), each start would
+recompile every module of both tools from source, which an installed wheel never does
+(`--uncompiled` measures that case). autograd-fix's result cache gets an empty folder of
+its own for every timed run (`AUTOGRAD_FIX_CACHE_DIR`): a first, cold run, its writes
+included; a re-run of the same code would otherwise be answered from the cache.
 
 TorchFix must be importable by this interpreter (`pip install --no-deps torchfix` plus
 PyYAML; flake8 is only needed for its flake8 plugin, not here).
@@ -17,6 +27,8 @@ PyYAML; flake8 is only needed for its flake8 plugin, not here).
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -53,62 +65,89 @@ def time_parse(files: list[Path]) -> float:
     return time.perf_counter() - start
 
 
-def time_command(command: tuple[str, ...], files: list[Path]) -> float:
-    """Wall time of one CLI run over `files` (findings are expected: any exit status
-    that is not a crash is accepted)."""
-    start = time.perf_counter()
-    completed = subprocess.run([*command, *map(str, files)], capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+def time_command(command: tuple[str, ...], files: list[Path], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one CLI run over `files`, with an empty result-cache folder
+    (findings are expected: any exit status that is not a crash is accepted)."""
+    with tempfile.TemporaryDirectory() as cache:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        completed = subprocess.run(
+            [*command, *map(str, files)], capture_output=True, text=True, env={**env, "AUTOGRAD_FIX_CACHE_DIR": cache}
+        )
+        elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if completed.returncode not in (0, 1, 2):
         raise SystemExit(f"{command[:3]} failed ({completed.returncode}): {completed.stderr[-2000:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def environment(bytecode: str | None) -> dict[str, str]:
+    """Both CLIs' environment: a bytecode cache in `bytecode`, or (None) no bytecode
+    written or read, so that every start compiles the tools' modules from source."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    if bytecode is None:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:
+        env["PYTHONPYCACHEPREFIX"] = bytecode
+    return env
 
 
 AUTOGRAD_FIX = (sys.executable, "-m", "autograd_fix", "--no-verify", "--jobs", "1", "--format", "json")
 TORCHFIX = (sys.executable, "-m", "torchfix", "--jobs", "1", "--select", "ALL")
 
 
-def measure(root: Path) -> dict[str, float]:
+def measure(root: Path, env: dict[str, str]) -> dict[str, float]:
+    """Wall and CPU seconds of (a), (b), (c) and of both start-ups (`<name> CPU`)."""
     files, dropped = parsable_files(root)
     lines = sum(path.read_text(encoding="utf-8").count("\n") for path in files)
+    results: dict[str, float] = {"files": len(files), "dropped": dropped, "lines": lines}
     with tempfile.TemporaryDirectory() as scratch:
         empty = Path(scratch) / "empty.py"
         empty.write_text("import torch\n")
-        startup_agf = time_command(AUTOGRAD_FIX, [empty])
-        startup_tf = time_command(TORCHFIX, [empty])
-    results = {
-        "files": len(files), "dropped": dropped, "lines": lines,
-        "parse": time_parse(files),
-        "autograd-fix": time_command(AUTOGRAD_FIX, files),
-        "TorchFix": time_command(TORCHFIX, files),
-        "autograd-fix start-up": startup_agf,
-        "TorchFix start-up": startup_tf,
-    }
+        for command in (AUTOGRAD_FIX, TORCHFIX):  # fills the bytecode cache (not counted)
+            time_command(command, [empty], env)
+        timed = {"autograd-fix start-up": (AUTOGRAD_FIX, [empty]), "TorchFix start-up": (TORCHFIX, [empty])}
+        for name, (command, run_files) in timed.items():
+            results[name], results[f"{name} CPU"] = time_command(command, run_files, env)
+    start = time.process_time()
+    results["parse"] = time_parse(files)
+    results["parse CPU"] = time.process_time() - start
+    for name, command in (("autograd-fix", AUTOGRAD_FIX), ("TorchFix", TORCHFIX)):
+        results[name], results[f"{name} CPU"] = time_command(command, files, env)
     return results
 
 
 def report(root: Path, r: dict[str, float]) -> str:
-    agf_work = r["autograd-fix"] - r["autograd-fix start-up"]
-    tf_work = r["TorchFix"] - r["TorchFix start-up"]
-    return "\n".join([
+    lines = [
         f"{root}: {r['files']} files ({r['dropped']} unparsable left out), {r['lines']} lines",
-        f"  (a) libcst parse            {r['parse']:8.2f} s",
-        f"  (b) autograd-fix --no-verify {r['autograd-fix']:7.2f} s  (start-up {r['autograd-fix start-up']:.2f} s)",
-        f"  (c) TorchFix                {r['TorchFix']:8.2f} s  (start-up {r['TorchFix start-up']:.2f} s)",
-        f"  static / parse: {r['autograd-fix'] / r['parse']:.2f}x  (less start-up: {agf_work / r['parse']:.2f}x)",
-        f"  autograd-fix throughput / TorchFix's: {r['TorchFix'] / r['autograd-fix']:.2f}x"
-        f"  (less start-up: {tf_work / agf_work:.2f}x)",
-    ])
+        f"  (a) libcst parse            {r['parse']:8.2f} s  (CPU {r['parse CPU']:.2f} s)",
+        f"  (b) autograd-fix --no-verify {r['autograd-fix']:7.2f} s  (start-up {r['autograd-fix start-up']:.2f} s;"
+        f" CPU {r['autograd-fix CPU']:.2f} s, start-up {r['autograd-fix start-up CPU']:.2f} s)",
+        f"  (c) TorchFix                {r['TorchFix']:8.2f} s  (start-up {r['TorchFix start-up']:.2f} s;"
+        f" CPU {r['TorchFix CPU']:.2f} s, start-up {r['TorchFix start-up CPU']:.2f} s)",
+    ]
+    for label, suffix in (("wall", ""), ("CPU ", " CPU")):
+        agf, tf, parse = r[f"autograd-fix{suffix}"], r[f"TorchFix{suffix}"], r[f"parse{suffix}"]
+        agf_work, tf_work = agf - r[f"autograd-fix start-up{suffix}"], tf - r[f"TorchFix start-up{suffix}"]
+        lines.append(
+            f"  {label}: static / parse {agf / parse:.2f}x (less start-up: {agf_work / parse:.2f}x);"
+            f" throughput / TorchFix's {tf / agf:.2f}x (less start-up: {tf_work / agf_work:.2f}x)"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("roots", nargs="+", type=Path)
+    parser.add_argument("--uncompiled", action="store_true", help="no bytecode cache: both CLIs compile their modules on every start")
     args = parser.parse_args(argv)
-    sys.stdout.write(f"python {sys.version.split()[0]}, libcst {metadata.version('libcst')}, torchfix {metadata.version('torchfix')}\n")
-    for root in args.roots:
-        sys.stdout.write(report(root, measure(root)) + "\n")
-        sys.stdout.flush()
+    sys.stdout.write(f"python {sys.version.split()[0]}, libcst {metadata.version('libcst')}, torchfix {metadata.version('torchfix')}"
+                     f", {'no bytecode cache' if args.uncompiled else 'bytecode cache'}\n")
+    with tempfile.TemporaryDirectory() as bytecode:
+        env = environment(None if args.uncompiled else bytecode)
+        for root in args.roots:
+            sys.stdout.write(report(root, measure(root, env)) + "\n")
+            sys.stdout.flush()
     return 0
 
 

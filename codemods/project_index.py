@@ -742,11 +742,15 @@ def _may_define_grad_mode(data: bytes) -> bool:
         return False
     if any(word in data for word in (b"contextmanager", b"__enter__", b"wraps(")):
         return True
-    for line in data.splitlines():
-        if any(word in line for word in GRAD_MODE_WORDS):
-            stripped = line.lstrip()
-            if not stripped.startswith((b"with ", b"@", b"#")):
+    # only the lines that hold a word are looked at (found with `bytes.find`, in C): a
+    # split of every file into lines cost more than the rest of the index on timm
+    for word in GRAD_MODE_WORDS:
+        at = data.find(word)
+        while at >= 0:
+            start = max(data.rfind(b"\n", 0, at), data.rfind(b"\r", 0, at)) + 1  # `splitlines`' line ends
+            if not data[start : at + len(word)].lstrip().startswith((b"with ", b"@", b"#")):
                 return True
+            at = data.find(word, at + 1)
     return False
 
 

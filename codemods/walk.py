@@ -237,19 +237,31 @@ class SyntaxIndex:
 
     def __init__(self, root: cst.CSTNode) -> None:
         # the subtree's end is recorded by an int marker pushed under its children
+        # (`children_of` inlined: this loop runs once per node of every file checked)
         order: list[cst.CSTNode] = []
         ends: list[int] = []
         stack: list = [root]
-        pop, extend = stack.pop, stack.extend
+        pop, extend, add, end = stack.pop, stack.extend, order.append, ends.append
+        node_types, readers = _NODE_TYPES, {}
         while stack:
             item = pop()
-            if type(item) is int:
+            item_type = type(item)
+            if item_type is int:
                 ends[item] = len(order)
                 continue
             index = len(order)
-            order.append(item)
-            ends.append(index + 1)
-            children: list = children_of(item)
+            add(item)
+            end(index + 1)
+            read = readers.get(item_type)
+            if read is None:
+                read = readers[item_type] = _field_reader(item_type)
+            children: list = []
+            for value in read(item):
+                value_type = type(value)
+                if value_type is list or value_type is tuple:
+                    children.extend([child for child in value if type(child) in node_types])
+                elif value_type in node_types:
+                    children.append(value)
             if children:
                 children.append(index)
                 children.reverse()
@@ -258,7 +270,7 @@ class SyntaxIndex:
         self.order = order
         #: ends[i]: one past the last node of order[i]'s subtree
         self.ends = ends
-        self._position = {id(node): index for index, node in enumerate(order)}
+        self._position = dict(zip(map(id, order), range(len(order))))  # id -> index, built in C
 
     def span(self, node: cst.CSTNode) -> tuple[int, int] | None:
         """`node`'s subtree as a slice of `order` (None: not a node of this tree)."""

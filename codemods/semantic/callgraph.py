@@ -109,6 +109,9 @@ class CallGraph:
         self.syntax: SyntaxIndex | None = None
         #: which same-file class a bare name holds where it is used (`model = ActorCritic()`)
         self.instances: InstanceTypes | None = None
+        #: the method names the file's classes define (set once every function is
+        #: collected): `x.m(...)` resolves to nothing when no class defines `m`
+        self._class_methods: frozenset[str] | None = None
 
     @classmethod
     def build(
@@ -154,6 +157,7 @@ class CallGraph:
     def _collect(self, module: cst.Module, syntax: SyntaxIndex) -> None:
         collector = _Collector(self)
         syntax.walk(module, collector)
+        self._class_methods = frozenset(method for owner, method in self.by_key if owner is not None)
         self.instances = InstanceTypes(module, set(self.classes), [f.node for f in self.functions.values()], syntax)
         for caller, under_no_grad, name, call in collector.call_sites:
             resolved = self.resolve(name, caller.class_name if caller else None, call)
@@ -179,8 +183,8 @@ class CallGraph:
         receiver, _, method = name.rpartition(".")
         if not receiver:
             return self.by_key.get((None, name), [])
-        if "." in receiver:
-            return []
+        if "." in receiver or (self._class_methods is not None and method not in self._class_methods):
+            return []  # (no class of the file defines `method`: no receiver's type is needed)
         if receiver in ("self", "cls"):
             return self.method_of(caller_class, method)
         instance = self.instances.class_of(receiver, where) if self.instances is not None else None
@@ -516,6 +520,7 @@ class GraphReturns:
                     function.node,
                     self.graph.imports,
                     lambda call: id(call) not in quiet and (is_forward(call) or self.of_call(call, function.class_name)),
+                    self.graph.syntax,
                 )
                 self._known[key] = flow.returned
         return self._known[key]

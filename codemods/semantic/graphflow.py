@@ -21,7 +21,7 @@ import libcst as cst
 
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.torch_api import DISTRIBUTION_SAMPLING_METHODS, DISTRIBUTIONS_PACKAGE
-from autograd_fix.codemods.walk import iter_children, iter_descendants, node_types_of
+from autograd_fix.codemods.walk import SyntaxIndex, iter_children, iter_descendants, node_types_of
 
 #: methods whose result holds no graph, whatever the receiver
 CUTTING_METHODS = frozenset(
@@ -63,12 +63,15 @@ class GraphFlow:
     escapes: list[cst.CSTNode] = field(default_factory=list)
 
 
-def graph_flow(function: cst.FunctionDef, imports: ImportIndex, is_source: Callable[[cst.Call], bool]) -> GraphFlow:
+def graph_flow(
+    function: cst.FunctionDef, imports: ImportIndex, is_source: Callable[[cst.Call], bool], syntax: SyntaxIndex | None = None
+) -> GraphFlow:
     """Follow the values made by `is_source` calls (forward passes) through `function`.
 
     A source call that is a statement of its own (its result dropped) makes nothing.
+    `syntax`: the file's index, to read the function's nodes off (a walk without it).
     """
-    return _GraphFlowAnalysis(function, imports, is_source).run()
+    return _GraphFlowAnalysis(function, imports, is_source, syntax).run()
 
 
 _NESTED_SCOPES = node_types_of((cst.FunctionDef, cst.ClassDef, cst.Lambda))
@@ -84,14 +87,17 @@ def _prune(node: cst.CSTNode) -> bool:
 
 
 class _GraphFlowAnalysis:
-    def __init__(self, function: cst.FunctionDef, imports: ImportIndex, is_source: Callable[[cst.Call], bool]) -> None:
+    def __init__(self, function: cst.FunctionDef, imports: ImportIndex, is_source: Callable[[cst.Call], bool],
+                 syntax: SyntaxIndex | None = None) -> None:
         self.function = function
         self.imports = imports
-        self.nodes = [node for node in iter_descendants(function.body, prune=_prune) if node is not function.body]
+        descendants = syntax.descendants if syntax is not None else iter_descendants
+        self.nodes = [node for node in descendants(function.body, _prune) if node is not function.body]
         self.binding = [node for node in self.nodes if type(node) in _BINDING_NODES]
         # a call whose result is dropped (`self.head.reset(n)`, `self.ema.update(model)`,
         # a forward run for its hooks) makes no value this function could cut
-        dropped = {id(node.value) for node in self.nodes if isinstance(node, cst.Expr)}
+        # (exact type tests below: these node classes have no subclasses)
+        dropped = {id(node.value) for node in self.nodes if type(node) is cst.Expr}
         self.is_source = lambda call: id(call) not in dropped and is_source(call)
         self.locals = self._local_names()
         self.tainted: set[str] = set()
@@ -106,9 +112,9 @@ class _GraphFlowAnalysis:
         return names - params
 
     def run(self) -> GraphFlow:
-        if any(isinstance(node, (cst.Global, cst.Nonlocal)) for node in self.nodes):
+        if any(type(node) is cst.Global or type(node) is cst.Nonlocal for node in self.nodes):
             self.result.escapes.append(self.function)  # module state: fail closed
-        if any(isinstance(node, cst.FunctionDef) or _registers_hook(node) for node in self.nodes):
+        if any(type(node) is cst.FunctionDef or _registers_hook(node) for node in self.nodes):
             # a nested function or a hook can capture activations this analysis does not see
             self.result.escapes.append(self.function)
         changed = True
@@ -117,7 +123,7 @@ class _GraphFlowAnalysis:
             for node in self.binding:
                 self._bind(node)
             changed = len(self.tainted) != before
-        self.result.built = any(isinstance(node, cst.Call) and self.is_source(node) for node in self.nodes)
+        self.result.built = any(type(node) is cst.Call and self.is_source(node) for node in self.nodes)
         self.fresh = self._fresh_locals()
         for node in self.nodes:
             if type(node) in _EXIT_NODES:
@@ -301,7 +307,7 @@ def makes_distribution(value: cst.BaseExpression, imports: ImportIndex) -> bool:
 
 def _registers_hook(node: cst.CSTNode) -> bool:
     """`model.register_forward_hook(save)`, `t.register_hook(fn)`."""
-    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+    if not (type(node) is cst.Call and type(node.func) is cst.Attribute):
         return False
     method = node.func.attr.value
     return method.startswith("register_") and "hook" in method

@@ -80,15 +80,16 @@ def annotated_non_models(function: cst.FunctionDef, imports: ImportIndex) -> fro
     return frozenset(found)
 
 
-def used_as_strings(function: cst.FunctionDef) -> frozenset[str]:
+def used_as_strings(function: cst.FunctionDef, syntax: SyntaxIndex | None = None) -> frozenset[str]:
     """Parameters the function calls a method of `str` on that neither nn.Module nor a
     tensor has (`mx_name.lower()`, `name.startswith("se_")`): strings by evidence,
-    whatever their callers' arguments are called (`map_mx_to_torch_model(mx_model)`)."""
+    whatever their callers' arguments are called (`map_mx_to_torch_model(mx_model)`).
+    `syntax`: the file's index, to read the calls off (a plain search without it)."""
     params = function.params
     names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
     found = set()
-    for node in iter_descendants(function.body):
-        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
+    for node in syntax.find(function.body, cst.Call) if syntax is not None else find_all(function.body, cst.Call):
+        if (type(node.func) is cst.Attribute and type(node.func.value) is cst.Name
                 and node.func.value.value in names and node.func.attr.value in STR_ONLY_METHODS):
             found.add(node.func.value.value)
     return frozenset(found)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from enum import Enum
 from types import MappingProxyType
 from typing import Iterable, Mapping
@@ -32,8 +33,11 @@ from typing import Iterable, Mapping
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+@lru_cache(maxsize=8192)
 def name_tokens(identifier: str) -> tuple[str, ...]:
-    """`valDataLoader` / `val_data_loader` -> ('val', 'data', 'loader')."""
+    """`valDataLoader` / `val_data_loader` -> ('val', 'data', 'loader').
+
+    Memoised: a file asks for the same few hundred names tens of thousands of times."""
     parts = []
     for chunk in identifier.split("_"):
         parts.extend(piece.lower() for piece in _CAMEL.split(chunk) if piece)
@@ -286,11 +290,23 @@ class Vocabulary:
         tokens = name_tokens(name.rsplit(".", 1)[-1])
         if _has_phrase(tokens):
             return Role.CRITERION
+        tie_roles = self._tie_roles
         for token in reversed(tokens):
-            for role in _TIE_ORDER:
-                if token in self.tokens(role):
-                    return role
+            role = tie_roles.get(token)
+            if role is not None:
+                return role
         return None
+
+    @cached_property
+    def _tie_roles(self) -> dict[str, Role]:
+        """token -> the first role of `_TIE_ORDER` whose words hold it (`role_by_name`'s
+        inner search, made once per vocabulary; a plain dict: the vocabulary is pickled
+        for worker processes, with this in it once made)."""
+        found: dict[str, Role] = {}
+        for role in _TIE_ORDER:
+            for token in self.tokens(role):
+                found.setdefault(token, role)
+        return found
 
 
 def _has_phrase(tokens: tuple[str, ...]) -> bool:

@@ -344,7 +344,7 @@ class _Finder:
         )
         return ModelScope(self.looks_like_model, values, function.module_like_class, frozenset(),
                           self._returns_graph(class_name),
-                          annotated_non_models(function.node, self.imports) | used_as_strings(function.node),
+                          annotated_non_models(function.node, self.imports) | used_as_strings(function.node, self.syntax),
                           self.classes)
 
     def _returns_graph(self, class_name: str | None) -> Callable[[cst.Call], bool]:
@@ -393,7 +393,8 @@ class _Finder:
         # where they resolve to a same-file function returning a graph (`model.pi(s)`)
         values = scope.models.module_values | self.graph.module_instances(statement)
         evident = replace(scope.models, looks_like_model=lambda name: False, module_values=values).with_receivers(scope.eval_receivers)
-        return dead_forward_line(container, statement, self.imports, self._forward_test(scope, ModelCalls(evident, self.imports)), sink)
+        return dead_forward_line(container, statement, self.imports, self._forward_test(scope, ModelCalls(evident, self.imports)), sink,
+                                 self.syntax)
 
     def _forward_test(self, scope: _Scope, calls: ModelCalls) -> Callable[[cst.Call], bool]:
         """A model's forward; a same-file function only where it returns a graph (`self.v(s)`)."""
@@ -486,7 +487,7 @@ class _Finder:
     def _may_return_graph(self, node: cst.FunctionDef, scope: _Scope) -> bool:
         """May a caller get a graph back: a returned tensor, unless the function's forwards
         are seen and every graph they make dies inside (`return cls, prob` of `.item()`s)."""
-        flow = graph_flow(node, self.imports, self._forward_test(scope, scope.calls(methods=True)))
+        flow = graph_flow(node, self.imports, self._forward_test(scope, scope.calls(methods=True)), self.syntax)
         return may_return_tensor(node, self.imports) and (not flow.built or flow.returned or bool(flow.escapes))
 
     def _runs_eval_forward(self, node: cst.FunctionDef, scope: _Scope, receivers: set[str]) -> bool:
@@ -533,11 +534,13 @@ class _Finder:
             return False
         if function.returns_value and not function.cuts:
             return False  # whatever it returns is as it was made: a graph, if a model ran
+        if changes_grad_mode(node.body, self.imports, self.syntax):
+            return False  # (asked first: it needs no `ModelScope`, which costs more)
         calls = scope.calls(method_receivers(node.body, "eval", self.syntax), methods=True)
-        if not calls.runs_model(node.body, self.syntax) or changes_grad_mode(node.body, self.imports, self.syntax):
+        if not calls.runs_model(node.body, self.syntax):
             return False
 
-        flow = graph_flow(node, self.imports, self._forward_test(scope, calls))
+        flow = graph_flow(node, self.imports, self._forward_test(scope, calls), self.syntax)
         if not flow.built or flow.returned or flow.escapes:
             return False
         return not hands_model_away(node, calls, lambda callee: bool(self.graph.resolve(callee, scope.class_name, node)))

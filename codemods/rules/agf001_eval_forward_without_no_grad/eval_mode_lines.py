@@ -79,6 +79,7 @@ def dead_forward_line(
     imports: ImportIndex,
     is_forward: Callable[[cst.Call], bool],
     sink: Callable[[cst.CSTNode], bool],
+    syntax: SyntaxIndex | None = None,
 ) -> bool:
     """A simple statement of training code (`container` takes gradients) whose forwards'
     graphs all die: `prob = model.pi(s)` of an RL rollout whose action leaves through
@@ -92,9 +93,10 @@ def dead_forward_line(
     if any(isinstance(small, (cst.Return, cst.Global, cst.Nonlocal)) for small in statement.body):
         return False
     dropped = {id(small.value) for small in statement.body if isinstance(small, cst.Expr)}
-    prune = lambda node: isinstance(node, cst.Lambda)  # noqa: E731
-    forwards = [call for call in iter_descendants(statement, prune=prune)
-                if isinstance(call, cst.Call) and id(call) not in dropped and is_forward(call)]
+    prune = lambda node: type(node) is cst.Lambda  # noqa: E731
+    descendants = syntax.descendants if syntax is not None else iter_descendants  # (the file's index, when given)
+    forwards = [call for call in descendants(statement, prune)
+                if type(call) is cst.Call and id(call) not in dropped and is_forward(call)]
     if not forwards:
         return False
     inputs = set().union(*(_input_names(call) for call in forwards))

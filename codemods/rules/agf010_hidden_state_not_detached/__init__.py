@@ -123,7 +123,7 @@ class HiddenStateNotDetached(Rule):
                 self._report(carry, initial)
         if self._scan.scopes():
             semantic = self.context.semantic
-            for attribute_carry in find_attribute_carries(original_node, self.context.imports, semantic.module_classes):
+            for attribute_carry in find_attribute_carries(original_node, self.context.imports, semantic.module_classes, semantic.syntax):
                 self._report_attribute(attribute_carry)
 
     def _report_attribute(self, carry: AttributeCarry) -> None:

@@ -18,7 +18,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.rules.agf010_hidden_state_not_detached.recurrent_state import unconditional_backward_index
 from autograd_fix.codemods.semantic.answer import Answer
-from autograd_fix.codemods.walk import iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants
 
 #: calls that cut the graph of the state or rebuild it (`repackage_hidden` is the word-language-model helper)
 _DETACH_METHODS = frozenset({"detach", "detach_"})
@@ -46,12 +46,15 @@ class AttributeCarry:
 
 
 def find_attribute_carries(
-    module: cst.Module, imports: ImportIndex, module_classes: dict[str, Answer]
+    module: cst.Module, imports: ImportIndex, module_classes: dict[str, Answer], syntax: SyntaxIndex | None = None
 ) -> list[AttributeCarry]:
     """Carries through `self.<attribute>` in a module class's `forward`, each with a
-    training loop in this file that calls an instance without detaching or resetting it."""
-    found = []
-    for cls in _classes(module):
+    training loop in this file that calls an instance without detaching or resetting it.
+    `syntax`: the file's index, to find the classes without a walk of the tree."""
+    found: list[AttributeCarry] = []
+    if Answer.YES not in module_classes.values():
+        return found  # no module class here: nothing keeps state on `self` across forwards
+    for cls in syntax.find(module, cst.ClassDef) if syntax is not None else _classes(module):
         if module_classes.get(cls.name.value) is not Answer.YES:
             continue
         forward = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None)

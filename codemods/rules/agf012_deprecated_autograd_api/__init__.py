@@ -15,7 +15,7 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.torch_version import TorchVersion, supports
-from autograd_fix.codemods.walk import iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex
 
 #: first release of each API the rule rewrites *to* (evidence in the rule's docstring)
 AUTOCAST_SINCE = TorchVersion(1, 12)
@@ -177,7 +177,7 @@ class DeprecatedAutogradApi(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         self._blocks.append(node)
         self._scopes.append(node)
-        self._fallbacks = _compat_fallback_nodes(node, self.context.imports)
+        self._fallbacks = _compat_fallback_nodes(node, self.context.imports, self.context.semantic.syntax)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._scopes.append(node)
@@ -380,7 +380,7 @@ class DeprecatedAutogradApi(Rule):
 # --- helpers ---------------------------------------------------------------------------
 
 
-def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex) -> set[int]:
+def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex) -> set[int]:
     """Ids of calls (and callable references) in the other branch of code that already
     uses `torch.amp`.
 
@@ -390,14 +390,10 @@ def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex) -> set[int]
     break exactly the versions it exists for.
     """
     def uses_new_api(node: cst.CSTNode) -> bool:
-        return any(
-            (imports.qualified_name(n) or "").startswith("torch.amp.")
-            for n in iter_descendants(node)
-            if isinstance(n, (cst.Attribute, cst.Name))
-        )
+        return any((imports.qualified_name(n) or "").startswith("torch.amp.") for n in syntax.find(node, (cst.Attribute, cst.Name)))
 
     fallbacks: set[int] = set()
-    for node in iter_descendants(module):
+    for node in syntax.find(module, (cst.If, cst.IfExp, cst.Try)):
         if isinstance(node, cst.If) and node.orelse is not None and uses_new_api(node.body):
             alternatives = [node.orelse]
         elif isinstance(node, cst.IfExp) and uses_new_api(node.body):
@@ -407,7 +403,7 @@ def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex) -> set[int]
         else:
             continue
         for alternative in alternatives:
-            fallbacks.update(id(n) for n in iter_descendants(alternative) if isinstance(n, (cst.Call, cst.Attribute, cst.Name)))
+            fallbacks.update(id(n) for n in syntax.find(alternative, (cst.Call, cst.Attribute, cst.Name)))
     return fallbacks
 
 

@@ -26,6 +26,7 @@ from autograd_fix.codemods.semantic.loops import (
 from autograd_fix.codemods.semantic.role_evidence import Basis, scope_roles
 from autograd_fix.codemods.semantic.roles import Role
 from autograd_fix.codemods.torch_api import SCALING_FUNCTIONS, SCALING_METHODS, SUM_REDUCTIONS
+from autograd_fix.codemods.walk import SyntaxIndex
 
 _ATOMIC = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)
 #: calls that take the count only to count with it
@@ -120,7 +121,7 @@ class AccumulationWithoutLossScaling(RootTracker, Rule):
         roots = self.interesting_roots()
         if not roots:
             return
-        sum_reduced = _sum_reduced_names(original_node, self.context.imports)
+        sum_reduced = _sum_reduced_names(original_node, self.context.semantic.syntax)
         for root in roots:
             parents = parent_map(root)
             for window in accumulation_windows(root, self.context.imports, parents, lambda c: self._is_step(c, parents)):
@@ -279,10 +280,11 @@ def _sum_reduction_argument(call: cst.Call) -> bool:
     return False
 
 
-def _sum_reduced_names(module: cst.Module, imports) -> set[str]:  # type: ignore[no-untyped-def]
-    """Names (`criterion`, `self.loss_fn`) the file binds to a call with a sum reduction."""
+def _sum_reduced_names(module: cst.Module, syntax: SyntaxIndex) -> set[str]:
+    """Names (`criterion`, `self.loss_fn`) the file binds to a call with a sum reduction
+    (the assignments read off the file's index)."""
     found: set[str] = set()
-    for assign in all_nodes(module, cst.Assign):
+    for assign in all_nodes(module, cst.Assign, syntax):
         assert isinstance(assign, cst.Assign)
         if isinstance(assign.value, cst.Call) and _sum_reduction_argument(assign.value):
             found |= {name for t in assign.targets if (name := dotted_name(t.target)) is not None}
