@@ -30,7 +30,6 @@ from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_api import TORCH_USE_MARKERS, uses_torch  # noqa: F401 - engine's API
 from autograd_fix.codemods.torch_version import TorchVersion
-from autograd_fix.codemods.trusted_parse import parse_module as trusted_parse
 from autograd_fix.codemods.walk import iter_children
 
 MAX_FIX_ROUNDS = 10
@@ -97,10 +96,8 @@ class SourceResult:
 
 
 def parse_module(text: str) -> cst.Module:
-    """libcst's tree of `text` (its parser's nodes are not validated again:
-    `trusted_parse`); a syntax error is an `EngineError` with CPython's position."""
     try:
-        return trusted_parse(text)
+        return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
         raise EngineError(syntax_error_message(text, error)) from None
     except RecursionError:
