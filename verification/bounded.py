@@ -134,11 +134,17 @@ SEEN = "__autograd_fix_seen__"
 WHILE_ENTER = "__autograd_fix_while__"
 WHILE_MORE = "__autograd_fix_more__"
 #: a line the run child writes to its output when it first caps a loop
+RETURNED = "__autograd_fix_returned__"
 MARKER = "\x1eautograd-fix capped "
 #: a line the run child writes after its 1st, 2nd, 4th, 8th... model forward and backward,
 #: so a run killed at its time limit can say how far it got
 PROGRESS = "\x1eautograd-fix progress "
 _LABEL_CHARS = 40
+
+
+class StopRun(BaseException):
+    """Ends a bounded run when the changed function returned (`Bounds.stop_at_return`).
+    Not an Exception: the user's ``except Exception`` must not swallow it."""
 
 
 def _target(target: ast.expr) -> str:
@@ -232,7 +238,10 @@ def _mark_reached(tree: ast.Module, hunks: list[list[int]]) -> None:
     """Insert ``REACHED((i, ...))`` before each statement holding a line of hunk i (at the
     start of the body for a change in a function's header: the decorator of an
     evaluation counts when it is called)."""
-    hunk_of = {line: index for index, hunk in enumerate(hunks) for line in hunk}
+    hunk_of: dict[int, set[int]] = {}  # two hunks may share a reach point (an insertion and a deletion after it)
+    for index, hunk in enumerate(hunks):
+        for line in hunk:
+            hunk_of.setdefault(line, set()).add(index)
     if not hunk_of:
         return
 
@@ -248,7 +257,7 @@ def _mark_reached(tree: ast.Module, hunks: list[list[int]]) -> None:
             marked: list[ast.stmt] = []
             for stmt in statements:
                 start, end = _header_span(stmt)
-                ids = {hunk_of[line] for line in range(start, end + 1) if line in hunk_of}
+                ids = {index for line in range(start, end + 1) for index in hunk_of.get(line, ())}
                 if ids and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     first = stmt.body[0]
                     docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
@@ -257,6 +266,64 @@ def _mark_reached(tree: ast.Module, hunks: list[list[int]]) -> None:
                     marked.append(mark(ids, stmt))
                 marked.append(stmt)
             setattr(node, field, marked)
+
+
+def _returning_function(tree: ast.Module, hunks: list[list[int]]) -> ast.FunctionDef | None:
+    """The innermost plain function (not async, not a generator) whose lines, decorators
+    included, hold every line of `hunks`: the run may stop when it returns
+    (`Bounds.stop_at_return`). None when the change is not inside one function."""
+    lines = {line for hunk in hunks for line in hunk}
+    if not lines:
+        return None
+    best: ast.FunctionDef | None = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef) or _is_generator(node):
+            continue
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        end = getattr(node, "end_lineno", None) or node.lineno
+        if all(start <= line <= end for line in lines) and (best is None or start >= best.lineno):
+            best = node
+    return best
+
+
+def _watch_return(tree: ast.Module, hunks: list[list[int]]) -> None:
+    """Give the function that holds the change an innermost decorator ``RETURNED``, so
+    the run can stop once the call that ran the changed code has returned."""
+    function = _returning_function(tree, hunks)
+    if function is not None:
+        watch = ast.copy_location(ast.Name(id=RETURNED, ctx=ast.Load()), function)
+        function.decorator_list.append(watch)
+
+
+def _tensors_in(value: Any, depth: int = 0) -> Iterator[Any]:
+    """Tensors a returned value holds (containers and dataclass-like objects, 3 deep)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth < 3 and isinstance(value, (list, tuple, set, frozenset)):
+        for item in list(value)[:1000]:
+            yield from _tensors_in(item, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for item in list(value.values())[:1000]:
+            yield from _tensors_in(item, depth + 1)
+    elif depth < 3 and hasattr(value, "__dict__") and not isinstance(value, type) and not callable(value):
+        for item in list(vars(value).values())[:1000]:
+            yield from _tensors_in(item, depth + 1)
+
+
+def _detached(value: Any, depth: int = 0) -> Any:
+    """`value` with its tensors detached (lists, tuples and dicts rebuilt), so that holding
+    it as an output keeps no graph alive for the memory probes."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if depth < 3 and type(value) in (list, tuple):
+        return type(value)(_detached(item, depth + 1) for item in value)
+    if depth < 3 and type(value) is dict:
+        return {key: _detached(item, depth + 1) for key, item in value.items()}
+    return value
 
 
 def _is_generator(node: ast.AST) -> bool:
@@ -531,7 +598,7 @@ class Bounds:
     def __init__(self, cap: int = DEFAULT_CAP, outer_cap: int = DEFAULT_OUTER_CAP, root: str | None = None,
                  announce_fd: int | None = None, forward_cap: int | None = None, changed_file: str | None = None,
                  changed_lines: Iterable[int] = (), observe: Iterable[str] = (), whole_windows: bool = False,
-                 stop_after: int = 0, hunks: Iterable[Iterable[int]] = ()) -> None:
+                 stop_after: int = 0, hunks: Iterable[Iterable[int]] = (), stop_at_return: bool = False) -> None:
         self.cap = int(cap)
         self.outer_cap = int(outer_cap) if outer_cap else self.cap
         #: forward-only loops (an evaluation): None caps those the patch did not change at
@@ -546,6 +613,19 @@ class Bounds:
         self.stop_after = int(stop_after or 0) if self.hunks else 0
         #: the stop as configured, for a re-run that must end where the run ended (`reset`)
         self._stop_after_setting = self.stop_after
+        #: end the run when the call of the changed function that ran every hunk returns
+        #: (`StopRun`), for contracts decided by then (`checks.DECIDED_AT_RETURN`)
+        self.stop_at_return = bool(stop_at_return) and bool(self.hunks)
+        self._stop_at_return_setting = self.stop_at_return
+        #: calls of the watched function under way: (token, events, live graph bytes) at entry
+        self._calls: list[tuple[object, int, int]] = []
+        #: the call that ran the last hunk (its token), or None
+        self._return_call: object | None = None
+        #: bytes of saved tensors alive now (`probes.Probes.live_graph_bytes`), set by the harness
+        self.graph_live: Any = None
+        #: what the run recorded where it stopped at a return: the value returned, the
+        #: random states and the modules in training mode (outputs of the run)
+        self._at_stop: dict[str, Any] = {}
         self._reached: set[int] = set()
         #: backwards (`backwards`) and optimizer steps when the last hunk was first reached
         self._armed_at: int | None = None
@@ -606,7 +686,9 @@ class Bounds:
             return compile(source, filename, "exec", dont_inherit=True)
         tree = ast.parse(source, filename)  # a SyntaxError is the caller's, as for compile
         try:
-            if self.stop_after and os.path.abspath(filename) == self.changed_file:
+            if (self.stop_after or self.stop_at_return) and os.path.abspath(filename) == self.changed_file:
+                if self.stop_at_return:
+                    _watch_return(tree, self.hunks)
                 _mark_reached(tree, self.hunks)
             tree = ast.fix_missing_locations(_Capper(self, os.path.abspath(filename)).visit(tree))
             return compile(tree, filename, "exec", dont_inherit=True)
@@ -624,6 +706,82 @@ class Bounds:
         self._reached.update(ids)
         if len(self._reached) >= len(self.hunks):
             self._armed_at, self._armed_steps = self.backwards, self.steps
+            if self.stop_at_return and self._calls:
+                self._return_call = self._calls[-1][0]
+
+    def _watched(self, function: Any) -> Any:
+        """The changed function, wrapped so that the call that ran every hunk of the
+        change ends the run once it has returned (`_returned`): its frame and locals are
+        gone by then, so what its graph left alive is what it let escape."""
+        import functools
+
+        if not callable(function):
+            return function
+        bounds = self
+
+        @functools.wraps(function)
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            token = object()
+            live = bounds.graph_live() if bounds.graph_live is not None else 0
+            bounds._calls.append((token, bounds.events, live))
+            try:
+                value = function(*args, **kwargs)
+            finally:
+                entry = bounds._calls.pop()
+            if bounds._return_call is token and bounds.stop_at_return and bounds.stopped is None:
+                bounds._returned(function, value, entry[1], entry[2])
+            return value
+
+        return watched
+
+    def _returned(self, function: Any, value: Any, events: int, live: int) -> None:
+        """The call that ran the changed code returned `value`: stop the run here (both
+        sides alike) unless the call trained (a backward or a step ran in it: what the
+        change did shows later, and the ordinary stop applies). Whether anything of a
+        graph the call recorded outlived it (``escaped``: saved tensors still alive, or a
+        returned tensor with a graph) is recorded: a later backward could have used it, so
+        the job runs the pair again without this stop (`escaped_stop`)."""
+        if self.events != events:
+            return
+        escaped = ""
+        if self.graph_live is not None and self.graph_live() > live:
+            escaped = "saved tensors of its graph outlived the call"
+        elif any(t.requires_grad and t.grad_fn is not None for t in _tensors_in(value)):
+            escaped = "it returned a tensor that holds a graph"
+        code = getattr(function, "__code__", None)
+        name = getattr(function, "__qualname__", None) or getattr(function, "__name__", "?")
+        where = f"{self._relative(code.co_filename)}:{code.co_firstlineno}" if code is not None else "?"
+        live_loops = [it for it in list(self._live) if not it._done]
+        left = sorted((it._order, it._entry.loop.label, it._known) for it in live_loops)
+        self.stopped = {"where": where, "label": f"{name}()", "after": 0, "counted": "return", "at_return": True,
+                        "escaped": escaped, "left": [[label, known] for _, label, known in left]}
+        self._at_stop = self._state_at_stop(name, value, getattr(function, "__globals__", {}))
+        raise StopRun(f"the changed {name}() returned")
+
+    @staticmethod
+    def _state_at_stop(name: str, value: Any, namespace: dict[str, Any]) -> dict[str, Any]:
+        """What code after the stop would have read and the run's globals do not show: the
+        value the changed function returned, the random states, and which modules of the
+        changed file's globals are in training mode."""
+        import random
+
+        import torch
+        from torch import nn
+
+        state: dict[str, Any] = {f"{name}() returned (the changed function, where the run stopped)": _detached(value),
+                                 "torch random state where the run stopped": torch.get_rng_state(),
+                                 "random module state where the run stopped": hash(random.getstate())}
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            state["numpy random state where the run stopped"] = numpy.random.get_state()[1].copy()
+        modes = {key: sorted(sub or "." for sub, module in item.named_modules() if module.training)
+                 for key, item in list(namespace.items()) if isinstance(item, nn.Module)}
+        if modes:
+            state["modules in training mode where the run stopped"] = modes
+        return state
+
+    def _relative(self, filename: str) -> str:
+        return os.path.relpath(filename, self.root) if self.root and self.owns(filename) else os.path.basename(filename)
 
     @property
     def reached(self) -> frozenset[int]:
@@ -693,8 +851,9 @@ class Bounds:
 
     def observed(self) -> dict[str, Any]:
         """The last values of the observed names, keyed as verdicts name them."""
-        return {f"{key.rpartition('.')[2]} (last value assigned by the changed code in {key.rpartition('.')[0]})": value
+        seen = {f"{key.rpartition('.')[2]} (last value assigned by the changed code in {key.rpartition('.')[0]})": value
                 for key, value in sorted(self._seen.items())}
+        return {**seen, **self._at_stop}
 
     # -- events -------------------------------------------------------------------------
     def _pre_forward(self, module: nn.Module, args: Any) -> None:
@@ -730,7 +889,7 @@ class Bounds:
         from torch import nn
 
         for name, helper in ((LOOP, self._loop), (WHILE_ENTER, self._while_enter), (WHILE_MORE, self._while_more),
-                             (SEEN, self._seen_value), (REACHED, self._reached_hunks)):
+                             (SEEN, self._seen_value), (REACHED, self._reached_hunks), (RETURNED, self._watched)):
             setattr(builtins, name, helper)
             self._undo.append(lambda name=name: delattr(builtins, name) if hasattr(builtins, name) else None)
         finder = _ProjectFinder(self)
@@ -792,6 +951,10 @@ class Bounds:
         self._whiles.clear()
         self._depth = 0
         self.stop_after = self._stop_after_setting if keep_stop else 0
+        self.stop_at_return = self._stop_at_return_setting if keep_stop else False
+        self._return_call = None
+        self._calls.clear()
+        self._at_stop = {}
         self._armed_at = None
         self._reached = set()
         self.stopped = None
@@ -836,7 +999,8 @@ class Bounds:
         ]
 
     def settings(self) -> dict[str, int | None]:
-        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after}
+        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after,
+                "stop_at_return": self.stop_at_return}
 
 
 def _marked(output: str, marker: str) -> Iterator[dict[str, Any]]:
@@ -894,6 +1058,8 @@ def describe_stop(stopped: dict[str, Any] | None) -> str:
     """``stopped 2 optimizer steps after the changed code ran (at loop `for i` at main.py:68)``."""
     if not stopped:
         return ""
+    if stopped.get("at_return"):
+        return f"stopped when the changed {stopped.get('label')} returned ({stopped.get('where')})"
     after, counted = int(stopped.get("after", 0)), str(stopped.get("counted") or "backward")
     return (f"stopped {after} {counted}{'s' if after != 1 else ''} after the changed code ran "
             f"(at loop `{stopped.get('label')}` at {stopped.get('where')})")
@@ -934,6 +1100,29 @@ def capping_evaluations_could_help(output: str) -> bool:
     keeps when capped (`DEFAULT_FORWARD_CAP`): a second try with every evaluation capped
     might fit; with fewer it would be cut at the same place."""
     return int(progress(output).get("forwards", 0)) > DEFAULT_FORWARD_CAP
+
+
+def escaped_stop(outcomes: Any) -> bool:
+    """A side stopped at the changed function's return although a graph that call
+    recorded outlived it (`Bounds._returned`): code after the return could have used it."""
+    for outcome in outcomes:
+        bounded = outcome.record.bounded if outcome.record is not None else None
+        stopped = (bounded.stopped if bounded is not None else None) or {}
+        if stopped.get("at_return") and stopped.get("escaped"):
+            return True
+    return False
+
+
+def shortest_evaluation_could_help(outcomes: Any) -> bool:
+    """The original run was killed at its time limit or ran out of memory after at least
+    one model forward had finished (`PROGRESS`): a run whose every evaluation loop keeps
+    one iteration might fit (with none finished it would be cut at the same place)."""
+    if not outcomes:
+        return False
+    original = outcomes[0]
+    exception = original.record.exception if original.status == "ok" and original.record is not None else None
+    out_of_limits = original.status in ("timeout", "memory") or bool(exception is not None and exception.memory)
+    return out_of_limits and int(progress(original.output).get("forwards", 0)) >= 1
 
 
 def evaluation_cut_broke(outcomes: Any) -> bool:

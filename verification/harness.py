@@ -35,7 +35,7 @@ from torch import nn
 from autograd_fix.codemods.semantic.roles import Vocabulary
 
 from .binding import Binder, Unbindable
-from .bounded import VOLATILE_NAME, Bounds
+from .bounded import VOLATILE_NAME, Bounds, StopRun
 from .clock import ClockUse, is_clock_reading, marked_clocks
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
@@ -209,6 +209,7 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
         counterpart=spec.counterpart,
         watch=watch,
     )
+    bounds.graph_live = probes.live_graph_bytes
     started = time.perf_counter()
     with bounds, marked_clocks() as clocks:
         with watch:
@@ -263,7 +264,8 @@ def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_win
                   announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
                   changed_lines=[line for hunk in changed or () for line in hunk],
                   observe=observe, whole_windows=whole_windows,
-                  stop_after=int(settings.get("stop_after") or 0), hunks=reach or ())
+                  stop_after=int(settings.get("stop_after") or 0), hunks=reach or (),
+                  stop_at_return=bool(settings.get("stop_at_return")))
 
 
 def _fresh_main(path: str) -> dict[str, Any]:
@@ -399,6 +401,8 @@ def _run_main(record: RunRecordDraft, probes: Probes, path: str, run: Any, names
     try:
         with contextlib.redirect_stdout(printed):
             run()
+    except StopRun:
+        pass  # the changed function returned where both sides stop (`bounded.Bounds.stop_at_return`)
     except SystemExit as exc:
         if exc.code not in (None, 0):
             record.exception = describe_exception(exc, "run", path)
