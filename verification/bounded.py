@@ -68,6 +68,31 @@ line that never runs never stops the loops (the caps alone apply, and the line w
 reports it). Re-runs for finite differences and the second point end at their own
 backward and are never stopped.
 
+**A stop at the changed function's return** (`Bounds.stop_at_return`), for contracts
+decided once the changed code has returned (`checks.DECIDED_AT_RETURN`: outputs, the
+``.grad`` left, graph memory; AGF001's ``no_grad`` on an evaluation): the function that
+holds every hunk gets an innermost decorator (`RETURNED`), and when the call that ran the
+last hunk returns, the run ends there (`StopRun`), both sides alike, instead of training
+2 more steps: nanoGPT evaluates at iteration 0, before its first step, and a step of the
+baby GPT costs more than the whole evaluation. What later code would read is made an
+output: the value returned, the torch, numpy and ``random`` states, and which modules of
+the changed file's globals are in training mode (a rewrite that loses ``model.train()``
+returns the same losses, yet trains differently); the globals are compared as at any end.
+Not when the call trained (a backward or a step ran in it: a ``no_grad`` around training
+code shows at the backward; the ordinary stop applies). And the stop proves too little
+when a graph the call recorded outlived it (saved tensors still alive once its frame is
+gone, or a returned tensor with a graph: a later backward may go through it, and a
+wrong ``no_grad`` shows only there): the run records that (``escaped``) and the job runs
+the pair again without this stop (`escaped_stop`). Limits: a graph without saved
+tensors kept in a global is not seen; state other than the outputs above (a file
+written, a submodule's attribute) is compared only as far as the globals show it.
+
+When even the shortened run does not fit its time or memory limit though a model
+forward finished (`shortest_evaluation_could_help`), the pair runs once more with every
+evaluation loop kept at 1 iteration (``forward-loop-cap = 1``, a loop over evaluation
+loops included: nanoGPT's 2 splits become 1), the same on both sides, and the verdict
+names the loops so cut.
+
 How: the source of the script (and, through an import hook, of every ``.py`` file of
 the project copy the run imports) is parsed with `ast` and recompiled with
 ``for x in it`` turned into ``for x in __autograd_fix_loop__(it, ID)``, list, set and
