@@ -695,6 +695,9 @@ def test_a_run_stops_when_the_changed_evaluation_returns():
     # what code after the stop would read: the random state, which modules train
     assert observed["modules in training mode where the run stopped"] == {"model": [".", "0", "1", "2"]}
     assert isinstance(observed["torch random state where the run stopped"], torch.Tensor)
+    # read once the function's own `@torch.no_grad()` has exited: a rewrite that leaves grad
+    # mode off for good differs here, the right decorator does not
+    assert observed["autograd mode where the run stopped"] == {"grad enabled": True, "inference mode": False}
 
 
 def test_a_graph_that_outlives_the_changed_call_is_recorded_as_escaped():

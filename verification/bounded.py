@@ -167,6 +167,11 @@ PROGRESS = "\x1eautograd-fix progress "
 _LABEL_CHARS = 40
 
 
+def returned_key(name: str) -> str:
+    """The output that holds what the changed function `name` returned where the run stopped."""
+    return f"{name}() returned (the changed function, where the run stopped)"
+
+
 class StopRun(BaseException):
     """Ends a bounded run when the changed function returned (`Bounds.stop_at_return`).
     Not an Exception: the user's ``except Exception`` must not swallow it."""
@@ -312,12 +317,14 @@ def _returning_function(tree: ast.Module, hunks: list[list[int]]) -> ast.Functio
 
 
 def _watch_return(tree: ast.Module, hunks: list[list[int]]) -> None:
-    """Give the function that holds the change an innermost decorator ``RETURNED``, so
-    the run can stop once the call that ran the changed code has returned."""
+    """Give the function that holds the change an outermost decorator ``RETURNED``, so
+    the run can stop once the call that ran the changed code has returned: outermost, so
+    that its own decorators (a ``@torch.no_grad()``) have restored what they set by then."""
     function = _returning_function(tree, hunks)
     if function is not None:
-        watch = ast.copy_location(ast.Name(id=RETURNED, ctx=ast.Load()), function)
-        function.decorator_list.append(watch)
+        first = function.decorator_list[0] if function.decorator_list else function  # co_firstlineno as it was
+        watch = ast.copy_location(ast.Name(id=RETURNED, ctx=ast.Load()), first)
+        function.decorator_list.insert(0, watch)
 
 
 def _tensors_in(value: Any, depth: int = 0) -> Iterator[Any]:
@@ -739,9 +746,12 @@ class Bounds:
         change ends the run once it has returned (`_returned`): its frame and locals are
         gone by then, so what its graph left alive is what it let escape."""
         import functools
+        import types
 
-        if not callable(function):
-            return function
+        if isinstance(function, (staticmethod, classmethod)):
+            return type(function)(self._watched(function.__func__))
+        if not isinstance(function, types.FunctionType):
+            return function  # a decorator made something else (a scripted function, a property): no stop here
         bounds = self
 
         @functools.wraps(function)
@@ -773,14 +783,20 @@ class Bounds:
             escaped = "saved tensors of its graph outlived the call"
         elif any(t.requires_grad and t.grad_fn is not None for t in _tensors_in(value)):
             escaped = "it returned a tensor that holds a graph"
-        code = getattr(function, "__code__", None)
-        name = getattr(function, "__qualname__", None) or getattr(function, "__name__", "?")
+        import inspect
+
+        try:
+            inner = inspect.unwrap(function)  # under its decorators (a `torch.no_grad()` wrapper)
+        except ValueError:
+            inner = function
+        code = getattr(inner, "__code__", None)
+        name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", "?")
         where = f"{self._relative(code.co_filename)}:{code.co_firstlineno}" if code is not None else "?"
         live_loops = [it for it in list(self._live) if not it._done]
         left = sorted((it._order, it._entry.loop.label, it._known) for it in live_loops)
         self.stopped = {"where": where, "label": f"{name}()", "after": 0, "counted": "return", "at_return": True,
                         "escaped": escaped, "left": [[label, known] for _, label, known in left]}
-        self._at_stop = self._state_at_stop(name, value, getattr(function, "__globals__", {}))
+        self._at_stop = self._state_at_stop(name, value, getattr(inner, "__globals__", {}))
         raise StopRun(f"the changed {name}() returned")
 
     @staticmethod
@@ -793,7 +809,10 @@ class Bounds:
         import torch
         from torch import nn
 
-        state: dict[str, Any] = {f"{name}() returned (the changed function, where the run stopped)": _detached(value),
+        state: dict[str, Any] = {returned_key(name): _detached(value),
+                                 # a rewrite that leaves grad mode off for good (`set_grad_enabled(False)`)
+                                 "autograd mode where the run stopped": {"grad enabled": torch.is_grad_enabled(),
+                                                                         "inference mode": torch.is_inference_mode_enabled()},
                                  "torch random state where the run stopped": torch.get_rng_state(),
                                  "random module state where the run stopped": hash(random.getstate())}
         numpy = sys.modules.get("numpy")

@@ -35,7 +35,7 @@ from torch import nn
 from autograd_fix.codemods.semantic.roles import Vocabulary
 
 from .binding import Binder, Unbindable
-from .bounded import VOLATILE_NAME, Bounds, StopRun
+from .bounded import VOLATILE_NAME, Bounds, StopRun, returned_key
 from .clock import ClockUse, is_clock_reading, marked_clocks
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
@@ -223,6 +223,7 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
                 record.volatile += [name.split(" ")[0] for name, value in observed.items() if _clock_reading(name, value, clocks)]
                 record.outputs.update({name: serialize(value) for name, value in observed.items()
                                        if not _clock_reading(name, value, clocks)})
+                _returned_graph_state(record, bounds)
             elif kind == "autograd_function":
                 _run_function_class(spec, record, probes, path, device)
             else:
@@ -243,6 +244,19 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
         if kind == "script" and spec.side == "original" and Probe.FLOAT64_REFERENCE in needs:
             record.float64_reference = _float64_reference(spec, path, bounds, clocks)
     return record
+
+
+def _returned_graph_state(record: RunRecordDraft, bounds: Bounds) -> None:
+    """A run stopped at the changed function's return: when that function returns graph
+    state (`graph_state` names it: ``return {"graph": tracked}`` with ``tracked`` holding
+    ``requires_grad`` flags), the output holding its returned value is such a place too."""
+    stopped = bounds.stopped or {}
+    state = record.graph_state
+    if not stopped.get("at_return") or state is None:
+        return
+    name = str(stopped.get("label", ""))[:-2]
+    if name.rpartition(".")[2] in state.names:
+        record.graph_state = replace(state, names=tuple(sorted({*state.names, returned_key(name)})))
 
 
 def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_windows: bool = False) -> Bounds:
