@@ -788,3 +788,49 @@ def test_a_run_out_of_its_limits_after_a_forward_is_tried_with_the_shortest_eval
     assert not shortest_evaluation_could_help([none, fine])
     assert shortest_evaluation_could_help([one, fine]) and shortest_evaluation_could_help([memory, fine])
     assert not shortest_evaluation_could_help([fine, one])  # only the original's limits count
+
+
+def test_what_the_changed_call_filled_in_is_compared_at_its_return():
+    """An evaluation that fills a dict its caller passed in, and returns a meter of the
+    project's own class: both are read by the caller after the stop, so both are outputs."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Meter:
+            def __init__(self):
+                self.sum, self._count = 0.0, 0
+
+
+        model = nn.Linear(4, 1)
+
+
+        @torch.no_grad()
+        def evaluate(results, loader):
+            meter = Meter()
+            for x in loader:
+                meter.sum += float(model(x).sum())
+                meter._count += 1
+            results["last"] = meter.sum
+            return meter
+
+
+        def main():
+            results = {}
+            meter = evaluate(results, [torch.ones(2, 4)] * 5)
+            print(results, meter.sum / meter._count)
+
+
+        main()
+        """
+    )
+    namespace, bounds = _stopping_at_return(source, [[14]])
+    assert bounds.stopped is not None and bounds.stopped["at_return"]
+    observed = bounds.observed()
+    meter = observed["evaluate() returned (the changed function, where the run stopped)"]
+    assert meter["__class__"] == "Meter" and meter["_count"] == 3  # the evaluation loop keeps 3 batches
+    results = observed["evaluate() argument results after the call (where the run stopped)"]
+    assert results == {"last": meter["sum"]}
+    assert "evaluate() argument loader after the call (where the run stopped)" in observed  # a plain list, kept

@@ -130,6 +130,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
+import enum
 import importlib.abc
 import importlib.machinery
 import json
@@ -138,6 +140,7 @@ import os
 import re
 import sys
 import time
+import types
 import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
@@ -346,16 +349,60 @@ def _tensors_in(value: Any, depth: int = 0) -> Iterator[Any]:
 
 def _detached(value: Any, depth: int = 0) -> Any:
     """`value` with its tensors detached (lists, tuples and dicts rebuilt), so that holding
-    it as an output keeps no graph alive for the memory probes."""
+    it as an output keeps no graph alive for the memory probes; a plain object (an
+    ``AverageMeter`` an evaluation returns) as a dict of its class name and attributes,
+    private ones included: the caller reads them (``meter.sum / meter.count``) after the
+    stop, and an output compared only by its class name would hide what it holds."""
     import torch
+    from torch import nn
 
     if isinstance(value, torch.Tensor):
         return value.detach()
-    if depth < 3 and type(value) in (list, tuple):
+    if depth >= 3:
+        return value
+    if type(value) in (list, tuple):
         return type(value)(_detached(item, depth + 1) for item in value)
-    if depth < 3 and type(value) is dict:
+    if type(value) is dict:
         return {key: _detached(item, depth + 1) for key, item in value.items()}
-    return value
+    if isinstance(value, (nn.Module, type, types.ModuleType, enum.Enum)) or callable(value):
+        return value
+    names = [name for name in getattr(value, "__dict__", {}) if not name.startswith("__")]
+    names += [name for cls in type(value).__mro__ for name in getattr(cls, "__slots__", ()) if isinstance(name, str)
+              and not name.startswith("__") and name not in names]
+    if not names or type(value).__module__ in ("builtins", "numpy") or dataclasses.is_dataclass(value):
+        return value  # what `record.serialize` already spells out (numbers, arrays, dataclasses)
+    state: dict[str, Any] = {"__class__": type(value).__qualname__}
+    for name in names[:100]:
+        try:
+            state[name] = _detached(getattr(value, name), depth + 1)
+        except AttributeError:  # an empty slot
+            continue
+    return state
+
+
+def _arguments_after(name: str, function: Any, arguments: tuple[tuple, dict]) -> dict[str, Any]:
+    """The arguments of the changed call that it may have filled in, as they are after it
+    (a ``results`` dict or a meter the caller passed and reads after the stop): plain
+    containers and objects of the project's own classes; not modules (their state is
+    compared with the globals and the parameters), not torch's or numpy's objects (a
+    ``DataLoader`` would drag its whole dataset into the record)."""
+    import inspect
+
+    import torch
+
+    args, kwargs = arguments
+    try:
+        bound = inspect.signature(function).bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {**{f"#{i}": arg for i, arg in enumerate(args)}, **kwargs}
+    found: dict[str, Any] = {}
+    for key, arg in bound.items():
+        module = type(arg).__module__ or ""
+        plain = type(arg) in (list, dict, set)
+        own = not module.startswith(("torch", "numpy", "builtins")) and not isinstance(arg, (torch.nn.Module, types.ModuleType, type))
+        if (plain or own) and not callable(arg):
+            found[f"{name}() argument {key} after the call (where the run stopped)"] = _detached(arg)
+    return found
 
 
 def _is_generator(node: ast.AST) -> bool:
@@ -746,7 +793,6 @@ class Bounds:
         change ends the run once it has returned (`_returned`): its frame and locals are
         gone by then, so what its graph left alive is what it let escape."""
         import functools
-        import types
 
         if isinstance(function, (staticmethod, classmethod)):
             return type(function)(self._watched(function.__func__))
@@ -764,12 +810,12 @@ class Bounds:
             finally:
                 entry = bounds._calls.pop()
             if bounds._return_call is token and bounds.stop_at_return and bounds.stopped is None:
-                bounds._returned(function, value, entry[1], entry[2])
+                bounds._returned(function, value, entry[1], entry[2], (args, kwargs))
             return value
 
         return watched
 
-    def _returned(self, function: Any, value: Any, events: int, live: int) -> None:
+    def _returned(self, function: Any, value: Any, events: int, live: int, arguments: tuple[tuple, dict] = ((), {})) -> None:
         """The call that ran the changed code returned `value`: stop the run here (both
         sides alike) unless the call trained (a backward or a step ran in it: what the
         change did shows later, and the ordinary stop applies). Whether anything of a
@@ -797,6 +843,7 @@ class Bounds:
         self.stopped = {"where": where, "label": f"{name}()", "after": 0, "counted": "return", "at_return": True,
                         "escaped": escaped, "left": [[label, known] for _, label, known in left]}
         self._at_stop = self._state_at_stop(name, value, getattr(inner, "__globals__", {}))
+        self._at_stop.update(_arguments_after(name, inner, arguments))
         raise StopRun(f"the changed {name}() returned")
 
     @staticmethod
