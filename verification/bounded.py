@@ -369,8 +369,11 @@ def _detached(value: Any, depth: int = 0) -> Any:
     names = [name for name in getattr(value, "__dict__", {}) if not name.startswith("__")]
     names += [name for cls in type(value).__mro__ for name in getattr(cls, "__slots__", ()) if isinstance(name, str)
               and not name.startswith("__") and name not in names]
-    if not names or type(value).__module__ in ("builtins", "numpy") or dataclasses.is_dataclass(value):
-        return value  # what `record.serialize` already spells out (numbers, arrays, dataclasses)
+    module = type(value).__module__ or ""
+    if not names or module.startswith(("builtins", "numpy", "torch")) or dataclasses.is_dataclass(value):
+        # what `record.serialize` spells out (numbers, arrays, dataclasses), and torch's own
+        # objects (a DataLoader would drag its whole dataset into the record)
+        return value
     state: dict[str, Any] = {"__class__": type(value).__qualname__}
     for name in names[:100]:
         try:
