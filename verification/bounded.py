@@ -75,9 +75,12 @@ holds every hunk gets an innermost decorator (`RETURNED`), and when the call tha
 last hunk returns, the run ends there (`StopRun`), both sides alike, instead of training
 2 more steps: nanoGPT evaluates at iteration 0, before its first step, and a step of the
 baby GPT costs more than the whole evaluation. What later code would read is made an
-output: the value returned, the torch, numpy and ``random`` states, and which modules of
-the changed file's globals are in training mode (a rewrite that loses ``model.train()``
-returns the same losses, yet trains differently); the globals are compared as at any end.
+output: the value returned (an object of the project's own class by its attributes: the
+caller reads ``meter.sum / meter.count`` after the stop), the call's arguments it may have
+filled in (plain containers, objects of project classes), the torch, numpy and
+``random`` states, grad and inference mode, and which modules of the changed file's
+globals are in training mode (a rewrite that loses ``model.train()`` returns the same
+losses, yet trains differently); the globals are compared as at any end.
 Not when the call trained (a backward or a step ran in it: a ``no_grad`` around training
 code shows at the backward; the ordinary stop applies). And the stop proves too little
 when a graph the call recorded outlived it (saved tensors still alive once its frame is
