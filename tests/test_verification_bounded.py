@@ -105,8 +105,8 @@ def test_a_ten_thousand_epoch_script_is_verified_in_seconds(tmp_path, verifier):
     assert verdict.verdict == "accepted", verdict.reason
     assert verdict.driver == "script driver (top-level code)"
     # what was shortened, in the verdict: the batch loop of the first epoch, then, the
-    # changed evaluation having run, a stop 2 backwards into the second epoch
-    assert f"stopped {DEFAULT_STOP_AFTER} optimizer steps after the changed code ran (at loop `for x, y` at train.py:43)" in verdict.reason, verdict.reason
+    # changed evaluation having returned (AGF001's contract is decided by then), the stop
+    assert "stopped when the changed evaluate() returned (train.py:29)" in verdict.reason, verdict.reason
     assert f"`for x, y` at train.py:43 capped at {DEFAULT_CAP} iterations" in verdict.reason, verdict.reason
     assert "`for epoch`" not in verdict.reason  # the stop came before the epoch loop's cap
     # the evaluation (forwards only), the data preparation, the loop in forward: not cut
@@ -255,7 +255,8 @@ def test_the_last_values_the_changed_lines_assign_are_outputs():
 
 def test_caps_come_from_the_project_configuration(tmp_path, verifier):
     root = _project(tmp_path, {"train.py": LONG})
-    (root / "pyproject.toml").write_text("[project]\nname = 'toy'\n[tool.autograd-fix.verify]\nloop-cap = 4\nouter-loop-cap = 1\n")
+    (root / "pyproject.toml").write_text("[project]\nname = 'toy'\n[tool.autograd-fix.verify]\nloop-cap = 4\nouter-loop-cap = 1\n"
+                                          "stop-after-change = 0\n")  # no stop: not after steps, not at the return
     config = load_config(str(root / "train.py"))
     assert (config.loop_cap, config.outer_loop_cap) == (4, 1)
     verdict = verify_pair(LONG, RIGHT, path=str(root / "train.py"), checks=AGF001, verifier=verifier)
@@ -628,3 +629,208 @@ def test_a_line_added_at_the_end_of_a_body_stops_both_sides_alike(tmp_path, veri
                           checks=tuple(rule_by_code("AGF002").contract.checks), verifier=verifier)
     assert verdict.verdict == "accepted", verdict.reason
     assert "stopped 2 optimizer steps after the changed code ran (at loop `for i` at steps.py:19)" in verdict.reason, verdict.reason
+
+
+# An evaluation given `no_grad` (AGF001) runs at the start of every epoch, before any
+# training step: a run whose contract is decided by what the call returned ends there.
+EVAL_FIRST = """\
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.2), nn.Linear(16, 1))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = [(torch.randn(4, 8), torch.randn(4, 1)) for _ in range(10)]
+log = []
+
+
+@torch.no_grad()
+def evaluate():
+    model.eval()
+    total = 0.0
+    for x, y in data:
+        loss = nn.functional.mse_loss(model(x), y)
+        total += loss.item()
+    model.train()
+    return total / len(data)
+
+
+for epoch in range(100):
+    log.append(evaluate())
+    for x, y in data:
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        log.append("step")
+"""
+EVAL_BUGGY = EVAL_FIRST.replace("@torch.no_grad()\n", "")
+
+
+def _stopping_at_return(source: str, hunks: list[list[int]]) -> tuple[dict, Bounds]:
+    from autograd_fix.verification.bounded import StopRun
+
+    bounds = Bounds(cap=3, outer_cap=2, root="/nowhere", changed_file="/nowhere/prep.py",
+                    changed_lines=[line for hunk in hunks for line in hunk], hunks=hunks, stop_after=DEFAULT_STOP_AFTER,
+                    stop_at_return=True)
+    namespace: dict = {"__name__": "__main__"}
+    torch.manual_seed(0)
+    with bounds:
+        try:
+            exec(bounds.compile(source, "/nowhere/prep.py"), namespace)
+        except StopRun:
+            pass
+    return namespace, bounds
+
+
+def test_a_run_stops_when_the_changed_evaluation_returns():
+    namespace, bounds = _stopping_at_return(EVAL_FIRST, [[12]])
+    # the evaluation (3 batches, capped) ran and returned; not one training step followed
+    assert len(namespace["log"]) == 0 and bounds.steps == 0 and bounds.forwards == 3
+    assert bounds.stopped is not None and bounds.stopped["at_return"] and not bounds.stopped["escaped"]
+    assert bounds.stopped["label"] == "evaluate()" and bounds.stopped["where"] == "prep.py:11"
+    observed = bounds.observed()
+    returned = observed["evaluate() returned (the changed function, where the run stopped)"]
+    assert isinstance(returned, float) and returned > 0
+    # what code after the stop would read: the random state, which modules train
+    assert observed["modules in training mode where the run stopped"] == {"model": [".", "0", "1", "2"]}
+    assert isinstance(observed["torch random state where the run stopped"], torch.Tensor)
+    # read once the function's own `@torch.no_grad()` has exited: a rewrite that leaves grad
+    # mode off for good differs here, the right decorator does not
+    assert observed["autograd mode where the run stopped"] == {"grad enabled": True, "inference mode": False}
+
+
+def test_a_graph_that_outlives_the_changed_call_is_recorded_as_escaped():
+    """A loss with its graph returned to a caller that backpropagates it: the stop at the
+    return proves too little (a wrong `no_grad` there shows only at the backward), so the
+    run says so and the job runs the pair again with the ordinary stop."""
+    source = EVAL_BUGGY.replace("    return total / len(data)\n", "    return loss\n")
+    namespace, bounds = _stopping_at_return(source, [[11]])
+    assert bounds.stopped["escaped"] == "it returned a tensor that holds a graph", bounds.stopped
+    # the ordinary stop's evidence: without the stop at the return the run trains on
+    from autograd_fix.verification.bounded import escaped_stop
+    from autograd_fix.verification.protocol import BoundedRecord
+    from autograd_fix.verification.sandbox import Outcome
+
+    class _Record:
+        bounded = BoundedRecord(cap=3, outer_cap=2, stopped=bounds.stopped)
+
+    outcome = Outcome("ok", "", 1.0, "", 0)
+    outcome.record = _Record()
+    assert escaped_stop([outcome])
+
+
+def test_a_changed_call_that_trains_does_not_stop_at_its_return():
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+        model = nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        steps = []
+
+        def train_step():
+            optimizer.zero_grad()
+            model(torch.randn(2, 4)).pow(2).sum().backward()
+            optimizer.step()
+            steps.append(1)
+
+        for i in range(100):
+            train_step()
+        """
+    )
+    namespace, bounds = _stopping_at_return(source, [[9]])
+    # the ordinary stop: 2 optimizer steps after the changed line ran (its own step counts)
+    assert bounds.stopped is not None and not bounds.stopped.get("at_return")
+    assert len(namespace["steps"]) == DEFAULT_STOP_AFTER
+
+
+def test_two_hunks_that_share_a_reach_point_both_count():
+    """A decorator added and the line after the `def` deleted: both hunks are placed on the
+    same statement; the run counts both, so it stops (before, it never did)."""
+    namespace, bounds = _stopping_at_return(EVAL_FIRST, [[12], [12]])
+    assert bounds.stopped is not None and bounds.stopped["at_return"]
+
+
+def test_the_changed_evaluation_is_verified_at_its_return(tmp_path, verifier):
+    """Right fix accepted, a wrong one that leaves the model in eval mode (equal returned
+    value, training after it would differ) rejected, both without a training step; a wrong
+    `no_grad` around the loss a caller backpropagates rejected by the ordinary stop."""
+    root = _project(tmp_path, {"train.py": EVAL_BUGGY})
+    path = str(root / "train.py")
+    right = verify_pair(EVAL_BUGGY, EVAL_FIRST, path=path, rule="AGF001", checks=AGF001, verifier=verifier)
+    assert right.verdict == "accepted", right.reason
+    assert "stopped when the changed evaluate() returned (train.py:11)" in right.reason, right.reason
+    lost_train = EVAL_FIRST.replace("    model.train()\n    return", "    return")
+    wrong = verify_pair(EVAL_BUGGY, lost_train, path=path, rule="AGF001", checks=AGF001, verifier=verifier)
+    assert wrong.verdict == "rejected", wrong.reason
+    assert "modules in training mode where the run stopped" in wrong.reason, wrong.reason
+    step = EVAL_BUGGY.replace("        loss = nn.functional.mse_loss(model(x), y)\n        loss.backward()",
+                              "        loss = compute(x, y)\n        loss.backward()")
+    step = step.replace("for epoch in", "def compute(x, y):\n    return nn.functional.mse_loss(model(x), y)\n\n\nfor epoch in")
+    no_grad_step = step.replace("def compute", "@torch.no_grad()\ndef compute")
+    wrong = verify_pair(step, no_grad_step, path=path, rule="AGF001", checks=AGF001, verifier=verifier)
+    assert wrong.verdict == "rejected", wrong.reason
+    assert "does not require grad" in wrong.reason, wrong.reason
+
+
+def test_a_run_out_of_its_limits_after_a_forward_is_tried_with_the_shortest_evaluation():
+    from autograd_fix.verification.bounded import PROGRESS, shortest_evaluation_could_help
+    from autograd_fix.verification.sandbox import Outcome
+
+    none = Outcome("timeout", "did not finish within 20 s (killed)", 20.0, "number of parameters: 10.65M\n", 0)
+    one = Outcome("timeout", "did not finish within 20 s (killed)", 20.0,
+                  f"{PROGRESS}{{\"forwards\": 1, \"backwards\": 0, \"seconds\": 9.5}}\n", 0)
+    memory = Outcome("memory", "ran out of memory under the 4096 MB limit", 12.0,
+                     f"{PROGRESS}{{\"forwards\": 1, \"backwards\": 0, \"seconds\": 9.5}}\n", 0)
+    fine = Outcome("ok", "", 3.0, f"{PROGRESS}{{\"forwards\": 4, \"backwards\": 0, \"seconds\": 2.0}}\n", 0)
+    assert not shortest_evaluation_could_help([none, fine])
+    assert shortest_evaluation_could_help([one, fine]) and shortest_evaluation_could_help([memory, fine])
+    assert not shortest_evaluation_could_help([fine, one])  # only the original's limits count
+
+
+def test_what_the_changed_call_filled_in_is_compared_at_its_return():
+    """An evaluation that fills a dict its caller passed in, and returns a meter of the
+    project's own class: both are read by the caller after the stop, so both are outputs."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        from torch import nn
+
+
+        class Meter:
+            def __init__(self):
+                self.sum, self._count = 0.0, 0
+
+
+        model = nn.Linear(4, 1)
+
+
+        @torch.no_grad()
+        def evaluate(results, loader):
+            meter = Meter()
+            for x in loader:
+                meter.sum += float(model(x).sum())
+                meter._count += 1
+            results["last"] = meter.sum
+            return meter
+
+
+        def main():
+            results = {}
+            meter = evaluate(results, [torch.ones(2, 4)] * 5)
+            print(results, meter.sum / meter._count)
+
+
+        main()
+        """
+    )
+    namespace, bounds = _stopping_at_return(source, [[14]])
+    assert bounds.stopped is not None and bounds.stopped["at_return"]
+    observed = bounds.observed()
+    meter = observed["evaluate() returned (the changed function, where the run stopped)"]
+    assert meter["__class__"] == "Meter" and meter["_count"] == 3  # the evaluation loop keeps 3 batches
+    results = observed["evaluate() argument results after the call (where the run stopped)"]
+    assert results == {"last": meter["sum"]}
+    assert "evaluate() argument loader after the call (where the run stopped)" in observed  # a plain list, kept

@@ -190,14 +190,17 @@ def test_no_grad_fix_is_accepted_with_its_printed_results_equal_and_timings_mask
     verdict = run(verifier, VALIDATE, FIXED, AGF001)
     assert verdict.verdict == "accepted", verdict.reason
     assert "outputs equal" in verdict.reason
-    assert verdict.units[0].evidence["rewritten"]["printed"] == {"lines": 2, "chars": pytest.approx(80, abs=40), "truncated": False}
+    # the run ends when `validate` returns (AGF001's contract is decided by then): its own line
+    assert verdict.units[0].evidence["rewritten"]["printed"] == {"lines": 1, "chars": pytest.approx(31, abs=10), "truncated": False}
 
 
 def test_no_grad_fix_that_drops_the_batch_size_weight_is_rejected_on_the_printed_loss(verifier):
     wrong = FIXED.replace("meter.update(loss.item(), input.size(0))", "meter.update(loss.item())")
     verdict = run(verifier, VALIDATE, wrong, AGF001)
     assert verdict.verdict == "rejected", verdict.reason
-    assert "printed line 2" in verdict.reason
+    # the run ends when `validate` returns, before `main` prints the loss: the meter it
+    # returned is compared by what it holds (its class name alone let this rewrite through)
+    assert "validate() returned (the changed function, where the run stopped).sum" in verdict.reason, verdict.reason
 
 
 RUNNING = """

@@ -68,6 +68,34 @@ line that never runs never stops the loops (the caps alone apply, and the line w
 reports it). Re-runs for finite differences and the second point end at their own
 backward and are never stopped.
 
+**A stop at the changed function's return** (`Bounds.stop_at_return`), for contracts
+decided once the changed code has returned (`checks.DECIDED_AT_RETURN`: outputs, the
+``.grad`` left, graph memory; AGF001's ``no_grad`` on an evaluation): the function that
+holds every hunk gets an innermost decorator (`RETURNED`), and when the call that ran the
+last hunk returns, the run ends there (`StopRun`), both sides alike, instead of training
+2 more steps: nanoGPT evaluates at iteration 0, before its first step, and a step of the
+baby GPT costs more than the whole evaluation. What later code would read is made an
+output: the value returned (an object of the project's own class by its attributes: the
+caller reads ``meter.sum / meter.count`` after the stop), the call's arguments it may have
+filled in (plain containers, objects of project classes), the torch, numpy and
+``random`` states, grad and inference mode, and which modules of the changed file's
+globals are in training mode (a rewrite that loses ``model.train()`` returns the same
+losses, yet trains differently); the globals are compared as at any end.
+Not when the call trained (a backward or a step ran in it: a ``no_grad`` around training
+code shows at the backward; the ordinary stop applies). And the stop proves too little
+when a graph the call recorded outlived it (saved tensors still alive once its frame is
+gone, or a returned tensor with a graph: a later backward may go through it, and a
+wrong ``no_grad`` shows only there): the run records that (``escaped``) and the job runs
+the pair again without this stop (`escaped_stop`). Limits: a graph without saved
+tensors kept in a global is not seen; state other than the outputs above (a file
+written, a submodule's attribute) is compared only as far as the globals show it.
+
+When even the shortened run does not fit its time or memory limit though a model
+forward finished (`shortest_evaluation_could_help`), the pair runs once more with every
+evaluation loop kept at 1 iteration (``forward-loop-cap = 1``, a loop over evaluation
+loops included: nanoGPT's 2 splits become 1), the same on both sides, and the verdict
+names the loops so cut.
+
 How: the source of the script (and, through an import hook, of every ``.py`` file of
 the project copy the run imports) is parsed with `ast` and recompiled with
 ``for x in it`` turned into ``for x in __autograd_fix_loop__(it, ID)``, list, set and
@@ -105,6 +133,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
+import enum
 import importlib.abc
 import importlib.machinery
 import json
@@ -113,6 +143,7 @@ import os
 import re
 import sys
 import time
+import types
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
@@ -134,11 +165,22 @@ SEEN = "__autograd_fix_seen__"
 WHILE_ENTER = "__autograd_fix_while__"
 WHILE_MORE = "__autograd_fix_more__"
 #: a line the run child writes to its output when it first caps a loop
+RETURNED = "__autograd_fix_returned__"
 MARKER = "\x1eautograd-fix capped "
 #: a line the run child writes after its 1st, 2nd, 4th, 8th... model forward and backward,
 #: so a run killed at its time limit can say how far it got
 PROGRESS = "\x1eautograd-fix progress "
 _LABEL_CHARS = 40
+
+
+def returned_key(name: str) -> str:
+    """The output that holds what the changed function `name` returned where the run stopped."""
+    return f"{name}() returned (the changed function, where the run stopped)"
+
+
+class StopRun(BaseException):
+    """Ends a bounded run when the changed function returned (`Bounds.stop_at_return`).
+    Not an Exception: the user's ``except Exception`` must not swallow it."""
 
 
 def _target(target: ast.expr) -> str:
@@ -232,7 +274,10 @@ def _mark_reached(tree: ast.Module, hunks: list[list[int]]) -> None:
     """Insert ``REACHED((i, ...))`` before each statement holding a line of hunk i (at the
     start of the body for a change in a function's header: the decorator of an
     evaluation counts when it is called)."""
-    hunk_of = {line: index for index, hunk in enumerate(hunks) for line in hunk}
+    hunk_of: dict[int, set[int]] = {}  # two hunks may share a reach point (an insertion and a deletion after it)
+    for index, hunk in enumerate(hunks):
+        for line in hunk:
+            hunk_of.setdefault(line, set()).add(index)
     if not hunk_of:
         return
 
@@ -248,7 +293,7 @@ def _mark_reached(tree: ast.Module, hunks: list[list[int]]) -> None:
             marked: list[ast.stmt] = []
             for stmt in statements:
                 start, end = _header_span(stmt)
-                ids = {hunk_of[line] for line in range(start, end + 1) if line in hunk_of}
+                ids = {index for line in range(start, end + 1) for index in hunk_of.get(line, ())}
                 if ids and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     first = stmt.body[0]
                     docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
@@ -257,6 +302,113 @@ def _mark_reached(tree: ast.Module, hunks: list[list[int]]) -> None:
                     marked.append(mark(ids, stmt))
                 marked.append(stmt)
             setattr(node, field, marked)
+
+
+def _returning_function(tree: ast.Module, hunks: list[list[int]]) -> ast.FunctionDef | None:
+    """The innermost plain function (not async, not a generator) whose lines, decorators
+    included, hold every line of `hunks`: the run may stop when it returns
+    (`Bounds.stop_at_return`). None when the change is not inside one function."""
+    lines = {line for hunk in hunks for line in hunk}
+    if not lines:
+        return None
+    best: ast.FunctionDef | None = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef) or _is_generator(node):
+            continue
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        end = getattr(node, "end_lineno", None) or node.lineno
+        if all(start <= line <= end for line in lines) and (best is None or start >= best.lineno):
+            best = node
+    return best
+
+
+def _watch_return(tree: ast.Module, hunks: list[list[int]]) -> None:
+    """Give the function that holds the change an outermost decorator ``RETURNED``, so
+    the run can stop once the call that ran the changed code has returned: outermost, so
+    that its own decorators (a ``@torch.no_grad()``) have restored what they set by then."""
+    function = _returning_function(tree, hunks)
+    if function is not None:
+        first = function.decorator_list[0] if function.decorator_list else function  # co_firstlineno as it was
+        watch = ast.copy_location(ast.Name(id=RETURNED, ctx=ast.Load()), first)
+        function.decorator_list.insert(0, watch)
+
+
+def _tensors_in(value: Any, depth: int = 0) -> Iterator[Any]:
+    """Tensors a returned value holds (containers and dataclass-like objects, 3 deep)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth < 3 and isinstance(value, (list, tuple, set, frozenset)):
+        for item in list(value)[:1000]:
+            yield from _tensors_in(item, depth + 1)
+    elif depth < 3 and isinstance(value, dict):
+        for item in list(value.values())[:1000]:
+            yield from _tensors_in(item, depth + 1)
+    elif depth < 3 and hasattr(value, "__dict__") and not isinstance(value, type) and not callable(value):
+        for item in list(vars(value).values())[:1000]:
+            yield from _tensors_in(item, depth + 1)
+
+
+def _detached(value: Any, depth: int = 0) -> Any:
+    """`value` with its tensors detached (lists, tuples and dicts rebuilt), so that holding
+    it as an output keeps no graph alive for the memory probes; a plain object (an
+    ``AverageMeter`` an evaluation returns) as a dict of its class name and attributes,
+    private ones included: the caller reads them (``meter.sum / meter.count``) after the
+    stop, and an output compared only by its class name would hide what it holds."""
+    import torch
+    from torch import nn
+
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if depth >= 3:
+        return value
+    if type(value) in (list, tuple):
+        return type(value)(_detached(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return {key: _detached(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (nn.Module, type, types.ModuleType, enum.Enum)) or callable(value):
+        return value
+    names = [name for name in getattr(value, "__dict__", {}) if not name.startswith("__")]
+    names += [name for cls in type(value).__mro__ for name in getattr(cls, "__slots__", ()) if isinstance(name, str)
+              and not name.startswith("__") and name not in names]
+    module = type(value).__module__ or ""
+    if not names or module.startswith(("builtins", "numpy", "torch")) or dataclasses.is_dataclass(value):
+        # what `record.serialize` spells out (numbers, arrays, dataclasses), and torch's own
+        # objects (a DataLoader would drag its whole dataset into the record)
+        return value
+    state: dict[str, Any] = {"__class__": type(value).__qualname__}
+    for name in names[:100]:
+        try:
+            state[name] = _detached(getattr(value, name), depth + 1)
+        except AttributeError:  # an empty slot
+            continue
+    return state
+
+
+def _arguments_after(name: str, function: Any, arguments: tuple[tuple, dict]) -> dict[str, Any]:
+    """The arguments of the changed call that it may have filled in, as they are after it
+    (a ``results`` dict or a meter the caller passed and reads after the stop): plain
+    containers and objects of the project's own classes; not modules (their state is
+    compared with the globals and the parameters), not torch's or numpy's objects (a
+    ``DataLoader`` would drag its whole dataset into the record)."""
+    import inspect
+
+    import torch
+
+    args, kwargs = arguments
+    try:
+        bound = inspect.signature(function).bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {**{f"#{i}": arg for i, arg in enumerate(args)}, **kwargs}
+    found: dict[str, Any] = {}
+    for key, arg in bound.items():
+        module = type(arg).__module__ or ""
+        plain = type(arg) in (list, dict, set)
+        own = not module.startswith(("torch", "numpy", "builtins")) and not isinstance(arg, (torch.nn.Module, types.ModuleType, type))
+        if (plain or own) and not callable(arg):
+            found[f"{name}() argument {key} after the call (where the run stopped)"] = _detached(arg)
+    return found
 
 
 def _is_generator(node: ast.AST) -> bool:
@@ -544,7 +696,7 @@ class Bounds:
     def __init__(self, cap: int = DEFAULT_CAP, outer_cap: int = DEFAULT_OUTER_CAP, root: str | None = None,
                  announce_fd: int | None = None, forward_cap: int | None = None, changed_file: str | None = None,
                  changed_lines: Iterable[int] = (), observe: Iterable[str] = (), whole_windows: bool = False,
-                 stop_after: int = 0, hunks: Iterable[Iterable[int]] = ()) -> None:
+                 stop_after: int = 0, hunks: Iterable[Iterable[int]] = (), stop_at_return: bool = False) -> None:
         self.cap = int(cap)
         self.outer_cap = int(outer_cap) if outer_cap else self.cap
         #: forward-only loops (an evaluation): None caps those the patch did not change at
@@ -559,6 +711,19 @@ class Bounds:
         self.stop_after = int(stop_after or 0) if self.hunks else 0
         #: the stop as configured, for a re-run that must end where the run ended (`reset`)
         self._stop_after_setting = self.stop_after
+        #: end the run when the call of the changed function that ran every hunk returns
+        #: (`StopRun`), for contracts decided by then (`checks.DECIDED_AT_RETURN`)
+        self.stop_at_return = bool(stop_at_return) and bool(self.hunks)
+        self._stop_at_return_setting = self.stop_at_return
+        #: calls of the watched function under way: (token, events, live graph bytes) at entry
+        self._calls: list[tuple[object, int, int]] = []
+        #: the call that ran the last hunk (its token), or None
+        self._return_call: object | None = None
+        #: bytes of saved tensors alive now (`probes.Probes.live_graph_bytes`), set by the harness
+        self.graph_live: Any = None
+        #: what the run recorded where it stopped at a return: the value returned, the
+        #: random states and the modules in training mode (outputs of the run)
+        self._at_stop: dict[str, Any] = {}
         self._reached: set[int] = set()
         #: backwards (`backwards`) and optimizer steps when the last hunk was first reached
         self._armed_at: int | None = None
@@ -622,7 +787,9 @@ class Bounds:
             return compile(source, filename, "exec", dont_inherit=True)
         tree = ast.parse(source, filename)  # a SyntaxError is the caller's, as for compile
         try:
-            if self.stop_after and os.path.abspath(filename) == self.changed_file:
+            if (self.stop_after or self.stop_at_return) and os.path.abspath(filename) == self.changed_file:
+                if self.stop_at_return:
+                    _watch_return(tree, self.hunks)
                 _mark_reached(tree, self.hunks)
             tree = ast.fix_missing_locations(_Capper(self, os.path.abspath(filename)).visit(tree))
             return compile(tree, filename, "exec", dont_inherit=True)
@@ -640,6 +807,94 @@ class Bounds:
         self._reached.update(ids)
         if len(self._reached) >= len(self.hunks):
             self._armed_at, self._armed_steps = self.backwards, self.steps
+            if self.stop_at_return and self._calls:
+                self._return_call = self._calls[-1][0]
+
+    def _watched(self, function: Any) -> Any:
+        """The changed function, wrapped so that the call that ran every hunk of the
+        change ends the run once it has returned (`_returned`): its frame and locals are
+        gone by then, so what its graph left alive is what it let escape."""
+        import functools
+
+        if isinstance(function, (staticmethod, classmethod)):
+            return type(function)(self._watched(function.__func__))
+        if not isinstance(function, types.FunctionType):
+            return function  # a decorator made something else (a scripted function, a property): no stop here
+        bounds = self
+
+        @functools.wraps(function)
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            token = object()
+            live = bounds.graph_live() if bounds.graph_live is not None else 0
+            bounds._calls.append((token, bounds.events, live))
+            try:
+                value = function(*args, **kwargs)
+            finally:
+                entry = bounds._calls.pop()
+            if bounds._return_call is token and bounds.stop_at_return and bounds.stopped is None:
+                bounds._returned(function, value, entry[1], entry[2], (args, kwargs))
+            return value
+
+        return watched
+
+    def _returned(self, function: Any, value: Any, events: int, live: int, arguments: tuple[tuple, dict] = ((), {})) -> None:
+        """The call that ran the changed code returned `value`: stop the run here (both
+        sides alike) unless the call trained (a backward or a step ran in it: what the
+        change did shows later, and the ordinary stop applies). Whether anything of a
+        graph the call recorded outlived it (``escaped``: saved tensors still alive, or a
+        returned tensor with a graph) is recorded: a later backward could have used it, so
+        the job runs the pair again without this stop (`escaped_stop`)."""
+        if self.events != events:
+            return
+        escaped = ""
+        if self.graph_live is not None and self.graph_live() > live:
+            escaped = "saved tensors of its graph outlived the call"
+        elif any(t.requires_grad and t.grad_fn is not None for t in _tensors_in(value)):
+            escaped = "it returned a tensor that holds a graph"
+        import inspect
+
+        try:
+            inner = inspect.unwrap(function)  # under its decorators (a `torch.no_grad()` wrapper)
+        except ValueError:
+            inner = function
+        code = getattr(inner, "__code__", None)
+        name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", "?")
+        where = f"{self._relative(code.co_filename)}:{code.co_firstlineno}" if code is not None else "?"
+        live_loops = [it for it in list(self._live) if not it._done]
+        left = sorted((it._order, it._entry.loop.label, it._known) for it in live_loops)
+        self.stopped = {"where": where, "label": f"{name}()", "after": 0, "counted": "return", "at_return": True,
+                        "escaped": escaped, "left": [[label, known] for _, label, known in left]}
+        self._at_stop = self._state_at_stop(name, value, getattr(inner, "__globals__", {}))
+        self._at_stop.update(_arguments_after(name, inner, arguments))
+        raise StopRun(f"the changed {name}() returned")
+
+    @staticmethod
+    def _state_at_stop(name: str, value: Any, namespace: dict[str, Any]) -> dict[str, Any]:
+        """What code after the stop would have read and the run's globals do not show: the
+        value the changed function returned, the random states, and which modules of the
+        changed file's globals are in training mode."""
+        import random
+
+        import torch
+        from torch import nn
+
+        state: dict[str, Any] = {returned_key(name): _detached(value),
+                                 # a rewrite that leaves grad mode off for good (`set_grad_enabled(False)`)
+                                 "autograd mode where the run stopped": {"grad enabled": torch.is_grad_enabled(),
+                                                                         "inference mode": torch.is_inference_mode_enabled()},
+                                 "torch random state where the run stopped": torch.get_rng_state(),
+                                 "random module state where the run stopped": hash(random.getstate())}
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            state["numpy random state where the run stopped"] = numpy.random.get_state()[1].copy()
+        modes = {key: sorted(sub or "." for sub, module in item.named_modules() if module.training)
+                 for key, item in list(namespace.items()) if isinstance(item, nn.Module)}
+        if modes:
+            state["modules in training mode where the run stopped"] = modes
+        return state
+
+    def _relative(self, filename: str) -> str:
+        return os.path.relpath(filename, self.root) if self.root and self.owns(filename) else os.path.basename(filename)
 
     @property
     def reached(self) -> frozenset[int]:
@@ -709,8 +964,9 @@ class Bounds:
 
     def observed(self) -> dict[str, Any]:
         """The last values of the observed names, keyed as verdicts name them."""
-        return {f"{key.rpartition('.')[2]} (last value assigned by the changed code in {key.rpartition('.')[0]})": value
+        seen = {f"{key.rpartition('.')[2]} (last value assigned by the changed code in {key.rpartition('.')[0]})": value
                 for key, value in sorted(self._seen.items())}
+        return {**seen, **self._at_stop}
 
     # -- events -------------------------------------------------------------------------
     def _pre_forward(self, module: nn.Module, args: Any) -> None:
@@ -746,7 +1002,7 @@ class Bounds:
         from torch import nn
 
         for name, helper in ((LOOP, self._loop), (WHILE_ENTER, self._while_enter), (WHILE_MORE, self._while_more),
-                             (SEEN, self._seen_value), (REACHED, self._reached_hunks)):
+                             (SEEN, self._seen_value), (REACHED, self._reached_hunks), (RETURNED, self._watched)):
             setattr(builtins, name, helper)
             self._undo.append(lambda name=name: delattr(builtins, name) if hasattr(builtins, name) else None)
         finder = _ProjectFinder(self)
@@ -808,6 +1064,10 @@ class Bounds:
         self._whiles.clear()
         self._depth = 0
         self.stop_after = self._stop_after_setting if keep_stop else 0
+        self.stop_at_return = self._stop_at_return_setting if keep_stop else False
+        self._return_call = None
+        self._calls.clear()
+        self._at_stop = {}
         self._armed_at = None
         self._reached = set()
         self.stopped = None
@@ -852,7 +1112,8 @@ class Bounds:
         ]
 
     def settings(self) -> dict[str, int | None]:
-        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after}
+        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after,
+                "stop_at_return": self.stop_at_return}
 
 
 def _marked(output: str, marker: str) -> Iterator[dict[str, Any]]:
@@ -910,6 +1171,8 @@ def describe_stop(stopped: dict[str, Any] | None) -> str:
     """``stopped 2 optimizer steps after the changed code ran (at loop `for i` at main.py:68)``."""
     if not stopped:
         return ""
+    if stopped.get("at_return"):
+        return f"stopped when the changed {stopped.get('label')} returned ({stopped.get('where')})"
     after, counted = int(stopped.get("after", 0)), str(stopped.get("counted") or "backward")
     return (f"stopped {after} {counted}{'s' if after != 1 else ''} after the changed code ran "
             f"(at loop `{stopped.get('label')}` at {stopped.get('where')})")
@@ -950,6 +1213,29 @@ def capping_evaluations_could_help(output: str) -> bool:
     keeps when capped (`DEFAULT_FORWARD_CAP`): a second try with every evaluation capped
     might fit; with fewer it would be cut at the same place."""
     return int(progress(output).get("forwards", 0)) > DEFAULT_FORWARD_CAP
+
+
+def escaped_stop(outcomes: Any) -> bool:
+    """A side stopped at the changed function's return although a graph that call
+    recorded outlived it (`Bounds._returned`): code after the return could have used it."""
+    for outcome in outcomes:
+        bounded = outcome.record.bounded if outcome.record is not None else None
+        stopped = (bounded.stopped if bounded is not None else None) or {}
+        if stopped.get("at_return") and stopped.get("escaped"):
+            return True
+    return False
+
+
+def shortest_evaluation_could_help(outcomes: Any) -> bool:
+    """The original run was killed at its time limit or ran out of memory after at least
+    one model forward had finished (`PROGRESS`): a run whose every evaluation loop keeps
+    one iteration might fit (with none finished it would be cut at the same place)."""
+    if not outcomes:
+        return False
+    original = outcomes[0]
+    exception = original.record.exception if original.status == "ok" and original.record is not None else None
+    out_of_limits = original.status in ("timeout", "memory") or bool(exception is not None and exception.memory)
+    return out_of_limits and int(progress(original.output).get("forwards", 0)) >= 1
 
 
 def evaluation_cut_broke(outcomes: Any) -> bool:

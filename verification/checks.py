@@ -89,6 +89,22 @@ SPECS: tuple[CheckSpec, ...] = (
 )
 
 CHECK_NAMES: tuple[str, ...] = tuple(spec.name for spec in SPECS)
+#: checks a bounded run decides once the changed function has returned, provided the call
+#: ran no backward or optimizer step and left no graph alive (`bounded.Bounds.stop_at_return`):
+#: its outputs (the value returned, the globals, the random states, training modes), the
+#: gradients it left, and the graph memory it recorded. A contract made only of these lets
+#: the run end there instead of training on (an evaluation given ``no_grad``, AGF001)
+DECIDED_AT_RETURN: frozenset[str] = frozenset({
+    "outputs_equal", "grads_untouched", "graph_state_may_change", "retained_graph_not_higher",
+    "retained_graph_lower_if_any", "peak_memory_not_higher",
+})
+
+
+def decided_at_return(names: Iterable[str] | None) -> bool:
+    """A contract (its check names; none: the generic one, which compares gradients of
+    later training) that a run ending at the changed function's return can decide."""
+    wanted = set(names or ())
+    return bool(wanted) and wanted <= DECIDED_AT_RETURN
 #: the contract of a patch whose rule names no checks: equivalence
 GENERIC: tuple[str, ...] = ("outputs_equal", "grads_equal", "retained_graph_not_higher")
 

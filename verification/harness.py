@@ -35,7 +35,7 @@ from torch import nn
 from autograd_fix.codemods.semantic.roles import Vocabulary
 
 from .binding import Binder, Unbindable
-from .bounded import VOLATILE_NAME, Bounds
+from .bounded import VOLATILE_NAME, Bounds, StopRun, returned_key
 from .clock import ClockUse, is_clock_reading, marked_clocks
 from .environment import cause as environmental_cause
 from .coverage import LineWatch
@@ -209,6 +209,7 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
         counterpart=spec.counterpart,
         watch=watch,
     )
+    bounds.graph_live = probes.live_graph_bytes
     started = time.perf_counter()
     with bounds, marked_clocks() as clocks:
         with watch:
@@ -222,6 +223,7 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
                 record.volatile += [name.split(" ")[0] for name, value in observed.items() if _clock_reading(name, value, clocks)]
                 record.outputs.update({name: serialize(value) for name, value in observed.items()
                                        if not _clock_reading(name, value, clocks)})
+                _returned_graph_state(record, bounds)
             elif kind == "autograd_function":
                 _run_function_class(spec, record, probes, path, device)
             else:
@@ -244,6 +246,19 @@ def _run_kind(spec: SideSpec, path: str, place: Place | None) -> RunRecordDraft:
     return record
 
 
+def _returned_graph_state(record: RunRecordDraft, bounds: Bounds) -> None:
+    """A run stopped at the changed function's return: when that function returns graph
+    state (`graph_state` names it: ``return {"graph": tracked}`` with ``tracked`` holding
+    ``requires_grad`` flags), the output holding its returned value is such a place too."""
+    stopped = bounds.stopped or {}
+    state = record.graph_state
+    if not stopped.get("at_return") or state is None:
+        return
+    name = str(stopped.get("label", ""))[:-2]
+    if name.rpartition(".")[2] in state.names:
+        record.graph_state = replace(state, names=tuple(sorted({*state.names, returned_key(name)})))
+
+
 def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_windows: bool = False) -> Bounds:
     """The caps of this run (`bounded`): on for a script or a user-named driver run in
     its copy (not a pytest node), as configured; off otherwise. The doctor's spec is its
@@ -263,7 +278,8 @@ def _bounds(spec: "SideSpec | Mapping[str, Any]", place: Place | None, whole_win
                   announce_fd=2, forward_cap=None if forward_cap is None else int(forward_cap), changed_file=place.script,
                   changed_lines=[line for hunk in changed or () for line in hunk],
                   observe=observe, whole_windows=whole_windows,
-                  stop_after=int(settings.get("stop_after") or 0), hunks=reach or ())
+                  stop_after=int(settings.get("stop_after") or 0), hunks=reach or (),
+                  stop_at_return=bool(settings.get("stop_at_return")))
 
 
 def _fresh_main(path: str) -> dict[str, Any]:
@@ -399,6 +415,8 @@ def _run_main(record: RunRecordDraft, probes: Probes, path: str, run: Any, names
     try:
         with contextlib.redirect_stdout(printed):
             run()
+    except StopRun:
+        pass  # the changed function returned where both sides stop (`bounded.Bounds.stop_at_return`)
     except SystemExit as exc:
         if exc.code not in (None, 0):
             record.exception = describe_exception(exc, "run", path)

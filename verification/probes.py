@@ -359,6 +359,10 @@ class Probes:
     def name_of(self, tensor_id: int) -> str:
         return self._names[tensor_id][1]
 
+    def live_graph_bytes(self) -> int:
+        """Bytes of the tensors autograd saved that are alive now (unique storages)."""
+        return int(self._graph_bytes.live)
+
     # -- install / uninstall --------------------------------------------------------
     def install(self) -> None:
         self.started = time.perf_counter()

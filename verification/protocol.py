@@ -169,10 +169,15 @@ class Bounds(_Record):
     forward_cap: int | None = None
     #: backwards a run keeps once the changed code has run (0: no stop; `bounded.Bounds.stop`)
     stop_after: int = 0
+    #: the run ends when the changed function's call returns (`bounded.Bounds.stop_at_return`):
+    #: set by the job for contracts decided by then (`checks.DECIDED_AT_RETURN`)
+    stop_at_return: bool = False
 
     def settings(self) -> dict[str, Any]:
-        """The mapping `bounded` reads (``cap``, ``outer_cap``, ``forward_cap``, ``stop_after``)."""
-        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after}
+        """The mapping `bounded` reads (``cap``, ``outer_cap``, ``forward_cap``, ``stop_after``,
+        ``stop_at_return``)."""
+        return {"cap": self.cap, "outer_cap": self.outer_cap, "forward_cap": self.forward_cap, "stop_after": self.stop_after,
+                "stop_at_return": self.stop_at_return}
 
 
 @dataclass(frozen=True)
@@ -376,6 +381,8 @@ class BoundedRecord(_Record):
     forward_cap: int | None = None
     #: optimizer steps (backwards) after the changed code ran at which loops end (0: never)
     stop_after: int | None = 0
+    #: the run was to end when the changed function returned (`bounded.Bounds.stop_at_return`)
+    stop_at_return: bool = False
     loops: tuple[dict[str, Any], ...] = ()
     #: where the run stopped after the changed code (`bounded.Bounds.stop`): which loop,
     #: after how many steps, the items each loop under way had left; None when it did not

@@ -30,6 +30,7 @@ from typing import Any, Callable
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
+from .bounded import StopRun
 from .float64 import Float64Mode
 from .printed import PrintedText
 from .probes import named_leaves
@@ -99,6 +100,8 @@ def float64_reference(code: Any, path: str, argv: list[str], reset: Callable[[],
             stack.enter_context(mode)
             stack.enter_context(contextlib.redirect_stdout(printed))
             exec(code, namespace)  # noqa: S102 - the user's program, as in the run itself
+    except StopRun:
+        pass  # it stopped where the run stopped, at the changed function's return (`reset(keep_stop=True)`)
     except SystemExit as exc:
         if exc.code not in (None, 0):
             error = f"sys.exit({exc.code!r})"

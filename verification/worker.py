@@ -206,7 +206,9 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
 
     import torch
 
-    from .bounded import DEFAULT_FORWARD_CAP, applies, capping_evaluations_could_help, evaluation_cut_broke, note_timeouts
+    from .bounded import (DEFAULT_FORWARD_CAP, applies, capping_evaluations_could_help, escaped_stop, evaluation_cut_broke,
+                          note_timeouts, shortest_evaluation_could_help)
+    from .checks import decided_at_return
     from .input_search import run_searching_inputs
     from .judging import judge_unit
     from .legacy import stopped_at_zero_dim_index
@@ -221,11 +223,20 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
         def runs(req: VerifyRequest):
             return run_searching_inputs(req, unit, ("original", "rewritten"), lambda r, u, sides: _run_sides(r, u, sides, isolation))
 
-        outcomes, used = runs(request), request
+        used = request
+        if applies(unit, request.bounds.settings()) and request.bounds.stop_after and decided_at_return(checks):
+            # a contract decided once the changed function has returned: the run ends there
+            used = replace(request, bounds=replace(request.bounds, stop_at_return=True))
+        outcomes = runs(used)
         if outcomes and stopped_at_zero_dim_index(outcomes[0].record):
             # a pre-0.4 script (`loss.data[0]`) stopped before anything could be compared:
             # again, with 0-dim indexing read as it was written (`legacy`)
-            used = replace(request, legacy_zero_dim_index=True)
+            used = replace(used, legacy_zero_dim_index=True)
+            outcomes = runs(used)
+        if used.bounds.stop_at_return and escaped_stop(outcomes):
+            # a graph the changed call recorded outlived it: a later backward could use it, so
+            # the stop at its return proves too little; again, with the ordinary stop
+            used = replace(used, bounds=replace(used.bounds, stop_at_return=False))
             outcomes = runs(used)
         bounds = used.bounds
         if applies(unit, bounds.settings()) and evaluation_cut_broke(outcomes):
@@ -238,6 +249,11 @@ def run_verify_job(request: VerifyRequest, context: WorkerContext | None = None)
             # (not when no loop holds a changed line: every evaluation was capped already; nor when the run
             # had not got past as many forwards as a capped evaluation keeps: a second try would be as slow)
             used = replace(used, bounds=replace(bounds, forward_cap=DEFAULT_FORWARD_CAP))
+            outcomes = runs(used)
+        elif applies(unit, bounds.settings()) and bounds.forward_cap != 1 and shortest_evaluation_could_help(outcomes):
+            # even capped, the run did not fit its time or memory limit, though a model forward
+            # finished: again, every evaluation loop (and a loop over them) kept at 1 iteration
+            used = replace(used, bounds=replace(bounds, forward_cap=1))
             outcomes = runs(used)
         return note_timeouts(outcomes, applies(unit, used.bounds.settings()))
 
