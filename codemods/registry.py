@@ -15,7 +15,7 @@ import importlib.util
 import pkgutil
 import re
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 import types
 
 from autograd_fix.codemods import rules as rules_package
@@ -51,6 +51,8 @@ def all_rules() -> tuple[type[Rule], ...]:
         expected_file = f"agf{match.group(1)}_{rule.name.replace('-', '_')}"
         if info.name != expected_file:
             raise RuleRegistryError(f"{info.name} should be named {expected_file} after its rule's name")
+        if rule.triggers is not None or rule.trigger_pattern is not None:
+            raise RuleRegistryError(f"{rule.code} declares its own triggers: its prefilter belongs in codemods/prefilters.py")
         if rule.code in found:
             raise RuleRegistryError(f"duplicate rule code {rule.code}: {found[rule.code].__name__} and {rule.__name__}")
         found[rule.code] = rule
@@ -89,14 +91,18 @@ def rule_by_code(code: str) -> type[Rule] | None:
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> tuple[type[Rule], ...]:
     """Rules whose code starts with a selected prefix and with no ignored prefix."""
-    chosen = []
-    for rule in all_rules():
-        if select and not any(rule.code.startswith(prefix.upper()) for prefix in select):
-            continue
-        if ignore and any(rule.code.startswith(prefix.upper()) for prefix in ignore):
-            continue
-        chosen.append(rule)
-    return tuple(chosen)
+    chosen = set(selected_codes(select, ignore))
+    return tuple(rule for rule in all_rules() if rule.code in chosen)
+
+
+def selected_codes(select: Sequence[str] | None = None, ignore: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The codes `select_rules` answers, without importing a rule (the command line
+    decides from these and `prefilters` whether a file needs libcst at all)."""
+    return tuple(
+        code for code in rule_codes()
+        if (not select or any(code.startswith(prefix.upper()) for prefix in select))
+        and not (ignore and any(code.startswith(prefix.upper()) for prefix in ignore))
+    )
 
 
 @functools.lru_cache(maxsize=1)
