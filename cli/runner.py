@@ -158,9 +158,9 @@ def check_file(job: Job) -> FileOutcome:
     from autograd_fix.cli.notebook_check import check_notebook_program
     from autograd_fix.codemods.engine import EngineError, FixOptions, check_source
     from autograd_fix.codemods.plans import plan_ids
-    from autograd_fix.codemods.registry import select_rules
+    from autograd_fix.codemods.registry import lazy_rules
 
-    rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
+    rules = lazy_rules(job.select, job.ignore)
     options = FixOptions(unsafe_fixes=job.unsafe_fixes, target_torch=job.target_torch, roles=job.roles, project=job.project)
     dropped: set[int] = set()
     try:

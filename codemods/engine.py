@@ -26,6 +26,7 @@ from autograd_fix.codemods.safe_text import git_quoted
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import AnyFix, Applicability, Finding, Fix, TextFix
 from autograd_fix.codemods.project_index import ProjectIndex
+from autograd_fix.codemods.registry import SelectedRules, codes_of
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_api import TORCH_USE_MARKERS, uses_torch  # noqa: F401 - engine's API
@@ -129,10 +130,13 @@ def syntax_error_message(text: str, error: cst.ParserSyntaxError) -> str:
 
 
 def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:
-    """Rules that could fire on `text`: the file shows PyTorch use and one of the rule's
-    trigger strings occurs (a substring test: far cheaper than a parse)."""
+    """Rules that could fire on `text`: the file shows PyTorch use and the rule's
+    prefilter admits it (`codemods/prefilters.py`: substring tests and a regex, far
+    cheaper than a parse)."""
     if not uses_torch(text):
         return ()
+    if isinstance(rules, SelectedRules):  # imports only the rules it answers
+        return rules.triggered(text)
     return tuple(rule for rule in rules if rule.may_fire_on(text))
 
 
@@ -183,7 +187,7 @@ def with_sites(
 ) -> list[Finding]:
     """The `active` rules' findings, then the fixes of `rules` at `sites` (one order for
     the check and for the plans, so plan ids agree)."""
-    findings = run_rules(module, active, path, text, target_torch, roles, project, [rule.code for rule in rules])
+    findings = run_rules(module, active, path, text, target_torch, roles, project, codes_of(rules))
     if sites:
         from autograd_fix.codemods.site_fixes import site_findings
 
@@ -449,7 +453,7 @@ def analyse_text(text: str, rules: Sequence[type[Rule]], path: str, options: Fix
     text is one libcst can read (fixes always parse). Raises EngineError when it is not."""
     module = parse_module(text)
     active = triggered(rules, text)
-    findings = run_rules(module, active, path, text, options.target_torch, options.roles, options.project, [rule.code for rule in rules])
+    findings = run_rules(module, active, path, text, options.target_torch, options.roles, options.project, codes_of(rules))
     return materialized(module, findings, text) if active else []
 
 

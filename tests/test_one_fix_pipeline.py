@@ -104,7 +104,7 @@ def test_the_verified_path_verifies_a_follow_on_and_counts_it(tmp_path: Path, mo
     from autograd_fix.codemods import registry
 
     rules = [RenameModelCall, CallForward]
-    monkeypatch.setattr(registry, "select_rules", lambda select, ignore: rules)  # check_file imports it when it runs
+    monkeypatch.setattr(registry, "lazy_rules", lambda select, ignore: rules)  # check_file imports it when it runs
     # the command line's prefilter, before it imports any rule: these rules' own
     monkeypatch.setattr(runner, "triggered_codes", lambda codes, text: tuple(r.code for r in rules if r.may_fire_on(text)))
     monkeypatch.setattr(verify_patches, "select_rules", lambda select, ignore: rules)
