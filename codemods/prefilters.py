@@ -41,8 +41,10 @@ class Prefilter(NamedTuple):
 DEFAULT = Prefilter(("torch",))
 
 #: what Python allows between two tokens of one statement: blanks, line continuations,
-#: and (inside brackets) line breaks and comments
-_GAP = r"(?:[ \t\f\r\n\\]|#[^\r\n]*)*"
+#: and (inside brackets) line breaks and comments. A comment runs to the end of its line
+#: (the lookahead): else a banner of `#####` could be split into comments in
+#: exponentially many ways before a search fails.
+_GAP = r"(?:[ \t\f\r\n\\]|#[^\r\n]*(?=[\r\n]|\Z))*"
 #: a character that may belong to an identifier: an ASCII letter, digit or `_`, or any
 #: non-ASCII character (a superset of what Python accepts, so the patterns below stay
 #: necessary; written as one negated ASCII class, which compiles 20 times faster than

@@ -9,6 +9,8 @@ operations every way Python allows (AGF003's prefilter is syntax, not a name).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +136,16 @@ def test_a_file_without_inplace_syntax_is_rejected() -> None:
     assert not _agf003_findings(text)
     assert triggered_codes(rule_codes(), "import torch\n") == ()
 
+
+
+def test_a_comment_banner_does_not_make_the_search_exponential() -> None:
+    """A `####...` banner after `)` once split into comments in 2^n ways before the
+    search failed (pytorch/examples hung): the search must take linear time. Run in a
+    child process, so that a regression fails here instead of hanging the suite."""
+    probe = (
+        "from autograd_fix.codemods.prefilters import prefilter\n"
+        "text = 'import torch\\nprint(x)  ' + '#' * 60 + '\\n' + ('# ' * 40 + '\\n') * 50\n"
+        "print(prefilter('AGF003').admits(text))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip() == "False", run.stderr
