@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from autograd_fix.codemods.engine import FixOptions, check_source, parse_module, run_rules
 from autograd_fix.codemods.prefilters import PREFILTERS, prefilter, triggered_codes
-from autograd_fix.codemods.registry import all_rules, rule_by_code, rule_codes
+from autograd_fix.codemods.registry import RuleRegistryError, all_rules, load_rule, rule_by_code, rule_codes
 from autograd_fix.codemods.rule import Rule
 from autograd_fix.codemods.torch_api import uses_torch
 
@@ -42,6 +42,22 @@ def _real_texts() -> list[tuple[str, str]]:
 def test_every_prefilter_belongs_to_a_rule() -> None:
     assert set(PREFILTERS) <= set(rule_codes())
     assert all(rule.triggers is None and rule.trigger_pattern is None for rule in all_rules())
+
+
+def test_a_registered_rule_with_its_own_triggers_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own triggers would make the engine's answer and the command line's (read from
+    `codemods/prefilters.py` before any rule loads) differ."""
+    rule = rule_by_code("AGF009")
+    assert rule is not None
+    monkeypatch.setattr(rule, "triggers", ("data",))
+    load_rule.cache_clear()
+    try:
+        with pytest.raises(RuleRegistryError, match="prefilters.py"):
+            load_rule("AGF009")
+    finally:
+        monkeypatch.undo()
+        load_rule.cache_clear()
+    assert load_rule("AGF009") is rule
 
 
 def test_rules_rejected_by_their_prefilter_report_nothing_on_real_code() -> None:
