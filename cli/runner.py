@@ -21,7 +21,9 @@ from autograd_fix.codemods.source import (
     read_source,
 )
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
+from autograd_fix.codemods.torch_api import uses_torch
 from autograd_fix.codemods.prefilters import triggered_codes
+from autograd_fix.codemods.python_syntax import syntax_problem
 from autograd_fix.codemods.registry import selected_codes
 from autograd_fix.codemods.torch_version import TorchVersion
 
@@ -151,9 +153,10 @@ def check_file(job: Job) -> FileOutcome:
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     outcome.digest = source.digest
     if outcome.notebook is None and not job.sites and not triggered_codes(selected_codes(job.select, job.ignore), source.text):
-        # no selected rule can fire (`engine.triggered` answers the same, from the same
-        # prefilters): libcst and the rules are not loaded for it (start-up of a run on
-        # small files)
+        # no selected rule can fire (`engine.check_source` answers the same, from the same
+        # prefilters and the same syntax check): libcst and the rules are not loaded for
+        # it (start-up of a run on small files)
+        outcome.error = syntax_problem(source.text) if uses_torch(source.text) else None
         return outcome
     from autograd_fix.cli.notebook_check import check_notebook_program
     from autograd_fix.codemods.engine import EngineError, FixOptions, check_source

@@ -26,6 +26,7 @@ from autograd_fix.codemods.safe_text import git_quoted
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import AnyFix, Applicability, Finding, Fix, TextFix
 from autograd_fix.codemods.project_index import ProjectIndex
+from autograd_fix.codemods.python_syntax import compile_quietly, syntax_problem
 from autograd_fix.codemods.registry import SelectedRules, codes_of
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
@@ -427,6 +428,10 @@ def _check_source(
 ) -> SourceResult:
     active = triggered(rules, text)
     if not active and not sites:
+        # not parsed with libcst; a torch file that does not parse is still an error
+        problem = syntax_problem(text) if uses_torch(text) else None
+        if problem is not None:
+            raise EngineError(problem)
         return SourceResult()
     module = parse_module(text)
     findings = materialized(
@@ -488,16 +493,6 @@ def materialized(module: cst.Module, findings: list[Finding], text: str | None =
         alternatives = tuple(a for a in map(one, finding.alternatives) if a is not None)
         result.append(dataclasses.replace(finding, fix=one(finding.fix), alternatives=alternatives))
     return result
-
-
-def compile_quietly(text: str) -> None:
-    """`compile(text)` without its warnings: an odd literal such as `0x1for` or `"\\d"` in
-    the user's code is theirs to hear about when they run it, not a stray
-    "<autograd-fix>:2: SyntaxWarning" line in the tool's output (twice in `--diff`), and
-    under `-W error` such a warning would become a SyntaxError that rejects a good fix."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        compile(text, "<autograd-fix>", "exec", dont_inherit=True)
 
 
 def validate_python(text: str) -> None:
