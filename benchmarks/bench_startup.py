@@ -18,9 +18,13 @@ modules are compiled at install): where that variable is set (some sandboxes, CI
 images), an editable install recompiles its ~100 modules from source on every run,
 which costs about a third of a one-line run. One extra row shows that case. With `--corpus DIR` (a real tree, such as timm's 315
 files), a cold run (empty cache) and a warm re-run over it are timed too, alternating,
-and the warm run's share of the cold one is printed (issue 20: at most 10%).
+and the warm run's share of the cold one is printed (issue 20: at most 10%). With
+`--base DIR` (a folder holding an earlier code's `autograd_fix` package, as for
+`compare_findings.py`), the one-line commands are timed with that code first on
+`PYTHONPATH` too, in the same rounds and in a folder of their own (their cache entries
+are the earlier code's), so before and after compare side by side.
 
-    python benchmarks/bench_startup.py [--rounds N] [--corpus DIR [--corpus-rounds N]]
+    python benchmarks/bench_startup.py [--rounds N] [--base DIR] [--corpus DIR [--corpus-rounds N]]
 """
 
 from __future__ import annotations
@@ -65,34 +69,31 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--corpus", type=Path, help="a tree of Python files for the cold / warm comparison")
     parser.add_argument("--corpus-rounds", type=int, default=3)
+    parser.add_argument("--base", type=Path, help="folder holding an earlier code's autograd_fix package")
     args = parser.parse_args()
     tool = shutil.which("autograd-fix") or sys.exit("autograd-fix is not on PATH")
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as bytecode:
-        cwd = Path(folder)
-        (cwd / "one.py").write_text("import torch\n")
-        (cwd / "plain.py").write_text("import os\n")  # no torch: no rule can fire
+        cwd, base_cwd = Path(folder) / "branch", Path(folder) / "base"
+        for where in (cwd, base_cwd):
+            where.mkdir()
+            (where / "one.py").write_text("import torch\n")
+            (where / "plain.py").write_text("import os\n")  # no torch: no rule can fire
         installed, uncompiled = _environments(bytecode)
-        one_cold = [tool, "--no-verify", "--no-cache", "one.py"]
-        commands = {
-            "python -c pass": ([sys.executable, "-c", "pass"], installed),
-            "autograd-fix --version": ([tool, "--version"], installed),
-            # `--version` through the typer application (what it cost before the entry
-            # point answered it; since the lazy imports, typer and the settings only)
-            "cli.app --version (typer)": ([sys.executable, "-c", "from autograd_fix.cli.app import main; main(['--version'])"], installed),
-            "autograd-fix --help": ([tool, "--help"], installed),
-            "autograd-fix one.py (one line, --no-cache)": (one_cold, installed),
-            "autograd-fix one.py (one line, cached)": ([tool, "--no-verify", "one.py"], installed),
-            # a file without torch: answered before libcst and the rules load
-            "autograd-fix plain.py (one line, no torch, --no-cache)": ([tool, "--no-verify", "--no-cache", "plain.py"], installed),
-            "one.py --no-cache, PYTHONDONTWRITEBYTECODE=1": (one_cold, uncompiled),
+        commands: dict[str, tuple[list[str], dict[str, str], Path]] = {
+            name: (command, env, cwd) for name, (command, env) in _commands(tool, installed, uncompiled).items()
         }
-        for command, env in commands.values():  # fills the cache and the bytecode
-            subprocess.run(command, cwd=cwd, capture_output=True, check=False, env=env)
+        if args.base is not None:
+            earlier = dict(installed, PYTHONPATH=os.pathsep.join(filter(None, [str(args.base.resolve()), installed.get("PYTHONPATH")])))
+            for name in ("autograd-fix one.py (one line, --no-cache)", "autograd-fix one.py (one line, cached)",
+                         "autograd-fix plain.py (one line, no torch, --no-cache)"):
+                commands[f"base: {name.removeprefix('autograd-fix ')}"] = (commands[name][0], earlier, base_cwd)
+        for command, env, where in commands.values():  # fills the cache and the bytecode
+            subprocess.run(command, cwd=where, capture_output=True, check=False, env=env)
         walls: dict[str, list[float]] = {name: [] for name in commands}
         cpus: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.rounds):
-            for name, (command, env) in commands.items():
-                wall, cpu = measured(command, cwd, env)
+            for name, (command, env, where) in commands.items():
+                wall, cpu = measured(command, where, env)
                 walls[name].append(wall)
                 cpus[name].append(cpu)
     base_wall = statistics.median(walls["python -c pass"])
@@ -104,6 +105,24 @@ def main() -> int:
     if args.corpus is not None:
         corpus_runs(tool, args.corpus.resolve(), args.corpus_rounds)
     return 0
+
+
+def _commands(tool: str, installed: dict[str, str], uncompiled: dict[str, str]) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The timed commands (name -> command, environment), run in the folder of one.py."""
+    one_cold = [tool, "--no-verify", "--no-cache", "one.py"]
+    return {
+        "python -c pass": ([sys.executable, "-c", "pass"], installed),
+        "autograd-fix --version": ([tool, "--version"], installed),
+        # `--version` through the typer application (what it cost before the entry
+        # point answered it; since the lazy imports, typer and the settings only)
+        "cli.app --version (typer)": ([sys.executable, "-c", "from autograd_fix.cli.app import main; main(['--version'])"], installed),
+        "autograd-fix --help": ([tool, "--help"], installed),
+        "autograd-fix one.py (one line, --no-cache)": (one_cold, installed),
+        "autograd-fix one.py (one line, cached)": ([tool, "--no-verify", "one.py"], installed),
+        # a file without torch: answered before libcst and the rules load
+        "autograd-fix plain.py (one line, no torch, --no-cache)": ([tool, "--no-verify", "--no-cache", "plain.py"], installed),
+        "one.py --no-cache, PYTHONDONTWRITEBYTECODE=1": (one_cold, uncompiled),
+    }
 
 
 def corpus_runs(tool: str, corpus: Path, rounds: int) -> None:

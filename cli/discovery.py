@@ -27,11 +27,12 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING, Iterable
 
 from autograd_fix.gitignore import LINT_IGNORE_FILES, Anchored, GitIgnores, compile_patterns, relative_prefix, valid_pattern
+
+if TYPE_CHECKING:  # pathspec loads where a pattern is compiled (`exclude_spec`, `compile_patterns`)
+    from pathspec import GitIgnoreSpec
 
 DEFAULT_EXCLUDES = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "site-packages",
@@ -68,6 +69,8 @@ def accepts_file(name: str, shown: str = "", include: tuple[str, ...] = ()) -> b
 
 def exclude_spec(patterns: Iterable[str]) -> GitIgnoreSpec:
     """The configured `exclude` globs; an invalid one is an error, not silently dropped."""
+    from pathspec import GitIgnoreSpec
+
     patterns = list(patterns)
     for pattern in patterns:
         if not valid_pattern(pattern):

@@ -16,12 +16,13 @@ import libcst as cst
 
 from autograd_fix.cli.config import Config, ConfigCache, ConfigError
 from autograd_fix.cli.discovery import ExcludePatternError, is_excluded
-from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, triggered, validate_python
+from autograd_fix.codemods.engine import EngineError, FixOptions, check_source, validate_python
 from autograd_fix.codemods.model import Finding, Span, TextFix
 from autograd_fix.codemods.registry import select_rules, unknown_codes
 from autograd_fix.codemods.rule import Rule
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.text_fixes import apply_fix
+from autograd_fix.codemods.torch_api import uses_torch
 from autograd_fix.codemods.torch_version import TorchVersion
 
 
@@ -123,7 +124,7 @@ def analyse(text: str, version: int | None, path: str, settings: DocumentSetting
     if settings.excluded:
         return analysis
     rules = settings.rules()
-    if triggered(rules, text):
+    if uses_torch(text):  # a torch buffer's syntax is checked even where no rule's prefilter admits it
         # CPython's own parser first: it reports a half-typed buffer precisely, and it
         # refuses nesting so deep that libcst's parser would overflow the stack and take
         # the whole server down with it (the buffer is whatever the user typed)

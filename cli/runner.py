@@ -22,6 +22,9 @@ from autograd_fix.codemods.source import (
 )
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_api import uses_torch
+from autograd_fix.codemods.prefilters import triggered_codes
+from autograd_fix.codemods.python_syntax import syntax_problem
+from autograd_fix.codemods.registry import selected_codes
 from autograd_fix.codemods.torch_version import TorchVersion
 
 if TYPE_CHECKING:
@@ -149,16 +152,18 @@ def check_file(job: Job) -> FileOutcome:
         return outcome
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     outcome.digest = source.digest
-    if outcome.notebook is None and not job.sites and not uses_torch(source.text):
-        # no rule can fire (`engine.triggered` answers the same, from the same markers):
-        # libcst and the rules are not loaded for it (start-up of a run on such files)
+    if outcome.notebook is None and not job.sites and not triggered_codes(selected_codes(job.select, job.ignore), source.text):
+        # no selected rule can fire (`engine.check_source` answers the same, from the same
+        # prefilters and the same syntax check): libcst and the rules are not loaded for
+        # it (start-up of a run on small files)
+        outcome.error = syntax_problem(source.text) if uses_torch(source.text) else None
         return outcome
     from autograd_fix.cli.notebook_check import check_notebook_program
     from autograd_fix.codemods.engine import EngineError, FixOptions, check_source
     from autograd_fix.codemods.plans import plan_ids
-    from autograd_fix.codemods.registry import select_rules
+    from autograd_fix.codemods.registry import lazy_rules
 
-    rules = select_rules(list(job.select) if job.select else None, list(job.ignore))
+    rules = lazy_rules(job.select, job.ignore)
     options = FixOptions(unsafe_fixes=job.unsafe_fixes, target_torch=job.target_torch, roles=job.roles, project=job.project)
     dropped: set[int] = set()
     try:

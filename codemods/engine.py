@@ -26,6 +26,8 @@ from autograd_fix.codemods.safe_text import git_quoted
 from autograd_fix.codemods.imports import add_imports
 from autograd_fix.codemods.model import AnyFix, Applicability, Finding, Fix, TextFix
 from autograd_fix.codemods.project_index import ProjectIndex
+from autograd_fix.codemods.python_syntax import compile_quietly, syntax_problem
+from autograd_fix.codemods.registry import SelectedRules, codes_of
 from autograd_fix.codemods.rule import Rule, RuleContext
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_api import TORCH_USE_MARKERS, uses_torch  # noqa: F401 - engine's API
@@ -129,10 +131,13 @@ def syntax_error_message(text: str, error: cst.ParserSyntaxError) -> str:
 
 
 def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:
-    """Rules that could fire on `text`: the file shows PyTorch use and one of the rule's
-    trigger strings occurs (a substring test: far cheaper than a parse)."""
+    """Rules that could fire on `text`: the file shows PyTorch use and the rule's
+    prefilter admits it (`codemods/prefilters.py`: substring tests and a regex, far
+    cheaper than a parse)."""
     if not uses_torch(text):
         return ()
+    if isinstance(rules, SelectedRules):  # imports only the rules it answers
+        return rules.triggered(text)
     return tuple(rule for rule in rules if rule.may_fire_on(text))
 
 
@@ -183,7 +188,7 @@ def with_sites(
 ) -> list[Finding]:
     """The `active` rules' findings, then the fixes of `rules` at `sites` (one order for
     the check and for the plans, so plan ids agree)."""
-    findings = run_rules(module, active, path, text, target_torch, roles, project, [rule.code for rule in rules])
+    findings = run_rules(module, active, path, text, target_torch, roles, project, codes_of(rules))
     if sites:
         from autograd_fix.codemods.site_fixes import site_findings
 
@@ -423,6 +428,10 @@ def _check_source(
 ) -> SourceResult:
     active = triggered(rules, text)
     if not active and not sites:
+        # not parsed with libcst; a torch file that does not parse is still an error
+        problem = syntax_problem(text) if uses_torch(text) else None
+        if problem is not None:
+            raise EngineError(problem)
         return SourceResult()
     module = parse_module(text)
     findings = materialized(
@@ -449,7 +458,7 @@ def analyse_text(text: str, rules: Sequence[type[Rule]], path: str, options: Fix
     text is one libcst can read (fixes always parse). Raises EngineError when it is not."""
     module = parse_module(text)
     active = triggered(rules, text)
-    findings = run_rules(module, active, path, text, options.target_torch, options.roles, options.project, [rule.code for rule in rules])
+    findings = run_rules(module, active, path, text, options.target_torch, options.roles, options.project, codes_of(rules))
     return materialized(module, findings, text) if active else []
 
 
@@ -484,16 +493,6 @@ def materialized(module: cst.Module, findings: list[Finding], text: str | None =
         alternatives = tuple(a for a in map(one, finding.alternatives) if a is not None)
         result.append(dataclasses.replace(finding, fix=one(finding.fix), alternatives=alternatives))
     return result
-
-
-def compile_quietly(text: str) -> None:
-    """`compile(text)` without its warnings: an odd literal such as `0x1for` or `"\\d"` in
-    the user's code is theirs to hear about when they run it, not a stray
-    "<autograd-fix>:2: SyntaxWarning" line in the tool's output (twice in `--diff`), and
-    under `-W error` such a warning would become a SyntaxError that rejects a good fix."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        compile(text, "<autograd-fix>", "exec", dont_inherit=True)
 
 
 def validate_python(text: str) -> None:

@@ -15,7 +15,7 @@ import importlib.util
 import pkgutil
 import re
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 import types
 
 from autograd_fix.codemods import rules as rules_package
@@ -32,29 +32,42 @@ class RuleRegistryError(RuntimeError):
 
 
 @functools.lru_cache(maxsize=1)
-def all_rules() -> tuple[type[Rule], ...]:
-    """Every rule, sorted by code."""
-    from autograd_fix.codemods.rule import Rule
-
-    found: dict[str, type[Rule]] = {}
+def _rule_modules() -> dict[str, tuple[str, bool]]:
+    """code -> (the module that defines its rule, whether it is a package), from the
+    folder's names alone (nothing is imported)."""
+    found: dict[str, tuple[str, bool]] = {}
     for info in pkgutil.iter_modules(rules_package.__path__):
         match = _FILE_PATTERN.match(info.name)
         if not match:
             continue
-        classes = _defined_rules(f"{rules_package.__name__}.{info.name}", info.ispkg)
-        if len(classes) != 1:
-            raise RuleRegistryError(f"{info.name} must define exactly one Rule subclass, found {len(classes)}")
-        rule = classes[0]
-        expected = f"AGF{match.group(1)}"
-        if not _CODE_PATTERN.match(getattr(rule, "code", "")) or rule.code != expected:
-            raise RuleRegistryError(f"{info.name} defines {rule.__name__} with code {rule.code!r}, expected {expected}")
-        expected_file = f"agf{match.group(1)}_{rule.name.replace('-', '_')}"
-        if info.name != expected_file:
-            raise RuleRegistryError(f"{info.name} should be named {expected_file} after its rule's name")
-        if rule.code in found:
-            raise RuleRegistryError(f"duplicate rule code {rule.code}: {found[rule.code].__name__} and {rule.__name__}")
-        found[rule.code] = rule
-    return tuple(found[code] for code in sorted(found))
+        code = f"AGF{match.group(1)}"
+        if code in found:
+            raise RuleRegistryError(f"duplicate rule code {code}: {found[code][0]} and {info.name}")
+        found[code] = (info.name, info.ispkg)
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def load_rule(code: str) -> type[Rule]:
+    """The rule with `code` (a code of `rule_codes`), importing its module and no other."""
+    module_name, is_package = _rule_modules()[code]
+    classes = _defined_rules(f"{rules_package.__name__}.{module_name}", is_package)
+    if len(classes) != 1:
+        raise RuleRegistryError(f"{module_name} must define exactly one Rule subclass, found {len(classes)}")
+    rule = classes[0]
+    if not _CODE_PATTERN.match(getattr(rule, "code", "")) or rule.code != code:
+        raise RuleRegistryError(f"{module_name} defines {rule.__name__} with code {getattr(rule, 'code', None)!r}, expected {code}")
+    expected_file = f"agf{code[3:]}_{rule.name.replace('-', '_')}"
+    if module_name != expected_file:
+        raise RuleRegistryError(f"{module_name} should be named {expected_file} after its rule's name")
+    if rule.triggers is not None or rule.trigger_pattern is not None:
+        raise RuleRegistryError(f"{code} declares its own triggers: its prefilter belongs in codemods/prefilters.py")
+    return rule
+
+
+def all_rules() -> tuple[type[Rule], ...]:
+    """Every rule, sorted by code."""
+    return tuple(load_rule(code) for code in rule_codes())
 
 
 def _defined_rules(name: str, is_package: bool) -> list[type[Rule]]:
@@ -81,33 +94,69 @@ def _own_rules(module: ModuleType) -> list[type[Rule]]:
 
 
 def rule_by_code(code: str) -> type[Rule] | None:
-    for rule in all_rules():
-        if rule.code == code.upper():
-            return rule
-    return None
+    return load_rule(code.upper()) if code.upper() in _rule_modules() else None
 
 
 def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> tuple[type[Rule], ...]:
     """Rules whose code starts with a selected prefix and with no ignored prefix."""
-    chosen = []
-    for rule in all_rules():
-        if select and not any(rule.code.startswith(prefix.upper()) for prefix in select):
-            continue
-        if ignore and any(rule.code.startswith(prefix.upper()) for prefix in ignore):
-            continue
-        chosen.append(rule)
-    return tuple(chosen)
+    return tuple(load_rule(code) for code in selected_codes(select, ignore))
 
 
-@functools.lru_cache(maxsize=1)
+class SelectedRules(Sequence["type[Rule]"]):
+    """The rules of `codes`, each imported only once it is needed.
+
+    As a sequence it is the rules themselves (iterating imports them all); the engine asks
+    `triggered` first (`engine.triggered`): only the rules whose prefilter admits a text
+    are imported, so a check of a small file loads the few rule modules that can fire on
+    it, and the codes of the others are known without them (AGF100 judges `# noqa` codes
+    against every selected code)."""
+
+    def __init__(self, codes: Sequence[str]) -> None:
+        self.codes = tuple(codes)
+
+    def triggered(self, text: str) -> tuple[type[Rule], ...]:
+        """The rules that could fire on `text` (`prefilters.triggered_codes`), imported."""
+        from autograd_fix.codemods.prefilters import triggered_codes
+
+        return tuple(load_rule(code) for code in triggered_codes(self.codes, text))
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def, override]
+        if isinstance(index, slice):
+            return tuple(load_rule(code) for code in self.codes[index])
+        return load_rule(self.codes[index])
+
+    def __repr__(self) -> str:
+        return f"SelectedRules({self.codes!r})"
+
+
+def lazy_rules(select: Sequence[str] | None = None, ignore: Sequence[str] | None = None) -> SelectedRules:
+    """`select_rules`' answer, the rules imported only as a text needs them."""
+    return SelectedRules(selected_codes(select, ignore))
+
+
+def codes_of(rules: Sequence[type[Rule]]) -> list[str]:
+    """The rules' codes (without importing the rules of a `SelectedRules`)."""
+    return list(rules.codes) if isinstance(rules, SelectedRules) else [rule.code for rule in rules]
+
+
+def selected_codes(select: Sequence[str] | None = None, ignore: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The codes `select_rules` answers, without importing a rule (the command line
+    decides from these and `prefilters` whether a file needs libcst at all)."""
+    return tuple(
+        code for code in rule_codes()
+        if (not select or any(code.startswith(prefix.upper()) for prefix in select))
+        and not (ignore and any(code.startswith(prefix.upper()) for prefix in ignore))
+    )
+
+
 def rule_codes() -> tuple[str, ...]:
     """Every rule's code, from the module names alone (no rule is imported: checking a
-    `--select` costs no libcst). `all_rules` fails loudly where a module's name and its
+    `--select` costs no libcst). `load_rule` fails loudly where a module's name and its
     rule's code disagree, so the two answers are the same."""
-    return tuple(
-        sorted(f"AGF{match.group(1)}" for info in pkgutil.iter_modules(rules_package.__path__)
-               if (match := _FILE_PATTERN.match(info.name)))
-    )
+    return tuple(sorted(_rule_modules()))
 
 
 def unknown_codes(prefixes: list[str]) -> list[str]:

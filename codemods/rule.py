@@ -19,6 +19,7 @@ import libcst as cst
 from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.model import Applicability, Example, Finding, Fix, Span
 from autograd_fix.codemods.positions import StatementPositions
+from autograd_fix.codemods.prefilters import Prefilter, prefilter
 from autograd_fix.codemods.semantic.model import SemanticModel
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_version import TorchVersion
@@ -113,17 +114,19 @@ class Rule(cst.BatchableCSTVisitor):
     #: default message; `report` may pass a more specific one.
     message: ClassVar[str]
     contract: ClassVar[Contract]
-    #: cheap text prefilter: the file is parsed for this rule only if one occurs.
-    triggers: ClassVar[tuple[str, ...]] = ("torch",)
-    #: optional finer prefilter, a regex that must also match somewhere in the text
+    #: a registered rule's prefilter is declared in `codemods/prefilters.py` under its
+    #: code (readable without importing the rule); these two are for a rule outside the
+    #: registry (a test's): text tokens of which one must occur, and a regex that must
+    #: also match somewhere in the text
+    triggers: ClassVar[tuple[str, ...] | None] = None
     trigger_pattern: ClassVar[re.Pattern[str] | None] = None
 
     @classmethod
     def may_fire_on(cls, text: str) -> bool:
         """Prefilter only (never evidence): could this rule fire on `text` at all?"""
-        if not any(token in text for token in cls.triggers):
-            return False
-        return cls.trigger_pattern is None or cls.trigger_pattern.search(text) is not None
+        if cls.triggers is None:
+            return prefilter(cls.code).admits(text)
+        return Prefilter(cls.triggers, cls.trigger_pattern).admits(text)
 
     def __init__(self, context: RuleContext) -> None:
         super().__init__()

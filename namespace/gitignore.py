@@ -19,13 +19,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from pathspec import GitIgnoreSpec
+if TYPE_CHECKING:  # pathspec loads where a pattern is compiled: a run on named files needs none
+    from pathspec import GitIgnoreSpec
 
 
 def compile_patterns(lines: Iterable[str]) -> GitIgnoreSpec:
     """A spec of the valid patterns among `lines`; invalid ones never match (as in git)."""
+    from pathspec import GitIgnoreSpec
+
     lines = list(lines)
     try:
         return GitIgnoreSpec.from_lines(lines)
@@ -34,6 +37,8 @@ def compile_patterns(lines: Iterable[str]) -> GitIgnoreSpec:
 
 
 def valid_pattern(line: str) -> bool:
+    from pathspec import GitIgnoreSpec
+
     try:
         GitIgnoreSpec.from_lines([line])
     except (ValueError, re.error):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import libcst as cst
+import pytest
 
-from autograd_fix.codemods.engine import FixOptions, check_source
+from autograd_fix.codemods.engine import EngineError, FixOptions, check_source
 from autograd_fix.codemods.imports import ImportIndex, add_imports
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.rule import Contract, Rule
@@ -103,8 +104,13 @@ def test_existing_alias_is_reused_instead_of_importing() -> None:
 
 
 def test_prefilter_skips_parsing() -> None:
-    """No trigger of the rule, or no sign of PyTorch use at all: not even parsed."""
-    assert check_source("import torch\nthis is not python (\n", [WrapCalls]).module is None
+    """No trigger of the rule, or no sign of PyTorch use at all: not parsed with libcst.
+    A torch file that CPython's parser rejects is still an error (`python_syntax`), as
+    the command line reports it before it would load libcst; a file without torch is
+    left to Python's own tools."""
+    assert check_source("import torch\nx = g(1)\n", [WrapCalls]).module is None
+    with pytest.raises(EngineError, match="syntax error at 2:"):
+        check_source("import torch\nthis is not python (\n", [WrapCalls])
     result = check_source("loss = 1; this is not python (\n", [RenameLoss])
     assert result.findings == [] and result.module is None
 

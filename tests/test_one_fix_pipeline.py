@@ -99,12 +99,14 @@ def test_a_follow_on_fix_is_announced_with_its_round_and_applied() -> None:
 
 
 def test_the_verified_path_verifies_a_follow_on_and_counts_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from autograd_fix.cli import verify_patches
+    from autograd_fix.cli import runner, verify_patches
     from autograd_fix.cli.runner import Job, check_file
     from autograd_fix.codemods import registry
 
     rules = [RenameModelCall, CallForward]
-    monkeypatch.setattr(registry, "select_rules", lambda select, ignore: rules)  # check_file imports it when it runs
+    monkeypatch.setattr(registry, "lazy_rules", lambda select, ignore: rules)  # check_file imports it when it runs
+    # the command line's prefilter, before it imports any rule: these rules' own
+    monkeypatch.setattr(runner, "triggered_codes", lambda codes, text: tuple(r.code for r in rules if r.may_fire_on(text)))
     monkeypatch.setattr(verify_patches, "select_rules", lambda select, ignore: rules)
     path = tmp_path / "infer.py"
     path.write_text(SOURCE)

@@ -196,11 +196,14 @@ def test_a_cached_run_loads_neither_libcst_nor_the_rules(project: Path) -> None:
     assert warm.stdout == cold.stdout and "AGF015" in warm.stdout
 
 
-def test_files_without_torch_load_neither_libcst_nor_the_rules(tmp_path: Path) -> None:
-    """No rule can fire on a file that shows no PyTorch use (`engine.triggered`): a run
-    over such files answers before libcst and the rules load (start-up), as before."""
+def test_files_no_rule_admits_load_neither_libcst_nor_the_rules(tmp_path: Path) -> None:
+    """No rule can fire on a file that shows no PyTorch use, or that none of the rules'
+    prefilters admits (`codemods/prefilters.py`: `import torch` alone, issue 20's one-line
+    file): a run over such files answers before libcst and the rules load (start-up)."""
     (tmp_path / "setup_tools.py").write_text("import os\n\nprint(os.getcwd())\n")
     (tmp_path / "util.py").write_text("def scale(x, k):\n    x *= k\n    return x\n")
+    (tmp_path / "one.py").write_text("import torch\n")
+    (tmp_path / "ops.py").write_text("import torch\n\n\ndef ones(n):\n    return torch.ones(n)\n")
     probe = (
         "import sys\nfrom autograd_fix.cli.entry import main\n"
         "try:\n    main(['--no-verify', '--no-cache', '.'])\nexcept SystemExit as exit:\n    print('exit', exit.code)\n"

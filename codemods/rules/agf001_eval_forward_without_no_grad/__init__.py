@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Sequence
@@ -125,17 +124,6 @@ class EvalForwardWithoutNoGrad(Rule):
     name = "eval-forward-without-no-grad"
     safety = Applicability.SAFE
     message = "evaluation forward pass runs with autograd recording"
-    #: every kind of evidence (names, `.eval()`, `.train(False)`, loaders) contains one;
-    #: a graph that dies inside a function is cut by one of the calls (or the `.data` read) after them
-    triggers = ("eval", "val", "test", "predict", "infer", "holdout", "train(False)", ".item(", ".argmax(",
-                ".argmin(", ".tolist(", ".numpy(", ".detach(", ".data", ".max(", ".min(", ".topk(", ".sort(")
-    #: ... as a word of an identifier (`val_loader`, `validate`, `.eval()`), not in `value`
-    trigger_pattern = re.compile(
-        r"(?:^|[^a-zA-Z])(?:val|valid|validate|validation|test|testing|eval|evaluate|evaluation|holdout|"
-        r"predict|infer|inference)(?:$|[^a-z])|\.train\(False\)|\.(?:item|argmax|argmin|tolist|numpy|detach|max|"
-        r"min|topk|sort)\(|\.data\b",
-        re.M,
-    )
     contract = Contract(
         description="outputs equal; parameters' .grad untouched; retained graph memory lower or equal "
         "(strictly lower when the original retained any)",

@@ -119,7 +119,6 @@ class MissingZeroGrad(RootTracker, Rule):
     name = "missing-zero-grad"
     safety = Applicability.UNSAFE
     message = "training loop never zeroes gradients: every backward adds to the previous ones"
-    triggers = ("backward",)
     contract = Contract(
         description="at every optimizer step, each parameter's .grad equals the sum of the gradient "
         "contributions of the backward passes since the previous step",

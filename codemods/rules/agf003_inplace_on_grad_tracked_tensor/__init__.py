@@ -135,7 +135,6 @@ class InplaceOnGradTrackedTensor(Rule):
     name = "inplace-on-grad-tracked-tensor"
     safety = Applicability.UNSAFE
     message = "in-place operation on a tensor autograd tracks"
-    triggers = ("torch",)
     contract = Contract(
         description="original autograd error gone; forward values equal; gradients match finite differences; "
         "parameters change as the original intended",

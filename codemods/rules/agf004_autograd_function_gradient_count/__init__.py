@@ -107,7 +107,6 @@ class AutogradFunctionGradientCount(Rule):
     safety = Applicability.SAFE
     safety_note = "unsafe where only a run can tell"
     message = "custom autograd Function's backward returns the wrong number of gradients"
-    triggers = ("Function",)
     contract = Contract(
         description="the 'incorrect number of gradients' / 'expected Variable or None' error is gone; called on the "
         "same saved context, backward returns the original's gradients wherever the original returned one, and None "

@@ -116,7 +116,6 @@ class TensorSavedOnCtx(Rule):
     name = "tensor-saved-on-ctx"
     safety = Applicability.SAFE
     message = "tensor stored as a ctx attribute instead of ctx.save_for_backward"
-    triggers = ("Function",)
     contract = Contract(
         description="the Function passes torch.autograd.gradcheck in float64, gradients equal the original's, and "
         "its ctx objects are freed without the cyclic garbage collector",

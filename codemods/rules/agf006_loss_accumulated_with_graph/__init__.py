@@ -89,7 +89,6 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
     name = "loss-accumulated-with-graph"
     safety = Applicability.SAFE
     message = "a tensor with autograd history is accumulated across iterations"
-    triggers = ("backward",)
     contract = Contract(
         description="accumulated values equal; outputs equal; retained graph memory lower or equal",
         checks=("accumulated_values_equal", "outputs_equal", "retained_graph_not_higher", "graph_state_may_change"),

@@ -84,7 +84,6 @@ class NonTensorInSaveForBackward(Rule):
     name = "non-tensor-in-save-for-backward"
     safety = Applicability.SAFE
     message = "non-tensor passed to ctx.save_for_backward"
-    triggers = ("save_for_backward",)
     contract = Contract(
         description="the 'save_for_backward can only save variables' TypeError is gone and the Function passes "
         "torch.autograd.gradcheck in float64",

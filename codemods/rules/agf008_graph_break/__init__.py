@@ -119,7 +119,6 @@ class GraphBreak(Rule):
     name = "graph-break"
     safety = Applicability.UNSAFE
     message = "the loss's gradient path is cut before backward()"
-    triggers = ("backward", "training_step")
     contract = Contract(
         description="the original's autograd error (a loss cut off its graph: `element 0 of tensors does not "
         "require grad`), if it raised one, is gone; the rewritten run's parameter gradients (None in the original) "

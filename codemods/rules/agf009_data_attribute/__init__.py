@@ -132,7 +132,6 @@ class DataAttribute(Rule):
     name = "data-attribute"
     safety = Applicability.UNSAFE
     message = "`.data` on a tensor autograd tracks"
-    triggers = (".data",)
     contract = Contract(
         description="outputs and gradients equal; or, where a .data mutation made the original's gradients wrong, "
         "forward values before the first backward equal and the rewritten's gradients match finite differences in "

@@ -95,7 +95,6 @@ class HiddenStateNotDetached(Rule):
     name = "hidden-state-not-detached"
     safety = Applicability.SAFE
     message = "recurrent state carried across training iterations without .detach()"
-    triggers = ("backward",)
     contract = Contract(
         description="the original's 'backward through the graph a second time' (or in-place version) error is "
         "gone; the forward values (each backward's loss) the original computed before its error are equal; peak "

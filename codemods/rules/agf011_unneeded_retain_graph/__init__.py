@@ -101,7 +101,6 @@ class UnneededRetainGraph(RootTracker, Rule):
     name = "unneeded-retain-graph"
     safety = Applicability.UNSAFE
     message = "`retain_graph=True` keeps a graph that is never used again"
-    triggers = ("retain_graph",)
     contract = Contract(
         description="gradients equal; outputs equal; peak memory not higher",
         checks=("grads_equal", "outputs_equal", "peak_memory_not_higher"),

@@ -144,8 +144,6 @@ class DeprecatedAutogradApi(Rule):
     name = "deprecated-autograd-api"
     safety = Applicability.SAFE
     message = "deprecated autograd API"
-    #: `from torch.cuda import amp` names the old module without spelling `cuda.amp`
-    triggers = ("cuda.amp", "cpu.amp", "amp import", "cuda import", "cpu import", "Variable", "volatile")
     contract = Contract(
         description="outputs equal; every parameter's .grad equal",
         checks=("outputs_equal", "grads_equal"),

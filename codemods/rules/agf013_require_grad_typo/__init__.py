@@ -67,7 +67,6 @@ class RequireGradTypo(Rule):
     name = "require-grad-typo"
     safety = Applicability.SAFE
     message = "`require_grad` is not an autograd attribute (typo of `requires_grad`): the assignment changes nothing"
-    triggers = tuple(sorted(TYPOS))
     contract = Contract(
         description="the corrected flag takes effect: the first step as in the original, frozen tensors keep their value, new gradients match finite differences",
         checks=("graph_state_may_change", "requires_grad_flag_takes_effect"),

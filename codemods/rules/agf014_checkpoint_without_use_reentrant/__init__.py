@@ -56,7 +56,6 @@ class CheckpointWithoutUseReentrant(Rule):
     name = "checkpoint-without-use-reentrant"
     safety = Applicability.UNSAFE
     message = "`checkpoint` without `use_reentrant`: the reentrant default drops parameter gradients when no input requires grad"
-    triggers = ("checkpoint",)
     contract = Contract(
         description="outputs equal; gradients equal, or corrected (rewritten matches finite differences, original does not)",
         checks=("equal_or_gradients_corrected",),

@@ -74,7 +74,6 @@ class ZeroGradSetToNoneFalse(Rule):
     name = "zero-grad-set-to-none-false"
     safety = Applicability.UNSAFE
     message = "`zero_grad(set_to_none=False)` fills every gradient with zeros each step; `None` is cheaper"
-    triggers = ("set_to_none",)
     contract = Contract(
         description="outputs equal; gradients equal at every optimizer step",
         checks=("outputs_equal", "grads_equal"),

@@ -60,7 +60,6 @@ class ImpreciseLogExp(Rule):
     name = "imprecise-log-exp"
     safety = Applicability.UNSAFE
     message = "imprecise log/exp composition"
-    triggers = ("log", "exp")
     contract = Contract(
         description="values and gradients at least as close to a float64 reference run of the original as the original's",
         checks=("closer_to_float64_reference",),

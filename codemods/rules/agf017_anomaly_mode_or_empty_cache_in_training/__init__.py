@@ -75,7 +75,6 @@ class AnomalyModeOrEmptyCacheInTraining(Rule):
     name = "anomaly-mode-or-empty-cache-in-training"
     safety = Applicability.UNSAFE
     message = "slows every training step"
-    triggers = ("anomaly", "empty_cache")
     contract = Contract(
         description="outputs and gradients equal (the calls change no value); time per step reported",
         checks=("outputs_equal", "grads_equal", "graph_state_may_change", "time_per_step_reported"),

@@ -71,7 +71,6 @@ class BackwardBranchesOnTensor(Rule):
     name = "backward-branches-on-tensor"
     safety = Applicability.UNSAFE
     message = "a custom backward takes the truth value of a tensor: ambiguous for more than one element, and not elementwise"
-    triggers = ("backward",)
     contract = Contract(
         description="the 'Boolean value of Tensor ... is ambiguous' error is gone and backward passes gradcheck in float64",
         checks=("original_error_gone", "gradcheck_passes"),

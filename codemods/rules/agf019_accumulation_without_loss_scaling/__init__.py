@@ -101,7 +101,6 @@ class AccumulationWithoutLossScaling(RootTracker, Rule):
     name = "accumulation-without-loss-scaling"
     safety = Applicability.UNSAFE
     message = "gradients of k micro-batches are summed, not averaged"
-    triggers = ("backward",)
     contract = Contract(
         description="at the first optimizer step each parameter's .grad equals the gradient of the mean of the window's "
         "micro-batch losses (the original's accumulated gradient divided by the window's backward passes); at every "

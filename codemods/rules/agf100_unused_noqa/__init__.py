@@ -57,8 +57,6 @@ class UnusedNoqa(Rule):
     name = "unused-noqa"
     safety = Applicability.SAFE
     message = "unused `noqa` code"
-    triggers = ("noqa", "NOQA", "Noqa")
-    trigger_pattern = re.compile(r"#\s*noqa:\s*[^\n]*AGF\d", re.I)
     contract = Contract(description="only a comment changes: outputs equal", checks=("outputs_equal",))
     no_site_fix = "a noqa comment is found in the text; a run shows nothing about it"
 
