@@ -77,13 +77,19 @@ class ImportIndex:
         Returns None when the head of the chain is not bound by an import (a local
         variable, `self`, a parameter): such names are never claimed to be torch APIs.
         """
-        name = dotted_name(node)
-        if name is None:
+        # the chain's head first: most chains a rule asks about start at a local name
+        # (`self`, a model, a tensor), answered without spelling the whole chain
+        head = node
+        while type(head) is cst.Attribute:
+            head = head.value  # type: ignore[attr-defined]
+        if type(head) is not cst.Name:
             return None
-        head, _, rest = name.partition(".")
-        target = self.bindings.get(head)
+        target = self.bindings.get(head.value)  # type: ignore[attr-defined]
         if target is None:
             return None
+        name = dotted_name(node)
+        assert name is not None  # a Name under Attributes only: dotted_name spells it
+        _, _, rest = name.partition(".")
         return f"{target}.{rest}" if rest else target
 
     def is_name(self, node: cst.BaseExpression, *qualified: str) -> bool:

@@ -184,15 +184,21 @@ def _defines(node: cst.ClassDef, name: str) -> bool:
     return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in node.body.body)
 
 
-def custom_functions(module: cst.Module, imports: ImportIndex) -> list[CustomFunction]:
+def custom_functions(module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> list[CustomFunction]:
     """Every class in `module` that derives directly from `torch.autograd.Function`.
 
     A class is skipped when `forward` / `backward` are not single static methods, or when
-    it defines `setup_context` that is not one (the style would be unclear).
+    it defines `setup_context` that is not one (the style would be unclear). With the
+    file's `syntax` index the classes are read off it (the same classes in the same
+    order as a walk finds them, without visiting every node again).
     """
-    finder = _ClassFinder(imports)
-    walk(module, finder)
-    return [function for node in finder.classes if (function := custom_function(node, imports)) is not None]
+    if syntax is not None:
+        classes = [node for node in syntax.find(module, cst.ClassDef) if is_function_subclass(node, imports)]
+    else:
+        finder = _ClassFinder(imports)
+        walk(module, finder)
+        classes = finder.classes
+    return [function for node in classes if (function := custom_function(node, imports)) is not None]
 
 
 def custom_function(node: cst.ClassDef, imports: ImportIndex) -> CustomFunction | None:

@@ -82,7 +82,7 @@ class SemanticModel:
     @cached_property
     def custom_functions(self) -> list[CustomFunction]:
         """The file's `torch.autograd.Function` subclasses."""
-        return custom_functions(self.module, self.imports)
+        return custom_functions(self.module, self.imports, self.syntax)
 
     @cached_property
     def apply_calls(self) -> dict[str, ApplyCalls]:
