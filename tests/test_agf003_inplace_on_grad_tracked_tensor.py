@@ -116,3 +116,21 @@ def test_nothing_on_the_safe_default_for_out_of_place() -> None:
     assert result.fixed is not None
     assert "gate.mul_(2.0)" in result.fixed  # unsafe: not applied without --unsafe-fixes
     assert "with torch.no_grad():" in result.fixed  # the safe leaf fix is
+
+
+def test_statements_joined_by_semicolons_are_read_in_order() -> None:
+    """A notebook-style line `w = leaf; w.add_(1)` raises when it runs: the leaf bound by
+    the first statement is what the second changes in place. On a line that first
+    rebinds the name to a computed tensor (`x = x * 2; x += 1`), the in-place change is
+    on a non-leaf nothing saved, which autograd allows: silent, as on separate lines."""
+    source = textwrap.dedent(
+        """
+        import torch
+        w = torch.zeros(3, requires_grad=True); w.add_(1)
+        x = torch.ones(2, requires_grad=True)
+        x = x * 2; x += 1
+        """
+    )
+    result = check_source(source, [rule_by_code("AGF003")], options=FixOptions())  # type: ignore[list-item]
+    assert [(f.span.line, f.span.column) for f in result.findings] == [(3, 41)]
+    assert "leaf" in result.findings[0].message

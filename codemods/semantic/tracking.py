@@ -145,6 +145,16 @@ class Site:
     #: the statement list it belongs to (by identity) and its index there
     block: int
     index: int
+    #: on a line of several statements joined by `;`, the facts just before each of them
+    #: after the first (by the small statement's identity): `x = leaf(); x += 1`
+    within_line: dict[int, State] | None = None
+
+    def state_before(self, small: cst.CSTNode | None) -> State:
+        """The facts just before `small`, one of this line's statements (the line's own
+        facts for its first statement, or when `small` is not given)."""
+        if small is None or self.within_line is None:
+            return self.state
+        return self.within_line.get(id(small), self.state)
 
 
 @dataclass
@@ -422,12 +432,15 @@ class TrackingAnalysis:
                 return None
         return Tracked(Kind.DERIVED, aliased=True)
 
-    def tracked(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> Tracked | None:
-        """Is `expression` tracked by autograd just before `statement`? (None: not shown)"""
+    def tracked(
+        self, expression: cst.BaseExpression, statement: cst.CSTNode, small: cst.CSTNode | None = None
+    ) -> Tracked | None:
+        """Is `expression` tracked by autograd just before `statement`, or just before
+        `small`, one of the statements `statement` joins with `;`? (None: not shown)"""
         site = self.site(statement)
         if site is None:
             return None
-        return _Evaluator(self, site.state, site.position).value(expression)
+        return _Evaluator(self, site.state_before(small), site.position).value(expression)
 
     def is_module(self, expression: cst.BaseExpression, statement: cst.CSTNode) -> bool:
         """Does this analysis read `expression` as an `nn.Module` just before `statement`?
@@ -1003,23 +1016,28 @@ class _Walker:
         `suite_sites()` (an edit of the stand-in itself would never apply); edits of the
         nodes inside it do."""
         line = cst.SimpleStatementLine(body=smalls)
-        site = Site(line, state.copy(), position, id(smalls), 0)
+        site = Site(line, state.copy(), position, id(smalls), 0, {} if len(smalls) > 1 else None)
         if self.recording:
             self.analysis._suite_sites.append(site)
         self.by_statement[id(line)] = site
-        for small in smalls:
+        return self.line(site, smalls, state, position)
+
+    def line(self, site: Site, smalls, state: State, position: Position) -> State:
+        """The statements of one line in order; on a line of several, the facts before
+        each one after the first are kept on the site."""
+        for number, small in enumerate(smalls):
+            if number and site.within_line is not None:
+                site.within_line[id(small)] = state.copy()
             state = self.small(small, state, position)
         return state
 
     def statement(self, node: cst.CSTNode, state: State, position: Position, block: int, index: int) -> State:
         if isinstance(node, cst.SimpleStatementLine):
-            site = Site(node, state.copy(), position, block, index)
+            site = Site(node, state.copy(), position, block, index, {} if len(node.body) > 1 else None)
             if self.recording:
                 self.analysis._sites.append(site)
             self.by_statement[id(node)] = site
-            for small in node.body:
-                state = self.small(small, state, position)
-            return state
+            return self.line(site, node.body, state, position)
         if isinstance(node, cst.FunctionDef):
             self.function(node, state, position)
             state = state.copy()

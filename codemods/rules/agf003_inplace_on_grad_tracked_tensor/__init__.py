@@ -167,7 +167,7 @@ class InplaceOnGradTrackedTensor(Rule):
                 mutation = _mutation(small, self.context.imports)
                 if mutation is None:
                     continue
-                fact = analysis.tracked(mutation.base, site.statement)
+                fact = analysis.tracked(mutation.base, site.statement, small)
                 if fact is None:
                     continue
                 if fact.leaf:
