@@ -45,12 +45,19 @@ def _node_types() -> frozenset[type]:
 _NODE_TYPES = _node_types()
 
 
+#: field types that never hold a node (`Name.value`, `Integer.value`): not read at all
+_SCALAR_FIELD_TYPES = (str, bool, "str", "bool")
+
+
 @functools.lru_cache(maxsize=None)
 def _child_fields(node_type: type) -> tuple[str, ...]:
+    """The fields of `node_type` that may hold syntactic children (a leaf such as `Name`
+    has none: its only field is a string)."""
     return tuple(
         field.name
         for field in dataclasses.fields(node_type)
         if field.name not in _FORMATTING_FIELDS and not field.name.startswith("whitespace")
+        and field.type not in _SCALAR_FIELD_TYPES
     )
 
 
@@ -253,8 +260,10 @@ class SyntaxIndex:
             add(item)
             end(index + 1)
             read = readers.get(item_type)
-            if read is None:
-                read = readers[item_type] = _field_reader(item_type)
+            if read is None:  # False: a leaf (`Name`, `Integer`), nothing to read
+                read = readers[item_type] = _field_reader(item_type) if _child_fields(item_type) else False
+            if read is False:
+                continue
             children: list = []
             for value in read(item):
                 value_type = type(value)

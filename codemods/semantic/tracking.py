@@ -59,7 +59,7 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.nn_modules import module_class_name
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, MODULE_CALLEE_TOKENS, Role, Vocabulary
-from autograd_fix.codemods.walk import SyntaxIndex, iter_descendants, walk
+from autograd_fix.codemods.walk import SyntaxIndex, children_of, iter_descendants, walk
 
 if TYPE_CHECKING:
     from autograd_fix.codemods.rule import RuleContext
@@ -1090,7 +1090,7 @@ class _Walker:
             return result
         # match statements and anything newer: walk each body, keep only common facts
         result = state
-        for child in node.children:
+        for child in children_of(node):
             if isinstance(child, cst.IndentedBlock):
                 result = meet(result, self.block(child.body, state.copy(), position))
         return result

@@ -20,6 +20,7 @@ from autograd_fix.codemods.imports import ImportIndex
 from autograd_fix.codemods.semantic.autograd_function import TensorFacts, rebound_names, return_statements
 from autograd_fix.codemods.semantic.answer import Answer
 from autograd_fix.codemods.semantic.nn_modules import module_classes
+from autograd_fix.codemods.walk import children_of
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def _typed_calls(
 def _inner_blocks(node: cst.CSTNode) -> list[cst.IndentedBlock]:
     """The indented blocks of a compound statement (bodies, `else`, handlers, `finally`)."""
     blocks: list[cst.IndentedBlock] = []
-    for child in node.children:
+    for child in children_of(node):  # syntactic children (libcst's `.children` rebuilds them)
         if isinstance(child, cst.IndentedBlock):
             blocks.append(child)
         elif not isinstance(child, (cst.BaseStatement, cst.BaseExpression)):

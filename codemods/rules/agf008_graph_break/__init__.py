@@ -11,6 +11,7 @@ from autograd_fix.codemods.expressions import method_chain, parenthesized
 from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.model import Applicability, Edit, Fix
 from autograd_fix.codemods.names import name_tokens
+from autograd_fix.codemods.walk import children_of
 from autograd_fix.codemods.rule import Contract, Rule
 from autograd_fix.codemods.semantic.roles import GRAPH_CALLEE_TOKENS
 from autograd_fix.codemods.semantic.model import SemanticModel
@@ -167,7 +168,7 @@ def _walk_block(scope: _Scope, statements, scopes: list[_Scope], analysis: Seman
 
 def _child_blocks(statement: cst.CSTNode) -> list:  # type: ignore[type-arg]
     blocks = []
-    for child in statement.children:
+    for child in children_of(statement):  # not libcst's `.children`: that rebuilds the subtree
         if isinstance(child, cst.IndentedBlock):
             blocks.append(child.body)
         elif isinstance(child, (cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler)):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import children_of, walk
 
 
 def chain_root(node: cst.BaseExpression) -> str | None:
@@ -33,7 +33,8 @@ def uses_name(node: cst.CSTNode, name: str, allowed: set[int]) -> bool:
         if id(node) in allowed and chain_root(node.value) == name:
             return False
         return uses_name(node.value, name, allowed)  # `x.name` is not a use of `name`
-    return any(uses_name(child, name, allowed) for child in node.children)
+    # syntactic children only (libcst's `.children` rebuilds the subtree to list them)
+    return any(uses_name(child, name, allowed) for child in children_of(node))
 
 
 @dataclass(frozen=True)
