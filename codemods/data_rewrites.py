@@ -42,7 +42,7 @@ def _inplace_chain(call: cst.BaseExpression) -> tuple[list[cst.Call], cst.BaseEx
     """`a.data.mul_(2).add_(1)` -> ([add_ call, mul_ call], `a.data`)."""
     calls: list[cst.Call] = []
     node = call
-    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_"):
+    while type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value.endswith("_"):
         calls.append(node)
         node = node.func.value
     return calls, node
@@ -50,39 +50,39 @@ def _inplace_chain(call: cst.BaseExpression) -> tuple[list[cst.Call], cst.BaseEx
 
 def _data_of_name(node: cst.BaseExpression) -> str | None:
     """`h.data` -> "h"; anything else (subscripts, attributes of attributes) -> None."""
-    if isinstance(node, cst.Attribute) and node.attr.value == "data" and isinstance(node.value, cst.Name):
+    if type(node) is cst.Attribute and node.attr.value == "data" and type(node.value) is cst.Name:
         return node.value.value
     return None
 
 
 def out_of_place_name(small: cst.BaseSmallStatement) -> str | None:
     """The name `small` mutates through `.data` when it can be rebound out of place, else None."""
-    if isinstance(small, cst.Expr):
+    if type(small) is cst.Expr:
         calls, base = _inplace_chain(small.value)
         if not calls or any(c.func.attr.value not in OUT_OF_PLACE_METHODS for c in calls):  # type: ignore[attr-defined]
             return None
         return _data_of_name(base)
-    if isinstance(small, cst.AugAssign) and type(small.operator) in _AUGMENTED:
+    if type(small) is cst.AugAssign and type(small.operator) in _AUGMENTED:
         return _data_of_name(small.target)
     return None
 
 
 def out_of_place(updated: cst.CSTNode) -> cst.CSTNode:
     """`h.data.mul_(2)` -> `h = h.mul(2)`; `h.data += y` -> `h = h.add(y)` (an Edit's replace)."""
-    if isinstance(updated, cst.AugAssign):
+    if type(updated) is cst.AugAssign:
         name = _data_of_name(updated.target)
         assert name is not None
         method = _AUGMENTED[type(updated.operator)]
         value: cst.BaseExpression = cst.Call(cst.Attribute(cst.Name(name), cst.Name(method)), args=[cst.Arg(updated.value)])
         return cst.Assign([cst.AssignTarget(cst.Name(name))], value, semicolon=updated.semicolon)
-    assert isinstance(updated, cst.Expr)
+    assert type(updated) is cst.Expr
     calls, base = _inplace_chain(updated.value)
     name = _data_of_name(base)
     assert name is not None and calls
     value = cst.Name(name)
     for call in reversed(calls):
         func = call.func
-        assert isinstance(func, cst.Attribute)
+        assert type(func) is cst.Attribute
         value = call.with_changes(func=func.with_changes(value=value, attr=cst.Name(func.attr.value[:-1])))
     return cst.Assign([cst.AssignTarget(cst.Name(name))], value, semicolon=updated.semicolon)
 
@@ -101,9 +101,9 @@ def shares_storage(value: cst.BaseExpression) -> bool:
     withheld. A computed value (`F.normalize(w.detach(), dim=1)`) is fresh."""
     node = value
     while True:
-        if isinstance(node, (cst.Name, cst.Subscript, cst.Attribute)):
+        if type(node) in (cst.Name, cst.Subscript, cst.Attribute):
             return True
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _VIEWS:
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _VIEWS:
             node = node.func.value
             continue
         return False
@@ -111,8 +111,8 @@ def shares_storage(value: cst.BaseExpression) -> bool:
 
 def copy_into(updated: cst.CSTNode) -> cst.CSTNode:
     """`w.data = value` -> `w.copy_(value)` (an Edit's replace; the no_grad wrap is separate)."""
-    assert isinstance(updated, cst.Assign) and len(updated.targets) == 1
+    assert type(updated) is cst.Assign and len(updated.targets) == 1
     target = updated.targets[0].target
-    assert isinstance(target, cst.Attribute) and target.attr.value == "data"
+    assert type(target) is cst.Attribute and target.attr.value == "data"
     call = cst.Call(cst.Attribute(target.value, cst.Name("copy_")), args=[cst.Arg(updated.value)])
     return cst.Expr(call, semicolon=updated.semicolon)

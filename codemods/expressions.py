@@ -56,10 +56,10 @@ def method_chain(node: cst.BaseExpression) -> tuple[cst.BaseExpression, list[tup
     links: list[tuple[str, cst.Call | None]] = []
     current = node
     while True:
-        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+        if type(current) is cst.Call and type(current.func) is cst.Attribute:
             links.append((current.func.attr.value, current))
             current = current.func.value
-        elif isinstance(current, cst.Attribute):
+        elif type(current) is cst.Attribute:
             links.append((current.attr.value, None))
             current = current.value
         else:
@@ -70,9 +70,9 @@ def method_chain(node: cst.BaseExpression) -> tuple[cst.BaseExpression, list[tup
 
 def is_true(node: cst.BaseExpression) -> bool:
     """The literal ``True``."""
-    return isinstance(node, cst.Name) and node.value == "True"
+    return type(node) is cst.Name and node.value == "True"
 
 
 def is_false(node: cst.BaseExpression) -> bool:
     """The literal ``False``."""
-    return isinstance(node, cst.Name) and node.value == "False"
+    return type(node) is cst.Name and node.value == "False"

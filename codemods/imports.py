@@ -63,9 +63,9 @@ class ImportIndex:
         pending: list[cst.CSTNode] = list(reversed(module.body))  # a stack, in source order
         while pending:
             statement = pending.pop()
-            if isinstance(statement, cst.SimpleStatementLine):
+            if type(statement) is cst.SimpleStatementLine:
                 for small in statement.body:
-                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    if type(small) in (cst.Import, cst.ImportFrom):
                         walk(small, collector)
             else:
                 pending.extend(reversed(_nested_statements(statement)))
@@ -132,7 +132,7 @@ def _nested_statements(statement: cst.CSTNode) -> list[cst.CSTNode]:
         if isinstance(child, cst.BaseSuite):
             body = child.body
             found.extend(body if isinstance(body, (list, tuple)) else [])
-            if isinstance(child, cst.SimpleStatementSuite):
+            if type(child) is cst.SimpleStatementSuite:
                 found.append(cst.SimpleStatementLine(body=child.body))
         elif isinstance(child, (cst.BaseCompoundStatement, cst.ExceptHandler, cst.ExceptStarHandler, cst.Else, cst.Finally, cst.If)):
             found.append(child)
@@ -146,7 +146,7 @@ class _ImportCollector(cst.CSTVisitor):
     def visit_Import(self, node: cst.Import) -> bool:
         for alias in node.names:
             full = _module_name(alias.name)
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 self.index.bindings[alias.asname.name.value] = full
             else:
                 # `import torch.nn` binds `torch` to the top package.
@@ -155,13 +155,13 @@ class _ImportCollector(cst.CSTVisitor):
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        if node.relative or node.module is None or type(node.names) is cst.ImportStar:
             return False
         base = _module_name(node.module)
         for alias in node.names:
             imported = _module_name(alias.name)
             local = imported
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if alias.asname is not None and type(alias.asname.name) is cst.Name:
                 local = alias.asname.name.value
             self.index.bindings[local] = f"{base}.{imported}"
         return False
@@ -177,8 +177,8 @@ def add_imports(module: cst.Module, statements: tuple[str, ...] | list[str]) -> 
     missing: list[str] = []
     for statement in dict.fromkeys(statements):
         parsed = cst.parse_statement(statement)
-        node = parsed.body[0] if isinstance(parsed, cst.SimpleStatementLine) else None
-        if isinstance(node, cst.Import) and all(
+        node = parsed.body[0] if type(parsed) is cst.SimpleStatementLine else None
+        if type(node) is cst.Import and all(
             alias.asname is None and _module_name(alias.name) in index.bindings for alias in node.names
         ):
             continue
@@ -191,7 +191,7 @@ def add_imports(module: cst.Module, statements: tuple[str, ...] | list[str]) -> 
     if position < len(body) and not _is_import(body[position]) and not body[position].leading_lines:
         # no import block to join: separate the new imports from the code (PEP 8)
         following = body[position]
-        blank_lines = 2 if isinstance(following, (cst.FunctionDef, cst.ClassDef)) else 1
+        blank_lines = 2 if type(following) in (cst.FunctionDef, cst.ClassDef) else 1
         body[position] = following.with_changes(leading_lines=[cst.EmptyLine()] * blank_lines)
     if position < len(body) and _is_import(body[position]):
         # take over the leading comments/blank lines of the first import
@@ -203,25 +203,25 @@ def add_imports(module: cst.Module, statements: tuple[str, ...] | list[str]) -> 
 
 
 def _is_import(statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and any(
-        isinstance(s, (cst.Import, cst.ImportFrom)) for s in statement.body
+    return type(statement) is cst.SimpleStatementLine and any(
+        type(s) in (cst.Import, cst.ImportFrom) for s in statement.body
     )
 
 
 def _is_docstring(statement: cst.CSTNode) -> bool:
     return (
-        isinstance(statement, cst.SimpleStatementLine)
+        type(statement) is cst.SimpleStatementLine
         and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        and type(statement.body[0]) is cst.Expr
+        and type(statement.body[0].value) in (cst.SimpleString, cst.ConcatenatedString)
     )
 
 
 def _is_future_import(statement: cst.CSTNode) -> bool:
     return (
-        isinstance(statement, cst.SimpleStatementLine)
+        type(statement) is cst.SimpleStatementLine
         and any(
-            isinstance(s, cst.ImportFrom) and s.module is not None and dotted_name(s.module) == "__future__"
+            type(s) is cst.ImportFrom and s.module is not None and dotted_name(s.module) == "__future__"
             for s in statement.body
         )
     )

@@ -16,9 +16,9 @@ __all__ = ["name_tokens", "last_segment", "expression_tokens", "receiver_name", 
 
 def last_segment(node: cst.BaseExpression) -> str | None:
     """`self.model.encoder` -> 'encoder'; `model` -> 'model'; anything else -> None."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return node.attr.value
     return None
 
@@ -32,19 +32,19 @@ def expression_tokens(node: cst.BaseExpression) -> set[str]:
     tokens: set[str] = set()
     current: cst.BaseExpression | None = node
     while current is not None:
-        if isinstance(current, cst.Name):
+        if type(current) is cst.Name:
             tokens.update(name_tokens(current.value))
             current = None
-        elif isinstance(current, cst.Attribute):
+        elif type(current) is cst.Attribute:
             tokens.update(name_tokens(current.attr.value))
             current = current.value
-        elif isinstance(current, cst.Subscript):
+        elif type(current) is cst.Subscript:
             for element in current.slice:
                 index = element.slice
-                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                if type(index) is cst.Index and type(index.value) is cst.SimpleString:
                     tokens.update(name_tokens(index.value.evaluated_value if isinstance(index.value.evaluated_value, str) else ""))
             current = current.value
-        elif isinstance(current, cst.Call):
+        elif type(current) is cst.Call:
             current = current.func
         else:
             current = None
@@ -53,14 +53,14 @@ def expression_tokens(node: cst.BaseExpression) -> set[str]:
 
 def receiver_name(call: cst.Call) -> str | None:
     """`model.eval()` -> 'model'; `self.net.eval()` -> 'self.net'."""
-    if isinstance(call.func, cst.Attribute):
+    if type(call.func) is cst.Attribute:
         return dotted_name(call.func.value)
     return None
 
 
 def method_name(call: cst.Call) -> str | None:
     """`x.backward()` -> 'backward'; plain calls -> None."""
-    if isinstance(call.func, cst.Attribute):
+    if type(call.func) is cst.Attribute:
         return call.func.attr.value
     return None
 
@@ -72,7 +72,7 @@ WRAPPING_ITERATORS = frozenset({"enumerate", "tqdm", "tqdm_notebook", "zip", "it
 
 def iterable_tokens(node: cst.BaseExpression) -> set[str]:
     """Tokens naming what a loop iterates, looking through the `WRAPPING_ITERATORS`."""
-    if isinstance(node, cst.Call) and last_segment(node.func) in WRAPPING_ITERATORS:
+    if type(node) is cst.Call and last_segment(node.func) in WRAPPING_ITERATORS:
         tokens: set[str] = set()
         for argument in node.args:
             if argument.keyword is None:

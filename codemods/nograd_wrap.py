@@ -67,13 +67,13 @@ def consecutive_runs(items: Sequence[tuple[int, int, object]]) -> list[list[obje
 
 def decorate(function: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
     """`function` with `@<call>` added as its innermost decorator (AGF001's function fix)."""
-    assert isinstance(function, cst.FunctionDef)
+    assert type(function) is cst.FunctionDef
     return function.with_changes(decorators=[*function.decorators, cst.Decorator(decorator=call)])
 
 
 def wrap_in_with(loop: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
     """`with <call>:` around a whole loop (AGF001's loop fix)."""
-    assert isinstance(loop, (cst.For, cst.While))
+    assert type(loop) in (cst.For, cst.While)
     inner = loop.with_changes(leading_lines=())
     return cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=[inner]),
                     leading_lines=loop.leading_lines)
@@ -81,7 +81,7 @@ def wrap_in_with(loop: cst.CSTNode, call: cst.Call) -> cst.CSTNode:
 
 def wrap_statements(block: cst.CSTNode, first: int, last: int, call: cst.Call) -> cst.CSTNode:
     """`with torch.no_grad():` around statements `first..last` of an indented block."""
-    assert isinstance(block, cst.IndentedBlock)
+    assert type(block) is cst.IndentedBlock
     body = list(block.body)
     inner = [body[first].with_changes(leading_lines=()), *body[first + 1 : last + 1]]
     wrapped = cst.With(items=[cst.WithItem(item=call)], body=cst.IndentedBlock(body=inner),

@@ -80,7 +80,7 @@ class StatementPositions:
         if index not in self._statements:
             alone = self.module.with_changes(header=(), body=(statement,), footer=())
             positions = positions_of(alone)
-            first = statement.decorators[0] if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.decorators else statement
+            first = statement.decorators[0] if type(statement) in (cst.FunctionDef, cst.ClassDef) and statement.decorators else statement
             self._statements[index] = (positions, line - positions[first].start.line)
         return self._statements[index]
 
@@ -108,5 +108,5 @@ def _first_lines(module: cst.Module, text: str) -> list[int] | None:
         first = parsed.body[position]
         decorators = getattr(first, "decorator_list", None)
         lines.append(min([first.lineno, *(d.lineno for d in decorators or ())]))
-        position += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        position += len(statement.body) if type(statement) is cst.SimpleStatementLine else 1
     return lines if position == len(parsed.body) else None

@@ -688,7 +688,7 @@ class ProjectView:
         project decorator or context manager that turns grad off."""
         import libcst as cst
 
-        if isinstance(expression, cst.Call):
+        if type(expression) is cst.Call:
             symbol = self.symbol(expression.func)
             return symbol is not None and symbol.call is Kind.DISABLER
         symbol = self.symbol(expression)

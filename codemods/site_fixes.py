@@ -31,7 +31,7 @@ def _inner_statements(node: cst.CSTNode) -> list[cst.CSTNode]:
     clauses included)."""
     found: list[cst.CSTNode] = []
     for child in iter_children(node):
-        if isinstance(child, cst.IndentedBlock):
+        if type(child) is cst.IndentedBlock:
             found.extend(child.body)
         elif isinstance(child, _CLAUSES):
             found.extend(_inner_statements(child))
@@ -51,7 +51,7 @@ def statement_at(context: RuleContext, line: int) -> cst.SimpleStatementLine | N
                 break
         if holder is None:
             return None
-        if isinstance(holder, cst.SimpleStatementLine):
+        if type(holder) is cst.SimpleStatementLine:
             return holder
         statements = _inner_statements(holder)
 

@@ -197,11 +197,11 @@ def may_orphan(import_uses: Counter[str], touched: Iterable[Counter[str]]) -> bo
 def bound_name(alias: cst.ImportAlias, statement: cst.Import | cst.ImportFrom) -> str | None:
     """The local name one alias binds (`import a.b` binds `a`); None when it cannot be read."""
     if alias.asname is not None:
-        return alias.asname.name.value if isinstance(alias.asname.name, cst.Name) else None
+        return alias.asname.name.value if type(alias.asname.name) is cst.Name else None
     name = dotted_name(alias.name)
     if name is None:
         return None
-    return name.split(".", 1)[0] if isinstance(statement, cst.Import) else name
+    return name.split(".", 1)[0] if type(statement) is cst.Import else name
 
 
 def imported_names(module: cst.Module) -> set[str]:
@@ -269,7 +269,7 @@ class _Pruner(cst.CSTTransformer):
         result: list[cst.BaseStatement] = []
         carried: list[cst.EmptyLine] | None = None  # the leading lines of a removed statement
         for index, statement in enumerate(statements):
-            kept = self._line(statement) if isinstance(statement, cst.SimpleStatementLine) else statement
+            kept = self._line(statement) if type(statement) is cst.SimpleStatementLine else statement
             if kept is None:
                 moved = _comment_lines(statement)  # type: ignore[arg-type]
                 has_comments = any(line.comment is not None for line in moved)
@@ -303,9 +303,9 @@ class _Pruner(cst.CSTTransformer):
         return line.with_changes(body=body)
 
     def _statement(self, statement: cst.Import | cst.ImportFrom) -> cst.Import | cst.ImportFrom | None:
-        if isinstance(statement.names, cst.ImportStar):
+        if type(statement.names) is cst.ImportStar:
             return statement
-        if isinstance(statement, cst.ImportFrom) and (statement.relative or statement.module is None):
+        if type(statement) is cst.ImportFrom and (statement.relative or statement.module is None):
             return statement
         names = list(statement.names)
         kept = [alias for alias in names if bound_name(alias, statement) not in self.orphaned]

@@ -78,7 +78,7 @@ class LoopAnalysis:
         self.parents = parents
         self.scope = enclosing_scope(loop, parents)
         self.graph = graph
-        facts = graph.facts(self.scope) if isinstance(self.scope, cst.FunctionDef) else None
+        facts = graph.facts(self.scope) if type(self.scope) is cst.FunctionDef else None
         self.class_name = facts.class_name if facts is not None else None
         self.loop_bindings = bindings(loop.body)
         self._scope_bindings: list[Binding] | None = None
@@ -116,16 +116,16 @@ class LoopAnalysis:
     def _find_tracked(self) -> None:
         calls = [c for c in local_nodes(self.loop.body, cst.Call) if is_gradient_call(c, self.imports)]  # type: ignore[arg-type]
         for call in all_nodes(self.loop, cst.Call):
-            assert isinstance(call, cst.Call)
+            assert type(call) is cst.Call
             if is_gradient_call(call, self.imports) and _keeps_graph(call):
                 return  # retain_graph / create_graph: graphs may be used again
         for call in calls:
-            assert isinstance(call, cst.Call)
+            assert type(call) is cst.Call
             root = backward_root(call, self.imports)
-            if isinstance(root, (cst.Attribute, cst.Subscript)) and runs_every_iteration(call, self.loop, self.parents):
+            if type(root) in (cst.Attribute, cst.Subscript) and runs_every_iteration(call, self.loop, self.parents):
                 self._track_path(root)
                 continue
-            if not isinstance(root, cst.Name) or not runs_every_iteration(call, self.loop, self.parents):
+            if not type(root) is cst.Name or not runs_every_iteration(call, self.loop, self.parents):
                 continue
             if root.value in self.tracked or not self._fresh_graph(root.value):
                 continue
@@ -142,10 +142,10 @@ class LoopAnalysis:
         """`loss_each = self.train_one_batch(x)` every iteration, where the same-file method
         backpropagates every call and returns a dict of that loss's terms: the dict's items
         carry a graph its backward freed; so do `v` in `for k, v in loss_each.items()`."""
-        if gradient_calls or isinstance(self.loop, cst.FunctionDef):
+        if gradient_calls or type(self.loop) is cst.FunctionDef:
             return  # the loop backpropagates itself (or this is a callee's summary): no further
         for binding in self.loop_bindings:
-            if binding.kind != "assign" or not isinstance(binding.value, cst.Call) or len(self._bindings_of(binding.name)) != 1:
+            if binding.kind != "assign" or not type(binding.value) is cst.Call or len(self._bindings_of(binding.name)) != 1:
                 continue
             if not runs_every_iteration(binding.statement, self.loop, self.parents):
                 continue
@@ -154,25 +154,25 @@ class LoopAnalysis:
             if callee is None or callee.node is self.loop:
                 continue
             returned = self.graph.returned_values(name, self.class_name)  # type: ignore[arg-type]
-            if not returned or not all(isinstance(r, cst.Name) for r in returned):
+            if not returned or not all(type(r) is cst.Name for r in returned):
                 continue
             summary = LoopAnalysis(callee.node, self.imports, parent_map(callee.node), self.graph, self.is_loss_name)  # type: ignore[arg-type]
             if all(r.value in summary.graph_items for r in returned):  # type: ignore[union-attr]
                 self.graph_items.add(binding.name)
         self._returned_sums()
         for loop in local_nodes(self.loop.body, cst.For):
-            assert isinstance(loop, cst.For)
+            assert type(loop) is cst.For
             iterable = loop.iter
-            if innermost_loop(loop, self.parents) is not self.loop or not isinstance(iterable, cst.Call):
+            if innermost_loop(loop, self.parents) is not self.loop or not type(iterable) is cst.Call:
                 continue
-            if not (isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in ("items", "values")):
+            if not (type(iterable.func) is cst.Attribute and iterable.func.attr.value in ("items", "values")):
                 continue
             if dotted_name(iterable.func.value) not in self.graph_items:
                 continue
             target = loop.target
             if iterable.func.attr.value == "items":
-                target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
-            if isinstance(target, cst.Name):
+                target = target.elements[1].value if type(target) is cst.Tuple and len(target.elements) == 2 else None
+            if type(target) is cst.Name:
                 self.item_loops[id(loop)] = target.value
 
     def _returned_sums(self) -> None:
@@ -182,7 +182,7 @@ class LoopAnalysis:
         backward calls freed, so keeping it keeps them, and nothing can backpropagate it."""
         for binding in self.loop_bindings:
             call = binding.value
-            if binding.kind != "assign" or not isinstance(call, cst.Call) or len(self._bindings_of(binding.name)) != 1:
+            if binding.kind != "assign" or not type(call) is cst.Call or len(self._bindings_of(binding.name)) != 1:
                 continue
             name = dotted_name(call.func)
             returned = self.graph.returned_values(name, self.class_name) if name is not None else None
@@ -193,7 +193,7 @@ class LoopAnalysis:
                 continue
             value = _unpacked(binding, returned[0])
             sums = {leaf.value for leaf in _arithmetic_leaves(value)} if value is not None else set()
-            if not sums or not all(_is_number(o) or _is_length(o) or isinstance(o, cst.Name) for o in _arithmetic_operands(value)):  # type: ignore[arg-type]
+            if not sums or not all(_is_number(o) or _is_length(o) or type(o) is cst.Name for o in _arithmetic_operands(value)):  # type: ignore[arg-type]
                 continue  # only a sum scaled by numbers (`total / len(loader)`) is followed
             if sums & carried_sums(callee.node, self.imports, self.graph, self.is_loss_name):
                 self.tracked.add(binding.name)
@@ -204,15 +204,15 @@ class LoopAnalysis:
         """`outputs.loss.backward()`: the path carries this iteration's graph, and so do
         the items of `out` in `out["loss"].backward()` (an output dict of a step)."""
         base = root.value
-        if not isinstance(base, cst.Name) or not self._fresh_graph(base.value):
+        if not type(base) is cst.Name or not self._fresh_graph(base.value):
             return
         path = code_of(root)
         for assign in local_nodes(self.loop.body, cst.Assign):
-            assert isinstance(assign, cst.Assign)
+            assert type(assign) is cst.Assign
             if any(code_of(t.target) == path for t in assign.targets) and breaks_graph(assign.value):
                 return  # `output["loss"] = output["loss"].detach()`: cut before it is kept
         self.tracked_paths.add(path)
-        if isinstance(root, cst.Subscript):
+        if type(root) is cst.Subscript:
             self.graph_containers.add(base.value)
 
     def _loss_items(self, name: str) -> set[str]:
@@ -223,7 +223,7 @@ class LoopAnalysis:
             return set()
         items: set[str] = set()
         for leaf in _arithmetic_operands(found[0].value):
-            if isinstance(leaf, cst.Subscript) and isinstance(leaf.value, cst.Name):
+            if type(leaf) is cst.Subscript and type(leaf.value) is cst.Name:
                 candidate = self._bindings_of(leaf.value.value)
                 if len(candidate) == 1 and candidate[0].value is not None and self._is_loss_call(candidate[0].value):
                     if self._fresh_graph(leaf.value.value):
@@ -238,16 +238,16 @@ class LoopAnalysis:
         `loss, loss_item = self.loss_fn(...)` returning `(iou + cls, {"Box": iou, "Cls": cls})`.
         All are inputs of the backpropagated loss, freed with its graph."""
         found = self._bindings_of(name)
-        if len(found) != 1 or not isinstance(found[0].statement, cst.Assign) or not isinstance(found[0].value, cst.Call):
+        if len(found) != 1 or not type(found[0].statement) is cst.Assign or not type(found[0].value) is cst.Call:
             return set(), set()
         targets = found[0].statement.targets
-        if len(targets) != 1 or not isinstance(targets[0].target, cst.Tuple):
+        if len(targets) != 1 or not type(targets[0].target) is cst.Tuple:
             return set(), set()
-        names = [e.value.value if isinstance(e.value, cst.Name) else None for e in targets[0].target.elements]
+        names = [e.value.value if type(e.value) is cst.Name else None for e in targets[0].target.elements]
         callee_name = dotted_name(found[0].value.func)
         callee = self.graph.callee(callee_name, self.class_name) if callee_name is not None else None
         returned = self.graph.returned_values(callee_name, self.class_name) if callee is not None else None  # type: ignore[arg-type]
-        if callee is None or not returned or len(returned) != 1 or not isinstance(returned[0], cst.Tuple):
+        if callee is None or not returned or len(returned) != 1 or not type(returned[0]) is cst.Tuple:
             return set(), set()
         elements = [e.value for e in returned[0].elements]
         if len(elements) != len(names):
@@ -255,7 +255,7 @@ class LoopAnalysis:
         inner = bindings(callee.node.body)
 
         def single(expression: cst.BaseExpression) -> cst.BaseExpression | None:
-            if not isinstance(expression, cst.Name):
+            if not type(expression) is cst.Name:
                 return expression
             bound = [b for b in inner if b.name == expression.value]
             return bound[0].value if len(bound) == 1 else None
@@ -264,7 +264,7 @@ class LoopAnalysis:
         if total is None:
             return set(), set()
         operands = {leaf.value for leaf in _arithmetic_leaves(total)}
-        is_term = lambda n: isinstance(n, cst.Name) and n.value in operands and self._is_term(single(n))  # noqa: E731
+        is_term = lambda n: type(n) is cst.Name and n.value in operands and self._is_term(single(n))  # noqa: E731
         terms: set[str] = set()
         dicts: set[str] = set()
         computed = _computed_inputs(total, single)
@@ -274,8 +274,8 @@ class LoopAnalysis:
             value = single(theirs)
             if is_term(theirs) or self._side_term(value, computed, callee.class_name):
                 terms.add(mine)
-            elif isinstance(value, cst.Dict) and value.elements and all(
-                isinstance(e, cst.DictElement) and is_term(e.value) for e in value.elements
+            elif type(value) is cst.Dict and value.elements and all(
+                type(e) is cst.DictElement and is_term(e.value) for e in value.elements
             ):
                 dicts.add(mine)
         return terms, dicts
@@ -286,7 +286,7 @@ class LoopAnalysis:
         the output carries the graph the loss backpropagates, so a loss or tensor function
         of it holds a graph of its own, which no backward frees. A same-file function
         counts only where nothing in it cuts a graph (`.item()`, `argmax`, a comparison)."""
-        if not isinstance(value, cst.Call) or not computed:
+        if not type(value) is cst.Call or not computed:
             return False
         name = dotted_name(value.func)
         function = self.graph.callee(name, class_name) if name is not None else None
@@ -296,12 +296,12 @@ class LoopAnalysis:
 
     def _is_term(self, value: cst.BaseExpression | None) -> bool:
         """A loss call, or a tensor method's result (`(a - b).abs().mean()`): a tensor."""
-        if not isinstance(value, cst.Call):
+        if not type(value) is cst.Call:
             return False
         if self._is_loss_call(value):
             return True
         func = value.func
-        return isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and func.value.value == "self")
+        return type(func) is cst.Attribute and not (type(func.value) is cst.Name and func.value.value == "self")
 
     def _fresh_graph(self, name: str) -> bool:
         """Bound in the loop by computations only (no for/with targets, no `.item()`-like cut)."""
@@ -341,24 +341,24 @@ class LoopAnalysis:
     ) -> bool:
         """`criterion(out, y)` with `out` in `tainted`, or a name this loop binds only to
         numbers and to sums of such loss calls (`batch_loss = 0`, `batch_loss += criterion(...)`)."""
-        if isinstance(value, cst.Name):
+        if type(value) is cst.Name:
             found = self._bindings_of(value.value)
             calls = [b.value for b in found if not _is_number(b.value)]
             return bool(calls) and all(b.kind in {"assign", "augassign"} for b in found) and all(
-                isinstance(c, cst.Call) and self._holds_loss(c, tainted, graph, function) for c in calls
+                type(c) is cst.Call and self._holds_loss(c, tainted, graph, function) for c in calls
             )
         if not self._is_loss_call(value):
             return False
-        assert isinstance(value, cst.Call)
+        assert type(value) is cst.Call
         name = dotted_name(value.func)
         facts = graph.facts(function)
         callee = graph.callee(name, facts.class_name if facts else None) if name is not None else None
         if callee is not None and (callee.cuts or callee.yields or not callee.returns_value):
             return False
-        return any(isinstance(a.value, cst.Name) and a.value.value in tainted for a in value.args)
+        return any(type(a.value) is cst.Name and a.value.value in tainted for a in value.args)
 
     def _is_loss_call(self, node: cst.BaseExpression) -> bool:
-        if not isinstance(node, cst.Call):
+        if not type(node) is cst.Call:
             return False
         qualified = self.imports.qualified_name(node.func)
         if qualified is not None:
@@ -369,10 +369,10 @@ class LoopAnalysis:
     def _passed_to_torch_loss(self, name: str, value: cst.BaseExpression) -> bool:
         """Is `name` a direct argument of a `torch.nn.functional` loss in `value` (so a tensor)?"""
         for call in all_nodes(value, cst.Call):
-            assert isinstance(call, cst.Call)
+            assert type(call) is cst.Call
             qualified = self.imports.qualified_name(call.func) or ""
             if qualified.startswith("torch.nn.functional.") and self._is_loss_call(call) and any(
-                isinstance(a.value, cst.Name) and a.value.value == name for a in call.args
+                type(a.value) is cst.Name and a.value.value == name for a in call.args
             ):
                 return True
         return False
@@ -385,9 +385,9 @@ class LoopAnalysis:
         known to be a tensor)."""
         found: list[tuple[cst.AugAssign, str, bool]] = []
         for expression in local_nodes(self.loop.body, cst.Expr):
-            assert isinstance(expression, cst.Expr)
+            assert type(expression) is cst.Expr
             call = expression.value
-            name = dotted_name(call.func) if isinstance(call, cst.Call) else None
+            name = dotted_name(call.func) if type(call) is cst.Call else None
             if name is None or innermost_loop(expression, self.parents) is not self.loop:
                 continue
             if not runs_every_iteration(expression, self.loop, self.parents):
@@ -400,7 +400,7 @@ class LoopAnalysis:
                 passed = argument.value
                 if argument.keyword is not None or argument.star or position >= len(params):
                     break
-                if isinstance(passed, cst.Name) and passed.value in self.graph_containers:
+                if type(passed) is cst.Name and passed.value in self.graph_containers:
                     fits = self.graph.call_count(callee) == 1 and self._tensor_items(passed.value)
                     found.extend((s, passed.value, fits) for s in _self_item_sums(callee.node, params[position]))
         return found
@@ -409,39 +409,39 @@ class LoopAnalysis:
         """`loss = model.compute_loss(...)` whose same-file method returns one dict literal
         of loss terms or arithmetic on them (`{"total": ce + reg, "ce": ce}`): all tensors."""
         found = self._bindings_of(container)
-        if len(found) != 1 or not isinstance(found[0].value, cst.Call):
+        if len(found) != 1 or not type(found[0].value) is cst.Call:
             return False
         name = dotted_name(found[0].value.func)
         callee = self.graph.callee(name, self.class_name) if name is not None else None
         returned = self.graph.returned_values(name, self.class_name) if callee is not None else None  # type: ignore[arg-type]
-        if callee is None or not returned or len(returned) != 1 or not isinstance(returned[0], cst.Dict):
+        if callee is None or not returned or len(returned) != 1 or not type(returned[0]) is cst.Dict:
             return False
         inner = bindings(callee.node.body)
 
         def tensor(value: cst.BaseExpression) -> bool:
-            if isinstance(value, cst.Name):
+            if type(value) is cst.Name:
                 bound = [b for b in inner if b.name == value.value]
                 return len(bound) == 1 and bound[0].value is not None and self._is_term(bound[0].value)
-            if isinstance(value, cst.BinaryOperation):
+            if type(value) is cst.BinaryOperation:
                 return any(tensor(operand) for operand in _arithmetic_operands(value))
             return self._is_term(value)
 
-        return all(isinstance(e, cst.DictElement) and tensor(e.value) for e in returned[0].elements)
+        return all(type(e) is cst.DictElement and tensor(e.value) for e in returned[0].elements)
 
     def detachable_items(self, container: str) -> list[str]:
         """`output["loss"]` for `output = module.training_step(batch)` when the same-file step
         returns one dict literal whose other items hold no graph (`loss.item()`, numbers,
         dicts of those): the backpropagated items are then all that keeps the graph."""
         found = self._bindings_of(container)
-        if len(found) != 1 or not isinstance(found[0].value, cst.Call):
+        if len(found) != 1 or not type(found[0].value) is cst.Call:
             return []
         name = dotted_name(found[0].value.func)
         returned = self.graph.returned_values(name, self.class_name) if name is not None else None
-        if not returned or len(returned) != 1 or not isinstance(returned[0], cst.Dict):
+        if not returned or len(returned) != 1 or not type(returned[0]) is cst.Dict:
             return []
         paths = sorted(p for p in self.tracked_paths if p.startswith(f"{container}["))
         for element in returned[0].elements:
-            if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            if not type(element) is cst.DictElement or not type(element.key) is cst.SimpleString:
                 return []
             if f"{container}[{element.key.value}]" not in paths and not _holds_no_graph(element.value):
                 return []
@@ -459,58 +459,58 @@ class LoopAnalysis:
         return found
 
     def _accumulation(self, statement: cst.CSTNode) -> Accumulation | None:
-        if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
+        if type(statement) is cst.AugAssign and type(statement.operator) is cst.AddAssign:
             target = statement.target
-            if isinstance(target, cst.Name):
+            if type(target) is cst.Name:
                 return self._single(statement, target.value, statement.value, True)
-            if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            if type(target) is cst.Subscript and type(target.value) is cst.Name:
                 return self._single(statement, target.value.value, statement.value, False)
-        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+        if type(statement) is cst.Assign and len(statement.targets) == 1:
             target = statement.targets[0].target
             value = statement.value
-            if isinstance(target, cst.Name) and isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+            if type(target) is cst.Name and type(value) is cst.BinaryOperation and type(value.operator) is cst.Add:
                 for mine, other in ((value.left, value.right), (value.right, value.left)):
-                    if isinstance(mine, cst.Name) and mine.value == target.value and not mine.lpar:
+                    if type(mine) is cst.Name and mine.value == target.value and not mine.lpar:
                         return self._single(statement, target.value, other, True)
-        if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+        if type(statement) is cst.Expr and type(statement.value) is cst.Call:
             call = statement.value
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and len(call.args) == 1:
+            if type(call.func) is cst.Attribute and call.func.attr.value == "append" and len(call.args) == 1:
                 receiver = call.func.value
-                if isinstance(receiver, cst.Subscript):
+                if type(receiver) is cst.Subscript:
                     receiver = receiver.value
-                if isinstance(receiver, cst.Name) and call.args[0].keyword is None and not call.args[0].star:
+                if type(receiver) is cst.Name and call.args[0].keyword is None and not call.args[0].star:
                     return self._single(statement, receiver.value, call.args[0].value, False)
         return None
 
     def _single(self, statement: cst.CSTNode, name: str, value: cst.BaseExpression, numeric: bool) -> Accumulation | None:
         if self._carries_graph(value):
             return Accumulation(statement, name, [value], numeric)
-        if isinstance(value, cst.Name) and value.value in self.unfreed and not numeric and self._write_only(name):
+        if type(value) is cst.Name and value.value in self.unfreed and not numeric and self._write_only(name):
             return Accumulation(statement, name, [value], False)
-        if isinstance(value, (cst.List, cst.Tuple)):
-            members = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+        if type(value) in (cst.List, cst.Tuple):
+            members = [e.value for e in value.elements if not type(e) is cst.StarredElement]
             return Accumulation(statement, name, [m for m in members if self._carries_graph(m)], False)
-        if isinstance(value, cst.Dict):
-            members = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+        if type(value) is cst.Dict:
+            members = [e.value for e in value.elements if type(e) is cst.DictElement]
             return Accumulation(statement, name, [m for m in members if self._carries_graph(m)], False)
         return None
 
     def _carries_graph(self, value: cst.BaseExpression) -> bool:
         """A tracked name, or arithmetic on one (`loss * x.size(0)`), with no cut anywhere."""
-        if isinstance(value, cst.Name):
+        if type(value) is cst.Name:
             return value.value in self.tracked or value.value in self.graph_containers or value.value in self.item_names
-        if isinstance(value, (cst.Attribute, cst.Subscript)):
+        if type(value) in (cst.Attribute, cst.Subscript):
             if code_of(value) in self.tracked_paths:
                 return True
-            return isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) and (
+            return type(value) is cst.Subscript and type(value.value) is cst.Name and (
                 value.value.value in self.graph_items
             )
-        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not _is_not(value):
+        if type(value) in (cst.BinaryOperation, cst.UnaryOperation) and not _is_not(value):
             # arithmetic keeps the graph of any operand that carries one, whatever the other
             # operands are (`loss / len(loader)`: `len()` cuts nothing of `loss`); a cut
             # operand (`loss.item() * n`) is a call, which is not looked into
             return any(
-                self._carries_graph(leaf) for leaf in _arithmetic_operands(value) if not isinstance(leaf, cst.Name)
+                self._carries_graph(leaf) for leaf in _arithmetic_operands(value) if not type(leaf) is cst.Name
             ) or any(leaf.value in self.tracked or leaf.value in self.item_names for leaf in _arithmetic_leaves(value))
         return False
 
@@ -519,34 +519,34 @@ class LoopAnalysis:
         (`loss / len(loader)`, `(a + b) / 2`): a tensor with one element, whose `.item()`
         is the same number."""
         operands = _arithmetic_operands(value)
-        return any(isinstance(o, cst.Name) and o.value in self.scalar for o in operands) and all(
-            (isinstance(o, cst.Name) and o.value in self.scalar) or _is_number(o) or _is_length(o) for o in operands
+        return any(type(o) is cst.Name and o.value in self.scalar for o in operands) and all(
+            (type(o) is cst.Name and o.value in self.scalar) or _is_number(o) or _is_length(o) for o in operands
         ) and not any(_is_not(n) for n in all_nodes(value, cst.UnaryOperation))
 
     def _write_only(self, name: str) -> bool:
         """A list made empty in this scope and only ever appended to: nothing reads back
         what it holds (nor backpropagates it), so storing detached values changes nothing
         but the memory kept."""
-        if not isinstance(self.scope, cst.FunctionDef) or name in declared_global(self.scope):
+        if not type(self.scope) is cst.FunctionDef or name in declared_global(self.scope):
             return False  # a module's list may be read from anywhere
         made = [b for b in self.scope_bindings if b.name == name]
         if len(made) != 1 or made[0].value is None:
             return False
         empty = _unpacked(made[0], made[0].value)
-        if not isinstance(empty, cst.List) or empty.elements:
+        if not type(empty) is cst.List or empty.elements:
             return False
         targets = {id(n) for t in made[0].statement.targets for n in all_nodes(t, cst.Name)}  # type: ignore[attr-defined]
         for node in all_nodes(self.scope, cst.Name):
-            assert isinstance(node, cst.Name)
+            assert type(node) is cst.Name
             if node.value != name or id(node) in targets:
                 continue
             parent = self.parents.get(id(node))
-            if isinstance(parent, cst.Attribute) and parent.attr is node:
+            if type(parent) is cst.Attribute and parent.attr is node:
                 continue  # `x.eval_loss`: another object's attribute
             call = self.parents.get(id(parent))
-            if not (isinstance(parent, cst.Attribute) and parent.attr.value == "append" and isinstance(call, cst.Call)):
+            if not (type(parent) is cst.Attribute and parent.attr.value == "append" and type(call) is cst.Call):
                 return False
-            if not isinstance(self.parents.get(id(call)), cst.Expr):
+            if not type(self.parents.get(id(call))) is cst.Expr:
                 return False
         return True
 
@@ -584,11 +584,11 @@ class LoopAnalysis:
                     derived.add(binding.name)
                     changed = True
         for call in all_nodes(self.scope, cst.Call):
-            assert isinstance(call, cst.Call)
+            assert type(call) is cst.Call
             if is_gradient_call(call, self.imports) and {n.value for n in read_name_nodes(call)} & derived:
                 return True
         for attribute in all_nodes(self.scope, cst.Attribute):
-            assert isinstance(attribute, cst.Attribute)
+            assert type(attribute) is cst.Attribute
             if attribute.attr.value in {"grad_fn", "requires_grad", "register_hook", "retain_grad"}:
                 if {n.value for n in read_name_nodes(attribute.value)} & derived:
                     return True
@@ -604,7 +604,7 @@ def carried_sums(
     parents = parent_map(function)
     found: set[str] = set()
     for loop in local_nodes(function.body, (cst.For, cst.While)):
-        assert isinstance(loop, (cst.For, cst.While))
+        assert type(loop) in (cst.For, cst.While)
         analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
         if not analysis.tracked:
             continue
@@ -640,7 +640,7 @@ def unfreed_sums(
     trained: set[str] = set()
     evaluation: list[cst.For | cst.While] = []
     for loop in outer:
-        assert isinstance(loop, (cst.For, cst.While))
+        assert type(loop) in (cst.For, cst.While)
         if _grad_off(loop, parents, imports):
             continue
         analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
@@ -657,9 +657,9 @@ def unfreed_sums(
         tainted = _tainted(loop, is_source, imports)
         analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
         for statement in local_nodes(loop.body, cst.AugAssign):
-            assert isinstance(statement, cst.AugAssign)
+            assert type(statement) is cst.AugAssign
             target, value = statement.target, statement.value
-            if not isinstance(statement.operator, cst.AddAssign) or not isinstance(target, cst.Name):
+            if not type(statement.operator) is cst.AddAssign or not type(target) is cst.Name:
                 continue
             if innermost_loop(statement, parents) is not loop or target.value in declared_global(function):
                 continue
@@ -688,7 +688,7 @@ def _tainted(loop: cst.For | cst.While, is_source: Callable[[cst.Call], bool], i
 
 
 def _grad_off(loop: cst.CSTNode, parents: dict[int, cst.CSTNode], imports: ImportIndex) -> bool:
-    return any(isinstance(p, cst.With) and with_disables_grad(p, imports) for p in ancestors(loop, parents))
+    return any(type(p) is cst.With and with_disables_grad(p, imports) for p in ancestors(loop, parents))
 
 
 def _sets_grad_mode(call: cst.Call, imports: ImportIndex) -> bool:
@@ -700,15 +700,15 @@ def _unpacked(binding: Binding, returned: cst.BaseExpression) -> cst.BaseExpress
     """The part of a callee's returned value that `binding` receives: all of it for
     `x = f()`, the matching element for `a, b = f()` when `f` returns a tuple literal."""
     statement = binding.statement
-    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+    if not type(statement) is cst.Assign or len(statement.targets) != 1:
         return None
     target = statement.targets[0].target
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return returned
-    if not isinstance(target, cst.Tuple) or not isinstance(returned, cst.Tuple):
+    if not type(target) is cst.Tuple or not type(returned) is cst.Tuple:
         return None
-    names = [e.value.value if isinstance(e.value, cst.Name) and not isinstance(e, cst.StarredElement) else None for e in target.elements]
-    values = [e.value for e in returned.elements if not isinstance(e, cst.StarredElement)]
+    names = [e.value.value if type(e.value) is cst.Name and not type(e) is cst.StarredElement else None for e in target.elements]
+    values = [e.value for e in returned.elements if not type(e) is cst.StarredElement]
     if len(values) != len(returned.elements) or len(values) != len(names) or names.count(binding.name) != 1:
         return None
     return values[names.index(binding.name)]
@@ -718,14 +718,14 @@ def _self_item_sums(function: cst.FunctionDef, parameter: str) -> list[cst.AugAs
     """`self.totals[key] += batch[key]` in `function`, `batch` being `parameter`."""
     found: list[cst.AugAssign] = []
     for statement in all_nodes(function.body, cst.AugAssign):
-        assert isinstance(statement, cst.AugAssign)
+        assert type(statement) is cst.AugAssign
         target, value = statement.target, statement.value
-        if not isinstance(statement.operator, cst.AddAssign) or not isinstance(value, cst.Subscript):
+        if not type(statement.operator) is cst.AddAssign or not type(value) is cst.Subscript:
             continue
-        if not (isinstance(value.value, cst.Name) and value.value.value == parameter):
+        if not (type(value.value) is cst.Name and value.value.value == parameter):
             continue
-        root = target.value if isinstance(target, cst.Subscript) else None
-        if isinstance(root, cst.Attribute) and isinstance(root.value, cst.Name) and root.value.value == "self":
+        root = target.value if type(target) is cst.Subscript else None
+        if type(root) is cst.Attribute and type(root.value) is cst.Name and root.value.value == "self":
             found.append(statement)
     return found
 
@@ -733,12 +733,12 @@ def _self_item_sums(function: cst.FunctionDef, parameter: str) -> list[cst.AugAs
 def backpropagated_attribute(statement: cst.AugAssign, module: cst.Module, imports: ImportIndex) -> bool:
     """Does any gradient call of the file read the accumulated attribute (`.totals`)?"""
     target = statement.target
-    attribute = target.value if isinstance(target, cst.Subscript) else target
-    name = attribute.attr.value if isinstance(attribute, cst.Attribute) else None
+    attribute = target.value if type(target) is cst.Subscript else target
+    name = attribute.attr.value if type(attribute) is cst.Attribute else None
     for call in all_nodes(module, cst.Call):
-        assert isinstance(call, cst.Call)
+        assert type(call) is cst.Call
         if is_gradient_call(call, imports) and any(
-            isinstance(a, cst.Attribute) and a.attr.value == name for a in all_nodes(call, cst.Attribute)
+            type(a) is cst.Attribute and a.attr.value == name for a in all_nodes(call, cst.Attribute)
         ):
             return True
     return False
@@ -755,23 +755,23 @@ def _computed_inputs(
     found: set[str] = set()
     for source in sources:
         for call in all_nodes(source, cst.Call):
-            assert isinstance(call, cst.Call)
+            assert type(call) is cst.Call
             for argument in call.args:
-                if isinstance(argument.value, cst.Name) and isinstance(single(argument.value), cst.Call):
+                if type(argument.value) is cst.Name and type(single(argument.value)) is cst.Call:
                     found.add(argument.value.value)
     return found
 
 
 def _holds_no_graph(value: cst.BaseExpression) -> bool:
     """A number, a string, `x.item()`, `float(x)`, or a dict of those."""
-    if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)):
+    if type(value) in (cst.Integer, cst.Float, cst.SimpleString):
         return True
-    if isinstance(value, cst.Dict):
-        return all(isinstance(e, cst.DictElement) and _holds_no_graph(e.value) for e in value.elements)
-    if isinstance(value, cst.Call):
-        if isinstance(value.func, cst.Attribute):
+    if type(value) is cst.Dict:
+        return all(type(e) is cst.DictElement and _holds_no_graph(e.value) for e in value.elements)
+    if type(value) is cst.Call:
+        if type(value.func) is cst.Attribute:
             return value.func.attr.value in {"item", "tolist"}
-        return isinstance(value.func, cst.Name) and value.func.value in {"float", "int", "len", "str"}
+        return type(value.func) is cst.Name and value.func.value in {"float", "int", "len", "str"}
     return False
 
 
@@ -785,24 +785,24 @@ def _keeps_graph(call: cst.Call) -> bool:
 
 def _is_model_call(node: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`model(x)`, `self.net(x)`, `self(x)`: a call of a local (not imported) callable."""
-    if not isinstance(node, cst.Call):
+    if not type(node) is cst.Call:
         return False
     return dotted_name(node.func) is not None and imports.qualified_name(node.func) is None
 
 
 def _arithmetic_leaves(node: cst.BaseExpression) -> list[cst.Name]:
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         return _arithmetic_leaves(node.left) + _arithmetic_leaves(node.right)
-    if isinstance(node, cst.UnaryOperation):
+    if type(node) is cst.UnaryOperation:
         return _arithmetic_leaves(node.expression)
-    return [node] if isinstance(node, cst.Name) else []
+    return [node] if type(node) is cst.Name else []
 
 
 def _arithmetic_operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The operands of `+ - * /` chains: names, attributes, items, calls."""
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         return _arithmetic_operands(node.left) + _arithmetic_operands(node.right)
-    if isinstance(node, cst.UnaryOperation):
+    if type(node) is cst.UnaryOperation:
         return _arithmetic_operands(node.expression)
     return [node]
 
@@ -812,25 +812,25 @@ def code_of(node: cst.CSTNode) -> str:
 
 
 def _is_number(node: cst.BaseExpression | None) -> bool:
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
         node = node.expression
-    return isinstance(node, (cst.Integer, cst.Float))
+    return type(node) in (cst.Integer, cst.Float)
 
 
 def _is_length(node: cst.BaseExpression) -> bool:
     """`len(x)`: a Python int."""
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len"
+    return type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "len"
 
 
 def _is_not(node: cst.CSTNode) -> bool:
     """`not x`: a bool, whatever `x` carries."""
-    return isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not)
+    return type(node) is cst.UnaryOperation and type(node.operator) is cst.Not
 
 
 def _is_literal(node: cst.BaseExpression | None) -> bool:
     if _is_number(node):
         return True
-    return isinstance(node, (cst.List, cst.Dict, cst.Tuple)) and not node.elements  # type: ignore[union-attr]
+    return type(node) in (cst.List, cst.Dict, cst.Tuple) and not node.elements  # type: ignore[union-attr]
 
 
 def numeric_uses(name: str, scope: cst.CSTNode, parents: dict[int, cst.CSTNode], seen: set[str]) -> bool:
@@ -842,13 +842,13 @@ def numeric_uses(name: str, scope: cst.CSTNode, parents: dict[int, cst.CSTNode],
         return True
     seen.add(name)
     for node in all_nodes(scope, cst.Name):
-        assert isinstance(node, cst.Name)
+        assert type(node) is cst.Name
         if node.value != name or _is_binding_target(node, parents):
             continue
         parent = parents.get(id(node))
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
+        if type(parent) is cst.Attribute and parent.attr is node:
             continue  # `x.total`: another object's attribute
-        if isinstance(parent, (cst.Arg, cst.Param)) and getattr(parent, "keyword", None) is node:
+        if type(parent) in (cst.Arg, cst.Param) and getattr(parent, "keyword", None) is node:
             continue
         if not _numeric_context(node, name, scope, parents, seen):
             return False
@@ -860,35 +860,35 @@ def _numeric_context(
 ) -> bool:
     current = node
     parent = parents.get(id(current))
-    while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget)):
+    while type(parent) in (cst.BinaryOperation, cst.UnaryOperation, cst.Comparison, cst.ComparisonTarget):
         current, parent = parent, parents.get(id(parent))
-    if isinstance(parent, cst.FormattedStringExpression):
+    if type(parent) is cst.FormattedStringExpression:
         return True
-    if isinstance(parent, (cst.If, cst.While)) and parent.test is current:
+    if type(parent) in (cst.If, cst.While) and parent.test is current:
         return True
-    if isinstance(parent, cst.AugAssign) and parent.value is current and isinstance(parent.target, cst.Name):
+    if type(parent) is cst.AugAssign and parent.value is current and type(parent.target) is cst.Name:
         return numeric_uses(parent.target.value, scope, parents, seen)
-    if isinstance(parent, cst.Assign) and parent.value is current:
+    if type(parent) is cst.Assign and parent.value is current:
         targets = [t.target for t in parent.targets]
-        return all(isinstance(t, cst.Name) for t in targets) and all(
+        return all(type(t) is cst.Name for t in targets) and all(
             numeric_uses(t.value, scope, parents, seen) for t in targets  # type: ignore[union-attr]
         )
-    if isinstance(parent, cst.Arg) and parent.value is current:
+    if type(parent) is cst.Arg and parent.value is current:
         call = parents.get(id(parent))
         return (
-            isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in _NUMERIC_CONSUMERS
+            type(call) is cst.Call and type(call.func) is cst.Name and call.func.value in _NUMERIC_CONSUMERS
         )
     return False
 
 
 def _is_binding_target(node: cst.Name, parents: dict[int, cst.CSTNode]) -> bool:
     parent = parents.get(id(node))
-    if isinstance(parent, cst.AssignTarget) and parent.target is node:
+    if type(parent) is cst.AssignTarget and parent.target is node:
         return True
-    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node:
+    if type(parent) in (cst.AugAssign, cst.AnnAssign) and parent.target is node:
         return True
-    if isinstance(parent, (cst.FunctionDef, cst.ClassDef)) and parent.name is node:
+    if type(parent) in (cst.FunctionDef, cst.ClassDef) and parent.name is node:
         return True
-    if isinstance(parent, cst.Param) and parent.name is node:
+    if type(parent) is cst.Param and parent.name is node:
         return True
     return False

@@ -160,7 +160,7 @@ class CustomFunction:
         params = tuple(self.backward.params.posonly_params) + tuple(self.backward.params.params)
         names = [p.name.value for p in params[1:]]
         star = self.backward.params.star_arg
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             names.append(star.name.value)
         return tuple(names)
 
@@ -170,18 +170,18 @@ def is_function_subclass(node: cst.ClassDef, imports: ImportIndex) -> bool:
 
 
 def _is_staticmethod(function: cst.FunctionDef) -> bool:
-    return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in function.decorators)
+    return any(type(d.decorator) is cst.Name and d.decorator.value == "staticmethod" for d in function.decorators)
 
 
 def _static_method(node: cst.ClassDef, name: str) -> cst.FunctionDef | None:
-    found = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name]
+    found = [s for s in node.body.body if type(s) is cst.FunctionDef and s.name.value == name]
     if len(found) != 1 or not _is_staticmethod(found[0]):
         return None
     return found[0]
 
 
 def _defines(node: cst.ClassDef, name: str) -> bool:
-    return any(isinstance(s, cst.FunctionDef) and s.name.value == name for s in node.body.body)
+    return any(type(s) is cst.FunctionDef and s.name.value == name for s in node.body.body)
 
 
 def custom_functions(module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> list[CustomFunction]:
@@ -265,7 +265,7 @@ class _ApplyCollector(cst.CSTVisitor):
         self._handled: set[int] = set()
 
     def _apply_owner(self, node: cst.BaseExpression) -> str | None:
-        if isinstance(node, cst.Attribute) and node.attr.value == "apply" and isinstance(node.value, cst.Name):
+        if type(node) is cst.Attribute and node.attr.value == "apply" and type(node.value) is cst.Name:
             if node.value.value in self.names:
                 return node.value.value
         name = dotted_name(node)
@@ -275,7 +275,7 @@ class _ApplyCollector(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         owner = self._apply_owner(node.value)
-        if owner is not None and isinstance(node.value, cst.Attribute) and len(node.targets) == 1:
+        if owner is not None and type(node.value) is cst.Attribute and len(node.targets) == 1:
             target = dotted_name(node.targets[0].target)
             if target is not None:
                 self.aliases[target] = owner
@@ -342,7 +342,7 @@ class _OwnFinder(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, self.kind):
             self.found.append(node)
-        return not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+        return not type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 
 def return_statements(function: cst.FunctionDef) -> list[cst.Return]:
@@ -354,8 +354,8 @@ def returned_elements(node: cst.Return) -> list[cst.BaseExpression] | None:
     value = node.value
     if value is None:
         return None
-    if isinstance(value, cst.Tuple):
-        if any(isinstance(e, cst.StarredElement) for e in value.elements):
+    if type(value) is cst.Tuple:
+        if any(type(e) is cst.StarredElement for e in value.elements):
             return None
         return [e.value for e in value.elements]
     return [value]
@@ -363,23 +363,23 @@ def returned_elements(node: cst.Return) -> list[cst.BaseExpression] | None:
 
 def top_level_body(function: cst.FunctionDef) -> list[cst.BaseStatement]:
     body = function.body
-    if isinstance(body, cst.SimpleStatementSuite):
+    if type(body) is cst.SimpleStatementSuite:
         return []
     return list(body.body)
 
 
 def is_docstring(statement: cst.CSTNode) -> bool:
     return (
-        isinstance(statement, cst.SimpleStatementLine)
+        type(statement) is cst.SimpleStatementLine
         and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        and type(statement.body[0]) is cst.Expr
+        and type(statement.body[0].value) in (cst.SimpleString, cst.ConcatenatedString)
     )
 
 
 def ctx_attribute(node: cst.CSTNode, ctx: str) -> str | None:
     """`ctx.name` -> 'name'."""
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == ctx:
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == ctx:
         return node.attr.value
     return None
 
@@ -391,7 +391,7 @@ def is_saved_tensors(node: cst.CSTNode, ctx: str) -> bool:
 def save_for_backward_calls(function: cst.FunctionDef, ctx: str) -> list[cst.Call]:
     return [
         c for c in own_nodes(function, cst.Call)
-        if isinstance(c.func, cst.Attribute) and ctx_attribute(c.func, ctx) == "save_for_backward"
+        if type(c.func) is cst.Attribute and ctx_attribute(c.func, ctx) == "save_for_backward"
     ]
 
 
@@ -420,23 +420,23 @@ class _NameCollector(cst.CSTVisitor):
 
 def is_zero_literal(node: cst.CSTNode) -> bool:
     """`0`, `0.0`, `0.`: a Python zero where autograd wants a tensor or None."""
-    if isinstance(node, cst.Integer):
+    if type(node) is cst.Integer:
         return node.evaluated_value == 0
-    if isinstance(node, cst.Float):
+    if type(node) is cst.Float:
         return node.evaluated_value == 0.0
     return False
 
 
 def is_scalar_literal(node: cst.CSTNode) -> bool:
     """Numbers, strings, True/False, and tuples of those (None excluded: tensors default to it)."""
-    if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+    if type(node) in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString):
         return True
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value in ("True", "False")
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+    if type(node) is cst.UnaryOperation and type(node.operator) in (cst.Minus, cst.Plus):
         return is_scalar_literal(node.expression)
-    if isinstance(node, cst.Tuple):
-        return all(not isinstance(e, cst.StarredElement) and is_scalar_literal(e.value) for e in node.elements)
+    if type(node) is cst.Tuple:
+        return all(not type(e) is cst.StarredElement and is_scalar_literal(e.value) for e in node.elements)
     return False
 
 
@@ -451,16 +451,16 @@ def _without_none(annotation: cst.BaseExpression, imports: ImportIndex) -> cst.B
     """`Optional[X]`, `Union[X, None]`, `X | None` -> `X`: a None default or argument is
     no tensor either, so the optional's other member decides (torch.lobpcg's
     `largest: Optional[bool] = None` is a bool whenever it is not None)."""
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:
         members = [annotation.left, annotation.right]
-    elif isinstance(annotation, cst.Subscript) and imports.qualified_name(annotation.value) in (
+    elif type(annotation) is cst.Subscript and imports.qualified_name(annotation.value) in (
         "typing.Optional",
         "typing.Union",
     ):
-        members = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
+        members = [e.slice.value for e in annotation.slice if type(e.slice) is cst.Index]
     else:
         return annotation
-    rest = [m for m in members if not (isinstance(m, cst.Name) and m.value == "None")]
+    rest = [m for m in members if not (type(m) is cst.Name and m.value == "None")]
     return rest[0] if len(rest) == 1 else annotation
 
 
@@ -470,9 +470,9 @@ def _type_kind(annotation: cst.BaseExpression, imports: ImportIndex) -> str | No
     name = dotted_name(annotation)
     if name in _SCALAR_ANNOTATIONS:
         return "scalar"
-    if isinstance(annotation, cst.Subscript) and dotted_name(annotation.value) in _SEQUENCE_ANNOTATIONS:
-        inner = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
-        if inner and all(dotted_name(i) in _SCALAR_ANNOTATIONS or (isinstance(i, cst.Ellipsis)) for i in inner):
+    if type(annotation) is cst.Subscript and dotted_name(annotation.value) in _SEQUENCE_ANNOTATIONS:
+        inner = [e.slice.value for e in annotation.slice if type(e.slice) is cst.Index]
+        if inner and all(dotted_name(i) in _SCALAR_ANNOTATIONS or (type(i) is cst.Ellipsis) for i in inner):
             return "scalar"
     return None
 
@@ -571,9 +571,9 @@ class TensorFacts:
 
     def is_tensor(self, node: cst.BaseExpression) -> bool:
         """Certainly one tensor (never a tuple, a number or None)."""
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             return node.value in self.tensors
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             if id(node) in self._tensor_calls:
                 return True
             function = self._torch_function(node)
@@ -581,27 +581,27 @@ class TensorFacts:
                 if function == "where":  # where(cond) is a tuple; where(cond, a, b) one tensor
                     return len(node.args) == 3
                 return function not in NOT_ONE_TENSOR and not function[:1].isupper()
-            if isinstance(node.func, cst.Attribute):
+            if type(node.func) is cst.Attribute:
                 method = node.func.attr.value
                 return (method in TENSOR_METHODS or _is_inplace_method(method)) and self.is_tensor(node.func.value)
             return False
-        if isinstance(node, cst.BinaryOperation):
-            if isinstance(node.left, (cst.Tuple, cst.List)) or isinstance(node.right, (cst.Tuple, cst.List)):
+        if type(node) is cst.BinaryOperation:
+            if type(node.left) in (cst.Tuple, cst.List) or type(node.right) in (cst.Tuple, cst.List):
                 return False
             return self.is_tensor(node.left) or self.is_tensor(node.right)
-        if isinstance(node, cst.UnaryOperation):
-            return not isinstance(node.operator, cst.Not) and self.is_tensor(node.expression)
-        if isinstance(node, cst.Comparison):
+        if type(node) is cst.UnaryOperation:
+            return not type(node.operator) is cst.Not and self.is_tensor(node.expression)
+        if type(node) is cst.Comparison:
             return (
                 len(node.comparisons) == 1
-                and isinstance(node.comparisons[0].operator, (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual))
+                and type(node.comparisons[0].operator) in (cst.LessThan, cst.GreaterThan, cst.LessThanEqual, cst.GreaterThanEqual)
                 and (self.is_tensor(node.left) or self.is_tensor(node.comparisons[0].comparator))
             )
-        if isinstance(node, cst.Subscript):
+        if type(node) is cst.Subscript:
             return self.is_tensor(node.value)
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             return node.attr.value in TENSOR_ATTRIBUTES and self.is_tensor(node.value)
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             return self.is_tensor(node.body) and self.is_tensor(node.orelse)
         return False
 
@@ -609,32 +609,32 @@ class TensorFacts:
         """Certainly not a tensor (and not None): numbers, strings, sizes, `.item()`."""
         if is_scalar_literal(node):
             return True
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             return node.value in self.non_tensors
-        if isinstance(node, (cst.List, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp)):
+        if type(node) in (cst.List, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp):
             return True
-        if isinstance(node, cst.Tuple):
-            return all(not isinstance(e, cst.StarredElement) and self.is_non_tensor(e.value) for e in node.elements)
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Tuple:
+            return all(not type(e) is cst.StarredElement and self.is_non_tensor(e.value) for e in node.elements)
+        if type(node) is cst.Attribute:
             return node.attr.value in NON_TENSOR_ATTRIBUTES
-        if isinstance(node, cst.Call):
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in NON_TENSOR_METHODS:
+        if type(node) is cst.Call:
+            if type(node.func) is cst.Attribute and node.func.attr.value in NON_TENSOR_METHODS:
                 return True
-            if isinstance(node.func, cst.Name) and node.func.value in _NON_TENSOR_BUILTINS:
+            if type(node.func) is cst.Name and node.func.value in _NON_TENSOR_BUILTINS:
                 return node.func.value not in self._locals and self.imports.qualified_name(node.func) is None
             qualified = self.imports.qualified_name(node.func)
             return qualified is not None and qualified.startswith("math.")
-        if isinstance(node, cst.Subscript):
-            return isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape" or (
-                isinstance(node.value, cst.Call)
-                and isinstance(node.value.func, cst.Attribute)
+        if type(node) is cst.Subscript:
+            return type(node.value) is cst.Attribute and node.value.attr.value == "shape" or (
+                type(node.value) is cst.Call
+                and type(node.value.func) is cst.Attribute
                 and node.value.func.attr.value == "size"
             )
-        if isinstance(node, cst.BinaryOperation):
+        if type(node) is cst.BinaryOperation:
             return self.is_non_tensor(node.left) and self.is_non_tensor(node.right)
-        if isinstance(node, cst.UnaryOperation):
+        if type(node) is cst.UnaryOperation:
             return self.is_non_tensor(node.expression)
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             return self.is_non_tensor(node.body) and self.is_non_tensor(node.orelse)
         return False
 
@@ -669,16 +669,16 @@ class _AssignmentCollector(cst.CSTVisitor):
         self.values: dict[str, list[cst.BaseExpression | None]] = {}
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             self.values.setdefault(target.value, []).append(value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             values = None
-            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements):
+            if type(value) in (cst.Tuple, cst.List) and len(value.elements) == len(target.elements):
                 values = [e.value for e in value.elements]
             for index, element in enumerate(target.elements):
-                inner = values[index] if values is not None and not isinstance(element, cst.StarredElement) else None
+                inner = values[index] if values is not None and not type(element) is cst.StarredElement else None
                 self._bind(element.value, inner)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             self._bind(target.value, None)
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -695,7 +695,7 @@ class _AssignmentCollector(cst.CSTVisitor):
         self._bind(node.target, None)
 
     def visit_AsName(self, node: cst.AsName) -> None:
-        if isinstance(node.name, (cst.Name, cst.Tuple, cst.List)):
+        if type(node.name) in (cst.Name, cst.Tuple, cst.List):
             self._bind(node.name, None)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
@@ -730,7 +730,7 @@ class _TensorUseFinder(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        if type(func) is cst.Attribute and type(func.value) is cst.Name:
             if func.attr.value in TORCH_ONLY_METHODS and self.imports.qualified_name(func.value) is None:
                 self.names.add(func.value.value)
         qualified = self.imports.qualified_name(func)
@@ -742,7 +742,7 @@ class _TensorUseFinder(cst.CSTVisitor):
                 if rest in ACCEPTS_NON_TENSORS or rest[:1].isupper() or not node.args:
                     return
                 first = node.args[0]
-                if first.keyword is None and not first.star and isinstance(first.value, cst.Name):
+                if first.keyword is None and not first.star and type(first.value) is cst.Name:
                     self.names.add(first.value.value)
                 return
 
@@ -765,27 +765,27 @@ def setup_context_aliases(function: CustomFunction, index: int) -> set[str]:
         value = assign.value
         for target in assign.targets:
             node = target.target
-            if isinstance(value, cst.Name) and value.value == inputs_name and isinstance(node, (cst.Tuple, cst.List)):
+            if type(value) is cst.Name and value.value == inputs_name and type(node) in (cst.Tuple, cst.List):
                 elements = node.elements
-                if index < len(elements) and isinstance(elements[index].value, cst.Name):
+                if index < len(elements) and type(elements[index].value) is cst.Name:
                     names.add(elements[index].value.value)
-            elif isinstance(node, cst.Name) and _integer_index(value, inputs_name) == index:
+            elif type(node) is cst.Name and _integer_index(value, inputs_name) == index:
                 names.add(node.value)
     return names
 
 
 def _integer_index(node: cst.BaseExpression, base: str) -> int | None:
     """`base[3]` -> 3; anything else -> None."""
-    if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == base):
+    if not (type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value == base):
         return None
     return subscript_index(node)
 
 
 def subscript_index(node: cst.Subscript) -> int | None:
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+    if len(node.slice) != 1 or not type(node.slice[0].slice) is cst.Index:
         return None
     value = node.slice[0].slice.value
-    if isinstance(value, cst.Integer):
+    if type(value) is cst.Integer:
         return int(value.evaluated_value)
     return None
 
@@ -826,7 +826,7 @@ def ctx_holder_facts(
     params = tuple(setup.params.posonly_params) + tuple(setup.params.params)
     returns = return_statements(forward)
     if len(params) >= 3 and returns and all(
-        r.value is not None and not isinstance(r.value, cst.Tuple) and forward_facts.is_tensor(r.value) for r in returns
+        r.value is not None and not type(r.value) is cst.Tuple and forward_facts.is_tensor(r.value) for r in returns
     ):
         tensors.add(params[2].name.value)  # `output`: forward returns one tensor
     return TensorFacts(setup, imports, tensors=tensors, non_tensors=non_tensors, skip_params=3)
@@ -885,16 +885,16 @@ def saved_tensors_reads(backward: cst.FunctionDef, ctx: str) -> SavedTensorsRead
     reads = SavedTensorsReads()
     accounted: set[int] = set()
     for position, statement in enumerate(top_level_body(backward)):
-        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        if not (type(statement) is cst.SimpleStatementLine and len(statement.body) == 1):
             continue
         assign = statement.body[0]
-        if not (isinstance(assign, cst.Assign) and is_saved_tensors(assign.value, ctx) and len(assign.targets) == 1):
+        if not (type(assign) is cst.Assign and is_saved_tensors(assign.value, ctx) and len(assign.targets) == 1):
             continue
         target = assign.targets[0].target
         if (
             reads.line is not None
-            or not isinstance(target, (cst.Tuple, cst.List))
-            or not all(isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements)
+            or not type(target) in (cst.Tuple, cst.List)
+            or not all(type(e) is cst.Element and type(e.value) is cst.Name for e in target.elements)
         ):
             reads.understood = False
             continue
@@ -938,9 +938,9 @@ def statement_of_call(function: cst.FunctionDef, call: cst.Call) -> tuple[int, c
     """The top-level line of `function` that is exactly `call` as a statement, and its index."""
     for position, statement in enumerate(top_level_body(function)):
         if (
-            isinstance(statement, cst.SimpleStatementLine)
+            type(statement) is cst.SimpleStatementLine
             and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Expr)
+            and type(statement.body[0]) is cst.Expr
             and statement.body[0].value is call
         ):
             return position, statement
@@ -976,7 +976,7 @@ def tuple_without(target: cst.Tuple | cst.List, indices: set[int]) -> cst.Tuple 
     kept = [e for index, e in enumerate(target.elements) if index not in indices]
     if not kept:
         return None
-    if len(kept) == 1 and isinstance(target, cst.Tuple):
+    if len(kept) == 1 and type(target) is cst.Tuple:
         return one_element_target(target.with_changes(elements=[kept[0].with_changes(comma=cst.Comma())]))
     kept[-1] = kept[-1].with_changes(comma=target.elements[-1].comma)
     return target.with_changes(elements=kept)
@@ -996,7 +996,7 @@ def tuple_with(target: cst.Tuple | cst.List, names: list[str]) -> cst.Tuple | cs
     elements = list(target.elements)
     separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     trailing = elements[-1].comma if elements else cst.MaybeSentinel.DEFAULT
-    if len(elements) == 1 and isinstance(target, cst.Tuple):
+    if len(elements) == 1 and type(target) is cst.Tuple:
         trailing = cst.MaybeSentinel.DEFAULT  # `x, = ...` needed its comma; `x, out = ...` does not
     if elements:
         elements[-1] = elements[-1].with_changes(comma=separator)
@@ -1019,7 +1019,7 @@ def dropped_tensors(function: cst.FunctionDef, facts: "TensorFacts") -> list[str
             reads[node.value] = reads.get(node.value, 0) + 1
 
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            if isinstance(node.target, cst.Name):
+            if type(node.target) is cst.Name:
                 stores[node.target.value] = stores.get(node.target.value, 0) + 1
 
     walk(function.body, _Counter())

@@ -132,7 +132,7 @@ class CallGraph:
         if name is not None:
             self.no_grad_callees.add(last_segment(call.func) or name.rsplit(".", 1)[-1])
         for argument in call.args:
-            if isinstance(argument.value, cst.Name):
+            if type(argument.value) is cst.Name:
                 self.no_grad_callees.add(argument.value.value)
 
     def facts(self, node: cst.FunctionDef) -> FunctionFacts | None:
@@ -171,7 +171,7 @@ class CallGraph:
         if self._mark_thread_targets(collector.thread_targets):
             self._propagate()  # a target started under no_grad: what it calls is too
         # after propagation: a module-level call of a same-file function that trains counts
-        top = [s for s in module.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+        top = [s for s in module.body if not type(s) in (cst.FunctionDef, cst.ClassDef)]
         self.module_level_uses_grad = any(self.uses_grad(statement, None) for statement in top)
 
     def resolve(self, name: str, caller_class: str | None, where: cst.CSTNode | None = None) -> list[FunctionFacts]:
@@ -240,11 +240,11 @@ class CallGraph:
                 continue
             seen.add(id(current))
             for call in self._find(current.node.body, cst.Call):
-                assert isinstance(call, cst.Call)
+                assert type(call) is cst.Call
                 name = dotted_name(call.func)
                 resolved = self.resolve(name, current.class_name, call) if name is not None else []
                 pending.extend(resolved)
-                if resolved or not isinstance(call.func, cst.Attribute) or self.imports.qualified_name(call.func):
+                if resolved or not type(call.func) is cst.Attribute or self.imports.qualified_name(call.func):
                     continue
                 if call.func.attr.value in trainers or (current is function and may_train(call)):
                     return True
@@ -393,14 +393,14 @@ class CallGraph:
         if node is None:
             return None
         found: set[str | None] = set()
-        for method in (s for s in node.body.body if isinstance(s, cst.FunctionDef)):
+        for method in (s for s in node.body.body if type(s) is cst.FunctionDef):
             for assign in self._find(method, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]  # type: ignore[union-attr]
+                targets = [t.target for t in assign.targets] if type(assign) is cst.Assign else [assign.target]  # type: ignore[union-attr]
                 if not any(dotted_name(t) == f"self.{attribute}" for t in targets):
                     continue
                 value = assign.value  # type: ignore[union-attr]
-                constructed = dotted_name(value.func) if isinstance(value, cst.Call) else None
-                ok = method.name.value == "__init__" and isinstance(assign, cst.Assign) and constructed in self.classes
+                constructed = dotted_name(value.func) if type(value) is cst.Call else None
+                ok = method.name.value == "__init__" and type(assign) is cst.Assign and constructed in self.classes
                 found.add(constructed if ok else None)
         return found.pop() if len(found) == 1 else None
 
@@ -415,9 +415,9 @@ class CallGraph:
         if callee is None or callee.yields or not callee.returned:
             return None
         body = callee.node.body
-        last = body.body[-1] if isinstance(body, cst.IndentedBlock) and body.body else None
-        ends_in_return = isinstance(body, cst.SimpleStatementSuite) or (
-            isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)
+        last = body.body[-1] if type(body) is cst.IndentedBlock and body.body else None
+        ends_in_return = type(body) is cst.SimpleStatementSuite or (
+            type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Return
         )
         return list(callee.returned) if ends_in_return else None
 
@@ -430,22 +430,22 @@ class CallGraph:
         `backpropagated` itself (`loss = compute_td_loss(bs)` of a helper that ends in
         `loss.backward(); optimizer.step(); return loss`)? Such a value is a tracked,
         one-element loss. Any other binding of the name answers no."""
-        if not isinstance(value, cst.Name):
+        if not type(value) is cst.Name:
             return False
-        facts = self.facts(scope) if isinstance(scope, cst.FunctionDef) else None
-        body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+        facts = self.facts(scope) if type(scope) is cst.FunctionDef else None
+        body = scope.body if type(scope) is cst.FunctionDef else scope
         found = False
         for node in self._find(body, (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.AsName, cst.NamedExpr),
                                skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else (
-                [node.name] if isinstance(node, cst.AsName) else [node.target]  # type: ignore[union-attr]
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else (
+                [node.name] if type(node) is cst.AsName else [node.target]  # type: ignore[union-attr]
             )
-            if not any(isinstance(t, cst.Name) and t.value == value.value for t in targets):
-                if any(isinstance(t, (cst.Tuple, cst.List)) and value.value in {e.value.value for e in t.elements if isinstance(e.value, cst.Name)} for t in targets):
+            if not any(type(t) is cst.Name and t.value == value.value for t in targets):
+                if any(type(t) in (cst.Tuple, cst.List) and value.value in {e.value.value for e in t.elements if type(e.value) is cst.Name} for t in targets):
                     return False  # `loss, acc = step(...)`: which element is what is not known here
                 continue
-            call = node.value if isinstance(node, cst.Assign) and len(targets) == 1 else None
-            name = dotted_name(call.func) if isinstance(call, cst.Call) else None
+            call = node.value if type(node) is cst.Assign and len(targets) == 1 else None
+            name = dotted_name(call.func) if type(call) is cst.Call else None
             callee = self.callee(name, facts.class_name if facts else None) if name is not None else None
             if callee is None or callee.yields or not callee.returned or not all(backpropagated(r, callee.node) for r in callee.returned):
                 return False
@@ -457,8 +457,8 @@ class CallGraph:
         (`optimizer.step = types.MethodType(dp_step, optimizer)` for "step")."""
         values: list[cst.BaseExpression] = []
         for statement in self._find(module, cst.Assign):
-            assert isinstance(statement, cst.Assign)
-            if any(isinstance(t.target, cst.Attribute) and t.target.attr.value == attribute for t in statement.targets):
+            assert type(statement) is cst.Assign
+            if any(type(t.target) is cst.Attribute and t.target.attr.value == attribute for t in statement.targets):
                 values.append(statement.value)
         return values
 
@@ -467,7 +467,7 @@ class CallGraph:
         by bare name; lambdas are not functions of the graph."""
         found: list[FunctionFacts] = []
         for name in self._find(value, cst.Name):
-            assert isinstance(name, cst.Name)
+            assert type(name) is cst.Name
             found.extend(self.by_key.get((None, name.value), []))
         return found
 
@@ -482,8 +482,8 @@ def calls_under_no_grad(function: cst.FunctionDef, imports: ImportIndex) -> froz
     """Ids of the calls inside `function` that run in a `with` block disabling grad."""
     quiet: set[int] = set()
     for node in iter_descendants(function.body):
-        if isinstance(node, cst.With) and with_disables_grad(node, imports):
-            quiet.update(id(n) for n in iter_descendants(node.body) if isinstance(n, cst.Call))
+        if type(node) is cst.With and with_disables_grad(node, imports):
+            quiet.update(id(n) for n in iter_descendants(node.body) if type(n) is cst.Call)
     return frozenset(quiet)
 
 
@@ -549,9 +549,9 @@ class _Collector(cst.CSTVisitor):
     def visit_Arg(self, node: cst.Arg) -> None:
         if id(node) in self._target_arguments:
             return
-        if isinstance(node.value, cst.Name):
+        if type(node.value) is cst.Name:
             self.callbacks.add(node.value.value)
-        elif isinstance(node.value, cst.Attribute):
+        elif type(node.value) is cst.Attribute:
             self.callbacks.add(node.value.attr.value)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -707,8 +707,8 @@ def bound_arguments(function: FunctionFacts, call: cst.Call) -> dict[str, cst.Ba
     positional = [p.name.value for p in (*params.posonly_params, *params.params)]
     static = any(last_segment(d.decorator) == "staticmethod" for d in function.node.decorators)
     if function.class_name is not None and positional and not static:
-        receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
-        if not (isinstance(receiver, cst.Name) and receiver.value in ("self", "cls")):
+        receiver = call.func.value if type(call.func) is cst.Attribute else None
+        if not (type(receiver) is cst.Name and receiver.value in ("self", "cls")):
             return None
         positional = positional[1:]
     keywords = {p.name.value for p in (*params.params, *params.kwonly_params)}

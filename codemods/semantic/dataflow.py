@@ -57,7 +57,7 @@ def bound_names(node: cst.CSTNode) -> set[str]:
 
 
 def assigned_names(node: cst.CSTNode) -> set[str]:
-    if isinstance(node, cst.BaseAssignTargetExpression) or isinstance(node, (cst.Name, cst.Tuple, cst.List)):
+    if isinstance(node, cst.BaseAssignTargetExpression) or type(node) in (cst.Name, cst.Tuple, cst.List):
         finder = NameFinder()
         walk(node, finder)
         return finder.read  # a for-target: every name in it is (re)bound
@@ -67,7 +67,7 @@ def assigned_names(node: cst.CSTNode) -> set[str]:
 
 
 def read_names(node: cst.CSTNode) -> set[str]:
-    if isinstance(node, (cst.Name, cst.Tuple, cst.List)):
+    if type(node) in (cst.Name, cst.Tuple, cst.List):
         return set()
     finder = NameFinder()
     walk(node, finder)
@@ -83,18 +83,18 @@ class NameFinder(cst.CSTVisitor):
         self.read: set[str] = set()
 
     def _targets(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             self.bound.add(node.value)
-        elif isinstance(node, (cst.Tuple, cst.List)):
+        elif type(node) in (cst.Tuple, cst.List):
             for element in node.elements:
                 self._targets(element.value)
-        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+        elif type(node) in (cst.Attribute, cst.Subscript):
             base = node
-            while isinstance(base, (cst.Attribute, cst.Subscript)):
+            while type(base) in (cst.Attribute, cst.Subscript):
                 base = base.value
-            if isinstance(base, cst.Name):
+            if type(base) is cst.Name:
                 self.bound.add(base.value)
-        elif isinstance(node, cst.StarredElement):
+        elif type(node) is cst.StarredElement:
             self._targets(node.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -119,11 +119,11 @@ class NameFinder(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         # `outputs.append(x)`, `metrics.update(...)`: the receiver may be mutated
-        if isinstance(node.func, cst.Attribute):
+        if type(node.func) is cst.Attribute:
             base = node.func.value
-            while isinstance(base, (cst.Attribute, cst.Subscript, cst.Call)):
-                base = base.func if isinstance(base, cst.Call) else base.value
-            if isinstance(base, cst.Name):
+            while type(base) in (cst.Attribute, cst.Subscript, cst.Call):
+                base = base.func if type(base) is cst.Call else base.value
+            if type(base) is cst.Name:
                 self.bound.add(base.value)
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -200,7 +200,7 @@ def _self_paths(statement: cst.CSTNode) -> set[str]:
     return {
         f"self.{node.attr.value}"
         for node in iter_descendants(statement)
-        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+        if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self"
     }
 
 
@@ -209,19 +209,19 @@ def _self_path_written(statement: cst.CSTNode, path: str) -> bool:
     attribute = path.split(".", 1)[1]
     for node in iter_descendants(statement):
         targets: list[cst.CSTNode] = []
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             targets = [target.target for target in node.targets]
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        elif type(node) in (cst.AugAssign, cst.AnnAssign):
             targets = [node.target]
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute:
             targets = [node.func.value]
         for target in targets:
-            while isinstance(target, cst.Subscript):
+            while type(target) is cst.Subscript:
                 target = target.value
             if (
-                isinstance(target, cst.Attribute)
+                type(target) is cst.Attribute
                 and target.attr.value == attribute
-                and isinstance(target.value, cst.Name)
+                and type(target.value) is cst.Name
                 and target.value.value == "self"
             ):
                 return True
@@ -233,9 +233,7 @@ def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
 
 
 def _hands_back(statement: cst.CSTNode) -> bool:
-    return any(isinstance(node, (cst.Return, cst.Yield)) for node in iter_descendants(statement)) or isinstance(
-        statement, (cst.Return, cst.Yield)
-    )
+    return any(type(node) in (cst.Return, cst.Yield) for node in iter_descendants(statement)) or type(statement) in (cst.Return, cst.Yield)
 
 
 def _ordered_simple_statements(body: cst.CSTNode) -> list[cst.CSTNode]:
@@ -274,7 +272,7 @@ class _SimpleStatements(cst.CSTVisitor):
         self.statements.append(cst.Assign(targets=[cst.AssignTarget(node.target)], value=node.iter))
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
-        bound = node.asname is not None and isinstance(node.asname.name, (cst.Name, cst.Tuple, cst.List))
+        bound = node.asname is not None and type(node.asname.name) in (cst.Name, cst.Tuple, cst.List)
         self.statements.append(cst.Assign([cst.AssignTarget(node.asname.name)], node.item) if bound else node.item)
 
     def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> bool:
@@ -308,9 +306,9 @@ def may_run_before(statements: Sequence[cst.CSTNode], target: cst.CSTNode) -> li
         if not _contains(statement, target):
             continue
         earlier = list(statements[:index])
-        if statement is target or isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        if statement is target or type(statement) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
             return earlier
-        if isinstance(statement, (cst.For, cst.While)):
+        if type(statement) in (cst.For, cst.While):
             return [*earlier, statement]
         for block in _blocks(statement):
             if any(_contains(child, target) for child in block):
@@ -322,15 +320,15 @@ def may_run_before(statements: Sequence[cst.CSTNode], target: cst.CSTNode) -> li
 def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
     """Statement lists of an `if` (with its `elif`/`else` chain), `with` or `try`."""
     blocks: list[Sequence[cst.CSTNode]] = []
-    if isinstance(statement, cst.If):
+    if type(statement) is cst.If:
         blocks.append(statement.body.body)
-        if isinstance(statement.orelse, cst.If):
+        if type(statement.orelse) is cst.If:
             blocks.append([statement.orelse])
         elif statement.orelse is not None:
             blocks.append(statement.orelse.body.body)
-    elif isinstance(statement, cst.With):
+    elif type(statement) is cst.With:
         blocks.append(statement.body.body)
-    elif isinstance(statement, (cst.Try, cst.TryStar)):
+    elif type(statement) in (cst.Try, cst.TryStar):
         # a handler or `finally` may run after any statement of the body: whole try then
         return []
     return blocks
@@ -338,9 +336,9 @@ def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
 
 def _headers(statement: cst.CSTNode) -> list[cst.CSTNode]:
     """Expressions of a compound statement that run before its blocks (`if` test, `with` items)."""
-    if isinstance(statement, cst.If):
+    if type(statement) is cst.If:
         return [statement.test]
-    if isinstance(statement, cst.With):
+    if type(statement) is cst.With:
         return [item.item for item in statement.items]
     return []
 
@@ -350,15 +348,15 @@ def stores_on_self(function: cst.FunctionDef) -> bool:
     travel through the object, which the call-site data flow cannot follow."""
     for node in iter_descendants(function.body):
         targets: list[cst.BaseExpression] = []
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             targets = [target.target for target in node.targets]
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        elif type(node) in (cst.AugAssign, cst.AnnAssign):
             targets = [node.target]
         for target in targets:
             base = target
-            while isinstance(base, (cst.Attribute, cst.Subscript)):
+            while type(base) in (cst.Attribute, cst.Subscript):
                 base = base.value
-            if base is not target and isinstance(base, cst.Name) and base.value == "self":
+            if base is not target and type(base) is cst.Name and base.value == "self":
                 return True
     return False
 

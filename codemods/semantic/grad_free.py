@@ -53,16 +53,16 @@ def grad_free(
     """
     if fresh_factory(node, imports):
         return True
-    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+    if type(node) is cst.Attribute and node.attr.value == "data":
         return True
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    if type(node) is cst.Call and type(node.func) is cst.Attribute:
         method = node.func.attr.value
         if method == "detach" and not node.args:
             return True
         if method in CONVERSIONS and imports.qualified_name(node.func) is None:
             return grad_free(node.func.value, imports, loops, data_words)
         return False
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return _is_batch_name(node.value, imports, loops, data_words)
     return False
 
@@ -82,12 +82,12 @@ def _is_batch_name(name: str, imports: ImportIndex, loops: Sequence[cst.For], da
 
 def fresh_factory(node: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`torch.randn(...)`-style call that makes a new tensor not requiring grad."""
-    if not isinstance(node, cst.Call) or imports.qualified_name(node.func) not in FACTORIES:
+    if not type(node) is cst.Call or imports.qualified_name(node.func) not in FACTORIES:
         return False
     for arg in node.args:
         if arg.star == "**":
             return False
-        if arg.keyword is not None and arg.keyword.value == "requires_grad" and not (isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+        if arg.keyword is not None and arg.keyword.value == "requires_grad" and not (type(arg.value) is cst.Name and arg.value.value == "False"):
             return False
     return True
 
@@ -104,10 +104,10 @@ class _RebindChecker(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         if any(self.name in assigned_names(t.target) for t in node.targets):
             value = node.value
-            if isinstance(value, cst.Call) and self.imports.qualified_name(value.func) in VARIABLE_NAMES and value.args:
+            if type(value) is cst.Call and self.imports.qualified_name(value.func) in VARIABLE_NAMES and value.args:
                 value = value.args[0].value
             root, links = method_chain(value)
-            if not (isinstance(root, cst.Name) and root.value == self.name and all(
+            if not (type(root) is cst.Name and root.value == self.name and all(
                 n in CONVERSIONS and c is not None for n, c in links
             )):
                 self.ok = False

@@ -44,7 +44,7 @@ def disables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
     name that resolves into torch is decided by torch's names alone: a project cannot
     redefine `torch.no_grad`.
     """
-    if isinstance(expression, cst.Call):
+    if type(expression) is cst.Call:
         name = imports.qualified_name(expression.func)
         if name in NO_GRAD_NAMES:
             if name.endswith("inference_mode") and expression.args and is_false(expression.args[0].value):
@@ -63,11 +63,11 @@ def disables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
 
 def enables_grad(expression: cst.BaseExpression, imports: ImportIndex) -> bool:
     """True for `enable_grad()` and `set_grad_enabled(x)` with x not literally False."""
-    target = expression.func if isinstance(expression, cst.Call) else expression
+    target = expression.func if type(expression) is cst.Call else expression
     name = imports.qualified_name(target)
     if name in ENABLE_GRAD_NAMES:
         return True
-    if name in SET_GRAD_ENABLED_NAMES and isinstance(expression, cst.Call):
+    if name in SET_GRAD_ENABLED_NAMES and type(expression) is cst.Call:
         return not (expression.args and is_false(expression.args[0].value))
     return False
 
@@ -83,7 +83,7 @@ def function_disables_grad(node: cst.FunctionDef, imports: ImportIndex) -> bool:
 def is_optimizer_step(call: cst.Call, vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> bool:
     """`optimizer.step()`, `scaler.step(opt)`, `self.opt.step()`; not `scheduler.step()`
     (`roles.NON_OPTIMIZER_STEPPER_TOKENS`, and the project's scheduler names)."""
-    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "step"):
+    if not (type(call.func) is cst.Attribute and call.func.attr.value == "step"):
         return False
     receiver = dotted_name(call.func.value)
     if receiver is None:
@@ -121,7 +121,7 @@ class GradUseFinder(cst.CSTVisitor):
             self.result.direct.append(node)
         elif enables_grad(node, self.imports):
             self.result.direct.append(node)
-        elif isinstance(node.func, cst.Attribute):
+        elif type(node.func) is cst.Attribute:
             method = node.func.attr.value
             if method in GRAD_METHODS or (method == "step" and is_optimizer_step(node)):
                 self.result.direct.append(node)
@@ -149,10 +149,10 @@ class GradUseFinder(cst.CSTVisitor):
 
     def _flag_written(self, target: cst.BaseExpression) -> None:
         """`p.requires_grad = True` (or a tuple of such targets) asks for gradients."""
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self._flag_written(element.value)
-        elif isinstance(target, cst.Attribute) and target.attr.value in GRAD_FLAGS:
+        elif type(target) is cst.Attribute and target.attr.value in GRAD_FLAGS:
             self.result.direct.append(target)
 
 

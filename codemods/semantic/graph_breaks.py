@@ -55,7 +55,7 @@ def parse_rewrap(call: cst.Call, imports: ImportIndex) -> Rewrap | None:
         ):
             converts = True
         return _unwrap(call.args[0].value, imports, converts, wrapped_in_copy=True)
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
+    if type(call.func) is cst.Attribute and call.func.attr.value == "requires_grad_":
         if call.args and not (len(call.args) == 1 and is_true(call.args[0].value)):
             return None
         receiver = call.func.value
@@ -74,10 +74,10 @@ def sequence_rewrap(call: cst.Call, imports: ImportIndex) -> list[cst.BaseExpres
     if not call.args or call.args[0].keyword is not None or any(a.star for a in call.args):
         return None
     data = call.args[0].value
-    if isinstance(data, cst.ListComp):
+    if type(data) is cst.ListComp:
         return [data.elt]
-    if isinstance(data, (cst.List, cst.Tuple)) and data.elements:
-        if any(isinstance(e, cst.StarredElement) for e in data.elements):
+    if type(data) in (cst.List, cst.Tuple) and data.elements:
+        if any(type(e) is cst.StarredElement for e in data.elements):
             return None
         return [e.value for e in data.elements]
     return None
@@ -88,23 +88,23 @@ def _unwrap(node: cst.BaseExpression, imports: ImportIndex, converts: bool, wrap
     links: list[str] = []
     current = node
     while True:
-        if isinstance(current, cst.Call) and imports.qualified_name(current.func) in COPY_CALLS:
+        if type(current) is cst.Call and imports.qualified_name(current.func) in COPY_CALLS:
             if not current.args or current.args[0].keyword is not None:
                 return None
             converts = True
             current = current.args[0].value
             continue
-        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and not current.args:
+        if type(current) is cst.Call and type(current.func) is cst.Attribute and not current.args:
             name = current.func.attr.value
             if name in BREAKING_LINKS or name in COPY_LINKS:
                 links.append(name)
                 current = current.func.value
                 continue
-        if isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute) and current.func.attr.value == "to":
+        if type(current) is cst.Call and type(current.func) is cst.Attribute and current.func.attr.value == "to":
             links.append("to")
             current = current.func.value
             continue
-        if isinstance(current, cst.Attribute) and current.attr.value == "data":
+        if type(current) is cst.Attribute and current.attr.value == "data":
             links.append("data")
             current = current.value
             continue
@@ -125,14 +125,14 @@ def numpy_roots(node: cst.BaseExpression) -> list[tuple[cst.BaseExpression, list
     walk(node, finder)
     roots = []
     for call in finder.calls:
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "numpy" and not call.args:
+        if type(call.func) is cst.Attribute and call.func.attr.value == "numpy" and not call.args:
             roots.append(method_chain(call))
     return roots
 
 
 def _is_expression_of_items(node: cst.BaseExpression) -> bool:
     """`l1.item() + 0.1 * l2.item()`: not one tensor."""
-    return isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.List, cst.Tuple))
+    return type(node) in (cst.BinaryOperation, cst.UnaryOperation, cst.List, cst.Tuple)
 
 
 # --- sinks -----------------------------------------------------------------------------
@@ -140,13 +140,13 @@ def _is_expression_of_items(node: cst.BaseExpression) -> bool:
 
 def statement_sink(small: cst.BaseSmallStatement, imports: ImportIndex, training_step: bool) -> cst.BaseExpression | None:
     """The expression a statement backpropagates (`loss` in `loss.backward()`), if any."""
-    if isinstance(small, cst.Expr):
+    if type(small) is cst.Expr:
         return sink_of_expression(small.value, imports)
-    if isinstance(small, cst.Return) and training_step and small.value is not None:
+    if type(small) is cst.Return and training_step and small.value is not None:
         value = small.value
-        if isinstance(value, cst.Dict):
+        if type(value) is cst.Dict:
             for element in value.elements:
-                if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                if type(element) is cst.DictElement and type(element.key) is cst.SimpleString:
                     if element.key.evaluated_value == "loss":
                         return element.value
             return None
@@ -155,12 +155,12 @@ def statement_sink(small: cst.BaseSmallStatement, imports: ImportIndex, training
 
 
 def sink_of_expression(node: cst.BaseExpression, imports: ImportIndex) -> cst.BaseExpression | None:
-    if not isinstance(node, cst.Call):
+    if not type(node) is cst.Call:
         return None
     qualified = imports.qualified_name(node.func)
     if qualified in {"torch.autograd.backward", "torch.autograd.grad"} and node.args:
         return node.args[0].value
-    if not isinstance(node.func, cst.Attribute):
+    if not type(node.func) is cst.Attribute:
         return None
     method = node.func.attr.value
     if method == "manual_backward" and node.args:
@@ -172,7 +172,7 @@ def sink_of_expression(node: cst.BaseExpression, imports: ImportIndex) -> cst.Ba
     if node.args and DEFAULT_VOCABULARY.has_any(name_tokens(receiver_name.replace(".", "_")), Role.BACKWARD_RUNNER):
         return node.args[0].value
     # `scaler.scale(loss).backward()`
-    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
+    if type(receiver) is cst.Call and type(receiver.func) is cst.Attribute and receiver.func.attr.value == "scale":
         if len(receiver.args) == 1:
             return receiver.args[0].value
     return receiver
@@ -201,7 +201,7 @@ class _BreakFinder(cst.CSTVisitor):
         qualified = self.imports.qualified_name(node.func)
         if qualified in COPY_CALLS or qualified in VARIABLE_NAMES:
             self.found = True
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in BREAKING_LINKS | {"requires_grad_"}:
+        if type(node.func) is cst.Attribute and node.func.attr.value in BREAKING_LINKS | {"requires_grad_"}:
             self.found = True
 
     def visit_Attribute(self, node: cst.Attribute) -> None:

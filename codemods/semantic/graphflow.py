@@ -140,39 +140,39 @@ class _GraphFlowAnalysis:
         for node in self.binding:
             for target in _targets_of(node):
                 value = getattr(node, "value", None)
-                single = isinstance(target, cst.Name) and isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign))
+                single = type(target) is cst.Name and type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign)
                 if not (single and value is not None and self._makes_new(value)):
                     stale |= _bound_names(target)
         return self.locals - stale
 
     def _makes_new(self, value: cst.BaseExpression) -> bool:
-        if isinstance(value, (cst.List, cst.Dict, cst.Set, cst.Tuple, cst.ListComp, cst.DictComp, cst.SetComp,
+        if type(value) in (cst.List, cst.Dict, cst.Set, cst.Tuple, cst.ListComp, cst.DictComp, cst.SetComp,
                               cst.GeneratorExp, cst.BinaryOperation, cst.Integer, cst.Float, cst.SimpleString,
-                              cst.FormattedString, cst.ConcatenatedString)):
+                              cst.FormattedString, cst.ConcatenatedString):
             return True
-        if isinstance(value, cst.Call):
-            callee = value.func.value if isinstance(value.func, cst.Name) else (
-                value.func.attr.value if isinstance(value.func, cst.Attribute) else ""
+        if type(value) is cst.Call:
+            callee = value.func.value if type(value.func) is cst.Name else (
+                value.func.attr.value if type(value.func) is cst.Attribute else ""
             )
             return callee in _NEW_CONTAINERS or self.carries(value)
         return False
 
     # -- binding ----------------------------------------------------------------------
     def _bind(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             for target in node.targets:
                 self._assign(target.target, node.value)
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
-            if isinstance(node, cst.AugAssign) and self.carries(node.target):
+        elif type(node) in (cst.AugAssign, cst.AnnAssign) and node.value is not None:
+            if type(node) is cst.AugAssign and self.carries(node.target):
                 return
             self._assign(node.target, node.value)
-        elif isinstance(node, (cst.For, cst.CompFor)):
+        elif type(node) in (cst.For, cst.CompFor):
             self._assign(node.target, node.iter)
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
+        elif type(node) is cst.WithItem and node.asname is not None:
             self._assign(node.asname.name, node.item)
-        elif isinstance(node, cst.NamedExpr):
+        elif type(node) is cst.NamedExpr:
             self._assign(node.target, node.value)
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute:
             # `outputs.append(logits)`: the local container now holds a graph
             if node.func.attr.value in STORING_METHODS and any(self.carries(arg.value) for arg in node.args):
                 root = _root_name(node.func.value)
@@ -180,7 +180,7 @@ class _GraphFlowAnalysis:
                     self.tainted.add(root)
 
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)) and self._value_index_pair(value):
+        if type(target) in (cst.Tuple, cst.List) and self._value_index_pair(value):
             elements = [element.value for element in target.elements]
             if len(elements) == 2:
                 self._assign_taint(elements[0], self.carries(value))
@@ -190,42 +190,42 @@ class _GraphFlowAnalysis:
     def _assign_taint(self, target: cst.BaseExpression, carries: bool) -> None:
         if not carries:
             return
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             self.tainted.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self._assign_taint(element.value, carries)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             self._assign_taint(target.value, carries)
-        elif isinstance(target, (cst.Attribute, cst.Subscript)):
+        elif type(target) in (cst.Attribute, cst.Subscript):
             root = _root_name(target)
             if root is not None and root in self.locals:
                 self.tainted.add(root)
 
     def _value_index_pair(self, value: cst.BaseExpression) -> bool:
-        if not isinstance(value, cst.Call):
+        if not type(value) is cst.Call:
             return False
         qualified = self.imports.qualified_name(value.func) or ""
         if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in VALUE_INDEX_PAIRS:
             return True
-        return isinstance(value.func, cst.Attribute) and value.func.attr.value in VALUE_INDEX_PAIRS and bool(value.args)
+        return type(value.func) is cst.Attribute and value.func.attr.value in VALUE_INDEX_PAIRS and bool(value.args)
 
     def carries(self, node: cst.CSTNode) -> bool:
         return expression_carries(node, self.tainted, self.imports, self.is_source)
 
     # -- does a graph leave the function? ----------------------------------------------
     def _check_exit(self, node: cst.CSTNode) -> None:
-        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None:
+        if type(node) in (cst.Return, cst.Yield) and node.value is not None:
             value = node.value
-            if isinstance(value, cst.From):
+            if type(value) is cst.From:
                 value = value.item
             if self.carries(value):
                 self.result.returned = True
-        elif isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and node.value is not None:
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        elif type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and node.value is not None:
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
             if self.carries(node.value) and any(self._stores_outside(target) for target in targets):
                 self.result.escapes.append(node)
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not self.is_source(node):
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute and not self.is_source(node):
             receiver = node.func.value
             storing = node.func.attr.value in STORING_METHODS
             if self.imports.qualified_name(node.func) is not None or (self.carries(receiver) and not storing):
@@ -235,11 +235,11 @@ class _GraphFlowAnalysis:
                 self.result.escapes.append(node)  # `self.cache.append(out)`, `writer.add(out)`
 
     def _stores_outside(self, target: cst.BaseExpression) -> bool:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             return any(self._stores_outside(element.value) for element in target.elements)
-        if isinstance(target, cst.StarredElement):
+        if type(target) is cst.StarredElement:
             return self._stores_outside(target.value)
-        if isinstance(target, (cst.Attribute, cst.Subscript)):
+        if type(target) in (cst.Attribute, cst.Subscript):
             root = _root_name(target)
             return root is None or root not in self.fresh
         return False
@@ -261,29 +261,29 @@ def expression_carries(
     def carries(child: cst.CSTNode) -> bool:
         return expression_carries(child, tainted, imports, is_source, distributions)
 
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value in tainted
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         if is_source(node):
             return True
         if draws_sample(node, imports, distributions):
             return False
         qualified = imports.qualified_name(node.func)
-        name = qualified or (node.func.value if isinstance(node.func, cst.Name) else None)
+        name = qualified or (node.func.value if type(node.func) is cst.Name else None)
         if name in CUTTING_FUNCTIONS:
             return False
-        if isinstance(node.func, cst.Attribute):
+        if type(node.func) is cst.Attribute:
             if node.func.attr.value in CUTTING_METHODS:
                 return False
             if carries(node.func.value):
                 return True
         return any(carries(argument.value) for argument in node.args)
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         return node.attr.value not in METADATA_ATTRIBUTES | CUTTING_ATTRIBUTES and carries(node.value)
-    if isinstance(node, (cst.Comparison, cst.FormattedString, cst.Lambda, cst.SimpleString, cst.Integer,
-                         cst.Float, cst.Imaginary, cst.ConcatenatedString)):
+    if type(node) in (cst.Comparison, cst.FormattedString, cst.Lambda, cst.SimpleString, cst.Integer,
+                         cst.Float, cst.Imaginary, cst.ConcatenatedString):
         return False
-    if isinstance(node, cst.Subscript):
+    if type(node) is cst.Subscript:
         return carries(node.value)
     return any(carries(child) for child in iter_children(node))
 
@@ -292,17 +292,17 @@ def draws_sample(call: cst.Call, imports: ImportIndex, distributions: Container[
     """`Normal(mu, std).sample()`, `dist.sample()` of a name in `distributions`: a draw made
     under no_grad, which holds no graph."""
     func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value not in DISTRIBUTION_SAMPLING_METHODS:
+    if not type(func) is cst.Attribute or func.attr.value not in DISTRIBUTION_SAMPLING_METHODS:
         return False
     receiver = func.value
-    if isinstance(receiver, cst.Name):
+    if type(receiver) is cst.Name:
         return receiver.value in distributions
-    return isinstance(receiver, cst.Call) and makes_distribution(receiver, imports)
+    return type(receiver) is cst.Call and makes_distribution(receiver, imports)
 
 
 def makes_distribution(value: cst.BaseExpression, imports: ImportIndex) -> bool:
     """A call of a `torch.distributions` class (`Normal(mu, std)`, `D.Categorical(p)`)."""
-    return isinstance(value, cst.Call) and (imports.qualified_name(value.func) or "").startswith(DISTRIBUTIONS_PACKAGE)
+    return type(value) is cst.Call and (imports.qualified_name(value.func) or "").startswith(DISTRIBUTIONS_PACKAGE)
 
 
 def _registers_hook(node: cst.CSTNode) -> bool:
@@ -314,24 +314,24 @@ def _registers_hook(node: cst.CSTNode) -> bool:
 
 
 def _targets_of(node: cst.CSTNode) -> list[cst.BaseExpression]:
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         return [target.target for target in node.targets]
-    if isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.NamedExpr)):
+    if type(node) in (cst.AugAssign, cst.AnnAssign, cst.NamedExpr):
         return [node.target]
-    if isinstance(node, (cst.For, cst.CompFor)):
+    if type(node) in (cst.For, cst.CompFor):
         return [node.target]
-    if isinstance(node, cst.WithItem) and node.asname is not None:
+    if type(node) is cst.WithItem and node.asname is not None:
         return [node.asname.name]
     return []
 
 
 def _bound_names(target: cst.BaseExpression) -> set[str]:
     """Names a target binds: `x`, `a, (b, *c)`; `self.x` and `d[k]` bind none."""
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return set().union(*(_bound_names(element.value) for element in target.elements))
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return _bound_names(target.value)
     return set()
 
@@ -339,13 +339,13 @@ def _bound_names(target: cst.BaseExpression) -> set[str]:
 def _all_params(params: cst.Parameters) -> list[cst.Param]:
     found = [*params.posonly_params, *params.params, *params.kwonly_params]
     for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             found.append(star)
     return found
 
 
 def _root_name(node: cst.BaseExpression) -> str | None:
     """`outputs` for `outputs`, `outputs["x"]`, `outputs.items`; None for a call's result."""
-    while isinstance(node, (cst.Attribute, cst.Subscript)):
+    while type(node) in (cst.Attribute, cst.Subscript):
         node = node.value
-    return node.value if isinstance(node, cst.Name) else None
+    return node.value if type(node) is cst.Name else None

@@ -84,47 +84,47 @@ class InstanceTypes:
         declared: set[str] = set()
 
         def bind(target: cst.CSTNode, value: cst.BaseExpression | None) -> None:
-            if isinstance(target, cst.Name):
+            if type(target) is cst.Name:
                 found.setdefault(target.value, set()).add(self._built(value))
-            elif isinstance(target, (cst.Tuple, cst.List)):
-                values = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
+            elif type(target) in (cst.Tuple, cst.List):
+                values = value.elements if type(value) in (cst.Tuple, cst.List) else None
                 pairs = len(values) == len(target.elements) if values is not None else False
                 for index, element in enumerate(target.elements):
                     # `q1, q2 = QNet(lr), QNet(lr)` pairs up; anything else is untyped
                     bind(element.value, values[index].value if pairs and values is not None else None)
-            elif isinstance(target, cst.StarredElement):
+            elif type(target) is cst.StarredElement:
                 bind(target.value, None)
 
-        body = scope.body if isinstance(scope, cst.FunctionDef) else scope
-        if isinstance(scope, cst.FunctionDef):
+        body = scope.body if type(scope) is cst.FunctionDef else scope
+        if type(scope) is cst.FunctionDef:
             params = scope.params
             for param in (*params.posonly_params, *params.params, *params.kwonly_params, params.star_arg, params.star_kwarg):
-                if isinstance(param, cst.Param):
+                if type(param) is cst.Param:
                     bind(param.name, None)
         for node in self.syntax.find(body, _BINDINGS + _NEW_SCOPES, skip=_NEW_SCOPES):
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 for target in node.targets:
                     bind(target.target, node.value)
-            elif isinstance(node, (cst.AnnAssign, cst.NamedExpr)):
+            elif type(node) in (cst.AnnAssign, cst.NamedExpr):
                 bind(node.target, node.value)
-            elif isinstance(node, (cst.AugAssign, cst.For, cst.CompFor)):
+            elif type(node) in (cst.AugAssign, cst.For, cst.CompFor):
                 bind(node.target, None)
-            elif isinstance(node, cst.AsName):
+            elif type(node) is cst.AsName:
                 bind(node.name, None)  # `with open(p) as f`, `except E as e`, `import a as b`
-            elif isinstance(node, cst.ImportAlias) and node.asname is None:
+            elif type(node) is cst.ImportAlias and node.asname is None:
                 bind(cst.Name((dotted_name(node.name) or "_").split(".")[0]), None)
-            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            elif type(node) in (cst.FunctionDef, cst.ClassDef):
                 bind(node.name, None)
-            elif isinstance(node, (cst.Global, cst.Nonlocal)):
+            elif type(node) in (cst.Global, cst.Nonlocal):
                 declared.update(item.name.value for item in node.names)
         return {name: (next(iter(classes)) if len(classes) == 1 else None)
                 for name, classes in found.items() if name not in declared}
 
     def _built(self, value: cst.BaseExpression | None) -> str | None:
         """The same-file class `value` constructs (`ActorCritic()`, `QNet(lr).to(device)`)."""
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and (
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and (
             value.func.attr.value in MODULE_SELF_RETURNING_METHODS
         ):
             value = value.func.value
-        name = dotted_name(value.func) if isinstance(value, cst.Call) else None
+        name = dotted_name(value.func) if type(value) is cst.Call else None
         return name if name in self.classes else None

@@ -57,7 +57,7 @@ def enclosing_scope(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.C
     """The innermost function around `node`, or the module (a script)."""
     last = node
     for parent in ancestors(node, parents):
-        if isinstance(parent, (cst.FunctionDef, cst.Lambda)):
+        if type(parent) in (cst.FunctionDef, cst.Lambda):
             return parent
         last = parent
     return last
@@ -69,7 +69,7 @@ def innermost_loop(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.Fo
     for parent in ancestors(node, parents):
         if isinstance(parent, _NESTED_SCOPES):
             return None
-        if isinstance(parent, (cst.For, cst.While)) and child is parent.body:
+        if type(parent) in (cst.For, cst.While) and child is parent.body:
             return parent
         child = parent
     return None
@@ -101,7 +101,7 @@ def is_backward_call(call: cst.Call, imports: ImportIndex) -> bool:
     """`x.backward(...)`, `self.manual_backward(x)`, `accelerator.backward(x)`, `torch.autograd.backward(x)`."""
     if imports.qualified_name(call.func) in {"torch.autograd.backward"}:
         return True
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in BACKWARD_METHODS
+    return type(call.func) is cst.Attribute and call.func.attr.value in BACKWARD_METHODS
 
 
 def is_gradient_call(call: cst.Call, imports: ImportIndex) -> bool:
@@ -124,7 +124,7 @@ def backward_root(call: cst.Call, imports: ImportIndex) -> cst.BaseExpression | 
     """
     if imports.qualified_name(call.func) == "torch.autograd.backward":
         return _first_positional(call)
-    if not isinstance(call.func, cst.Attribute):
+    if not type(call.func) is cst.Attribute:
         return None
     receiver = call.func.value
     if call.func.attr.value == "manual_backward":
@@ -135,8 +135,8 @@ def backward_root(call: cst.Call, imports: ImportIndex) -> cst.BaseExpression | 
     ):
         return _first_positional(call)
     if (
-        isinstance(receiver, cst.Call)
-        and isinstance(receiver.func, cst.Attribute)
+        type(receiver) is cst.Call
+        and type(receiver.func) is cst.Attribute
         and receiver.func.attr.value == "scale"
         and len(receiver.args) == 1
         and receiver.args[0].keyword is None
@@ -168,12 +168,12 @@ def breaks_graph(node: cst.CSTNode) -> bool:
     Used to rule out "this value carries a graph": any cut anywhere means we do not know.
     """
     for attribute in all_nodes(node, cst.Attribute):
-        assert isinstance(attribute, cst.Attribute)
+        assert type(attribute) is cst.Attribute
         if attribute.attr.value in BREAKING_METHODS:
             return True
     for call in all_nodes(node, cst.Call):
-        assert isinstance(call, cst.Call)
-        if isinstance(call.func, cst.Name) and call.func.value in BREAKING_FUNCTIONS:
+        assert type(call) is cst.Call
+        if type(call.func) is cst.Name and call.func.value in BREAKING_FUNCTIONS:
             return True
     return False
 
@@ -237,43 +237,43 @@ class _BindingCollector(cst.CSTVisitor):
         self.found: list[Binding] = []
 
     def _targets(self, target: cst.BaseExpression, kind: str, statement: cst.CSTNode, value) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             self.found.append(Binding(target.value, kind, statement, value))
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
                 self._targets(element.value, kind, statement, value)
-        elif isinstance(target, cst.StarredElement):
+        elif type(target) is cst.StarredElement:
             self._targets(target.value, kind, statement, value)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if node is not self.root and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        if node is not self.root and type(node) in (cst.FunctionDef, cst.ClassDef):
             self.found.append(Binding(node.name.value, "def", node))
             return False
-        if node is not self.root and isinstance(node, cst.Lambda):
+        if node is not self.root and type(node) is cst.Lambda:
             return False
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             for target in node.targets:
                 self._targets(target.target, "assign", node, node.value)
-        elif isinstance(node, cst.AugAssign):
+        elif type(node) is cst.AugAssign:
             self._targets(node.target, "augassign", node, node.value)
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        elif type(node) is cst.AnnAssign and node.value is not None:
             self._targets(node.target, "annassign", node, node.value)
-        elif isinstance(node, cst.For):
+        elif type(node) is cst.For:
             self._targets(node.target, "for", node, node.iter)
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
+        elif type(node) is cst.WithItem and node.asname is not None:
             self._targets(node.asname.name, "with", node, node.item)
-        elif isinstance(node, cst.NamedExpr):
+        elif type(node) is cst.NamedExpr:
             self._targets(node.target, "walrus", node, node.value)
-        elif isinstance(node, cst.Del):
+        elif type(node) is cst.Del:
             self._targets(node.target, "del", node, None)
-        elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+        elif type(node) is cst.ExceptHandler and node.name is not None:
             self._targets(node.name.name, "with", node, None)
-        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+        elif type(node) in (cst.Import, cst.ImportFrom) and not type(node.names) is cst.ImportStar:
             for alias in node.names:
                 local = alias.asname.name if alias.asname is not None else alias.name
-                if isinstance(local, cst.Name):
+                if type(local) is cst.Name:
                     self.found.append(Binding(local.value, "import", node))
-                elif isinstance(local, cst.Attribute):
+                elif type(local) is cst.Attribute:
                     head = dotted_name(local)
                     if head:
                         self.found.append(Binding(head.split(".")[0], "import", node))
@@ -284,7 +284,7 @@ def declared_global(scope: cst.CSTNode, syntax: SyntaxIndex | None = None) -> se
     """Names a scope declares `global` or `nonlocal` (their bindings escape the scope)."""
     names: set[str] = set()
     for node in local_nodes(scope, (cst.Global, cst.Nonlocal), syntax):
-        assert isinstance(node, (cst.Global, cst.Nonlocal))
+        assert type(node) in (cst.Global, cst.Nonlocal)
         names.update(item.name.value for item in node.names)
     return names
 
@@ -295,10 +295,10 @@ def runs_every_iteration(node: cst.CSTNode, loop: cst.For | cst.While, parents: 
     for parent in ancestors(node, parents):
         if parent is loop:
             return child is loop.body
-        if isinstance(parent, (cst.If, cst.Try, cst.TryStar, cst.For, cst.While, cst.Match, cst.ExceptHandler,
-                               cst.Else, cst.Finally, cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        if type(parent) in (cst.If, cst.Try, cst.TryStar, cst.For, cst.While, cst.Match, cst.ExceptHandler,
+                               cst.Else, cst.Finally, cst.FunctionDef, cst.Lambda, cst.ClassDef):
             return False
-        if isinstance(parent, (cst.BooleanOperation, cst.IfExp, cst.CompFor)):
+        if type(parent) in (cst.BooleanOperation, cst.IfExp, cst.CompFor):
             return False
         child = parent
     return False
@@ -307,9 +307,9 @@ def runs_every_iteration(node: cst.CSTNode, loop: cst.For | cst.While, parents: 
 def statement_line(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.SimpleStatementLine | None:
     """The `SimpleStatementLine` holding `node` when that line sits in an indented block or the module."""
     for parent in ancestors(node, parents):
-        if isinstance(parent, cst.SimpleStatementLine):
+        if type(parent) is cst.SimpleStatementLine:
             holder = parents.get(id(parent))
-            return parent if isinstance(holder, (cst.IndentedBlock, cst.Module)) else None
+            return parent if type(holder) in (cst.IndentedBlock, cst.Module) else None
         if isinstance(parent, (cst.BaseCompoundStatement, cst.SimpleStatementSuite)):
             return None
     return None
@@ -317,7 +317,7 @@ def statement_line(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.Si
 
 def expression_statement_call(line: cst.SimpleStatementLine) -> cst.Call | None:
     """The call of a line that is exactly one call statement (`opt.step()`), else None."""
-    if len(line.body) == 1 and isinstance(line.body[0], cst.Expr) and isinstance(line.body[0].value, cst.Call):
+    if len(line.body) == 1 and type(line.body[0]) is cst.Expr and type(line.body[0].value) is cst.Call:
         return line.body[0].value
     return None
 
@@ -325,7 +325,7 @@ def expression_statement_call(line: cst.SimpleStatementLine) -> cst.Call | None:
 def block_statements(line: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> list[cst.CSTNode]:
     """The statements of the block (indented block or module) that holds `line`."""
     holder = parents.get(id(line))
-    if isinstance(holder, (cst.IndentedBlock, cst.Module)):
+    if type(holder) in (cst.IndentedBlock, cst.Module):
         return list(holder.body)
     return []
 

@@ -100,7 +100,7 @@ class SemanticModel:
           model, an `nn.Module` annotation) says model; a certain other role (an
           optimizer, a loader, a loss value) says no.
         Anything else is UNKNOWN."""
-        if isinstance(value, cst.Call):
+        if type(value) is cst.Call:
             return self._constructs_module(value)
         name = dotted_name(value)
         if name is None:
@@ -109,7 +109,7 @@ class SemanticModel:
             return Answer.YES
         graph = self.call_graph
         function = graph.instances.scope_of(statement) if graph.instances is not None else None
-        if isinstance(value, cst.Name) and graph.instances is not None:
+        if type(value) is cst.Name and graph.instances is not None:
             class_name = graph.instances.class_of(value.value, statement)
             if class_name is not None:
                 return self.module_classes.get(class_name, Answer.UNKNOWN)

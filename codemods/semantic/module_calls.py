@@ -135,7 +135,7 @@ class ModelCalls:
 
     def is_model_call(self, node: cst.Call) -> bool:
         """Does this call run a model's forward (or, with `methods`, a model's own method)?"""
-        if isinstance(node.func, cst.Subscript):  # `self.blocks[i](h)`
+        if type(node.func) is cst.Subscript:  # `self.blocks[i](h)`
             return dotted_name(node.func.value) in self.scope.module_values
         if not self.only_receivers and self.scope.returns_graph(node):
             return True
@@ -160,7 +160,7 @@ class ModelCalls:
         """`model.train_net()`, `agent.policy.learn(batch)`: a method of a model value whose
         code the caller could not follow may take gradients. nn.Module's own API, container
         methods and `forward` do not."""
-        if not isinstance(call.func, cst.Attribute):
+        if not type(call.func) is cst.Attribute:
             return False
         receiver, method = dotted_name(call.func.value), call.func.attr.value
         if method in MODULE_API_METHODS or method in CONTAINER_METHODS or method in FORWARD_METHODS:
@@ -235,7 +235,7 @@ class _ModelCallFinder(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.found or not self.calls.is_model_call(node):
             return
-        dropped_method = id(node) in self.dropped and isinstance(node.func, cst.Attribute)
+        dropped_method = id(node) in self.dropped and type(node.func) is cst.Attribute
         if dropped_method and node.func.attr.value not in FORWARD_METHODS:
             plain = ModelCalls(self.calls.scope, self.calls.imports, self.calls.only_receivers, methods=False)
             if not plain.is_model_call(node):
@@ -247,10 +247,10 @@ class _ModelCallFinder(cst.CSTVisitor):
 def update_eval_state(statement: cst.SimpleStatementLine, receivers: set[str]) -> None:
     """`model.eval()` / `model.train(False)` put `model` in eval mode; `model.train()` ends it."""
     for small in statement.body:
-        if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+        if not type(small) is cst.Expr or not type(small.value) is cst.Call:
             continue
         call = small.value
-        if not isinstance(call.func, cst.Attribute):
+        if not type(call.func) is cst.Attribute:
             continue
         receiver = dotted_name(call.func.value)
         if receiver is None:
@@ -259,7 +259,7 @@ def update_eval_state(statement: cst.SimpleStatementLine, receivers: set[str]) -
         if method == "eval" and not call.args:
             receivers.add(receiver)
         elif method == "train":
-            if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == "False":
+            if call.args and type(call.args[0].value) is cst.Name and call.args[0].value.value == "False":
                 receivers.add(receiver)
             else:
                 receivers.discard(receiver)
@@ -271,7 +271,7 @@ def method_receivers(node: cst.CSTNode, method: str, syntax: SyntaxIndex | None 
     return {
         receiver
         for call in (syntax.find if syntax is not None else find_all)(node, cst.Call)
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == method  # type: ignore[attr-defined]
+        if type(call.func) is cst.Attribute and call.func.attr.value == method  # type: ignore[attr-defined]
         and (receiver := dotted_name(call.func.value)) is not None  # type: ignore[attr-defined]
     }
 
@@ -279,7 +279,7 @@ def method_receivers(node: cst.CSTNode, method: str, syntax: SyntaxIndex | None 
 def calls_method(node: cst.CSTNode, method: str, syntax: SyntaxIndex | None = None) -> bool:
     """Is `.<method>(...)` called anywhere in `node`? (read off `syntax` when given)"""
     return any(
-        isinstance(call.func, cst.Attribute) and call.func.attr.value == method  # type: ignore[attr-defined]
+        type(call.func) is cst.Attribute and call.func.attr.value == method  # type: ignore[attr-defined]
         for call in (syntax.find if syntax is not None else find_all)(node, cst.Call)
     )
 
@@ -287,8 +287,8 @@ def calls_method(node: cst.CSTNode, method: str, syntax: SyntaxIndex | None = No
 def hands_model_away(function: cst.FunctionDef, calls: ModelCalls, same_file: Callable[[str], bool]) -> bool:
     """Is a model (or `self` in a module) passed to a call outside this file's functions
     (`trainer.fit(model)`, `torch.onnx.export(model, ...)`), which may train it?"""
-    for call in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef))):
-        if not isinstance(call, cst.Call):
+    for call in iter_descendants(function.body, prune=lambda n: type(n) in (cst.FunctionDef, cst.ClassDef)):
+        if not type(call) is cst.Call:
             continue
         name = dotted_name(call.func)
         if name is not None and same_file(name):

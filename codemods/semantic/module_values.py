@@ -21,7 +21,7 @@ from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants
 
 
 def _nested_scope(node: cst.CSTNode) -> bool:
-    return isinstance(node, (cst.FunctionDef, cst.ClassDef))
+    return type(node) in (cst.FunctionDef, cst.ClassDef)
 
 
 def module_attributes(
@@ -33,12 +33,12 @@ def module_attributes(
     (The class's nodes are read off the file's index `syntax` when given.)"""
     find = syntax.find if syntax is not None else find_all
     found: set[str] = set()
-    inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
+    inits = [s for s in node.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"]
     assignments = (cst.Assign, cst.AugAssign, cst.AnnAssign)
     for statement in (n for init in inits for n in find(init.body, assignments, skip=(cst.FunctionDef, cst.ClassDef))):
         if statement.value is None:  # type: ignore[attr-defined]
             continue
-        targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+        targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]
         names = [dotted_name(target) for target in targets]
         attributes = [name for name in names if name is not None and name.startswith("self.") and name.count(".") == 1]
         if attributes and builds_module(statement.value, module_classes, imports):
@@ -56,10 +56,10 @@ def _mode_switched_containers(node: cst.ClassDef, find: Callable[..., list[cst.C
     generator and discriminator, though it is built by code this file does not show."""
     found: set[str] = set()
     for call in find(node.body, cst.Call):
-        if not isinstance(call.func, cst.Attribute):  # type: ignore[attr-defined]
+        if not type(call.func) is cst.Attribute:  # type: ignore[attr-defined]
             continue
         item = call.func.value
-        if call.func.attr.value in _MODE_METHODS and isinstance(item, cst.Subscript):
+        if call.func.attr.value in _MODE_METHODS and type(item) is cst.Subscript:
             name = dotted_name(item.value)
             if name is not None and name.startswith("self.") and name.count(".") == 1:
                 found.add(name)
@@ -69,12 +69,12 @@ def _mode_switched_containers(node: cst.ClassDef, find: Callable[..., list[cst.C
 def builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:
     """Does `value` construct a module (`torch.nn.X(...)` but not a Parameter, or a module class of the file)?"""
     for call in iter_descendants(value):
-        if not isinstance(call, cst.Call):
+        if not type(call) is cst.Call:
             continue
         qualified = imports.qualified_name(call.func)
         if qualified is not None and module_class_name(qualified) is Answer.YES:
             return True
-        if isinstance(call.func, cst.Name) and call.func.value in module_classes:
+        if type(call.func) is cst.Name and call.func.value in module_classes:
             return True
     return False
 
@@ -85,13 +85,13 @@ def module_loop_names(loops: list[cst.CSTNode], attributes: frozenset[str]) -> f
     if not attributes:
         return frozenset()
     for loop in loops:
-        assert isinstance(loop, (cst.For, cst.CompFor))
+        assert type(loop) in (cst.For, cst.CompFor)
         iterable, target = loop.iter, loop.target
-        if isinstance(iterable, cst.Call) and last_segment(iterable.func) == "enumerate" and iterable.args:
+        if type(iterable) is cst.Call and last_segment(iterable.func) == "enumerate" and iterable.args:
             iterable = iterable.args[0].value
-            if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            if type(target) is cst.Tuple and len(target.elements) == 2:
                 target = target.elements[1].value
-        if dotted_name(iterable) in attributes and isinstance(target, cst.Name):
+        if dotted_name(iterable) in attributes and type(target) is cst.Name:
             found.add(target.value)
     return frozenset(found)
 
@@ -101,16 +101,16 @@ def constant_attributes(node: cst.ClassDef) -> frozenset[str]:
     assigned only in `__init__`, from literals and `__init__`'s own parameters
     (`self.gama = gama`, `self.aux_loss = 0`). Reading one in a training step carries
     nothing from an earlier iteration into the graph."""
-    inits = [s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"]
+    inits = [s for s in node.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"]
     if not inits:
         return frozenset()
     parameters = {p.name.value for p in (*inits[0].params.posonly_params, *inits[0].params.params, *inits[0].params.kwonly_params)}
     constant: set[str] = set()
     changed: set[str] = set()
-    for method in (s for s in node.body.body if isinstance(s, cst.FunctionDef)):
+    for method in (s for s in node.body.body if type(s) is cst.FunctionDef):
         for statement in iter_descendants(method.body):
             for target, value in _self_assignments(statement):
-                if method is inits[0] and isinstance(statement, cst.Assign) and plain_value(value, parameters):
+                if method is inits[0] and type(statement) is cst.Assign and plain_value(value, parameters):
                     constant.add(target)
                 else:
                     changed.add(target)
@@ -119,35 +119,35 @@ def constant_attributes(node: cst.ClassDef) -> frozenset[str]:
 
 def _self_assignments(statement: cst.CSTNode) -> list[tuple[str, cst.BaseExpression | None]]:
     """(X, value) for each `self.X` (or an item of it) that `statement` writes."""
-    if isinstance(statement, cst.Assign):
+    if type(statement) is cst.Assign:
         targets = [t.target for t in statement.targets]
-    elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+    elif type(statement) in (cst.AugAssign, cst.AnnAssign):
         targets = [statement.target]
     else:
         return []
     found = []
     for target in targets:
-        whole = isinstance(target, cst.Attribute)
-        while isinstance(target, cst.Subscript) or (isinstance(target, cst.Attribute) and not _on_self(target)):
+        whole = type(target) is cst.Attribute
+        while type(target) is cst.Subscript or (type(target) is cst.Attribute and not _on_self(target)):
             target, whole = target.value, False
-        if isinstance(target, cst.Attribute) and _on_self(target):
+        if type(target) is cst.Attribute and _on_self(target):
             found.append((target.attr.value, statement.value if whole else None))
     return found
 
 
 def _on_self(node: cst.Attribute) -> bool:
-    return isinstance(node.value, cst.Name) and node.value.value == "self"
+    return type(node.value) is cst.Name and node.value.value == "self"
 
 
 def plain_value(value: cst.BaseExpression | None, parameters: set[str]) -> bool:
     """A literal, one of `parameters`, or arithmetic of those: a value that holds no graph."""
-    if isinstance(value, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+    if type(value) in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString):
         return True
-    if isinstance(value, cst.Name):
+    if type(value) is cst.Name:
         return value.value in parameters or value.value in {"True", "False", "None"}
-    if isinstance(value, cst.UnaryOperation):
+    if type(value) is cst.UnaryOperation:
         return plain_value(value.expression, parameters)
-    if isinstance(value, cst.BinaryOperation):
+    if type(value) is cst.BinaryOperation:
         return plain_value(value.left, parameters) and plain_value(value.right, parameters)
     return False
 
@@ -157,20 +157,20 @@ def starred_list(call: cst.Call, scope: cst.CSTNode) -> list[cst.BaseExpression]
     `scope` (a function or the module) and only ever grown at its end (`append`,
     `extend`, `+=`): [a, b, c], whose neighbours stay neighbours. None otherwise."""
     starred = [a for a in call.args if a.star == "*"]
-    if len(call.args) != 1 or len(starred) != 1 or not isinstance(starred[0].value, cst.Name):
+    if len(call.args) != 1 or len(starred) != 1 or not type(starred[0].value) is cst.Name:
         return None
     name = starred[0].value.value
     literal: cst.List | None = None
     for node in iter_descendants(scope, prune=lambda n: n is not scope and _nested_scope(n)):
-        if isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets):
-            if literal is not None or not isinstance(node.value, cst.List):
+        if type(node) is cst.Assign and any(type(t.target) is cst.Name and t.target.value == name for t in node.targets):
+            if literal is not None or not type(node.value) is cst.List:
                 return None
             literal = node.value
-        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == name:
+        elif type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == name:
             if node.attr.value not in {"append", "extend"}:
                 return None  # insert, reverse, sort, pop: order changes
-        elif isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
+        elif type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value == name:
             return None  # `layers[i] = ...` may replace one
-    if literal is None or any(not isinstance(e, cst.Element) for e in literal.elements):
+    if literal is None or any(not type(e) is cst.Element for e in literal.elements):
         return None
     return [element.value for element in literal.elements]

@@ -49,7 +49,7 @@ def module_classes(module: cst.Module, imports: ImportIndex, syntax: SyntaxIndex
     classes = syntax.find(module, cst.ClassDef) if syntax is not None else find_all(module, cst.ClassDef)
     answers: dict[str, Answer] = {}
     for node in classes:
-        assert isinstance(node, cst.ClassDef)
+        assert type(node) is cst.ClassDef
         answers[node.name.value] = class_is_module(node, imports, answers)
     return answers
 
@@ -62,14 +62,14 @@ def module_class_names(answers: Mapping[str, Answer]) -> frozenset[str]:
 def _acts_as_module(node: cst.ClassDef) -> bool:
     """The class's own code is an `nn.Module`'s: it defines `forward`, or calls a method
     only a module has on `self`."""
-    if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in node.body.body):
+    if any(type(s) is cst.FunctionDef and s.name.value == "forward" for s in node.body.body):
         return True
     for call in find_all(node.body, cst.Call):
         func = call.func  # type: ignore[attr-defined]
         if (
-            isinstance(func, cst.Attribute)
+            type(func) is cst.Attribute
             and func.attr.value in MODULE_ONLY_METHODS
-            and isinstance(func.value, cst.Name)
+            and type(func.value) is cst.Name
             and func.value.value == "self"
         ):
             return True

@@ -82,12 +82,12 @@ class NoGraph:
         return answer
 
     def _name(self, name: str, scope: cst.FunctionDef | cst.Module, trusted: frozenset[str]) -> bool:
-        if isinstance(scope, cst.FunctionDef) and name in declared_global(scope):
+        if type(scope) is cst.FunctionDef and name in declared_global(scope):
             return self.name(name, self.module)
         if name in self._mutated_in(scope):
             return False  # `prev.add_(out)`, `prev[0] = out`: a graph can enter in place
         found = self._scope_bindings(scope).get(name, [])
-        if isinstance(scope, cst.Module):
+        if type(scope) is cst.Module:
             return bool(found) and name not in self._globals_declared() and self._bindings_free(found, scope, trusted)
         if name in _param_names(scope):
             return self._param(name, scope) and self._bindings_free(found, scope, trusted)
@@ -99,7 +99,7 @@ class NoGraph:
         for binding in found:
             if binding.value is None or binding.kind not in {"assign", "annassign", "augassign"}:
                 return False
-            if isinstance(binding.value, (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp)):
+            if type(binding.value) in (cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp, cst.SetComp):
                 return False  # a container that later code may fill with anything
             value = _bound_part(binding)
             if value is None:
@@ -115,28 +115,28 @@ class NoGraph:
         element it receives holds no graph where that `return` stands (`return s, a, h_lst[0]`
         after `s, a = torch.tensor(s_lst), torch.tensor(a_lst)`)."""
         statement, call = binding.statement, binding.value
-        if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 or not isinstance(call, cst.Call):
+        if not type(statement) is cst.Assign or len(statement.targets) != 1 or not type(call) is cst.Call:
             return False
         target = statement.targets[0].target
-        if not isinstance(target, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in target.elements):
+        if not type(target) in (cst.Tuple, cst.List) or any(type(e) is cst.StarredElement for e in target.elements):
             return False
-        names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+        names = [e.value.value if type(e.value) is cst.Name else None for e in target.elements]
         name = dotted_name(call.func)
         if binding.name not in names or name is None or any(arg.star for arg in call.args):
             return False
         if "." in name and not name.startswith(("self.", "cls.")):
             return False  # `obj.method()`: which class's method runs is not known
-        caller = self.graph.facts(scope) if isinstance(scope, cst.FunctionDef) else None
+        caller = self.graph.facts(scope) if type(scope) is cst.FunctionDef else None
         callee = self.graph.callee(name, caller.class_name if caller else None)
         returned = self.graph.returned_values(name, caller.class_name if caller else None)
         if callee is None or returned is None:
             return False
         index = names.index(binding.name)
         for value in returned:
-            if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(names):
+            if not type(value) in (cst.Tuple, cst.List) or len(value.elements) != len(names):
                 return False
             element = value.elements[index]
-            if isinstance(element, cst.StarredElement) or not self._free_at_return(element.value, value, callee.node):
+            if type(element) is cst.StarredElement or not self._free_at_return(element.value, value, callee.node):
                 return False
         return True
 
@@ -145,18 +145,18 @@ class NoGraph:
         body, not nested), hold no graph? A name there holds what the nearest statement
         before the `return` that binds it made, when that is a plain assignment; elsewhere
         every binding in the function counts (`name`)."""
-        if not isinstance(element, cst.Name) or element.value in self._mutated_in(function):
+        if not type(element) is cst.Name or element.value in self._mutated_in(function):
             return self.expression(element, function)
-        body = function.body.body if isinstance(function.body, cst.IndentedBlock) else []
-        at = next((i for i, statement in enumerate(body) if isinstance(statement, cst.SimpleStatementLine)
-                   and any(isinstance(small, cst.Return) and small.value is returned for small in statement.body)), None)
+        body = function.body.body if type(function.body) is cst.IndentedBlock else []
+        at = next((i for i, statement in enumerate(body) if type(statement) is cst.SimpleStatementLine
+                   and any(type(small) is cst.Return and small.value is returned for small in statement.body)), None)
         if at is None:
             return self.expression(element, function)
         for statement in reversed(body[:at]):
             found = [b for b in bindings(statement) if b.name == element.value]
             if not found:
                 continue
-            if not isinstance(statement, cst.SimpleStatementLine) or len(found) != 1 or found[0].kind != "assign":
+            if not type(statement) is cst.SimpleStatementLine or len(found) != 1 or found[0].kind != "assign":
                 break
             part = _bound_part(found[0])
             return part is not None and self.expression(part, function)
@@ -190,12 +190,12 @@ class NoGraph:
         def free(child: cst.BaseExpression) -> bool:
             return self.expression(child, scope, trusted)
 
-        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
-                             cst.FormattedString, cst.Comparison)):
+        if type(node) in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+                             cst.FormattedString, cst.Comparison):
             return True
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             return self.name(node.value, scope, trusted)
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             if node.attr.value == "data" or node.attr.value in METADATA_ATTRIBUTES:
                 return True
             if (self.imports.qualified_name(node) or "").startswith("torch."):
@@ -203,20 +203,20 @@ class NoGraph:
             if node.attr.value == "indices" and _pair_call(node.value, self.imports):
                 return True
             return not _is_self(node.value) and free(node.value)
-        if isinstance(node, cst.Subscript):
+        if type(node) is cst.Subscript:
             if _pair_call(node.value, self.imports) and _second_item(node):
                 return True
             return free(node.value)
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             return self._call(node, scope, free)
-        if isinstance(node, cst.UnaryOperation):
-            return isinstance(node.operator, cst.Not) or free(node.expression)
-        if isinstance(node, (cst.BinaryOperation, cst.BooleanOperation)):
+        if type(node) is cst.UnaryOperation:
+            return type(node.operator) is cst.Not or free(node.expression)
+        if type(node) in (cst.BinaryOperation, cst.BooleanOperation):
             return free(node.left) and free(node.right)
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             return free(node.body) and free(node.orelse)
-        if isinstance(node, (cst.Tuple, cst.List)):
-            return all(not isinstance(e, cst.StarredElement) and free(e.value) for e in node.elements)
+        if type(node) in (cst.Tuple, cst.List):
+            return all(not type(e) is cst.StarredElement and free(e.value) for e in node.elements)
         return False
 
     def _call(self, call: cst.Call, scope: cst.FunctionDef | cst.Module, free) -> bool:  # type: ignore[no-untyped-def]
@@ -233,7 +233,7 @@ class NoGraph:
             plain = qualified.startswith("torch.") and not qualified.startswith(_NOT_PLAIN)
             kept = call.args[:1] if qualified.rsplit(".", 1)[-1] in CONVERSIONS else call.args
             return plain and bool(call.args) and all(free(arg.value) for arg in kept)
-        if isinstance(call.func, cst.Attribute):
+        if type(call.func) is cst.Attribute:
             method = call.func.attr.value
             if method in CUTTING_METHODS:
                 return True
@@ -250,9 +250,9 @@ class NoGraph:
         name = dotted_name(call.func)
         if name is None or ("." in name and not name.startswith(("self.", "cls."))):
             return False  # `obj.method()`: which class's method runs is not known
-        if "." not in name and (name in self._scope_bindings(scope) or (isinstance(scope, cst.FunctionDef) and name in _param_names(scope))):
+        if "." not in name and (name in self._scope_bindings(scope) or (type(scope) is cst.FunctionDef and name in _param_names(scope))):
             return False  # a local or a parameter of that name, not the file's function
-        caller = self.graph.facts(scope) if isinstance(scope, cst.FunctionDef) else None
+        caller = self.graph.facts(scope) if type(scope) is cst.FunctionDef else None
         callee = self.graph.callee(name, caller.class_name if caller else None)
         returned = self.graph.returned_values(name, caller.class_name if caller else None)
         if callee is None or returned is None:
@@ -267,7 +267,7 @@ class NoGraph:
                 table.setdefault(binding.name, []).append(binding)
             # comprehension targets and lambda parameters shadow a name where a call reads it
             for node in all_nodes(scope, (cst.CompFor, cst.Lambda)):
-                targets = [node.target] if isinstance(node, cst.CompFor) else [p.name for p in node.params.params]  # type: ignore[union-attr]
+                targets = [node.target] if type(node) is cst.CompFor else [p.name for p in node.params.params]  # type: ignore[union-attr]
                 for target in targets:
                     for name in all_nodes(target, cst.Name):
                         table.setdefault(name.value, []).append(Binding(name.value, "comprehension", node))  # type: ignore[union-attr]
@@ -304,7 +304,7 @@ class NoGraph:
         if self._declared_global is None:
             self._declared_global = set()
             for node in all_nodes(self.module, cst.Global):
-                assert isinstance(node, cst.Global)
+                assert type(node) is cst.Global
                 self._declared_global.update(item.name.value for item in node.names)
         return self._declared_global
 
@@ -314,16 +314,16 @@ _DEFAULT = cst.Name("__default__")
 
 def _top_level_defs(module: cst.Module) -> Iterator[cst.FunctionDef]:
     for statement in module.body:
-        if isinstance(statement, cst.FunctionDef):
+        if type(statement) is cst.FunctionDef:
             yield statement
-        elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
-            yield from (s for s in statement.body.body if isinstance(s, cst.FunctionDef))
+        elif type(statement) is cst.ClassDef and type(statement.body) is cst.IndentedBlock:
+            yield from (s for s in statement.body.body if type(s) is cst.FunctionDef)
 
 
 def _param_names(function: cst.FunctionDef) -> set[str]:
     params = function.params
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    every += [p for p in (params.star_arg, params.star_kwarg) if type(p) is cst.Param]
     return {p.name.value for p in every}
 
 
@@ -332,7 +332,7 @@ def _argument_for(name: str, function: cst.FunctionDef, facts: FunctionFacts, ca
     default), None when it cannot tell (`*args`, a `**kwargs` parameter, a starred
     argument: see `bound_arguments`)."""
     params = function.params
-    if any(isinstance(p, cst.Param) and p.name.value == name for p in (params.star_arg, params.star_kwarg)):
+    if any(type(p) is cst.Param and p.name.value == name for p in (params.star_arg, params.star_kwarg)):
         return None
     bound = bound_arguments(facts, call)
     if bound is None:
@@ -352,12 +352,12 @@ def _mutated_roots(scope: cst.CSTNode, imports: ImportIndex) -> set[str]:
     """Root names of in-place changes in `scope` whose new contents are not constants."""
     roots: set[str] = set()
     for call in all_nodes(scope, cst.Call):
-        assert isinstance(call, cst.Call)
+        assert type(call) is cst.Call
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "out":
                 roots |= _root_names(arg.value)
         func = call.func
-        if not isinstance(func, cst.Attribute) or imports.qualified_name(func) is not None or _through_cut(func.value):
+        if not type(func) is cst.Attribute or imports.qualified_name(func) is not None or _through_cut(func.value):
             continue
         method = func.attr.value
         if method == "requires_grad_":  # no value changes, but the tensor now takes a graph
@@ -369,19 +369,19 @@ def _mutated_roots(scope: cst.CSTNode, imports: ImportIndex) -> set[str]:
         if not all(_constant(arg.value) for arg in values):
             roots |= _root_names(func.value)
     for node in all_nodes(scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
+        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
         for target in targets:
-            if isinstance(target, (cst.Subscript, cst.Attribute)) and not _through_cut(target):
+            if type(target) in (cst.Subscript, cst.Attribute) and not _through_cut(target):
                 constant = node.value is not None and _constant(node.value)  # type: ignore[union-attr]
-                if not constant or (isinstance(target, cst.Attribute) and target.attr.value == "requires_grad"):
+                if not constant or (type(target) is cst.Attribute and target.attr.value == "requires_grad"):
                     roots |= _root_names(target) - {"self", "cls"}
     return roots
 
 
 def _root_names(node: cst.BaseExpression) -> set[str]:
-    while isinstance(node, (cst.Attribute, cst.Subscript)) or (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
-        node = node.func.value if isinstance(node, cst.Call) else node.value  # type: ignore[union-attr]
-    return {node.value} if isinstance(node, cst.Name) else set()
+    while type(node) in (cst.Attribute, cst.Subscript) or (type(node) is cst.Call and type(node.func) is cst.Attribute):
+        node = node.func.value if type(node) is cst.Call else node.value  # type: ignore[union-attr]
+    return {node.value} if type(node) is cst.Name else set()
 
 
 def _alias_root(value: cst.BaseExpression) -> str | None:
@@ -395,13 +395,13 @@ def _alias_root(value: cst.BaseExpression) -> str | None:
 def _through_cut(node: cst.BaseExpression) -> bool:
     """`x.data.add_()`, `x.detach()[0] = y`: a change of a detached alias, not of `x`'s graph."""
     while True:
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             if node.attr.value == "data":
                 return True
             node = node.value
-        elif isinstance(node, cst.Subscript):
+        elif type(node) is cst.Subscript:
             node = node.value
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        elif type(node) is cst.Call and type(node.func) is cst.Attribute:
             if node.func.attr.value == "detach":
                 return True
             node = node.func.value
@@ -410,23 +410,23 @@ def _through_cut(node: cst.BaseExpression) -> bool:
 
 
 def _constant(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.UnaryOperation):
+    if type(node) is cst.UnaryOperation:
         return _constant(node.expression)
-    return isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)) or (
-        isinstance(node, cst.Name) and node.value in {"True", "False", "None"}
+    return type(node) in (cst.Integer, cst.Float, cst.Imaginary) or (
+        type(node) is cst.Name and node.value in {"True", "False", "None"}
     )
 
 
 def _is_self(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value in {"self", "cls"}
+    return type(node) is cst.Name and node.value in {"self", "cls"}
 
 
 def _second_item(node: cst.Subscript) -> bool:
     """`pair[1]`: the indices of a `(values, indices)` pair."""
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+    if len(node.slice) != 1 or not type(node.slice[0].slice) is cst.Index:
         return False
     index = node.slice[0].slice.value
-    return isinstance(index, cst.Integer) and index.value == "1"
+    return type(index) is cst.Integer and index.value == "1"
 
 
 def _bound_part(binding: Binding) -> cst.BaseExpression | None:
@@ -435,17 +435,17 @@ def _bound_part(binding: Binding) -> cst.BaseExpression | None:
     when the name is one element unpacked from a call (`_, idx = x.topk(1)`)."""
     statement, value = binding.statement, binding.value
     assert value is not None
-    if isinstance(binding.statement, cst.AugAssign):
+    if type(binding.statement) is cst.AugAssign:
         return cst.BinaryOperation(left=cst.Name(binding.name), operator=cst.Add(), right=value)
-    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]  # type: ignore[attr-defined]
+    targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
     for target in targets:
-        if isinstance(target, cst.Name) and target.value == binding.name:
+        if type(target) is cst.Name and target.value == binding.name:
             return value
-        if isinstance(target, (cst.Tuple, cst.List)):
-            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
-            if binding.name not in names or any(isinstance(e, cst.StarredElement) for e in target.elements):
+        if type(target) in (cst.Tuple, cst.List):
+            names = [e.value.value if type(e.value) is cst.Name else None for e in target.elements]
+            if binding.name not in names or any(type(e) is cst.StarredElement for e in target.elements):
                 continue
-            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(names):
+            if type(value) in (cst.Tuple, cst.List) and len(value.elements) == len(names):
                 return value.elements[names.index(binding.name)].value
             return None
     return value
@@ -454,26 +454,26 @@ def _bound_part(binding: Binding) -> cst.BaseExpression | None:
 def _index_of_pair(binding: Binding, imports: ImportIndex) -> bool:
     """`values, indices = x.topk(k)`: `binding` binds the second of the pair."""
     statement = binding.statement
-    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+    if not type(statement) is cst.Assign or len(statement.targets) != 1:
         return False
     target = statement.targets[0].target
-    if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != 2:
+    if not type(target) in (cst.Tuple, cst.List) or len(target.elements) != 2:
         return False
     second = target.elements[1].value
-    return isinstance(second, cst.Name) and second.value == binding.name and _pair_call(statement.value, imports)
+    return type(second) is cst.Name and second.value == binding.name and _pair_call(statement.value, imports)
 
 
 def _pair_call(node: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`torch.topk(x, k)`, `x.max(dim=1)`, `x.max(1)`: a call returning `(values, indices)`
     (`torch.max(a, b)` is an elementwise maximum, not a pair)."""
-    if not isinstance(node, cst.Call) or any(arg.star for arg in node.args):
+    if not type(node) is cst.Call or any(arg.star for arg in node.args):
         return False
     qualified = imports.qualified_name(node.func)
     if qualified is not None:
         if not qualified.startswith("torch."):
             return False
         method, given = qualified.rsplit(".", 1)[-1], node.args[1:]
-    elif isinstance(node.func, cst.Attribute):
+    elif type(node.func) is cst.Attribute:
         method, given = node.func.attr.value, node.args
     else:
         return False
@@ -483,4 +483,4 @@ def _pair_call(node: cst.BaseExpression, imports: ImportIndex) -> bool:
         return False
     if any(arg.keyword is not None and arg.keyword.value == "dim" for arg in given):
         return True
-    return bool(given) and given[0].keyword is None and isinstance(given[0].value, (cst.Integer, cst.UnaryOperation))
+    return bool(given) and given[0].keyword is None and type(given[0].value) in (cst.Integer, cst.UnaryOperation)

@@ -99,11 +99,11 @@ def roles_in(
     """
     file = module if module is not None else scope
     if classes is None:
-        classes = nn_module_classes(file, imports) if isinstance(file, cst.Module) else {}
+        classes = nn_module_classes(file, imports) if type(file) is cst.Module else {}
     collector = _Collector(imports, vocabulary, module_class_names(classes), syntax)
-    if isinstance(scope, cst.FunctionDef):
+    if type(scope) is cst.FunctionDef:
         collector.parameters(scope.params)
-    collector.collect(scope.body if not isinstance(scope, cst.Module) else scope, isinstance(scope, cst.ClassDef))
+    collector.collect(scope.body if not type(scope) is cst.Module else scope, type(scope) is cst.ClassDef)
     return collector.decisions()
 
 
@@ -111,7 +111,7 @@ def scope_roles(context: "RuleContext", scope: cst.CSTNode) -> dict[str, RoleDec
     """`roles_in` for a function, class or module scope of the context's file, with the
     project's vocabulary, computed once per scope and shared by every rule; other scopes
     (a lambda) have no decisions."""
-    if not isinstance(scope, (cst.Module, cst.ClassDef, cst.FunctionDef)):
+    if not type(scope) in (cst.Module, cst.ClassDef, cst.FunctionDef):
         return {}
     return context.semantic.roles_in(scope)
 
@@ -207,7 +207,7 @@ class _Collector:
             self.add(name, _BINDING, found[0], found[1])
 
     def called(self, call: cst.Call) -> None:
-        if not isinstance(call.func, cst.Attribute):
+        if not type(call.func) is cst.Attribute:
             return
         receiver = dotted_name(call.func.value)
         if receiver is None or self.imports.qualified_name(call.func.value) is not None:
@@ -217,14 +217,14 @@ class _Collector:
         self.mention(receiver)
         if method == "backward" and not any(argument.keyword is None for argument in call.args):
             self.add(receiver, _USE, Role.LOSS, ".backward() is called on it")
-        elif method == "backward" and call.args and isinstance(call.args[0].value, (cst.Name, cst.Attribute)):
+        elif method == "backward" and call.args and type(call.args[0].value) in (cst.Name, cst.Attribute):
             loss = dotted_name(call.args[0].value)
             if loss is not None:
                 self.add(loss, _USE, Role.LOSS, f"{receiver}.backward() runs its backward")
 
     # -- what a value is --------------------------------------------------------------
     def value_role(self, value: cst.BaseExpression) -> tuple[Role, str] | None:
-        if isinstance(value, cst.Call):
+        if type(value) is cst.Call:
             return self.call_role(value)
         qualified = self.imports.qualified_name(value)
         if qualified is not None and is_functional_loss(qualified):
@@ -245,10 +245,10 @@ class _Collector:
             role = _constructed(qualified)
             if role is not None:
                 return role, f"built by {qualified}"
-        if isinstance(call.func, cst.Name) and call.func.value in self.classes:
+        if type(call.func) is cst.Name and call.func.value in self.classes:
             role = Role.CRITERION if call.func.value.endswith("Loss") else Role.MODEL
             return role, f"an instance of the nn.Module subclass {call.func.value}"
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SAME_VALUE_METHODS:
+        if type(call.func) is cst.Attribute and call.func.attr.value in _SAME_VALUE_METHODS:
             return self.value_role(call.func.value)
         callee = dotted_name(call.func)
         if callee is not None and callee in self.evidence and self.binding_role(callee) is Role.CRITERION:
@@ -260,14 +260,14 @@ class _Collector:
         return next(iter(roles)) if len(roles) == 1 else None
 
     def annotation_role(self, annotation: cst.BaseExpression) -> Role | None:
-        if isinstance(annotation, cst.Subscript) and last_segment(annotation.value) == "Optional" and annotation.slice:
+        if type(annotation) is cst.Subscript and last_segment(annotation.value) == "Optional" and annotation.slice:
             element = annotation.slice[0].slice
-            return self.annotation_role(element.value) if isinstance(element, cst.Index) else None
+            return self.annotation_role(element.value) if type(element) is cst.Index else None
         qualified = self.imports.qualified_name(annotation)
         configured = self.vocabulary.object_role(qualified)
         if configured is not None:
             return configured
-        if isinstance(annotation, cst.Name) and annotation.value in self.classes:
+        if type(annotation) is cst.Name and annotation.value in self.classes:
             return Role.CRITERION if annotation.value.endswith("Loss") else Role.MODEL
         return _constructed(qualified) if qualified is not None else None
 
@@ -326,6 +326,6 @@ def is_functional_loss(qualified: str) -> bool:
 
 def iterated_name(iterable: cst.BaseExpression) -> str | None:
     """`loader` in `for b in loader`, `enumerate(tqdm(loader))`; None for anything else."""
-    while isinstance(iterable, cst.Call) and last_segment(iterable.func) in WRAPPING_ITERATORS and iterable.args:
+    while type(iterable) is cst.Call and last_segment(iterable.func) in WRAPPING_ITERATORS and iterable.args:
         iterable = iterable.args[0].value
-    return dotted_name(iterable) if isinstance(iterable, (cst.Name, cst.Attribute)) else None
+    return dotted_name(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None

@@ -61,7 +61,7 @@ def backward_tensor_names(backward: cst.FunctionDef, one_element_slots: frozense
     params = [*backward.params.posonly_params, *backward.params.params]
     names = {p.name.value for p in params[1:]}
     for node in iter_descendants(backward.body):
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             if _saved_tensors(node.value):
                 for target in node.targets:
                     names |= _saved_names(target.target, node.value, one_element_slots)
@@ -73,9 +73,9 @@ def backward_tensor_names(backward: cst.FunctionDef, one_element_slots: frozense
 
 def _saved_names(target: cst.BaseExpression, value: cst.BaseExpression, slots: frozenset[int]) -> set[str]:
     """Names bound from `ctx.saved_tensors` (or `ctx.saved_tensors[i]`) but those at one-element slots."""
-    if isinstance(value, cst.Subscript):
+    if type(value) is cst.Subscript:
         return set() if subscript_index(value) in slots else assigned_names(target)
-    if isinstance(target, (cst.Tuple, cst.List)) and not any(isinstance(e, cst.StarredElement) for e in target.elements):
+    if type(target) in (cst.Tuple, cst.List) and not any(type(e) is cst.StarredElement for e in target.elements):
         kept = [assigned_names(e.value) for i, e in enumerate(target.elements) if i not in slots]
         return set().union(*kept)
     return assigned_names(target)
@@ -102,15 +102,15 @@ def _one_element(
     """A value built to hold exactly one element: a literal unit shape or one literal datum, or a cast of one."""
     if depth > 4:
         return False
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         bound = values.get(node.value, [])
         return bool(bound) and all(v is not None and _one_element(v, values, imports, depth + 1) for v in bound)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+    if type(node) is cst.UnaryOperation and type(node.operator) in (cst.Minus, cst.Plus):
         return _one_element(node.expression, values, imports, depth)
-    if not isinstance(node, cst.Call):
+    if not type(node) is cst.Call:
         return False
     qualified = imports.qualified_name(node.func)
-    if qualified is None and isinstance(node.func, cst.Attribute):
+    if qualified is None and type(node.func) is cst.Attribute:
         # a method on a value (not a `torch.` function): casts and copies keep the count
         method = node.func.attr.value
         return method in torch_api.ELEMENT_COUNT_PRESERVING_METHODS and _one_element(node.func.value, values, imports, depth)
@@ -120,37 +120,35 @@ def _one_element(
         return len(shape) >= 1 and all(_unit_shape(s) for s in shape)
     if qualified in torch_api.DATA_CONSTRUCTORS and len(positional) == 1:
         data = positional[0]
-        if isinstance(data, (cst.List, cst.Tuple)):
+        if type(data) in (cst.List, cst.Tuple):
             return len(data.elements) == 1 and _single_datum(data.elements[0])
-        return is_scalar_literal(data) and not isinstance(data, cst.Tuple)
+        return is_scalar_literal(data) and not type(data) is cst.Tuple
     return False
 
 
 def _unit_shape(node: cst.BaseExpression) -> bool:
     """`1`, `(1,)`, `[1, 1]`: a size of one element in all."""
-    if isinstance(node, cst.Integer):
+    if type(node) is cst.Integer:
         return node.evaluated_value == 1
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return all(not isinstance(e, cst.StarredElement) and _unit_shape(e.value) for e in node.elements)
+    if type(node) in (cst.Tuple, cst.List):
+        return all(not type(e) is cst.StarredElement and _unit_shape(e.value) for e in node.elements)
     return False
 
 
 def _single_datum(element: cst.BaseElement) -> bool:
     """The one element of `torch.tensor([e])` is one value: no nested display, no unpacking."""
-    return not isinstance(element, cst.StarredElement) and not isinstance(
-        element.value, (cst.List, cst.Tuple, cst.Set, cst.ListComp, cst.GeneratorExp, cst.SetComp)
-    )
+    return not type(element) is cst.StarredElement and not type(element.value) in (cst.List, cst.Tuple, cst.Set, cst.ListComp, cst.GeneratorExp, cst.SetComp)
 
 
 def names_in(node: cst.CSTNode) -> set[str]:
     """Every identifier read in `node` (a bare name included)."""
-    return {n.value for n in iter_descendants(node) if isinstance(n, cst.Name)}
+    return {n.value for n in iter_descendants(node) if type(n) is cst.Name}
 
 
 def _saved_tensors(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.Subscript):
+    if type(node) is cst.Subscript:
         node = node.value
-    return isinstance(node, cst.Attribute) and node.attr.value in ("saved_tensors", "saved_variables")
+    return type(node) is cst.Attribute and node.attr.value in ("saved_tensors", "saved_variables")
 
 
 #: tensor methods whose result keeps the operand's elements (a tensor of the same size or broadcast)
@@ -166,32 +164,32 @@ _REDUCTIONS = frozenset({"sum", "mean", "prod", "amax", "amin", "any", "all", "c
 def _tensor_expression(node: cst.BaseExpression) -> bool:
     """Arithmetic, an elementwise comparison, a method call that keeps a tensor a tensor, or a
     reduction along a dimension (not `.item()`, `.shape`, nor a reduction to one value)."""
-    if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation)):
+    if type(node) in (cst.BinaryOperation, cst.UnaryOperation):
         return True
-    if isinstance(node, cst.Comparison):
+    if type(node) is cst.Comparison:
         return all(isinstance(c.operator, _ORDERING) for c in node.comparisons) and not _compares_none(node)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    if type(node) is cst.Call and type(node.func) is cst.Attribute:
         method = node.func.attr.value
         if method in _REDUCTIONS:
             return any(a.keyword is None or a.keyword.value == "dim" for a in node.args if a.star == "")
         return method in _ELEMENTWISE
-    return isinstance(node, cst.Name)
+    return type(node) is cst.Name
 
 
 def _is_tensor(node: cst.BaseExpression, tensors: set[str], slots: frozenset[int] = frozenset()) -> bool:
     """A tensor name, `ctx.saved_tensors[i]` (not at a one-element slot), or arithmetic /
     a tensor-keeping method on one."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value in tensors
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         return _is_tensor(node.left, tensors, slots) or _is_tensor(node.right, tensors, slots)
-    if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
+    if type(node) is cst.UnaryOperation and not type(node.operator) is cst.Not:
         return _is_tensor(node.expression, tensors, slots)
-    if isinstance(node, cst.Comparison) and _tensor_expression(node) and not _compares_none(node):
+    if type(node) is cst.Comparison and _tensor_expression(node) and not _compares_none(node):
         return any(_is_tensor(operand, tensors, slots) for operand in _operands(node))
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and _tensor_expression(node):
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and _tensor_expression(node):
         return _is_tensor(node.func.value, tensors, slots)
-    return isinstance(node, cst.Subscript) and _saved_tensors(node) and subscript_index(node) not in slots
+    return type(node) is cst.Subscript and _saved_tensors(node) and subscript_index(node) not in slots
 
 
 def _operands(node: cst.Comparison) -> tuple[cst.BaseExpression, ...]:
@@ -200,17 +198,17 @@ def _operands(node: cst.Comparison) -> tuple[cst.BaseExpression, ...]:
 
 def _compares_none(node: cst.Comparison) -> bool:
     """`x == None`, `x != None`: a tensor compared with None gives Python's bool, not a tensor."""
-    return any(isinstance(o, cst.Name) and o.value == "None" for o in _operands(node))
+    return any(type(o) is cst.Name and o.value == "None" for o in _operands(node))
 
 
 def tests_tensor(test: cst.BaseExpression, tensors: set[str], slots: frozenset[int] = frozenset()) -> bool:
     """A comparison with a tensor on either side (`x > 0`, `grad == 0`), or a bare tensor."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return tests_tensor(test.expression, tensors, slots)
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         return tests_tensor(test.left, tensors, slots) or tests_tensor(test.right, tensors, slots)
     if _is_tensor(test, tensors, slots):
         return True
-    if not isinstance(test, cst.Comparison) or not all(isinstance(c.operator, _ORDERING) for c in test.comparisons):
+    if not type(test) is cst.Comparison or not all(isinstance(c.operator, _ORDERING) for c in test.comparisons):
         return False
     return not _compares_none(test) and any(_is_tensor(operand, tensors, slots) for operand in _operands(test))

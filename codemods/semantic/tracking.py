@@ -288,7 +288,7 @@ class TrackingAnalysis:
         self.call_graph: Callable[[], CallGraph] | None = None
         #: the file's node index (set by `build`): the per-statement searches read it
         self.syntax: SyntaxIndex | None = None
-        self._top_level = {s.name.value for s in module.body if isinstance(s, cst.FunctionDef)}
+        self._top_level = {s.name.value for s in module.body if type(s) is cst.FunctionDef}
         self._returned_leaves: dict[str, Tracked | None] = {}
         #: function id -> (state, position) its walk started from, to walk it again seeded
         self._entries: dict[int, tuple[State, Position]] = {}
@@ -388,7 +388,7 @@ class TrackingAnalysis:
         """A call of a module-level function whose every `return` hands back one of its
         parameters (`return delta_im`), graph-carrying there in the seeded walk: the
         caller gets a graph back."""
-        name = call.func.value if isinstance(call.func, cst.Name) else None
+        name = call.func.value if type(call.func) is cst.Name else None
         if name is None or name not in self._top_level or self.call_graph is None:
             return None
         graph = self.call_graph()
@@ -397,7 +397,7 @@ class TrackingAnalysis:
         if callee is None or not values:
             return None
         params = {p.name.value for p in (*callee.node.params.posonly_params, *callee.node.params.params)}
-        if not all(isinstance(v, cst.Name) and v.value in params for v in values):
+        if not all(type(v) is cst.Name and v.value in params for v in values):
             return None
         seeded = self._seeded_sites(callee.node)
         if not seeded:
@@ -414,7 +414,7 @@ class TrackingAnalysis:
         compare(x): recon_x, _, _ = vae(x); return torch.cat([x, recon_x])`): the caller
         gets a graph back. Leaves and modules are not this answer; a function not walked
         yet, or a recursive one, is unknown."""
-        name = call.func.value if isinstance(call.func, cst.Name) else None
+        name = call.func.value if type(call.func) is cst.Name else None
         if name is None or name not in self._top_level or self.call_graph is None:
             return None
         graph = self.call_graph()
@@ -479,7 +479,7 @@ class TrackingAnalysis:
 
     def module_constructor(self, call: cst.BaseExpression) -> str | None:
         """`nn.Linear(...)` -> 'Linear'; in-file nn.Module subclasses -> their name."""
-        if not isinstance(call, cst.Call):
+        if not type(call) is cst.Call:
             return None
         qualified = self.imports.qualified_name(call.func)
         if qualified is not None:
@@ -499,10 +499,10 @@ class TrackingAnalysis:
         whose only `return` is `nn.Sequential(conv, bn, relu)` (mmcv-style stand-ins).
         The returned call must construct directly (no factory of a factory), so this
         cannot recurse; a factory with several returns stays unknown."""
-        if not isinstance(call.func, cst.Name) or self.call_graph is None or call.func.value not in self._top_level:
+        if not type(call.func) is cst.Name or self.call_graph is None or call.func.value not in self._top_level:
             return None
         values = self.call_graph().returned_values(call.func.value)
-        if not values or len(values) != 1 or not isinstance(values[0], cst.Call):
+        if not values or len(values) != 1 or not type(values[0]) is cst.Call:
             return None
         returned = values[0]
         if self.imports.qualified_name(returned.func) is None and dotted_name(returned.func) not in self.classes:
@@ -513,7 +513,7 @@ class TrackingAnalysis:
         """The constructor of the layer that computes a built module's output: the module
         itself, or the last layer of an inline `nn.Sequential(...)`, through a same-file
         factory. None when unknown (a starred or empty `Sequential`)."""
-        if not isinstance(value, cst.Call):
+        if not type(value) is cst.Call:
             return None
         call = self.factory_module(value) or value
         constructor = self.module_constructor(call)
@@ -544,7 +544,7 @@ class TrackingAnalysis:
 
     def is_parameter_constructor(self, call: cst.BaseExpression) -> bool:
         """`nn.Parameter(t)` (not `requires_grad=False`)."""
-        if not isinstance(call, cst.Call):
+        if not type(call) is cst.Call:
             return False
         qualified = self.imports.qualified_name(call.func)
         if qualified not in {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}:
@@ -582,9 +582,9 @@ class _PrePass(cst.CSTVisitor):
         value = node.value
         for target in node.targets:
             t = target.target
-            if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and not is_true(value):
+            if type(t) is cst.Attribute and t.attr.value == "requires_grad" and not is_true(value):
                 self.analysis.freezes_parameters = True
-            if self.classes and isinstance(t, cst.Attribute) and dotted_name(t.value) == "self":
+            if self.classes and type(t) is cst.Attribute and dotted_name(t.value) == "self":
                 info = self.classes[-1]
                 self._note_layers(info, t.attr.value, value)
                 if self.analysis.is_parameter_constructor(value):
@@ -611,35 +611,35 @@ class _PrePass(cst.CSTVisitor):
 
     def _list_items(self, value: cst.BaseExpression) -> list[str | None]:
         """The last layers of the modules `nn.ModuleList(...)` starts with (None: unknown)."""
-        args = positional(value) if isinstance(value, cst.Call) else []
-        if isinstance(value, cst.Call) and len(value.args) != len(args):
+        args = positional(value) if type(value) is cst.Call else []
+        if type(value) is cst.Call and len(value.args) != len(args):
             return [None]
         if not args:
             return []
-        if isinstance(args[0], cst.List):
-            return [self.analysis.last_layer(e.value) if isinstance(e, cst.Element) else None for e in args[0].elements]
-        if isinstance(args[0], (cst.ListComp, cst.GeneratorExp)):
+        if type(args[0]) is cst.List:
+            return [self.analysis.last_layer(e.value) if type(e) is cst.Element else None for e in args[0].elements]
+        if type(args[0]) in (cst.ListComp, cst.GeneratorExp):
             return [self.analysis.last_layer(args[0].elt)]
         return [None]
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        method = func.attr.value if type(func) is cst.Attribute else None
         if method == "requires_grad_":
             args = [a.value for a in node.args]
             if args and not is_true(args[0]):
                 self.analysis.freezes_parameters = True
-        if method == "apply" and node.args and isinstance(node.args[0].value, cst.Name):
+        if method == "apply" and node.args and type(node.args[0].value) is cst.Name:
             self.analysis.apply_functions.add(node.args[0].value.value)
         if method in {"register_parameter", "register_buffer"} and self.classes and dotted_name(func.value) == "self":
             args = positional(node)
-            if args and isinstance(args[0], cst.SimpleString) and isinstance(args[0].evaluated_value, str):
+            if args and type(args[0]) is cst.SimpleString and isinstance(args[0].evaluated_value, str):
                 attribute = args[0].evaluated_value
                 if method == "register_buffer":
                     self.classes[-1].buffers.add(attribute)
                 elif len(args) > 1 and self.analysis.is_parameter_constructor(args[1]):
                     self.classes[-1].parameters.add(attribute)
-        owner = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+        owner = dotted_name(func.value) if type(func) is cst.Attribute else None
         if self.classes and owner is not None and owner.startswith("self.") and owner[5:] in self.classes[-1].items:
             # `self.lateral_convs.append(ConvModule(...))`; any other change makes its items unknown
             args = positional(node)
@@ -648,7 +648,7 @@ class _PrePass(cst.CSTVisitor):
         if method in {"add_module", "register_module"} and self.classes and dotted_name(func.value) == "self":
             # `self.add_module("embed", nn.Embedding(...))` registers `self.embed` as `self.embed = ...` would
             args = positional(node)
-            if len(args) > 1 and isinstance(args[0], cst.SimpleString) and isinstance(args[0].evaluated_value, str):
+            if len(args) > 1 and type(args[0]) is cst.SimpleString and isinstance(args[0].evaluated_value, str):
                 constructor = self.analysis.module_constructor(args[1])
                 if constructor is not None:
                     self.classes[-1].modules[args[0].evaluated_value] = constructor
@@ -681,15 +681,15 @@ class _Evaluator:
         """`module_of` without its name-token guesses: a name bound to a module, `self` of
         a module class, or `self.X` its class built from a module."""
         info = self.class_info
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             return node.value in self.state.modules or (node.value == "self" and info is not None and info.module_like)
-        if isinstance(node, cst.Attribute) and dotted_name(node.value) == "self":
+        if type(node) is cst.Attribute and dotted_name(node.value) == "self":
             return info is not None and node.attr.value in info.modules
         return False
 
     def module_of(self, node: cst.BaseExpression) -> ModuleRef | None:
         """The module `node` is known to be (its constructor when known); None if not one."""
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             if node.value in self.state.modules:
                 return ModuleRef(self.state.modules[node.value])
             if node.value not in self.state.tensors and has_name_tokens(node.value, self.analysis.module_words):
@@ -697,7 +697,7 @@ class _Evaluator:
             if node.value == "self" and self.class_info is not None and self.class_info.module_like:
                 return ModuleRef(self.class_info.name)
             return None
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             if dotted_name(node.value) == "self":
                 info = self.class_info
                 if info is not None and node.attr.value in info.modules:
@@ -709,10 +709,10 @@ class _Evaluator:
                 return None
             if node.attr.value not in _PARAMETER_NAMES and self.module_of(node.value) is not None:
                 return ModuleRef()  # `model.fc`: a submodule of a known module
-        if isinstance(node, cst.Call):  # `nn.ConstantPad2d((0, -1, -1, 0), 0)(x)`: built and called at once
+        if type(node) is cst.Call:  # `nn.ConstantPad2d((0, -1, -1, 0), 0)(x)`: built and called at once
             constructor = self.analysis.module_constructor(node)
             return ModuleRef(constructor) if constructor is not None else None
-        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and dotted_name(node.value.value) == "self":
+        if type(node) is cst.Subscript and type(node.value) is cst.Attribute and dotted_name(node.value.value) == "self":
             info, name = self.class_info, node.value.attr.value
             if info is not None and info.modules.get(name) == "ModuleList":
                 return ModuleRef(None, name in info.saving_items)  # `self.lateral_convs[i]`
@@ -726,7 +726,7 @@ class _Evaluator:
         returns (a torchcodec FrameBatch), `decoder(z)` and `model.encoder(x)` run forwards.
         """
         owner = self.module_of(func)
-        if owner is None or not isinstance(func, cst.Attribute) or dotted_name(func.value) == "self":
+        if owner is None or not type(func) is cst.Attribute or dotted_name(func.value) == "self":
             return owner
         if func.attr.value in _PARAMETER_NAMES:
             return None
@@ -752,33 +752,33 @@ class _Evaluator:
         return False
 
     def value(self, node: cst.BaseExpression) -> Tracked | None:
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             return self.state.tensors.get(node.value)
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             if node.attr.value in {"T", "mT", "H", "mH"}:
                 base = self.value(node.value)
                 return replace(base, view=True, aliased=True) if base is not None else None
             if self.parameter_attribute(node):
                 return Tracked(Kind.PARAMETER)
             return None
-        if isinstance(node, cst.Subscript):
+        if type(node) is cst.Subscript:
             if self.value_of_pair(node.value) is not None and _index_is(node, 0):
                 return Tracked(Kind.DERIVED)  # `next_q.max(1)[0]`: the values carry the graph, not the indices
             base = self.value(node.value)
             return replace(base, view=True, aliased=True, kind=_derived_kind(base)) if base is not None else None
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             return self.call(node)
-        if isinstance(node, cst.BinaryOperation):
-            if isinstance(node.operator, (cst.FloorDivide, cst.BitAnd, cst.BitOr, cst.BitXor, cst.LeftShift, cst.RightShift)):
+        if type(node) is cst.BinaryOperation:
+            if type(node.operator) in (cst.FloorDivide, cst.BitAnd, cst.BitOr, cst.BitXor, cst.LeftShift, cst.RightShift):
                 return None
             if self.value(node.left) is not None or self.value(node.right) is not None:
                 return Tracked(Kind.DERIVED)
             return None
-        if isinstance(node, cst.UnaryOperation):
-            if isinstance(node.operator, (cst.Minus, cst.Plus)) and self.value(node.expression) is not None:
+        if type(node) is cst.UnaryOperation:
+            if type(node.operator) in (cst.Minus, cst.Plus) and self.value(node.expression) is not None:
                 return Tracked(Kind.DERIVED)
             return None
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             return _meet_fact(self.value(node.body), self.value(node.orelse))
         return None
 
@@ -801,14 +801,14 @@ class _Evaluator:
                 return None  # `torch.cat([x, recon_x])`: a display of tracked tensors counts
             if _inplace_keyword(node) and args[0] is not None:
                 first = node.args[0].value  # `F.relu(x, inplace=True)` is x
-                return replace(args[0], aliased=args[0].aliased or isinstance(first, cst.Name))
+                return replace(args[0], aliased=args[0].aliased or type(first) is cst.Name)
             if last in VIEW_FUNCTIONS and args and args[0] is not None:
                 return Tracked(Kind.DERIVED, view=True, aliased=True)
             return Tracked(Kind.DERIVED)
         owner = self.callee_module(node.func)
         if owner is not None:
             return self._module_call(owner)
-        if isinstance(node.func, cst.Attribute):
+        if type(node.func) is cst.Attribute:
             method = node.func.attr.value
             receiver = node.func.value
             if method == "requires_grad_":
@@ -828,7 +828,7 @@ class _Evaluator:
             if method.endswith("_"):
                 return replace(base, aliased=True)  # in-place returns its receiver
             return Tracked(Kind.DERIVED)
-        if isinstance(node.func, cst.Name):  # `weights = init_params(shape)`, `x = normalize(x)`
+        if type(node.func) is cst.Name:  # `weights = init_params(shape)`, `x = normalize(x)`
             return (
                 self.analysis.returned_leaf(node.func.value)
                 or self.analysis.returned_argument(node)
@@ -838,7 +838,7 @@ class _Evaluator:
 
     def element_value(self, node: cst.BaseExpression) -> Tracked | None:
         """A tracked element of a list or tuple display (`[x, recon_x]`), derived."""
-        if isinstance(node, (cst.List, cst.Tuple)) and any(self.value(e.value) is not None for e in node.elements):
+        if type(node) in (cst.List, cst.Tuple) and any(self.value(e.value) is not None for e in node.elements):
             return Tracked(Kind.DERIVED)
         return None
 
@@ -846,8 +846,8 @@ class _Evaluator:
         """`x.max(dim)` / `x.topk(k)` of a tracked `x`: a (values, indices) pair whose
         values carry the graph (None for anything else, `x.max()` included)."""
         if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
+            type(node) is cst.Call
+            and type(node.func) is cst.Attribute
             and node.func.attr.value in VALUE_INDEX_PAIRS
             and node.args
             and self.value(node.func.value) is not None
@@ -860,7 +860,7 @@ class _Evaluator:
         get it: every output of a module's forward (`recon_x, mu, logvar = vae(x)`); the
         states of a recurrent module, not its output, which is a PackedSequence for a
         packed input (`out, (h, c) = lstm(packed)`); the values of a (values, indices) pair."""
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             owner = self.callee_module(node.func)
             if owner is not None and owner.constructor in _TUPLE_MODULES:
                 return Tracked(Kind.DERIVED, aliased=True), slice(0 if owner.constructor in _TENSOR_TUPLE_MODULES else 1, None)
@@ -878,14 +878,14 @@ class _Evaluator:
     # -- what autograd saves ------------------------------------------------------------
     def saves_output(self, node: cst.BaseExpression) -> bool:
         """Does the op computing `node` save its own output (sigmoid, tanh, exp, softmax)?"""
-        if not isinstance(node, cst.Call):
+        if not type(node) is cst.Call:
             return False
         qualified = self.imports.qualified_name(node.func)
         if qualified is not None:
             return qualified.startswith("torch.") and _last(qualified) in OUTPUT_SAVING_OPS and any(
                 self.value(a) is not None for a in positional(node)[:1]
             )
-        if isinstance(node.func, cst.Attribute):
+        if type(node.func) is cst.Attribute:
             method = node.func.attr.value
             if method in OUTPUT_SAVING_OPS and self.value(node.func.value) is not None:
                 return True
@@ -937,7 +937,7 @@ class _SavedInputFinder(cst.CSTVisitor):
         self.saved: set[str] = set()
 
     def _mark(self, node: cst.BaseExpression) -> None:
-        if isinstance(node, cst.Name) and self.evaluator.value(node) is not None:
+        if type(node) is cst.Name and self.evaluator.value(node) is not None:
             self.saved.add(node.value)
 
     def _pair(self, left: cst.BaseExpression, right: cst.BaseExpression, divide: bool = False) -> None:
@@ -951,13 +951,13 @@ class _SavedInputFinder(cst.CSTVisitor):
             self._mark(right)
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, (cst.Multiply, cst.MatrixMultiply)):
+        if type(node.operator) in (cst.Multiply, cst.MatrixMultiply):
             self._pair(node.left, node.right)
-        elif isinstance(node.operator, cst.Divide):
+        elif type(node.operator) is cst.Divide:
             self._pair(node.left, node.right, divide=True)
-        elif isinstance(node.operator, cst.Power):
+        elif type(node.operator) is cst.Power:
             exponent = node.right
-            if not (isinstance(exponent, cst.Integer) and exponent.value in {"0", "1"}):
+            if not (type(exponent) is cst.Integer and exponent.value in {"0", "1"}):
                 self._mark(node.left)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -973,7 +973,7 @@ class _SavedInputFinder(cst.CSTVisitor):
             elif last in BILINEAR_OPS and len(args) >= 2:
                 self._pair(args[0], args[1], divide=last == "div")
             return
-        if isinstance(node.func, cst.Attribute):
+        if type(node.func) is cst.Attribute:
             method = node.func.attr.value
             receiver = node.func.value
             if evaluator.value(receiver) is not None:
@@ -1032,40 +1032,40 @@ class _Walker:
         return state
 
     def statement(self, node: cst.CSTNode, state: State, position: Position, block: int, index: int) -> State:
-        if isinstance(node, cst.SimpleStatementLine):
+        if type(node) is cst.SimpleStatementLine:
             site = Site(node, state.copy(), position, block, index, {} if len(node.body) > 1 else None)
             if self.recording:
                 self.analysis._sites.append(site)
             self.by_statement[id(node)] = site
             return self.line(site, node.body, state, position)
-        if isinstance(node, cst.FunctionDef):
+        if type(node) is cst.FunctionDef:
             self.function(node, state, position)
             state = state.copy()
             state.tensors.pop(node.name.value, None)
             return state
-        if isinstance(node, cst.ClassDef):
+        if type(node) is cst.ClassDef:
             inner = Position(None, node.name.value, position.grad_disabled, position.exempt)
             self.block(node.body.body, State(), inner)
             return state
-        if isinstance(node, cst.If):
+        if type(node) is cst.If:
             after_body = self.block(node.body.body, state.copy(), position)
             orelse = node.orelse
             if orelse is None:
                 return meet(state, after_body)
-            if isinstance(orelse, cst.If):
+            if type(orelse) is cst.If:
                 after_else = self.statement(orelse, state.copy(), position, block, index)
             else:
                 after_else = self.block(orelse.body.body, state.copy(), position)
             return meet(after_body, after_else)
-        if isinstance(node, cst.For):
+        if type(node) is cst.For:
             return self.for_loop(node, state, position)
-        if isinstance(node, cst.While):
+        if type(node) is cst.While:
             after = self.block(node.body.body, state.copy(), position)
             result = meet(state, after)
             if node.orelse is not None:
                 result = self.block(node.orelse.body.body, result, position)
             return result
-        if isinstance(node, cst.With):
+        if type(node) is cst.With:
             inner = position
             if with_disables_grad(node, self.imports):
                 inner = replace(position, grad_disabled=True)
@@ -1078,7 +1078,7 @@ class _Walker:
                         state.tensors.pop(name, None)
                         state.modules.pop(name, None)
             return self.block(node.body.body, state, inner)
-        if isinstance(node, (cst.Try, cst.TryStar)):
+        if type(node) in (cst.Try, cst.TryStar):
             after = self.block(node.body.body, state.copy(), position)
             result = meet(state, after)
             for handler in node.handlers:
@@ -1091,7 +1091,7 @@ class _Walker:
         # match statements and anything newer: walk each body, keep only common facts
         result = state
         for child in children_of(node):
-            if isinstance(child, cst.IndentedBlock):
+            if type(child) is cst.IndentedBlock:
                 result = meet(result, self.block(child.body, state.copy(), position))
         return result
 
@@ -1133,27 +1133,27 @@ class _Walker:
             body_state.tensors.pop(name, None)
             body_state.modules.pop(name, None)
         iterator = node.iter
-        if isinstance(iterator, cst.Call) and dotted_name(iterator.func) == "enumerate" and iterator.args:
+        if type(iterator) is cst.Call and dotted_name(iterator.func) == "enumerate" and iterator.args:
             iterator = iterator.args[0].value
             target = node.target
-            target = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
+            target = target.elements[1].value if type(target) is cst.Tuple and len(target.elements) == 2 else None
         else:
             target = node.target
         inner = position
-        if isinstance(iterator, cst.Call) and isinstance(iterator.func, cst.Attribute) and target is not None:
+        if type(iterator) is cst.Call and type(iterator.func) is cst.Attribute and target is not None:
             method = iterator.func.attr.value
             if method in _PARAMETER_ITERATORS and not iterator.args and not self.analysis.freezes_parameters:
                 bound = target
                 if method == "named_parameters":
-                    bound = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
-                if isinstance(bound, cst.Name):
+                    bound = target.elements[1].value if type(target) is cst.Tuple and len(target.elements) == 2 else None
+                if type(bound) is cst.Name:
                     body_state.tensors[bound.value] = Tracked(Kind.PARAMETER, parameter_loop=True)
                     inner = replace(position, in_parameter_loop=True)
             elif method in _MODULE_ITERATORS:
                 bound = target
                 if method.startswith("named_"):
-                    bound = target.elements[1].value if isinstance(target, cst.Tuple) and len(target.elements) == 2 else None
-                if isinstance(bound, cst.Name):
+                    bound = target.elements[1].value if type(target) is cst.Tuple and len(target.elements) == 2 else None
+                if type(bound) is cst.Name:
                     body_state.modules[bound.value] = None
         after = self.block(node.body.body, body_state, inner)
         result = meet(state, after)
@@ -1170,39 +1170,39 @@ class _Walker:
         saved = evaluator.saved_inputs(node) if state.tensors else set()
         for name in saved:
             state.tensors[name] = replace(state.tensors[name], saved=True)
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             value_fact = evaluator.value(node.value)
             output_saved = evaluator.saves_output(node.value)
             module = self.analysis.module_constructor(node.value)
             self._mark_aliases(node.value, state, evaluator)
             for target in node.targets:
                 self.bind(target.target, node.value, value_fact, output_saved, module, state)
-                if isinstance(target.target, (cst.Tuple, cst.List)):
+                if type(target.target) in (cst.Tuple, cst.List):
                     self._bind_unpacked(target.target, evaluator.unpacked(node.value), state)
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        elif type(node) is cst.AnnAssign and node.value is not None:
             self._mark_aliases(node.value, state, evaluator)
             self.bind(node.target, node.value, evaluator.value(node.value), evaluator.saves_output(node.value),
                       self.analysis.module_constructor(node.value), state)
-        elif isinstance(node, cst.AugAssign):
-            if isinstance(node.target, cst.Name) and node.target.value not in state.tensors:
+        elif type(node) is cst.AugAssign:
+            if type(node.target) is cst.Name and node.target.value not in state.tensors:
                 if evaluator.value(node.value) is not None:
                     state.tensors[node.target.value] = Tracked(Kind.DERIVED)
-        elif isinstance(node, cst.Expr):
+        elif type(node) is cst.Expr:
             self._expression_statement(node.value, state, evaluator)
 
-        elif isinstance(node, (cst.Return,)) and node.value is not None:
+        elif type(node) is cst.Return and node.value is not None:
             self._mark_aliases(node.value, state, evaluator)
-        elif isinstance(node, cst.Del):
+        elif type(node) is cst.Del:
             for name in _target_names(node.target):
                 state.tensors.pop(name, None)
                 state.modules.pop(name, None)
         return state
 
     def _expression_statement(self, value: cst.BaseExpression, state: State, evaluator: _Evaluator) -> None:
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if type(value) is cst.Call and type(value.func) is cst.Attribute:
             method = value.func.attr.value
             receiver = value.func.value
-            if method == "requires_grad_" and isinstance(receiver, cst.Name):
+            if method == "requires_grad_" and type(receiver) is cst.Name:
                 if value.args and not is_true(value.args[0].value):
                     state.tensors.pop(receiver.value, None)
                 else:
@@ -1210,7 +1210,7 @@ class _Walker:
                 return
             if method == "save_for_backward":
                 for argument in positional(value):
-                    if isinstance(argument, cst.Name) and argument.value in state.tensors:
+                    if type(argument) is cst.Name and argument.value in state.tensors:
                         state.tensors[argument.value] = replace(state.tensors[argument.value], saved=True)
                 return
         self._mark_aliases(value, state, evaluator, bound=False)
@@ -1227,7 +1227,7 @@ class _Walker:
             finder.escapes(value)
         self.analysis.walk(value, finder)
         receiver = value if bound else None
-        while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value.endswith("_"):
+        while type(receiver) is cst.Call and type(receiver.func) is cst.Attribute and receiver.func.attr.value.endswith("_"):
             receiver = receiver.func.value  # `y = x.add_(1)`: y is x
         if receiver is not value:
             finder.escapes(receiver)
@@ -1238,37 +1238,37 @@ class _Walker:
     @staticmethod
     def _bind_unpacked(target: cst.Tuple | cst.List, unpacked: tuple[Tracked | None, slice], state: State) -> None:
         fact, elements = unpacked
-        if fact is None or any(isinstance(e, cst.StarredElement) for e in target.elements):
+        if fact is None or any(type(e) is cst.StarredElement for e in target.elements):
             return
         for element in target.elements[elements]:
-            if isinstance(element.value, cst.Name) and element.value.value != "_":
+            if type(element.value) is cst.Name and element.value.value != "_":
                 state.tensors[element.value.value] = fact
-            elif isinstance(element.value, (cst.Tuple, cst.List)):
+            elif type(element.value) in (cst.Tuple, cst.List):
                 _Walker._bind_unpacked(element.value, (fact, slice(None)), state)
 
     def bind(self, target: cst.BaseExpression, value: cst.BaseExpression, fact: Tracked | None, output_saved: bool,
              module: str | None, state: State) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             name = target.value
             state.tensors.pop(name, None)
             state.modules.pop(name, None)
             if module is not None:
                 state.modules[name] = module
             if fact is not None:
-                if isinstance(value, cst.Name):
+                if type(value) is cst.Name:
                     fact = replace(fact, aliased=True)
-                state.tensors[name] = replace(fact, saved=output_saved or (fact.saved and isinstance(value, cst.Name)))
+                state.tensors[name] = replace(fact, saved=output_saved or (fact.saved and type(value) is cst.Name))
             return
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             names = _target_names(target)
             for name in names:
                 state.tensors.pop(name, None)
                 state.modules.pop(name, None)
-            if isinstance(value, cst.Attribute) and value.attr.value == "saved_tensors":
+            if type(value) is cst.Attribute and value.attr.value == "saved_tensors":
                 for name in names:
                     state.tensors[name] = Tracked(Kind.SAVED_BY_CTX, saved=True, aliased=True)
             return
-        if isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and isinstance(target.value, cst.Name):
+        if type(target) is cst.Attribute and target.attr.value == "requires_grad" and type(target.value) is cst.Name:
             if is_true(value):
                 state.tensors[target.value.value] = Tracked(Kind.REQUIRES_GRAD)
             else:
@@ -1289,16 +1289,16 @@ class _AliasFinder(cst.CSTVisitor):
 
     def escapes(self, node: cst.BaseExpression) -> None:
         """`node` itself (a bare name, or one inside a tuple/list/dict display) is kept."""
-        if isinstance(node, cst.Name):
+        if type(node) is cst.Name:
             self.aliased.add(node.value)
-        elif isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        elif type(node) in (cst.Tuple, cst.List, cst.Set):
             for element in node.elements:
                 self.escapes(element.value)
-        elif isinstance(node, cst.Dict):
+        elif type(node) is cst.Dict:
             for element in node.elements:
-                if isinstance(element, cst.DictElement):
+                if type(element) is cst.DictElement:
                     self.escapes(element.value)
-        elif isinstance(node, cst.StarredElement):
+        elif type(node) is cst.StarredElement:
             self.escapes(node.value)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -1309,13 +1309,13 @@ class _AliasFinder(cst.CSTVisitor):
                 for argument in positional(node)[:1]:
                     self.escapes(argument)
             return
-        if isinstance(node.func, cst.Attribute) and evaluator.value(node.func.value) is not None:
+        if type(node.func) is cst.Attribute and evaluator.value(node.func.value) is not None:
             if node.func.attr.value in VIEW_METHODS:
                 self.escapes(node.func.value)
             return  # a tensor method: its arguments are read, not kept
         if evaluator.module_of(node.func) is not None:
             return
-        if isinstance(node.func, cst.Name) and node.func.value in _NON_ESCAPING_CALLS:
+        if type(node.func) is cst.Name and node.func.value in _NON_ESCAPING_CALLS:
             return
         for argument in node.args:  # an unknown callable may keep what it is given
             self.escapes(argument.value)
@@ -1331,9 +1331,9 @@ class _AliasFinder(cst.CSTVisitor):
 def _statement_of(scope: cst.CSTNode, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
     """The simple statement of `scope` (not of a nested function or class) holding `node`."""
     stop = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.SimpleStatementLine)
-    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    body = scope.body if type(scope) is cst.FunctionDef else scope
     for line in iter_descendants(body, prune=lambda n: isinstance(n, stop)):
-        if isinstance(line, cst.SimpleStatementLine) and any(n is node for n in iter_descendants(line)):
+        if type(line) is cst.SimpleStatementLine and any(n is node for n in iter_descendants(line)):
             return line
     return None
 
@@ -1344,11 +1344,11 @@ def _inplace_keyword(call: cst.Call) -> bool:
 
 
 def _target_names(node: cst.BaseExpression) -> list[str]:
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return [node.value]
-    if isinstance(node, (cst.Tuple, cst.List)):
+    if type(node) in (cst.Tuple, cst.List):
         return [n for e in node.elements for n in _target_names(e.value)]
-    if isinstance(node, cst.StarredElement):
+    if type(node) is cst.StarredElement:
         return _target_names(node.value)
     return []
 
@@ -1371,7 +1371,7 @@ def has_name_tokens(name: str, tokens: frozenset[str]) -> bool:
 
 def _index_is(node: cst.Subscript, index: int) -> bool:
     """`x[0]`: one subscript, an integer literal."""
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+    if len(node.slice) != 1 or not type(node.slice[0].slice) is cst.Index:
         return False
     value = node.slice[0].slice.value
-    return isinstance(value, cst.Integer) and value.evaluated_value == index
+    return type(value) is cst.Integer and value.evaluated_value == index

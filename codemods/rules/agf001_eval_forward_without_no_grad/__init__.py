@@ -159,7 +159,7 @@ class EvalForwardWithoutNoGrad(Rule):
             fix = Fix(Applicability.UNSAFE, edits, "wrap the forward in `with torch.no_grad():` (verified by a run)", needs)
             self.report(target, "forward pass in training code builds a graph nothing backpropagates through; "
                         "wrap it in `with torch.no_grad():`", fix)
-        elif isinstance(target, cst.FunctionDef):
+        elif type(target) is cst.FunctionDef:
             facts = self.context.semantic.call_graph.facts(target)
             unsure = facts is None or facts.returns_value or may_train_unseen
             fix = Fix(
@@ -291,8 +291,8 @@ class _Finder:
 
     def _covered(self, function: FunctionFacts, calls: ModelCalls) -> bool:
         helpers = []
-        for call in iter_descendants(function.node.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Lambda))):
-            if not isinstance(call, cst.Call) or not calls.is_model_call(call):
+        for call in iter_descendants(function.node.body, prune=lambda n: type(n) in (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if not type(call) is cst.Call or not calls.is_model_call(call):
                 continue
             name = dotted_name(call.func)
             resolved = self.graph.resolve(name, function.class_name, call) if name is not None else []
@@ -348,7 +348,7 @@ class _Finder:
         run: list[int] = []
         dead: list[cst.SimpleStatementLine] = []
         for index, statement in enumerate(statements):
-            if isinstance(suite, cst.IndentedBlock) and self._eval_mode_line(statement, scope):
+            if type(suite) is cst.IndentedBlock and self._eval_mode_line(statement, scope):
                 run.append(index)
             else:
                 self._eval_mode_run(suite, run, scope)
@@ -372,7 +372,7 @@ class _Finder:
                 return False
         elif not function.uses_grad or function.node.name.value in FORWARD_NAMES or _called_from_a_forward(function):
             return False
-        if not isinstance(statement, cst.SimpleStatementLine) or not self.syntax.find(statement, cst.Call):
+        if not type(statement) is cst.SimpleStatementLine or not self.syntax.find(statement, cst.Call):
             return False  # no call, no forward (`dead_forward_line` would say so, after the scope's evidence)
         sink = lambda line: self.graph.uses_grad(line, scope.class_name)  # noqa: E731
         container = function.node if function is not None else self.module
@@ -395,7 +395,7 @@ class _Finder:
 
     def _eval_mode_line(self, statement: cst.CSTNode, scope: _Scope) -> bool:
         """A simple statement in a function's loop that runs a model put in eval mode before it."""
-        return (isinstance(statement, cst.SimpleStatementLine) and scope.in_loop and scope.function is not None
+        return (type(statement) is cst.SimpleStatementLine and scope.in_loop and scope.function is not None
                 and bool(scope.eval_receivers) and scope.calls(only_receivers=True).runs_model(statement, self.syntax))
 
     def _eval_mode_run(self, suite: cst.BaseSuite | None, run: list[int], scope: _Scope) -> None:
@@ -403,7 +403,7 @@ class _Finder:
         forward lines keep a graph per iteration. Wrapped when they take no gradient and
         nothing they make reaches one later (in the loop's next iterations too)."""
         function = scope.function
-        if not run or not isinstance(suite, cst.IndentedBlock) or function is None:
+        if not run or not type(suite) is cst.IndentedBlock or function is None:
             return
         lines = suite.body[run[0] : run[-1] + 1]
         if any(self.graph.uses_grad(line, scope.class_name) for line in lines):
@@ -414,23 +414,23 @@ class _Finder:
             self.found.append((suite.body[run[0]], (suite, run[0], run[-1])))
 
     def statement(self, statement: cst.CSTNode, scope: _Scope) -> None:
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             update_eval_state(statement, scope.eval_receivers)
-        elif isinstance(statement, cst.FunctionDef):
+        elif type(statement) is cst.FunctionDef:
             self.function(statement, scope)
-        elif isinstance(statement, cst.ClassDef):
+        elif type(statement) is cst.ClassDef:
             inner = _Scope(None, statement.name.value, self.models_of(None, statement.name.value), set(), self.imports)
             self.block(statement.body.body, inner)
-        elif isinstance(statement, cst.With):
+        elif type(statement) is cst.With:
             if not with_disables_grad(statement, self.imports):
                 self.block(statement.body.body, scope.child(), suite=statement.body)
-        elif isinstance(statement, (cst.For, cst.While)):
+        elif type(statement) in (cst.For, cst.While):
             self.loop(statement, scope)
-        elif isinstance(statement, cst.If) and self._evaluation_branch(statement, scope):
+        elif type(statement) is cst.If and self._evaluation_branch(statement, scope):
             return
-        elif isinstance(statement, (cst.If, cst.Try, cst.TryStar)):
+        elif type(statement) in (cst.If, cst.Try, cst.TryStar):
             for body in child_blocks(statement):
-                elif_chain = isinstance(statement, cst.If) and body.body[0] is statement.orelse
+                elif_chain = type(statement) is cst.If and body.body[0] is statement.orelse
                 if elif_chain or not self._script_inference(body, scope):
                     self.block(body.body, scope.child(), suite=None if elif_chain else body)
 
@@ -457,7 +457,7 @@ class _Finder:
             if function.called_from_grad_scope or function.passed_as_callback or _called_from_a_forward(function):
                 return  # a helper training code also calls, a callback, or part of a forward pass
             receivers = method_receivers(node.body, "eval", self.syntax)
-            has_loop = any(isinstance(n, (cst.For, cst.While, cst.CompFor)) for n in iter_descendants(node.body))
+            has_loop = any(type(n) in (cst.For, cst.While, cst.CompFor) for n in iter_descendants(node.body))
             if not receivers and not has_loop and self._may_return_graph(node, scope) and not self._callers_never_train(function):
                 return  # `def predict(self, x): return self(x)`: callers elsewhere may train on it
             if self._runs_eval_forward(node, scope, receivers):
@@ -589,7 +589,7 @@ class _Finder:
         model without taking gradients is an evaluation pass when its graph, followed in
         control-flow order, never reaches a gradient (particleflow's `train_and_valid`)."""
         function = scope.function
-        if function is None or not isinstance(node.orelse, cst.Else):
+        if function is None or not type(node.orelse) is cst.Else:
             return False
         branches = [node.body, node.orelse.body]
         training = [self.graph.uses_grad(branch, scope.class_name) for branch in branches]
@@ -597,7 +597,7 @@ class _Finder:
             return False
         branch = branches[training.index(False)]
         calls = scope.calls()
-        if not isinstance(branch, cst.IndentedBlock) or changes_grad_mode(branch, self.imports, self.syntax):
+        if not type(branch) is cst.IndentedBlock or changes_grad_mode(branch, self.imports, self.syntax):
             return False
         region = forward_region(branch, calls)
         if region is None:
@@ -612,10 +612,10 @@ class _Finder:
 
 
 def _iterates_eval_data(node: cst.For | cst.While, eval_data_tokens: frozenset[str]) -> bool:
-    if isinstance(node, cst.For):
+    if type(node) is cst.For:
         return bool(iterable_tokens(node.iter) & eval_data_tokens)
     return any(
         iterable_tokens(call.args[0].value) & eval_data_tokens
         for call in iter_descendants(node.body)
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "next" and call.args
+        if type(call) is cst.Call and type(call.func) is cst.Name and call.func.value == "next" and call.args
     )

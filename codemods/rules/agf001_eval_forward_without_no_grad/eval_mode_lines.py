@@ -32,7 +32,7 @@ def local_bindings(function: cst.FunctionDef, syntax: SyntaxIndex | None = None)
     read off the file's index when given."""
     params = function.params
     names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    names |= {star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)}
+    names |= {star.name.value for star in (params.star_arg, params.star_kwarg) if type(star) is cst.Param}
     return names | rebound_names([function.body], syntax)
 
 
@@ -44,7 +44,7 @@ def _wants_input_gradients(function: cst.FunctionDef, inputs: set[str]) -> bool:
     """Whether the function asks for gradients of one of `inputs`: `x.requires_grad_()`,
     `x.requires_grad = True`, or a read of `x.grad`."""
     for node in iter_descendants(function.body):
-        if isinstance(node, cst.Attribute) and node.attr.value in ("requires_grad_", "requires_grad", "grad"):
+        if type(node) is cst.Attribute and node.attr.value in ("requires_grad_", "requires_grad", "grad"):
             if dotted_name(node.value) in inputs:
                 return True
     return False
@@ -64,7 +64,7 @@ def graphs_die_in_lines(
     inputs: set[str] = set()
     for line in lines:
         for call in iter_descendants(line):
-            if not isinstance(call, cst.Call) or not is_forward(call):
+            if not type(call) is cst.Call or not is_forward(call):
                 continue
             flow = result_flow(function, call, sink, syntax)
             if flow == REACHES_SINK or (flow == RETURNED and returned_to_training):
@@ -88,11 +88,11 @@ def dead_forward_line(
     returned, stored anywhere but a local name, or read by a gradient use keeps it alive.
     A forward whose result the statement drops (`model.put_data(...)`) makes nothing here,
     and forwards of inputs the container wants gradients of are left alone."""
-    if not isinstance(statement, cst.SimpleStatementLine) or sink(statement):
+    if not type(statement) is cst.SimpleStatementLine or sink(statement):
         return False
-    if any(isinstance(small, (cst.Return, cst.Global, cst.Nonlocal)) for small in statement.body):
+    if any(type(small) in (cst.Return, cst.Global, cst.Nonlocal) for small in statement.body):
         return False
-    dropped = {id(small.value) for small in statement.body if isinstance(small, cst.Expr)}
+    dropped = {id(small.value) for small in statement.body if type(small) is cst.Expr}
     prune = lambda node: type(node) is cst.Lambda  # noqa: E731
     descendants = syntax.descendants if syntax is not None else iter_descendants  # (the file's index, when given)
     forwards = [call for call in descendants(statement, prune)
@@ -100,7 +100,7 @@ def dead_forward_line(
     if not forwards:
         return False
     inputs = set().union(*(_input_names(call) for call in forwards))
-    if isinstance(container, cst.FunctionDef) and inputs and _wants_input_gradients(container, inputs):
+    if type(container) is cst.FunctionDef and inputs and _wants_input_gradients(container, inputs):
         return False
     ids = {id(call) for call in forwards}
     return not graph_reaches_gradient(container, statement, imports, sink, lambda call: id(call) in ids)
@@ -112,20 +112,20 @@ def may_return_tensor(function: cst.FunctionDef, imports: ImportIndex | None = N
     Literals, None, and values ending in `.item()` / `float(...)` and the like do not, nor
     (given the file's `imports`) a call of Python's own `random` or `math` modules.
     """
-    for node in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda))):
-        if isinstance(node, cst.Return) and node.value is not None:
+    for node in iter_descendants(function.body, prune=lambda n: type(n) in (cst.FunctionDef, cst.Lambda)):
+        if type(node) is cst.Return and node.value is not None:
             value = node.value
-            if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or (
-                isinstance(value, cst.Name) and value.value in {"None", "True", "False"}
+            if type(value) in (cst.Integer, cst.Float, cst.SimpleString) or (
+                type(value) is cst.Name and value.value in {"None", "True", "False"}
             ):
                 continue
-            if isinstance(value, cst.Call) and last_segment(value.func) in TO_PYTHON:
+            if type(value) is cst.Call and last_segment(value.func) in TO_PYTHON:
                 continue
-            qualified = imports.qualified_name(value.func) if imports is not None and isinstance(value, cst.Call) else None
+            qualified = imports.qualified_name(value.func) if imports is not None and type(value) is cst.Call else None
             if qualified is not None and qualified.split(".", 1)[0] in PYTHON_VALUE_MODULES:
                 continue  # `random.randint(0, 1)`: an epsilon-greedy action
             return True
-        if isinstance(node, cst.Yield):
+        if type(node) is cst.Yield:
             return True
     return False
 
@@ -141,9 +141,9 @@ Region = tuple[cst.IndentedBlock, int, int]
 
 
 def child_blocks(statement: cst.CSTNode) -> list[cst.BaseSuite]:
-    if isinstance(statement, cst.If):
+    if type(statement) is cst.If:
         orelse = statement.orelse
-        extra = [cst.IndentedBlock(body=[orelse])] if isinstance(orelse, cst.If) else ([orelse.body] if orelse else [])
+        extra = [cst.IndentedBlock(body=[orelse])] if type(orelse) is cst.If else ([orelse.body] if orelse else [])
         return [statement.body, *extra]
     blocks = [statement.body, *(handler.body for handler in statement.handlers)]
     blocks += [part.body for part in (statement.orelse, statement.finalbody) if part is not None]
@@ -155,7 +155,7 @@ def forward_region(block: cst.BaseSuite, calls: ModelCalls) -> Region | None:
     statement that runs a model, in the innermost block holding every such call (the
     body of the inner loop over a loader). Everything computed from their outputs then
     carries no graph either."""
-    while isinstance(block, cst.IndentedBlock):
+    while type(block) is cst.IndentedBlock:
         hits = [i for i, statement in enumerate(block.body) if calls.runs_model(statement)]
         if not hits:
             return None
@@ -169,18 +169,18 @@ def forward_region(block: cst.BaseSuite, calls: ModelCalls) -> Region | None:
 def _only_inner_block(statement: cst.CSTNode, calls: ModelCalls) -> cst.BaseSuite | None:
     """The one block of a `for`/`while`/`with`/`if` whose statements run the model, when
     its header runs none."""
-    if isinstance(statement, (cst.For, cst.While)):
-        header = statement.iter if isinstance(statement, cst.For) else statement.test
+    if type(statement) in (cst.For, cst.While):
+        header = statement.iter if type(statement) is cst.For else statement.test
         blocks = [statement.body] + ([statement.orelse.body] if statement.orelse else [])
-    elif isinstance(statement, cst.If):
+    elif type(statement) is cst.If:
         header, blocks = statement.test, child_blocks(statement)
-    elif isinstance(statement, cst.With):
+    elif type(statement) is cst.With:
         header, blocks = cst.Tuple([cst.Element(item.item) for item in statement.items]), [statement.body]
     else:
         return None
     running = [block for block in blocks if calls.runs_model(block)]
-    if calls.runs_model(header) or len(running) != 1 or not isinstance(running[0], cst.IndentedBlock):
+    if calls.runs_model(header) or len(running) != 1 or not type(running[0]) is cst.IndentedBlock:
         return None
-    if isinstance(statement, cst.If) and running[0] is not statement.body and not isinstance(statement.orelse, cst.Else):
+    if type(statement) is cst.If and running[0] is not statement.body and not type(statement.orelse) is cst.Else:
         return None  # an `elif` chain: its block is not a statement list of this tree
     return running[0]

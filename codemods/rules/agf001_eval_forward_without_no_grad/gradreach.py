@@ -42,7 +42,7 @@ def graph_reaches_gradient(
     run a forward) reach a statement that `is_sink` accepts (a backward, an optimizer
     step), or leave `container`? A module (a script, a notebook's cells) is followed like
     a function body; a value it stores anywhere but a plain name counts as reaching."""
-    path = _path_to(container.body if isinstance(container, cst.Module) else container.body.body, start)
+    path = _path_to(container.body if type(container) is cst.Module else container.body.body, start)
     if path is None:
         return True  # not found: unknown, fail closed
     walker = _Walker(imports, is_sink, _Lazy(lambda: _distributions(container, imports)))
@@ -50,7 +50,7 @@ def graph_reaches_gradient(
         tainted = walker.start(start, is_source)
         for block, index in reversed(path):
             statement = block[index]
-            if statement is not start and isinstance(statement, (cst.For, cst.While)):
+            if statement is not start and type(statement) in (cst.For, cst.While):
                 tainted = walker.statement(statement, tainted)  # the next iterations
             tainted = walker.block(block[index + 1 :], tainted)
     except _Reached:
@@ -72,12 +72,12 @@ def _path_to(block: Sequence[cst.BaseStatement], target: cst.CSTNode) -> list[tu
 
 def _blocks(statement: cst.CSTNode) -> list[Sequence[cst.BaseStatement]]:
     """Statement lists directly inside a compound statement (nested defs are their own)."""
-    if isinstance(statement, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
+    if type(statement) in (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine):
         return []
     found: list[Sequence[cst.BaseStatement]] = []
     for child in (getattr(statement, "body", None), getattr(statement, "orelse", None),
                   getattr(statement, "finalbody", None), *getattr(statement, "handlers", ())):
-        if isinstance(child, cst.If):
+        if type(child) is cst.If:
             found.append([child])
         elif child is not None:
             body = child.body
@@ -127,7 +127,7 @@ class _Walker:
 
     def start(self, statement: cst.CSTNode, is_source: Callable[[cst.Call], bool]) -> set[str]:
         """The taint after the start statement, whose `is_source` calls make the graph."""
-        if not isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        if not type(statement) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
             return assigned_names(statement)  # a compound statement: everything it binds
         self.is_source = is_source
         try:
@@ -136,24 +136,24 @@ class _Walker:
             self.is_source = _no_source
 
     def statement(self, statement: cst.CSTNode, tainted: set[str]) -> set[str]:
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        if type(statement) in (cst.FunctionDef, cst.ClassDef):
             return tainted
-        if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        if type(statement) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
             for small in statement.body:
                 tainted = self.small(small, tainted)
             return tainted
-        if isinstance(statement, (cst.For, cst.While)):
+        if type(statement) in (cst.For, cst.While):
             return self.loop(statement, tainted)
-        if isinstance(statement, cst.If):
+        if type(statement) is cst.If:
             body = self.block(statement.body.body, set(tainted))
             orelse = statement.orelse
-            other = self.statement(orelse, set(tainted)) if isinstance(orelse, cst.If) else (
+            other = self.statement(orelse, set(tainted)) if type(orelse) is cst.If else (
                 self.block(orelse.body.body, set(tainted)) if orelse is not None else tainted
             )
             return body | other
-        if isinstance(statement, cst.With):
+        if type(statement) is cst.With:
             return self.block(statement.body.body, tainted)
-        if isinstance(statement, (cst.Try, cst.TryStar)):
+        if type(statement) in (cst.Try, cst.TryStar):
             after_body = self.block(statement.body.body, set(tainted))
             state = tainted | after_body
             for handler in statement.handlers:
@@ -169,7 +169,7 @@ class _Walker:
         state = set(tainted)
         while True:
             entry = set(state)
-            if isinstance(loop, cst.For) and self.carries(loop.iter, entry):
+            if type(loop) is cst.For and self.carries(loop.iter, entry):
                 entry |= assigned_names(loop.target)
             after = self.block(loop.body.body, entry)
             if after <= state:
@@ -182,23 +182,23 @@ class _Walker:
     def small(self, small: cst.BaseSmallStatement, tainted: set[str]) -> set[str]:
         if tainted and read_names(small) & tainted and self.is_sink(small):
             raise _Reached
-        if isinstance(small, cst.Return) or (isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield)):
-            value = small.value if isinstance(small, cst.Return) else small.value.value
+        if type(small) is cst.Return or (type(small) is cst.Expr and type(small.value) is cst.Yield):
+            value = small.value if type(small) is cst.Return else small.value.value
             if value is not None and self.carries(value, tainted):
                 raise _Reached  # handed to a caller that may train on it
             return tainted
-        if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and small.value is not None:
-            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-            if self.carries(small.value, tainted) or (isinstance(small, cst.AugAssign) and self.carries(small.target, tainted)):
+        if type(small) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and small.value is not None:
+            targets = [t.target for t in small.targets] if type(small) is cst.Assign else [small.target]
+            if self.carries(small.value, tainted) or (type(small) is cst.AugAssign and self.carries(small.target, tainted)):
                 if any(not _local_target(target) for target in targets):
                     raise _Reached  # `self.history = out`, `outputs[k] = out`: stored where others see it
                 self._stores(small.value, tainted)
                 # the targets now hold the graph; `model` of `prob = model.pi(s)` does not
                 return tainted | set().union(*(assigned_names(target) for target in targets))
-            return tainted - {target.value for target in targets if isinstance(target, cst.Name)}
+            return tainted - {target.value for target in targets if type(target) is cst.Name}
         for call in iter_descendants(small):
             # `outputs.append(out)`, `writer.add(out)`: the receiver now holds the graph
-            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+            if (type(call) is cst.Call and type(call.func) is cst.Attribute
                     and self.imports.qualified_name(call.func) is None
                     and any(self.carries(argument.value, tainted) for argument in call.args)):
                 raise _Reached
@@ -208,7 +208,7 @@ class _Walker:
     def _stores(self, value: cst.CSTNode, tainted: set[str]) -> None:
         """`n = memory.push(out)`: a container's storing method took a graph-carrying value."""
         for call in iter_descendants(value):
-            if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+            if (type(call) is cst.Call and type(call.func) is cst.Attribute
                     and call.func.attr.value in STORING_METHODS
                     and any(self.carries(argument.value, tainted) for argument in call.args)):
                 raise _Reached
@@ -219,10 +219,10 @@ def _no_source(call: cst.Call) -> bool:
 
 
 def _local_target(target: cst.BaseExpression) -> bool:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return True
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return all(_local_target(element.value) for element in target.elements)
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return _local_target(target.value)
     return False

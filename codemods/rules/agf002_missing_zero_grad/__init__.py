@@ -205,9 +205,9 @@ class MissingZeroGrad(RootTracker, Rule):
         """A run saw the step at `line` use gradients of earlier steps: the optimizer's
         `zero_grad()` goes right after it (unsafe; verification compares)."""
         statement = statement_at(context, line)
-        steps = [node for node in iter_descendants(statement) if isinstance(node, cst.Call)
-                 and isinstance(node.func, cst.Attribute) and node.func.attr.value == "step"
-                 and isinstance(node.func.value, (cst.Name, cst.Attribute))] if statement is not None else []
+        steps = [node for node in iter_descendants(statement) if type(node) is cst.Call
+                 and type(node.func) is cst.Attribute and node.func.attr.value == "step"
+                 and type(node.func.value) in (cst.Name, cst.Attribute)] if statement is not None else []
         if statement is None or len(steps) != 1:
             return None
         optimizer = context.module.code_for_node(steps[0].func.value)  # type: ignore[union-attr]
@@ -289,13 +289,13 @@ def _loop_facts(
     """Backward calls, optimizer steps and hand-written updates in the loop (not in nested defs)."""
     fact = _LoopFacts()
     for call in local_nodes(loop.body, cst.Call):
-        assert isinstance(call, cst.Call)
+        assert type(call) is cst.Call
         if is_backward_call(call, imports):
             fact.backwards.append(call)
-        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "step":
+        elif type(call.func) is cst.Attribute and call.func.attr.value == "step":
             _classify_step(call, fact, roles)
     for line in local_nodes(loop.body, cst.SimpleStatementLine):
-        assert isinstance(line, cst.SimpleStatementLine)
+        assert type(line) is cst.SimpleStatementLine
         tensor = _updated_from_grad(line)
         if tensor is not None and _update_is_intended(line, imports, parents):
             fact.updates.append(_Update(line, tensor))
@@ -303,7 +303,7 @@ def _loop_facts(
 
 
 def _classify_step(call: cst.Call, fact: _LoopFacts, roles: _StepRoles) -> None:
-    receiver = dotted_name(call.func.value) if isinstance(call.func, cst.Attribute) else None
+    receiver = dotted_name(call.func.value) if type(call.func) is cst.Attribute else None
     if receiver is None:
         fact.unclear = True  # `self.optimizers()[0].step()`: cannot name what to zero
         return
@@ -326,12 +326,12 @@ def _updated_from_grad(line: cst.SimpleStatementLine) -> str | None:
     if len(line.body) != 1:
         return None
     small = line.body[0]
-    if isinstance(small, cst.AugAssign) and isinstance(small.operator, (cst.SubtractAssign, cst.AddAssign)):
+    if type(small) is cst.AugAssign and type(small.operator) in (cst.SubtractAssign, cst.AddAssign):
         tensor = _strip_data(small.target)
         return tensor if tensor is not None and _reads_grad_of(small.value, tensor) else None
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+    if type(small) is cst.Expr and type(small.value) is cst.Call:
         call = small.value
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value in {"sub_", "add_"}:
+        if type(call.func) is cst.Attribute and call.func.attr.value in {"sub_", "add_"}:
             tensor = _strip_data(call.func.value)
             if tensor is not None and any(_reads_grad_of(argument.value, tensor) for argument in call.args):
                 return tensor
@@ -339,14 +339,14 @@ def _updated_from_grad(line: cst.SimpleStatementLine) -> str | None:
 
 
 def _strip_data(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+    if type(node) is cst.Attribute and node.attr.value == "data":
         node = node.value
     return dotted_name(node)
 
 
 def _reads_grad_of(node: cst.CSTNode, tensor: str) -> bool:
     for attribute in all_nodes(node, cst.Attribute):
-        assert isinstance(attribute, cst.Attribute)
+        assert type(attribute) is cst.Attribute
         if attribute.attr.value == "grad" and dotted_name(attribute.value) == tensor:
             return True
     return False
@@ -356,7 +356,7 @@ def _update_is_intended(line: cst.SimpleStatementLine, imports: ImportIndex, par
     """A hand-written update runs under no_grad or through `.data` (otherwise it raises anyway)."""
     if "data" in {a.attr.value for a in all_nodes(line, cst.Attribute)}:  # type: ignore[union-attr]
         return True
-    return any(isinstance(parent, cst.With) and with_disables_grad(parent, imports) for parent in ancestors(line, parents))
+    return any(type(parent) is cst.With and with_disables_grad(parent, imports) for parent in ancestors(line, parents))
 
 
 def _step_patched(module: cst.Module, graph: CallGraph, zeroing: list[FunctionFacts]) -> bool:
@@ -366,13 +366,13 @@ def _step_patched(module: cst.Module, graph: CallGraph, zeroing: list[FunctionFa
     helpers = {function.node.name.value for function in zeroing}
     zeroing_ids = {id(function) for function in zeroing}
     for value in graph.assigned_attribute(module, "step"):
-        if isinstance(value, cst.Lambda):
+        if type(value) is cst.Lambda:
             if _zeroes(value, helpers):
                 return True
         elif any(id(function) in zeroing_ids for function in graph.referenced_functions(value)):
             return True
-        elif isinstance(value, cst.Call) and any(
-            isinstance(node, cst.Attribute) and node.attr.value == "step" for node in all_nodes(value, cst.Attribute)
+        elif type(value) is cst.Call and any(
+            type(node) is cst.Attribute and node.attr.value == "step" for node in all_nodes(value, cst.Attribute)
         ):
             return True
     return False
@@ -381,11 +381,11 @@ def _step_patched(module: cst.Module, graph: CallGraph, zeroing: list[FunctionFa
 def _zeroes(node: cst.CSTNode, helpers: set[str], syntax: SyntaxIndex | None = None) -> bool:
     """Any zeroing or hand-written `.grad` write under `node`, nested defs included."""
     nodes = all_nodes(node, (cst.Attribute, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Del), syntax)
-    if any(isinstance(n, cst.Attribute) and n.attr.value == "zero_grad" for n in nodes):
+    if any(type(n) is cst.Attribute and n.attr.value == "zero_grad" for n in nodes):
         return True
     if any(_touches_grad(target) for target in _written_targets(nodes)):
         return True
-    return any(isinstance(n, cst.Call) and _call_zeroes(n, helpers) for n in nodes)
+    return any(type(n) is cst.Call and _call_zeroes(n, helpers) for n in nodes)
 
 
 def _call_zeroes(call: cst.Call, helpers: set[str]) -> bool:
@@ -396,7 +396,7 @@ def _call_zeroes(call: cst.Call, helpers: set[str]) -> bool:
         tokens = set(name_tokens(last))
         if last in helpers or last == "zero_grad" or (tokens & CLEAR_TOKENS and tokens & GRAD_TOKENS):
             return True
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value.endswith("_"):
+    if type(call.func) is cst.Attribute and call.func.attr.value.endswith("_"):
         if _touches_grad(call.func.value):
             return not _keeps_values(call)  # p.grad.zero_(), p.grad.data.mul_(0), p.grad.detach_()
         return any(_touches_grad(argument.value) for argument in call.args) and not _is_parameter_update(call)
@@ -412,32 +412,32 @@ _VALUE_KEEPING_METHODS = frozenset({"clamp_", "clamp_min_", "clamp_max_", "clip_
 
 def _keeps_values(call: cst.Call) -> bool:
     """An in-place call on `.grad` that leaves the accumulated values in place (not `mul_(0)`)."""
-    method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+    method = call.func.attr.value if type(call.func) is cst.Attribute else ""
     if method not in _VALUE_KEEPING_METHODS:
         return False
     return not (method == "mul_" and any(_is_zero(argument.value) for argument in call.args))
 
 
 def _is_zero(node: cst.BaseExpression) -> bool:
-    return isinstance(node, (cst.Integer, cst.Float)) and float(node.value) == 0.0
+    return type(node) in (cst.Integer, cst.Float) and float(node.value) == 0.0
 
 
 def _is_parameter_update(call: cst.Call) -> bool:
     """`p.add_(p.grad, alpha=-lr)` reads .grad; it does not write it."""
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in {"add_", "sub_", "addcdiv_", "addcmul_"} and not _touches_grad(call.func.value)
+    return type(call.func) is cst.Attribute and call.func.attr.value in {"add_", "sub_", "addcdiv_", "addcmul_"} and not _touches_grad(call.func.value)
 
 
 def _written_targets(nodes: list[cst.CSTNode]) -> list[cst.BaseExpression]:
     targets: list[cst.BaseExpression] = []
     for statement in nodes:
-        if isinstance(statement, cst.Assign):
+        if type(statement) is cst.Assign:
             targets.extend(t.target for t in statement.targets)
-        elif isinstance(statement, (cst.AugAssign, cst.AnnAssign, cst.Del)):
+        elif type(statement) in (cst.AugAssign, cst.AnnAssign, cst.Del):
             targets.append(statement.target)
     flat: list[cst.BaseExpression] = []
     while targets:
         target = targets.pop()
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             targets.extend(e.value for e in target.elements)
         else:
             flat.append(target)
@@ -447,8 +447,8 @@ def _written_targets(nodes: list[cst.CSTNode]) -> list[cst.BaseExpression]:
 def _touches_grad(node: cst.CSTNode) -> bool:
     """Is there a `.grad` (or `.main_grad`) attribute in this Attribute/Subscript chain?"""
     current = node
-    while isinstance(current, (cst.Attribute, cst.Subscript)):
-        if isinstance(current, cst.Attribute) and current.attr.value in _GRAD_ATTRIBUTES:
+    while type(current) in (cst.Attribute, cst.Subscript):
+        if type(current) is cst.Attribute and current.attr.value in _GRAD_ATTRIBUTES:
             return True
         current = current.value
     return False
@@ -496,11 +496,11 @@ def _after_scaler_update(
     for index, statement in enumerate(block):
         if statement is line and index + 1 < len(block):
             following = block[index + 1]
-            if isinstance(following, cst.SimpleStatementLine):
+            if type(following) is cst.SimpleStatementLine:
                 call = expression_statement_call(following)
                 if (
                     call is not None
-                    and isinstance(call.func, cst.Attribute)
+                    and type(call.func) is cst.Attribute
                     and call.func.attr.value == "update"
                     and dotted_name(call.func.value) == step.scaler
                 ):
@@ -511,7 +511,7 @@ def _after_scaler_update(
 def _first_statement(loop: cst.CSTNode) -> cst.BaseStatement | None:
     """The first statement of a loop's indented body (None: a function, or a one-line
     body, where a statement cannot go before it)."""
-    if isinstance(loop, (cst.For, cst.While)) and isinstance(loop.body, cst.IndentedBlock) and loop.body.body:
+    if type(loop) in (cst.For, cst.While) and type(loop.body) is cst.IndentedBlock and loop.body.body:
         return loop.body.body[0]
     return None
 

@@ -199,7 +199,7 @@ class InplaceOnGradTrackedTensor(Rule):
         message = (
             f"in-place operation on `{label}`, which autograd saved for backward: backward raises {_VERSION_ERROR}"
         )
-        if fact.aliased or fact.view or not isinstance(base, cst.Name) or len(site.statement.body) != 1:
+        if fact.aliased or fact.view or not type(base) is cst.Name or len(site.statement.body) != 1:
             self.report(small, message + "; another reference may share it, so go out of place by hand")
             return
         fix = self._out_of_place(site.statement, small, mutation, base)
@@ -216,19 +216,19 @@ class InplaceOnGradTrackedTensor(Rule):
             clone = cst.parse_statement(f"{base.value} = {base.value}.clone()")
 
             def insert_clone(updated: cst.CSTNode) -> cst.FlattenSentinel:
-                assert isinstance(updated, cst.SimpleStatementLine)
+                assert type(updated) is cst.SimpleStatementLine
                 first = clone.with_changes(leading_lines=updated.leading_lines)
                 return cst.FlattenSentinel([first, updated.with_changes(leading_lines=())])
 
             return Fix(Applicability.UNSAFE, (Edit(statement, insert_clone),), f"clone `{base.value}` before mutating it")
         if mutation.kind == "augassign":
-            assert isinstance(small, cst.AugAssign)
+            assert type(small) is cst.AugAssign
             operator = _AUG_OPERATORS.get(type(small.operator))
             if operator is None:
                 return None
 
             def to_binary(updated: cst.CSTNode) -> cst.CSTNode:
-                assert isinstance(updated, cst.AugAssign)
+                assert type(updated) is cst.AugAssign
                 value = updated.value
                 if not isinstance(value, _ATOMS) and not value.lpar:
                     value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -239,7 +239,7 @@ class InplaceOnGradTrackedTensor(Rule):
 
             return Fix(Applicability.UNSAFE, (Edit(small, to_binary),), "compute out of place")
         if mutation.kind == "method":
-            assert isinstance(small, cst.Expr)
+            assert type(small) is cst.Expr
             value = _out_of_place_chain(small.value, base, imports)
             if value is None:
                 return None
@@ -274,21 +274,21 @@ class InplaceOnGradTrackedTensor(Rule):
                     self.report(call, message + "; drop `inplace=True`", fix)
 
     def _drop_inplace_fix(self, small: cst.BaseSmallStatement, call: cst.Call, argument: cst.BaseExpression) -> Fix | None:
-        if isinstance(small, cst.Expr) and small.value is call:
-            if not isinstance(argument, cst.Name):
+        if type(small) is cst.Expr and small.value is call:
+            if not type(argument) is cst.Name:
                 return None
 
             def to_assign(updated: cst.CSTNode) -> cst.CSTNode:
-                assert isinstance(updated, cst.Expr) and isinstance(updated.value, cst.Call)
+                assert type(updated) is cst.Expr and type(updated.value) is cst.Call
                 return cst.Assign(targets=[cst.AssignTarget(target=argument)], value=_without_inplace(updated.value))
 
             return Fix(Applicability.UNSAFE, (Edit(small, to_assign),), "drop `inplace=True` and rebind the result")
-        if isinstance(argument, cst.Name):
+        if type(argument) is cst.Name:
             rebinds = (
-                isinstance(small, cst.Assign)
+                type(small) is cst.Assign
                 and small.value is call
                 and len(small.targets) == 1
-                and isinstance(small.targets[0].target, cst.Name)
+                and type(small.targets[0].target) is cst.Name
                 and small.targets[0].target.value == argument.value
             )
             if not rebinds:
@@ -309,7 +309,7 @@ class InplaceOnGradTrackedTensor(Rule):
                     continue
                 layers = positional(call) or starred_list(call, site.position.function or self.context.module)
                 for previous, layer in zip(layers or [], (layers or [])[1:]):
-                    if not isinstance(previous, cst.Call) or not isinstance(layer, cst.Call):
+                    if not type(previous) is cst.Call or not type(layer) is cst.Call:
                         continue
                     before = analysis.module_constructor(previous)
                     kind = analysis.module_constructor(layer)
@@ -338,7 +338,7 @@ def _label(node: cst.BaseExpression) -> str:
 
 def _strip_subscripts(node: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
     through = False
-    while isinstance(node, cst.Subscript):
+    while type(node) is cst.Subscript:
         node, through = node.value, True
     return node, through
 
@@ -353,20 +353,20 @@ def _inplace_method(call: cst.Call, imports: ImportIndex) -> str | None:
 
 def _mutation(small: cst.BaseSmallStatement, imports: ImportIndex) -> _Mutation | None:
     """The in-place mutation `small` performs, if it is one (whole statement only)."""
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+    if type(small) is cst.Expr and type(small.value) is cst.Call:
         calls: list[cst.Call] = []
         node: cst.BaseExpression = small.value
-        while isinstance(node, cst.Call) and _inplace_method(node, imports) is not None:
+        while type(node) is cst.Call and _inplace_method(node, imports) is not None:
             calls.append(node)
             node = node.func.value  # type: ignore[attr-defined]
         if not calls:
             return None
         base, through = _strip_subscripts(node)
         return _Mutation("method", base, through, tuple(reversed(calls)))
-    if isinstance(small, cst.AugAssign):
+    if type(small) is cst.AugAssign:
         base, through = _strip_subscripts(small.target)
         return _Mutation("augassign", base, through)
-    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
+    if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Subscript:
         base, _ = _strip_subscripts(small.targets[0].target)
         return _Mutation("setitem", base, True)
     return None
@@ -409,10 +409,10 @@ def _out_of_place_chain(
     call: cst.BaseExpression, base: cst.Name, imports: ImportIndex
 ) -> tuple[cst.BaseExpression, tuple[str, ...]] | None:
     """`x.mul_(a).add_(b)` -> `x.mul(a).add(b)`; `x.zero_()` -> `torch.zeros_like(x)`."""
-    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+    if not type(call) is cst.Call or not type(call.func) is cst.Attribute:
         return None
     method = call.func.attr.value
-    if call.func.value is base or (isinstance(call.func.value, cst.Name) and call.func.value.value == base.value):
+    if call.func.value is base or (type(call.func.value) is cst.Name and call.func.value.value == base.value):
         receiver: cst.BaseExpression = base
         needs: tuple[str, ...] = ()
     else:
@@ -436,16 +436,16 @@ def _out_of_place_chain(
 
 
 def _is_number(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
         node = node.expression
-    return isinstance(node, (cst.Integer, cst.Float))
+    return type(node) in (cst.Integer, cst.Float)
 
 
 def _inplace_harm(argument: cst.BaseExpression, site: Site, analysis: TrackingAnalysis) -> str | None:
     """Why overwriting `argument` in place breaks autograd (None: it does not, as far as shown)."""
     if analysis.saves_output(argument, site.statement):
         return f"`{_label(argument)}`, whose output autograd saved for backward: backward raises {_VERSION_ERROR}"
-    if isinstance(argument, cst.Name):
+    if type(argument) is cst.Name:
         fact = analysis.tracked(argument, site.statement)
         if fact is None:
             return None

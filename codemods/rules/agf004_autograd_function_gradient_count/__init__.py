@@ -177,7 +177,7 @@ class _Checker:
         declared = len(inputs)
         for node in return_statements(backward):
             elements = returned_elements(node)
-            if elements is None or not isinstance(node.value, cst.Tuple) or len(elements) <= declared:
+            if elements is None or not type(node.value) is cst.Tuple or len(elements) <= declared:
                 continue
             head = (
                 f"`{self.function.name}.backward` returns {len(elements)} gradients but `forward` declares "
@@ -226,12 +226,12 @@ class _Checker:
         elements = returned_elements(node)
         if elements is None:
             return None
-        if isinstance(node.value, cst.Tuple):
+        if type(node.value) is cst.Tuple:
             return len(elements)
         value = elements[0]
         if _is_none(value) or is_zero_literal(value) or self.facts.is_tensor(value):
             return 1
-        if isinstance(value, cst.IfExp) and all(
+        if type(value) is cst.IfExp and all(
             _is_none(b) or is_zero_literal(b) or self.facts.is_tensor(b) for b in (value.body, value.orelse)
         ):
             return 1
@@ -309,7 +309,7 @@ class _Checker:
             for element in returned_elements(node) or ():
                 if is_zero_literal(element):
                     self._report_zero(element)
-                elif isinstance(element, cst.IfExp) and not self._tensor_ifexp(element):
+                elif type(element) is cst.IfExp and not self._tensor_ifexp(element):
                     self._python_ifexp(element)
         for node in own_nodes(backward, cst.IfExp):
             if self._tensor_ifexp(node):
@@ -357,7 +357,7 @@ class _Checker:
     def _tensor_ifexp(self, node: cst.IfExp) -> bool:
         """`g if x > 0 else 0` with `x` a tensor and `g` a tensor."""
         test = node.test
-        if not (isinstance(test, cst.Comparison) and self.facts.is_tensor(test)):
+        if not (type(test) is cst.Comparison and self.facts.is_tensor(test)):
             return False
         if is_zero_literal(node.orelse):
             return self.facts.is_tensor(node.body)
@@ -369,7 +369,7 @@ class _Checker:
         where, needs = self.imports.expression_for("torch.where")
 
         def replace(updated: cst.CSTNode) -> cst.CSTNode:
-            assert isinstance(updated, cst.IfExp)
+            assert type(updated) is cst.IfExp
             test = updated.test.with_changes(lpar=(), rpar=())
             return cst.Call(
                 func=where,
@@ -393,18 +393,18 @@ class _Checker:
 
 
 def _is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
+    return type(node) is cst.Name and node.value == "None"
 
 
 def _is_python_condition(test: cst.BaseExpression, facts: TensorFacts, ctx: str) -> bool:
     """Conditions that are plain Python bools: `is None` tests, `ctx.needs_input_grad[i]`, flags."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return _is_python_condition(test.expression, facts, ctx)
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         return _is_python_condition(test.left, facts, ctx) and _is_python_condition(test.right, facts, ctx)
-    if isinstance(test, cst.Comparison):
-        return all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in test.comparisons)
-    if isinstance(test, cst.Subscript):
+    if type(test) is cst.Comparison:
+        return all(type(c.operator) in (cst.Is, cst.IsNot) for c in test.comparisons)
+    if type(test) is cst.Subscript:
         return ctx_attribute(test.value, ctx) == "needs_input_grad"
     return facts.is_non_tensor(test)
 
@@ -418,23 +418,23 @@ def _backward_facts(function: CustomFunction, imports: ImportIndex) -> TensorFac
     for assign in own_nodes(backward, cst.Assign):
         if is_saved_tensors(assign.value, ctx):
             for target in assign.targets:
-                if isinstance(target.target, (cst.Tuple, cst.List)):
-                    tensors |= {e.value.value for e in target.target.elements if isinstance(e.value, cst.Name)}
-        elif isinstance(assign.value, cst.Subscript) and is_saved_tensors(assign.value.value, ctx):
-            tensors |= {t.target.value for t in assign.targets if isinstance(t.target, cst.Name)}
+                if type(target.target) in (cst.Tuple, cst.List):
+                    tensors |= {e.value.value for e in target.target.elements if type(e.value) is cst.Name}
+        elif type(assign.value) is cst.Subscript and is_saved_tensors(assign.value.value, ctx):
+            tensors |= {t.target.value for t in assign.targets if type(t.target) is cst.Name}
     return TensorFacts(backward, imports, tensors=tensors, skip_params=1)
 
 
 def _drop_trailing(updated: cst.CSTNode, count: int) -> cst.CSTNode:
     """`return g, None` -> `return g`; `return (a, b, None)` -> `return (a, b)`; keeps the
     tuple's own layout and its trailing comma style."""
-    assert isinstance(updated, cst.Return) and isinstance(updated.value, cst.Tuple)
+    assert type(updated) is cst.Return and type(updated.value) is cst.Tuple
     value = updated.value
     kept = list(value.elements[: len(value.elements) - count])
     final = value.elements[-1].comma
     if len(kept) == 1 and not value.lpar:
         return updated.with_changes(value=kept[0].value)
-    if len(kept) == 1 and not isinstance(final, cst.Comma):
+    if len(kept) == 1 and not type(final) is cst.Comma:
         final = cst.Comma()
     kept[-1] = kept[-1].with_changes(comma=final)
     return updated.with_changes(value=value.with_changes(elements=kept))
@@ -443,15 +443,15 @@ def _drop_trailing(updated: cst.CSTNode, count: int) -> cst.CSTNode:
 def _pad_return(updated: cst.CSTNode, count: int, values: list[str] | None = None) -> cst.CSTNode:
     """`return g` -> `return g, None`; `return (g,)` -> `return (g, None)`; keeps multi-line
     layout. With `values`, those names instead of the Nones."""
-    assert isinstance(updated, cst.Return) and updated.value is not None
+    assert type(updated) is cst.Return and updated.value is not None
     fill = list(values) if values is not None else ["None"] * count
     value = updated.value
-    if isinstance(value, cst.Tuple) and value.elements:
+    if type(value) is cst.Tuple and value.elements:
         elements = list(value.elements)
         last = elements[-1]
         trailing = last.comma
-        multiline = bool(value.lpar) and isinstance(value.lpar[0].whitespace_after, cst.ParenthesizedWhitespace)
-        if len(elements) >= 2 and isinstance(elements[-2].comma, cst.Comma):
+        multiline = bool(value.lpar) and type(value.lpar[0].whitespace_after) is cst.ParenthesizedWhitespace
+        if len(elements) >= 2 and type(elements[-2].comma) is cst.Comma:
             separator = elements[-2].comma
         elif multiline:
             separator = cst.Comma(whitespace_after=value.lpar[0].whitespace_after)

@@ -70,7 +70,7 @@ def _saved(function: CustomFunction, index: int, name: str) -> bool:
     names = {name} | setup_context_aliases(function, index)
     for call in save_for_backward_calls(holder, ctx):
         for arg in call.args:
-            if arg.star or (isinstance(arg.value, cst.Name) and arg.value.value in names):
+            if arg.star or (type(arg.value) is cst.Name and arg.value.value in names):
                 return True
     return False
 
@@ -84,7 +84,7 @@ def _ctx_attributes_of(function: CustomFunction, index: int, name: str) -> set[s
     names = {name} if function.combined else setup_context_aliases(function, index)
     found: set[str] = set()
     for assign in own_nodes(holder, cst.Assign):
-        if isinstance(assign.value, cst.Name) and assign.value.value in names:
+        if type(assign.value) is cst.Name and assign.value.value in names:
             for target in assign.targets:
                 attribute = ctx_attribute(target.target, ctx)
                 if attribute is not None:
@@ -107,7 +107,7 @@ class _ScalarUseFinder(cst.CSTVisitor):
 
     def _key(self, node: cst.BaseExpression) -> str | None:
         if self.ctx is None:
-            return node.value if isinstance(node, cst.Name) else None
+            return node.value if type(node) is cst.Name else None
         return ctx_attribute(node, self.ctx)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -116,7 +116,7 @@ class _ScalarUseFinder(cst.CSTVisitor):
                 key = self._key(arg.value)
                 if key is not None:
                     self.found.add(key)
-        if isinstance(node.func, cst.Name) and node.func.value == "range":
+        if type(node.func) is cst.Name and node.func.value == "range":
             for arg in node.args:
                 key = self._key(arg.value)
                 if key is not None:

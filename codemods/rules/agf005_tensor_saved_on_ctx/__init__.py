@@ -205,10 +205,10 @@ class _Planner:
         all_writes = ctx_write_counts(holder, ctx)
         stores = []
         for position, statement in enumerate(top_level_body(holder)):
-            if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+            if not (type(statement) is cst.SimpleStatementLine and len(statement.body) == 1):
                 continue
             assign = statement.body[0]
-            if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
+            if not (type(assign) is cst.Assign and len(assign.targets) == 1):
                 continue
             pairs = assigned_pairs(assign.targets[0].target, assign.value)
             packed = self._packed_store(pairs, position, statement, ctx, read_in_backward, written_elsewhere, all_writes)
@@ -250,19 +250,19 @@ class _Planner:
         attribute = ctx_attribute(target, ctx)
         if (
             attribute is None
-            or not isinstance(value, (cst.Tuple, cst.List))
+            or not type(value) in (cst.Tuple, cst.List)
             or attribute not in read_in_backward
             or attribute in written_elsewhere
             or all_writes.get(attribute, 0) != 1
         ):
             return None
-        elements = [e.value for e in value.elements if not isinstance(e, cst.StarredElement)]
+        elements = [e.value for e in value.elements if not type(e) is cst.StarredElement]
         if not any(self.facts.is_tensor(e) for e in elements):
             return None
         return _Store(attribute, position, line, value)
 
     def _report_packed(self, store: _Store, ctx: str) -> None:
-        assert isinstance(store.value, (cst.Tuple, cst.List))
+        assert type(store.value) in (cst.Tuple, cst.List)
         tensors = [code_of(e.value) for e in store.value.elements if self.facts.is_tensor(e.value)]
         listed = ", ".join(f"`{name}`" for name in tensors)
         self.rule.report(
@@ -292,7 +292,7 @@ class _Planner:
         """Attributes touched by other methods of the class (jvp, vmap...): leave those alone."""
         names: set[str] = set()
         for statement in self.function.node.body.body:
-            if isinstance(statement, cst.FunctionDef) and statement not in (holder, backward, self.function.forward):
+            if type(statement) is cst.FunctionDef and statement not in (holder, backward, self.function.forward):
                 names |= {node.attr.value for node in all_nodes(statement, cst.Attribute)}
         return names
 
@@ -310,7 +310,7 @@ class _Planner:
             return None
         for store in stores:
             if store.in_tuple and not (
-                isinstance(store.value, cst.Name)
+                type(store.value) is cst.Name
                 and sum(1 for s in stores if s.line is store.line) == len(assigned_pairs(*assign_target_value(store.line)))
             ):
                 return None  # a partly moved tuple assignment would need rewriting, not removal
@@ -353,7 +353,7 @@ class _Planner:
         holder_reads = ctx_reads(holder, ctx)
         aliases = backward_aliases(backward, self.function.backward_ctx() or "ctx", {s.attribute for s in stores})
         for store in stores:
-            if isinstance(store.value, cst.Name):
+            if type(store.value) is cst.Name:
                 store.forward_name = store.value.value
                 if store.attribute in holder_reads:
                     return False  # forward reads ctx.<attr> too: keep it simple
@@ -423,10 +423,10 @@ class _Planner:
         save_expr = cst.Attribute(cst.Name(ctx), cst.Name("save_for_backward"))
 
         def replace_last(updated: cst.CSTNode) -> cst.CSTNode:
-            assert isinstance(updated, cst.SimpleStatementLine)
+            assert type(updated) is cst.SimpleStatementLine
             if last_store is None:  # the existing call is last: append the new arguments
                 expr = updated.body[0]
-                assert isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
+                assert type(expr) is cst.Expr and type(expr.value) is cst.Call
                 call = with_args(expr.value, new_args)
                 return updated.with_changes(
                     leading_lines=[*updated.leading_lines, *moved_comments], body=[expr.with_changes(value=call)]
@@ -466,11 +466,11 @@ class _Planner:
         if reads.line is not None and reads.target is not None:
 
             def extend(updated: cst.CSTNode) -> cst.CSTNode:
-                assert isinstance(updated, cst.SimpleStatementLine)
+                assert type(updated) is cst.SimpleStatementLine
                 assign = updated.body[0]
-                assert isinstance(assign, cst.Assign)
+                assert type(assign) is cst.Assign
                 target = assign.targets[0].target
-                assert isinstance(target, (cst.Tuple, cst.List))
+                assert type(target) in (cst.Tuple, cst.List)
                 new_target = assign.targets[0].with_changes(target=tuple_with(target, new_names))
                 return updated.with_changes(body=[assign.with_changes(targets=[new_target])])
 
@@ -515,9 +515,9 @@ def _comments_of(line: cst.SimpleStatementLine) -> list[cst.EmptyLine]:
 
 def _as_local(updated: cst.CSTNode, name: str) -> cst.CSTNode:
     """`ctx.probs = expr` -> `probs = expr` (comments kept)."""
-    assert isinstance(updated, cst.SimpleStatementLine)
+    assert type(updated) is cst.SimpleStatementLine
     assign = updated.body[0]
-    assert isinstance(assign, cst.Assign)
+    assert type(assign) is cst.Assign
     target = assign.targets[0].with_changes(target=cst.Name(name))
     return updated.with_changes(body=[assign.with_changes(targets=[target])])
 
@@ -537,7 +537,7 @@ def _unpack_line(names: list[str], ctx: str) -> cst.SimpleStatementLine:
 
 def _prepend(updated: cst.CSTNode, line: cst.SimpleStatementLine) -> cst.CSTNode:
     """Insert `line` first in a function body, after its docstring."""
-    assert isinstance(updated, cst.IndentedBlock)
+    assert type(updated) is cst.IndentedBlock
     statements = list(updated.body)
     position = 1 if statements and is_docstring(statements[0]) else 0
     statements.insert(position, line)

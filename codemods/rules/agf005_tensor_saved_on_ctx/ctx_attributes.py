@@ -29,18 +29,18 @@ def _has_comments(line: cst.SimpleStatementLine) -> bool:
 def assigned_pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """`a = x` -> [(a, x)]; `a, b = x, y` -> [(a, x), (b, y)] (sru's `ctx.forget, ctx.reset =
     forget, reset`); an unpacking of anything else binds nothing we can pair."""
-    if not isinstance(target, (cst.Tuple, cst.List)):
+    if not type(target) in (cst.Tuple, cst.List):
         return [(target, value)]
-    if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(target.elements):
+    if not type(value) in (cst.Tuple, cst.List) or len(value.elements) != len(target.elements):
         return []
-    if any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+    if any(type(e) is cst.StarredElement for e in (*target.elements, *value.elements)):
         return []
     return [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
 
 
 def assign_target_value(line: cst.SimpleStatementLine) -> tuple[cst.BaseExpression, cst.BaseExpression]:
     assign = line.body[0]
-    assert isinstance(assign, cst.Assign)
+    assert type(assign) is cst.Assign
     return assign.targets[0].target, assign.value
 
 
@@ -54,13 +54,13 @@ def backward_aliases(
     body = top_level_body(backward)
     found: dict[str, tuple[str, cst.SimpleStatementLine]] = {}
     for position, statement in enumerate(body):
-        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        if not (type(statement) is cst.SimpleStatementLine and len(statement.body) == 1):
             continue
         assign = statement.body[0]
-        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or _has_comments(statement):
+        if not type(assign) is cst.Assign or len(assign.targets) != 1 or _has_comments(statement):
             continue
         pairs = assigned_pairs(assign.targets[0].target, assign.value)
-        named = [(t.value, ctx_attribute(v, ctx)) for t, v in pairs if isinstance(t, cst.Name)]
+        named = [(t.value, ctx_attribute(v, ctx)) for t, v in pairs if type(t) is cst.Name]
         if not pairs or len(named) != len(pairs) or any(a not in attributes for _, a in named):
             continue
         others = rebound_names(body[:position] + body[position + 1 :]) | set(param_names(backward))
@@ -81,7 +81,7 @@ def own_returns_in(statement: cst.CSTNode) -> bool:
     """Does the statement contain a `return` (outside nested functions, lambdas, classes)?"""
     nested = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
     return any(
-        isinstance(node, cst.Return)
+        type(node) is cst.Return
         for node in iter_descendants(statement, prune=lambda n: isinstance(n, nested))
     )
 
@@ -121,16 +121,16 @@ def ctx_write_counts(node: cst.CSTNode, ctx: str) -> dict[str, int]:
         if name is not None:
             counts[name] = counts.get(name, 0) + 1
     for call in all_nodes(node, cst.Call):  # setattr(ctx, "x", ...) and friends: unknowable
-        if isinstance(call.func, cst.Name) and call.func.value in ("setattr", "delattr"):
+        if type(call.func) is cst.Name and call.func.value in ("setattr", "delattr"):
             for arg in call.args[1:2]:
-                if isinstance(arg.value, cst.SimpleString):
+                if type(arg.value) is cst.SimpleString:
                     counts[str(arg.value.evaluated_value)] = 99
     return counts
 
 
 def ctx_method_called(node: cst.CSTNode, ctx: str, method: str) -> bool:
     return any(
-        isinstance(c.func, cst.Attribute) and ctx_attribute(c.func, ctx) == method for c in all_nodes(node, cst.Call)
+        type(c.func) is cst.Attribute and ctx_attribute(c.func, ctx) == method for c in all_nodes(node, cst.Call)
     )
 
 
@@ -141,7 +141,7 @@ def kept_output(holder: cst.FunctionDef, position: int, value: cst.BaseExpressio
     store is the cycle output -> grad_fn -> ctx -> output."""
     body = top_level_body(holder)
     returns = return_statements(holder)
-    if not isinstance(value, cst.Name) or not returns or position >= len(body):
+    if not type(value) is cst.Name or not returns or position >= len(body):
         return False
     if any(own_returns_in(statement) for statement in body[: position + 1]):
         return False
@@ -149,6 +149,6 @@ def kept_output(holder: cst.FunctionDef, position: int, value: cst.BaseExpressio
         return False
     for node in returns:
         elements = returned_elements(node)
-        if elements is None or not any(isinstance(e, cst.Name) and e.value == value.value for e in elements):
+        if elements is None or not any(type(e) is cst.Name and e.value == value.value for e in elements):
             return False
     return True

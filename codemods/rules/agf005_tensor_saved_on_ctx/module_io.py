@@ -51,7 +51,7 @@ def module_call_tensors(
     if answers is None:
         answers = module_classes(module, imports)
     classes = {
-        s.name.value: s for s in module.body if isinstance(s, cst.ClassDef) and answers.get(s.name.value) is Answer.YES
+        s.name.value: s for s in module.body if type(s) is cst.ClassDef and answers.get(s.name.value) is Answer.YES
     }
     found: list[tuple[cst.Call, str]] = []
     if classes:
@@ -70,7 +70,7 @@ def module_call_tensors(
         for index, argument in enumerate(call.args):
             if argument.keyword is not None or argument.star:
                 break
-            if isinstance(argument.value, cst.Name) and index < len(io.tensor_inputs) and io.tensor_inputs[index]:
+            if type(argument.value) is cst.Name and index < len(io.tensor_inputs) and io.tensor_inputs[index]:
                 inputs.add(argument.value.value)
     return ModuleCallTensors(frozenset(calls), frozenset(inputs))
 
@@ -78,7 +78,7 @@ def module_call_tensors(
 def module_io(node: cst.ClassDef, imports: ImportIndex) -> ModuleIO | None:
     """The tensor facts of a module class's `forward` (None without a plain `forward`)."""
     forward = next(
-        (s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None
+        (s for s in node.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None
     )
     if forward is None or forward.asynchronous is not None:
         return None
@@ -90,7 +90,7 @@ def module_io(node: cst.ClassDef, imports: ImportIndex) -> ModuleIO | None:
 
 
 def _statements(body: cst.BaseSuite) -> list[cst.BaseStatement]:
-    return list(body.body) if isinstance(body, cst.IndentedBlock) else []
+    return list(body.body) if type(body) is cst.IndentedBlock else []
 
 
 def _typed_calls(
@@ -103,16 +103,16 @@ def _typed_calls(
     """Calls `name(...)` made while `assert isinstance(name, Class)` still holds: after the
     assert in the same block (or an enclosing one), with `name` not rebound in between."""
     for statement in statements:
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        if type(statement) in (cst.FunctionDef, cst.ClassDef):
             continue
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             for small in statement.body:
                 asserted = _asserted_instance(small, classes, imports)
                 if asserted is not None:
                     known[asserted[0]] = asserted[1]
-                elif isinstance(small, cst.Assign) and isinstance(small.value, cst.Call):
+                elif type(small) is cst.Assign and type(small.value) is cst.Call:
                     func = small.value.func
-                    if isinstance(func, cst.Name) and func.value in known:
+                    if type(func) is cst.Name and func.value in known:
                         found.append((small.value, known[func.value]))
         else:
             rebound = rebound_names([statement])
@@ -127,11 +127,11 @@ def _inner_blocks(node: cst.CSTNode) -> list[cst.IndentedBlock]:
     """The indented blocks of a compound statement (bodies, `else`, handlers, `finally`)."""
     blocks: list[cst.IndentedBlock] = []
     for child in children_of(node):  # syntactic children (libcst's `.children` rebuilds them)
-        if isinstance(child, cst.IndentedBlock):
+        if type(child) is cst.IndentedBlock:
             blocks.append(child)
         elif not isinstance(child, (cst.BaseStatement, cst.BaseExpression)):
             blocks += _inner_blocks(child)
-        elif isinstance(child, cst.If):
+        elif type(child) is cst.If:
             blocks += _inner_blocks(child)  # `elif` chains
     return blocks
 
@@ -140,14 +140,14 @@ def _asserted_instance(
     small: cst.BaseSmallStatement, classes: dict[str, cst.ClassDef], imports: ImportIndex
 ) -> tuple[str, str] | None:
     """`assert isinstance(block, ReversibleBlock)` (parenthesised or not) -> ("block", "ReversibleBlock")."""
-    if not isinstance(small, cst.Assert) or not isinstance(small.test, cst.Call):
+    if not type(small) is cst.Assert or not type(small.test) is cst.Call:
         return None
     call = small.test
-    if not (isinstance(call.func, cst.Name) and call.func.value == "isinstance") or imports.qualified_name(call.func):
+    if not (type(call.func) is cst.Name and call.func.value == "isinstance") or imports.qualified_name(call.func):
         return None
     if len(call.args) != 2 or any(a.keyword is not None or a.star for a in call.args):
         return None
     instance, kind = call.args[0].value, call.args[1].value
-    if isinstance(instance, cst.Name) and isinstance(kind, cst.Name) and kind.value in classes:
+    if type(instance) is cst.Name and type(kind) is cst.Name and kind.value in classes:
         return instance.value, kind.value
     return None

@@ -117,12 +117,12 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
             return None
         small = statement.body[0]
         value: cst.BaseExpression | None = None
-        if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+        if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign:
             value = small.value
-        elif (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.BinaryOperation)
-              and isinstance(small.value.operator, cst.Add) and small.value.left.deep_equals(small.targets[0].target)):
+        elif (type(small) is cst.Assign and len(small.targets) == 1 and type(small.value) is cst.BinaryOperation
+              and type(small.value.operator) is cst.Add and small.value.left.deep_equals(small.targets[0].target)):
             value = small.value.right
-        elif (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute)
+        elif (type(small) is cst.Expr and type(small.value) is cst.Call and type(small.value.func) is cst.Attribute
               and small.value.func.attr.value == "append" and len(small.value.args) == 1 and small.value.args[0].keyword is None):
             value = small.value.args[0].value
         if value is None:
@@ -135,7 +135,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         for root in _with_callers(self.interesting_roots(), self.context.semantic.call_graph):
             parents = parent_map(root)
             for loop in all_nodes(root, _LOOPS, self.context.semantic.syntax):
-                assert isinstance(loop, (cst.For, cst.While))
+                assert type(loop) in (cst.For, cst.While)
                 if _grad_disabled(loop, imports, parents):
                     continue
                 analysis = LoopAnalysis(loop, imports, parents, self.context.semantic.call_graph, self._is_loss_name)
@@ -158,7 +158,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
     @staticmethod
     def _line_of(statement: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.SimpleStatementLine | None:
         line = parents.get(id(statement))
-        return line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+        return line if type(line) is cst.SimpleStatementLine and len(line.body) == 1 else None
 
     def _check(self, accumulation: Accumulation, analysis: "LoopAnalysis") -> None:
         scope = analysis.scope
@@ -175,7 +175,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
             and numeric_uses(name, scope, analysis.parents, set())
         )
         code = self.context.module.code_for_node(accumulation.values[0]).strip()
-        containers = [v for v in accumulation.values if isinstance(v, cst.Name) and v.value in analysis.graph_containers]
+        containers = [v for v in accumulation.values if type(v) is cst.Name and v.value in analysis.graph_containers]
         if containers:
             # a step's output dict (`{"loss": loss, "metrics": {...}}`): `.detach()` does not
             # apply to it; when the same-file step says which items carry a graph (only the
@@ -207,7 +207,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
         self.report(
             accumulation.statement,
             f"`{name}` accumulates `{code}` with its autograd graph across iterations, keeping every "
-            f"iteration's graph alive; accumulate `{code if isinstance(accumulation.values[0], cst.Name) else f'({code})'}"
+            f"iteration's graph alive; accumulate `{code if type(accumulation.values[0]) is cst.Name else f'({code})'}"
             f".{method}()`" if len(accumulation.values) == 1 else f"`{name}` accumulates tensors with their autograd graph across iterations; "
             f"accumulate them `.{method}()`-ed",
             fix,
@@ -218,7 +218,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
 def _with_callers(roots: list[cst.CSTNode], graph: CallGraph) -> list[cst.CSTNode]:
     """The roots that backpropagate, and the same-file functions that call one of them
     (`train_one_epoch` calling `self.train_one_batch`, where the backward is)."""
-    if any(isinstance(root, cst.Module) for root in roots):
+    if any(type(root) is cst.Module for root in roots):
         return roots
     inside = {id(node) for root in roots for node in all_nodes(root, cst.FunctionDef)}
     callers = [
@@ -244,9 +244,9 @@ def _insert_before(statements: list[str]):
 
 def _grad_disabled(loop: cst.CSTNode, imports: ImportIndex, parents: dict[int, cst.CSTNode]) -> bool:
     for parent in ancestors(loop, parents):
-        if isinstance(parent, cst.With) and with_disables_grad(parent, imports):
+        if type(parent) is cst.With and with_disables_grad(parent, imports):
             return True
-        if isinstance(parent, cst.FunctionDef) and function_disables_grad(parent, imports):
+        if type(parent) is cst.FunctionDef and function_disables_grad(parent, imports):
             return True
     return False
 
@@ -257,7 +257,7 @@ def _method_appender(method: str):
     def replace(updated: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(updated, cst.BaseExpression)
         receiver = updated
-        if not isinstance(updated, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not updated.lpar:
+        if not type(updated) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and not updated.lpar:
             receiver = updated.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)))
 

@@ -185,13 +185,13 @@ def _attribute_names(call: cst.Call, bad: list[int], reads: SavedTensorsReads) -
     for index in bad:
         value = call.args[index].value
         name: str | None = None
-        if isinstance(value, cst.Name):
+        if type(value) is cst.Name:
             name = value.value
         elif reads.target is not None:
             element = reads.target.elements[index].value
-            if isinstance(element, cst.Name) and element.value != "_":
+            if type(element) is cst.Name and element.value != "_":
                 name = element.value
-        elif isinstance(value, cst.Attribute) and value.attr.value == "shape":
+        elif type(value) is cst.Attribute and value.attr.value == "shape":
             name = "shape"
         if name is None or name in RESERVED_CTX_ATTRIBUTES or name.startswith("__"):
             return None
@@ -222,9 +222,9 @@ def _names_free(
 def _replace_save_line(
     updated: cst.CSTNode, stores: list[cst.SimpleStatementLine], removed: set[int], total: int
 ) -> cst.CSTNode:
-    assert isinstance(updated, cst.SimpleStatementLine)
+    assert type(updated) is cst.SimpleStatementLine
     expr = updated.body[0]
-    assert isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
+    assert type(expr) is cst.Expr and type(expr.value) is cst.Call
     first = stores[0].with_changes(leading_lines=updated.leading_lines)
     new_stores = [first, *stores[1:]]
     if len(removed) == total:
@@ -237,11 +237,11 @@ def _replace_save_line(
 def _replace_unpack_line(
     updated: cst.CSTNode, removed: set[int], loads: list[tuple[str, str]], ctx: str
 ) -> cst.CSTNode:
-    assert isinstance(updated, cst.SimpleStatementLine)
+    assert type(updated) is cst.SimpleStatementLine
     assign = updated.body[0]
-    assert isinstance(assign, cst.Assign)
+    assert type(assign) is cst.Assign
     target = assign.targets[0].target
-    assert isinstance(target, (cst.Tuple, cst.List))
+    assert type(target) in (cst.Tuple, cst.List)
     lines = [
         cst.SimpleStatementLine(
             [cst.Assign([cst.AssignTarget(cst.Name(local))], cst.Attribute(cst.Name(ctx), cst.Name(attribute)))]
@@ -259,9 +259,9 @@ def _replace_unpack_line(
 
 
 def _reindex(updated: cst.CSTNode, index: int) -> cst.CSTNode:
-    assert isinstance(updated, cst.Subscript)
+    assert type(updated) is cst.Subscript
     element = updated.slice[0]
-    assert isinstance(element.slice, cst.Index)
+    assert type(element.slice) is cst.Index
     return updated.with_changes(
         slice=[element.with_changes(slice=element.slice.with_changes(value=cst.Integer(str(index))))]
     )

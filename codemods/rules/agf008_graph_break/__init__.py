@@ -151,15 +151,15 @@ def _walk_scope(scope: _Scope, body, scopes: list[_Scope], analysis: SemanticMod
 
 def _walk_block(scope: _Scope, statements, scopes: list[_Scope], analysis: SemanticModel) -> None:  # type: ignore[no-untyped-def]
     for index, statement in enumerate(statements):
-        if isinstance(statement, cst.SimpleStatementLine):
+        if type(statement) is cst.SimpleStatementLine:
             scope.lines.append(_Line(statement, statements, index, analysis))
-        elif isinstance(statement, cst.FunctionDef):
-            if isinstance(statement.body, cst.IndentedBlock):
+        elif type(statement) is cst.FunctionDef:
+            if type(statement.body) is cst.IndentedBlock:
                 _walk_scope(_Scope(statement), statement.body.body, scopes, analysis)
-        elif isinstance(statement, cst.ClassDef):
-            if isinstance(statement.body, cst.IndentedBlock):
+        elif type(statement) is cst.ClassDef:
+            if type(statement.body) is cst.IndentedBlock:
                 for item in statement.body.body:
-                    if isinstance(item, cst.FunctionDef) and isinstance(item.body, cst.IndentedBlock):
+                    if type(item) is cst.FunctionDef and type(item.body) is cst.IndentedBlock:
                         _walk_scope(_Scope(item), item.body.body, scopes, analysis)
         else:
             for block in _child_blocks(statement):
@@ -169,11 +169,11 @@ def _walk_block(scope: _Scope, statements, scopes: list[_Scope], analysis: Seman
 def _child_blocks(statement: cst.CSTNode) -> list:  # type: ignore[type-arg]
     blocks = []
     for child in children_of(statement):  # not libcst's `.children`: that rebuilds the subtree
-        if isinstance(child, cst.IndentedBlock):
+        if type(child) is cst.IndentedBlock:
             blocks.append(child.body)
-        elif isinstance(child, (cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler)):
+        elif type(child) in (cst.Else, cst.Finally, cst.ExceptHandler, cst.ExceptStarHandler):
             blocks.extend(_child_blocks(child))
-        elif isinstance(child, cst.If):
+        elif type(child) is cst.If:
             blocks.extend(_child_blocks(child))
     return blocks
 
@@ -188,7 +188,7 @@ class _ScopeCheck:
         self.analysis = analysis
         self.imports = rule.context.imports
         self.walk = rule.context.semantic.syntax.walk  # the file's index: no re-traversal per line
-        self.training_step = isinstance(scope.node, cst.FunctionDef) and scope.node.name.value == "training_step"
+        self.training_step = type(scope.node) is cst.FunctionDef and scope.node.name.value == "training_step"
 
     def run(self) -> None:
         sinks = self._sink_names()
@@ -273,7 +273,7 @@ class _ScopeCheck:
         stack, needs = self.imports.expression_for("torch.stack")
 
         def replace(updated: cst.CSTNode) -> cst.CSTNode:
-            assert isinstance(updated, cst.Call)
+            assert type(updated) is cst.Call
             return updated.with_changes(func=stack, args=[updated.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
 
         fix = Fix(
@@ -287,13 +287,13 @@ class _ScopeCheck:
     def _loss_use(self, call: cst.Call, line: _Line, position: int) -> tuple[str | None, bool] | None:
         """(name the rewrap is bound to, used directly) when the rewrap is backpropagated."""
         for small in line.node.body:
-            if isinstance(small, cst.Expr) and sink_of_expression(small.value, self.imports) is call:
+            if type(small) is cst.Expr and sink_of_expression(small.value, self.imports) is call:
                 return None, True
-            if isinstance(small, cst.Return) and small.value is call and self.training_step:
+            if type(small) is cst.Return and small.value is call and self.training_step:
                 return None, True
-            if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
+            if type(small) is cst.Assign and small.value is call and len(small.targets) == 1:
                 target = small.targets[0].target
-                if isinstance(target, cst.Name) and self._backpropagated_later(target.value, position):
+                if type(target) is cst.Name and self._backpropagated_later(target.value, position):
                     return target.value, False
         return None
 
@@ -301,7 +301,7 @@ class _ScopeCheck:
         for line in self.scope.lines[position + 1:]:
             for small in line.node.body:
                 sink = statement_sink(small, self.imports, self.training_step)
-                if isinstance(sink, cst.Name) and sink.value == name:
+                if type(sink) is cst.Name and sink.value == name:
                     return True
             if name in assigned_names(line.node):
                 return False
@@ -311,7 +311,7 @@ class _ScopeCheck:
         """The loss's own definition is in this scope, unbroken and with grad on."""
         if tensor is None:
             return False
-        if not isinstance(tensor, cst.Name):
+        if not type(tensor) is cst.Name:
             return True  # an expression in place (checked by `has_break`)
         for line in reversed(self.scope.lines[:position]):
             for small in line.node.body:
@@ -324,7 +324,7 @@ class _ScopeCheck:
 
     def _removal_edits(self, line: _Line, target: str | None, tensor: cst.BaseExpression) -> tuple[Edit, ...] | None:
         """`loss = torch.tensor(loss.item(), ...)` -> drop the line (comments move down)."""
-        if target is None or not (isinstance(tensor, cst.Name) and tensor.value == target):
+        if target is None or not (type(tensor) is cst.Name and tensor.value == target):
             return None
         if len(line.node.body) != 1 or line.index + 1 >= len(line.block):
             return None
@@ -377,7 +377,7 @@ class _ScopeCheck:
         """Is `root` a tracked tensor (tracking analysis) or a model/criterion output in view?"""
         if self.analysis.tracking.tracked(root, line.node) is not None:
             return True
-        if not isinstance(root, cst.Name):
+        if not type(root) is cst.Name:
             return False
         for earlier in reversed(self.scope.lines[:position]):
             for small in earlier.node.body:
@@ -392,7 +392,7 @@ class _ScopeCheck:
         for small in line.node.body:
             if statement_sink(small, self.imports, self.training_step) is not None:
                 return True
-            if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and assigned_names(small) & slice_names:
+            if type(small) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and assigned_names(small) & slice_names:
                 return True
         return False
 
@@ -404,7 +404,7 @@ class _ScopeCheck:
             for small in line.node.body:
                 sink = statement_sink(small, self.imports, self.training_step)
                 if sink is not None:
-                    names |= read_names(sink) if not isinstance(sink, cst.Name) else {sink.value}
+                    names |= read_names(sink) if not type(sink) is cst.Name else {sink.value}
         return names
 
     def _any_direct_sink(self) -> bool:
@@ -421,7 +421,7 @@ class _ScopeCheck:
             (assigned_names(small), read_names(small.value) if small.value is not None else set())
             for line in self.scope.lines
             for small in line.node.body
-            if isinstance(small, (cst.Assign, cst.AugAssign, cst.AnnAssign))
+            if type(small) in (cst.Assign, cst.AugAssign, cst.AnnAssign)
         ]
         changed = True
         while changed:
@@ -448,20 +448,20 @@ def _code(node: cst.CSTNode) -> str:
 
 
 def _assigned_value(small: cst.BaseSmallStatement, name: str) -> cst.BaseExpression | None:
-    if isinstance(small, cst.Assign) and any(
-        isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
+    if type(small) is cst.Assign and any(
+        type(t.target) is cst.Name and t.target.value == name for t in small.targets
     ):
         return small.value
-    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
+    if type(small) is cst.AnnAssign and type(small.target) is cst.Name and small.target.value == name:
         return small.value
-    if isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name) and small.target.value == name:
+    if type(small) is cst.AugAssign and type(small.target) is cst.Name and small.target.value == name:
         return small.value
     return None
 
 
 def _is_graph_call(value: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`model(x)`, `self.net(x)`, `criterion(out, y)`: an in-file callable, not an API."""
-    if not isinstance(value, cst.Call):
+    if not type(value) is cst.Call:
         return False
     if imports.qualified_name(value.func) is not None:
         return False
@@ -478,16 +478,16 @@ class _GradReadFinder(cst.CSTVisitor):
         self.names: set[str] = set()
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "grad" and isinstance(node.value, cst.Name):
+        if node.attr.value == "grad" and type(node.value) is cst.Name:
             self.names.add(node.value.value)
 
 
 def _replace_call(updated: cst.CSTNode, tensor: cst.BaseExpression, direct: bool) -> cst.CSTNode:
     """The re-wrap call becomes the tensor (left alone if another fix already rewrote it)."""
-    if not isinstance(updated, cst.Call):
+    if not type(updated) is cst.Call:
         return updated
     func = updated.func
-    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
     if name not in {"tensor", "Variable", "requires_grad_"}:
         return updated
     return parenthesized(tensor) if direct else tensor

@@ -158,9 +158,9 @@ class DataAttribute(Rule):
                         handled.update(id(read) for read in data_reads(small, handled, self.context.semantic.syntax) if write_source(small, read))
                         continue
                     self._mutation(site, small, mutation, analysis, updates)
-                elif isinstance(small, cst.Assign) and any(is_data(t.target) for t in small.targets):
+                elif type(small) is cst.Assign and any(is_data(t.target) for t in small.targets):
                     target = next(t.target for t in small.targets if is_data(t.target))
-                    assert isinstance(target, cst.Attribute)
+                    assert type(target) is cst.Attribute
                     if self._fresh_write(site, small, target, analysis):
                         handled.add(id(target))
                         handled.update(id(read) for read in data_reads(small, handled, self.context.semantic.syntax) if write_source(small, read))
@@ -271,7 +271,7 @@ class DataAttribute(Rule):
         built = units.items[start]
         if built.line is None or write.blocks[: len(built.blocks)] != built.blocks:
             return False  # the constructor must run whenever the write does
-        assert isinstance(built.node, (cst.Assign, cst.AnnAssign)) and isinstance(built.node.value, cst.Call)
+        assert type(built.node) in (cst.Assign, cst.AnnAssign) and type(built.node.value) is cst.Call
         call = built.node.value
         constructor = analysis.module_constructor(call)
         if constructor is None or last_name(constructor) in _CONTAINERS:
@@ -401,7 +401,7 @@ class DataAttribute(Rule):
     def _one_element(self, value: cst.BaseExpression, site: Site) -> bool:
         """Does `value` hold one element: a reduced `torch.nn.functional` loss (0-dim), or a
         name backpropagated without a `gradient` argument (backward needs one element)?"""
-        if isinstance(value, cst.Call):
+        if type(value) is cst.Call:
             return _reduced_functional_loss(value, self.context.imports)
         return self._backpropagated_loss(value, site)
 
@@ -418,7 +418,7 @@ class DataAttribute(Rule):
 def _integer_argument(statement: cst.CSTNode, data: cst.Attribute, imports: ImportIndex) -> bool:
     """Is `data` read inside an argument torch takes only as integers (`torch_api.INTEGER_ARGUMENTS`)?"""
     for node in iter_descendants(statement):
-        if not isinstance(node, cst.Call):
+        if not type(node) is cst.Call:
             continue
         where = INTEGER_ARGUMENTS.get(imports.qualified_name(node.func) or "")
         if where is None:
@@ -437,15 +437,15 @@ def _backpropagated(value: cst.BaseExpression, scope: cst.CSTNode, syntax: Synta
     """Is `value` (a name) the receiver of `.backward()` without a `gradient` argument in
     `scope` (not nested functions)? Backward then needs it tracked and of one element.
     (The scope's nodes are read off the file's index `syntax` when given.)"""
-    if not isinstance(value, cst.Name):
+    if not type(value) is cst.Name:
         return False
     nested = lambda n: type(n) in _NESTED_SCOPES  # noqa: E731 (the scope itself is never pruned)
     for node in (syntax.descendants if syntax is not None else iter_descendants)(scope, nested):
         if (
             type(node) is cst.Call
-            and isinstance(node.func, cst.Attribute)
+            and type(node.func) is cst.Attribute
             and node.func.attr.value == "backward"
-            and isinstance(node.func.value, cst.Name)
+            and type(node.func.value) is cst.Name
             and node.func.value.value == value.value
             and not any(argument.keyword is None or argument.keyword.value in {"gradient", "grad_tensors"} for argument in node.args)
         ):
@@ -466,10 +466,10 @@ def _reduced_functional_loss(call: cst.Call, imports: ImportIndex) -> bool:
             return False
         keyword = argument.keyword.value if argument.keyword is not None else None
         if keyword == "reduction" and not (
-            isinstance(argument.value, cst.SimpleString) and argument.value.evaluated_value in {"mean", "sum"}
+            type(argument.value) is cst.SimpleString and argument.value.evaluated_value in {"mean", "sum"}
         ):
             return False
-        if keyword == "reduce" and not (isinstance(argument.value, cst.Name) and argument.value.value == "True"):
+        if keyword == "reduce" and not (type(argument.value) is cst.Name and argument.value.value == "True"):
             return False
     return True
 
@@ -477,16 +477,16 @@ def _reduced_functional_loss(call: cst.Call, imports: ImportIndex) -> bool:
 def _first_element(statement: cst.CSTNode, data: cst.Attribute) -> cst.Subscript | None:
     """The `x.data[0]` that indexes `data` with the literal 0, if any."""
     for node in iter_descendants(statement):
-        if isinstance(node, cst.Subscript) and node.value is data and len(node.slice) == 1:
+        if type(node) is cst.Subscript and node.value is data and len(node.slice) == 1:
             element = node.slice[0].slice
-            if isinstance(element, cst.Index) and isinstance(element.value, cst.Integer) and element.value.value == "0":
+            if type(element) is cst.Index and type(element.value) is cst.Integer and element.value.value == "0":
                 return node
     return None
 
 
 def _to_item(updated: cst.CSTNode) -> cst.CSTNode:
     """`x.data[0]` -> `x.item()`."""
-    assert isinstance(updated, cst.Subscript) and isinstance(updated.value, cst.Attribute)
+    assert type(updated) is cst.Subscript and type(updated.value) is cst.Attribute
     return cst.Call(func=cst.Attribute(value=updated.value.value, attr=cst.Name("item")), lpar=updated.lpar, rpar=updated.rpar)
 
 
@@ -498,7 +498,7 @@ def _strip(data: cst.Attribute) -> Edit:
     """`x.data` -> `x` (the edit receives the updated attribute)."""
 
     def replace(updated: cst.CSTNode) -> cst.CSTNode:
-        assert isinstance(updated, cst.Attribute)
+        assert type(updated) is cst.Attribute
         if updated.lpar:
             return updated.value.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return updated.value
@@ -510,8 +510,8 @@ def _detached_next(statement: cst.CSTNode, data: cst.Attribute) -> bool:
     """Is `x.data` the receiver of a `.detach()` call (`x.data.detach()`)? Then dropping
     `.data` gives the same values, storage and graph cut."""
     return any(
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
         and node.func.value is data
         and node.func.attr.value == "detach"
         and not node.args
@@ -521,5 +521,5 @@ def _detached_next(statement: cst.CSTNode, data: cst.Attribute) -> bool:
 
 def _to_detach(updated: cst.CSTNode) -> cst.CSTNode:
     """`x.data` -> `x.detach()`."""
-    assert isinstance(updated, cst.Attribute)
+    assert type(updated) is cst.Attribute
     return cst.Call(func=cst.Attribute(value=updated.value, attr=cst.Name("detach")), lpar=updated.lpar, rpar=updated.rpar)

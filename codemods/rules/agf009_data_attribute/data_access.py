@@ -26,26 +26,26 @@ _BACKWARD_FUNCTIONS = frozenset({"torch.autograd.grad", "torch.autograd.backward
 
 
 def is_data(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Attribute) and node.attr.value == "data"
+    return type(node) is cst.Attribute and node.attr.value == "data"
 
 
 def data_mutation(small: cst.BaseSmallStatement, imports: ImportIndex) -> cst.Attribute | None:
     """The `.data` attribute a whole-statement in-place mutation goes through, if any."""
     node: cst.BaseExpression | None = None
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+    if type(small) is cst.Expr and type(small.value) is cst.Call:
         node = small.value
         # an unknown trailing-underscore method counts as a mutation (`semantic/inplace.py`)
         if not is_inplace_call(node, imports).possible:
             return None
-        while isinstance(node, cst.Call) and is_inplace_call(node, imports).possible:
+        while type(node) is cst.Call and is_inplace_call(node, imports).possible:
             node = node.func.value  # type: ignore[attr-defined]
-    elif isinstance(small, cst.AugAssign):
+    elif type(small) is cst.AugAssign:
         node = small.target
-    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Subscript):
+    elif type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Subscript:
         node = small.targets[0].target
     if node is None:
         return None
-    while isinstance(node, cst.Subscript):
+    while type(node) is cst.Subscript:
         node = node.value
     return node if is_data(node) else None  # type: ignore[return-value]
 
@@ -63,7 +63,7 @@ class _MethodFinder(cst.CSTVisitor):
         self.found = False
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in self.methods:
+        if type(node.func) is cst.Attribute and node.func.attr.value in self.methods:
             self.found = True
 
 
@@ -101,7 +101,7 @@ class AutogradFinder(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self.imports.qualified_name(node.func) in _BACKWARD_FUNCTIONS:
             self.found = True
-        elif isinstance(node.func, cst.Attribute):
+        elif type(node.func) is cst.Attribute:
             method = node.func.attr.value
             if method in _BACKWARD_METHODS:
                 self.found = True
@@ -137,7 +137,7 @@ def bound_whole(statement: cst.SimpleStatementLine, data: cst.Attribute) -> bool
         value = getattr(small, "value", None)
         if isinstance(small, _BINDING) and value is not None and _is_or_views(value, data):
             return True
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        if type(small) is cst.Expr and type(small.value) is cst.Call:
             if any(_is_or_views(a.value, data) for a in small.value.args):
                 return True  # `history.append(p.data)`
     return False
@@ -146,8 +146,8 @@ def bound_whole(statement: cst.SimpleStatementLine, data: cst.Attribute) -> bool
 def stored_whole(statement: cst.SimpleStatementLine, data: cst.Attribute) -> bool:
     """Is the `.data` tensor itself stored into an attribute or a container slot?"""
     for small in statement.body:
-        if isinstance(small, cst.Assign) and _is_or_views(small.value, data):
-            if any(isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in small.targets):
+        if type(small) is cst.Assign and _is_or_views(small.value, data):
+            if any(type(t.target) in (cst.Attribute, cst.Subscript) for t in small.targets):
                 return True
     return False
 
@@ -164,27 +164,27 @@ def write_targets(node: cst.CSTNode, imports: ImportIndex) -> set[int]:
     mutation = data_mutation(node, imports)
     if mutation is not None:
         targets.add(id(mutation))
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         targets.update(id(t.target) for t in node.targets if is_data(t.target))
     return targets
 
 
 def constructs(node: cst.CSTNode, name: str) -> bool:
     """`name = <call>(...)` with one target (the constructor is checked by the caller)."""
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         target = node.targets[0].target if len(node.targets) == 1 else None
-    elif isinstance(node, cst.AnnAssign) and node.value is not None:
+    elif type(node) is cst.AnnAssign and node.value is not None:
         target = node.target
     else:
         return False
-    return isinstance(target, cst.Name) and target.value == name and isinstance(node.value, cst.Call)
+    return type(target) is cst.Name and target.value == name and type(node.value) is cst.Call
 
 
 def write_source(small: cst.BaseSmallStatement, read: cst.Attribute) -> bool:
     """Is the `.data` read only the value copied by this write (`... = old.data`, `.copy_(old.data)`)?"""
-    if isinstance(small, (cst.Assign, cst.AugAssign)):
+    if type(small) in (cst.Assign, cst.AugAssign):
         return _is_or_views(small.value, read)
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+    if type(small) is cst.Expr and type(small.value) is cst.Call:
         return any(_is_or_views(argument.value, read) for argument in small.value.args)
     return False
 
@@ -196,11 +196,11 @@ def same(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
 def _is_or_views(node: cst.BaseExpression, data: cst.Attribute) -> bool:
     if node is data:
         return True
-    if isinstance(node, (cst.Tuple, cst.List)):
+    if type(node) in (cst.Tuple, cst.List):
         return any(_is_or_views(e.value, data) for e in node.elements)
-    if isinstance(node, cst.Subscript):
+    if type(node) is cst.Subscript:
         return _is_or_views(node.value, data)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in {
         "view", "reshape", "t", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "expand", "cpu", "to",
         "contiguous", "numpy", "view_as",
     }:

@@ -18,18 +18,18 @@ from autograd_fix.codemods.walk import children_of, walk
 
 def chain_root(node: cst.BaseExpression) -> str | None:
     """`m.weight` / `m.block.bias` -> 'm': a plain attribute chain on a name (at least one attribute)."""
-    if not isinstance(node, cst.Attribute):
+    if not type(node) is cst.Attribute:
         return None
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         node = node.value
-    return node.value if isinstance(node, cst.Name) else None
+    return node.value if type(node) is cst.Name else None
 
 
 def uses_name(node: cst.CSTNode, name: str, allowed: set[int]) -> bool:
     """Does `name` occur in `node` other than as the root of one of the `allowed` `.data` writes?"""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value == name
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
         if id(node) in allowed and chain_root(node.value) == name:
             return False
         return uses_name(node.value, name, allowed)  # `x.name` is not a use of `name`
@@ -65,27 +65,27 @@ class FunctionUnits:
         return any(uses_name(node, name, set()) for node in self.nested)
 
     def _suite(self, suite: cst.BaseSuite, blocks: tuple[tuple[int, bool], ...]) -> None:
-        if isinstance(suite, cst.SimpleStatementSuite):
+        if type(suite) is cst.SimpleStatementSuite:
             self.items.extend(Unit(small, None, blocks) for small in suite.body)
             return
-        assert isinstance(suite, cst.IndentedBlock)
+        assert type(suite) is cst.IndentedBlock
         for statement in suite.body:
             self._statement(statement, blocks)
 
     def _statement(self, node: cst.BaseStatement, blocks: tuple[tuple[int, bool], ...]) -> None:
         add = self.items.append
-        if isinstance(node, cst.SimpleStatementLine):
+        if type(node) is cst.SimpleStatementLine:
             self.items.extend(Unit(small, node, blocks) for small in node.body)
-        elif isinstance(node, cst.If):
+        elif type(node) is cst.If:
             add(Unit(node.test, None, blocks))
             self._suite(node.body, blocks + ((id(node.body), False),))
-            if isinstance(node.orelse, cst.If):
+            if type(node.orelse) is cst.If:
                 self._statement(node.orelse, blocks + ((id(node.orelse), False),))
             elif node.orelse is not None:
                 self._suite(node.orelse.body, blocks + ((id(node.orelse), False),))
-        elif isinstance(node, (cst.For, cst.While)):
+        elif type(node) in (cst.For, cst.While):
             inner = blocks + ((id(node.body), True),)
-            if isinstance(node, cst.For):
+            if type(node) is cst.For:
                 add(Unit(node.iter, None, blocks))
                 add(Unit(node.target, None, inner))
             else:
@@ -93,11 +93,11 @@ class FunctionUnits:
             self._suite(node.body, inner)
             if node.orelse is not None:
                 self._suite(node.orelse.body, blocks + ((id(node.orelse), False),))
-        elif isinstance(node, cst.With):
+        elif type(node) is cst.With:
             for item in node.items:
                 add(Unit(item, None, blocks))
             self._suite(node.body, blocks + ((id(node.body), False),))
-        elif isinstance(node, (cst.Try, cst.TryStar)):
+        elif type(node) in (cst.Try, cst.TryStar):
             self._suite(node.body, blocks + ((id(node.body), False),))
             for handler in node.handlers:
                 inner = blocks + ((id(handler), False),)

@@ -36,7 +36,7 @@ def reads_module_state(node: cst.BaseExpression, info: ClassInfo) -> bool:
     """Does `node` read `self.<attr>` for a parameter or submodule attribute of the class?"""
     owned = info.parameters | set(info.modules)
     for sub in iter_descendants(node):
-        if isinstance(sub, cst.Attribute) and dotted_name(sub.value) == "self" and sub.attr.value in owned:
+        if type(sub) is cst.Attribute and dotted_name(sub.value) == "self" and sub.attr.value in owned:
             return True
     return False
 
@@ -49,13 +49,13 @@ def reaches_return(function: cst.FunctionDef, statement: cst.SimpleStatementLine
     returned = _returned_names(function)
     for small in statement.body:
         values: list[cst.BaseExpression] = []
-        if isinstance(small, cst.Return) and small.value is not None:
-            values = [e.value for e in small.value.elements] if isinstance(small.value, cst.Tuple) else [small.value]
-        elif isinstance(small, cst.Assign) and any(_root(t.target) in returned for t in small.targets):
+        if type(small) is cst.Return and small.value is not None:
+            values = [e.value for e in small.value.elements] if type(small.value) is cst.Tuple else [small.value]
+        elif type(small) is cst.Assign and any(_root(t.target) in returned for t in small.targets):
             values = [small.value]
-        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        elif type(small) is cst.Expr and type(small.value) is cst.Call:
             func = small.value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _INSERTS and _root(func.value) in returned:
+            if type(func) is cst.Attribute and func.attr.value in _INSERTS and _root(func.value) in returned:
                 values = [a.value for a in small.value.args]
         if any(_chain_of(value, read) for value in values):
             return True
@@ -65,11 +65,11 @@ def reaches_return(function: cst.FunctionDef, statement: cst.SimpleStatementLine
 def _chain_of(value: cst.BaseExpression, read: cst.BaseExpression) -> bool:
     """`read`, or `read` followed by tensor attributes, indexing or methods (not `.item()`)."""
     while value is not read:
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if type(value) is cst.Call and type(value.func) is cst.Attribute:
             if value.func.attr.value in _TO_PYTHON:
                 return False
             value = value.func.value
-        elif isinstance(value, (cst.Attribute, cst.Subscript)):
+        elif type(value) in (cst.Attribute, cst.Subscript):
             value = value.value
         else:
             return False
@@ -78,15 +78,15 @@ def _chain_of(value: cst.BaseExpression, read: cst.BaseExpression) -> bool:
 
 def _returned_names(function: cst.FunctionDef) -> set[str]:
     names: set[str] = set()
-    for node in iter_descendants(function.body, prune=lambda n: isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef))):
-        if isinstance(node, cst.Return) and node.value is not None:
-            values = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
-            names |= {v.value for v in values if isinstance(v, cst.Name)}
+    for node in iter_descendants(function.body, prune=lambda n: type(n) in (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        if type(node) is cst.Return and node.value is not None:
+            values = [e.value for e in node.value.elements] if type(node.value) is cst.Tuple else [node.value]
+            names |= {v.value for v in values if type(v) is cst.Name}
     return names
 
 
 def _root(node: cst.BaseExpression) -> str | None:
     """`temp` of `temp`, `temp[i]`, `temp.items` (the name a container is held by)."""
-    while isinstance(node, (cst.Subscript, cst.Attribute)):
+    while type(node) in (cst.Subscript, cst.Attribute):
         node = node.value
-    return node.value if isinstance(node, cst.Name) else None
+    return node.value if type(node) is cst.Name else None

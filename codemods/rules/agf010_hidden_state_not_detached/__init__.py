@@ -134,7 +134,7 @@ class HiddenStateNotDetached(Rule):
             f"that calls the model runs backward every batch without detaching or re-initialising it: the next "
             "backward() runs into the previous batch's graph ('Trying to backward through the graph a second time')"
         )
-        if any(isinstance(v, cst.Name) and v.value == "None" for v in carry.initial):
+        if any(type(v) is cst.Name and v.value == "None" for v in carry.initial):
             self.report(carry.statement, message + f"; detach `{shown}` before the call once it is set")
             return
         statement, needs = _attribute_detach(shown, carry.initial, self.context.imports)
@@ -154,7 +154,7 @@ class HiddenStateNotDetached(Rule):
             "backward() runs into the previous batch's graph ('Trying to backward through the graph a second time')"
         )
         body = carry.loop.body
-        if not isinstance(body, cst.IndentedBlock):
+        if not type(body) is cst.IndentedBlock:
             self.report(carry.statement, message + "; detach it at the top of the loop")
             return
         if any(initial.get(n) is None for n in carry.names):
@@ -179,7 +179,7 @@ class HiddenStateNotDetached(Rule):
         Only when the call is a statement of the loop body and nothing after it in the
         body reads the state (a loss on it would lose its gradient)."""
         line = next(
-            (s for s in body.body if isinstance(s, cst.SimpleStatementLine) and any(b is carry.statement for b in s.body)),
+            (s for s in body.body if type(s) is cst.SimpleStatementLine and any(b is carry.statement for b in s.body)),
             None,
         )
         later = body.body[body.body.index(line) + 1 :] if line is not None else []
@@ -212,7 +212,7 @@ def _detach_statement(
     name = carry.names[0]
     value = initial[name]
     loop_var = "t" if name == "h" else "h"
-    if isinstance(value, (cst.Tuple, cst.List)):
+    if type(value) in (cst.Tuple, cst.List):
         text = f"{name} = tuple({loop_var}.detach() for {loop_var} in {name})"
         return cst.parse_statement(text), Applicability.SAFE, ()  # type: ignore[return-value]
     if value is not None and _makes_tensor(value, imports):
@@ -231,7 +231,7 @@ def _attribute_detach(
 ) -> tuple[cst.SimpleStatementLine, tuple[str, ...]]:
     """The detach of `self.hidden` in the shape every other assignment gives it: a tuple
     literal, a torch factory's tensor, or either (decided at run time)."""
-    if initial and all(isinstance(v, (cst.Tuple, cst.List)) for v in initial):
+    if initial and all(type(v) in (cst.Tuple, cst.List) for v in initial):
         return cst.parse_statement(f"{shown} = tuple(h.detach() for h in {shown})"), ()  # type: ignore[return-value]
     if initial and all(_makes_tensor(v, imports) for v in initial):
         return cst.parse_statement(f"{shown} = {shown}.detach()"), ()  # type: ignore[return-value]
@@ -243,22 +243,22 @@ def _attribute_detach(
 
 def _before(updated: cst.CSTNode, statement: cst.SimpleStatementLine) -> cst.CSTNode:
     """`statement` inserted before the line, which hands it its leading comments."""
-    assert isinstance(updated, cst.SimpleStatementLine)
+    assert type(updated) is cst.SimpleStatementLine
     first = statement.with_changes(leading_lines=updated.leading_lines)
     return cst.FlattenSentinel([first, updated.with_changes(leading_lines=[])])
 
 
 def _makes_tensor(value: cst.BaseExpression, imports: ImportIndex) -> bool:
-    if not isinstance(value, cst.Call):
+    if not type(value) is cst.Call:
         return False
     if imports.qualified_name(value.func) in _TENSOR_FACTORIES:
         return True
-    return isinstance(value.func, cst.Attribute) and value.func.attr.value in _TENSOR_METHODS and (
+    return type(value.func) is cst.Attribute and value.func.attr.value in _TENSOR_METHODS and (
         imports.qualified_name(value.func) is None
     )
 
 
 def _prepend(updated: cst.CSTNode, statement: cst.SimpleStatementLine) -> cst.CSTNode:
-    if not isinstance(updated, cst.IndentedBlock):
+    if not type(updated) is cst.IndentedBlock:
         return updated
     return updated.with_changes(body=[statement, *updated.body])

@@ -57,7 +57,7 @@ def find_attribute_carries(
     for cls in syntax.find(module, cst.ClassDef) if syntax is not None else _classes(module):
         if module_classes.get(cls.name.value) is not Answer.YES:
             continue
-        forward = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "forward"), None)
+        forward = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"), None)
         if forward is None or not forward.params.params:
             continue
         owner = forward.params.params[0].name.value
@@ -65,7 +65,7 @@ def find_attribute_carries(
             if _cut_in_class(cls, attribute):
                 continue
             resets = _resetting_methods(cls, attribute, forward)
-            defined = frozenset(m.name.value for m in cls.body.body if isinstance(m, cst.FunctionDef))
+            defined = frozenset(m.name.value for m in cls.body.body if type(m) is cst.FunctionDef)
             loop = _training_loop(module, cls.name.value, attribute, resets, defined, imports)
             if loop is not None:
                 found.append(
@@ -75,11 +75,11 @@ def find_attribute_carries(
 
 
 def _classes(module: cst.Module) -> list[cst.ClassDef]:
-    return [n for n in iter_descendants(module) if isinstance(n, cst.ClassDef)]
+    return [n for n in iter_descendants(module) if type(n) is cst.ClassDef]
 
 
 def _self_attribute(node: cst.BaseExpression, owner: str) -> str | None:
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == owner:
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == owner:
         return node.attr.value
     return None
 
@@ -87,17 +87,17 @@ def _self_attribute(node: cst.BaseExpression, owner: str) -> str | None:
 def _forward_carries(forward: cst.FunctionDef, owner: str) -> list[tuple[cst.SimpleStatementLine, cst.Assign, str]]:
     """Top-level lines of forward that feed `self.<attribute>` into a call and store the
     call's result back on it; only when forward assigns the attribute nowhere else."""
-    if not isinstance(forward.body, cst.IndentedBlock):
+    if not type(forward.body) is cst.IndentedBlock:
         return []
     found = []
     for line in forward.body.body:
-        if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+        if not (type(line) is cst.SimpleStatementLine and len(line.body) == 1):
             continue
         assign = line.body[0]
-        if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.value, cst.Call)):
+        if not (type(assign) is cst.Assign and len(assign.targets) == 1 and type(assign.value) is cst.Call):
             continue
         target = assign.targets[0].target
-        elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+        elements = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
         stored = {a for e in elements if (a := _self_attribute(e, owner)) is not None}
         passed = {a for arg in assign.value.args if (a := _self_attribute(arg.value, owner)) is not None}
         for attribute in sorted(stored & passed):
@@ -110,27 +110,27 @@ def _assignment_count(function: cst.CSTNode, owner: str, attribute: str) -> int:
     count = 0
     for node in iter_descendants(function):
         targets: list[cst.BaseExpression] = []
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             targets = [t.target for t in node.targets]
-        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        elif type(node) in (cst.AugAssign, cst.AnnAssign):
             targets = [node.target]
         for target in targets:
-            elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+            elements = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
             count += sum(1 for e in elements if _self_attribute(e, owner) == attribute)
     return count
 
 
 def _mentions_attribute(node: cst.CSTNode, attribute: str) -> bool:
-    return any(isinstance(n, cst.Attribute) and n.attr.value == attribute for n in iter_descendants(node))
+    return any(type(n) is cst.Attribute and n.attr.value == attribute for n in iter_descendants(node))
 
 
 def _cuts(node: cst.CSTNode) -> bool:
     """A detach (or a `repackage...` helper) is called somewhere in `node`."""
     for call in iter_descendants(node):
-        if not isinstance(call, cst.Call):
+        if not type(call) is cst.Call:
             continue
         func = call.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
         if name in _DETACH_METHODS or "repackage" in name:
             return True
     return False
@@ -139,7 +139,7 @@ def _cuts(node: cst.CSTNode) -> bool:
 def _cut_in_class(cls: cst.ClassDef, attribute: str) -> bool:
     """Some statement of the class both mentions `.<attribute>` and detaches."""
     return any(
-        isinstance(n, cst.SimpleStatementLine) and _mentions_attribute(n, attribute) and _cuts(n)
+        type(n) is cst.SimpleStatementLine and _mentions_attribute(n, attribute) and _cuts(n)
         for n in iter_descendants(cls)
     )
 
@@ -148,7 +148,7 @@ def _resetting_methods(cls: cst.ClassDef, attribute: str, forward: cst.FunctionD
     """Methods other than `forward` that assign `self.<attribute>` (a `reset_state()`)."""
     names = set()
     for method in cls.body.body:
-        if isinstance(method, cst.FunctionDef) and method is not forward and method.params.params:
+        if type(method) is cst.FunctionDef and method is not forward and method.params.params:
             owner = method.params.params[0].name.value
             if _assignment_count(method, owner, attribute):
                 names.add(method.name.value)
@@ -159,9 +159,9 @@ def _resetting_methods(cls: cst.ClassDef, attribute: str, forward: cst.FunctionD
 def _assigned_values(cls: cst.ClassDef, attribute: str, carry: cst.Assign) -> tuple[cst.BaseExpression, ...]:
     values = []
     for node in iter_descendants(cls):
-        if isinstance(node, cst.Assign) and node is not carry:
+        if type(node) is cst.Assign and node is not carry:
             for target in node.targets:
-                if isinstance(target.target, cst.Attribute) and target.target.attr.value == attribute:
+                if type(target.target) is cst.Attribute and target.target.attr.value == attribute:
                     values.append(node.value)
     return tuple(values)
 
@@ -171,12 +171,12 @@ def _instances(module: cst.Module, class_name: str) -> set[str]:
     names = set()
     for node in iter_descendants(module):
         if (
-            isinstance(node, cst.Assign)
-            and isinstance(node.value, cst.Call)
-            and isinstance(node.value.func, cst.Name)
+            type(node) is cst.Assign
+            and type(node.value) is cst.Call
+            and type(node.value.func) is cst.Name
             and node.value.func.value == class_name
         ):
-            names |= {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
+            names |= {t.target.value for t in node.targets if type(t.target) is cst.Name}
     return names
 
 
@@ -185,10 +185,10 @@ def _receivers(module: cst.Module, function: cst.FunctionDef, instances: set[str
     params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
     names = set()
     for call in iter_descendants(module):
-        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == function.name.value):
+        if not (type(call) is cst.Call and type(call.func) is cst.Name and call.func.value == function.name.value):
             continue
         for position, arg in enumerate(call.args):
-            if not (isinstance(arg.value, cst.Name) and arg.value.value in instances) or arg.star:
+            if not (type(arg.value) is cst.Name and arg.value.value in instances) or arg.star:
                 continue
             if arg.keyword is not None:
                 names.add(arg.keyword.value)
@@ -214,11 +214,11 @@ def _training_loop(
         return None
     scopes: list[tuple[cst.CSTNode, set[str]]] = [(module, instances)]
     scopes += [
-        (f, instances | _receivers(module, f, instances)) for f in iter_descendants(module) if isinstance(f, cst.FunctionDef)
+        (f, instances | _receivers(module, f, instances)) for f in iter_descendants(module) if type(f) is cst.FunctionDef
     ]
     for scope, models in scopes:
         for loop in _own_loops(scope):
-            if not isinstance(loop.body, cst.IndentedBlock):
+            if not type(loop.body) is cst.IndentedBlock:
                 continue
             if unconditional_backward_index(list(loop.body.body), imports) is None:
                 continue
@@ -232,17 +232,17 @@ def _training_loop(
 def _own_loops(scope: cst.CSTNode) -> list[cst.For | cst.While]:
     """Loops of `scope`'s own code (not of nested functions or classes)."""
     nested = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-    body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    body = scope.body if type(scope) is cst.FunctionDef else scope
     return [
         n
         for n in iter_descendants(body, prune=lambda n: isinstance(n, nested))
-        if isinstance(n, (cst.For, cst.While))
+        if type(n) in (cst.For, cst.While)
     ]
 
 
 def _calls_any(node: cst.CSTNode, methods: frozenset[str]) -> bool:
     return any(
-        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in methods
+        type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in methods
         for n in iter_descendants(node)
     )
 
@@ -251,9 +251,9 @@ def _may_reset(node: cst.CSTNode, models: set[str], defined: frozenset[str]) -> 
     """`model.reset_states()` or the like, for a method the class does not define in view
     (inherited from a base out of this file): what it assigns is unknown."""
     for call in iter_descendants(node):
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+        if type(call) is cst.Call and type(call.func) is cst.Attribute:
             receiver, method = call.func.value, call.func.attr.value.lower()
-            if call.func.attr.value in defined | _NOT_RESETS or not (isinstance(receiver, cst.Name) and receiver.value in models):
+            if call.func.attr.value in defined | _NOT_RESETS or not (type(receiver) is cst.Name and receiver.value in models):
                 continue
             if any(word in method for word in _RESET_WORDS):
                 return True
@@ -263,11 +263,11 @@ def _may_reset(node: cst.CSTNode, models: set[str], defined: frozenset[str]) -> 
 def _calls_model(node: cst.CSTNode, models: set[str]) -> bool:
     """`model(...)` or `model.forward(...)` for one of `models`."""
     for call in iter_descendants(node):
-        if not isinstance(call, cst.Call):
+        if not type(call) is cst.Call:
             continue
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        if type(func) is cst.Attribute and func.attr.value == "forward":
             func = func.value
-        if isinstance(func, cst.Name) and func.value in models:
+        if type(func) is cst.Name and func.value in models:
             return True
     return False

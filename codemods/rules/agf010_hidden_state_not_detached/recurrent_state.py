@@ -104,7 +104,7 @@ def find_carries(
     for position, (kind, node) in enumerate(walker.events):
         if kind != "loop":
             continue
-        assert isinstance(node, (cst.For, cst.While))
+        assert type(node) in (cst.For, cst.While)
         for carry in _loop_carries(node, imports, state_words):
             if id(carry.statement) in seen:
                 continue  # an outer loop already owns this call
@@ -116,7 +116,7 @@ def find_carries(
 
 def _loop_carries(loop: cst.For | cst.While, imports: ImportIndex, state_words: frozenset[str]) -> list[Carry]:
     """Recurrent calls in `loop` whose state is fed back with no detach in between."""
-    if not isinstance(loop.body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+    if not type(loop.body) in (cst.IndentedBlock, cst.SimpleStatementSuite):
         return []
     statements = list(loop.body.body)
     backward_at = unconditional_backward_index(statements, imports)
@@ -144,11 +144,11 @@ def unconditional_backward_index(statements, imports: ImportIndex) -> int | None
 
 
 def _has_backward(statement: cst.CSTNode, imports: ImportIndex, through_with: bool) -> bool:
-    if isinstance(statement, cst.With):
+    if type(statement) is cst.With:
         if with_disables_grad(statement, imports):
             return False
         return any(_has_backward(s, imports, through_with) for s in _block(statement.body))
-    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+    if type(statement) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
         finder = _BackwardFinder(imports)
         walk(statement, finder)
         return finder.found
@@ -164,12 +164,12 @@ class _BackwardFinder(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.imports.qualified_name(node.func)
-        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        method = node.func.attr.value if type(node.func) is cst.Attribute else None
         if qualified == "torch.autograd.backward" or method == "backward" or method in _BACKWARD_FUNCTIONS:
             self.found = True
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "retain_graph":
-                    if not (isinstance(arg.value, cst.Name) and arg.value.value in {"False", "None"}):
+                    if not (type(arg.value) is cst.Name and arg.value.value in {"False", "None"}):
                         self.retains = True
 
 
@@ -195,13 +195,13 @@ def _reachable_assigns(statements, imports: ImportIndex):  # type: ignore[no-unt
 
 
 def _assigns_in(statement: cst.CSTNode, imports: ImportIndex) -> list[cst.Assign]:
-    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-        return [s for s in statement.body if isinstance(s, cst.Assign)]
-    if isinstance(statement, cst.With):
+    if type(statement) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
+        return [s for s in statement.body if type(s) is cst.Assign]
+    if type(statement) is cst.With:
         if with_disables_grad(statement, imports):
             return []
         return [a for s in _block(statement.body) for a in _assigns_in(s, imports)]
-    if isinstance(statement, (cst.For, cst.While)):
+    if type(statement) in (cst.For, cst.While):
         return [a for s in _block(statement.body) for a in _assigns_in(s, imports)]
     return []
 
@@ -210,7 +210,7 @@ def _fed_back_state(
     assign: cst.Assign, imports: ImportIndex, state_words: frozenset[str]
 ) -> tuple[tuple[str, ...], bool] | None:
     """The state names a recurrent call reads and rebinds: `out, h = rnn(x, h)`."""
-    if len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
+    if len(assign.targets) != 1 or not type(assign.value) is cst.Call:
         return None
     call = assign.value
     callee = dotted_name(call.func)
@@ -224,17 +224,17 @@ def _fed_back_state(
         if names is None or not all(set(name_tokens(n)) & state_words for n in names):
             continue
         if _binds_pattern(target, arg.value):
-            return names, isinstance(arg.value, (cst.Tuple, cst.List))
+            return names, type(arg.value) in (cst.Tuple, cst.List)
     return None
 
 
 def _names_of(node: cst.BaseExpression) -> tuple[str, ...] | None:
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return (node.value,)
-    if isinstance(node, (cst.Tuple, cst.List)) and node.elements:
+    if type(node) in (cst.Tuple, cst.List) and node.elements:
         names = []
         for element in node.elements:
-            if not isinstance(element.value, cst.Name) or isinstance(element, cst.StarredElement):
+            if not type(element.value) is cst.Name or type(element) is cst.StarredElement:
                 return None
             names.append(element.value.value)
         return tuple(names)
@@ -245,13 +245,13 @@ def _binds_pattern(target: cst.BaseExpression, pattern: cst.BaseExpression) -> b
     """Is `pattern` (a name or a tuple of names) the target or one element of it?"""
     if target.deep_equals(pattern) or _same_names(target, pattern):
         return True
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return any(_binds_pattern(e.value, pattern) for e in target.elements)
     return False
 
 
 def _same_names(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-    if isinstance(a, (cst.Tuple, cst.List)) and isinstance(b, (cst.Tuple, cst.List)):
+    if type(a) in (cst.Tuple, cst.List) and type(b) in (cst.Tuple, cst.List):
         return _names_of(a) is not None and _names_of(a) == _names_of(b)
     return False
 
@@ -260,7 +260,7 @@ def _untouched_elsewhere(loop: cst.For | cst.While, statement: cst.Assign, name:
     """`name` is not rebound, detached in place, or handed to another call in the loop."""
     checker = _TouchChecker(statement, name)
     walk(loop.body, checker)
-    if isinstance(loop, cst.For) and name in assigned_names(loop.target):
+    if type(loop) is cst.For and name in assigned_names(loop.target):
         return False
     return not checker.touched
 
@@ -306,23 +306,23 @@ class _TouchChecker(cst.CSTVisitor):
     def visit_Expr(self, node: cst.Expr) -> None:
         # `detach_hidden(hidden)`: a call whose result is dropped works by side effect
         call = node.value
-        if isinstance(call, cst.Call) and any(_mentions(arg.value, self.name) for arg in call.args):
+        if type(call) is cst.Call and any(_mentions(arg.value, self.name) for arg in call.args):
             self.touched = True
 
     def visit_Call(self, node: cst.Call) -> None:
         callee = (dotted_name(node.func) or "").rsplit(".", 1)[-1].lower()
         if ("detach" in callee or "repackage" in callee) and any(_mentions(a.value, self.name) for a in node.args):
             self.touched = True
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_"):
-            if isinstance(node.func.value, cst.Name) and node.func.value.value == self.name:
+        if type(node.func) is cst.Attribute and node.func.attr.value.endswith("_"):
+            if type(node.func.value) is cst.Name and node.func.value.value == self.name:
                 self.touched = True  # `h.detach_()`, `h.zero_()`
 
 
 def _mentions(node: cst.BaseExpression, name: str) -> bool:
     """`name` itself, or inside a tuple/list display (`(h, c)`), not deeper expressions."""
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value == name
-    if isinstance(node, (cst.Tuple, cst.List)):
+    if type(node) in (cst.Tuple, cst.List):
         return any(_mentions(e.value, name) for e in node.elements)
     return False
 
@@ -333,7 +333,7 @@ def _initial_values(events, names: tuple[str, ...]) -> dict[str, cst.BaseExpress
     for kind, node in events:
         if kind != "assign":
             continue
-        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
         value = node.value
         for target in targets:
             for name in names:
@@ -348,11 +348,11 @@ def _value_for(target: cst.BaseExpression, name: str, value: cst.BaseExpression 
     `h, c = torch.zeros(...), torch.zeros(...)` -> the first `torch.zeros`; an unpacked
     call result (`h, c = model.init_hidden()`) -> the call (its element is a tensor).
     """
-    if value is None or (isinstance(value, cst.Name) and value.value == "None"):
+    if value is None or (type(value) is cst.Name and value.value == "None"):
         return None
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return value
-    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List) and type(value) in (cst.Tuple, cst.List):
         for element, item in zip(target.elements, value.elements):
             if name in assigned_names(element.value):
                 return _value_for(element.value, name, item.value)

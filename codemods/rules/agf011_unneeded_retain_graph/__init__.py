@@ -113,7 +113,7 @@ class UnneededRetainGraph(RootTracker, Rule):
         """A run saw the graph retained at `line` never used again: `retain_graph=True`
         is dropped from the call (unsafe; verification compares)."""
         statement = statement_at(context, line)
-        calls = [node for node in iter_descendants(statement) if isinstance(node, cst.Call)
+        calls = [node for node in iter_descendants(statement) if type(node) is cst.Call
                  and any(a.keyword is not None and a.keyword.value == "retain_graph" for a in node.args)] if statement else []
         if len(calls) != 1:
             return None
@@ -146,7 +146,7 @@ class UnneededRetainGraph(RootTracker, Rule):
         if not functions or functions[-1].name.value != "forward":
             return
         for target in targets:
-            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
                 self._stateful_forward = True
 
     def leave_Module(self, original_node: cst.Module) -> None:
@@ -186,7 +186,7 @@ class UnneededRetainGraph(RootTracker, Rule):
         gradient_calls = [c for c in all_nodes(scope, cst.Call) if is_gradient_call(c, imports)]  # type: ignore[arg-type]
         earlier = earlier_roots(call, gradient_calls, parents, imports) if len(gradient_calls) > 1 else None
         # `l1.backward(retain_graph=True); l2.backward()` merges into `(l1 + l2).backward()`; not `l1.mean()`
-        plain = isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" and isinstance(call.func.value, cst.Name)
+        plain = type(call.func) is cst.Attribute and call.func.attr.value == "backward" and type(call.func.value) is cst.Name
         follower = _following_backward(line, root.value, parents) if earlier is None and plain else None
         if earlier is not None:
             roots = list(dict.fromkeys([root.value, *earlier]))  # the last backward of a repeated graph
@@ -247,7 +247,7 @@ def _after(later: cst.Call, call: cst.Call, parents: dict[int, cst.CSTNode]) -> 
 
 
 def _is_retaining_backward(call: cst.Call) -> bool:
-    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value in {"backward", "manual_backward"}):
+    if not (type(call.func) is cst.Attribute and call.func.attr.value in {"backward", "manual_backward"}):
         return False
     argument = has_keyword(call, "retain_graph")
     return argument is not None and is_true(argument.value) and has_keyword(call, "create_graph") is None
@@ -261,15 +261,15 @@ def _following_backward(
     for index, statement in enumerate(block):
         if statement is line and index + 1 < len(block):
             following = block[index + 1]
-            if not isinstance(following, cst.SimpleStatementLine) or following.trailing_whitespace.comment is not None:
+            if not type(following) is cst.SimpleStatementLine or following.trailing_whitespace.comment is not None:
                 return None
             call = expression_statement_call(following)
             if (
                 call is not None
                 and not call.args
-                and isinstance(call.func, cst.Attribute)
+                and type(call.func) is cst.Attribute
                 and call.func.attr.value == "backward"
-                and isinstance(call.func.value, cst.Name)
+                and type(call.func.value) is cst.Name
                 and call.func.value.value != first
             ):
                 return following, call.func.value.value
@@ -277,16 +277,16 @@ def _following_backward(
 
 
 def _iterates_data(node: cst.BaseExpression, roles: Vocabulary) -> bool:
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "range":
+    if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "range":
         return True
-    if isinstance(node, cst.Call) and last_segment(node.func) in WRAPPING_ITERATORS:
+    if type(node) is cst.Call and last_segment(node.func) in WRAPPING_ITERATORS:
         positional = [a.value for a in node.args if a.keyword is None]
         return bool(positional) and all(_iterates_data(a, roles) for a in positional)
     return bool(expression_tokens(node) & (DATA_ITERABLE_TOKENS | roles.added(Role.LOADER)))
 
 
 def _drop_retain_graph(updated: cst.CSTNode) -> cst.CSTNode:
-    assert isinstance(updated, cst.Call)
+    assert type(updated) is cst.Call
     kept = [a for a in updated.args if not (a.keyword is not None and a.keyword.value == "retain_graph")]
     if kept:
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
@@ -295,7 +295,7 @@ def _drop_retain_graph(updated: cst.CSTNode) -> cst.CSTNode:
 
 def _merged_line(merged: cst.BaseExpression, extra_leading: tuple | list):
     def replace(updated: cst.CSTNode) -> cst.CSTNode:
-        assert isinstance(updated, cst.SimpleStatementLine)
+        assert type(updated) is cst.SimpleStatementLine
         return updated.with_changes(
             body=[cst.Expr(value=merged)],
             leading_lines=[*updated.leading_lines, *extra_leading],

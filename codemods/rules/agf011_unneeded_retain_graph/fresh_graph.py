@@ -82,12 +82,12 @@ class FreshGraph:
         self.region_bindings = bindings(self.region)
         self.region_bound = {binding.name for binding in self.region_bindings}
         self.call_graph = graph
-        self.owner = graph.owner(scope) if isinstance(scope, cst.FunctionDef) else None
+        self.owner = graph.owner(scope) if type(scope) is cst.FunctionDef else None
         #: `self.X` set once in `__init__` from literals or its parameters: read freely
         self.constants = constant_attributes(self.owner) | self._setup_tensors() if self.owner is not None else frozenset()
         self.allowed_outside = self._allowed_outside_names()
         #: attributes called (`self.criterion_c(...)`, `model.init_hidden`): functions, not values
-        self.callees = {id(c.func) for c in all_nodes(self.region, cst.Call) if isinstance(c.func, cst.Attribute)}  # type: ignore[union-attr]
+        self.callees = {id(c.func) for c in all_nodes(self.region, cst.Call) if type(c.func) is cst.Attribute}  # type: ignore[union-attr]
         #: names of the graph bound in the region (roots and everything they are computed from)
         self.graph: set[str] = set()
         self._free_cache: dict[tuple[str, int], bool] = {}
@@ -97,12 +97,12 @@ class FreshGraph:
         labels: `self.y_real_, self.y_fake_ = torch.ones(n, 1), torch.zeros(n, 1)`, then
         `self.y_real_ = self.y_real_.cuda()`), and written by no other method but
         `__init__`: fixed tensors that hold no graph, read freely in the loop."""
-        if self.owner is None or self.loop is None or not isinstance(self.scope, cst.FunctionDef):
+        if self.owner is None or self.loop is None or not type(self.scope) is cst.FunctionDef:
             return frozenset()
         in_loop = {id(node) for node in all_nodes(self.loop, (cst.Assign, cst.AugAssign, cst.AnnAssign))}
         made: set[str] = set()
         other: set[str] = set()
-        for method in (s for s in self.owner.body.body if isinstance(s, cst.FunctionDef)):
+        for method in (s for s in self.owner.body.body if type(s) is cst.FunctionDef):
             for node in all_nodes(method.body, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 for name, value in _self_targets(node):  # type: ignore[arg-type]
                     if method is self.scope and id(node) not in in_loop and value is not None and (
@@ -116,10 +116,10 @@ class FreshGraph:
     def _allowed_outside_names(self) -> set[str] | None:
         """Names from outside the region that are data (loop targets over a loader, data params)."""
         if self.loop is not None:
-            if not isinstance(self.loop, cst.For) or not self.hints.is_data_iterable(self.loop.iter):
+            if not type(self.loop) is cst.For or not self.hints.is_data_iterable(self.loop.iter):
                 return None
             return {n.value for n in all_nodes(self.loop.target, cst.Name)}  # type: ignore[union-attr]
-        if isinstance(self.scope, cst.FunctionDef):
+        if type(self.scope) is cst.FunctionDef:
             params = self.scope.params
             every = [*params.posonly_params, *params.params, *params.kwonly_params]
             return {p.name.value for p in every if self.hints.is_data_parameter(p.name.value)}
@@ -179,7 +179,7 @@ class FreshGraph:
         latest = max(before, key=lambda b: self.order.position(b.statement))
         if latest.kind != "assign" or not self._unconditional(latest.statement):
             return []
-        around = [node for node in ancestors(reader, self.parents) if isinstance(node, (cst.For, cst.While))]
+        around = [node for node in ancestors(reader, self.parents) if type(node) in (cst.For, cst.While)]
         inner = around[: around.index(self.loop)] if self.loop in around else around
         for binding in found:
             if self.order.position(binding.statement) >= at and any(
@@ -221,20 +221,20 @@ class FreshGraph:
             return True
         reads = {n.value for n in read_name_nodes(value)} - {"self"}
         free = frozenset(read for read in reads if self._free_at(read, binding.statement, pending))
-        if not isinstance(self.scope, (cst.FunctionDef, cst.Module)):
+        if not type(self.scope) in (cst.FunctionDef, cst.Module):
             return False
         return self.no_graph.expression(value, self.scope, free | self._trusted())
 
     def _no_graph_expression(self, value: cst.BaseExpression) -> bool:
         """`value` certainly holds no graph, with the region's data names (loop targets over
         a loader, data parameters) trusted as `_holds_no_graph` trusts them."""
-        if self.no_graph is None or not isinstance(self.scope, (cst.FunctionDef, cst.Module)):
+        if self.no_graph is None or not type(self.scope) in (cst.FunctionDef, cst.Module):
             return False
         return self.no_graph.expression(value, self.scope, self._trusted())
 
     def _trusted(self) -> frozenset[str]:
         trusted = set(self.allowed_outside or ())
-        if isinstance(self.scope, cst.FunctionDef):
+        if type(self.scope) is cst.FunctionDef:
             params = self.scope.params
             every = [*params.posonly_params, *params.params, *params.kwonly_params]
             trusted |= {p.name.value for p in every if self.hints.is_data_parameter(p.name.value)}
@@ -252,7 +252,7 @@ class FreshGraph:
         """Read from outside the iteration or carried from the previous one, `name` never
         holds a graph: every binding in the scope is an index, a cut, a constant or data
         (`prev = topk(out, 1)[1]`, then `prev = mask(prev)` returning `.data`)."""
-        if self.no_graph is None or not isinstance(self.scope, (cst.FunctionDef, cst.Module)):
+        if self.no_graph is None or not type(self.scope) in (cst.FunctionDef, cst.Module):
             return False
         return self.no_graph.name(name, self.scope, self._trusted())
 
@@ -264,7 +264,7 @@ class FreshGraph:
         bound after this (retaining) call, data, or values that hold no graph? Then it never
         backpropagates through the retained graph (talking-heads: `x_hat` recomputed and
         detached, both discriminator outputs recomputed)."""
-        if not (isinstance(later.func, cst.Attribute) and isinstance(later.func.value, cst.Name)):
+        if not (type(later.func) is cst.Attribute and type(later.func.value) is cst.Name):
             return False
         if any(a.keyword is None or a.keyword.value != "retain_graph" for a in later.args):
             return False  # `gradient=`, `inputs=`: what it backpropagates is not the name alone
@@ -323,10 +323,10 @@ class FreshGraph:
         """`name` is bound nowhere in the scope but in the region, and is no parameter: it
         holds no value from outside the region, only one its bindings there made."""
         inside = {id(b.statement) for b in self.region_bindings if b.name == name}
-        if isinstance(self.scope, cst.FunctionDef):
+        if type(self.scope) is cst.FunctionDef:
             params = self.scope.params
             every = [*params.posonly_params, *params.params, *params.kwonly_params, params.star_arg, params.star_kwarg]
-            if any(isinstance(p, cst.Param) and p.name.value == name for p in every):
+            if any(type(p) is cst.Param and p.name.value == name for p in every):
                 return False
         return bool(inside) and all(id(b.statement) in inside for b in bindings(self.scope) if b.name == name)
 
@@ -335,15 +335,15 @@ class FreshGraph:
         functions called by bare or imported name are not values. None when it reads `self` state."""
         callees: set[int] = set()
         for call in all_nodes(value, cst.Call):
-            assert isinstance(call, cst.Call)
+            assert type(call) is cst.Call
             head = call.func
-            while isinstance(head, cst.Attribute) and self.imports.qualified_name(call.func) is not None:
+            while type(head) is cst.Attribute and self.imports.qualified_name(call.func) is not None:
                 head = head.value  # `torch.randn(...)`: an imported function, not a value
-            if isinstance(head, cst.Name):
+            if type(head) is cst.Name:
                 callees.add(id(head))
         for attribute in all_nodes(value, cst.Attribute):
-            assert isinstance(attribute, cst.Attribute)
-            if isinstance(attribute.value, cst.Name) and attribute.value.value == "self":
+            assert type(attribute) is cst.Attribute
+            if type(attribute.value) is cst.Name and attribute.value.value == "self":
                 if id(attribute) not in self.callees and attribute.attr.value not in self.constants:
                     return None
         return {n.value for n in read_name_nodes(value) if id(n) not in callees and n.value != "self"}
@@ -352,13 +352,13 @@ class FreshGraph:
         """A value made before the retaining call from data only: no call but torch's
         factories (without `requires_grad`) and methods of what they made."""
         for call in all_nodes(value, cst.Call):
-            assert isinstance(call, cst.Call)
+            assert type(call) is cst.Call
             qualified = self.imports.qualified_name(call.func) or ""
             if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in ACCEPTS_NON_TENSORS:
                 if has_keyword(call, "requires_grad") is None:
                     continue
                 return False
-            if not isinstance(call.func, cst.Attribute) or isinstance(call.func.value, cst.Name) and call.func.value.value == "self":
+            if not type(call.func) is cst.Attribute or type(call.func.value) is cst.Name and call.func.value.value == "self":
                 return False
         return True
 
@@ -377,7 +377,7 @@ class FreshGraph:
         for parent in ancestors(statement, self.parents):
             if parent is self.scope:
                 return True
-            if isinstance(parent, (cst.If, cst.Try, cst.For, cst.While, cst.Match, cst.FunctionDef, cst.Lambda)):
+            if type(parent) in (cst.If, cst.Try, cst.For, cst.While, cst.Match, cst.FunctionDef, cst.Lambda):
                 return False
         return True
 
@@ -385,19 +385,19 @@ class FreshGraph:
         """Names read as values (not as the callee `model` in `model(x)` / `self.model(x)`)."""
         callee_heads: set[int] = set()
         for call in all_nodes(value, cst.Call):
-            assert isinstance(call, cst.Call)
+            assert type(call) is cst.Call
             head = call.func
-            while isinstance(head, cst.Attribute):
+            while type(head) is cst.Attribute:
                 head = head.value
             # `logits.flatten()`: a value made in the iteration, not a callee like `model.encode`
-            if isinstance(head, cst.Name) and (head is call.func or head.value not in self.region_bound):
+            if type(head) is cst.Name and (head is call.func or head.value not in self.region_bound):
                 callee_heads.add(id(head))
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PLACEMENT_METHODS:
+            if type(call.func) is cst.Attribute and call.func.attr.value in _PLACEMENT_METHODS:
                 for argument in call.args:  # `x.to(self.device)`: where, not what
                     callee_heads.update(id(n) for n in read_name_nodes(argument.value))
         for attribute in all_nodes(value, cst.Attribute):
-            assert isinstance(attribute, cst.Attribute)
-            if isinstance(attribute.value, cst.Name) and attribute.value.value == "self" and attribute.attr.value in self.constants:
+            assert type(attribute) is cst.Attribute
+            if type(attribute.value) is cst.Name and attribute.value.value == "self" and attribute.attr.value in self.constants:
                 callee_heads.add(id(attribute.value))  # `self.gama * loss_c`: a set-up constant
         return {n.value for n in read_name_nodes(value) if id(n) not in callee_heads and n.value not in {"True", "False", "None"}}
 
@@ -410,7 +410,7 @@ class FreshGraph:
             if name.value not in self.region_bound and self.hints.is_state_name(name.value) and not self._holds_no_graph(name.value):
                 return True
         for attribute in all_nodes(self.region, cst.Attribute):
-            assert isinstance(attribute, cst.Attribute)
+            assert type(attribute) is cst.Attribute
             if id(attribute) not in self.callees and self.hints.is_state_name(attribute.attr.value):
                 return True
         returned = {
@@ -418,12 +418,12 @@ class FreshGraph:
             for c in all_nodes(r.value, cst.Call)  # type: ignore[union-attr]
         }
         for call in all_nodes(self.region, cst.Call):
-            assert isinstance(call, cst.Call)
-            if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+            assert type(call) is cst.Call
+            if type(call.func) is cst.Attribute and type(call.func.value) is cst.Call:
                 continue  # `G(y, e_hat).detach()`: a value made right here, not a carried state
-            if id(call) in returned and isinstance(call.func, cst.Attribute) and _bound_name(call.func.value, self.region_bound):
+            if id(call) in returned and type(call.func) is cst.Attribute and _bound_name(call.func.value, self.region_bound):
                 continue  # `return {"loss": loss.detach()}`: a local value handed back cut, carried nowhere
-            if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) and self._made_here(call.func.value):
+            if type(call.func) is cst.Attribute and type(call.func.value) is cst.Name and self._made_here(call.func.value):
                 continue  # `delta.detach()` of a value this iteration made before reading it: a cut, no carried state
             segment = last_segment(call.func)
             if segment is not None and self.hints.is_state_call(segment):
@@ -466,7 +466,7 @@ class FreshGraph:
                 if carried(binding.value, binding.statement):
                     derived.add(binding.name)
                     changed = True
-        if isinstance(self.scope, cst.Module):
+        if type(self.scope) is cst.Module:
             if self._functions_read_globals(derived):
                 return True
             nodes = local_nodes  # a script: the file's functions see only the globals they read
@@ -477,22 +477,22 @@ class FreshGraph:
             if value is not None and carried(value, node):
                 return True
         for node in nodes(self.scope, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]  # type: ignore[union-attr]
+            targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[union-attr]
             value = node.value  # type: ignore[union-attr]
-            if value is not None and any(isinstance(t, (cst.Attribute, cst.Subscript)) for t in targets):
+            if value is not None and any(type(t) in (cst.Attribute, cst.Subscript) for t in targets):
                 if carried(value, node):
                     return True
         for node in nodes(self.scope, cst.Expr):
-            assert isinstance(node, cst.Expr)
+            assert type(node) is cst.Expr
             call = node.value
-            if not isinstance(call, cst.Call) or is_gradient_call(call, imports):
+            if not type(call) is cst.Call or is_gradient_call(call, imports):
                 continue
-            if isinstance(call.func, cst.Name) and call.func.value == "print":
+            if type(call.func) is cst.Name and call.func.value == "print":
                 continue
             if any(carried(a.value, node) for a in call.args):
                 return True
         for attribute in nodes(self.scope, cst.Attribute):
-            assert isinstance(attribute, cst.Attribute)
+            assert type(attribute) is cst.Attribute
             if attribute.attr.value in _GRAPH_ATTRIBUTES:
                 return True
         return False
@@ -500,10 +500,10 @@ class FreshGraph:
     def _functions_read_globals(self, names: set[str]) -> bool:
         """Does a function of the script read one of `names` as a global (not its own)?"""
         for function in all_nodes(self.scope, cst.FunctionDef):
-            assert isinstance(function, cst.FunctionDef)
+            assert type(function) is cst.FunctionDef
             params = function.params
             own = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
-            own |= {p.name.value for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)}
+            own |= {p.name.value for p in (params.star_arg, params.star_kwarg) if type(p) is cst.Param}
             own |= {binding.name for binding in bindings(function)}
             if {name.value for name in read_name_nodes(function.body)} & (names - own):
                 return True
@@ -526,11 +526,11 @@ def _element_value(binding: Binding) -> cst.BaseExpression:
     tuple target of the same length, else the whole assigned value."""
     statement, value = binding.statement, binding.value
     assert value is not None
-    if isinstance(statement, cst.Assign) and isinstance(value, (cst.Tuple, cst.List)):
+    if type(statement) is cst.Assign and type(value) in (cst.Tuple, cst.List):
         for target in (t.target for t in statement.targets):
-            if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements):
+            if type(target) in (cst.Tuple, cst.List) and len(target.elements) == len(value.elements):
                 for element, item in zip(target.elements, value.elements):
-                    if isinstance(element.value, cst.Name) and element.value.value == binding.name:
+                    if type(element.value) is cst.Name and element.value.value == binding.name:
                         return item.value
     return value
 
@@ -538,10 +538,10 @@ def _element_value(binding: Binding) -> cst.BaseExpression:
 def _moved_name(value: cst.BaseExpression, name: str) -> bool:
     """`x_.cuda()` for `x_`: the name's own value moved or cast."""
     return (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
+        type(value) is cst.Call
+        and type(value.func) is cst.Attribute
         and value.func.attr.value in _MOVES
-        and isinstance(value.func.value, cst.Name)
+        and type(value.func.value) is cst.Name
         and value.func.value.value == name
     )
 
@@ -549,12 +549,12 @@ def _moved_name(value: cst.BaseExpression, name: str) -> bool:
 def _moved(value: cst.BaseExpression, name: str) -> bool:
     """`self.<name>.cuda()`: the attribute moved onto itself."""
     return (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
+        type(value) is cst.Call
+        and type(value.func) is cst.Attribute
         and value.func.attr.value in _MOVES
-        and isinstance(value.func.value, cst.Attribute)
+        and type(value.func.value) is cst.Attribute
         and value.func.value.attr.value == name
-        and isinstance(value.func.value.value, cst.Name)
+        and type(value.func.value.value) is cst.Name
         and value.func.value.value.value == "self"
     )
 
@@ -562,19 +562,19 @@ def _moved(value: cst.BaseExpression, name: str) -> bool:
 def _self_targets(node: cst.Assign | cst.AugAssign | cst.AnnAssign) -> list[tuple[str, cst.BaseExpression | None]]:
     """(X, value) for each `self.X` a statement writes; the value is None where it is not
     X's alone (an augmented assignment, an element of an unpacked call)."""
-    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-    value = node.value if not isinstance(node, cst.AugAssign) else None
+    targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+    value = node.value if not type(node) is cst.AugAssign else None
     found: list[tuple[str, cst.BaseExpression | None]] = []
     for target in targets:
         if _on_self(target):
             found.append((target.attr.value, value))  # type: ignore[union-attr]
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements) else None
+        elif type(target) in (cst.Tuple, cst.List):
+            values = value.elements if type(value) in (cst.Tuple, cst.List) and len(value.elements) == len(target.elements) else None
             for index, element in enumerate(target.elements):
                 if _on_self(element.value):
                     found.append((element.value.attr.value, values[index].value if values else None))  # type: ignore[union-attr]
-        elif isinstance(target, (cst.Attribute, cst.Subscript)):
-            while isinstance(target, (cst.Attribute, cst.Subscript)) and not _on_self(target):
+        elif type(target) in (cst.Attribute, cst.Subscript):
+            while type(target) in (cst.Attribute, cst.Subscript) and not _on_self(target):
                 target = target.value
             if _on_self(target):
                 found.append((target.attr.value, None))  # type: ignore[union-attr]
@@ -582,23 +582,23 @@ def _self_targets(node: cst.Assign | cst.AugAssign | cst.AnnAssign) -> list[tupl
 
 
 def _on_self(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+    return type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self"
 
 
 def _cut_whole(value: cst.BaseExpression) -> bool:
     """`G(y, e).detach()`, `loss.item()`, `float(x)`: the value as a whole holds no graph."""
-    if not isinstance(value, cst.Call):
+    if not type(value) is cst.Call:
         return False
-    if isinstance(value.func, cst.Attribute):
+    if type(value.func) is cst.Attribute:
         return value.func.attr.value in CUTTING_METHODS
-    return isinstance(value.func, cst.Name) and value.func.value in CUTTING_FUNCTIONS
+    return type(value.func) is cst.Name and value.func.value in CUTTING_FUNCTIONS
 
 
 def _bound_name(node: cst.BaseExpression, bound: set[str]) -> bool:
-    return isinstance(node, cst.Name) and node.value in bound
+    return type(node) is cst.Name and node.value in bound
 
 
 def _body(scope: cst.CSTNode) -> cst.CSTNode:
-    if isinstance(scope, (cst.FunctionDef,)):
+    if type(scope) is cst.FunctionDef:
         return scope.body
     return scope

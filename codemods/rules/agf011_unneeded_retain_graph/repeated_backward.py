@@ -32,18 +32,18 @@ def retained_root(call: cst.Call) -> cst.Name | None:
     """The loss a retaining backward backpropagates: `loss` in `loss.backward(...)`,
     `loss.mean().backward(...)` and `self.manual_backward(loss, ...)` (Lightning); None for
     anything else."""
-    if not isinstance(call.func, cst.Attribute):
+    if not type(call.func) is cst.Attribute:
         return None
     if call.func.attr.value == "backward":
         root = call.func.value
-        if isinstance(root, cst.Call) and not root.args and isinstance(root.func, cst.Attribute) and root.func.attr.value in LOSS_REDUCTIONS:
+        if type(root) is cst.Call and not root.args and type(root.func) is cst.Attribute and root.func.attr.value in LOSS_REDUCTIONS:
             root = root.func.value  # `loss.mean().backward()`: the graph of `loss`, reduced right here
     elif call.func.attr.value == "manual_backward":
         positional = [a.value for a in call.args if a.keyword is None]
         root = positional[0] if positional else None
     else:
         return None
-    return root if isinstance(root, cst.Name) else None
+    return root if type(root) is cst.Name else None
 
 
 def earlier_roots(
@@ -59,7 +59,7 @@ def earlier_roots(
     if root is None or line is None or innermost_loop(call, parents) is not None:
         return None
     holder = parents.get(id(line))
-    if not isinstance(holder, (cst.IndentedBlock, cst.Module)):
+    if not type(holder) in (cst.IndentedBlock, cst.Module):
         return None
     statements = list(holder.body)
     position = statements.index(line)
@@ -74,7 +74,7 @@ def earlier_roots(
         if statements.index(other_line) >= position or not is_backward_call(other, imports):
             return None
         other_root = backward_root(other, imports)
-        if not isinstance(other_root, cst.Name):
+        if not type(other_root) is cst.Name:
             return None
         roots.append(other_root.value)
         retains = has_keyword(other, "retain_graph")
@@ -87,12 +87,12 @@ def passed_on_after(call: cst.Call, names: set[str], parents: dict[int, cst.CSTN
     `y = helper(loss)`, which could backpropagate through the graph again out of sight?"""
     line = statement_line(call, parents)
     holder = parents.get(id(line)) if line is not None else None
-    if line is None or not isinstance(holder, (cst.IndentedBlock, cst.Module)):
+    if line is None or not type(holder) in (cst.IndentedBlock, cst.Module):
         return True
     statements = list(holder.body)
     for statement in statements[statements.index(line) + 1 :]:
         for node in all_nodes(statement, cst.Call):
-            assert isinstance(node, cst.Call)
+            assert type(node) is cst.Call
             for argument in node.args:
                 if not breaks_graph(argument.value) and {n.value for n in read_name_nodes(argument.value)} & names:
                     return True

@@ -197,18 +197,18 @@ class DeprecatedAutogradApi(Rule):
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         """`x = Variable(x)` with `x` visibly grad-free: the whole line goes."""
-        if len(node.body) != 1 or not isinstance(node.body[0], cst.Assign) or not self._blocks:
+        if len(node.body) != 1 or not type(node.body[0]) is cst.Assign or not self._blocks:
             return
         assign = node.body[0]
         call = assign.value
-        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+        if len(assign.targets) != 1 or not type(assign.targets[0].target) is cst.Name:
             return
-        if not (isinstance(call, cst.Call) and self.context.imports.qualified_name(call.func) in VARIABLE_NAMES):
+        if not (type(call) is cst.Call and self.context.imports.qualified_name(call.func) in VARIABLE_NAMES):
             return
         if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
             return
         data = call.args[0].value
-        if not (isinstance(data, cst.Name) and data.value == assign.targets[0].target.value and grad_free(data, self.context.imports, self._loops, self._data_words)):
+        if not (type(data) is cst.Name and data.value == assign.targets[0].target.value and grad_free(data, self.context.imports, self._loops, self._data_words)):
             return
         body = list(self._blocks[-1].body)
         index = next((i for i, s in enumerate(body) if s is node), None)
@@ -227,7 +227,7 @@ class DeprecatedAutogradApi(Rule):
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         decorator = node.decorator
-        if isinstance(decorator, cst.Call):
+        if type(decorator) is cst.Call:
             return  # handled by visit_Call
         target = _AMP.get(self.context.imports.qualified_name(decorator) or "")
         if target is None or target.kind != "custom" or not self._available(target):
@@ -283,9 +283,9 @@ class DeprecatedAutogradApi(Rule):
         alias is seen whole (safe); a module-level one may be imported elsewhere (unsafe, a
         run decides); a class attribute is called through `self` (report only)."""
         old = f"torch.{target.device}.amp.{target.new.rsplit('.', 1)[1]}"
-        names = [t.target.value for t in assign.targets if isinstance(t.target, cst.Name)]
+        names = [t.target.value for t in assign.targets if type(t.target) is cst.Name]
         scope = self._scopes[-1] if self._scopes else None
-        local = names and isinstance(scope, (cst.Module, cst.FunctionDef))
+        local = names and type(scope) in (cst.Module, cst.FunctionDef)
         calls = [calls_of_alias(scope, n) for n in names] if local and scope is not None else [None]
         mappable = all(c is not None for c in calls) and (
             target.kind == "scaler" or all(a.keyword is not None or a.star == "**" for c in calls for call in c or () for a in call.args)
@@ -298,7 +298,7 @@ class DeprecatedAutogradApi(Rule):
         new, new_needs = self.context.imports.expression_for(target.new)
         replacement = cst.Call(func=partial, args=_with_commas([cst.Arg(new), cst.Arg(_device_string(target.device))]))
         fix = Fix(
-            applicability=Applicability.SAFE if isinstance(scope, cst.FunctionDef) else Applicability.UNSAFE,
+            applicability=Applicability.SAFE if type(scope) is cst.FunctionDef else Applicability.UNSAFE,
             edits=(Edit(reference, lambda updated: replacement),),
             description=f"use `functools.partial({target.new}, {target.device!r})`",
             required_imports=partial_needs + new_needs,
@@ -330,10 +330,10 @@ class DeprecatedAutogradApi(Rule):
         """`Variable = lambda *a, **k: autograd.Variable(*a, **k)`: each call of the alias
         with `volatile=True` is the volatile case (the lambda's own calls are reported there)."""
         scope = self._scopes[-1] if self._scopes else None
-        if not isinstance(scope, (cst.Module, cst.FunctionDef)):
+        if not type(scope) in (cst.Module, cst.FunctionDef):
             return
         for target in assign.targets:
-            calls = calls_of_alias(scope, target.target.value) if isinstance(target.target, cst.Name) else None
+            calls = calls_of_alias(scope, target.target.value) if type(target.target) is cst.Name else None
             for call in calls or ():
                 volatile = next((a for a in call.args if a.keyword is not None and a.keyword.value == "volatile"), None)
                 if volatile is not None and not _is_literal(volatile.value, "False"):
@@ -392,11 +392,11 @@ def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex, syntax: Syn
 
     fallbacks: set[int] = set()
     for node in syntax.find(module, (cst.If, cst.IfExp, cst.Try)):
-        if isinstance(node, cst.If) and node.orelse is not None and uses_new_api(node.body):
+        if type(node) is cst.If and node.orelse is not None and uses_new_api(node.body):
             alternatives = [node.orelse]
-        elif isinstance(node, cst.IfExp) and uses_new_api(node.body):
+        elif type(node) is cst.IfExp and uses_new_api(node.body):
             alternatives = [node.orelse]
-        elif isinstance(node, cst.Try) and uses_new_api(node.body):
+        elif type(node) is cst.Try and uses_new_api(node.body):
             alternatives = list(node.handlers)
         else:
             continue
@@ -407,13 +407,13 @@ def _compat_fallback_nodes(module: cst.Module, imports: ImportIndex, syntax: Syn
 
 def _branches(value: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The values an assignment may bind: both arms of conditional expressions."""
-    if isinstance(value, cst.IfExp):
+    if type(value) is cst.IfExp:
         return _branches(value.body) + _branches(value.orelse)
     return [value]
 
 
 def _is_literal(node: cst.BaseExpression, value: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == value
+    return type(node) is cst.Name and node.value == value
 
 
 def _device_string(device: str) -> cst.SimpleString:
@@ -429,7 +429,7 @@ def _autocast_args_mappable(node: cst.Call) -> bool:
 
 
 def _rewrite_amp_call(updated: cst.CSTNode, target: _AmpTarget, imports: ImportIndex) -> cst.CSTNode:
-    if not isinstance(updated, cst.Call) or imports.qualified_name(updated.func) not in _AMP:
+    if not type(updated) is cst.Call or imports.qualified_name(updated.func) not in _AMP:
         return updated
     func, _ = imports.expression_for(target.new)
     device = _device_string(target.device)
@@ -476,7 +476,7 @@ def _with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
 
 
 def _bare_custom(updated: cst.CSTNode, target: _AmpTarget, imports: ImportIndex) -> cst.CSTNode:
-    if isinstance(updated, cst.Call):
+    if type(updated) is cst.Call:
         return updated
     func, _ = imports.expression_for(target.new)
     keyword = cst.Arg(
@@ -495,7 +495,7 @@ def _with_leading(updated: cst.CSTNode, moved: tuple[cst.EmptyLine, ...]) -> cst
 
 def _still_variable(updated: cst.CSTNode, imports: ImportIndex) -> bool:
     """The node is still the `Variable(...)` call (another rule may have rewritten it first)."""
-    return isinstance(updated, cst.Call) and bool(updated.args) and imports.qualified_name(updated.func) in VARIABLE_NAMES
+    return type(updated) is cst.Call and bool(updated.args) and imports.qualified_name(updated.func) in VARIABLE_NAMES
 
 
 def _identity_builder(imports: ImportIndex):  # type: ignore[no-untyped-def]

@@ -28,15 +28,15 @@ def forwards_to(value: cst.BaseExpression, imports: ImportIndex, callees: frozen
     names)? RL-Adventure's `Variable = lambda *args, **kwargs: autograd.Variable(*args,
     **kwargs).cuda() if USE_CUDA else autograd.Variable(*args, **kwargs)`: a call of the
     alias is a call of `torch.autograd.Variable`, keywords included."""
-    if not isinstance(value, cst.Lambda):
+    if not type(value) is cst.Lambda:
         return False
     star, double = value.params.star_arg, value.params.star_kwarg
-    if not (isinstance(star, cst.Param) and isinstance(double, cst.Param)):
+    if not (type(star) is cst.Param and type(double) is cst.Param):
         return False
     passed = {("*", star.name.value), ("**", double.name.value)}
     return any(
-        isinstance(call, cst.Call) and imports.qualified_name(call.func) in callees
-        and {(a.star, a.value.value) for a in call.args if a.star and isinstance(a.value, cst.Name)} == passed
+        type(call) is cst.Call and imports.qualified_name(call.func) in callees
+        and {(a.star, a.value.value) for a in call.args if a.star and type(a.value) is cst.Name} == passed
         for call in iter_descendants(value.body)
     )
 
@@ -52,12 +52,12 @@ class _AliasUses(cst.CSTVisitor):
         self.escapes = False
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and node.func.value == self.name:
+        if type(node.func) is cst.Name and node.func.value == self.name:
             self.calls.append(node)
             self.callees.add(id(node.func))
 
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        if isinstance(node.target, cst.Name):
+        if type(node.target) is cst.Name:
             self.targets.add(id(node.target))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:

@@ -78,14 +78,14 @@ class RequireGradTypo(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
-            if isinstance(target.target, cst.Attribute) and target.target.attr.value in TYPOS:
+            if type(target.target) is cst.Attribute and target.target.attr.value in TYPOS:
                 self._assignments.append((node, target.target.value, target.target.attr))
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not (isinstance(node.func, cst.Name) and node.func.value == "setattr" and len(node.args) == 3):
+        if not (type(node.func) is cst.Name and node.func.value == "setattr" and len(node.args) == 3):
             return
         name = node.args[1].value
-        if isinstance(name, cst.SimpleString) and name.evaluated_value in TYPOS and node.args[0].keyword is None:
+        if type(name) is cst.SimpleString and name.evaluated_value in TYPOS and node.args[0].keyword is None:
             self._assignments.append((node, node.args[0].value, name))
 
     def leave_Module(self, original_node: cst.Module) -> None:
@@ -97,14 +97,14 @@ class RequireGradTypo(Rule):
                 continue
             edit = Edit(spelled, _respelled)
             fix = Fix(Applicability.SAFE, (edit,), f"write `{RIGHT}`")
-            wrong = spelled.value if isinstance(spelled, cst.Name) else str(spelled.evaluated_value)  # type: ignore[attr-defined]
+            wrong = spelled.value if type(spelled) is cst.Name else str(spelled.evaluated_value)  # type: ignore[attr-defined]
             message = self.message.replace(TYPO, wrong, 1)
             self.report(statement, message, fix=fix)
 
     def _is_tensor(self, receiver: cst.BaseExpression, statement: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
         """The semantic model's evidence that `receiver` is a tensor (never a name's spelling)."""
         imports = self.context.imports
-        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
+        if type(receiver) is cst.Name and receiver.value in ("self", "cls"):
             return False
         tracking = self.context.semantic.tracking
         line = _line_of(statement, parents)
@@ -112,9 +112,9 @@ class RequireGradTypo(Rule):
             return False
         if line is not None and tracking.tracked(receiver, line) is not None:
             return True
-        if isinstance(receiver, cst.Call):
+        if type(receiver) is cst.Call:
             return _tensor_value(receiver, imports)
-        if not isinstance(receiver, cst.Name):
+        if not type(receiver) is cst.Name:
             return False
         scope = enclosing_scope(statement, parents)
         found = [b for b in bindings(scope) if b.name == receiver.value]
@@ -126,7 +126,7 @@ class RequireGradTypo(Rule):
 
 def _line_of(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.CSTNode | None:
     current: cst.CSTNode | None = node
-    while current is not None and not isinstance(current, cst.SimpleStatementLine):
+    while current is not None and not type(current) is cst.SimpleStatementLine:
         current = parents.get(id(current))
     return current
 
@@ -149,7 +149,7 @@ def _reaching_assignment(
         here = [b for b in found if _inside(b.statement, sibling, owner, parents)]
         if not here:
             continue
-        simple = isinstance(sibling, cst.SimpleStatementLine) and len(sibling.body) == 1
+        simple = type(sibling) is cst.SimpleStatementLine and len(sibling.body) == 1
         return here[-1] if simple and len(here) == 1 and here[0].kind == "assign" else None
     return None
 
@@ -166,15 +166,15 @@ def _tensor_value(value: cst.BaseExpression | None, imports: ImportIndex) -> boo
     `.detach()` / `.data`, or `nn.Parameter(...)`: its result is a tensor."""
     if value is None:
         return False
-    if isinstance(value, cst.Call) and imports.qualified_name(value.func) in PARAMETER_CONSTRUCTORS:
+    if type(value) is cst.Call and imports.qualified_name(value.func) in PARAMETER_CONSTRUCTORS:
         return True
-    return not isinstance(value, cst.Name) and grad_free(value, imports, ())
+    return not type(value) is cst.Name and grad_free(value, imports, ())
 
 
 def _tensor_binding(kind: str, statement: cst.CSTNode, value: cst.BaseExpression | None, name: str, imports: ImportIndex) -> bool:
     if kind in ("assign", "annassign"):
         return _tensor_value(value, imports)
-    if kind == "for" and isinstance(statement, cst.For):
+    if kind == "for" and type(statement) is cst.For:
         return _parameter_loop_target(statement.target, statement.iter, name)
     return False
 
@@ -182,29 +182,29 @@ def _tensor_binding(kind: str, statement: cst.CSTNode, value: cst.BaseExpression
 def _parameter_loop_target(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> bool:
     """`name` is a parameter of `for name in m.parameters()`, `for _, name in
     m.named_parameters()`, or either inside `enumerate(...)`."""
-    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("enumerate", "list"):
+    if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value in ("enumerate", "list"):
         inner = iterable.args[0].value if iterable.args else None
         if inner is None:
             return False
         if iterable.func.value == "list":
             return _parameter_loop_target(target, inner, name)
-        if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+        if type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2:
             return _parameter_loop_target(target.elements[1].value, inner, name)
         return False
-    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)):
+    if not (type(iterable) is cst.Call and type(iterable.func) is cst.Attribute):
         return False
     method = iterable.func.attr.value
     if method in PARAMETER_ITERATORS:
-        return isinstance(target, cst.Name) and target.value == name
-    if method in NAMED_PARAMETER_ITERATORS and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+        return type(target) is cst.Name and target.value == name
+    if method in NAMED_PARAMETER_ITERATORS and type(target) in (cst.Tuple, cst.List) and len(target.elements) == 2:
         second = target.elements[1].value
-        return isinstance(second, cst.Name) and second.value == name
+        return type(second) is cst.Name and second.value == name
     return False
 
 
 def _respelled(updated: cst.CSTNode) -> cst.CSTNode:
-    if isinstance(updated, cst.Name):
+    if type(updated) is cst.Name:
         return updated.with_changes(value=RIGHT)
-    assert isinstance(updated, cst.SimpleString)
+    assert type(updated) is cst.SimpleString
     quote = updated.quote
     return updated.with_changes(value=f"{updated.prefix}{quote}{RIGHT}{quote}")

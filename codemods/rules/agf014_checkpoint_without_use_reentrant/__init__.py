@@ -73,7 +73,7 @@ class CheckpointWithoutUseReentrant(Rule):
 
 
 def _add_use_reentrant(updated: cst.CSTNode) -> cst.CSTNode:
-    assert isinstance(updated, cst.Call)
+    assert type(updated) is cst.Call
     args = list(updated.args)
     added = cst.Arg(
         keyword=cst.Name("use_reentrant"),
@@ -82,10 +82,10 @@ def _add_use_reentrant(updated: cst.CSTNode) -> cst.CSTNode:
     )
     if args:
         last = args[-1]
-        if isinstance(last.comma, cst.Comma):
+        if type(last.comma) is cst.Comma:
             # a trailing comma (often before a newline): the new argument goes after it, keeping the layout
             added = added.with_changes(comma=last.comma)
-            between = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else last.comma
+            between = args[-2].comma if len(args) > 1 and type(args[-2].comma) is cst.Comma else last.comma
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between.whitespace_after))
         else:
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))

@@ -98,11 +98,11 @@ class ZeroGradSetToNoneFalse(Rule):
             self._own_zero_grad = True
 
     def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_grad" and _set_to_none_false(node):
+        if type(node.func) is cst.Attribute and node.func.attr.value == "zero_grad" and _set_to_none_false(node):
             self._calls.append(node)
             if self._functions:
                 self._enclosing[id(node)] = self._functions[-1]
-        elif isinstance(node.func, cst.Attribute) and node.func.attr.value.endswith("_") and _is_grad(node.func.value):
+        elif type(node.func) is cst.Attribute and node.func.attr.value.endswith("_") and _is_grad(node.func.value):
             self._writes_grad = True  # `p.grad.add_(g)`: needs a tensor there, not None
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
@@ -119,8 +119,8 @@ class ZeroGradSetToNoneFalse(Rule):
         drop = supports(floor, SET_TO_NONE_DEFAULT_SINCE)
         others = _other_role_names(self.context, original_node)
         for call in self._calls:
-            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
-            if isinstance(receiver, cst.Name) and receiver.value in others:
+            receiver = call.func.value if type(call.func) is cst.Attribute else None
+            if type(receiver) is cst.Name and receiver.value in others:
                 continue
             if self._in_a_test_that_trains_nothing(call):
                 continue
@@ -140,7 +140,7 @@ class ZeroGradSetToNoneFalse(Rule):
         if facts is None or not collected_by_pytest(facts, self.context.path):
             return False
         use = find_grad_use(facts.node.body, self.context.imports)
-        if any(not (isinstance(node, cst.Call) and last_segment(node.func) == "zero_grad") for node in use.direct):
+        if any(not (type(node) is cst.Call and last_segment(node.func) == "zero_grad") for node in use.direct):
             return False  # a backward, an optimizer step: it trains
         return not any(callee.uses_grad for name in facts.calls for callee in graph.resolve(name, facts.class_name, facts.node))
 
@@ -155,7 +155,7 @@ def _trains_across_processes(context) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _is_grad(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Attribute) and node.attr.value == "grad"
+    return type(node) is cst.Attribute and node.attr.value == "grad"
 
 
 def _set_to_none_false(call: cst.Call) -> bool:
@@ -165,7 +165,7 @@ def _set_to_none_false(call: cst.Call) -> bool:
 def _other_role_names(context, module: cst.Module) -> frozenset[str]:  # type: ignore[no-untyped-def]
     """Names that the file's role evidence binds to something that is neither an
     optimizer nor a module, in any scope."""
-    scopes: list[cst.CSTNode] = [module, *(n for n in iter_descendants(module) if isinstance(n, cst.FunctionDef))]
+    scopes: list[cst.CSTNode] = [module, *(n for n in iter_descendants(module) if type(n) is cst.FunctionDef)]
     found: set[str] = set()
     for scope in scopes:
         for name, decision in context.semantic.roles_in(scope).items():
@@ -175,7 +175,7 @@ def _other_role_names(context, module: cst.Module) -> frozenset[str]:  # type: i
 
 
 def _drop_set_to_none(updated: cst.CSTNode) -> cst.CSTNode:
-    assert isinstance(updated, cst.Call)
+    assert type(updated) is cst.Call
     kept = [a for a in updated.args if not (a.keyword is not None and a.keyword.value == "set_to_none")]
     if kept:
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
@@ -183,7 +183,7 @@ def _drop_set_to_none(updated: cst.CSTNode) -> cst.CSTNode:
 
 
 def _set_to_none_true(updated: cst.CSTNode) -> cst.CSTNode:
-    assert isinstance(updated, cst.Call)
+    assert type(updated) is cst.Call
     args = [
         a.with_changes(value=cst.Name("True")) if a.keyword is not None and a.keyword.value == "set_to_none" else a
         for a in updated.args

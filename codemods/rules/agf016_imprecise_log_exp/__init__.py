@@ -82,7 +82,7 @@ class ImpreciseLogExp(Rule):
             self._rewrite(node, LOG1P, [cst.Arg(operand)], "`torch.log(1 + x)` loses precision for small `x`: use `torch.log1p(x)`")
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if not (isinstance(node.operator, cst.Subtract) and _is_one(node.right) and isinstance(node.left, cst.Call)):
+        if not (type(node.operator) is cst.Subtract and _is_one(node.right) and type(node.left) is cst.Call):
             return
         call = node.left
         if call.lpar or self.context.imports.qualified_name(call.func) not in EXP:
@@ -113,20 +113,20 @@ def _only_positional(call: cst.Call) -> cst.BaseExpression | None:
 def _is_one(node: cst.BaseExpression) -> bool:
     if node.lpar:
         return False
-    if isinstance(node, cst.Integer):
+    if type(node) is cst.Integer:
         return node.evaluated_value == 1
-    return isinstance(node, cst.Float) and node.evaluated_value == 1.0
+    return type(node) is cst.Float and node.evaluated_value == 1.0
 
 
 def _is_number(node: cst.BaseExpression) -> bool:
-    return isinstance(node, (cst.Integer, cst.Float)) or (
-        isinstance(node, cst.UnaryOperation) and isinstance(node.expression, (cst.Integer, cst.Float))
+    return type(node) in (cst.Integer, cst.Float) or (
+        type(node) is cst.UnaryOperation and type(node.expression) in (cst.Integer, cst.Float)
     )
 
 
 def _one_plus(node: cst.BaseExpression) -> cst.BaseExpression | None:
     """`x` of `1 + x` / `x + 1` (literal one, x not itself a number)."""
-    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)) or node.lpar:
+    if not (type(node) is cst.BinaryOperation and type(node.operator) is cst.Add) or node.lpar:
         return None
     if _is_one(node.left):
         operand = node.right
@@ -139,12 +139,12 @@ def _one_plus(node: cst.BaseExpression) -> cst.BaseExpression | None:
 
 def _logsumexp_parts(node: cst.BaseExpression, imports: ImportIndex) -> tuple[cst.Arg, list[cst.Arg]] | None:
     """`(x, [dim args])` of `torch.sum(torch.exp(x), dim[, keepdim])` with a dim that is not None."""
-    if not isinstance(node, cst.Call) or node.lpar or imports.qualified_name(node.func) not in SUM:
+    if not type(node) is cst.Call or node.lpar or imports.qualified_name(node.func) not in SUM:
         return None
     if not node.args or node.args[0].keyword is not None or node.args[0].star:
         return None
     exp_call = node.args[0].value
-    if not isinstance(exp_call, cst.Call) or imports.qualified_name(exp_call.func) not in EXP:
+    if not type(exp_call) is cst.Call or imports.qualified_name(exp_call.func) not in EXP:
         return None
     inner = _only_positional(exp_call)
     rest = list(node.args[1:])
@@ -155,6 +155,6 @@ def _logsumexp_parts(node: cst.BaseExpression, imports: ImportIndex) -> tuple[cs
     if set(keywords) - {"dim", "keepdim"} or len(positional) > 2:
         return None
     dim = positional[0].value if positional else next((a.value for a in rest if a.keyword and a.keyword.value == "dim"), None)
-    if dim is None or (isinstance(dim, cst.Name) and dim.value == "None"):
+    if dim is None or (type(dim) is cst.Name and dim.value == "None"):
         return None
     return cst.Arg(inner), rest

@@ -86,7 +86,7 @@ class AnomalyModeOrEmptyCacheInTraining(Rule):
         self._withs: list[cst.With] = []
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if len(node.body) != 1 or not isinstance(node.body[0], cst.Expr) or not isinstance(node.body[0].value, cst.Call):
+        if len(node.body) != 1 or not type(node.body[0]) is cst.Expr or not type(node.body[0].value) is cst.Call:
             return
         call = node.body[0].value
         qualified = self.context.imports.qualified_name(call.func)
@@ -97,7 +97,7 @@ class AnomalyModeOrEmptyCacheInTraining(Rule):
 
     def visit_With(self, node: cst.With) -> None:
         imports = self.context.imports
-        if any(isinstance(i.item, cst.Call) and imports.qualified_name(i.item.func) in DETECT_ANOMALY for i in node.items):
+        if any(type(i.item) is cst.Call and imports.qualified_name(i.item.func) in DETECT_ANOMALY for i in node.items):
             self._withs.append(node)
 
     def leave_Module(self, original_node: cst.Module) -> None:
@@ -115,7 +115,7 @@ class AnomalyModeOrEmptyCacheInTraining(Rule):
             if _conditional(block, parents) or not self._with_trains(block, parents):
                 continue
             message = "`detect_anomaly()` around training slows every step several times; remove it"
-            if len(block.items) != 1 or block.asynchronous is not None or not isinstance(block.body, cst.IndentedBlock):
+            if len(block.items) != 1 or block.asynchronous is not None or not type(block.body) is cst.IndentedBlock:
                 self.report(block, message)
                 continue
             fix = Fix(Applicability.UNSAFE, (Edit(block, _unwrapped),), "remove `detect_anomaly()`")
@@ -130,7 +130,7 @@ class AnomalyModeOrEmptyCacheInTraining(Rule):
         """A backward inside a loop of the same scope; anomaly mode is global, so for a
         call at module level, a loop anywhere in the file (a script's `train` function)."""
         scope = enclosing_scope(line, parents)
-        calls = self._backward_calls(scope, nested=isinstance(scope, cst.Module))
+        calls = self._backward_calls(scope, nested=type(scope) is cst.Module)
         return any(innermost_loop(c, parents) is not None for c in calls)
 
     def _with_trains(self, block: cst.With, parents: dict[int, cst.CSTNode]) -> bool:
@@ -165,7 +165,7 @@ def _turns_on(call: cst.Call) -> bool:
 def _conditional(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
     """Under an `if` / `try` between `node` and its function: the code chose when it runs."""
     for parent in ancestors(node, parents):
-        if isinstance(parent, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        if type(parent) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
             return False
         if isinstance(parent, _CONDITIONAL):
             return True
@@ -173,9 +173,9 @@ def _conditional(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
 
 
 def _unwrapped(updated: cst.CSTNode) -> cst.CSTNode | cst.FlattenSentinel:
-    assert isinstance(updated, cst.With)
+    assert type(updated) is cst.With
     body = updated.body
-    if not isinstance(body, cst.IndentedBlock):
+    if not type(body) is cst.IndentedBlock:
         return updated
     statements = list(body.body)
     statements[0] = statements[0].with_changes(leading_lines=[*updated.leading_lines, *statements[0].leading_lines])

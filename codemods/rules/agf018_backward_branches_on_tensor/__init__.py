@@ -88,27 +88,27 @@ class BackwardBranchesOnTensor(Rule):
         tensors = set(facts.names)
         torch_name, needs = self.context.imports.expression_for("torch")
         for node in iter_descendants(backward.body):
-            if isinstance(node, cst.If) and facts.tested(node.test):
+            if type(node) is cst.If and facts.tested(node.test):
                 self.report(node.test)
-            elif isinstance(node, cst.IfExp) and facts.tested(node.test):
+            elif type(node) is cst.IfExp and facts.tested(node.test):
                 fix = None
-                if isinstance(node.test, cst.Comparison) and _branch_ok(node.body, tensors) and (_branch_ok(node.orelse, tensors) or _is_zero(node.orelse)):
+                if type(node.test) is cst.Comparison and _branch_ok(node.body, tensors) and (_branch_ok(node.orelse, tensors) or _is_zero(node.orelse)):
                     fix = Fix(Applicability.UNSAFE, (Edit(node, _as_where(torch_name)),), "use `torch.where`", needs)
                 self.report(node, fix=fix)
 
 
 def _branch_ok(node: cst.BaseExpression, tensors: set[str]) -> bool:
-    return bool(names_in(node) & tensors) and not isinstance(node, (cst.Tuple, cst.List))
+    return bool(names_in(node) & tensors) and not type(node) in (cst.Tuple, cst.List)
 
 
 def _is_zero(node: cst.BaseExpression) -> bool:
-    return (isinstance(node, cst.Integer) and node.evaluated_value == 0) or (isinstance(node, cst.Float) and node.evaluated_value == 0.0)
+    return (type(node) is cst.Integer and node.evaluated_value == 0) or (type(node) is cst.Float and node.evaluated_value == 0.0)
 
 
 def _as_where(torch_name: cst.BaseExpression):  # type: ignore[no-untyped-def]
     def replace(updated: cst.CSTNode) -> cst.CSTNode:
-        assert isinstance(updated, cst.IfExp)
-        plain = lambda e: e.with_changes(lpar=[], rpar=[]) if isinstance(e, (cst.Comparison, cst.BinaryOperation)) else e
+        assert type(updated) is cst.IfExp
+        plain = lambda e: e.with_changes(lpar=[], rpar=[]) if type(e) in (cst.Comparison, cst.BinaryOperation) else e
         orelse = updated.orelse
         if _is_zero(orelse):
             orelse = cst.Call(cst.Attribute(torch_name, cst.Name("zeros_like")), [cst.Arg(plain(updated.body))])

@@ -128,7 +128,7 @@ class AccumulationWithoutLossScaling(RootTracker, Rule):
 
     # -- which `.step()` is an optimizer's ----------------------------------------------
     def _is_step(self, call: cst.Call, parents: dict[int, cst.CSTNode]) -> bool:
-        if not isinstance(call.func, cst.Attribute) or call.func.attr.value != "step":
+        if not type(call.func) is cst.Attribute or call.func.attr.value != "step":
             return False
         receiver = dotted_name(call.func.value)
         if receiver is None:
@@ -145,7 +145,7 @@ class AccumulationWithoutLossScaling(RootTracker, Rule):
             return False
         scopes = [enclosing_scope(call, parents)]
         if name.startswith("self."):
-            scopes += [p for p in ancestors(call, parents) if isinstance(p, cst.ClassDef)][:1]
+            scopes += [p for p in ancestors(call, parents) if type(p) is cst.ClassDef][:1]
         for scope in scopes:
             decision = scope_roles(self.context, scope).get(name)
             if decision is not None and decision.basis is not Basis.NAME:
@@ -183,12 +183,12 @@ class AccumulationWithoutLossScaling(RootTracker, Rule):
     ) -> bool:
         """Does the loss, as the micro-batch computes it, show scaling or summing intent?"""
         for expression, statement in _loss_expressions(root, loop):
-            if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, (cst.DivideAssign, cst.MultiplyAssign)):
+            if type(statement) is cst.AugAssign and type(statement.operator) in (cst.DivideAssign, cst.MultiplyAssign):
                 return True
             if _scales(expression, count, self.context.imports, sum_reduced):
                 return True
             for node in all_nodes(expression, cst.Call):
-                assert isinstance(node, cst.Call)
+                assert type(node) is cst.Call
                 name = dotted_name(node.func)
                 facts = self.context.semantic.call_graph.callee(name) if name is not None else None
                 if facts is not None and any(_scales(e, count, self.context.imports, sum_reduced) for e in _returned(facts.node)):
@@ -211,7 +211,7 @@ class AccumulationWithoutLossScaling(RootTracker, Rule):
 def _run_by_another(call: cst.Call, root: cst.BaseExpression, imports) -> bool:  # type: ignore[no-untyped-def]
     """`accelerator.backward(loss)`, `engine.backward(loss)`, `self.manual_backward(loss)`:
     a framework runs the backward (Accelerate and DeepSpeed divide by their own count)."""
-    if not isinstance(call.func, cst.Attribute) or imports.qualified_name(call.func) == "torch.autograd.backward":
+    if not type(call.func) is cst.Attribute or imports.qualified_name(call.func) == "torch.autograd.backward":
         return False
     return call.func.attr.value == "manual_backward" or any(a.value is root for a in call.args)
 
@@ -224,7 +224,7 @@ def _loss_expressions(root: cst.BaseExpression, loop: cst.For | cst.While) -> li
     seen: set[str] = set()
     frontier = [root]
     for _ in range(3):
-        names = {n.value for e in frontier for n in _arithmetic(e) if isinstance(n, cst.Name)} - seen
+        names = {n.value for e in frontier for n in _arithmetic(e) if type(n) is cst.Name} - seen
         seen |= names
         frontier = []
         for binding in loop_bindings:
@@ -237,32 +237,32 @@ def _loss_expressions(root: cst.BaseExpression, loop: cst.For | cst.While) -> li
 def _arithmetic(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     """`node` and its operands through `+ - * /` and unary signs (not into calls)."""
     found = [node]
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         found += _arithmetic(node.left) + _arithmetic(node.right)
-    elif isinstance(node, cst.UnaryOperation):
+    elif type(node) is cst.UnaryOperation:
         found += _arithmetic(node.expression)
     return found
 
 
 def _scales(expression: cst.BaseExpression, count: cst.BaseExpression, imports, sum_reduced: set[str]) -> bool:  # type: ignore[no-untyped-def]
     count_code = _code(count)
-    if isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Multiply):
-        if not all(isinstance(side, (cst.Integer, cst.Float, cst.Call, cst.BinaryOperation)) for side in (expression.left, expression.right)):
+    if type(expression) is cst.BinaryOperation and type(expression.operator) is cst.Multiply:
+        if not all(type(side) in (cst.Integer, cst.Float, cst.Call, cst.BinaryOperation) for side in (expression.left, expression.right)):
             return True  # the whole loss multiplied by a name: may be `1 / k` under another name
     for node in _arithmetic(expression):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
-            if not isinstance(node.right, (cst.Integer, cst.Float)) or _code(node.right) == count_code:
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
+            if not type(node.right) in (cst.Integer, cst.Float) or _code(node.right) == count_code:
                 return True  # divided by the count, or normalised by a computed denominator
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
             if count_code in (_code(node.left), _code(node.right)) or _reads(node, count):
                 return True
-        if isinstance(node, cst.Call) and _scaling_or_summing_call(node, imports, sum_reduced):
+        if type(node) is cst.Call and _scaling_or_summing_call(node, imports, sum_reduced):
             return True
     return False
 
 
 def _scaling_or_summing_call(call: cst.Call, imports, sum_reduced: set[str]) -> bool:  # type: ignore[no-untyped-def]
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value in SCALING_METHODS | {"sum"}:
+    if type(call.func) is cst.Attribute and call.func.attr.value in SCALING_METHODS | {"sum"}:
         return True  # `loss.div(k)`, `loss.mul_(s)`, `(out - y).pow(2).sum()`
     if imports.qualified_name(call.func) in SCALING_FUNCTIONS | {"torch.sum"}:
         return True
@@ -284,15 +284,15 @@ def _sum_reduced_names(module: cst.Module, syntax: SyntaxIndex) -> set[str]:
     (the assignments read off the file's index)."""
     found: set[str] = set()
     for assign in all_nodes(module, cst.Assign, syntax):
-        assert isinstance(assign, cst.Assign)
-        if isinstance(assign.value, cst.Call) and _sum_reduction_argument(assign.value):
+        assert type(assign) is cst.Assign
+        if type(assign.value) is cst.Call and _sum_reduction_argument(assign.value):
             found |= {name for t in assign.targets if (name := dotted_name(t.target)) is not None}
     return found
 
 
 def _returned(function: cst.CSTNode) -> list[cst.BaseExpression]:
     values = [r.value for r in all_nodes(function, cst.Return) if r.value is not None]  # type: ignore[attr-defined]
-    return [e.value for v in values for e in (v.elements if isinstance(v, cst.Tuple) else [cst.Element(v)])]
+    return [e.value for v in values for e in (v.elements if type(v) is cst.Tuple else [cst.Element(v)])]
 
 
 def _reads(node: cst.CSTNode, count: cst.BaseExpression) -> bool:
@@ -302,7 +302,7 @@ def _reads(node: cst.CSTNode, count: cst.BaseExpression) -> bool:
 
 def _count_scales(region: cst.CSTNode, count: cst.BaseExpression, counting: tuple[cst.CSTNode, ...], parents: dict[int, cst.CSTNode]) -> bool:
     """Is the count used in the loop other than to count (`/ k`, `* k`, `.div(k)`, passed to a function)?"""
-    if not isinstance(count, (cst.Name, cst.Attribute)):
+    if not type(count) in (cst.Name, cst.Attribute):
         return False
     code = _code(count)
     inside = {id(n) for c in counting for n in all_nodes(c, (cst.Name, cst.Attribute))}
@@ -310,18 +310,18 @@ def _count_scales(region: cst.CSTNode, count: cst.BaseExpression, counting: tupl
         if id(node) in inside or _code(node) != code:
             continue
         parent = parents.get(id(node))
-        if isinstance(parent, cst.Attribute) and parent.value is node:
+        if type(parent) is cst.Attribute and parent.value is node:
             continue  # `k.bit_length()`: a longer path, judged on its own
-        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.Divide, cst.Multiply)):
+        if type(parent) is cst.BinaryOperation and type(parent.operator) in (cst.Divide, cst.Multiply):
             other = parent.left if parent.right is node else parent.right
             if breaks_graph(other):
                 continue  # `loss.item() * k`: a logged number, not the loss backward sees
             return True
-        if isinstance(parent, cst.AugAssign) and isinstance(parent.operator, (cst.DivideAssign, cst.MultiplyAssign)):
+        if type(parent) is cst.AugAssign and type(parent.operator) in (cst.DivideAssign, cst.MultiplyAssign):
             return True
-        if isinstance(parent, cst.Arg):
+        if type(parent) is cst.Arg:
             call = parents.get(id(parent))
-            if isinstance(call, cst.Call) and dotted_name(call.func) not in _COUNTING_CALLS:
+            if type(call) is cst.Call and dotted_name(call.func) not in _COUNTING_CALLS:
                 return True
     return False
 
@@ -329,12 +329,12 @@ def _count_scales(region: cst.CSTNode, count: cst.BaseExpression, counting: tupl
 def _grad_written(root: cst.CSTNode, imports) -> bool:  # type: ignore[no-untyped-def]
     """`p.grad /= k`, `p.grad = p.grad / k`, `p.grad.div_(k)`, `torch._foreach_div_(grads, k)`."""
     for node in all_nodes(root, (cst.Assign, cst.AugAssign, cst.Call)):
-        if isinstance(node, cst.AugAssign) and _touches_grad(node.target):
+        if type(node) is cst.AugAssign and _touches_grad(node.target):
             return True
-        if isinstance(node, cst.Assign) and any(_touches_grad(t.target) for t in node.targets):
+        if type(node) is cst.Assign and any(_touches_grad(t.target) for t in node.targets):
             return True
-        if isinstance(node, cst.Call):
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in SCALING_METHODS and _touches_grad(node.func.value):
+        if type(node) is cst.Call:
+            if type(node.func) is cst.Attribute and node.func.attr.value in SCALING_METHODS and _touches_grad(node.func.value):
                 return True
             qualified = imports.qualified_name(node.func) or ""
             if qualified in SCALING_FUNCTIONS and (qualified.startswith("torch._foreach") or any(_touches_grad(a.value) for a in node.args)):
@@ -343,8 +343,8 @@ def _grad_written(root: cst.CSTNode, imports) -> bool:  # type: ignore[no-untype
 
 
 def _touches_grad(node: cst.CSTNode) -> bool:
-    while isinstance(node, (cst.Attribute, cst.Subscript)):
-        if isinstance(node, cst.Attribute) and node.attr.value in ("grad", "main_grad"):
+    while type(node) in (cst.Attribute, cst.Subscript):
+        if type(node) is cst.Attribute and node.attr.value in ("grad", "main_grad"):
             return True
         node = node.value
     return False
@@ -353,11 +353,11 @@ def _touches_grad(node: cst.CSTNode) -> bool:
 def _fix(call: cst.Call, root: cst.BaseExpression, count: cst.BaseExpression, parents: dict[int, cst.CSTNode]) -> Fix:
     k = _code(count) if isinstance(count, _ATOMIC) else f"({_code(count)})"
     line = statement_line(call, parents)
-    if isinstance(root, cst.Name) and line is not None and expression_statement_call(line) is call:
+    if type(root) is cst.Name and line is not None and expression_statement_call(line) is call:
         scaled = cst.parse_statement(f"{root.value} = {root.value} / {k}\n")
         edit = Edit(line, lambda updated: cst.FlattenSentinel([scaled, updated]))
         return Fix(Applicability.UNSAFE, (edit,), f"divide `{root.value}` by `{_code(count)}` before backward")
-    receiver = isinstance(call.func, cst.Attribute) and call.func.value is root
+    receiver = type(call.func) is cst.Attribute and call.func.value is root
 
     def divided(updated: cst.CSTNode) -> cst.CSTNode:
         text = _code(updated) if isinstance(updated, _ATOMIC) else f"({_code(updated)})"

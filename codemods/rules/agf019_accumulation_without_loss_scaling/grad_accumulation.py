@@ -65,7 +65,7 @@ def accumulation_windows(
     """Every accumulation window under `root` (a function or the module)."""
     found: list[AccumulationWindow] = []
     for loop in all_nodes(root, _LOOPS):
-        assert isinstance(loop, (cst.For, cst.While))
+        assert type(loop) in (cst.For, cst.While)
         window = _tested_window(loop, imports, parents, is_step) or _micro_loop_window(loop, imports, parents, is_step)
         if window is not None:
             found.append(window)
@@ -78,8 +78,8 @@ def _gradient_calls(loop: cst.For | cst.While, imports: ImportIndex, parents: di
 
 def _zeroes_every_iteration(loop: cst.For | cst.While, parents: dict[int, cst.CSTNode]) -> bool:
     for call in local_nodes(loop.body, cst.Call):
-        assert isinstance(call, cst.Call)
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "zero_grad" and runs_every_iteration(call, loop, parents):
+        assert type(call) is cst.Call
+        if type(call.func) is cst.Attribute and call.func.attr.value == "zero_grad" and runs_every_iteration(call, loop, parents):
             return True
     return False
 
@@ -115,12 +115,12 @@ def _micro_loop_window(
     loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode], is_step: Callable[[cst.Call], bool]
 ) -> AccumulationWindow | None:
     """`for micro_step in range(k): ... loss.backward()` inside a loop that steps after it."""
-    if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call) or dotted_name(loop.iter.func) != "range":
+    if not type(loop) is cst.For or not type(loop.iter) is cst.Call or dotted_name(loop.iter.func) != "range":
         return None
     arguments = [a for a in loop.iter.args if a.keyword is None and not a.star]
     if len(arguments) != len(loop.iter.args) or not arguments or len(arguments) > 2:
         return None
-    if len(arguments) == 2 and not (isinstance(arguments[0].value, cst.Integer) and arguments[0].value.value == "0"):
+    if len(arguments) == 2 and not (type(arguments[0].value) is cst.Integer and arguments[0].value.value == "0"):
         return None
     count = arguments[-1].value
     if _is_literal_below_two(count):
@@ -160,11 +160,11 @@ def _counters(loop: cst.For | cst.While, parents: dict[int, cst.CSTNode]) -> set
     """Names the loop increments by one on every iteration (`count += 1`)."""
     found: set[str] = set()
     for statement in local_nodes(loop.body, cst.AugAssign):
-        assert isinstance(statement, cst.AugAssign)
+        assert type(statement) is cst.AugAssign
         if (
-            isinstance(statement.operator, cst.AddAssign)
-            and isinstance(statement.target, cst.Name)
-            and isinstance(statement.value, cst.Integer)
+            type(statement.operator) is cst.AddAssign
+            and type(statement.target) is cst.Name
+            and type(statement.value) is cst.Integer
             and statement.value.value == "1"
             and runs_every_iteration(statement, loop, parents)
         ):
@@ -185,7 +185,7 @@ def _guarding_test(
     for parent in ancestors(step, parents):
         if parent is loop:
             return None
-        if isinstance(parent, cst.If) and child is parent.body:
+        if type(parent) is cst.If and child is parent.body:
             found = _accumulation_test(parent.test, flags, counters)
             if found is not None:
                 return found, parent.test
@@ -200,51 +200,51 @@ def _accumulation_test(
     if depth > 3:
         return None
     test = _strip(test)
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         return _accumulation_test(test.left, flags, counters, depth + 1) or _accumulation_test(test.right, flags, counters, depth + 1)
-    if isinstance(test, cst.Name) and test.value in flags:
+    if type(test) is cst.Name and test.value in flags:
         return _accumulation_test(flags[test.value], flags, counters, depth + 1)
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return _modulo_count(_strip(test.expression))  # `not (i + 1) % k`
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+    if not type(test) is cst.Comparison or len(test.comparisons) != 1:
         return None
     comparison = test.comparisons[0]
     left, right = _strip(test.left), _strip(comparison.comparator)
-    if isinstance(comparison.operator, cst.Equal):
+    if type(comparison.operator) is cst.Equal:
         for side, other in ((left, right), (right, left)):
             count = _modulo_count(side)
             if count is not None and (_is_int(other, "0") or _is_count_minus_one(other, count)):
                 return count
-    if isinstance(comparison.operator, (cst.Equal, cst.GreaterThanEqual)) and isinstance(left, cst.Name) and left.value in counters:
+    if type(comparison.operator) in (cst.Equal, cst.GreaterThanEqual) and type(left) is cst.Name and left.value in counters:
         return None if _is_literal_below_two(right) else right
     return None
 
 
 def _modulo_count(node: cst.BaseExpression) -> cst.BaseExpression | None:
     node = _strip(node)
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Modulo:
         count = _strip(node.right)
         return None if _is_literal_below_two(count) else count
     return None
 
 
 def _is_count_minus_one(node: cst.BaseExpression, count: cst.BaseExpression) -> bool:
-    if isinstance(count, cst.Integer) and isinstance(node, cst.Integer):
+    if type(count) is cst.Integer and type(node) is cst.Integer:
         return int(node.value, 0) == int(count.value, 0) - 1
     return (
-        isinstance(node, cst.BinaryOperation)
-        and isinstance(node.operator, cst.Subtract)
+        type(node) is cst.BinaryOperation
+        and type(node.operator) is cst.Subtract
         and _code(_strip(node.left)) == _code(count)
         and _is_int(_strip(node.right), "1")
     )
 
 
 def _is_int(node: cst.BaseExpression, value: str) -> bool:
-    return isinstance(node, cst.Integer) and node.value == value
+    return type(node) is cst.Integer and node.value == value
 
 
 def _is_literal_below_two(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Integer) and int(node.value, 0) < 2 or isinstance(node, (cst.Float, cst.SimpleString))
+    return type(node) is cst.Integer and int(node.value, 0) < 2 or type(node) in (cst.Float, cst.SimpleString)
 
 
 def _strip(node: cst.BaseExpression) -> cst.BaseExpression:

@@ -126,7 +126,7 @@ def _without(kept: list[str], match: re.Match[str]):  # type: ignore[no-untyped-
     left in it."""
 
     def replace(updated: cst.CSTNode):  # type: ignore[no-untyped-def]
-        assert isinstance(updated, (cst.TrailingWhitespace, cst.EmptyLine)) and updated.comment is not None
+        assert type(updated) in (cst.TrailingWhitespace, cst.EmptyLine) and updated.comment is not None
         value = updated.comment.value
         if kept:
             text = value[: match.start()] + "# noqa: " + ", ".join(kept) + value[match.end():]
@@ -134,7 +134,7 @@ def _without(kept: list[str], match: re.Match[str]):  # type: ignore[no-untyped-
         rest = (value[: match.start()] + value[match.end():]).rstrip()
         if rest.strip() not in ("", "#"):
             return updated.with_changes(comment=cst.Comment(rest))
-        if isinstance(updated, cst.EmptyLine):
+        if type(updated) is cst.EmptyLine:
             return cst.RemoveFromParent()
         return updated.with_changes(comment=None, whitespace=cst.SimpleWhitespace(""))
 
