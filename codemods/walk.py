@@ -116,7 +116,9 @@ def node_types_of(types: type | tuple[type, ...]) -> frozenset[type]:
     `type(node) in node_types_of(...)` answers `isinstance` without going through
     libcst's ABC machinery, which costs a Python-level call per check."""
     wanted = types if isinstance(types, tuple) else (types,)
-    return frozenset(cls for cls in _NODE_TYPES if issubclass(cls, wanted))
+    # by each class's MRO, as `issubclass` decides it for libcst's classes (none registers
+    # a virtual subclass), without an ABC `__subclasscheck__` call per class and base
+    return frozenset(cls for cls in _NODE_TYPES if any(base in cls.__mro__ for base in wanted))
 
 
 def find_all(
@@ -285,6 +287,24 @@ class SyntaxIndex:
         """`node`'s subtree as a slice of `order` (None: not a node of this tree)."""
         index = self._position.get(id(node))
         return None if index is None else (index, self.ends[index])
+
+    def parents(self, root: cst.CSTNode) -> dict[int, cst.CSTNode] | None:
+        """`id(child) -> parent` for every node under `root` (`loops.parent_map`), read off
+        the index: no field of any node is read again. None: `root` is not in the tree."""
+        span = self.span(root)
+        if span is None:
+            return None
+        start, stop = span
+        order, ends = self.order, self.ends
+        found: dict[int, cst.CSTNode] = {}
+        open_nodes: list[int] = [start]  # the ancestors of the node at hand, innermost last
+        push, pop = open_nodes.append, open_nodes.pop
+        for index in range(start + 1, stop):
+            while ends[open_nodes[-1]] <= index:
+                pop()
+            found[id(order[index])] = order[open_nodes[-1]]
+            push(index)
+        return found
 
     def contains(self, root: cst.CSTNode, node: cst.CSTNode) -> bool:
         """Is `node` `root` or inside it?"""

@@ -247,3 +247,26 @@ def test_parent_map_names_each_node_s_parent() -> None:
         assert any(child is node for child in children_of(parents[id(node)]))
     backward = next(n for n in nodes if isinstance(n, cst.Attribute) and n.attr.value == "backward")
     assert [type(a).__name__ for a in ancestors(backward, parents)][:3] == ["Call", "Expr", "SimpleStatementLine"]
+
+
+def test_index_parents_agree_with_the_plain_parent_map() -> None:
+    from autograd_fix.codemods.semantic.loops import parent_map
+
+    module = cst.parse_module(SOURCE)
+    index = SyntaxIndex(module)
+    for root in (module, module.body[2], module.body[3], *find_all(module, (cst.For, cst.Call, cst.Lambda))):
+        plain, indexed = parent_map(root), parent_map(root, index)
+        assert plain.keys() == indexed.keys() and all(plain[key] is indexed[key] for key in plain)
+        assert id(root) not in indexed  # the subtree's root has no parent in its own map
+    assert len(parent_map(module, index)) == len(reference_descendants(module)) - 1
+    stranger = cst.parse_expression("f(g(x))")  # not in the tree: the plain walk answers
+    assert index.parents(stranger) is None
+    assert parent_map(stranger, index)[id(stranger.args[0].value)] is stranger.args[0]
+
+
+def test_node_types_of_is_issubclass_over_every_node_class() -> None:
+    from autograd_fix.codemods.walk import _NODE_TYPES, node_types_of
+
+    for bases in (cst.BaseExpression, (cst.BaseSuite, cst.If), cst.BaseCompoundStatement, cst.Name):
+        wanted = bases if isinstance(bases, tuple) else (bases,)
+        assert node_types_of(bases) == frozenset(cls for cls in _NODE_TYPES if issubclass(cls, wanted))

@@ -80,7 +80,7 @@ class LoopAnalysis:
         self.graph = graph
         facts = graph.facts(self.scope) if type(self.scope) is cst.FunctionDef else None
         self.class_name = facts.class_name if facts is not None else None
-        self.loop_bindings = bindings(loop.body)
+        self.loop_bindings = bindings(loop.body, self.graph.syntax)
         self._scope_bindings: list[Binding] | None = None
         #: names the iteration backpropagates from / that feed them through a loss function
         self.tracked: set[str] = set()
@@ -107,15 +107,15 @@ class LoopAnalysis:
     @property
     def scope_bindings(self) -> list[Binding]:
         if self._scope_bindings is None:
-            self._scope_bindings = bindings(self.scope)
+            self._scope_bindings = bindings(self.scope, self.graph.syntax)
         return self._scope_bindings
 
     def _bindings_of(self, name: str) -> list[Binding]:
         return [b for b in self.loop_bindings if b.name == name]
 
     def _find_tracked(self) -> None:
-        calls = [c for c in local_nodes(self.loop.body, cst.Call) if is_gradient_call(c, self.imports)]  # type: ignore[arg-type]
-        for call in all_nodes(self.loop, cst.Call):
+        calls = [c for c in local_nodes(self.loop.body, cst.Call, self.graph.syntax) if is_gradient_call(c, self.imports)]  # type: ignore[arg-type]
+        for call in all_nodes(self.loop, cst.Call, self.graph.syntax):
             assert type(call) is cst.Call
             if is_gradient_call(call, self.imports) and _keeps_graph(call):
                 return  # retain_graph / create_graph: graphs may be used again
@@ -156,11 +156,11 @@ class LoopAnalysis:
             returned = self.graph.returned_values(name, self.class_name)  # type: ignore[arg-type]
             if not returned or not all(type(r) is cst.Name for r in returned):
                 continue
-            summary = LoopAnalysis(callee.node, self.imports, parent_map(callee.node), self.graph, self.is_loss_name)  # type: ignore[arg-type]
+            summary = LoopAnalysis(callee.node, self.imports, parent_map(callee.node, self.graph.syntax), self.graph, self.is_loss_name)  # type: ignore[arg-type]
             if all(r.value in summary.graph_items for r in returned):  # type: ignore[union-attr]
                 self.graph_items.add(binding.name)
         self._returned_sums()
-        for loop in local_nodes(self.loop.body, cst.For):
+        for loop in local_nodes(self.loop.body, cst.For, self.graph.syntax):
             assert type(loop) is cst.For
             iterable = loop.iter
             if innermost_loop(loop, self.parents) is not self.loop or not type(iterable) is cst.Call:
@@ -207,7 +207,7 @@ class LoopAnalysis:
         if not type(base) is cst.Name or not self._fresh_graph(base.value):
             return
         path = code_of(root)
-        for assign in local_nodes(self.loop.body, cst.Assign):
+        for assign in local_nodes(self.loop.body, cst.Assign, self.graph.syntax):
             assert type(assign) is cst.Assign
             if any(code_of(t.target) == path for t in assign.targets) and breaks_graph(assign.value):
                 return  # `output["loss"] = output["loss"].detach()`: cut before it is kept
@@ -252,7 +252,7 @@ class LoopAnalysis:
         elements = [e.value for e in returned[0].elements]
         if len(elements) != len(names):
             return set(), set()
-        inner = bindings(callee.node.body)
+        inner = bindings(callee.node.body, self.graph.syntax)
 
         def single(expression: cst.BaseExpression) -> cst.BaseExpression | None:
             if not type(expression) is cst.Name:
@@ -368,7 +368,7 @@ class LoopAnalysis:
 
     def _passed_to_torch_loss(self, name: str, value: cst.BaseExpression) -> bool:
         """Is `name` a direct argument of a `torch.nn.functional` loss in `value` (so a tensor)?"""
-        for call in all_nodes(value, cst.Call):
+        for call in all_nodes(value, cst.Call, self.graph.syntax):
             assert type(call) is cst.Call
             qualified = self.imports.qualified_name(call.func) or ""
             if qualified.startswith("torch.nn.functional.") and self._is_loss_call(call) and any(
@@ -384,7 +384,7 @@ class LoopAnalysis:
         `.detach()` fits: the method has this one call site and every item of `loss` is
         known to be a tensor)."""
         found: list[tuple[cst.AugAssign, str, bool]] = []
-        for expression in local_nodes(self.loop.body, cst.Expr):
+        for expression in local_nodes(self.loop.body, cst.Expr, self.graph.syntax):
             assert type(expression) is cst.Expr
             call = expression.value
             name = dotted_name(call.func) if type(call) is cst.Call else None
@@ -416,7 +416,7 @@ class LoopAnalysis:
         returned = self.graph.returned_values(name, self.class_name) if callee is not None else None  # type: ignore[arg-type]
         if callee is None or not returned or len(returned) != 1 or not type(returned[0]) is cst.Dict:
             return False
-        inner = bindings(callee.node.body)
+        inner = bindings(callee.node.body, self.graph.syntax)
 
         def tensor(value: cst.BaseExpression) -> bool:
             if type(value) is cst.Name:
@@ -449,7 +449,7 @@ class LoopAnalysis:
 
     def accumulations(self) -> list[Accumulation]:
         found: list[Accumulation] = []
-        for statement in local_nodes(self.loop.body, (cst.AugAssign, cst.Assign, cst.Expr)):
+        for statement in local_nodes(self.loop.body, (cst.AugAssign, cst.Assign, cst.Expr), self.graph.syntax):
             inner = innermost_loop(statement, self.parents)
             if inner is not self.loop and id(inner) not in self.item_loops:
                 continue
@@ -521,7 +521,7 @@ class LoopAnalysis:
         operands = _arithmetic_operands(value)
         return any(type(o) is cst.Name and o.value in self.scalar for o in operands) and all(
             (type(o) is cst.Name and o.value in self.scalar) or _is_number(o) or _is_length(o) for o in operands
-        ) and not any(_is_not(n) for n in all_nodes(value, cst.UnaryOperation))
+        ) and not any(_is_not(n) for n in all_nodes(value, cst.UnaryOperation, self.graph.syntax))
 
     def _write_only(self, name: str) -> bool:
         """A list made empty in this scope and only ever appended to: nothing reads back
@@ -535,8 +535,8 @@ class LoopAnalysis:
         empty = _unpacked(made[0], made[0].value)
         if not type(empty) is cst.List or empty.elements:
             return False
-        targets = {id(n) for t in made[0].statement.targets for n in all_nodes(t, cst.Name)}  # type: ignore[attr-defined]
-        for node in all_nodes(self.scope, cst.Name):
+        targets = {id(n) for t in made[0].statement.targets for n in all_nodes(t, cst.Name, self.graph.syntax)}  # type: ignore[attr-defined]
+        for node in all_nodes(self.scope, cst.Name, self.graph.syntax):
             assert type(node) is cst.Name
             if node.value != name or id(node) in targets:
                 continue
@@ -583,11 +583,11 @@ class LoopAnalysis:
                 if {n.value for n in read_name_nodes(binding.value)} & derived:
                     derived.add(binding.name)
                     changed = True
-        for call in all_nodes(self.scope, cst.Call):
+        for call in all_nodes(self.scope, cst.Call, self.graph.syntax):
             assert type(call) is cst.Call
             if is_gradient_call(call, self.imports) and {n.value for n in read_name_nodes(call)} & derived:
                 return True
-        for attribute in all_nodes(self.scope, cst.Attribute):
+        for attribute in all_nodes(self.scope, cst.Attribute, self.graph.syntax):
             assert type(attribute) is cst.Attribute
             if attribute.attr.value in {"grad_fn", "requires_grad", "register_hook", "retain_grad"}:
                 if {n.value for n in read_name_nodes(attribute.value)} & derived:
@@ -601,9 +601,9 @@ def carried_sums(
     """Names `function` accumulates across a loop's iterations from the values each
     iteration backpropagates (`epoch_loss += loss` after `loss.backward()`), neither
     backpropagated later nor declared global: what AGF006 reports inside `function`."""
-    parents = parent_map(function)
+    parents = parent_map(function, graph.syntax)
     found: set[str] = set()
-    for loop in local_nodes(function.body, (cst.For, cst.While)):
+    for loop in local_nodes(function.body, (cst.For, cst.While), graph.syntax):
         assert type(loop) in (cst.For, cst.While)
         analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
         if not analysis.tracked:
@@ -629,14 +629,14 @@ def unfreed_sums(
     facts = graph.facts(function)
     if facts is None or facts.decorated_no_grad or facts.called_under_no_grad or facts.enclosed_no_grad:
         return set()
-    if any(_sets_grad_mode(call, imports) for call in all_nodes(function.body, cst.Call)) or any(
-        a.attr.value in {"requires_grad", "requires_grad_"} for a in all_nodes(function.body, cst.Attribute)  # type: ignore[attr-defined]
+    if any(_sets_grad_mode(call, imports) for call in all_nodes(function.body, cst.Call, graph.syntax)) or any(
+        a.attr.value in {"requires_grad", "requires_grad_"} for a in all_nodes(function.body, cst.Attribute, graph.syntax)  # type: ignore[attr-defined]
     ):
         return set()  # `torch.set_grad_enabled(False)`, frozen parameters: whether a graph is built is not known
     # models: what the function switches between train and eval mode (`model.eval()`)
     models = method_receivers(function.body, "train") | method_receivers(function.body, "eval")
-    parents = parent_map(function)
-    outer = [l for l in local_nodes(function.body, (cst.For, cst.While)) if innermost_loop(l, parents) is None]
+    parents = parent_map(function, graph.syntax)
+    outer = [l for l in local_nodes(function.body, (cst.For, cst.While), graph.syntax) if innermost_loop(l, parents) is None]
     trained: set[str] = set()
     evaluation: list[cst.For | cst.While] = []
     for loop in outer:
@@ -645,7 +645,7 @@ def unfreed_sums(
             continue
         analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
         if not analysis.tracked:
-            if not any(is_gradient_call(c, imports) for c in all_nodes(loop, cst.Call)):  # type: ignore[arg-type]
+            if not any(is_gradient_call(c, imports) for c in all_nodes(loop, cst.Call, graph.syntax)):  # type: ignore[arg-type]
                 evaluation.append(loop)
             continue
         for name in models:
@@ -656,7 +656,7 @@ def unfreed_sums(
         is_source = lambda c: dotted_name(c.func) in trained  # noqa: E731
         tainted = _tainted(loop, is_source, imports)
         analysis = LoopAnalysis(loop, imports, parents, graph, is_loss_name)
-        for statement in local_nodes(loop.body, cst.AugAssign):
+        for statement in local_nodes(loop.body, cst.AugAssign, graph.syntax):
             assert type(statement) is cst.AugAssign
             target, value = statement.target, statement.value
             if not type(statement.operator) is cst.AddAssign or not type(target) is cst.Name:

@@ -31,8 +31,12 @@ BREAKING_FUNCTIONS = frozenset({"float", "int", "bool", "str", "len"})
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
-def parent_map(root: cst.CSTNode) -> dict[int, cst.CSTNode]:
-    """`id(child) -> parent` for every node under `root` (cheaper than libcst metadata)."""
+def parent_map(root: cst.CSTNode, syntax: SyntaxIndex | None = None) -> dict[int, cst.CSTNode]:
+    """`id(child) -> parent` for every node under `root` (cheaper than libcst metadata;
+    read off the file's index when given)."""
+    indexed = syntax.parents(root) if syntax is not None else None
+    if indexed is not None:
+        return indexed
     parents: dict[int, cst.CSTNode] = {}
     stack = [root]
     pop, extend = stack.pop, stack.extend
@@ -222,10 +226,11 @@ _BINDING_NODES = (
 )
 
 
-def bindings(root: cst.CSTNode) -> list[Binding]:
-    """Where names are bound under `root` (local only: nested defs bind their own names)."""
+def bindings(root: cst.CSTNode, syntax: SyntaxIndex | None = None) -> list[Binding]:
+    """Where names are bound under `root` (local only: nested defs bind their own names;
+    read off the file's index when given)."""
     collector = _BindingCollector(root)
-    for node in find_all(root, _BINDING_NODES, skip=_NESTED_SCOPES):
+    for node in (syntax.find if syntax is not None else find_all)(root, _BINDING_NODES, skip=_NESTED_SCOPES):
         collector.on_visit(node)
     return collector.found
 

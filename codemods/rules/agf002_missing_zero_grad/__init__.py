@@ -148,7 +148,7 @@ class MissingZeroGrad(RootTracker, Rule):
                 self._report(loop, fact, parents)
         if not candidates:
             for function, fact in self._step_methods(graph, helpers):
-                self._report(function.node, fact, parent_map(function.node))
+                self._report(function.node, fact, parent_map(function.node, self.context.semantic.syntax))
 
     def _step_methods(self, graph: CallGraph, helpers: set[str]) -> list[tuple[FunctionFacts, _LoopFacts]]:
         """`train_step` stepping the optimizer outside any loop of its own, after a
@@ -160,7 +160,7 @@ class MissingZeroGrad(RootTracker, Rule):
         for function in graph.functions.values():
             if id(function) not in backprops or function.loops or _zeroes(function.node, helpers, syntax):
                 continue
-            fact = _loop_facts(function.node, imports, parent_map(function.node), _StepRoles(self.context, function.node))
+            fact = _loop_facts(function.node, imports, parent_map(function.node, self.context.semantic.syntax), _StepRoles(self.context, function.node))
             if not fact.steps or fact.updates or fact.unclear:
                 continue
             if not fact.backwards and len({step.optimizer for step in fact.steps}) > 1:
@@ -172,7 +172,7 @@ class MissingZeroGrad(RootTracker, Rule):
 
     def _candidates(self, root: cst.CSTNode) -> list[tuple[cst.For | cst.While, _LoopFacts, dict[int, cst.CSTNode]]]:
         """The innermost training loops under `root` with no zeroing of their own."""
-        parents = parent_map(root)
+        parents = parent_map(root, self.context.semantic.syntax)
         imports, syntax = self.context.imports, self.context.semantic.syntax
         loops = [loop for loop in all_nodes(root, _LOOPS, syntax)]
         roles = _StepRoles(self.context, root)

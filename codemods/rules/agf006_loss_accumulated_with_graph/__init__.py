@@ -133,7 +133,7 @@ class LossAccumulatedWithGraph(RootTracker, Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         imports = self.context.imports
         for root in _with_callers(self.interesting_roots(), self.context.semantic.call_graph):
-            parents = parent_map(root)
+            parents = parent_map(root, self.context.semantic.syntax)
             for loop in all_nodes(root, _LOOPS, self.context.semantic.syntax):
                 assert type(loop) in (cst.For, cst.While)
                 if _grad_disabled(loop, imports, parents):

@@ -154,7 +154,7 @@ class UnneededRetainGraph(RootTracker, Rule):
             return
         imports = self.context.imports
         for root in self.interesting_roots():
-            parents = parent_map(root)
+            parents = parent_map(root, self.context.semantic.syntax)
             for call in self._candidates:
                 if id(call) in parents:
                     self._check(call, imports, parents)

@@ -91,7 +91,7 @@ class RequireGradTypo(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         if not self._assignments:
             return
-        parents = parent_map(original_node)
+        parents = parent_map(original_node, self.context.semantic.syntax)
         for statement, receiver, spelled in self._assignments:
             if not self._is_tensor(receiver, statement, parents):
                 continue

@@ -103,7 +103,7 @@ class AnomalyModeOrEmptyCacheInTraining(Rule):
     def leave_Module(self, original_node: cst.Module) -> None:
         if not self._lines and not self._withs:
             return
-        parents = parent_map(original_node)
+        parents = parent_map(original_node, self.context.semantic.syntax)
         for line, kind in self._lines:
             if _conditional(line, parents):
                 continue

@@ -122,7 +122,7 @@ class AccumulationWithoutLossScaling(RootTracker, Rule):
             return
         sum_reduced = _sum_reduced_names(original_node, self.context.semantic.syntax)
         for root in roots:
-            parents = parent_map(root)
+            parents = parent_map(root, self.context.semantic.syntax)
             for window in accumulation_windows(root, self.context.imports, parents, lambda c: self._is_step(c, parents)):
                 self._check(window, parents, sum_reduced)
 
