@@ -125,7 +125,7 @@ class LoopAnalysis:
             if type(root) in (cst.Attribute, cst.Subscript) and runs_every_iteration(call, self.loop, self.parents):
                 self._track_path(root)
                 continue
-            if not type(root) is cst.Name or not runs_every_iteration(call, self.loop, self.parents):
+            if type(root) is not cst.Name or not runs_every_iteration(call, self.loop, self.parents):
                 continue
             if root.value in self.tracked or not self._fresh_graph(root.value):
                 continue
@@ -145,7 +145,7 @@ class LoopAnalysis:
         if gradient_calls or type(self.loop) is cst.FunctionDef:
             return  # the loop backpropagates itself (or this is a callee's summary): no further
         for binding in self.loop_bindings:
-            if binding.kind != "assign" or not type(binding.value) is cst.Call or len(self._bindings_of(binding.name)) != 1:
+            if binding.kind != "assign" or type(binding.value) is not cst.Call or len(self._bindings_of(binding.name)) != 1:
                 continue
             if not runs_every_iteration(binding.statement, self.loop, self.parents):
                 continue
@@ -163,7 +163,7 @@ class LoopAnalysis:
         for loop in local_nodes(self.loop.body, cst.For, self.graph.syntax):
             assert type(loop) is cst.For
             iterable = loop.iter
-            if innermost_loop(loop, self.parents) is not self.loop or not type(iterable) is cst.Call:
+            if innermost_loop(loop, self.parents) is not self.loop or type(iterable) is not cst.Call:
                 continue
             if not (type(iterable.func) is cst.Attribute and iterable.func.attr.value in ("items", "values")):
                 continue
@@ -182,7 +182,7 @@ class LoopAnalysis:
         backward calls freed, so keeping it keeps them, and nothing can backpropagate it."""
         for binding in self.loop_bindings:
             call = binding.value
-            if binding.kind != "assign" or not type(call) is cst.Call or len(self._bindings_of(binding.name)) != 1:
+            if binding.kind != "assign" or type(call) is not cst.Call or len(self._bindings_of(binding.name)) != 1:
                 continue
             name = dotted_name(call.func)
             returned = self.graph.returned_values(name, self.class_name) if name is not None else None
@@ -204,7 +204,7 @@ class LoopAnalysis:
         """`outputs.loss.backward()`: the path carries this iteration's graph, and so do
         the items of `out` in `out["loss"].backward()` (an output dict of a step)."""
         base = root.value
-        if not type(base) is cst.Name or not self._fresh_graph(base.value):
+        if type(base) is not cst.Name or not self._fresh_graph(base.value):
             return
         path = code_of(root)
         for assign in local_nodes(self.loop.body, cst.Assign, self.graph.syntax):
@@ -238,16 +238,16 @@ class LoopAnalysis:
         `loss, loss_item = self.loss_fn(...)` returning `(iou + cls, {"Box": iou, "Cls": cls})`.
         All are inputs of the backpropagated loss, freed with its graph."""
         found = self._bindings_of(name)
-        if len(found) != 1 or not type(found[0].statement) is cst.Assign or not type(found[0].value) is cst.Call:
+        if len(found) != 1 or type(found[0].statement) is not cst.Assign or type(found[0].value) is not cst.Call:
             return set(), set()
         targets = found[0].statement.targets
-        if len(targets) != 1 or not type(targets[0].target) is cst.Tuple:
+        if len(targets) != 1 or type(targets[0].target) is not cst.Tuple:
             return set(), set()
         names = [e.value.value if type(e.value) is cst.Name else None for e in targets[0].target.elements]
         callee_name = dotted_name(found[0].value.func)
         callee = self.graph.callee(callee_name, self.class_name) if callee_name is not None else None
         returned = self.graph.returned_values(callee_name, self.class_name) if callee is not None else None  # type: ignore[arg-type]
-        if callee is None or not returned or len(returned) != 1 or not type(returned[0]) is cst.Tuple:
+        if callee is None or not returned or len(returned) != 1 or type(returned[0]) is not cst.Tuple:
             return set(), set()
         elements = [e.value for e in returned[0].elements]
         if len(elements) != len(names):
@@ -255,7 +255,7 @@ class LoopAnalysis:
         inner = bindings(callee.node.body, self.graph.syntax)
 
         def single(expression: cst.BaseExpression) -> cst.BaseExpression | None:
-            if not type(expression) is cst.Name:
+            if type(expression) is not cst.Name:
                 return expression
             bound = [b for b in inner if b.name == expression.value]
             return bound[0].value if len(bound) == 1 else None
@@ -286,7 +286,7 @@ class LoopAnalysis:
         the output carries the graph the loss backpropagates, so a loss or tensor function
         of it holds a graph of its own, which no backward frees. A same-file function
         counts only where nothing in it cuts a graph (`.item()`, `argmax`, a comparison)."""
-        if not type(value) is cst.Call or not computed:
+        if type(value) is not cst.Call or not computed:
             return False
         name = dotted_name(value.func)
         function = self.graph.callee(name, class_name) if name is not None else None
@@ -296,7 +296,7 @@ class LoopAnalysis:
 
     def _is_term(self, value: cst.BaseExpression | None) -> bool:
         """A loss call, or a tensor method's result (`(a - b).abs().mean()`): a tensor."""
-        if not type(value) is cst.Call:
+        if type(value) is not cst.Call:
             return False
         if self._is_loss_call(value):
             return True
@@ -358,7 +358,7 @@ class LoopAnalysis:
         return any(type(a.value) is cst.Name and a.value.value in tainted for a in value.args)
 
     def _is_loss_call(self, node: cst.BaseExpression) -> bool:
-        if not type(node) is cst.Call:
+        if type(node) is not cst.Call:
             return False
         qualified = self.imports.qualified_name(node.func)
         if qualified is not None:
@@ -409,12 +409,12 @@ class LoopAnalysis:
         """`loss = model.compute_loss(...)` whose same-file method returns one dict literal
         of loss terms or arithmetic on them (`{"total": ce + reg, "ce": ce}`): all tensors."""
         found = self._bindings_of(container)
-        if len(found) != 1 or not type(found[0].value) is cst.Call:
+        if len(found) != 1 or type(found[0].value) is not cst.Call:
             return False
         name = dotted_name(found[0].value.func)
         callee = self.graph.callee(name, self.class_name) if name is not None else None
         returned = self.graph.returned_values(name, self.class_name) if callee is not None else None  # type: ignore[arg-type]
-        if callee is None or not returned or len(returned) != 1 or not type(returned[0]) is cst.Dict:
+        if callee is None or not returned or len(returned) != 1 or type(returned[0]) is not cst.Dict:
             return False
         inner = bindings(callee.node.body, self.graph.syntax)
 
@@ -433,15 +433,15 @@ class LoopAnalysis:
         returns one dict literal whose other items hold no graph (`loss.item()`, numbers,
         dicts of those): the backpropagated items are then all that keeps the graph."""
         found = self._bindings_of(container)
-        if len(found) != 1 or not type(found[0].value) is cst.Call:
+        if len(found) != 1 or type(found[0].value) is not cst.Call:
             return []
         name = dotted_name(found[0].value.func)
         returned = self.graph.returned_values(name, self.class_name) if name is not None else None
-        if not returned or len(returned) != 1 or not type(returned[0]) is cst.Dict:
+        if not returned or len(returned) != 1 or type(returned[0]) is not cst.Dict:
             return []
         paths = sorted(p for p in self.tracked_paths if p.startswith(f"{container}["))
         for element in returned[0].elements:
-            if not type(element) is cst.DictElement or not type(element.key) is cst.SimpleString:
+            if type(element) is not cst.DictElement or type(element.key) is not cst.SimpleString:
                 return []
             if f"{container}[{element.key.value}]" not in paths and not _holds_no_graph(element.value):
                 return []
@@ -488,7 +488,7 @@ class LoopAnalysis:
         if type(value) is cst.Name and value.value in self.unfreed and not numeric and self._write_only(name):
             return Accumulation(statement, name, [value], False)
         if type(value) in (cst.List, cst.Tuple):
-            members = [e.value for e in value.elements if not type(e) is cst.StarredElement]
+            members = [e.value for e in value.elements if type(e) is not cst.StarredElement]
             return Accumulation(statement, name, [m for m in members if self._carries_graph(m)], False)
         if type(value) is cst.Dict:
             members = [e.value for e in value.elements if type(e) is cst.DictElement]
@@ -510,7 +510,7 @@ class LoopAnalysis:
             # operands are (`loss / len(loader)`: `len()` cuts nothing of `loss`); a cut
             # operand (`loss.item() * n`) is a call, which is not looked into
             return any(
-                self._carries_graph(leaf) for leaf in _arithmetic_operands(value) if not type(leaf) is cst.Name
+                self._carries_graph(leaf) for leaf in _arithmetic_operands(value) if type(leaf) is not cst.Name
             ) or any(leaf.value in self.tracked or leaf.value in self.item_names for leaf in _arithmetic_leaves(value))
         return False
 
@@ -527,13 +527,13 @@ class LoopAnalysis:
         """A list made empty in this scope and only ever appended to: nothing reads back
         what it holds (nor backpropagates it), so storing detached values changes nothing
         but the memory kept."""
-        if not type(self.scope) is cst.FunctionDef or name in declared_global(self.scope):
+        if type(self.scope) is not cst.FunctionDef or name in declared_global(self.scope):
             return False  # a module's list may be read from anywhere
         made = [b for b in self.scope_bindings if b.name == name]
         if len(made) != 1 or made[0].value is None:
             return False
         empty = _unpacked(made[0], made[0].value)
-        if not type(empty) is cst.List or empty.elements:
+        if type(empty) is not cst.List or empty.elements:
             return False
         targets = {id(n) for t in made[0].statement.targets for n in all_nodes(t, cst.Name, self.graph.syntax)}  # type: ignore[attr-defined]
         for node in all_nodes(self.scope, cst.Name, self.graph.syntax):
@@ -546,7 +546,7 @@ class LoopAnalysis:
             call = self.parents.get(id(parent))
             if not (type(parent) is cst.Attribute and parent.attr.value == "append" and type(call) is cst.Call):
                 return False
-            if not type(self.parents.get(id(call))) is cst.Expr:
+            if type(self.parents.get(id(call))) is not cst.Expr:
                 return False
         return True
 
@@ -659,7 +659,7 @@ def unfreed_sums(
         for statement in local_nodes(loop.body, cst.AugAssign, graph.syntax):
             assert type(statement) is cst.AugAssign
             target, value = statement.target, statement.value
-            if not type(statement.operator) is cst.AddAssign or not type(target) is cst.Name:
+            if type(statement.operator) is not cst.AddAssign or type(target) is not cst.Name:
                 continue
             if innermost_loop(statement, parents) is not loop or target.value in declared_global(function):
                 continue
@@ -700,15 +700,15 @@ def _unpacked(binding: Binding, returned: cst.BaseExpression) -> cst.BaseExpress
     """The part of a callee's returned value that `binding` receives: all of it for
     `x = f()`, the matching element for `a, b = f()` when `f` returns a tuple literal."""
     statement = binding.statement
-    if not type(statement) is cst.Assign or len(statement.targets) != 1:
+    if type(statement) is not cst.Assign or len(statement.targets) != 1:
         return None
     target = statement.targets[0].target
     if type(target) is cst.Name:
         return returned
-    if not type(target) is cst.Tuple or not type(returned) is cst.Tuple:
+    if type(target) is not cst.Tuple or type(returned) is not cst.Tuple:
         return None
-    names = [e.value.value if type(e.value) is cst.Name and not type(e) is cst.StarredElement else None for e in target.elements]
-    values = [e.value for e in returned.elements if not type(e) is cst.StarredElement]
+    names = [e.value.value if type(e.value) is cst.Name and type(e) is not cst.StarredElement else None for e in target.elements]
+    values = [e.value for e in returned.elements if type(e) is not cst.StarredElement]
     if len(values) != len(returned.elements) or len(values) != len(names) or names.count(binding.name) != 1:
         return None
     return values[names.index(binding.name)]
@@ -720,7 +720,7 @@ def _self_item_sums(function: cst.FunctionDef, parameter: str) -> list[cst.AugAs
     for statement in all_nodes(function.body, cst.AugAssign):
         assert type(statement) is cst.AugAssign
         target, value = statement.target, statement.value
-        if not type(statement.operator) is cst.AddAssign or not type(value) is cst.Subscript:
+        if type(statement.operator) is not cst.AddAssign or type(value) is not cst.Subscript:
             continue
         if not (type(value.value) is cst.Name and value.value.value == parameter):
             continue
@@ -785,7 +785,7 @@ def _keeps_graph(call: cst.Call) -> bool:
 
 def _is_model_call(node: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`model(x)`, `self.net(x)`, `self(x)`: a call of a local (not imported) callable."""
-    if not type(node) is cst.Call:
+    if type(node) is not cst.Call:
         return False
     return dotted_name(node.func) is not None and imports.qualified_name(node.func) is None
 

@@ -342,7 +342,7 @@ class _OwnFinder(cst.CSTVisitor):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, self.kind):
             self.found.append(node)
-        return not type(node) in (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+        return type(node) not in (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
 
 def return_statements(function: cst.FunctionDef) -> list[cst.Return]:
@@ -436,7 +436,7 @@ def is_scalar_literal(node: cst.CSTNode) -> bool:
     if type(node) is cst.UnaryOperation and type(node.operator) in (cst.Minus, cst.Plus):
         return is_scalar_literal(node.expression)
     if type(node) is cst.Tuple:
-        return all(not type(e) is cst.StarredElement and is_scalar_literal(e.value) for e in node.elements)
+        return all(type(e) is not cst.StarredElement and is_scalar_literal(e.value) for e in node.elements)
     return False
 
 
@@ -590,7 +590,7 @@ class TensorFacts:
                 return False
             return self.is_tensor(node.left) or self.is_tensor(node.right)
         if type(node) is cst.UnaryOperation:
-            return not type(node.operator) is cst.Not and self.is_tensor(node.expression)
+            return type(node.operator) is not cst.Not and self.is_tensor(node.expression)
         if type(node) is cst.Comparison:
             return (
                 len(node.comparisons) == 1
@@ -614,7 +614,7 @@ class TensorFacts:
         if type(node) in (cst.List, cst.Set, cst.Dict, cst.ListComp, cst.SetComp, cst.DictComp):
             return True
         if type(node) is cst.Tuple:
-            return all(not type(e) is cst.StarredElement and self.is_non_tensor(e.value) for e in node.elements)
+            return all(type(e) is not cst.StarredElement and self.is_non_tensor(e.value) for e in node.elements)
         if type(node) is cst.Attribute:
             return node.attr.value in NON_TENSOR_ATTRIBUTES
         if type(node) is cst.Call:
@@ -676,7 +676,7 @@ class _AssignmentCollector(cst.CSTVisitor):
             if type(value) in (cst.Tuple, cst.List) and len(value.elements) == len(target.elements):
                 values = [e.value for e in value.elements]
             for index, element in enumerate(target.elements):
-                inner = values[index] if values is not None and not type(element) is cst.StarredElement else None
+                inner = values[index] if values is not None and type(element) is not cst.StarredElement else None
                 self._bind(element.value, inner)
         elif type(target) is cst.StarredElement:
             self._bind(target.value, None)
@@ -782,7 +782,7 @@ def _integer_index(node: cst.BaseExpression, base: str) -> int | None:
 
 
 def subscript_index(node: cst.Subscript) -> int | None:
-    if len(node.slice) != 1 or not type(node.slice[0].slice) is cst.Index:
+    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
         return None
     value = node.slice[0].slice.value
     if type(value) is cst.Integer:
@@ -826,7 +826,7 @@ def ctx_holder_facts(
     params = tuple(setup.params.posonly_params) + tuple(setup.params.params)
     returns = return_statements(forward)
     if len(params) >= 3 and returns and all(
-        r.value is not None and not type(r.value) is cst.Tuple and forward_facts.is_tensor(r.value) for r in returns
+        r.value is not None and type(r.value) is not cst.Tuple and forward_facts.is_tensor(r.value) for r in returns
     ):
         tensors.add(params[2].name.value)  # `output`: forward returns one tensor
     return TensorFacts(setup, imports, tensors=tensors, non_tensors=non_tensors, skip_params=3)
@@ -893,7 +893,7 @@ def saved_tensors_reads(backward: cst.FunctionDef, ctx: str) -> SavedTensorsRead
         target = assign.targets[0].target
         if (
             reads.line is not None
-            or not type(target) in (cst.Tuple, cst.List)
+            or type(target) not in (cst.Tuple, cst.List)
             or not all(type(e) is cst.Element and type(e.value) is cst.Name for e in target.elements)
         ):
             reads.understood = False

@@ -171,7 +171,7 @@ class CallGraph:
         if self._mark_thread_targets(collector.thread_targets):
             self._propagate()  # a target started under no_grad: what it calls is too
         # after propagation: a module-level call of a same-file function that trains counts
-        top = [s for s in module.body if not type(s) in (cst.FunctionDef, cst.ClassDef)]
+        top = [s for s in module.body if type(s) not in (cst.FunctionDef, cst.ClassDef)]
         self.module_level_uses_grad = any(self.uses_grad(statement, None) for statement in top)
 
     def resolve(self, name: str, caller_class: str | None, where: cst.CSTNode | None = None) -> list[FunctionFacts]:
@@ -244,7 +244,7 @@ class CallGraph:
                 name = dotted_name(call.func)
                 resolved = self.resolve(name, current.class_name, call) if name is not None else []
                 pending.extend(resolved)
-                if resolved or not type(call.func) is cst.Attribute or self.imports.qualified_name(call.func):
+                if resolved or type(call.func) is not cst.Attribute or self.imports.qualified_name(call.func):
                     continue
                 if call.func.attr.value in trainers or (current is function and may_train(call)):
                     return True
@@ -430,7 +430,7 @@ class CallGraph:
         `backpropagated` itself (`loss = compute_td_loss(bs)` of a helper that ends in
         `loss.backward(); optimizer.step(); return loss`)? Such a value is a tracked,
         one-element loss. Any other binding of the name answers no."""
-        if not type(value) is cst.Name:
+        if type(value) is not cst.Name:
             return False
         facts = self.facts(scope) if type(scope) is cst.FunctionDef else None
         body = scope.body if type(scope) is cst.FunctionDef else scope

@@ -82,7 +82,7 @@ def _is_batch_name(name: str, imports: ImportIndex, loops: Sequence[cst.For], da
 
 def fresh_factory(node: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`torch.randn(...)`-style call that makes a new tensor not requiring grad."""
-    if not type(node) is cst.Call or imports.qualified_name(node.func) not in FACTORIES:
+    if type(node) is not cst.Call or imports.qualified_name(node.func) not in FACTORIES:
         return False
     for arg in node.args:
         if arg.star == "**":

@@ -155,12 +155,12 @@ def statement_sink(small: cst.BaseSmallStatement, imports: ImportIndex, training
 
 
 def sink_of_expression(node: cst.BaseExpression, imports: ImportIndex) -> cst.BaseExpression | None:
-    if not type(node) is cst.Call:
+    if type(node) is not cst.Call:
         return None
     qualified = imports.qualified_name(node.func)
     if qualified in {"torch.autograd.backward", "torch.autograd.grad"} and node.args:
         return node.args[0].value
-    if not type(node.func) is cst.Attribute:
+    if type(node.func) is not cst.Attribute:
         return None
     method = node.func.attr.value
     if method == "manual_backward" and node.args:

@@ -203,7 +203,7 @@ class _GraphFlowAnalysis:
                 self.tainted.add(root)
 
     def _value_index_pair(self, value: cst.BaseExpression) -> bool:
-        if not type(value) is cst.Call:
+        if type(value) is not cst.Call:
             return False
         qualified = self.imports.qualified_name(value.func) or ""
         if qualified.startswith("torch.") and qualified.rsplit(".", 1)[-1] in VALUE_INDEX_PAIRS:
@@ -292,7 +292,7 @@ def draws_sample(call: cst.Call, imports: ImportIndex, distributions: Container[
     """`Normal(mu, std).sample()`, `dist.sample()` of a name in `distributions`: a draw made
     under no_grad, which holds no graph."""
     func = call.func
-    if not type(func) is cst.Attribute or func.attr.value not in DISTRIBUTION_SAMPLING_METHODS:
+    if type(func) is not cst.Attribute or func.attr.value not in DISTRIBUTION_SAMPLING_METHODS:
         return False
     receiver = func.value
     if type(receiver) is cst.Name:

@@ -32,6 +32,6 @@ def inplace_method(method: str) -> Answer:
 
 def is_inplace_call(call: cst.Call, imports: ImportIndex) -> Answer:
     """Is `call` (`x.add_(y)`) a method call that changes its receiver's values in place?"""
-    if not type(call.func) is cst.Attribute or imports.qualified_name(call.func) is not None:
+    if type(call.func) is not cst.Attribute or imports.qualified_name(call.func) is not None:
         return Answer.NO
     return inplace_method(call.func.attr.value)

@@ -128,7 +128,7 @@ def backward_root(call: cst.Call, imports: ImportIndex) -> cst.BaseExpression | 
     """
     if imports.qualified_name(call.func) == "torch.autograd.backward":
         return _first_positional(call)
-    if not type(call.func) is cst.Attribute:
+    if type(call.func) is not cst.Attribute:
         return None
     receiver = call.func.value
     if call.func.attr.value == "manual_backward":
@@ -273,7 +273,7 @@ class _BindingCollector(cst.CSTVisitor):
             self._targets(node.target, "del", node, None)
         elif type(node) is cst.ExceptHandler and node.name is not None:
             self._targets(node.name.name, "with", node, None)
-        elif type(node) in (cst.Import, cst.ImportFrom) and not type(node.names) is cst.ImportStar:
+        elif type(node) in (cst.Import, cst.ImportFrom) and type(node.names) is not cst.ImportStar:
             for alias in node.names:
                 local = alias.asname.name if alias.asname is not None else alias.name
                 if type(local) is cst.Name:

@@ -160,7 +160,7 @@ class ModelCalls:
         """`model.train_net()`, `agent.policy.learn(batch)`: a method of a model value whose
         code the caller could not follow may take gradients. nn.Module's own API, container
         methods and `forward` do not."""
-        if not type(call.func) is cst.Attribute:
+        if type(call.func) is not cst.Attribute:
             return False
         receiver, method = dotted_name(call.func.value), call.func.attr.value
         if method in MODULE_API_METHODS or method in CONTAINER_METHODS or method in FORWARD_METHODS:
@@ -247,10 +247,10 @@ class _ModelCallFinder(cst.CSTVisitor):
 def update_eval_state(statement: cst.SimpleStatementLine, receivers: set[str]) -> None:
     """`model.eval()` / `model.train(False)` put `model` in eval mode; `model.train()` ends it."""
     for small in statement.body:
-        if not type(small) is cst.Expr or not type(small.value) is cst.Call:
+        if type(small) is not cst.Expr or type(small.value) is not cst.Call:
             continue
         call = small.value
-        if not type(call.func) is cst.Attribute:
+        if type(call.func) is not cst.Attribute:
             continue
         receiver = dotted_name(call.func.value)
         if receiver is None:
@@ -288,7 +288,7 @@ def hands_model_away(function: cst.FunctionDef, calls: ModelCalls, same_file: Ca
     """Is a model (or `self` in a module) passed to a call outside this file's functions
     (`trainer.fit(model)`, `torch.onnx.export(model, ...)`), which may train it?"""
     for call in iter_descendants(function.body, prune=lambda n: type(n) in (cst.FunctionDef, cst.ClassDef)):
-        if not type(call) is cst.Call:
+        if type(call) is not cst.Call:
             continue
         name = dotted_name(call.func)
         if name is not None and same_file(name):

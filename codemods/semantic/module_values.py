@@ -56,7 +56,7 @@ def _mode_switched_containers(node: cst.ClassDef, find: Callable[..., list[cst.C
     generator and discriminator, though it is built by code this file does not show."""
     found: set[str] = set()
     for call in find(node.body, cst.Call):
-        if not type(call.func) is cst.Attribute:  # type: ignore[attr-defined]
+        if type(call.func) is not cst.Attribute:  # type: ignore[attr-defined]
             continue
         item = call.func.value
         if call.func.attr.value in _MODE_METHODS and type(item) is cst.Subscript:
@@ -69,7 +69,7 @@ def _mode_switched_containers(node: cst.ClassDef, find: Callable[..., list[cst.C
 def builds_module(value: cst.BaseExpression, module_classes: set[str], imports: ImportIndex) -> bool:
     """Does `value` construct a module (`torch.nn.X(...)` but not a Parameter, or a module class of the file)?"""
     for call in iter_descendants(value):
-        if not type(call) is cst.Call:
+        if type(call) is not cst.Call:
             continue
         qualified = imports.qualified_name(call.func)
         if qualified is not None and module_class_name(qualified) is Answer.YES:
@@ -157,13 +157,13 @@ def starred_list(call: cst.Call, scope: cst.CSTNode) -> list[cst.BaseExpression]
     `scope` (a function or the module) and only ever grown at its end (`append`,
     `extend`, `+=`): [a, b, c], whose neighbours stay neighbours. None otherwise."""
     starred = [a for a in call.args if a.star == "*"]
-    if len(call.args) != 1 or len(starred) != 1 or not type(starred[0].value) is cst.Name:
+    if len(call.args) != 1 or len(starred) != 1 or type(starred[0].value) is not cst.Name:
         return None
     name = starred[0].value.value
     literal: cst.List | None = None
     for node in iter_descendants(scope, prune=lambda n: n is not scope and _nested_scope(n)):
         if type(node) is cst.Assign and any(type(t.target) is cst.Name and t.target.value == name for t in node.targets):
-            if literal is not None or not type(node.value) is cst.List:
+            if literal is not None or type(node.value) is not cst.List:
                 return None
             literal = node.value
         elif type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == name:
@@ -171,6 +171,6 @@ def starred_list(call: cst.Call, scope: cst.CSTNode) -> list[cst.BaseExpression]
                 return None  # insert, reverse, sort, pop: order changes
         elif type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value == name:
             return None  # `layers[i] = ...` may replace one
-    if literal is None or any(not type(e) is cst.Element for e in literal.elements):
+    if literal is None or any(type(e) is not cst.Element for e in literal.elements):
         return None
     return [element.value for element in literal.elements]

@@ -115,10 +115,10 @@ class NoGraph:
         element it receives holds no graph where that `return` stands (`return s, a, h_lst[0]`
         after `s, a = torch.tensor(s_lst), torch.tensor(a_lst)`)."""
         statement, call = binding.statement, binding.value
-        if not type(statement) is cst.Assign or len(statement.targets) != 1 or not type(call) is cst.Call:
+        if type(statement) is not cst.Assign or len(statement.targets) != 1 or type(call) is not cst.Call:
             return False
         target = statement.targets[0].target
-        if not type(target) in (cst.Tuple, cst.List) or any(type(e) is cst.StarredElement for e in target.elements):
+        if type(target) not in (cst.Tuple, cst.List) or any(type(e) is cst.StarredElement for e in target.elements):
             return False
         names = [e.value.value if type(e.value) is cst.Name else None for e in target.elements]
         name = dotted_name(call.func)
@@ -133,7 +133,7 @@ class NoGraph:
             return False
         index = names.index(binding.name)
         for value in returned:
-            if not type(value) in (cst.Tuple, cst.List) or len(value.elements) != len(names):
+            if type(value) not in (cst.Tuple, cst.List) or len(value.elements) != len(names):
                 return False
             element = value.elements[index]
             if type(element) is cst.StarredElement or not self._free_at_return(element.value, value, callee.node):
@@ -145,7 +145,7 @@ class NoGraph:
         body, not nested), hold no graph? A name there holds what the nearest statement
         before the `return` that binds it made, when that is a plain assignment; elsewhere
         every binding in the function counts (`name`)."""
-        if not type(element) is cst.Name or element.value in self._mutated_in(function):
+        if type(element) is not cst.Name or element.value in self._mutated_in(function):
             return self.expression(element, function)
         body = function.body.body if type(function.body) is cst.IndentedBlock else []
         at = next((i for i, statement in enumerate(body) if type(statement) is cst.SimpleStatementLine
@@ -156,7 +156,7 @@ class NoGraph:
             found = [b for b in bindings(statement) if b.name == element.value]
             if not found:
                 continue
-            if not type(statement) is cst.SimpleStatementLine or len(found) != 1 or found[0].kind != "assign":
+            if type(statement) is not cst.SimpleStatementLine or len(found) != 1 or found[0].kind != "assign":
                 break
             part = _bound_part(found[0])
             return part is not None and self.expression(part, function)
@@ -216,7 +216,7 @@ class NoGraph:
         if type(node) is cst.IfExp:
             return free(node.body) and free(node.orelse)
         if type(node) in (cst.Tuple, cst.List):
-            return all(not type(e) is cst.StarredElement and free(e.value) for e in node.elements)
+            return all(type(e) is not cst.StarredElement and free(e.value) for e in node.elements)
         return False
 
     def _call(self, call: cst.Call, scope: cst.FunctionDef | cst.Module, free) -> bool:  # type: ignore[no-untyped-def]
@@ -357,7 +357,7 @@ def _mutated_roots(scope: cst.CSTNode, imports: ImportIndex) -> set[str]:
             if arg.keyword is not None and arg.keyword.value == "out":
                 roots |= _root_names(arg.value)
         func = call.func
-        if not type(func) is cst.Attribute or imports.qualified_name(func) is not None or _through_cut(func.value):
+        if type(func) is not cst.Attribute or imports.qualified_name(func) is not None or _through_cut(func.value):
             continue
         method = func.attr.value
         if method == "requires_grad_":  # no value changes, but the tensor now takes a graph
@@ -423,7 +423,7 @@ def _is_self(node: cst.BaseExpression) -> bool:
 
 def _second_item(node: cst.Subscript) -> bool:
     """`pair[1]`: the indices of a `(values, indices)` pair."""
-    if len(node.slice) != 1 or not type(node.slice[0].slice) is cst.Index:
+    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
         return False
     index = node.slice[0].slice.value
     return type(index) is cst.Integer and index.value == "1"
@@ -454,10 +454,10 @@ def _bound_part(binding: Binding) -> cst.BaseExpression | None:
 def _index_of_pair(binding: Binding, imports: ImportIndex) -> bool:
     """`values, indices = x.topk(k)`: `binding` binds the second of the pair."""
     statement = binding.statement
-    if not type(statement) is cst.Assign or len(statement.targets) != 1:
+    if type(statement) is not cst.Assign or len(statement.targets) != 1:
         return False
     target = statement.targets[0].target
-    if not type(target) in (cst.Tuple, cst.List) or len(target.elements) != 2:
+    if type(target) not in (cst.Tuple, cst.List) or len(target.elements) != 2:
         return False
     second = target.elements[1].value
     return type(second) is cst.Name and second.value == binding.name and _pair_call(statement.value, imports)
@@ -466,7 +466,7 @@ def _index_of_pair(binding: Binding, imports: ImportIndex) -> bool:
 def _pair_call(node: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`torch.topk(x, k)`, `x.max(dim=1)`, `x.max(1)`: a call returning `(values, indices)`
     (`torch.max(a, b)` is an elementwise maximum, not a pair)."""
-    if not type(node) is cst.Call or any(arg.star for arg in node.args):
+    if type(node) is not cst.Call or any(arg.star for arg in node.args):
         return False
     qualified = imports.qualified_name(node.func)
     if qualified is not None:

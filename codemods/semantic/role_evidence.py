@@ -103,7 +103,7 @@ def roles_in(
     collector = _Collector(imports, vocabulary, module_class_names(classes), syntax)
     if type(scope) is cst.FunctionDef:
         collector.parameters(scope.params)
-    collector.collect(scope.body if not type(scope) is cst.Module else scope, type(scope) is cst.ClassDef)
+    collector.collect(scope.body if type(scope) is not cst.Module else scope, type(scope) is cst.ClassDef)
     return collector.decisions()
 
 
@@ -111,7 +111,7 @@ def scope_roles(context: "RuleContext", scope: cst.CSTNode) -> dict[str, RoleDec
     """`roles_in` for a function, class or module scope of the context's file, with the
     project's vocabulary, computed once per scope and shared by every rule; other scopes
     (a lambda) have no decisions."""
-    if not type(scope) in (cst.Module, cst.ClassDef, cst.FunctionDef):
+    if type(scope) not in (cst.Module, cst.ClassDef, cst.FunctionDef):
         return {}
     return context.semantic.roles_in(scope)
 
@@ -207,7 +207,7 @@ class _Collector:
             self.add(name, _BINDING, found[0], found[1])
 
     def called(self, call: cst.Call) -> None:
-        if not type(call.func) is cst.Attribute:
+        if type(call.func) is not cst.Attribute:
             return
         receiver = dotted_name(call.func.value)
         if receiver is None or self.imports.qualified_name(call.func.value) is not None:

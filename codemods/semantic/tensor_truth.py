@@ -107,7 +107,7 @@ def _one_element(
         return bool(bound) and all(v is not None and _one_element(v, values, imports, depth + 1) for v in bound)
     if type(node) is cst.UnaryOperation and type(node.operator) in (cst.Minus, cst.Plus):
         return _one_element(node.expression, values, imports, depth)
-    if not type(node) is cst.Call:
+    if type(node) is not cst.Call:
         return False
     qualified = imports.qualified_name(node.func)
     if qualified is None and type(node.func) is cst.Attribute:
@@ -122,7 +122,7 @@ def _one_element(
         data = positional[0]
         if type(data) in (cst.List, cst.Tuple):
             return len(data.elements) == 1 and _single_datum(data.elements[0])
-        return is_scalar_literal(data) and not type(data) is cst.Tuple
+        return is_scalar_literal(data) and type(data) is not cst.Tuple
     return False
 
 
@@ -131,13 +131,13 @@ def _unit_shape(node: cst.BaseExpression) -> bool:
     if type(node) is cst.Integer:
         return node.evaluated_value == 1
     if type(node) in (cst.Tuple, cst.List):
-        return all(not type(e) is cst.StarredElement and _unit_shape(e.value) for e in node.elements)
+        return all(type(e) is not cst.StarredElement and _unit_shape(e.value) for e in node.elements)
     return False
 
 
 def _single_datum(element: cst.BaseElement) -> bool:
     """The one element of `torch.tensor([e])` is one value: no nested display, no unpacking."""
-    return not type(element) is cst.StarredElement and not type(element.value) in (cst.List, cst.Tuple, cst.Set, cst.ListComp, cst.GeneratorExp, cst.SetComp)
+    return type(element) is not cst.StarredElement and type(element.value) not in (cst.List, cst.Tuple, cst.Set, cst.ListComp, cst.GeneratorExp, cst.SetComp)
 
 
 def names_in(node: cst.CSTNode) -> set[str]:
@@ -183,7 +183,7 @@ def _is_tensor(node: cst.BaseExpression, tensors: set[str], slots: frozenset[int
         return node.value in tensors
     if type(node) is cst.BinaryOperation:
         return _is_tensor(node.left, tensors, slots) or _is_tensor(node.right, tensors, slots)
-    if type(node) is cst.UnaryOperation and not type(node.operator) is cst.Not:
+    if type(node) is cst.UnaryOperation and type(node.operator) is not cst.Not:
         return _is_tensor(node.expression, tensors, slots)
     if type(node) is cst.Comparison and _tensor_expression(node) and not _compares_none(node):
         return any(_is_tensor(operand, tensors, slots) for operand in _operands(node))
@@ -209,6 +209,6 @@ def tests_tensor(test: cst.BaseExpression, tensors: set[str], slots: frozenset[i
         return tests_tensor(test.left, tensors, slots) or tests_tensor(test.right, tensors, slots)
     if _is_tensor(test, tensors, slots):
         return True
-    if not type(test) is cst.Comparison or not all(isinstance(c.operator, _ORDERING) for c in test.comparisons):
+    if type(test) is not cst.Comparison or not all(isinstance(c.operator, _ORDERING) for c in test.comparisons):
         return False
     return not _compares_none(test) and any(_is_tensor(operand, tensors, slots) for operand in _operands(test))

@@ -479,7 +479,7 @@ class TrackingAnalysis:
 
     def module_constructor(self, call: cst.BaseExpression) -> str | None:
         """`nn.Linear(...)` -> 'Linear'; in-file nn.Module subclasses -> their name."""
-        if not type(call) is cst.Call:
+        if type(call) is not cst.Call:
             return None
         qualified = self.imports.qualified_name(call.func)
         if qualified is not None:
@@ -499,10 +499,10 @@ class TrackingAnalysis:
         whose only `return` is `nn.Sequential(conv, bn, relu)` (mmcv-style stand-ins).
         The returned call must construct directly (no factory of a factory), so this
         cannot recurse; a factory with several returns stays unknown."""
-        if not type(call.func) is cst.Name or self.call_graph is None or call.func.value not in self._top_level:
+        if type(call.func) is not cst.Name or self.call_graph is None or call.func.value not in self._top_level:
             return None
         values = self.call_graph().returned_values(call.func.value)
-        if not values or len(values) != 1 or not type(values[0]) is cst.Call:
+        if not values or len(values) != 1 or type(values[0]) is not cst.Call:
             return None
         returned = values[0]
         if self.imports.qualified_name(returned.func) is None and dotted_name(returned.func) not in self.classes:
@@ -513,7 +513,7 @@ class TrackingAnalysis:
         """The constructor of the layer that computes a built module's output: the module
         itself, or the last layer of an inline `nn.Sequential(...)`, through a same-file
         factory. None when unknown (a starred or empty `Sequential`)."""
-        if not type(value) is cst.Call:
+        if type(value) is not cst.Call:
             return None
         call = self.factory_module(value) or value
         constructor = self.module_constructor(call)
@@ -544,7 +544,7 @@ class TrackingAnalysis:
 
     def is_parameter_constructor(self, call: cst.BaseExpression) -> bool:
         """`nn.Parameter(t)` (not `requires_grad=False`)."""
-        if not type(call) is cst.Call:
+        if type(call) is not cst.Call:
             return False
         qualified = self.imports.qualified_name(call.func)
         if qualified not in {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}:
@@ -726,7 +726,7 @@ class _Evaluator:
         returns (a torchcodec FrameBatch), `decoder(z)` and `model.encoder(x)` run forwards.
         """
         owner = self.module_of(func)
-        if owner is None or not type(func) is cst.Attribute or dotted_name(func.value) == "self":
+        if owner is None or type(func) is not cst.Attribute or dotted_name(func.value) == "self":
             return owner
         if func.attr.value in _PARAMETER_NAMES:
             return None
@@ -878,7 +878,7 @@ class _Evaluator:
     # -- what autograd saves ------------------------------------------------------------
     def saves_output(self, node: cst.BaseExpression) -> bool:
         """Does the op computing `node` save its own output (sigmoid, tanh, exp, softmax)?"""
-        if not type(node) is cst.Call:
+        if type(node) is not cst.Call:
             return False
         qualified = self.imports.qualified_name(node.func)
         if qualified is not None:
@@ -1371,7 +1371,7 @@ def has_name_tokens(name: str, tokens: frozenset[str]) -> bool:
 
 def _index_is(node: cst.Subscript, index: int) -> bool:
     """`x[0]`: one subscript, an integer literal."""
-    if len(node.slice) != 1 or not type(node.slice[0].slice) is cst.Index:
+    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
         return False
     value = node.slice[0].slice.value
     return type(value) is cst.Integer and value.evaluated_value == index

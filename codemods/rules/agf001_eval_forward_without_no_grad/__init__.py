@@ -292,7 +292,7 @@ class _Finder:
     def _covered(self, function: FunctionFacts, calls: ModelCalls) -> bool:
         helpers = []
         for call in iter_descendants(function.node.body, prune=lambda n: type(n) in (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            if not type(call) is cst.Call or not calls.is_model_call(call):
+            if type(call) is not cst.Call or not calls.is_model_call(call):
                 continue
             name = dotted_name(call.func)
             resolved = self.graph.resolve(name, function.class_name, call) if name is not None else []
@@ -372,7 +372,7 @@ class _Finder:
                 return False
         elif not function.uses_grad or function.node.name.value in FORWARD_NAMES or _called_from_a_forward(function):
             return False
-        if not type(statement) is cst.SimpleStatementLine or not self.syntax.find(statement, cst.Call):
+        if type(statement) is not cst.SimpleStatementLine or not self.syntax.find(statement, cst.Call):
             return False  # no call, no forward (`dead_forward_line` would say so, after the scope's evidence)
         sink = lambda line: self.graph.uses_grad(line, scope.class_name)  # noqa: E731
         container = function.node if function is not None else self.module
@@ -403,7 +403,7 @@ class _Finder:
         forward lines keep a graph per iteration. Wrapped when they take no gradient and
         nothing they make reaches one later (in the loop's next iterations too)."""
         function = scope.function
-        if not run or not type(suite) is cst.IndentedBlock or function is None:
+        if not run or type(suite) is not cst.IndentedBlock or function is None:
             return
         lines = suite.body[run[0] : run[-1] + 1]
         if any(self.graph.uses_grad(line, scope.class_name) for line in lines):
@@ -589,7 +589,7 @@ class _Finder:
         model without taking gradients is an evaluation pass when its graph, followed in
         control-flow order, never reaches a gradient (particleflow's `train_and_valid`)."""
         function = scope.function
-        if function is None or not type(node.orelse) is cst.Else:
+        if function is None or type(node.orelse) is not cst.Else:
             return False
         branches = [node.body, node.orelse.body]
         training = [self.graph.uses_grad(branch, scope.class_name) for branch in branches]
@@ -597,7 +597,7 @@ class _Finder:
             return False
         branch = branches[training.index(False)]
         calls = scope.calls()
-        if not type(branch) is cst.IndentedBlock or changes_grad_mode(branch, self.imports, self.syntax):
+        if type(branch) is not cst.IndentedBlock or changes_grad_mode(branch, self.imports, self.syntax):
             return False
         region = forward_region(branch, calls)
         if region is None:

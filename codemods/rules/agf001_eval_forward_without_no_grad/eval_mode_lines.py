@@ -64,7 +64,7 @@ def graphs_die_in_lines(
     inputs: set[str] = set()
     for line in lines:
         for call in iter_descendants(line):
-            if not type(call) is cst.Call or not is_forward(call):
+            if type(call) is not cst.Call or not is_forward(call):
                 continue
             flow = result_flow(function, call, sink, syntax)
             if flow == REACHES_SINK or (flow == RETURNED and returned_to_training):
@@ -88,7 +88,7 @@ def dead_forward_line(
     returned, stored anywhere but a local name, or read by a gradient use keeps it alive.
     A forward whose result the statement drops (`model.put_data(...)`) makes nothing here,
     and forwards of inputs the container wants gradients of are left alone."""
-    if not type(statement) is cst.SimpleStatementLine or sink(statement):
+    if type(statement) is not cst.SimpleStatementLine or sink(statement):
         return False
     if any(type(small) in (cst.Return, cst.Global, cst.Nonlocal) for small in statement.body):
         return False
@@ -179,8 +179,8 @@ def _only_inner_block(statement: cst.CSTNode, calls: ModelCalls) -> cst.BaseSuit
     else:
         return None
     running = [block for block in blocks if calls.runs_model(block)]
-    if calls.runs_model(header) or len(running) != 1 or not type(running[0]) is cst.IndentedBlock:
+    if calls.runs_model(header) or len(running) != 1 or type(running[0]) is not cst.IndentedBlock:
         return None
-    if type(statement) is cst.If and running[0] is not statement.body and not type(statement.orelse) is cst.Else:
+    if type(statement) is cst.If and running[0] is not statement.body and type(statement.orelse) is not cst.Else:
         return None  # an `elif` chain: its block is not a statement list of this tree
     return running[0]

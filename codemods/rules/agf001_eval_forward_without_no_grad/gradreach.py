@@ -127,7 +127,7 @@ class _Walker:
 
     def start(self, statement: cst.CSTNode, is_source: Callable[[cst.Call], bool]) -> set[str]:
         """The taint after the start statement, whose `is_source` calls make the graph."""
-        if not type(statement) in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
+        if type(statement) not in (cst.SimpleStatementLine, cst.SimpleStatementSuite):
             return assigned_names(statement)  # a compound statement: everything it binds
         self.is_source = is_source
         try:

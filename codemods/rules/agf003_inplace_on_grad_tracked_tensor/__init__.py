@@ -199,7 +199,7 @@ class InplaceOnGradTrackedTensor(Rule):
         message = (
             f"in-place operation on `{label}`, which autograd saved for backward: backward raises {_VERSION_ERROR}"
         )
-        if fact.aliased or fact.view or not type(base) is cst.Name or len(site.statement.body) != 1:
+        if fact.aliased or fact.view or type(base) is not cst.Name or len(site.statement.body) != 1:
             self.report(small, message + "; another reference may share it, so go out of place by hand")
             return
         fix = self._out_of_place(site.statement, small, mutation, base)
@@ -275,7 +275,7 @@ class InplaceOnGradTrackedTensor(Rule):
 
     def _drop_inplace_fix(self, small: cst.BaseSmallStatement, call: cst.Call, argument: cst.BaseExpression) -> Fix | None:
         if type(small) is cst.Expr and small.value is call:
-            if not type(argument) is cst.Name:
+            if type(argument) is not cst.Name:
                 return None
 
             def to_assign(updated: cst.CSTNode) -> cst.CSTNode:
@@ -309,7 +309,7 @@ class InplaceOnGradTrackedTensor(Rule):
                     continue
                 layers = positional(call) or starred_list(call, site.position.function or self.context.module)
                 for previous, layer in zip(layers or [], (layers or [])[1:]):
-                    if not type(previous) is cst.Call or not type(layer) is cst.Call:
+                    if type(previous) is not cst.Call or type(layer) is not cst.Call:
                         continue
                     before = analysis.module_constructor(previous)
                     kind = analysis.module_constructor(layer)
@@ -409,7 +409,7 @@ def _out_of_place_chain(
     call: cst.BaseExpression, base: cst.Name, imports: ImportIndex
 ) -> tuple[cst.BaseExpression, tuple[str, ...]] | None:
     """`x.mul_(a).add_(b)` -> `x.mul(a).add(b)`; `x.zero_()` -> `torch.zeros_like(x)`."""
-    if not type(call) is cst.Call or not type(call.func) is cst.Attribute:
+    if type(call) is not cst.Call or type(call.func) is not cst.Attribute:
         return None
     method = call.func.attr.value
     if call.func.value is base or (type(call.func.value) is cst.Name and call.func.value.value == base.value):

@@ -177,7 +177,7 @@ class _Checker:
         declared = len(inputs)
         for node in return_statements(backward):
             elements = returned_elements(node)
-            if elements is None or not type(node.value) is cst.Tuple or len(elements) <= declared:
+            if elements is None or type(node.value) is not cst.Tuple or len(elements) <= declared:
                 continue
             head = (
                 f"`{self.function.name}.backward` returns {len(elements)} gradients but `forward` declares "
@@ -434,7 +434,7 @@ def _drop_trailing(updated: cst.CSTNode, count: int) -> cst.CSTNode:
     final = value.elements[-1].comma
     if len(kept) == 1 and not value.lpar:
         return updated.with_changes(value=kept[0].value)
-    if len(kept) == 1 and not type(final) is cst.Comma:
+    if len(kept) == 1 and type(final) is not cst.Comma:
         final = cst.Comma()
     kept[-1] = kept[-1].with_changes(comma=final)
     return updated.with_changes(value=value.with_changes(elements=kept))

@@ -250,13 +250,13 @@ class _Planner:
         attribute = ctx_attribute(target, ctx)
         if (
             attribute is None
-            or not type(value) in (cst.Tuple, cst.List)
+            or type(value) not in (cst.Tuple, cst.List)
             or attribute not in read_in_backward
             or attribute in written_elsewhere
             or all_writes.get(attribute, 0) != 1
         ):
             return None
-        elements = [e.value for e in value.elements if not type(e) is cst.StarredElement]
+        elements = [e.value for e in value.elements if type(e) is not cst.StarredElement]
         if not any(self.facts.is_tensor(e) for e in elements):
             return None
         return _Store(attribute, position, line, value)

@@ -29,9 +29,9 @@ def _has_comments(line: cst.SimpleStatementLine) -> bool:
 def assigned_pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """`a = x` -> [(a, x)]; `a, b = x, y` -> [(a, x), (b, y)] (sru's `ctx.forget, ctx.reset =
     forget, reset`); an unpacking of anything else binds nothing we can pair."""
-    if not type(target) in (cst.Tuple, cst.List):
+    if type(target) not in (cst.Tuple, cst.List):
         return [(target, value)]
-    if not type(value) in (cst.Tuple, cst.List) or len(value.elements) != len(target.elements):
+    if type(value) not in (cst.Tuple, cst.List) or len(value.elements) != len(target.elements):
         return []
     if any(type(e) is cst.StarredElement for e in (*target.elements, *value.elements)):
         return []
@@ -57,7 +57,7 @@ def backward_aliases(
         if not (type(statement) is cst.SimpleStatementLine and len(statement.body) == 1):
             continue
         assign = statement.body[0]
-        if not type(assign) is cst.Assign or len(assign.targets) != 1 or _has_comments(statement):
+        if type(assign) is not cst.Assign or len(assign.targets) != 1 or _has_comments(statement):
             continue
         pairs = assigned_pairs(assign.targets[0].target, assign.value)
         named = [(t.value, ctx_attribute(v, ctx)) for t, v in pairs if type(t) is cst.Name]
@@ -141,7 +141,7 @@ def kept_output(holder: cst.FunctionDef, position: int, value: cst.BaseExpressio
     store is the cycle output -> grad_fn -> ctx -> output."""
     body = top_level_body(holder)
     returns = return_statements(holder)
-    if not type(value) is cst.Name or not returns or position >= len(body):
+    if type(value) is not cst.Name or not returns or position >= len(body):
         return False
     if any(own_returns_in(statement) for statement in body[: position + 1]):
         return False

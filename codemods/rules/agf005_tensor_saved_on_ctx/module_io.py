@@ -140,7 +140,7 @@ def _asserted_instance(
     small: cst.BaseSmallStatement, classes: dict[str, cst.ClassDef], imports: ImportIndex
 ) -> tuple[str, str] | None:
     """`assert isinstance(block, ReversibleBlock)` (parenthesised or not) -> ("block", "ReversibleBlock")."""
-    if not type(small) is cst.Assert or not type(small.test) is cst.Call:
+    if type(small) is not cst.Assert or type(small.test) is not cst.Call:
         return None
     call = small.test
     if not (type(call.func) is cst.Name and call.func.value == "isinstance") or imports.qualified_name(call.func):

@@ -257,7 +257,7 @@ def _method_appender(method: str):
     def replace(updated: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(updated, cst.BaseExpression)
         receiver = updated
-        if not type(updated) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and not updated.lpar:
+        if type(updated) not in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and not updated.lpar:
             receiver = updated.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)))
 

@@ -311,7 +311,7 @@ class _ScopeCheck:
         """The loss's own definition is in this scope, unbroken and with grad on."""
         if tensor is None:
             return False
-        if not type(tensor) is cst.Name:
+        if type(tensor) is not cst.Name:
             return True  # an expression in place (checked by `has_break`)
         for line in reversed(self.scope.lines[:position]):
             for small in line.node.body:
@@ -377,7 +377,7 @@ class _ScopeCheck:
         """Is `root` a tracked tensor (tracking analysis) or a model/criterion output in view?"""
         if self.analysis.tracking.tracked(root, line.node) is not None:
             return True
-        if not type(root) is cst.Name:
+        if type(root) is not cst.Name:
             return False
         for earlier in reversed(self.scope.lines[:position]):
             for small in earlier.node.body:
@@ -404,7 +404,7 @@ class _ScopeCheck:
             for small in line.node.body:
                 sink = statement_sink(small, self.imports, self.training_step)
                 if sink is not None:
-                    names |= read_names(sink) if not type(sink) is cst.Name else {sink.value}
+                    names |= read_names(sink) if type(sink) is not cst.Name else {sink.value}
         return names
 
     def _any_direct_sink(self) -> bool:
@@ -461,7 +461,7 @@ def _assigned_value(small: cst.BaseSmallStatement, name: str) -> cst.BaseExpress
 
 def _is_graph_call(value: cst.BaseExpression, imports: ImportIndex) -> bool:
     """`model(x)`, `self.net(x)`, `criterion(out, y)`: an in-file callable, not an API."""
-    if not type(value) is cst.Call:
+    if type(value) is not cst.Call:
         return False
     if imports.qualified_name(value.func) is not None:
         return False
@@ -484,7 +484,7 @@ class _GradReadFinder(cst.CSTVisitor):
 
 def _replace_call(updated: cst.CSTNode, tensor: cst.BaseExpression, direct: bool) -> cst.CSTNode:
     """The re-wrap call becomes the tensor (left alone if another fix already rewrote it)."""
-    if not type(updated) is cst.Call:
+    if type(updated) is not cst.Call:
         return updated
     func = updated.func
     name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""

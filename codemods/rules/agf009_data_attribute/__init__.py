@@ -418,7 +418,7 @@ class DataAttribute(Rule):
 def _integer_argument(statement: cst.CSTNode, data: cst.Attribute, imports: ImportIndex) -> bool:
     """Is `data` read inside an argument torch takes only as integers (`torch_api.INTEGER_ARGUMENTS`)?"""
     for node in iter_descendants(statement):
-        if not type(node) is cst.Call:
+        if type(node) is not cst.Call:
             continue
         where = INTEGER_ARGUMENTS.get(imports.qualified_name(node.func) or "")
         if where is None:
@@ -437,7 +437,7 @@ def _backpropagated(value: cst.BaseExpression, scope: cst.CSTNode, syntax: Synta
     """Is `value` (a name) the receiver of `.backward()` without a `gradient` argument in
     `scope` (not nested functions)? Backward then needs it tracked and of one element.
     (The scope's nodes are read off the file's index `syntax` when given.)"""
-    if not type(value) is cst.Name:
+    if type(value) is not cst.Name:
         return False
     nested = lambda n: type(n) in _NESTED_SCOPES  # noqa: E731 (the scope itself is never pruned)
     for node in (syntax.descendants if syntax is not None else iter_descendants)(scope, nested):

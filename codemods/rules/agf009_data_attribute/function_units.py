@@ -18,7 +18,7 @@ from autograd_fix.codemods.walk import children_of, walk
 
 def chain_root(node: cst.BaseExpression) -> str | None:
     """`m.weight` / `m.block.bias` -> 'm': a plain attribute chain on a name (at least one attribute)."""
-    if not type(node) is cst.Attribute:
+    if type(node) is not cst.Attribute:
         return None
     while type(node) is cst.Attribute:
         node = node.value

@@ -154,7 +154,7 @@ class HiddenStateNotDetached(Rule):
             "backward() runs into the previous batch's graph ('Trying to backward through the graph a second time')"
         )
         body = carry.loop.body
-        if not type(body) is cst.IndentedBlock:
+        if type(body) is not cst.IndentedBlock:
             self.report(carry.statement, message + "; detach it at the top of the loop")
             return
         if any(initial.get(n) is None for n in carry.names):
@@ -249,7 +249,7 @@ def _before(updated: cst.CSTNode, statement: cst.SimpleStatementLine) -> cst.CST
 
 
 def _makes_tensor(value: cst.BaseExpression, imports: ImportIndex) -> bool:
-    if not type(value) is cst.Call:
+    if type(value) is not cst.Call:
         return False
     if imports.qualified_name(value.func) in _TENSOR_FACTORIES:
         return True
@@ -259,6 +259,6 @@ def _makes_tensor(value: cst.BaseExpression, imports: ImportIndex) -> bool:
 
 
 def _prepend(updated: cst.CSTNode, statement: cst.SimpleStatementLine) -> cst.CSTNode:
-    if not type(updated) is cst.IndentedBlock:
+    if type(updated) is not cst.IndentedBlock:
         return updated
     return updated.with_changes(body=[statement, *updated.body])

@@ -87,7 +87,7 @@ def _self_attribute(node: cst.BaseExpression, owner: str) -> str | None:
 def _forward_carries(forward: cst.FunctionDef, owner: str) -> list[tuple[cst.SimpleStatementLine, cst.Assign, str]]:
     """Top-level lines of forward that feed `self.<attribute>` into a call and store the
     call's result back on it; only when forward assigns the attribute nowhere else."""
-    if not type(forward.body) is cst.IndentedBlock:
+    if type(forward.body) is not cst.IndentedBlock:
         return []
     found = []
     for line in forward.body.body:
@@ -127,7 +127,7 @@ def _mentions_attribute(node: cst.CSTNode, attribute: str) -> bool:
 def _cuts(node: cst.CSTNode) -> bool:
     """A detach (or a `repackage...` helper) is called somewhere in `node`."""
     for call in iter_descendants(node):
-        if not type(call) is cst.Call:
+        if type(call) is not cst.Call:
             continue
         func = call.func
         name = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
@@ -218,7 +218,7 @@ def _training_loop(
     ]
     for scope, models in scopes:
         for loop in _own_loops(scope):
-            if not type(loop.body) is cst.IndentedBlock:
+            if type(loop.body) is not cst.IndentedBlock:
                 continue
             if unconditional_backward_index(list(loop.body.body), imports) is None:
                 continue
@@ -263,7 +263,7 @@ def _may_reset(node: cst.CSTNode, models: set[str], defined: frozenset[str]) -> 
 def _calls_model(node: cst.CSTNode, models: set[str]) -> bool:
     """`model(...)` or `model.forward(...)` for one of `models`."""
     for call in iter_descendants(node):
-        if not type(call) is cst.Call:
+        if type(call) is not cst.Call:
             continue
         func = call.func
         if type(func) is cst.Attribute and func.attr.value == "forward":

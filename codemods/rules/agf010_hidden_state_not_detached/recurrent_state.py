@@ -116,7 +116,7 @@ def find_carries(
 
 def _loop_carries(loop: cst.For | cst.While, imports: ImportIndex, state_words: frozenset[str]) -> list[Carry]:
     """Recurrent calls in `loop` whose state is fed back with no detach in between."""
-    if not type(loop.body) in (cst.IndentedBlock, cst.SimpleStatementSuite):
+    if type(loop.body) not in (cst.IndentedBlock, cst.SimpleStatementSuite):
         return []
     statements = list(loop.body.body)
     backward_at = unconditional_backward_index(statements, imports)
@@ -210,7 +210,7 @@ def _fed_back_state(
     assign: cst.Assign, imports: ImportIndex, state_words: frozenset[str]
 ) -> tuple[tuple[str, ...], bool] | None:
     """The state names a recurrent call reads and rebinds: `out, h = rnn(x, h)`."""
-    if len(assign.targets) != 1 or not type(assign.value) is cst.Call:
+    if len(assign.targets) != 1 or type(assign.value) is not cst.Call:
         return None
     call = assign.value
     callee = dotted_name(call.func)
@@ -234,7 +234,7 @@ def _names_of(node: cst.BaseExpression) -> tuple[str, ...] | None:
     if type(node) in (cst.Tuple, cst.List) and node.elements:
         names = []
         for element in node.elements:
-            if not type(element.value) is cst.Name or type(element) is cst.StarredElement:
+            if type(element.value) is not cst.Name or type(element) is cst.StarredElement:
                 return None
             names.append(element.value.value)
         return tuple(names)

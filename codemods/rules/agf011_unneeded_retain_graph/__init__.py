@@ -261,7 +261,7 @@ def _following_backward(
     for index, statement in enumerate(block):
         if statement is line and index + 1 < len(block):
             following = block[index + 1]
-            if not type(following) is cst.SimpleStatementLine or following.trailing_whitespace.comment is not None:
+            if type(following) is not cst.SimpleStatementLine or following.trailing_whitespace.comment is not None:
                 return None
             call = expression_statement_call(following)
             if (

@@ -97,7 +97,7 @@ class FreshGraph:
         labels: `self.y_real_, self.y_fake_ = torch.ones(n, 1), torch.zeros(n, 1)`, then
         `self.y_real_ = self.y_real_.cuda()`), and written by no other method but
         `__init__`: fixed tensors that hold no graph, read freely in the loop."""
-        if self.owner is None or self.loop is None or not type(self.scope) is cst.FunctionDef:
+        if self.owner is None or self.loop is None or type(self.scope) is not cst.FunctionDef:
             return frozenset()
         in_loop = {id(node) for node in all_nodes(self.loop, (cst.Assign, cst.AugAssign, cst.AnnAssign))}
         made: set[str] = set()
@@ -116,7 +116,7 @@ class FreshGraph:
     def _allowed_outside_names(self) -> set[str] | None:
         """Names from outside the region that are data (loop targets over a loader, data params)."""
         if self.loop is not None:
-            if not type(self.loop) is cst.For or not self.hints.is_data_iterable(self.loop.iter):
+            if type(self.loop) is not cst.For or not self.hints.is_data_iterable(self.loop.iter):
                 return None
             return {n.value for n in all_nodes(self.loop.target, cst.Name)}  # type: ignore[union-attr]
         if type(self.scope) is cst.FunctionDef:
@@ -221,14 +221,14 @@ class FreshGraph:
             return True
         reads = {n.value for n in read_name_nodes(value)} - {"self"}
         free = frozenset(read for read in reads if self._free_at(read, binding.statement, pending))
-        if not type(self.scope) in (cst.FunctionDef, cst.Module):
+        if type(self.scope) not in (cst.FunctionDef, cst.Module):
             return False
         return self.no_graph.expression(value, self.scope, free | self._trusted())
 
     def _no_graph_expression(self, value: cst.BaseExpression) -> bool:
         """`value` certainly holds no graph, with the region's data names (loop targets over
         a loader, data parameters) trusted as `_holds_no_graph` trusts them."""
-        if self.no_graph is None or not type(self.scope) in (cst.FunctionDef, cst.Module):
+        if self.no_graph is None or type(self.scope) not in (cst.FunctionDef, cst.Module):
             return False
         return self.no_graph.expression(value, self.scope, self._trusted())
 
@@ -252,7 +252,7 @@ class FreshGraph:
         """Read from outside the iteration or carried from the previous one, `name` never
         holds a graph: every binding in the scope is an index, a cut, a constant or data
         (`prev = topk(out, 1)[1]`, then `prev = mask(prev)` returning `.data`)."""
-        if self.no_graph is None or not type(self.scope) in (cst.FunctionDef, cst.Module):
+        if self.no_graph is None or type(self.scope) not in (cst.FunctionDef, cst.Module):
             return False
         return self.no_graph.name(name, self.scope, self._trusted())
 
@@ -358,7 +358,7 @@ class FreshGraph:
                 if has_keyword(call, "requires_grad") is None:
                     continue
                 return False
-            if not type(call.func) is cst.Attribute or type(call.func.value) is cst.Name and call.func.value.value == "self":
+            if type(call.func) is not cst.Attribute or type(call.func.value) is cst.Name and call.func.value.value == "self":
                 return False
         return True
 
@@ -485,7 +485,7 @@ class FreshGraph:
         for node in nodes(self.scope, cst.Expr):
             assert type(node) is cst.Expr
             call = node.value
-            if not type(call) is cst.Call or is_gradient_call(call, imports):
+            if type(call) is not cst.Call or is_gradient_call(call, imports):
                 continue
             if type(call.func) is cst.Name and call.func.value == "print":
                 continue
@@ -563,7 +563,7 @@ def _self_targets(node: cst.Assign | cst.AugAssign | cst.AnnAssign) -> list[tupl
     """(X, value) for each `self.X` a statement writes; the value is None where it is not
     X's alone (an augmented assignment, an element of an unpacked call)."""
     targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
-    value = node.value if not type(node) is cst.AugAssign else None
+    value = node.value if type(node) is not cst.AugAssign else None
     found: list[tuple[str, cst.BaseExpression | None]] = []
     for target in targets:
         if _on_self(target):
@@ -587,7 +587,7 @@ def _on_self(node: cst.BaseExpression) -> bool:
 
 def _cut_whole(value: cst.BaseExpression) -> bool:
     """`G(y, e).detach()`, `loss.item()`, `float(x)`: the value as a whole holds no graph."""
-    if not type(value) is cst.Call:
+    if type(value) is not cst.Call:
         return False
     if type(value.func) is cst.Attribute:
         return value.func.attr.value in CUTTING_METHODS

@@ -32,7 +32,7 @@ def retained_root(call: cst.Call) -> cst.Name | None:
     """The loss a retaining backward backpropagates: `loss` in `loss.backward(...)`,
     `loss.mean().backward(...)` and `self.manual_backward(loss, ...)` (Lightning); None for
     anything else."""
-    if not type(call.func) is cst.Attribute:
+    if type(call.func) is not cst.Attribute:
         return None
     if call.func.attr.value == "backward":
         root = call.func.value
@@ -59,7 +59,7 @@ def earlier_roots(
     if root is None or line is None or innermost_loop(call, parents) is not None:
         return None
     holder = parents.get(id(line))
-    if not type(holder) in (cst.IndentedBlock, cst.Module):
+    if type(holder) not in (cst.IndentedBlock, cst.Module):
         return None
     statements = list(holder.body)
     position = statements.index(line)
@@ -74,7 +74,7 @@ def earlier_roots(
         if statements.index(other_line) >= position or not is_backward_call(other, imports):
             return None
         other_root = backward_root(other, imports)
-        if not type(other_root) is cst.Name:
+        if type(other_root) is not cst.Name:
             return None
         roots.append(other_root.value)
         retains = has_keyword(other, "retain_graph")
@@ -87,7 +87,7 @@ def passed_on_after(call: cst.Call, names: set[str], parents: dict[int, cst.CSTN
     `y = helper(loss)`, which could backpropagate through the graph again out of sight?"""
     line = statement_line(call, parents)
     holder = parents.get(id(line)) if line is not None else None
-    if line is None or not type(holder) in (cst.IndentedBlock, cst.Module):
+    if line is None or type(holder) not in (cst.IndentedBlock, cst.Module):
         return True
     statements = list(holder.body)
     for statement in statements[statements.index(line) + 1 :]:

@@ -197,11 +197,11 @@ class DeprecatedAutogradApi(Rule):
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         """`x = Variable(x)` with `x` visibly grad-free: the whole line goes."""
-        if len(node.body) != 1 or not type(node.body[0]) is cst.Assign or not self._blocks:
+        if len(node.body) != 1 or type(node.body[0]) is not cst.Assign or not self._blocks:
             return
         assign = node.body[0]
         call = assign.value
-        if len(assign.targets) != 1 or not type(assign.targets[0].target) is cst.Name:
+        if len(assign.targets) != 1 or type(assign.targets[0].target) is not cst.Name:
             return
         if not (type(call) is cst.Call and self.context.imports.qualified_name(call.func) in VARIABLE_NAMES):
             return
@@ -330,7 +330,7 @@ class DeprecatedAutogradApi(Rule):
         """`Variable = lambda *a, **k: autograd.Variable(*a, **k)`: each call of the alias
         with `volatile=True` is the volatile case (the lambda's own calls are reported there)."""
         scope = self._scopes[-1] if self._scopes else None
-        if not type(scope) in (cst.Module, cst.FunctionDef):
+        if type(scope) not in (cst.Module, cst.FunctionDef):
             return
         for target in assign.targets:
             calls = calls_of_alias(scope, target.target.value) if type(target.target) is cst.Name else None
@@ -429,7 +429,7 @@ def _autocast_args_mappable(node: cst.Call) -> bool:
 
 
 def _rewrite_amp_call(updated: cst.CSTNode, target: _AmpTarget, imports: ImportIndex) -> cst.CSTNode:
-    if not type(updated) is cst.Call or imports.qualified_name(updated.func) not in _AMP:
+    if type(updated) is not cst.Call or imports.qualified_name(updated.func) not in _AMP:
         return updated
     func, _ = imports.expression_for(target.new)
     device = _device_string(target.device)

@@ -28,7 +28,7 @@ def forwards_to(value: cst.BaseExpression, imports: ImportIndex, callees: frozen
     names)? RL-Adventure's `Variable = lambda *args, **kwargs: autograd.Variable(*args,
     **kwargs).cuda() if USE_CUDA else autograd.Variable(*args, **kwargs)`: a call of the
     alias is a call of `torch.autograd.Variable`, keywords included."""
-    if not type(value) is cst.Lambda:
+    if type(value) is not cst.Lambda:
         return False
     star, double = value.params.star_arg, value.params.star_kwarg
     if not (type(star) is cst.Param and type(double) is cst.Param):

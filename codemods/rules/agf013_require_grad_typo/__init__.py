@@ -114,7 +114,7 @@ class RequireGradTypo(Rule):
             return True
         if type(receiver) is cst.Call:
             return _tensor_value(receiver, imports)
-        if not type(receiver) is cst.Name:
+        if type(receiver) is not cst.Name:
             return False
         scope = enclosing_scope(statement, parents)
         found = [b for b in bindings(scope) if b.name == receiver.value]
@@ -126,7 +126,7 @@ class RequireGradTypo(Rule):
 
 def _line_of(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> cst.CSTNode | None:
     current: cst.CSTNode | None = node
-    while current is not None and not type(current) is cst.SimpleStatementLine:
+    while current is not None and type(current) is not cst.SimpleStatementLine:
         current = parents.get(id(current))
     return current
 
@@ -168,7 +168,7 @@ def _tensor_value(value: cst.BaseExpression | None, imports: ImportIndex) -> boo
         return False
     if type(value) is cst.Call and imports.qualified_name(value.func) in PARAMETER_CONSTRUCTORS:
         return True
-    return not type(value) is cst.Name and grad_free(value, imports, ())
+    return type(value) is not cst.Name and grad_free(value, imports, ())
 
 
 def _tensor_binding(kind: str, statement: cst.CSTNode, value: cst.BaseExpression | None, name: str, imports: ImportIndex) -> bool:

@@ -139,12 +139,12 @@ def _one_plus(node: cst.BaseExpression) -> cst.BaseExpression | None:
 
 def _logsumexp_parts(node: cst.BaseExpression, imports: ImportIndex) -> tuple[cst.Arg, list[cst.Arg]] | None:
     """`(x, [dim args])` of `torch.sum(torch.exp(x), dim[, keepdim])` with a dim that is not None."""
-    if not type(node) is cst.Call or node.lpar or imports.qualified_name(node.func) not in SUM:
+    if type(node) is not cst.Call or node.lpar or imports.qualified_name(node.func) not in SUM:
         return None
     if not node.args or node.args[0].keyword is not None or node.args[0].star:
         return None
     exp_call = node.args[0].value
-    if not type(exp_call) is cst.Call or imports.qualified_name(exp_call.func) not in EXP:
+    if type(exp_call) is not cst.Call or imports.qualified_name(exp_call.func) not in EXP:
         return None
     inner = _only_positional(exp_call)
     rest = list(node.args[1:])

@@ -86,7 +86,7 @@ class AnomalyModeOrEmptyCacheInTraining(Rule):
         self._withs: list[cst.With] = []
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if len(node.body) != 1 or not type(node.body[0]) is cst.Expr or not type(node.body[0].value) is cst.Call:
+        if len(node.body) != 1 or type(node.body[0]) is not cst.Expr or type(node.body[0].value) is not cst.Call:
             return
         call = node.body[0].value
         qualified = self.context.imports.qualified_name(call.func)
@@ -115,7 +115,7 @@ class AnomalyModeOrEmptyCacheInTraining(Rule):
             if _conditional(block, parents) or not self._with_trains(block, parents):
                 continue
             message = "`detect_anomaly()` around training slows every step several times; remove it"
-            if len(block.items) != 1 or block.asynchronous is not None or not type(block.body) is cst.IndentedBlock:
+            if len(block.items) != 1 or block.asynchronous is not None or type(block.body) is not cst.IndentedBlock:
                 self.report(block, message)
                 continue
             fix = Fix(Applicability.UNSAFE, (Edit(block, _unwrapped),), "remove `detect_anomaly()`")
@@ -175,7 +175,7 @@ def _conditional(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
 def _unwrapped(updated: cst.CSTNode) -> cst.CSTNode | cst.FlattenSentinel:
     assert type(updated) is cst.With
     body = updated.body
-    if not type(body) is cst.IndentedBlock:
+    if type(body) is not cst.IndentedBlock:
         return updated
     statements = list(body.body)
     statements[0] = statements[0].with_changes(leading_lines=[*updated.leading_lines, *statements[0].leading_lines])

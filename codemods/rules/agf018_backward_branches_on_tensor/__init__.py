@@ -98,7 +98,7 @@ class BackwardBranchesOnTensor(Rule):
 
 
 def _branch_ok(node: cst.BaseExpression, tensors: set[str]) -> bool:
-    return bool(names_in(node) & tensors) and not type(node) in (cst.Tuple, cst.List)
+    return bool(names_in(node) & tensors) and type(node) not in (cst.Tuple, cst.List)
 
 
 def _is_zero(node: cst.BaseExpression) -> bool:

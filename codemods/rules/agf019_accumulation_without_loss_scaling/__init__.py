@@ -128,7 +128,7 @@ class AccumulationWithoutLossScaling(RootTracker, Rule):
 
     # -- which `.step()` is an optimizer's ----------------------------------------------
     def _is_step(self, call: cst.Call, parents: dict[int, cst.CSTNode]) -> bool:
-        if not type(call.func) is cst.Attribute or call.func.attr.value != "step":
+        if type(call.func) is not cst.Attribute or call.func.attr.value != "step":
             return False
         receiver = dotted_name(call.func.value)
         if receiver is None:
@@ -211,7 +211,7 @@ class AccumulationWithoutLossScaling(RootTracker, Rule):
 def _run_by_another(call: cst.Call, root: cst.BaseExpression, imports) -> bool:  # type: ignore[no-untyped-def]
     """`accelerator.backward(loss)`, `engine.backward(loss)`, `self.manual_backward(loss)`:
     a framework runs the backward (Accelerate and DeepSpeed divide by their own count)."""
-    if not type(call.func) is cst.Attribute or imports.qualified_name(call.func) == "torch.autograd.backward":
+    if type(call.func) is not cst.Attribute or imports.qualified_name(call.func) == "torch.autograd.backward":
         return False
     return call.func.attr.value == "manual_backward" or any(a.value is root for a in call.args)
 
@@ -251,7 +251,7 @@ def _scales(expression: cst.BaseExpression, count: cst.BaseExpression, imports, 
             return True  # the whole loss multiplied by a name: may be `1 / k` under another name
     for node in _arithmetic(expression):
         if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
-            if not type(node.right) in (cst.Integer, cst.Float) or _code(node.right) == count_code:
+            if type(node.right) not in (cst.Integer, cst.Float) or _code(node.right) == count_code:
                 return True  # divided by the count, or normalised by a computed denominator
         if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
             if count_code in (_code(node.left), _code(node.right)) or _reads(node, count):
@@ -302,7 +302,7 @@ def _reads(node: cst.CSTNode, count: cst.BaseExpression) -> bool:
 
 def _count_scales(region: cst.CSTNode, count: cst.BaseExpression, counting: tuple[cst.CSTNode, ...], parents: dict[int, cst.CSTNode]) -> bool:
     """Is the count used in the loop other than to count (`/ k`, `* k`, `.div(k)`, passed to a function)?"""
-    if not type(count) in (cst.Name, cst.Attribute):
+    if type(count) not in (cst.Name, cst.Attribute):
         return False
     code = _code(count)
     inside = {id(n) for c in counting for n in all_nodes(c, (cst.Name, cst.Attribute))}

@@ -115,7 +115,7 @@ def _micro_loop_window(
     loop: cst.For | cst.While, imports: ImportIndex, parents: dict[int, cst.CSTNode], is_step: Callable[[cst.Call], bool]
 ) -> AccumulationWindow | None:
     """`for micro_step in range(k): ... loss.backward()` inside a loop that steps after it."""
-    if not type(loop) is cst.For or not type(loop.iter) is cst.Call or dotted_name(loop.iter.func) != "range":
+    if type(loop) is not cst.For or type(loop.iter) is not cst.Call or dotted_name(loop.iter.func) != "range":
         return None
     arguments = [a for a in loop.iter.args if a.keyword is None and not a.star]
     if len(arguments) != len(loop.iter.args) or not arguments or len(arguments) > 2:
@@ -206,7 +206,7 @@ def _accumulation_test(
         return _accumulation_test(flags[test.value], flags, counters, depth + 1)
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return _modulo_count(_strip(test.expression))  # `not (i + 1) % k`
-    if not type(test) is cst.Comparison or len(test.comparisons) != 1:
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return None
     comparison = test.comparisons[0]
     left, right = _strip(test.left), _strip(comparison.comparator)
