@@ -310,20 +310,25 @@ class CallGraph:
         """
         functions = list(self.functions.values())
         held = {id(function) for function in functions if holds(function)}
+        resolved: dict[tuple[int, str], list[FunctionFacts]] = {}  # each call resolved once, not once per round
         changed = True
         while changed:
             changed = False
             names = {function.node.name.value for function in functions if id(function) in held}
             for function in functions:
-                if id(function) not in held and any(self._may_reach(name, function, held, names) for name in function.calls):
+                if id(function) not in held and any(self._may_reach(name, function, held, names, resolved) for name in function.calls):
                     held.add(id(function))
                     changed = True
         return [function for function in functions if id(function) in held]
 
-    def _may_reach(self, name: str, caller: FunctionFacts, held: set[int], names: set[str]) -> bool:
-        resolved = self.resolve(name, caller.class_name, caller.node)
-        if resolved:
-            return any(id(callee) in held for callee in resolved)
+    def _may_reach(self, name: str, caller: FunctionFacts, held: set[int], names: set[str],
+                   resolved: dict[tuple[int, str], list[FunctionFacts]]) -> bool:
+        key = (id(caller), name)
+        callees = resolved.get(key)
+        if callees is None:
+            callees = resolved[key] = self.resolve(name, caller.class_name, caller.node)
+        if callees:
+            return any(id(callee) in held for callee in callees)
         return name.rsplit(".", 1)[-1] in names
 
     def callee(self, name: str, caller_class: str | None = None) -> FunctionFacts | None:

@@ -44,6 +44,10 @@ INPLACE_FUNCTIONS = frozenset(
     for n in ("relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "hardswish", "hardsigmoid",
               "silu", "mish", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "threshold", "rrelu")
 )
+#: `nn.Sequential`, whose inline layers `_sequential` reads
+_SEQUENTIAL = frozenset({"torch.nn.Sequential", "torch.nn.modules.container.Sequential"})
+#: every call `_sequential` or `_inplace_keywords` can report from
+_LAYER_CALLS = _SEQUENTIAL | INPLACE_FUNCTIONS
 #: nn modules taking `inplace` (and the positional index of that argument)
 INPLACE_MODULES = {
     "ReLU": 0, "ReLU6": 0, "SELU": 0, "SiLU": 0, "Mish": 0, "Hardswish": 0, "Hardsigmoid": 0,
@@ -158,11 +162,18 @@ class InplaceOnGradTrackedTensor(Rule):
         self._calls_cache: dict[int, list[cst.Call]] = {}
         analysis = TrackingAnalysis.for_context(self.context)
         leaf_updates: list[tuple[int, int, Site]] = []
+        # the `nn.Sequential` and `inplace=` checks look for calls of these few names: a file
+        # that calls none of them (most) skips both for every statement
+        imports = self.context.imports
+        layer_calls = any(imports.qualified_name(call.func) in _LAYER_CALLS  # type: ignore[attr-defined]
+                          for call in self.context.semantic.syntax.find(node, cst.Call))
         for site in analysis.sites():
-            self._sequential(site, analysis)
+            if layer_calls:
+                self._sequential(site, analysis)
             if site.position.grad_disabled or site.position.exempt:
                 continue
-            self._inplace_keywords(site, analysis)
+            if layer_calls:
+                self._inplace_keywords(site, analysis)
             for small in site.statement.body:
                 mutation = _mutation(small, self.context.imports)
                 if mutation is None:
@@ -305,7 +316,7 @@ class InplaceOnGradTrackedTensor(Rule):
         imports = self.context.imports
         for small in site.statement.body:
             for call in self._calls_in(small):
-                if imports.qualified_name(call.func) not in {"torch.nn.Sequential", "torch.nn.modules.container.Sequential"}:
+                if imports.qualified_name(call.func) not in _SEQUENTIAL:
                     continue
                 layers = positional(call) or starred_list(call, site.position.function or self.context.module)
                 for previous, layer in zip(layers or [], (layers or [])[1:]):
