@@ -290,6 +290,8 @@ class TrackingAnalysis:
         self.syntax: SyntaxIndex | None = None
         self._top_level = {s.name.value for s in module.body if type(s) is cst.FunctionDef}
         self._returned_leaves: dict[str, Tracked | None] = {}
+        #: `factory_module`'s answers by function name, once the prepass has read the classes
+        self._factories: dict[str, cst.Call | None] | None = None
         #: function id -> (state, position) its walk started from, to walk it again seeded
         self._entries: dict[int, tuple[State, Position]] = {}
         #: function id -> its sites walked with the parameters' call-site facts (None: none)
@@ -315,6 +317,7 @@ class TrackingAnalysis:
         analysis.no_grad_callees = call_graph().no_grad_callees
         prepass = _PrePass(analysis)
         syntax.walk(module, prepass)
+        analysis._factories = {}  # the classes are known: a factory's answer no longer changes
         _Walker(analysis).run(module)
         analysis._walked = True
         return analysis
@@ -501,7 +504,15 @@ class TrackingAnalysis:
         cannot recurse; a factory with several returns stays unknown."""
         if type(call.func) is not cst.Name or self.call_graph is None or call.func.value not in self._top_level:
             return None
-        values = self.call_graph().returned_values(call.func.value)
+        name = call.func.value
+        if self._factories is None:
+            return self._factory_module(name)
+        if name not in self._factories:
+            self._factories[name] = self._factory_module(name)
+        return self._factories[name]
+
+    def _factory_module(self, name: str) -> cst.Call | None:
+        values = self.call_graph().returned_values(name)  # type: ignore[misc]
         if not values or len(values) != 1 or type(values[0]) is not cst.Call:
             return None
         returned = values[0]
