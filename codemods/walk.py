@@ -168,6 +168,24 @@ def _overrides(visitor_type: type, method: str) -> bool:
     return getattr(visitor_type, method, None) is not getattr(cst.CSTVisitor, method)
 
 
+@functools.lru_cache(maxsize=None)
+def _type_handlers(visitor_type: type, node_type: type) -> tuple[Callable | None, Callable | None, Callable[[object], bool]]:
+    """A visitor class's (visit, leave, skip test) for one node type, as plain functions
+    called with the visitor first: libcst's generic `on_visit` / `on_leave` where the class
+    overrides them (they skip children on any falsy result), else its own `visit_<Type>` /
+    `leave_<Type>` (a `visit_*` skips them only on False). Resolved once per pair of
+    classes, not on every walk (most walks are over one statement)."""
+    generic_visit = visitor_type.on_visit if _overrides(visitor_type, "on_visit") else None  # type: ignore[attr-defined]
+    generic_leave = visitor_type.on_leave if _overrides(visitor_type, "on_leave") else None  # type: ignore[attr-defined]
+    visit_name, leave_name = _handlers(visitor_type, node_type)
+    if generic_visit is not None:
+        visit, skips = generic_visit, _skips_on_falsy
+    else:
+        visit, skips = (getattr(visitor_type, visit_name) if visit_name else None), _skips_on_false
+    leave = generic_leave if generic_leave is not None else (getattr(visitor_type, leave_name) if leave_name else None)
+    return visit, leave, skips
+
+
 def walk(node: cst.CSTNode, visitor: object) -> None:
     """Run a read-only visitor's `visit_*`/`leave_*` methods over `node`'s subtree.
 
@@ -175,8 +193,6 @@ def walk(node: cst.CSTNode, visitor: object) -> None:
     for every node instead (they usually dispatch to `visit_*` themselves).
     """
     visitor_type = type(visitor)
-    generic_visit = visitor.on_visit if _overrides(visitor_type, "on_visit") else None  # type: ignore[attr-defined]
-    generic_leave = visitor.on_leave if _overrides(visitor_type, "on_leave") else None  # type: ignore[attr-defined]
     # per node type: (visit, leave, skip-children-when); resolved once per walk
     table: dict[type, tuple[Callable | None, Callable | None, Callable[[object], bool]]] = {}
     # an explicit stack (no recursion limit on deep trees): (node, leaving?)
@@ -186,12 +202,12 @@ def walk(node: cst.CSTNode, visitor: object) -> None:
         current, leaving = pop()
         handlers = table.get(type(current))
         if handlers is None:
-            handlers = table[type(current)] = _bound_handlers(visitor, type(current), generic_visit, generic_leave)
+            handlers = table[type(current)] = _type_handlers(visitor_type, type(current))
         visit, leave, skips = handlers
         if leaving:
-            leave(current)  # type: ignore[misc]
+            leave(visitor, current)  # type: ignore[misc]
             continue
-        if visit is not None and skips(visit(current)):
+        if visit is not None and skips(visit(visitor, current)):
             continue
         if leave is not None:
             push((current, True))
@@ -206,18 +222,6 @@ def _skips_on_false(result: object) -> bool:
 
 def _skips_on_falsy(result: object) -> bool:
     return not result
-
-
-def _bound_handlers(visitor: object, node_type: type, generic_visit, generic_leave):
-    """A visitor's (visit, leave, skip test) for one node type: libcst's generic
-    `on_visit` skips children on any falsy result, a `visit_*` only on False."""
-    visit_name, leave_name = _handlers(type(visitor), node_type)
-    if generic_visit is not None:
-        visit, skips = generic_visit, _skips_on_falsy
-    else:
-        visit, skips = (getattr(visitor, visit_name) if visit_name else None), _skips_on_false
-    leave = generic_leave if generic_leave is not None else (getattr(visitor, leave_name) if leave_name else None)
-    return visit, leave, skips
 
 
 def _batched_handlers(visitors: list[cst.BatchableCSTVisitor], node_type: type) -> tuple[list[Callable], list[Callable]]:
@@ -360,8 +364,6 @@ class SyntaxIndex:
             return
         start, stop = span
         visitor_type = type(visitor)
-        generic_visit = visitor.on_visit if _overrides(visitor_type, "on_visit") else None  # type: ignore[attr-defined]
-        generic_leave = visitor.on_leave if _overrides(visitor_type, "on_leave") else None  # type: ignore[attr-defined]
         table: dict[type, tuple] = {}
         order, ends = self.order, self.ends
         pending: list[tuple[int, Callable, cst.CSTNode]] = []  # leaves due at an index
@@ -369,13 +371,13 @@ class SyntaxIndex:
         while index < stop:
             while pending and pending[-1][0] <= index:
                 _, leave, node = pending.pop()
-                leave(node)
+                leave(visitor, node)
             node = order[index]
             handlers = table.get(type(node))
             if handlers is None:
-                handlers = table[type(node)] = _bound_handlers(visitor, type(node), generic_visit, generic_leave)
+                handlers = table[type(node)] = _type_handlers(visitor_type, type(node))
             visit, leave, skips = handlers
-            if visit is not None and skips(visit(node)):
+            if visit is not None and skips(visit(visitor, node)):
                 index = ends[index]
                 continue
             if leave is not None:
@@ -383,7 +385,7 @@ class SyntaxIndex:
             index += 1
         while pending:
             _, leave, node = pending.pop()
-            leave(node)
+            leave(visitor, node)
 
     def walk_batched(self, visitors: list[cst.BatchableCSTVisitor]) -> None:
         """libcst's `visit_batched` over the whole indexed tree, without rebuilding: every
