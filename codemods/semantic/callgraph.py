@@ -31,7 +31,7 @@ from autograd_fix.codemods.semantic.lightning import is_lightning_class, is_ligh
 from autograd_fix.codemods.semantic.module_values import module_attributes
 from autograd_fix.codemods.semantic.nn_modules import module_classes
 from autograd_fix.codemods.torch_api import THREAD_TARGET_LAUNCHERS
-from autograd_fix.codemods.walk import SyntaxIndex, find_all, iter_descendants
+from autograd_fix.codemods.walk import SyntaxIndex, find_all
 
 
 @dataclass
@@ -483,12 +483,14 @@ class CallGraph:
         return any(callee.uses_grad for name in use.calls for callee in self.resolve(name, class_name, node))
 
 
-def calls_under_no_grad(function: cst.FunctionDef, imports: ImportIndex) -> frozenset[int]:
-    """Ids of the calls inside `function` that run in a `with` block disabling grad."""
+def calls_under_no_grad(function: cst.FunctionDef, imports: ImportIndex, syntax: SyntaxIndex | None = None) -> frozenset[int]:
+    """Ids of the calls inside `function` that run in a `with` block disabling grad (read
+    off the file's index when given)."""
+    find = syntax.find if syntax is not None else find_all
     quiet: set[int] = set()
-    for node in iter_descendants(function.body):
-        if type(node) is cst.With and with_disables_grad(node, imports):
-            quiet.update(id(n) for n in iter_descendants(node.body) if type(n) is cst.Call)
+    for node in find(function.body, cst.With):
+        if with_disables_grad(node, imports):  # type: ignore[arg-type]
+            quiet.update(id(n) for n in find(node.body, cst.Call))  # type: ignore[attr-defined]
     return frozenset(quiet)
 
 
@@ -520,7 +522,7 @@ class GraphReturns:
                 is_forward = self.forward_calls(function)
                 # `with torch.no_grad(): loss, outputs = self.compute_loss(...)` builds no graph
                 # (transformers' Trainer.prediction_step)
-                quiet = calls_under_no_grad(function.node, self.graph.imports)
+                quiet = calls_under_no_grad(function.node, self.graph.imports, self.graph.syntax)
                 flow = graph_flow(
                     function.node,
                     self.graph.imports,

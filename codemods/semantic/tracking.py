@@ -374,7 +374,7 @@ class TrackingAnalysis:
         sites = graph.parameter_arguments(facts) if graph is not None and facts is not None else None
         seeds: dict[str, Tracked] | None = None
         for caller, call, bound in sites or ():
-            site = self.site(_statement_of(caller.node if caller is not None else self.module, call))
+            site = self.site(_statement_of(caller.node if caller is not None else self.module, call, self.syntax))
             if site is None:
                 return None if not self._walked else {}
             evaluator = _Evaluator(self, site.state, site.position)
@@ -406,7 +406,7 @@ class TrackingAnalysis:
         if not seeded:
             return None
         for value in values:
-            site = seeded.get(id(_statement_of(callee.node, value)))
+            site = seeded.get(id(_statement_of(callee.node, value, self.syntax)))
             if site is None or _Evaluator(self, site.state, site.position).value(value) is None:
                 return None
         return Tracked(Kind.DERIVED, aliased=True)
@@ -426,7 +426,7 @@ class TrackingAnalysis:
         if callee is None or not values:
             return None
         for value in values:
-            site = self._by_statement.get(id(_statement_of(callee.node, value)))
+            site = self._by_statement.get(id(_statement_of(callee.node, value, self.syntax)))
             if site is None:
                 return None
             evaluator = _Evaluator(self, site.state, site.position)
@@ -1339,12 +1339,16 @@ class _AliasFinder(cst.CSTVisitor):
             self.escapes(node.value)
 
 
-def _statement_of(scope: cst.CSTNode, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
-    """The simple statement of `scope` (not of a nested function or class) holding `node`."""
+def _statement_of(scope: cst.CSTNode, node: cst.CSTNode, syntax: SyntaxIndex | None = None) -> cst.SimpleStatementLine | None:
+    """The simple statement of `scope` (not of a nested function or class) holding `node`
+    (read off the file's index when given: a containment test per statement, not a walk)."""
     stop = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.SimpleStatementLine)
     body = scope.body if type(scope) is cst.FunctionDef else scope
-    for line in iter_descendants(body, prune=lambda n: isinstance(n, stop)):
-        if type(line) is cst.SimpleStatementLine and any(n is node for n in iter_descendants(line)):
+    descendants = syntax.descendants if syntax is not None else iter_descendants
+    for line in descendants(body, lambda n: type(n) in stop):
+        if type(line) is cst.SimpleStatementLine and (
+            syntax.contains(line, node) if syntax is not None else any(n is node for n in iter_descendants(line))
+        ):
             return line
     return None
 
