@@ -17,7 +17,7 @@ from autograd_fix.codemods.imports import ImportIndex, dotted_name
 from autograd_fix.codemods.names import name_tokens
 from autograd_fix.codemods.semantic.dataflow import assigned_names
 from autograd_fix.codemods.semantic.gradmode import with_disables_grad
-from autograd_fix.codemods.walk import walk
+from autograd_fix.codemods.walk import SyntaxIndex, walk
 
 #: calls that run a backward pass on their (first) argument
 _BACKWARD_FUNCTIONS = frozenset({"manual_backward"})
@@ -93,12 +93,14 @@ class _ScopeWalker(cst.CSTVisitor):
 
 
 def find_carries(
-    scope: cst.Module | cst.FunctionDef, imports: ImportIndex, state_words: frozenset[str]
+    scope: cst.Module | cst.FunctionDef, imports: ImportIndex, state_words: frozenset[str],
+    syntax: SyntaxIndex | None = None,
 ) -> list[tuple[Carry, dict[str, cst.BaseExpression | None]]]:
     """Recurrent calls of `scope` whose state is fed back across iterations, with the
-    state's values before the loop (`state_words`: the project's `Role.STATE` vocabulary)."""
+    state's values before the loop (`state_words`: the project's `Role.STATE` vocabulary;
+    the scope is walked off the file's index when given)."""
     walker = _ScopeWalker(scope)
-    walk(scope, walker)
+    (syntax.walk if syntax is not None else walk)(scope, walker)
     results = []
     seen: set[int] = set()
     for position, (kind, node) in enumerate(walker.events):
