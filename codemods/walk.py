@@ -190,7 +190,8 @@ def walk(node: cst.CSTNode, visitor: object) -> None:
     """Run a read-only visitor's `visit_*`/`leave_*` methods over `node`'s subtree.
 
     A visitor that overrides libcst's generic `on_visit` / `on_leave` gets those called
-    for every node instead (they usually dispatch to `visit_*` themselves).
+    for every node instead (they usually dispatch to `visit_*` themselves). Handlers are
+    the visitor class's methods: one set on an instance is not seen (subclass instead).
     """
     visitor_type = type(visitor)
     # per node type: (visit, leave, skip-children-when); resolved once per walk

@@ -270,3 +270,35 @@ def test_node_types_of_is_issubclass_over_every_node_class() -> None:
     for bases in (cst.BaseExpression, (cst.BaseSuite, cst.If), cst.BaseCompoundStatement, cst.Name):
         wanted = bases if isinstance(bases, tuple) else (bases,)
         assert node_types_of(bases) == frozenset(cls for cls in _NODE_TYPES if issubclass(cls, wanted))
+
+
+def test_handlers_are_the_visitor_class_s_methods_and_no_code_sets_one_on_an_instance() -> None:
+    """Walks resolve `visit_*` / `leave_*` once per visitor class: a handler assigned to an
+    instance would be silently ignored, so the code base must not do that."""
+    import ast
+    from pathlib import Path
+
+    class Names(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.seen.append(node.value)
+
+    module = cst.parse_module("a = b(c)\n")
+    for run in (walk, SyntaxIndex(module).walk):
+        finder = Names()
+        run(module, finder)
+        assert finder.seen == ["a", "b", "c"]
+    handlers = ("visit_", "leave_", "on_visit", "on_leave")
+    root = Path(__file__).resolve().parent.parent
+    assigned = [
+        f"{path.relative_to(root)}:{node.lineno}"
+        for folder in ("codemods", "verification", "cli")
+        for path in (root / folder).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Attribute) and target.attr.startswith(handlers)
+    ]
+    assert not assigned, assigned

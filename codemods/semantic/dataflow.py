@@ -190,10 +190,17 @@ def _writes(statement: cst.CSTNode, source: cst.CSTNode | None) -> set[str]:
 
 
 def _assignment_names(node: cst.CSTNode) -> set[str]:
-    finder = NameFinder()
-    finder.visit_Call = lambda call: None  # type: ignore[method-assign]
+    finder = _AssignmentNameFinder()
     walk(node, finder)
     return finder.bound
+
+
+class _AssignmentNameFinder(NameFinder):
+    """Names bound by assignment only: a method call's receiver (`out.append(x)`) is not
+    (a subclass, not an instance attribute: walks resolve handlers per visitor class)."""
+
+    def visit_Call(self, node: cst.Call) -> None:
+        return None
 
 
 def _self_paths(statement: cst.CSTNode) -> set[str]:
