@@ -73,6 +73,16 @@ def _field_reader(node_type: type) -> Callable[[cst.CSTNode], tuple]:
     return operator.attrgetter(*fields)
 
 
+@functools.lru_cache(maxsize=None)
+def _reversed_field_reader(node_type: type) -> Callable[[cst.CSTNode], tuple]:
+    """`_field_reader`, last field first (the index pushes children on a stack)."""
+    fields = _child_fields(node_type)[::-1]
+    if len(fields) == 1:
+        read = operator.attrgetter(fields[0])
+        return lambda node: (read(node),)
+    return operator.attrgetter(*fields)
+
+
 def children_of(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Syntactic children of `node` (no formatting nodes), in field order, as a list.
 
@@ -250,12 +260,13 @@ class SyntaxIndex:
     """
 
     def __init__(self, root: cst.CSTNode) -> None:
-        # the subtree's end is recorded by an int marker pushed under its children
+        # pre-order with an explicit stack: a node's int index is pushed under its children,
+        # so popping it records where its subtree ends; children are pushed last field first
         # (`children_of` inlined: this loop runs once per node of every file checked)
         order: list[cst.CSTNode] = []
         ends: list[int] = []
         stack: list = [root]
-        pop, extend, add, end = stack.pop, stack.extend, order.append, ends.append
+        pop, push, add, end = stack.pop, stack.append, order.append, ends.append
         node_types, readers = _NODE_TYPES, {}
         while stack:
             item = pop()
@@ -268,20 +279,18 @@ class SyntaxIndex:
             end(index + 1)
             read = readers.get(item_type)
             if read is None:  # False: a leaf (`Name`, `Integer`), nothing to read
-                read = readers[item_type] = _field_reader(item_type) if _child_fields(item_type) else False
+                read = readers[item_type] = _reversed_field_reader(item_type) if _child_fields(item_type) else False
             if read is False:
                 continue
-            children: list = []
+            push(index)
             for value in read(item):
                 value_type = type(value)
                 if value_type is list or value_type is tuple:
-                    children.extend([child for child in value if type(child) in node_types])
+                    for child in reversed(value):
+                        if type(child) in node_types:
+                            push(child)
                 elif value_type in node_types:
-                    children.append(value)
-            if children:
-                children.append(index)
-                children.reverse()
-                extend(children)
+                    push(value)
         #: every node, pre-order (the order `walk` visits them in)
         self.order = order
         #: ends[i]: one past the last node of order[i]'s subtree
