@@ -141,6 +141,15 @@ def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:
     return tuple(rule for rule in rules if rule.may_fire_on(text))
 
 
+def _admitted_rules(rules: Sequence[type[Rule]], codes: Sequence[str]) -> tuple[type[Rule], ...]:
+    """The rules of `rules` with the given `codes` (known to be `triggered`), in `rules`'
+    order, importing only those of a `SelectedRules`."""
+    if isinstance(rules, SelectedRules):
+        return rules.load(codes)
+    wanted = set(codes)
+    return tuple(rule for rule in rules if rule.code in wanted)
+
+
 def run_rules(
     module: cst.Module,
     rules: Sequence[type[Rule]],
@@ -406,15 +415,19 @@ def check_source(
     compute_fix: bool = True,
     sites: Sequence[tuple[str, int]] = (),
     validate: Callable[[str], None] | None = None,
+    admitted: Sequence[str] | None = None,
 ) -> SourceResult:
     """Lint `text`; with `compute_fix`, also produce the fixed text (or why not).
 
     Every finding's fix comes back as data (`TextFix`, made once right after the rule
     pass). `sites` (rule code, line) are bugs a run showed (`doctor`): each adds the
     rule's fix built at that site (`site_fixes`), after the static findings. `validate`
-    checks each round's text (default: compiled as one file)."""
+    checks each round's text (default: compiled as one file). `admitted`: the codes of
+    `rules` whose prefilter admits `text` (`prefilters.triggered_codes`), where the caller
+    already asked (the command line does, to decide whether to load libcst at all); the
+    prefilters are not run twice on one text."""
     with fewer_collections():
-        return _check_source(text, rules, path, options, compute_fix, sites, validate)
+        return _check_source(text, rules, path, options, compute_fix, sites, validate, admitted)
 
 
 def _check_source(
@@ -425,8 +438,9 @@ def _check_source(
     compute_fix: bool,
     sites: Sequence[tuple[str, int]],
     validate: Callable[[str], None] | None,
+    admitted: Sequence[str] | None = None,
 ) -> SourceResult:
-    active = triggered(rules, text)
+    active = triggered(rules, text) if admitted is None else _admitted_rules(rules, admitted)
     if not active and not sites:
         # not parsed with libcst; a torch file that does not parse is still an error
         problem = syntax_problem(text) if uses_torch(text) else None
