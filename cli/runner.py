@@ -20,7 +20,6 @@ from autograd_fix.codemods.source import (
     read_bytes,
     read_source,
 )
-from autograd_fix.codemods.collector import fewer_collections, raise_young_threshold
 from autograd_fix.codemods.semantic.roles import DEFAULT_VOCABULARY, Vocabulary
 from autograd_fix.codemods.torch_api import uses_torch
 from autograd_fix.codemods.prefilters import triggered_codes
@@ -267,26 +266,16 @@ def run_jobs(
     (for a progress bar), then `on_outcome(outcome)` (`--apply` writes it there and
     then, not at the end of the run)."""
     if workers <= 1 or len(jobs) < POOL_THRESHOLD:
-        # the collector's threshold held for the whole run, not raised and dropped per
-        # file (`collector.fewer_collections`: each drop was followed by a collection)
-        with fewer_collections():
-            return _collect(map(check_file, jobs), on_done, on_outcome)
+        return _collect(map(check_file, jobs), on_done, on_outcome)
     workers = min(workers, len(jobs), os.cpu_count() or 1)
     from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only for parallel runs
 
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_parent)
     try:
         results = pool.map(check_file, jobs, chunksize=max(1, min(MAX_CHUNK, len(jobs) // (workers * 4))))
         return _collect(results, on_done, on_outcome)
     finally:  # interrupted: drop the queued files instead of checking them all first
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _start_worker() -> None:
-    """A pool worker only checks files: the collector's raised threshold holds for its
-    whole life (as for a serial run), and interrupts are the parent's."""
-    raise_young_threshold()
-    _leave_interrupts_to_the_parent()
 
 
 def _leave_interrupts_to_the_parent() -> None:

@@ -289,30 +289,3 @@ def test_checking_a_file_leaves_the_collector_s_thresholds_as_they_were() -> Non
         assert gc.get_threshold() == (50_000, 5, 5)
     finally:
         gc.set_threshold(*old)
-
-
-def test_a_serial_run_holds_the_raised_threshold_for_all_its_files_and_restores_it(tmp_path) -> None:
-    """`run_jobs` raises the collector's young threshold once for a serial run (no drop
-    back, and no collection after it, per file) and puts the process's thresholds back
-    when the run ends; the files' findings are those of a check without it."""
-    import gc
-
-    from autograd_fix.cli.runner import Job, run_jobs, check_file
-    from autograd_fix.codemods.collector import GC_YOUNG_THRESHOLD
-
-    paths = []
-    for number in range(3):
-        path = tmp_path / f"eval{number}.py"
-        path.write_text(f"import torch\n\ndef evaluate_{number}(model, x):\n    model.eval()\n    return model(x).sum().item()\n")
-        paths.append(path)
-    jobs = [Job(path=str(p), select=None, ignore=(), unsafe_fixes=False, compute_fix=False, fix_diffs=False) for p in paths]
-    old = gc.get_threshold()
-    try:
-        gc.set_threshold(700, 10, 10)
-        seen: list[int] = []
-        outcomes = run_jobs(jobs, 1, on_outcome=lambda outcome: seen.append(gc.get_threshold()[0]))
-        assert seen == [GC_YOUNG_THRESHOLD] * 3 and gc.get_threshold() == (700, 10, 10)
-        assert [o.findings for o in outcomes] == [check_file(job).findings for job in jobs]
-        assert all(o.findings for o in outcomes)
-    finally:
-        gc.set_threshold(*old)
