@@ -15,14 +15,14 @@ import os
 from dataclasses import dataclass
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 
 from autograd_fix.cli.config import Config, ConfigError, ConfigLookup, parse_overrides
 from autograd_fix.cli.discovery import ExcludePatternError
 from autograd_fix.cli.interrupts import Interrupted, StopSignals
-from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, progress_console
+from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, file_lines, progress_bar, run_progress_console
 from autograd_fix.cli.runner import run_jobs  # light: the engine loads once a file is checked
 from autograd_fix.verification.trust import Isolation, UserConfigError, UserSettings, load_user_settings
 
@@ -78,6 +78,20 @@ def _console(color: Color, stderr: bool = False) -> Console:
     # no `:name:` emoji codes: nothing the tool prints means one (a path `:fire:.py` would
     # turn into a flame), and rich's emoji table is not loaded (start-up)
     return Console(stderr=stderr, force_terminal=force, no_color=no_color, highlight=False, soft_wrap=True, emoji=False)
+
+
+class _LazyConsole:
+    """A console made (and rich imported) at its first `print`: most runs print nothing
+    on standard error."""
+
+    def __init__(self, make: Callable[[], Console]) -> None:
+        self._make = make
+        self._console: Console | None = None
+
+    def print(self, *objects: object, **options: Any) -> None:
+        if self._console is None:
+            self._console = self._make()
+        self._console.print(*objects, **options)
 
 
 def _display_path(path: Path) -> str:
@@ -360,7 +374,7 @@ def check(
     cache = None
     if not no_cache and mode == "report" and not use_stdin:
         cache = ResultCache(Path(cache_dir) if cache_dir else default_cache_dir(start_config.root))
-    progress = progress_console()
+    progress = run_progress_console(len(job_list), verifying)
     with StopSignals() as stops:
         applier = None
         if mode == "apply" and not use_stdin:
@@ -405,7 +419,7 @@ def check(
     stdin_data = job_list[0].data if use_stdin else None
     from autograd_fix.cli.report_output import ReportOutputError, ReportSink
 
-    sink = ReportSink(output_file, _console(color))
+    sink = ReportSink(output_file, lambda: _console(color))
     tally = _emit(
         outcomes, errors, mode=mode, output_format=output_format, sink=sink, color=color, stdin_data=stdin_data,
         applier=applier, warnings=warnings, verified_later=verify, verified=verifying if mode != "report" else None,
@@ -496,12 +510,10 @@ def _emit(
     """Report the run in `output_format`; what it ended with, for the exit code."""
     from autograd_fix.cli.render import print_findings, summary_line
     from autograd_fix.codemods.safe_text import printable
-    from autograd_fix.verification.verdict import Status
 
-    err = _console(color, stderr=True)
+    err = _LazyConsole(lambda: _console(color, stderr=True))  # rich loads once something is printed
     warnings = warnings or []
     use_stdin = stdin_data is not None
-    out = sink.console
     records = [record for outcome in outcomes for record in outcome.findings]
     fixable = sum(1 for r in records if r.fix_applies)
     # unsafe fixes not applied for want of --unsafe-fixes (a verified one is counted by its verdict)
@@ -509,13 +521,14 @@ def _emit(
     # what the summary counts (read and analysed), whether or not it could be fixed
     counts = {
         "checked": sum(1 for o in outcomes if o.findings or not o.error), "verified_later": verified_later,
-        "verified": verified,
-        "rejected": sum(1 for r in records if r.verification is not None and r.verification.verdict is Status.REJECTED),
-        "unverified": sum(
-            1 for r in records if r.verification is not None and r.verification.verdict is Status.UNVERIFIED
-            and not r.fix_applies
-        ),
+        "verified": verified, "rejected": 0, "unverified": 0,
     }
+    verdicts = [r for r in records if r.verification is not None]
+    if verdicts:  # verification's modules load only where it ran
+        from autograd_fix.verification.verdict import Status
+
+        counts["rejected"] = sum(1 for r in verdicts if r.verification.verdict is Status.REJECTED)
+        counts["unverified"] = sum(1 for r in verdicts if r.verification.verdict is Status.UNVERIFIED and not r.fix_applies)
     fixed = files_fixed = 0
     applied_ids: set[int] = set()
     refused = applier.refused if applier is not None else []
@@ -592,6 +605,7 @@ def _emit(
         sink.write(github_annotations([r for r in records if id(r) not in applied_ids], [*errors, *warnings]))
         return status
 
+    out = sink.console  # text output: rich loads here, not for the machine-readable formats above
     if mode == "diff":
         from autograd_fix.cli.render import diff_bytes, file_diff, verdict_lines
 

@@ -22,9 +22,9 @@ from autograd_fix.codemods.fix_rounds import fix_rounds
 from autograd_fix.codemods.model import TextFix
 from autograd_fix.codemods.rule import Rule
 from autograd_fix.codemods.text_fixes import apply_fix
-from autograd_fix.verification.verdict import Verdict
 
 if TYPE_CHECKING:
+    from autograd_fix.verification.verdict import Verdict
     from autograd_fix.cli.runner import FileOutcome
 
 DROPPED_FIX_NOTE = " (no fix: it would change an IPython magic line or a cell boundary)"

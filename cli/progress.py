@@ -38,6 +38,16 @@ def stderr_is_terminal() -> bool:
         return False
 
 
+def run_progress_console(files: int, verifying: bool) -> Console | None:
+    """`progress_console()` where the run can show something on it: a verified run (its
+    bar, or its per-file lines off a terminal), or a static run over more than
+    `STATIC_PROGRESS_MIN_FILES` files on a terminal (`progress_bar`'s own condition).
+    None otherwise, so that a run that shows no progress does not import rich."""
+    if verifying or (files > STATIC_PROGRESS_MIN_FILES and stderr_is_terminal()):
+        return progress_console()
+    return None
+
+
 def progress_console() -> Console:
     """A console on stderr that is a terminal exactly when stderr is one."""
     from rich.console import Console

@@ -9,16 +9,22 @@ adds colour when writing to a terminal.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, Iterable
 
 from autograd_fix.codemods.safe_text import printable
 from autograd_fix.cli.runner import FileOutcome, FindingRecord
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+# rich loads where text is styled: a JSON, SARIF or other machine-readable report never
+# imports it (tens of ms of a run's start)
+
 
 def finding_line(record: FindingRecord) -> Text:
+    from rich.text import Text
+
     text = Text()
     text.append(f"{printable(record.location)}:", style="bold")
     text.append(" ")
@@ -82,6 +88,8 @@ def print_diff(console: Console, diff: str) -> None:
         console.file.write(diff)
         console.file.flush()
         return
+    from rich.text import Text
+
     from autograd_fix.codemods.engine import git_lines
 
     for line in git_lines(diff):

@@ -14,12 +14,14 @@ import io
 import os
 import stat
 import sys
+from typing import TYPE_CHECKING, Callable
 
 import typer
-from rich.console import Console
 
-from autograd_fix.cli.render import print_diff
 from autograd_fix.cli.writes import WriteRefused, write_user_file
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class ReportOutputError(Exception):
@@ -49,17 +51,30 @@ def check_not_an_input(path: str, inputs: list[str]) -> None:
 
 
 class ReportSink:
-    """Collects the report for one run; `console` styles text, `write` takes it verbatim."""
+    """Collects the report for one run; `console` styles text, `write` takes it verbatim.
 
-    def __init__(self, path: str | None, console: Console) -> None:
+    `console` makes the console of standard output; it is called (and rich imported)
+    only once text is styled: a machine-readable report is written with `write` alone."""
+
+    def __init__(self, path: str | None, console: Callable[[], Console]) -> None:
         self.path = path
         self._buffer = io.StringIO() if path is not None else None
-        if self._buffer is not None:
-            self.console = Console(
-                file=self._buffer, force_terminal=False, no_color=True, highlight=False, soft_wrap=True, width=10_000, emoji=False
-            )
-        else:
-            self.console = console
+        self._make_console = console
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            if self._buffer is not None:
+                from rich.console import Console
+
+                self._console = Console(
+                    file=self._buffer, force_terminal=False, no_color=True, highlight=False, soft_wrap=True, width=10_000,
+                    emoji=False,
+                )
+            else:
+                self._console = self._make_console()
+        return self._console
 
     def write(self, text: str) -> None:
         """Plain text (a JSON or SARIF document, workflow commands), exactly as given."""
@@ -74,6 +89,8 @@ class ReportSink:
         `git apply` needs every byte of every line, and writing text to stdout would
         re-encode a latin-1 file's lines as UTF-8."""
         if self.console.color_system is not None and not self.console.no_color:
+            from autograd_fix.cli.render import print_diff
+
             print_diff(self.console, diff)
         elif self._buffer is not None:
             self._buffer.write(data.decode("utf-8", "surrogateescape"))  # `close` encodes it back

@@ -152,12 +152,15 @@ def check_file(job: Job) -> FileOutcome:
         return outcome
     outcome.original, outcome.encoding, outcome.bom = source.text, source.encoding, source.bom
     outcome.digest = source.digest
-    if outcome.notebook is None and not job.sites and not triggered_codes(selected_codes(job.select, job.ignore), source.text):
-        # no selected rule can fire (`engine.check_source` answers the same, from the same
-        # prefilters and the same syntax check): libcst and the rules are not loaded for
-        # it (start-up of a run on small files)
-        outcome.error = syntax_problem(source.text) if uses_torch(source.text) else None
-        return outcome
+    admitted = None
+    if outcome.notebook is None and not job.sites:
+        admitted = triggered_codes(selected_codes(job.select, job.ignore), source.text)
+        if not admitted:
+            # no selected rule can fire (`engine.check_source` answers the same, from the
+            # same prefilters and the same syntax check): libcst and the rules are not
+            # loaded for it (start-up of a run on small files)
+            outcome.error = syntax_problem(source.text) if uses_torch(source.text) else None
+            return outcome
     from autograd_fix.cli.notebook_check import check_notebook_program
     from autograd_fix.codemods.engine import EngineError, FixOptions, check_source
     from autograd_fix.codemods.plans import plan_ids
@@ -172,7 +175,9 @@ def check_file(job: Job) -> FileOutcome:
                 outcome.notebook, source.text, rules, job.path, options, job.compute_fix, job.sites
             )
         else:
-            result = check_source(source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix, sites=job.sites)
+            result = check_source(
+                source.text, rules, path=job.path, options=options, compute_fix=job.compute_fix, sites=job.sites, admitted=admitted
+            )
     except EngineError as error:
         outcome.error = str(error)
         return outcome

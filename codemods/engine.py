@@ -141,6 +141,15 @@ def triggered(rules: Sequence[type[Rule]], text: str) -> tuple[type[Rule], ...]:
     return tuple(rule for rule in rules if rule.may_fire_on(text))
 
 
+def _admitted_rules(rules: Sequence[type[Rule]], codes: Sequence[str]) -> tuple[type[Rule], ...]:
+    """The rules of `rules` with the given `codes` (known to be `triggered`), in `rules`'
+    order, importing only those of a `SelectedRules`."""
+    if isinstance(rules, SelectedRules):
+        return rules.load(codes)
+    wanted = set(codes)
+    return tuple(rule for rule in rules if rule.code in wanted)
+
+
 def run_rules(
     module: cst.Module,
     rules: Sequence[type[Rule]],
@@ -311,23 +320,54 @@ def target_paths(module: cst.Module, fixes: Sequence[Fix]) -> dict[int, frozense
     return found
 
 
+class TextMismatch(EngineError):
+    """A top-level node's generated code is not the file's text where `StatementCode`
+    placed it: the caller starts again with the code generated for every node."""
+
+
 class StatementCode:
-    """The source of a module's top-level nodes, generated once each.
+    """The source of a module's top-level nodes, generated only where needed.
 
     A pruned fix pass (`apply_fixes` with `paths`) returns a module whose untouched
     top-level statements are the original node objects, so the rewritten text can reuse
     their text and generate code only for what changed: codegen of the whole module for
     every patch made the cost of one patch grow with the size of its file.
+
+    With the module's `text`, an original node's text is read off the file, between the
+    offsets `positions.top_level_offsets` gives (its lines, placed by Python's own
+    parser): no codegen at all for what a fix leaves alone. Only where the rewritten
+    module parts from the original (a node replaced, removed, or something inserted
+    next to it) do the offsets decide the result, so there each original node next to
+    the change is generated and compared with the text between its offsets; a
+    difference raises `TextMismatch`. Without `text`, or where the offsets cannot be
+    found, every top-level node is generated once, as before.
     """
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, text: str | None = None) -> None:
+        from autograd_fix.codemods.positions import top_level_offsets
+
         self.module = module  # keeps the nodes alive: their ids stay theirs
-        self._texts = {id(node): module.code_for_node(node) for node in (*module.header, *module.body, *module.footer)}
-        #: the module's own text (as `module.code`, without a second codegen)
-        self.original = self.code(module)
+        self._nodes = (*module.header, *module.body, *module.footer)
+        self._offsets = top_level_offsets(module, text) if text is not None else None
+        self._texts: dict[int, str] = {}
+        if self._offsets is None or text is None:
+            self._texts = {id(node): module.code_for_node(node) for node in self._nodes}
+            self._text = ""
+            #: the module's own text (as `module.code`, without a second codegen)
+            self.original = self.code(module)
+        else:
+            self._text = text
+            self._index = {id(node): index for index, node in enumerate(self._nodes)}
+            self._checked: set[int] = set()
+            self.original = text
 
     def text_of(self, node: cst.CSTNode) -> str:
         """The code of one top-level node (generated unless it is one of the original's)."""
+        if self._offsets is not None:
+            index = self._index.get(id(node))
+            if index is not None:
+                self._check(index)
+                return self._slice(index)
         text = self._texts.get(id(node))
         return text if text is not None else self.module.code_for_node(node)
 
@@ -344,7 +384,33 @@ class StatementCode:
         if (rewritten.default_newline, rewritten.default_indent) != (self.module.default_newline, self.module.default_indent):
             return rewritten.code
         nodes = (*rewritten.header, *rewritten.body, *rewritten.footer)
-        return self.join((self.text_of(node) for node in nodes), rewritten.has_trailing_newline)
+        if self._offsets is None:
+            return self.join((self.text_of(node) for node in nodes), rewritten.has_trailing_newline)
+        indices = [self._index.get(id(node)) for node in nodes]
+        kept = set(indices)
+        for index in range(len(self._nodes)):
+            if index not in kept:  # removed or replaced: where it was is where the change goes
+                self._check(index)
+        ends = [-1, *indices, len(self._nodes)]
+        for before, after in zip(ends, ends[1:]):
+            if before is None or after is None or after != before + 1:  # a seam: the nodes beside it are checked
+                for index in (before, after):
+                    if index is not None and 0 <= index < len(self._nodes):
+                        self._check(index)
+        pieces = (self._slice(index) if index is not None else self.module.code_for_node(node) for index, node in zip(indices, nodes))
+        return self.join(pieces, rewritten.has_trailing_newline)
+
+    def _slice(self, index: int) -> str:
+        assert self._offsets is not None
+        return self._text[self._offsets[index] : self._offsets[index + 1]]
+
+    def _check(self, index: int) -> None:
+        """Raise `TextMismatch` unless original node `index` generates the text between its offsets."""
+        if index in self._checked:
+            return
+        if self.module.code_for_node(self._nodes[index]) != self._slice(index):
+            raise TextMismatch(f"top-level node {index} is not where its lines were placed")
+        self._checked.add(index)
 
 
 def apply_fixes(
@@ -406,15 +472,19 @@ def check_source(
     compute_fix: bool = True,
     sites: Sequence[tuple[str, int]] = (),
     validate: Callable[[str], None] | None = None,
+    admitted: Sequence[str] | None = None,
 ) -> SourceResult:
     """Lint `text`; with `compute_fix`, also produce the fixed text (or why not).
 
     Every finding's fix comes back as data (`TextFix`, made once right after the rule
     pass). `sites` (rule code, line) are bugs a run showed (`doctor`): each adds the
     rule's fix built at that site (`site_fixes`), after the static findings. `validate`
-    checks each round's text (default: compiled as one file)."""
+    checks each round's text (default: compiled as one file). `admitted`: the codes of
+    `rules` whose prefilter admits `text` (`prefilters.triggered_codes`), where the caller
+    already asked (the command line does, to decide whether to load libcst at all); the
+    prefilters are not run twice on one text."""
     with fewer_collections():
-        return _check_source(text, rules, path, options, compute_fix, sites, validate)
+        return _check_source(text, rules, path, options, compute_fix, sites, validate, admitted)
 
 
 def _check_source(
@@ -425,8 +495,9 @@ def _check_source(
     compute_fix: bool,
     sites: Sequence[tuple[str, int]],
     validate: Callable[[str], None] | None,
+    admitted: Sequence[str] | None = None,
 ) -> SourceResult:
-    active = triggered(rules, text)
+    active = triggered(rules, text) if admitted is None else _admitted_rules(rules, admitted)
     if not active and not sites:
         # not parsed with libcst; a torch file that does not parse is still an error
         problem = syntax_problem(text) if uses_torch(text) else None
@@ -467,13 +538,21 @@ def materialized(module: cst.Module, findings: list[Finding], text: str | None =
 
     A fix whose replacement cannot be built is dropped (the finding stays, without it):
     the same as before, when such a fix made the whole file's fixes fail later."""
-    from autograd_fix.codemods.text_fixes import common_prefix, materialize
-
     fixes = [fix for f in findings for fix in (f.fix, *f.alternatives) if isinstance(fix, Fix)]
     if not fixes:
         return findings
     paths = target_paths(module, fixes)
-    codes = StatementCode(module)
+    try:  # the untouched statements' text read off the file
+        return _materialized(module, findings, text, paths, StatementCode(module, text))
+    except TextMismatch:  # generated: what the file's text is not known to be
+        return _materialized(module, findings, text, paths, StatementCode(module))
+
+
+def _materialized(
+    module: cst.Module, findings: list[Finding], text: str | None, paths: dict[int, frozenset[int]], codes: StatementCode
+) -> list[Finding]:
+    from autograd_fix.codemods.text_fixes import common_prefix, materialize
+
     # libcst's text of the module equals the file's, except where libcst does not round-trip
     # (a file with old-Mac `\r` line ends loses its last one): edits up to where the two
     # texts part are the file's edits; a fix that reaches past that point is dropped
@@ -484,6 +563,8 @@ def materialized(module: cst.Module, findings: list[Finding], text: str | None =
             return fix
         try:
             made = materialize(module, fix, paths, codes)
+        except TextMismatch:
+            raise
         except Exception:  # a rule's replacement built an invalid tree
             return None
         return made if all(edit.end < same or edit.end == same == len(codes.original) for edit in made.edits) else None

@@ -12,6 +12,7 @@ positions are used instead.
 from __future__ import annotations
 
 import ast
+import itertools
 import warnings
 from typing import Callable
 
@@ -110,3 +111,34 @@ def _first_lines(module: cst.Module, text: str) -> list[int] | None:
         lines.append(min([first.lineno, *(d.lineno for d in decorators or ())]))
         position += len(statement.body) if type(statement) is cst.SimpleStatementLine else 1
     return lines if position == len(parsed.body) else None
+
+
+def top_level_offsets(module: cst.Module, text: str) -> list[int] | None:
+    """Where each top-level node of `module` (its header lines, statements, footer
+    lines, in that order) starts in `text`, its source, with `len(text)` last; None
+    where the two cannot be lined up this way (no trailing newline, a lone `\r` line
+    break, `ast` and libcst disagreeing on the statements, lines out of order).
+
+    A top-level node's code is whole lines: its leading blank and comment lines (one
+    line each, the first decorator's own included), then the statement from the line
+    Python's parser gives its first token (`_first_lines`). The offsets are what the
+    lines say, not proof: `engine.StatementCode` checks a node's generated code against
+    the text between its offsets wherever the result depends on them."""
+    if not module.has_trailing_newline or not text.endswith("\n") or text.count("\r") != text.count("\r\n"):
+        return None
+    first_lines = _first_lines(module, text)
+    if first_lines is None:
+        return None
+    line_starts = [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))]
+    total = len(line_starts) - 2  # the text ends with "\n": its last split piece is empty
+    lines = list(range(1, len(module.header) + 1))
+    for statement, first in zip(module.body, first_lines):
+        leading = len(statement.leading_lines)
+        decorators = getattr(statement, "decorators", ())
+        if decorators:
+            leading += len(decorators[0].leading_lines)
+        lines.append(first - leading)
+    lines += range(total - len(module.footer) + 1, total + 1)
+    if (lines and lines[0] != 1) or any(b <= a for a, b in zip(lines, lines[1:])) or (lines and lines[-1] > total):
+        return None
+    return [line_starts[line - 1] for line in lines] + [len(text)]

@@ -118,7 +118,12 @@ class SelectedRules(Sequence["type[Rule]"]):
         """The rules that could fire on `text` (`prefilters.triggered_codes`), imported."""
         from autograd_fix.codemods.prefilters import triggered_codes
 
-        return tuple(load_rule(code) for code in triggered_codes(self.codes, text))
+        return self.load(triggered_codes(self.codes, text))
+
+    def load(self, codes: Sequence[str]) -> tuple[type[Rule], ...]:
+        """The rules of `codes` (a subsequence of `self.codes`, e.g. `triggered_codes`'
+        answer), imported."""
+        return tuple(load_rule(code) for code in codes)
 
     def __len__(self) -> int:
         return len(self.codes)

@@ -365,3 +365,23 @@ def test_stdin_reason_counts_lines_in_the_text_checked_not_the_file_on_disk(
     number, code = _quoted_line(finding["verification"]["reason"])
     assert (number, code) == (15, "return scores.numpy().tolist()")
     assert code == _user_line(buffer.encode(), number)
+
+
+def test_a_machine_readable_report_loads_neither_rich_nor_verification_verdicts(tmp_path: Path) -> None:
+    """A `--no-verify --format json` run (editors, CI, the speed benchmarks) prints no
+    styled text and no verdict: rich and `verification.verdict` are not imported
+    (tens of ms of every start). A text report of the same file does load rich."""
+    import sys
+
+    (tmp_path / "old.py").write_text(DEPRECATED)
+    probe = (
+        "import sys\nfrom autograd_fix.cli.entry import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as exit:\n    print('exit', exit.code)\n"
+        "print(sorted(m for m in ('rich', 'autograd_fix.verification.verdict') if m in sys.modules), file=sys.stderr)\n"
+    )
+    command = [sys.executable, "-c", probe, "--no-verify", "--no-cache", "old.py"]
+    machine = subprocess.run([*command, "--format", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert '"AGF012"' in machine.stdout and "exit 1" in machine.stdout
+    assert machine.stderr.splitlines()[-1] == "[]"
+    text = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "AGF012" in text.stdout and "'rich'" in text.stderr.splitlines()[-1]

@@ -115,6 +115,26 @@ def test_prefilter_skips_parsing() -> None:
     assert result.findings == [] and result.module is None
 
 
+def test_codes_the_caller_already_admitted_give_the_same_result_as_the_prefilters() -> None:
+    """The command line runs the prefilters to decide whether to load libcst and hands
+    their answer on (`admitted`): the check must be the one the engine's own prefilter
+    pass gives, findings, fixed text and all, and the codes name only rules that run."""
+    from autograd_fix.codemods.prefilters import triggered_codes
+    from autograd_fix.codemods.registry import lazy_rules
+
+    text = "import torch\n\ndef evaluate(model, x):\n    model.eval()\n    return model(x).sum().item()\n"
+    rules = lazy_rules()
+    admitted = triggered_codes(rules.codes, text)
+    assert "AGF001" in admitted
+    options = FixOptions(unsafe_fixes=True)
+    plain = check_source(text, rules, path="e.py", options=options)
+    handed = check_source(text, rules, path="e.py", options=options, admitted=admitted)
+    assert plain.findings and [f.code for f in handed.findings] == [f.code for f in plain.findings]
+    assert handed.fixed == plain.fixed and handed.findings == plain.findings
+    without = check_source(text, rules, path="e.py", options=options, admitted=[c for c in admitted if c != "AGF001"])
+    assert "AGF001" not in {f.code for f in without.findings}
+
+
 def test_crlf_survives_fixes() -> None:
     result = check_source("a = loss\r\nb = torch\r\n", [RenameLoss])
     assert result.fixed == "a = loss_value\r\nb = torch\r\n"

@@ -113,6 +113,62 @@ def test_statement_code_reproduces_the_module_text(newline: str, trailing: bool,
     assert StatementCode(module).code(module) == module.code == text
 
 
+#: top-level statements with what libcst attaches to them: comment and blank lines,
+#: decorators with comments between them, a compound statement, two statements on a line
+LAYOUT = (
+    "#!/usr/bin/env python\n# header comment\n\nimport torch\nimport torch.nn as nn\n\n\n# about f\n@torch.no_grad()\n"
+    "# between decorators\n@staticmethod\n\ndef f(x):\n    return (x +\n        1)\n\nx = 1; y = 2\nif x:\n    y = 3\n"
+    "    # indented trailing comment\n# dedented comment\nclass C:\n    \"\"\"doc\n\n    \"\"\"\n\n# end\n\n"
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    newline=st.sampled_from(["\n", "\r\n"]),
+    edits=st.lists(st.tuples(st.sampled_from(["replace", "remove", "insert"]), st.integers(0, 20)), min_size=1, max_size=3),
+)
+def test_statement_code_read_off_the_text_gives_what_codegen_gives(newline: str, edits: list[tuple[str, int]]) -> None:
+    """With the module's text, untouched statements are read off it (no codegen): any
+    rewrite of the top level (a statement replaced, removed, or one inserted) gives the
+    text `Module.code` gives, as the generate-everything mode does."""
+    text = LAYOUT.replace("\n", newline)
+    module = cst.parse_module(text)
+    body = list(module.body)
+    for kind, position in edits:
+        at = position % (len(body) + (kind == "insert"))
+        if kind == "replace":
+            body[at] = body[at].deep_clone()
+        elif kind == "remove" and len(body) > 1:
+            del body[at]
+        elif kind == "insert":
+            body.insert(at, cst.parse_statement("import math" + newline))
+    rewritten = module.with_changes(body=body)
+    read, generated = StatementCode(module, text), StatementCode(module)
+    assert read.original == generated.original == text
+    assert read.code(rewritten) == generated.code(rewritten) == rewritten.code
+
+
+def test_statement_code_refuses_offsets_its_check_disproves() -> None:
+    """A decorator whose `@` ends in a line continuation: Python's parser places the
+    statement one line late. Reading the text there would put a fix in the wrong place,
+    so the check raises, and `materialized` generates every statement instead."""
+    from autograd_fix.codemods.engine import TextMismatch, materialized
+
+    text = (
+        "import torch\nfrom torch.autograd import Variable\n\n@ \\\n  torch.no_grad()\n"
+        "def f():\n    return Variable(torch.randn(8, 4))\n"
+    )
+    module = cst.parse_module(text)
+    rewritten = module.with_changes(body=[*module.body[:2], module.body[2].deep_clone()])
+    with pytest.raises(TextMismatch):
+        StatementCode(module, text).code(rewritten)
+    assert StatementCode(module).code(rewritten) == text
+    rule = next(rule for rule in all_rules() if rule.code == "AGF012")
+    findings = run_rules(module, [rule], "f.py", text)
+    assert any(f.fix is not None for f in findings)
+    assert materialized(module, findings, text) == materialized(module, findings)
+
+
 def test_any_subset_of_separate_fixes_composes_as_the_tree_pass_does() -> None:
     """Stacked patches (each composed on top of the accepted ones): every subset of
     fixes in separate functions gives the whole-module pass's text."""

@@ -9,6 +9,7 @@ operations every way Python allows (AGF003's prefilter is syntax, not a name).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autograd_fix.codemods.engine import FixOptions, check_source, parse_module, run_rules
-from autograd_fix.codemods.prefilters import PREFILTERS, prefilter, triggered_codes
+from autograd_fix.codemods.prefilters import _GAP, _NAME_CHAR, PREFILTERS, prefilter, triggered_codes
 from autograd_fix.codemods.registry import RuleRegistryError, all_rules, load_rule, rule_by_code, rule_codes
 from autograd_fix.codemods.rule import Rule
 from autograd_fix.codemods.torch_api import uses_torch
@@ -165,3 +166,44 @@ def test_a_comment_banner_does_not_make_the_search_exponential() -> None:
     )
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert run.stdout.strip() == "False", run.stderr
+
+
+#: the patterns as one regex each, as they were written before they were split into
+#: alternatives for speed (`prefilters.AnyOf`): the split ones must answer the same
+ONE_REGEX = {
+    "AGF001": re.compile(
+        r"(?:^|[^a-zA-Z])(?:val|valid|validate|validation|test|testing|eval|evaluate|evaluation|holdout|"
+        r"predict|infer|inference)(?:$|[^a-z])|\.train\(False\)|\.(?:item|argmax|argmin|tolist|numpy|detach|max|"
+        r"min|topk|sort)\(|\.data\b",
+        re.M,
+    ),
+    "AGF003": re.compile(
+        r"(?:[-+*/%@&|^]|<<|>>)="
+        rf"|[\])]{_GAP}=(?!=)"
+        rf"|(?<!{_NAME_CHAR})(?!_){_NAME_CHAR}+(?<=_){_GAP}\("
+        r"|inplace|True"
+    ),
+}
+#: texts at the edges of the patterns: words at the start and end of a text and of a
+#: line, upper-case neighbours, every ending, operators that only look augmented
+EDGE_TEXTS = [
+    "val", "valx", "xval", "_val", "Val", "valid_", "validatex", "validation\n", "value", "interval", "eval", "evalu",
+    "evaluate", "evaluations", "1test", "testing()", "testingX", "tests", "holdout", "holdouts", "predictor", "predict2",
+    "infer", "inference", "inferences", "é_val", "x.data", "x.data_ptr", "x.dataset", ".train(False)", ".train( False)",
+    "x.item (", "x.sort(", "x.sorted(", "a <= b", "a >= b", "a != b", "a == b", "a <<= 1", "a < <= 1", "a **= 2",
+    "x[0] == 1", "x[0] = 1", "f(x) = 1", "x] \\\n = 1", "add_(", "_add(", "__init__(", "add_ # c\n(", "é_(", "x = True",
+    "inplac", "Truth", "F.relu(x, inplace=False)", "a @= b", "a &= b", "a |= b", "a ^= b", "a >>= 1",
+]
+
+
+@pytest.mark.parametrize("code", sorted(ONE_REGEX))
+def test_the_split_patterns_answer_as_the_one_regex_did(code: str) -> None:
+    """`AnyOf`'s alternatives, tried one by one, admit exactly the texts the one regex
+    admitted: every real text, each statement of the generated files, and edge cases."""
+    texts = [text for _, text in _real_texts()] + STATEMENTS + [_program(setup, [stmt]) for setup in SETUPS for stmt in STATEMENTS]
+    texts += EDGE_TEXTS + [f"{a} {b}" for a in EDGE_TEXTS for b in ("", "=", "(")]
+    pattern = prefilter(code).pattern
+    assert pattern is not None
+    differ = [text for text in texts if (pattern.search(text) is None) != (ONE_REGEX[code].search(text) is None)]
+    assert differ == []
+    assert sum(ONE_REGEX[code].search(text) is None for text in texts) > 20  # both verdicts are exercised

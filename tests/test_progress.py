@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from autograd_fix.cli import app as app_module
+from autograd_fix.cli import progress as progress_module
 from autograd_fix.cli.app import app
 from autograd_fix.cli.progress import STATIC_PROGRESS_MIN_FILES, progress_bar
 from autograd_fix.cli.runner import Job, run_jobs
@@ -84,7 +84,7 @@ def test_cli_shows_the_bar_on_stderr_when_stderr_is_a_terminal(many_files: Path,
 
 def test_cli_is_silent_on_stderr_without_a_terminal_even_when_color_is_forced(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FORCE_COLOR", "1")
-    assert app_module.progress_console().is_terminal is False
+    assert progress_module.progress_console().is_terminal is False
     result = CliRunner().invoke(app, ["--jobs", "1", "--color", "always", "src"], catch_exceptions=False)
     assert result.exit_code == 0
     assert result.stderr == ""
