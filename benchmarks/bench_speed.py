@@ -21,7 +21,13 @@ included; a re-run of the same code would otherwise be answered from the cache.
 TorchFix must be importable by this interpreter (`pip install --no-deps torchfix` plus
 PyYAML; flake8 is only needed for its flake8 plugin, not here).
 
-    python benchmarks/bench_speed.py ROOT [ROOT...]
+    python benchmarks/bench_speed.py ROOT [ROOT...] [--rounds N]
+
+With `--rounds N`, (a), (b) and (c) run N times in turn (a, b, c, a, b, c, ...): each
+round's ratios compare runs made within the same minute or so, and the report gives
+every round's ratios and their median. A shared or throttled machine changes speed from
+one minute to the next (the same run of one tool varies by a third here), which a single
+round takes for a difference between the tools.
 """
 
 from __future__ import annotations
@@ -117,6 +123,32 @@ def measure(root: Path, env: dict[str, str]) -> dict[str, float]:
     return results
 
 
+def measure_rounds(root: Path, env: dict[str, str], rounds: int) -> list[dict[str, float]]:
+    """`measure` `rounds` times in turn (start-ups included each time)."""
+    return [measure(root, env) for _ in range(rounds)]
+
+
+def ratios(r: dict[str, float], suffix: str = "") -> tuple[float, float]:
+    """(static / parse, TorchFix's time / autograd-fix's) of one round."""
+    return r[f"autograd-fix{suffix}"] / r[f"parse{suffix}"], r[f"TorchFix{suffix}"] / r[f"autograd-fix{suffix}"]
+
+
+def summary(results: list[dict[str, float]]) -> str:
+    """Each round's wall-time ratios, then their medians."""
+    lines = []
+    for number, r in enumerate(results, 1):
+        parse_ratio, torchfix_ratio = ratios(r)
+        lines.append(f"  round {number}: parse {r['parse']:.2f} s, autograd-fix {r['autograd-fix']:.2f} s, TorchFix "
+                     f"{r['TorchFix']:.2f} s: static / parse {parse_ratio:.2f}x, throughput / TorchFix's {torchfix_ratio:.2f}x")
+    parse_ratios = sorted(ratios(r)[0] for r in results)
+    torchfix_ratios = sorted(ratios(r)[1] for r in results)
+    middle = len(results) // 2
+    median = (lambda values: values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2)
+    lines.append(f"  median of {len(results)} rounds: static / parse {median(parse_ratios):.2f}x,"
+                 f" throughput / TorchFix's {median(torchfix_ratios):.2f}x")
+    return "\n".join(lines)
+
+
 def report(root: Path, r: dict[str, float]) -> str:
     lines = [
         f"{root}: {r['files']} files ({r['dropped']} unparsable left out), {r['lines']} lines",
@@ -140,13 +172,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("roots", nargs="+", type=Path)
     parser.add_argument("--uncompiled", action="store_true", help="no bytecode cache: both CLIs compile their modules on every start")
+    parser.add_argument("--rounds", type=int, default=1, help="run (a), (b), (c) this many times in turn; report the median ratios")
     args = parser.parse_args(argv)
     sys.stdout.write(f"python {sys.version.split()[0]}, libcst {metadata.version('libcst')}, torchfix {metadata.version('torchfix')}"
                      f", {'no bytecode cache' if args.uncompiled else 'bytecode cache'}\n")
     with tempfile.TemporaryDirectory() as bytecode:
         env = environment(None if args.uncompiled else bytecode)
         for root in args.roots:
-            sys.stdout.write(report(root, measure(root, env)) + "\n")
+            results = measure_rounds(root, env, max(1, args.rounds))
+            sys.stdout.write(report(root, results[0]) + "\n")
+            if len(results) > 1:
+                sys.stdout.write(summary(results) + "\n")
             sys.stdout.flush()
     return 0
 
