@@ -156,7 +156,8 @@ class LoopAnalysis:
             returned = self.graph.returned_values(name, self.class_name)  # type: ignore[arg-type]
             if not returned or not all(type(r) is cst.Name for r in returned):
                 continue
-            summary = LoopAnalysis(callee.node, self.imports, parent_map(callee.node, self.graph.syntax), self.graph, self.is_loss_name)  # type: ignore[arg-type]
+            parents = parent_map(callee.node, self.graph.syntax)
+            summary = LoopAnalysis(callee.node, self.imports, parents, self.graph, self.is_loss_name)  # type: ignore[arg-type]
             if all(r.value in summary.graph_items for r in returned):  # type: ignore[union-attr]
                 self.graph_items.add(binding.name)
         self._returned_sums()

@@ -160,7 +160,8 @@ class MissingZeroGrad(RootTracker, Rule):
         for function in graph.functions.values():
             if id(function) not in backprops or function.loops or _zeroes(function.node, helpers, syntax):
                 continue
-            fact = _loop_facts(function.node, imports, parent_map(function.node, self.context.semantic.syntax), _StepRoles(self.context, function.node))
+            parents = parent_map(function.node, syntax)
+            fact = _loop_facts(function.node, imports, parents, _StepRoles(self.context, function.node))
             if not fact.steps or fact.updates or fact.unclear:
                 continue
             if not fact.backwards and len({step.optimizer for step in fact.steps}) > 1:

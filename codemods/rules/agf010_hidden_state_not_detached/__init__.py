@@ -118,7 +118,8 @@ class HiddenStateNotDetached(Rule):
 
     def leave_Module(self, original_node: cst.Module) -> None:
         for scope in self._scan.scopes():
-            for carry, initial in find_carries(scope, self.context.imports, self.context.roles.tokens(Role.STATE), self.context.semantic.syntax):
+            state_words = self.context.roles.tokens(Role.STATE)
+            for carry, initial in find_carries(scope, self.context.imports, state_words, self.context.semantic.syntax):
                 self._report(carry, initial)
         if self._scan.scopes():
             semantic = self.context.semantic
