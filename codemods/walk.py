@@ -62,21 +62,12 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=None)
-def _field_reader(node_type: type) -> Callable[[cst.CSTNode], tuple]:
-    """One C-level call that reads all of a node type's syntactic fields as a tuple."""
-    fields = _child_fields(node_type)
+def _field_reader(node_type: type, last_first: bool = False) -> Callable[[cst.CSTNode], tuple]:
+    """One C-level call that reads all of a node type's syntactic fields as a tuple
+    (`last_first`: in reverse, for the index, which pushes children on a stack)."""
+    fields = _child_fields(node_type)[::-1] if last_first else _child_fields(node_type)
     if not fields:
         return lambda node: ()
-    if len(fields) == 1:
-        read = operator.attrgetter(fields[0])
-        return lambda node: (read(node),)
-    return operator.attrgetter(*fields)
-
-
-@functools.lru_cache(maxsize=None)
-def _reversed_field_reader(node_type: type) -> Callable[[cst.CSTNode], tuple]:
-    """`_field_reader`, last field first (the index pushes children on a stack)."""
-    fields = _child_fields(node_type)[::-1]
     if len(fields) == 1:
         read = operator.attrgetter(fields[0])
         return lambda node: (read(node),)
@@ -279,7 +270,7 @@ class SyntaxIndex:
             end(index + 1)
             read = readers.get(item_type)
             if read is None:  # False: a leaf (`Name`, `Integer`), nothing to read
-                read = readers[item_type] = _reversed_field_reader(item_type) if _child_fields(item_type) else False
+                read = readers[item_type] = _field_reader(item_type, last_first=True) if _child_fields(item_type) else False
             if read is False:
                 continue
             push(index)

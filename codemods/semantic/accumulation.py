@@ -78,9 +78,11 @@ class LoopAnalysis:
         self.parents = parents
         self.scope = enclosing_scope(loop, parents)
         self.graph = graph
+        #: the file's node index (the call graph's): searches read it, not the tree
+        self.syntax = graph.syntax
         facts = graph.facts(self.scope) if type(self.scope) is cst.FunctionDef else None
         self.class_name = facts.class_name if facts is not None else None
-        self.loop_bindings = bindings(loop.body, self.graph.syntax)
+        self.loop_bindings = bindings(loop.body, self.syntax)
         self._scope_bindings: list[Binding] | None = None
         #: names the iteration backpropagates from / that feed them through a loss function
         self.tracked: set[str] = set()
@@ -107,15 +109,15 @@ class LoopAnalysis:
     @property
     def scope_bindings(self) -> list[Binding]:
         if self._scope_bindings is None:
-            self._scope_bindings = bindings(self.scope, self.graph.syntax)
+            self._scope_bindings = bindings(self.scope, self.syntax)
         return self._scope_bindings
 
     def _bindings_of(self, name: str) -> list[Binding]:
         return [b for b in self.loop_bindings if b.name == name]
 
     def _find_tracked(self) -> None:
-        calls = [c for c in local_nodes(self.loop.body, cst.Call, self.graph.syntax) if is_gradient_call(c, self.imports)]  # type: ignore[arg-type]
-        for call in all_nodes(self.loop, cst.Call, self.graph.syntax):
+        calls = [c for c in local_nodes(self.loop.body, cst.Call, self.syntax) if is_gradient_call(c, self.imports)]  # type: ignore[arg-type]
+        for call in all_nodes(self.loop, cst.Call, self.syntax):
             assert type(call) is cst.Call
             if is_gradient_call(call, self.imports) and _keeps_graph(call):
                 return  # retain_graph / create_graph: graphs may be used again
@@ -156,12 +158,12 @@ class LoopAnalysis:
             returned = self.graph.returned_values(name, self.class_name)  # type: ignore[arg-type]
             if not returned or not all(type(r) is cst.Name for r in returned):
                 continue
-            parents = parent_map(callee.node, self.graph.syntax)
+            parents = parent_map(callee.node, self.syntax)
             summary = LoopAnalysis(callee.node, self.imports, parents, self.graph, self.is_loss_name)  # type: ignore[arg-type]
             if all(r.value in summary.graph_items for r in returned):  # type: ignore[union-attr]
                 self.graph_items.add(binding.name)
         self._returned_sums()
-        for loop in local_nodes(self.loop.body, cst.For, self.graph.syntax):
+        for loop in local_nodes(self.loop.body, cst.For, self.syntax):
             assert type(loop) is cst.For
             iterable = loop.iter
             if innermost_loop(loop, self.parents) is not self.loop or type(iterable) is not cst.Call:
@@ -208,7 +210,7 @@ class LoopAnalysis:
         if type(base) is not cst.Name or not self._fresh_graph(base.value):
             return
         path = code_of(root)
-        for assign in local_nodes(self.loop.body, cst.Assign, self.graph.syntax):
+        for assign in local_nodes(self.loop.body, cst.Assign, self.syntax):
             assert type(assign) is cst.Assign
             if any(code_of(t.target) == path for t in assign.targets) and breaks_graph(assign.value):
                 return  # `output["loss"] = output["loss"].detach()`: cut before it is kept
@@ -253,7 +255,7 @@ class LoopAnalysis:
         elements = [e.value for e in returned[0].elements]
         if len(elements) != len(names):
             return set(), set()
-        inner = bindings(callee.node.body, self.graph.syntax)
+        inner = bindings(callee.node.body, self.syntax)
 
         def single(expression: cst.BaseExpression) -> cst.BaseExpression | None:
             if type(expression) is not cst.Name:
@@ -369,7 +371,7 @@ class LoopAnalysis:
 
     def _passed_to_torch_loss(self, name: str, value: cst.BaseExpression) -> bool:
         """Is `name` a direct argument of a `torch.nn.functional` loss in `value` (so a tensor)?"""
-        for call in all_nodes(value, cst.Call, self.graph.syntax):
+        for call in all_nodes(value, cst.Call, self.syntax):
             assert type(call) is cst.Call
             qualified = self.imports.qualified_name(call.func) or ""
             if qualified.startswith("torch.nn.functional.") and self._is_loss_call(call) and any(
@@ -385,7 +387,7 @@ class LoopAnalysis:
         `.detach()` fits: the method has this one call site and every item of `loss` is
         known to be a tensor)."""
         found: list[tuple[cst.AugAssign, str, bool]] = []
-        for expression in local_nodes(self.loop.body, cst.Expr, self.graph.syntax):
+        for expression in local_nodes(self.loop.body, cst.Expr, self.syntax):
             assert type(expression) is cst.Expr
             call = expression.value
             name = dotted_name(call.func) if type(call) is cst.Call else None
@@ -417,7 +419,7 @@ class LoopAnalysis:
         returned = self.graph.returned_values(name, self.class_name) if callee is not None else None  # type: ignore[arg-type]
         if callee is None or not returned or len(returned) != 1 or type(returned[0]) is not cst.Dict:
             return False
-        inner = bindings(callee.node.body, self.graph.syntax)
+        inner = bindings(callee.node.body, self.syntax)
 
         def tensor(value: cst.BaseExpression) -> bool:
             if type(value) is cst.Name:
@@ -450,7 +452,7 @@ class LoopAnalysis:
 
     def accumulations(self) -> list[Accumulation]:
         found: list[Accumulation] = []
-        for statement in local_nodes(self.loop.body, (cst.AugAssign, cst.Assign, cst.Expr), self.graph.syntax):
+        for statement in local_nodes(self.loop.body, (cst.AugAssign, cst.Assign, cst.Expr), self.syntax):
             inner = innermost_loop(statement, self.parents)
             if inner is not self.loop and id(inner) not in self.item_loops:
                 continue
@@ -522,7 +524,7 @@ class LoopAnalysis:
         operands = _arithmetic_operands(value)
         return any(type(o) is cst.Name and o.value in self.scalar for o in operands) and all(
             (type(o) is cst.Name and o.value in self.scalar) or _is_number(o) or _is_length(o) for o in operands
-        ) and not any(_is_not(n) for n in all_nodes(value, cst.UnaryOperation, self.graph.syntax))
+        ) and not any(_is_not(n) for n in all_nodes(value, cst.UnaryOperation, self.syntax))
 
     def _write_only(self, name: str) -> bool:
         """A list made empty in this scope and only ever appended to: nothing reads back
@@ -536,8 +538,8 @@ class LoopAnalysis:
         empty = _unpacked(made[0], made[0].value)
         if type(empty) is not cst.List or empty.elements:
             return False
-        targets = {id(n) for t in made[0].statement.targets for n in all_nodes(t, cst.Name, self.graph.syntax)}  # type: ignore[attr-defined]
-        for node in all_nodes(self.scope, cst.Name, self.graph.syntax):
+        targets = {id(n) for t in made[0].statement.targets for n in all_nodes(t, cst.Name, self.syntax)}  # type: ignore[attr-defined]
+        for node in all_nodes(self.scope, cst.Name, self.syntax):
             assert type(node) is cst.Name
             if node.value != name or id(node) in targets:
                 continue
@@ -584,11 +586,11 @@ class LoopAnalysis:
                 if {n.value for n in read_name_nodes(binding.value)} & derived:
                     derived.add(binding.name)
                     changed = True
-        for call in all_nodes(self.scope, cst.Call, self.graph.syntax):
+        for call in all_nodes(self.scope, cst.Call, self.syntax):
             assert type(call) is cst.Call
             if is_gradient_call(call, self.imports) and {n.value for n in read_name_nodes(call)} & derived:
                 return True
-        for attribute in all_nodes(self.scope, cst.Attribute, self.graph.syntax):
+        for attribute in all_nodes(self.scope, cst.Attribute, self.syntax):
             assert type(attribute) is cst.Attribute
             if attribute.attr.value in {"grad_fn", "requires_grad", "register_hook", "retain_grad"}:
                 if {n.value for n in read_name_nodes(attribute.value)} & derived:
